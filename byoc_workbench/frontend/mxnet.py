@@ -1,0 +1,280 @@
+"""Import MXNet symbols and Gluon blocks into Relax.
+
+Relax has no MXNet frontend, so the workbench carries its own. The importer is a
+table that maps an MXNet op name to a converter (see ``mxnet_nn``,
+``mxnet_tensor`` and ``mxnet_detection``). Before anything is converted the whole
+graph is checked, and every op missing from the table is reported in one error.
+
+The symbol is read as JSON, so importing a symbol needs neither mxnet nor
+gluoncv; only :func:`from_gluon` does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+import tvm
+from tqdm.auto import tqdm
+from tvm import relax
+
+from .mxnet_attrs import Attrs
+from .mxnet_detection import DETECTION_CONVERTERS
+from .mxnet_nn import NN_CONVERTERS
+from .mxnet_tensor import TENSOR_CONVERTERS
+
+logger = logging.getLogger(__name__)
+
+Converter = Callable[[relax.BlockBuilder, list, Attrs], object]
+
+#: The converter table: MXNet op name -> converter(bb, inputs, attrs).
+CONVERTERS: dict[str, Converter] = {**NN_CONVERTERS, **TENSOR_CONVERTERS, **DETECTION_CONVERTERS}
+
+
+class MXNetImportError(ValueError):
+    """The symbol, its params or the input shapes cannot be imported."""
+
+
+class UnsupportedOperatorError(MXNetImportError):
+    """The graph holds ops that have no converter; ``missing`` maps op -> node names."""
+
+    def __init__(self, missing: Mapping[str, list[str]]):
+        self.missing = dict(missing)
+        listing = "; ".join(
+            f"{op} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+            for op, names in sorted(self.missing.items())
+        )
+        super().__init__(
+            f"{len(self.missing)} unsupported MXNet op(s): {listing} — add a converter for each "
+            "to byoc_workbench.frontend.mxnet.CONVERTERS (or pass converters=...)"
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of an MXNet symbol graph: ``inputs`` are (node index, output index)."""
+
+    index: int
+    op: str
+    name: str
+    attrs: dict
+    inputs: tuple
+
+
+def load_symbol_json(symbol) -> dict:
+    """Return the graph dict of an MXNet symbol.
+
+    Parameters
+    ----------
+    symbol : str, os.PathLike, dict or mxnet.symbol.Symbol
+        A ``-symbol.json`` path, its JSON text, the parsed dict, or a Symbol.
+    """
+    if isinstance(symbol, dict):
+        return symbol
+    if hasattr(symbol, "tojson"):
+        return json.loads(symbol.tojson())
+    text = os.fspath(symbol)
+    if not text.lstrip().startswith("{"):
+        if not os.path.exists(text):
+            raise MXNetImportError(f"symbol file {text!r} does not exist — pass a -symbol.json path")
+        with open(text) as f:
+            text = f.read()
+    try:
+        graph = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MXNetImportError(f"symbol is not valid JSON ({err}) — pass an MXNet -symbol.json") from None
+    if "nodes" not in graph or "heads" not in graph:
+        raise MXNetImportError("symbol JSON has no 'nodes'/'heads' — pass an MXNet -symbol.json")
+    return graph
+
+
+def graph_nodes(graph: dict) -> list[Node]:
+    """Parse the ``nodes`` list of a symbol graph into :class:`Node` records."""
+    nodes = []
+    for i, raw in enumerate(graph["nodes"]):
+        attrs = raw.get("attrs", raw.get("param", raw.get("attr", {}))) or {}
+        nodes.append(Node(i, raw["op"], raw["name"], attrs, tuple((e[0], e[1]) for e in raw["inputs"])))
+    return nodes
+
+
+def op_inventory(symbol) -> dict[str, int]:
+    """Count the operator nodes of an MXNet symbol by op name, most frequent first."""
+    counts: dict[str, int] = {}
+    for node in graph_nodes(load_symbol_json(symbol)):
+        if node.op != "null":
+            counts[node.op] = counts.get(node.op, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def find_unsupported(symbol, converters: Mapping[str, Converter] | None = None) -> dict[str, list[str]]:
+    """Map every op without a converter to the names of the nodes that use it."""
+    table = CONVERTERS if converters is None else converters
+    missing: dict[str, list[str]] = OrderedDict()
+    for node in graph_nodes(load_symbol_json(symbol)):
+        if node.op != "null" and node.op not in table:
+            missing.setdefault(node.op, []).append(node.name)
+    return dict(missing)
+
+
+def check_supported(symbol, converters: Mapping[str, Converter] | None = None) -> None:
+    """Raise :class:`UnsupportedOperatorError` listing every unsupported op, if any."""
+    missing = find_unsupported(symbol, converters)
+    if missing:
+        raise UnsupportedOperatorError(missing)
+
+
+def _as_numpy(value, dtype) -> np.ndarray:
+    if hasattr(value, "asnumpy"):
+        value = value.asnumpy()
+    elif hasattr(value, "numpy"):
+        value = value.numpy()
+    return np.ascontiguousarray(np.asarray(value, dtype=dtype))
+
+
+def _strip_prefix(params: Mapping | None) -> dict:
+    # A file written by ``export`` prefixes keys with "arg:"/"aux:"; accept both forms.
+    out = {}
+    for key, value in (params or {}).items():
+        out[key.split(":", 1)[1] if key[:4] in ("arg:", "aux:") else key] = value
+    return out
+
+
+def _convert_nodes(bb, nodes, values, converters, progress):
+    for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=not progress):
+        if node.op == "null":
+            continue
+        inputs = [values[i][k] for i, k in node.inputs]
+        result = converters[node.op](bb, inputs, Attrs(node.attrs, node.name))
+        values[node.index] = _outputs_of(bb, result)
+
+
+def _outputs_of(bb, result) -> list:
+    if isinstance(result, (list, tuple)):
+        return [bb.normalize(r) for r in result]
+    expr = bb.normalize(result)
+    if hasattr(expr.ty, "fields"):
+        expr = bb.emit(expr)
+        return [bb.emit(relax.TupleGetItem(expr, i)) for i in range(len(expr.ty.fields))]
+    return [bb.emit(expr)]
+
+
+def from_mxnet(
+    symbol,
+    arg_params: Mapping | None = None,
+    aux_params: Mapping | None = None,
+    shape_dict: Mapping[str, tuple] | None = None,
+    dtype: str = "float32",
+    bind_params: bool = True,
+    converters: Mapping[str, Converter] | None = None,
+    progress: bool | None = None,
+) -> tuple[tvm.IRModule, dict[str, np.ndarray]]:
+    """Convert an MXNet symbol and its parameters to a Relax IRModule.
+
+    Parameters
+    ----------
+    symbol : str, os.PathLike, dict or mxnet.symbol.Symbol
+        The graph (see :func:`load_symbol_json`).
+    arg_params, aux_params : dict
+        Parameter name -> array (NDArray or numpy). Keys may carry the
+        ``arg:``/``aux:`` prefixes of an exported ``.params`` file.
+    shape_dict : dict
+        Input name -> shape for every graph input that is not a parameter.
+    dtype : str
+        Dtype of the inputs and parameters.
+    bind_params : bool
+        True: parameters become Relax constants. False: ``main`` takes them as
+        extra inputs after the data inputs, in graph order.
+    converters : dict, optional
+        A converter table to use instead of :data:`CONVERTERS`.
+    progress : bool, optional
+        Show a progress bar over the nodes (default: only on a terminal).
+
+    Returns
+    -------
+    (tvm.IRModule, dict)
+        The module with ``main`` in one dataflow block, and the parameters as
+        numpy arrays (in ``main``'s parameter order when not bound).
+    """
+    graph = load_symbol_json(symbol)
+    table = CONVERTERS if converters is None else converters
+    check_supported(graph, table)
+    shape_dict = dict(shape_dict or {})
+    params = {**_strip_prefix(arg_params), **_strip_prefix(aux_params)}
+    nodes = graph_nodes(graph)
+
+    bb = relax.BlockBuilder()
+    values: dict[int, list] = {}
+    inputs, param_vars, used_params = [], [], OrderedDict()
+    for node in nodes:
+        if node.op != "null":
+            continue
+        if node.name in shape_dict:
+            var = relax.Var(node.name, relax.TensorType(tuple(shape_dict[node.name]), dtype))
+            inputs.append(var)
+            values[node.index] = [var]
+        elif node.name in params:
+            array = _as_numpy(params[node.name], dtype)
+            used_params[node.name] = array
+            if bind_params:
+                values[node.index] = [relax.const(array, dtype)]
+            else:
+                var = relax.Var(node.name, relax.TensorType(array.shape, dtype))
+                param_vars.append(var)
+                values[node.index] = [var]
+        else:
+            raise MXNetImportError(
+                f"graph input {node.name!r} has neither a shape nor a parameter value — "
+                "add it to shape_dict (data) or to arg_params/aux_params (weights)"
+            )
+    if not inputs:
+        raise MXNetImportError(f"no graph input is named in shape_dict {sorted(shape_dict)} — "
+                               "pass e.g. shape_dict={'data': (1, 3, 512, 512)}")
+
+    with bb.function("main", inputs + param_vars):
+        with bb.dataflow():
+            _convert_nodes(bb, nodes, values, table, progress if progress is not None else None)
+            heads = [values[i][k] for i, k, *_ in graph["heads"]]
+            out = bb.emit_output(heads[0] if len(heads) == 1 else relax.Tuple(heads))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    logger.info("imported %d MXNet nodes, %d params", len(nodes), len(used_params))
+    return mod, dict(used_params)
+
+
+def from_gluon(block, shape_dict: Mapping[str, tuple], bind_params: bool = True, dtype: str = "float32",
+               progress: bool | None = None) -> tuple[tvm.IRModule, dict[str, np.ndarray]]:
+    """Convert a Gluon ``HybridBlock`` to Relax (see :func:`from_mxnet`).
+
+    The block is hybridized and, if it has never run, run once on zeros so that
+    MXNet traces its symbol; no file is written.
+
+    Parameters
+    ----------
+    block : mxnet.gluon.HybridBlock
+        An initialised block.
+    shape_dict : dict
+        Input name -> shape; a Gluon block's input is usually named ``data``.
+    """
+    try:
+        import mxnet as mx
+    except ImportError:
+        raise MXNetImportError(
+            "from_gluon needs mxnet, which is not installed — use Python 3.11 and `make setup`, or "
+            'pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
+        ) from None
+    if not getattr(block, "_cached_graph", None):
+        block.hybridize()
+        block(*[mx.nd.zeros(shape, dtype=dtype) for shape in shape_dict.values()])
+    data_vars, sym = block._cached_graph
+    if isinstance(sym, (list, tuple)):
+        sym = mx.sym.Group(list(sym))
+    # A traced graph names its inputs "data", "data0"...; map them to shape_dict's order.
+    renamed = {v.name: shape for v, shape in zip(data_vars, shape_dict.values())}
+    arg_names = set(sym.list_arguments()) | set(sym.list_auxiliary_states())
+    params = {name: p.data().asnumpy() for name, p in block.collect_params().items() if name in arg_names}
+    return from_mxnet(sym, params, None, renamed, dtype=dtype, bind_params=bind_params, progress=progress)

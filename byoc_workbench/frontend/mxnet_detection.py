@@ -1,0 +1,126 @@
+"""Converters for MXNet's detection ops: ``_contrib_box_decode`` and ``_contrib_box_nms``.
+
+``box_nms`` is built from Relax's MXNet-style ``get_valid_counts`` and
+``non_max_suppression``, which keep MXNet's output layout: kept boxes first,
+sorted by score, every other row filled with -1.
+"""
+
+from __future__ import annotations
+
+from tvm import relax
+from tvm.relax import op as R
+
+from .mxnet_common import scalar, shape_of, unsupported
+
+
+def _split4(x, start=0):
+    # Four (…, 1) slices of the last axis, starting at ``start``.
+    axis = len(shape_of(x)) - 1
+    return [R.strided_slice(x, [axis], [start + i], [start + i + 1]) for i in range(4)]
+
+
+def _corner_to_center(bb, coords):
+    x0, y0, x1, y1 = coords
+    w, h = bb.emit(R.subtract(x1, x0)), bb.emit(R.subtract(y1, y0))
+    half = scalar(0.5, x0)
+    return [R.add(x0, R.multiply(w, half)), R.add(y0, R.multiply(h, half)), w, h]
+
+
+def _center_to_corner(bb, coords):
+    x, y, w, h = coords
+    half = scalar(0.5, x)
+    hw, hh = bb.emit(R.multiply(w, half)), bb.emit(R.multiply(h, half))
+    return [R.subtract(x, hw), R.subtract(y, hh), R.add(x, hw), R.add(y, hh)]
+
+
+def _box_decode(bb, inputs, attrs):
+    data, anchors = inputs
+    fmt = attrs.str("format", "center")
+    if fmt not in ("center", "corner"):
+        unsupported(attrs, f"box_decode format={fmt!r}")
+    stds = [attrs.float(f"std{i}", 1.0) for i in range(4)]
+    clip = attrs.float("clip", -1.0)
+    a = [bb.emit(c) for c in _split4(anchors)]
+    ax, ay, aw, ah = [bb.emit(c) for c in (_corner_to_center(bb, a) if fmt == "corner" else a)]
+    d = [bb.emit(c) for c in _split4(data)]
+    ox = bb.emit(R.add(R.multiply(R.multiply(d[0], scalar(stds[0], data)), aw), ax))
+    oy = bb.emit(R.add(R.multiply(R.multiply(d[1], scalar(stds[1], data)), ah), ay))
+    dw = R.multiply(d[2], scalar(stds[2], data))
+    dh = R.multiply(d[3], scalar(stds[3], data))
+    if clip > 0:
+        dw, dh = R.minimum(dw, scalar(clip, data)), R.minimum(dh, scalar(clip, data))
+    half = scalar(0.5, data)
+    hw = bb.emit(R.multiply(R.multiply(R.exp(dw), aw), half))
+    hh = bb.emit(R.multiply(R.multiply(R.exp(dh), ah), half))
+    parts = [R.subtract(ox, hw), R.subtract(oy, hh), R.add(ox, hw), R.add(oy, hh)]
+    return R.concat([bb.emit(p) for p in parts], axis=-1)
+
+
+def _replace_coords(bb, data, coord_start, coords):
+    # Rebuild the rows with new coordinates in place of the old four columns.
+    width = shape_of(data)[-1]
+    axis = len(shape_of(data)) - 1
+    parts = []
+    if coord_start > 0:
+        parts.append(R.strided_slice(data, [axis], [0], [coord_start]))
+    parts.extend(coords)
+    if coord_start + 4 < width:
+        parts.append(R.strided_slice(data, [axis], [coord_start + 4], [width]))
+    return R.concat([bb.emit(p) for p in parts], axis=-1)
+
+
+def _convert_format(bb, data, coord_start, to_corner):
+    coords = [bb.emit(c) for c in _split4(data, coord_start)]
+    new = _center_to_corner(bb, coords) if to_corner else _corner_to_center(bb, coords)
+    return bb.emit(_replace_coords(bb, data, coord_start, [bb.emit(c) for c in new]))
+
+
+def _box_nms(bb, inputs, attrs):
+    data = inputs[0]
+    shape = shape_of(data)
+    overlap = attrs.float("overlap_thresh", 0.5)
+    valid_thresh = attrs.float("valid_thresh", 0.0)
+    topk = attrs.int("topk", -1)
+    coord_start = attrs.int("coord_start", 2)
+    score_index = attrs.int("score_index", 1)
+    id_index = attrs.int("id_index", -1)
+    background_id = attrs.int("background_id", -1)
+    force_suppress = attrs.bool("force_suppress", False)
+    in_format, out_format = attrs.str("in_format", "corner"), attrs.str("out_format", "corner")
+    if {in_format, out_format} - {"corner", "center"}:
+        unsupported(attrs, f"box_nms in_format={in_format!r}/out_format={out_format!r}")
+
+    # Relax's NMS wants (batch, boxes, width); MXNet allows any number of batch axes.
+    x = data if len(shape) == 3 else bb.emit(R.reshape(data, (-1, shape[-2], shape[-1])))
+    if background_id >= 0 and id_index >= 0:
+        # A background row is invalid: fill it with -1 so its score fails valid_thresh.
+        ids = bb.emit(R.strided_slice(x, [2], [id_index], [id_index + 1]))
+        is_bg = R.equal(ids, scalar(background_id, x))
+        x = bb.emit(R.where(is_bg, R.full_like(x, scalar(-1.0, x)), x))
+    if in_format == "center":
+        x = _convert_format(bb, x, coord_start, to_corner=True)
+
+    counts = bb.emit(R.vision.get_valid_counts(x, valid_thresh, id_index, score_index))
+    valid_count = bb.emit(relax.TupleGetItem(counts, 0))
+    moved = bb.emit(relax.TupleGetItem(counts, 1))
+    indices = bb.emit(relax.TupleGetItem(counts, 2))
+    out = bb.emit(R.vision.non_max_suppression(
+        moved, valid_count, indices, max_output_size=-1, iou_threshold=overlap,
+        force_suppress=force_suppress, top_k=topk, coord_start=coord_start,
+        score_index=score_index, id_index=id_index, return_indices=False, invalid_to_bottom=True,
+    ))
+    if out_format == "center":
+        converted = _convert_format(bb, out, coord_start, to_corner=False)
+        # Rows of -1 are padding and stay -1 in either format.
+        is_minus_one = R.astype(R.equal(out, scalar(-1.0, out)), "float32")
+        is_pad = R.greater(R.min(is_minus_one, axis=-1, keepdims=True), relax.const(0.5, "float32"))
+        out = bb.emit(R.where(is_pad, out, converted))
+    return out if len(shape) == 3 else R.reshape(out, shape)
+
+
+DETECTION_CONVERTERS = {
+    "_contrib_box_decode": _box_decode,
+    "_contrib_box_nms": _box_nms,
+    "_contrib_box_non_maximum_suppression": _box_nms,
+    "box_nms": _box_nms,
+}

@@ -1,0 +1,153 @@
+"""Converters for MXNet's neural-network ops: convolution, normalisation, pooling."""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import relax
+from tvm.relax import op as R
+
+from .mxnet_common import scalar, shape_of, unsupported
+
+
+def _conv(bb, inputs, attrs):
+    kernel = attrs.tuple("kernel")
+    ndim = len(kernel)
+    layout = attrs.str("layout") or {1: "NCW", 2: "NCHW"}.get(ndim)
+    strides = attrs.tuple("stride") or (1,) * ndim
+    padding = attrs.tuple("pad") or (0,) * ndim
+    dilation = attrs.tuple("dilate") or (1,) * ndim
+    groups = attrs.int("num_group", 1)
+    no_bias = attrs.bool("no_bias", False)
+    # MXNet keeps the weight as (O, I, *k) for NC* layouts and (O, *k, I) for N*C.
+    kernel_layout = "OI" + layout[2:] if layout.startswith("NC") else "O" + layout[1:-1] + "I"
+    if ndim == 2:
+        out = R.nn.conv2d(inputs[0], inputs[1], strides, padding, dilation, groups, layout, kernel_layout)
+    elif ndim == 1:
+        out = R.nn.conv1d(inputs[0], inputs[1], strides, padding, dilation, groups, layout, kernel_layout)
+    else:
+        unsupported(attrs, f"Convolution with a {ndim}-d kernel")
+    if no_bias:
+        return out
+    out = bb.normalize(out)
+    channel = layout.index("C")
+    bias_shape = [1] * len(layout)
+    bias_shape[channel] = -1
+    return R.add(out, R.reshape(inputs[2], bias_shape))
+
+
+def _batch_norm(bb, inputs, attrs):
+    data, gamma, beta, mean, var = inputs
+    # Inference uses the moving statistics whatever use_global_stats says; momentum only
+    # matters in training. With fix_gamma MXNet multiplies by 1, not by the stored gamma.
+    axis = attrs.int("axis", 1)
+    eps = attrs.float("eps", 1e-3)
+    fix_gamma = attrs.bool("fix_gamma", True)
+    if fix_gamma:
+        gamma = R.ones_like(gamma)
+    out = R.nn.batch_norm(data, gamma, beta, mean, var, axis=axis, epsilon=eps, training=False)
+    return bb.emit(relax.TupleGetItem(bb.emit(out), 0))
+
+
+def _activation(bb, inputs, attrs):
+    kind = attrs.str("act_type")
+    x = inputs[0]
+    if kind == "relu":
+        return R.nn.relu(x)
+    if kind == "sigmoid":
+        return R.sigmoid(x)
+    if kind == "tanh":
+        return R.tanh(x)
+    if kind == "softrelu":
+        return R.log(R.add(R.exp(x), scalar(1.0, x)))
+    if kind == "softsign":
+        return R.divide(x, R.add(R.abs(x), scalar(1.0, x)))
+    unsupported(attrs, f"Activation act_type={kind!r}")
+
+
+def _leaky_relu(bb, inputs, attrs):
+    kind = attrs.str("act_type", "leaky")
+    if kind != "leaky":
+        unsupported(attrs, f"LeakyReLU act_type={kind!r}")
+    return R.nn.leakyrelu(inputs[0], attrs.float("slope", 0.25))
+
+
+def _pooling(bb, inputs, attrs):
+    x = inputs[0]
+    kind = attrs.str("pool_type", "max")
+    layout = attrs.str("layout") or "NCHW"
+    if layout not in ("NCHW", "NHWC"):
+        unsupported(attrs, f"Pooling layout={layout!r}")
+    spatial = tuple(i for i, c in enumerate(layout) if c in "HW")
+    if attrs.bool("global_pool", False):
+        if kind == "max":
+            return R.max(x, axis=spatial, keepdims=True)
+        if kind == "avg":
+            return R.mean(x, axis=spatial, keepdims=True)
+        if kind == "sum":
+            return R.sum(x, axis=spatial, keepdims=True)
+        unsupported(attrs, f"global Pooling pool_type={kind!r}")
+    kernel = attrs.tuple("kernel")
+    strides = attrs.tuple("stride") or (1, 1)
+    padding = attrs.tuple("pad") or (0, 0)
+    # "full" is MXNet's ceil mode; "same" would need asymmetric padding.
+    convention = attrs.str("pooling_convention", "valid")
+    if convention not in ("valid", "full"):
+        unsupported(attrs, f"Pooling pooling_convention={convention!r}")
+    ceil_mode = convention == "full"
+    if kind == "max":
+        return R.nn.max_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode, layout=layout)
+    if kind == "avg":
+        # MXNet counts the padding in the average unless told otherwise.
+        include_pad = attrs.bool("count_include_pad", True)
+        return R.nn.avg_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode,
+                               count_include_pad=include_pad, layout=layout)
+    unsupported(attrs, f"Pooling pool_type={kind!r}")
+
+
+def _fully_connected(bb, inputs, attrs):
+    x = inputs[0]
+    shape = shape_of(x)
+    if attrs.bool("flatten", True):
+        x = R.reshape(x, (shape[0], int(np.prod(shape[1:]))))
+    out = R.matmul(x, R.permute_dims(inputs[1]))
+    if not attrs.bool("no_bias", False):
+        out = R.add(out, inputs[2])
+    return out
+
+
+def _flatten(bb, inputs, attrs):
+    shape = shape_of(inputs[0])
+    return R.reshape(inputs[0], (shape[0], int(np.prod(shape[1:], dtype=np.int64))))
+
+
+def _softmax_family(fn):
+    def convert(bb, inputs, attrs):
+        x = inputs[0]
+        temperature = attrs.float("temperature")
+        if temperature not in (None, 1.0):
+            x = R.divide(x, scalar(temperature, x))
+        if len(inputs) > 1 or attrs.bool("use_length", False):
+            unsupported(attrs, "softmax with use_length")
+        return fn(x, axis=attrs.int("axis", -1))
+
+    return convert
+
+
+def _dropout(bb, inputs, attrs):
+    # Dropout is the identity at inference time, whatever its mode says.
+    return inputs[0]
+
+
+NN_CONVERTERS = {
+    "Convolution": _conv,
+    "BatchNorm": _batch_norm,
+    "Activation": _activation,
+    "LeakyReLU": _leaky_relu,
+    "Pooling": _pooling,
+    "FullyConnected": _fully_connected,
+    "Flatten": _flatten,
+    "flatten": _flatten,
+    "softmax": _softmax_family(R.nn.softmax),
+    "log_softmax": _softmax_family(R.nn.log_softmax),
+    "Dropout": _dropout,
+}

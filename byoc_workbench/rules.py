@@ -1,0 +1,180 @@
+"""Annotation rules: per-op and per-pattern, kept in one table per target.
+
+A rule set is a plain value (a tuple of rules). Switching a rule off builds a
+new rule set; nothing here writes to a process-wide registry, so widgets, the
+CLI and tests can hold different rule sets side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Optional, Sequence
+
+import tvm
+from tvm import relax
+from tvm.relax.dpl import DFPattern, is_op, wildcard
+
+from .errors import WorkbenchError
+
+CallCheck = Callable[[relax.Call], bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A way for a target to claim part of a graph.
+
+    ``kind == "op"`` claims single calls to ``op`` (the seed's
+    ``register_op_attr(op, "target.X")``); ``kind == "pattern"`` claims a
+    whole :mod:`tvm.relax.dpl` pattern, which becomes a composite function
+    (the seed's ``MergeComposite``). ``check`` may veto a match.
+    """
+
+    target: str
+    name: str
+    kind: str
+    op: Optional[str] = None
+    pattern: Optional[DFPattern] = None
+    check: Optional[CallCheck] = None
+    doc: str = ""
+    # Upstream pattern tables check a PatternCheckContext, not a call.
+    annotations: dict = dataclasses.field(default_factory=dict, compare=False)
+    ctx_check: Optional[Callable] = dataclasses.field(default=None, compare=False)
+
+    @property
+    def qualified(self) -> str:
+        """``target.name``, also the ``Composite`` attribute of what it claims."""
+        return f"{self.target}.{self.name}"
+
+    def fusion_pattern(self) -> relax.transform.FusionPattern:
+        """The :class:`FusionPattern` that ``FuseOpsByPattern`` takes."""
+        if self.kind == "op":
+            pattern = is_op(self.op)(*[wildcard() for _ in range(_arity(self.op))])
+        else:
+            pattern = self.pattern
+        check = self.ctx_check
+        if self.check is not None:
+            user_check = self.check
+
+            def check(ctx: relax.transform.PatternCheckContext) -> bool:
+                return bool(user_check(ctx.matched_expr))
+
+        return relax.transform.FusionPattern(self.qualified, pattern, self.annotations, check)
+
+
+def _arity(op_name: str) -> int:
+    op = tvm.ir.Op.get(op_name)
+    return max(1, int(op.num_inputs))
+
+
+def op_rule(target: str, name: str, op: str, check: CallCheck | None = None, doc: str = "") -> Rule:
+    """A per-op rule: every call to ``op`` that passes ``check``."""
+    try:
+        tvm.ir.Op.get(op)
+    except Exception:  # TVM raises its own error type for an unknown op
+        raise WorkbenchError(
+            f"Rule {target}.{name} names op '{op}', which TVM does not know.",
+            "use a Relax op name such as 'relax.add' or 'relax.nn.conv2d'.",
+        ) from None
+    return Rule(target, name, "op", op=op, check=check, doc=doc)
+
+
+def pattern_rule(target: str, name: str, pattern, check: CallCheck | None = None, doc: str = "") -> Rule:
+    """A per-pattern rule: every match of a :mod:`tvm.relax.dpl` pattern."""
+    if not isinstance(pattern, DFPattern):
+        raise WorkbenchError(
+            f"Rule {target}.{name} is not a valid pattern: got {type(pattern).__name__}.",
+            "build it from tvm.relax.dpl, e.g. is_op('relax.nn.relu')(wildcard()).",
+        )
+    return Rule(target, name, "pattern", pattern=pattern, check=check, doc=doc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A BYOC target: its name, the codegen it reaches, and its rule table.
+
+    ``name`` is what composite names start with (``byoc-target.add``);
+    ``codegen`` is the name in ``relax.ext.<codegen>`` and in the ``Codegen``
+    attribute, which must be a valid identifier.
+    """
+
+    name: str
+    codegen: str
+    rules: tuple
+    doc: str = ""
+
+
+# --- byoc-target: the seed's demo target -------------------------------------
+
+
+def _conv2d_relu(with_bias: bool) -> DFPattern:
+    conv = is_op("relax.nn.conv2d")(wildcard(), wildcard())
+    if with_bias:
+        # Relax has no bias_add: a bias of shape (C,) is expanded to (C, 1, 1)
+        # and added, so the expand_dims belongs inside the composite.
+        conv = is_op("relax.add")(conv, is_op("relax.expand_dims")(wildcard()))
+    return is_op("relax.nn.relu")(conv)
+
+
+def byoc_target_rules() -> tuple:
+    """The seed's four rules. Patterns come first: they are tried before per-op rules."""
+    t = "byoc-target"
+    return (
+        pattern_rule(t, "conv2d_bias_relu", _conv2d_relu(True), doc="conv2d, then bias add, then relu"),
+        pattern_rule(t, "conv2d_relu", _conv2d_relu(False), doc="conv2d, then relu"),
+        op_rule(t, "reshape", "relax.reshape", doc="any reshape"),
+        op_rule(t, "add", "relax.add", doc="any elementwise add"),
+    )
+
+
+def tensorrt_rules() -> tuple:
+    """Upstream TVM's TensorRT pattern table, one rule per entry, in its order."""
+    from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tensorrt.* patterns
+    from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+
+    return tuple(
+        Rule(
+            "tensorrt",
+            entry.name.split(".", 1)[1],
+            "pattern",
+            pattern=entry.pattern,
+            annotations=dict(entry.annotation_patterns),
+            ctx_check=entry.check,
+            doc="upstream tvm.relax.backend.contrib.tensorrt",
+        )
+        for entry in get_patterns_with_prefix("tensorrt")
+    )
+
+
+TARGETS = {
+    "byoc-target": lambda: Target("byoc-target", "byoc_target", byoc_target_rules(), "the seed's demo target"),
+    "tensorrt": lambda: Target("tensorrt", "tensorrt", tensorrt_rules(), "upstream TVM's TensorRT patterns"),
+}
+
+
+def get_target(name: str) -> Target:
+    """The registered target called ``name``."""
+    if name not in TARGETS:
+        raise WorkbenchError(f"Unknown target '{name}'.", f"choose one of: {', '.join(sorted(TARGETS))}.")
+    return TARGETS[name]()
+
+
+def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple:
+    """The rules named ``target.rule`` in ``names``, in table order; all when None."""
+    if names is None:
+        return tuple(rules)
+    wanted = [n.strip() for n in names if n.strip()]
+    known = {r.qualified: r for r in rules}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise WorkbenchError(
+            f"Unknown rule {', '.join(repr(n) for n in unknown)}.",
+            f"write rules as target.rule; known rules are: {', '.join(known)}.",
+        )
+    return tuple(r for r in rules if r.qualified in wanted)
+
+
+def parse_rule_list(text: str | None) -> list | None:
+    """``"a.x,b.y"`` -> ``["a.x", "b.y"]``; ``""`` -> ``[]`` (no rules); None stays None."""
+    if text is None:
+        return None
+    return [n for n in (p.strip() for p in text.split(",")) if n]
