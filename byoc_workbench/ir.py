@@ -182,11 +182,15 @@ def _natural(name: str):
 def type_str(ty) -> str:
     """``float32[1, 32, 56, 56]`` for a tensor type; a short text otherwise."""
     if isinstance(ty, relax.TensorType):
-        shape = "?" if ty.shape is None else ", ".join(str(d) for d in ty.shape.values)
+        shape = "?" if ty.shape is None else ", ".join(_dim(d) for d in ty.shape.values)
         return f"{ty.dtype}[{shape}]"
     if isinstance(ty, relax.TupleType):
         return "(" + ", ".join(type_str(f) for f in ty.fields) + ")"
     return str(ty)
+
+
+def _dim(d) -> str:
+    return str(d.value) if hasattr(d, "value") and isinstance(d.value, int) else str(d)
 
 
 class ModuleEditor:

@@ -1,0 +1,162 @@
+"""Draw a :class:`graph.Graph` with Graphviz.
+
+``to_dot`` returns a ``graphviz.Digraph`` and writes nothing; ``to_svg`` runs
+Graphviz's ``dot``; ``write`` saves a file. Colours live in tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import shutil
+from pathlib import Path
+
+import graphviz
+
+from .errors import WorkbenchError
+from .graph import HOST, Graph
+
+TARGET_COLORS = {
+    HOST: "#e9ecef",
+    "byoc-target": "#9ad0a4",
+    "tensorrt": "#b7e07a",
+    "onnxruntime": "#a9c8f0",
+}
+CLUSTER_STYLE = {
+    "function": {"style": "rounded", "color": "#6c757d", "fontname": "Helvetica-Bold"},
+    "then": {"style": "dashed,rounded", "color": "#4c6ef5"},
+    "else": {"style": "dashed,rounded", "color": "#e8590c"},
+    "region": {"style": "rounded,bold", "color": "#2b8a3e", "penwidth": "2"},
+    "subgraph": {"style": "rounded,filled", "color": "#2b8a3e", "fillcolor": "#f4fbf5"},
+    "composite": {"style": "rounded,dotted", "color": "#2b8a3e"},
+}
+NODE_SHAPES = {
+    "input": {"shape": "ellipse"},
+    "output": {"shape": "ellipse", "style": "filled,bold"},
+    "const": {"shape": "plaintext", "fontsize": "9"},
+    "op": {"shape": "box", "style": "filled,rounded"},
+    "composite": {"shape": "box3d", "style": "filled"},
+    "subgraph": {"shape": "component", "style": "filled,bold"},
+    "packed": {"shape": "component", "style": "filled,bold"},
+    "call": {"shape": "cds", "style": "filled"},
+    "if": {"shape": "diamond", "style": "filled"},
+    "tuple": {"shape": "box", "style": "filled,dashed"},
+    "item": {"shape": "box", "style": "filled,dashed"},
+}
+MAX_LABEL = 400  # Graphviz rejects labels over 16,384 characters; ours stay far below
+
+
+def target_color(target: str) -> str:
+    """The fill colour of a target; a stable hash colour for targets not in the table."""
+    if target in TARGET_COLORS:
+        return TARGET_COLORS[target]
+    h = int(hashlib.sha1(target.encode()).hexdigest()[:6], 16)
+    hue = (h % 360) / 360
+    return f"{hue:.3f} 0.35 0.95"
+
+
+def escape(text: str) -> str:
+    """A label safe for DOT, cut to :data:`MAX_LABEL` characters."""
+    text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _cluster_tree(graph: Graph) -> dict:
+    children: dict = {}
+    for c in graph.clusters.values():
+        children.setdefault(c.parent, []).append(c.id)
+    return children
+
+
+def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool = True) -> graphviz.Digraph:
+    """A Digraph of ``graph``: nodes coloured by target, a cluster per function,
+    If branch and merged region, and dashed edges where data crosses targets."""
+    dot = graphviz.Digraph("G", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "label": escape(title), "labelloc": "t", "newrank": "true"})
+    dot.attr("node", fontname="Helvetica", fontsize="10")
+    dot.attr("edge", fontname="Helvetica", fontsize="8", color="#495057")
+    members: dict = {}
+    for n in graph.nodes.values():
+        members.setdefault(n.cluster or None, []).append(n)
+    children = _cluster_tree(graph)
+
+    def emit_nodes(g, cluster_id):
+        for n in members.get(cluster_id, []):
+            attrs = dict(NODE_SHAPES.get(n.kind, {}))
+            attrs["fillcolor"] = target_color(n.target)
+            attrs["id"] = n.id
+            tip = n.op or n.label
+            if n.ty:
+                tip += f" : {n.ty}"
+            attrs["tooltip"] = escape(tip)
+            label = n.label if not n.ty or n.kind in ("const", "output") or not show_shapes else f"{n.label}\n{n.ty}"
+            g.node(n.id, escape(label), **attrs)
+
+    def emit_cluster(g, cid):
+        c = graph.clusters[cid]
+        with g.subgraph(name=f"cluster_{cid}") as sub:
+            style = dict(CLUSTER_STYLE.get(c.kind, {}))
+            if c.kind in ("region", "subgraph", "composite"):
+                style["color"] = "#2b8a3e" if c.target == "byoc-target" else "#343a40"
+            sub.attr(label=escape(c.label), id=f"cluster_{cid}", **style)
+            emit_nodes(sub, cid)
+            for child in children.get(cid, []):
+                emit_cluster(sub, child)
+
+    emit_nodes(dot, None)
+    for cid in children.get(None, []):
+        emit_cluster(dot, cid)
+    for e in graph.edges:
+        attrs = {"style": "dashed", "color": "#c92a2a", "penwidth": "1.5"} if e.crosses else {}
+        dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
+    if legend:
+        _legend(dot, graph.targets)
+    return dot
+
+
+def _legend(dot, targets):
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{_html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>' for t in targets
+    )
+    rows += '<TR><TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD></TR>'
+    dot.node("legend", f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3"><TR><TD COLSPAN="2"><B>targets</B></TD></TR>{rows}</TABLE>>', shape="plaintext", id="legend")
+
+
+def _html_color(color: str) -> str:
+    if color.startswith("#"):
+        return color
+    import colorsys
+
+    h, s, v = (float(x) for x in color.split())
+    r, g, b = colorsys.hsv_to_rgb(h, s, v)
+    return "#%02x%02x%02x" % (int(r * 255), int(g * 255), int(b * 255))
+
+
+def check_dot() -> None:
+    """Raise a one-line error when Graphviz's ``dot`` is not on PATH."""
+    if shutil.which("dot") is None:
+        raise WorkbenchError(
+            "Graphviz's dot program is not installed, so diagrams cannot be drawn.",
+            "install it: apt-get install graphviz (Debian/Ubuntu), brew install graphviz (macOS) or conda install -c conda-forge graphviz; make setup does it on Debian when run as root.",
+        )
+
+
+def to_svg(dot: graphviz.Digraph) -> str:
+    """Run ``dot`` and return the SVG text."""
+    check_dot()
+    try:
+        return dot.pipe(format="svg").decode("utf-8")
+    except graphviz.ExecutableNotFound:
+        check_dot()
+        raise
+
+
+def write(dot: graphviz.Digraph, path: Path, fmt: str = "svg") -> Path:
+    """Write ``dot`` as ``svg`` or as DOT source (``dot``)."""
+    path = Path(path)
+    if fmt == "dot":
+        path.write_text(dot.source)
+    elif fmt == "svg":
+        path.write_text(to_svg(dot))
+    else:
+        raise WorkbenchError(f"Unknown diagram format '{fmt}'.", "use svg or dot.")
+    return path

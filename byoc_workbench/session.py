@@ -1,0 +1,140 @@
+"""The workbench's state as plain values: the pure twin of the widgets.
+
+A :class:`Workbench` holds a module, a target and the set of enabled rules.
+``view(stage)`` returns everything a widget shows for one stage (SVG, script,
+subgraph table, diff, per-node details) as data, so it can be tested and
+timed without a browser.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from functools import cached_property
+
+import tvm
+
+from . import graph as graph_mod
+from . import render, stages
+from .errors import WorkbenchError
+from .rules import Target
+
+
+@dataclasses.dataclass
+class View:
+    stage: str
+    svg: str
+    dot: str
+    script: str
+    subgraphs: list  # rows: {"name", "target", "ops", "op_count"}
+    changes: list  # lines
+    notes: list  # lines
+    nodes: dict  # node id -> details dict
+    rule_matches: dict
+    generated: dict  # subgraph name -> source
+
+
+def pattern_ops(rule) -> set:
+    """The Relax op names a rule can claim."""
+    if rule.kind == "op":
+        return {rule.op}
+    return set(re.findall(r'name="(relax\.[\w.]+)"', str(rule.pattern)))
+
+
+def why_unclaimed(target: Target, enabled: set) -> dict:
+    """For each op a target's rules mention: why a host call to it was not claimed."""
+    reasons: dict = {}
+    for rule in target.rules:
+        for op in pattern_ops(rule):
+            if rule.qualified not in enabled:
+                text = f"rule {rule.qualified} could claim it but is switched off"
+            elif rule.kind == "op":
+                text = f"rule {rule.qualified} is on, but its check rejected this call or the call is outside a dataflow block"
+            else:
+                text = f"rule {rule.qualified} is on, but the rest of its pattern does not match here"
+            reasons.setdefault(op, []).append(text)
+    return {op: "; ".join(texts) for op, texts in reasons.items()}
+
+
+class Workbench:
+    """One module, one target, one rule set, and every stage computed from them."""
+
+    def __init__(self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=()):
+        self.mod = stages.check_module(mod)
+        self.target = target
+        self.all_rules = tuple(target.rules) + tuple(extra_rules)
+        known = {r.qualified for r in self.all_rules}
+        enabled = set(known if enabled is None else enabled)
+        unknown = sorted(enabled - known)
+        if unknown:
+            raise WorkbenchError(f"Unknown rule {', '.join(unknown)}.", f"known rules are: {', '.join(sorted(known))}.")
+        self.enabled = enabled
+        self.prune_rule = prune_rule or stages.no_mac()
+
+    @property
+    def rules(self) -> tuple:
+        return tuple(r for r in self.all_rules if r.qualified in self.enabled)
+
+    def with_rule(self, name: str, on: bool) -> "Workbench":
+        """A new workbench with rule ``name`` switched on or off."""
+        enabled = set(self.enabled)
+        (enabled.add if on else enabled.discard)(name)
+        return Workbench(self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules):])
+
+    def with_prune(self, prune_rule) -> "Workbench":
+        return Workbench(self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules):])
+
+    @cached_property
+    def stages(self) -> list:
+        return stages.run_stages(self.mod, self.rules, self.prune_rule)
+
+    def stage(self, name: str) -> stages.Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
+
+    def graph(self, name: str, expand=()) -> graph_mod.Graph:
+        s = self.stage(name)
+        targets = {sg.name: sg.target for st in self.stages for sg in st.subgraphs}
+        return graph_mod.build_graph(
+            s.mod,
+            regions=s.regions if s.name == "merge" else None,
+            expand=expand,
+            why_unclaimed=why_unclaimed(self.target, self.enabled),
+            packed_targets=targets,
+        )
+
+    def dot(self, name: str, expand=(), title: str | None = None):
+        return render.to_dot(self.graph(name, expand), title=title if title is not None else f"{name} — target {self.target.name}")
+
+    def view(self, name: str, expand=(), svg: bool = True) -> View:
+        s = self.stage(name)
+        g = self.graph(name, expand)
+        dot = render.to_dot(g, title=f"{name} — target {self.target.name}")
+        annotate = self.stage("annotate")
+        return View(
+            stage=name,
+            svg=render.to_svg(dot) if svg else "",
+            dot=dot.source,
+            script=s.mod.script(show_meta=False),
+            subgraphs=[{"name": x.name, "target": x.target, "op_count": len(x.ops), "ops": x.ops} for x in s.subgraphs],
+            changes=[stages.describe_change(c) for c in s.changes],
+            notes=list(s.notes),
+            nodes={nid: node_details(n) for nid, n in g.nodes.items()},
+            rule_matches=dict(getattr(annotate, "rule_matches", {})),
+            generated={k: v.source for k, v in s.generated.items()},
+        )
+
+
+def node_details(n: graph_mod.Node) -> dict:
+    """What clicking a node shows."""
+    d = {"kind": n.kind, "label": n.label, "op": n.op, "target": n.target, "output": n.ty, "inputs": n.input_types, "attrs": n.attrs}
+    if n.rule:
+        d["claimed_by"] = n.rule
+    elif n.kind == "op":
+        d["claimed_by"] = None
+        d["why_not_claimed"] = n.why
+    if n.ops:
+        d["ops_inside"] = n.ops
+    return d
