@@ -56,9 +56,13 @@ def target_color(target: str) -> str:
 
 
 def escape(text: str) -> str:
-    """A label safe for DOT, cut to :data:`MAX_LABEL` characters."""
+    """A label safe for DOT, cut to :data:`MAX_LABEL` characters.
+
+    The graphviz package quotes double quotes itself; a backslash would start
+    a DOT escape sequence, so it is doubled here.
+    """
     text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    return text.replace("\\", "\\\\")
 
 
 def _cluster_tree(graph: Graph) -> dict:

@@ -36,8 +36,8 @@ def check_module(mod) -> tvm.IRModule:
     try:
         mod = relax.transform.Normalize()(mod)
         if relax.analysis.well_formed(mod) is False:
-            raise tvm.error.TVMError("the module is not well formed")
-    except tvm.error.TVMError as err:
+            raise RuntimeError("the module is not well formed")
+    except (RuntimeError, ValueError, TypeError) as err:  # TVM's errors derive from these
         first = next((ln for ln in str(err).splitlines() if ln.strip() and not ln.startswith(("Traceback", "  File"))), str(err))
         raise WorkbenchError(f"The module fails type checking: {first.strip()}", "fix the types of the module (shapes, dtypes, arguments) so that relax.transform.Normalize accepts it.") from None
     return mod

@@ -1,0 +1,50 @@
+# BYOC Workbench. `make lab` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
+# mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+PORT ?= 8888
+
+.PHONY: setup system-deps lab test test-fast demo bench clean
+
+setup: $(STAMP) system-deps
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
+	  echo "error: Python 3.11 is needed (found $$($(PYTHON) --version 2>&1) at $(PYTHON))."; \
+	  echo "  Install it (apt-get install python3.11 python3.11-venv, pyenv install 3.11, or conda env create -f environment.yml),"; \
+	  echo "  or point make at it: make lab PYTHON=/path/to/python3.11"; exit 1; }
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+system-deps:
+	@tools/system-deps.sh
+
+lab: setup
+	@echo "Starting JupyterLab on 127.0.0.1:$(PORT); open the URL with ?token=... that it prints."
+	$(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+	  --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"
+
+test: setup
+	$(BIN)/python -m pytest -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -ra -m "not slow and not browser"
+
+demo: setup
+	mkdir -p build
+	$(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 --output-dir build notebooks/*.ipynb
+	$(BIN)/byoc-workbench stages demo --out build/stages-demo
+	@echo "Executed notebooks and stage diagrams are in build/"
+
+bench: setup
+	$(BIN)/python benchmarks/bench_toggle.py
+
+clean:
+	rm -rf build $(VENV) .pytest_cache

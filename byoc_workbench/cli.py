@@ -1,0 +1,163 @@
+"""``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .errors import WorkbenchError
+
+
+def load_model(model: str):
+    """``(module, user_rules)`` for ``demo`` or a Python file defining ``mod``."""
+    from . import demo
+
+    if model == "demo":
+        return demo.demo_module(), None
+    if model.endswith(".py") or Path(model).exists():
+        return demo.load_model_file(model)
+    raise WorkbenchError(f"Unknown model '{model}'.", "use demo, ssd, or the path of a .py file that defines mod.")
+
+
+def _target_and_extra(target_name: str | None, user_rules):
+    """The target whose rules apply, plus the user's own rules for it."""
+    from .rules import Rule, Target, get_target
+
+    if user_rules is not None:
+        bad = [r for r in user_rules if not isinstance(r, Rule)]
+        if bad:
+            raise WorkbenchError(
+                f"rules must hold byoc_workbench.rules.Rule values; got {type(bad[0]).__name__}.",
+                "build them with rules.op_rule(...) or rules.pattern_rule(...).",
+            )
+        names = sorted({r.target for r in user_rules})
+        name = target_name or (names[0] if names else "byoc-target")
+        own = tuple(r for r in user_rules if r.target == name)
+        try:
+            base = get_target(name)
+            return Target(base.name, base.codegen, base.rules, base.doc), own
+        except WorkbenchError:
+            return Target(name, name.replace("-", "_"), own, "rules from the model file"), ()
+    return get_target(target_name or "byoc-target"), ()
+
+
+def cmd_stages(args) -> int:
+    from . import render, stages
+    from .rules import parse_rule_list
+    from .session import Workbench
+
+    if args.model == "ssd":
+        from . import ssd
+
+        mod = ssd.stages_module(model=args.ssd_model, weights=args.weights)
+        target, extra = _target_and_extra(args.target or "tensorrt", None)
+        model_name = args.ssd_model
+    else:
+        mod, user_rules = load_model(args.model)
+        target, extra = _target_and_extra(args.target, user_rules)
+        model_name = args.model
+    wanted = parse_rule_list(args.rules)
+    if wanted is not None:
+        known = {r.qualified for r in tuple(target.rules) + tuple(extra)}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise WorkbenchError(f"Unknown rule {', '.join(unknown)}.", f"write rules as target.rule; known rules are: {', '.join(sorted(known))}.")
+    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
+    wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.format == "svg":
+        render.check_dot()
+    for i, s in enumerate(wb.stages):
+        dot = wb.dot(s.name, collapse=args.model == "ssd") if args.model == "ssd" else wb.dot(s.name)
+        render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
+    summary = stages.summary_json(model_name, wb.stages)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    for s in wb.stages:
+        print(f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}" + "".join(f"\n  note: {n}" for n in s.notes))
+    print(f"wrote {len(wb.stages)} diagrams and summary.json to {out}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from . import ssd
+
+    summary = ssd.import_summary(model=args.ssd_model, weights=args.weights)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from . import ssd
+
+    result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend)
+    if args.save_outputs:
+        np.savez(args.save_outputs, ids=result["ids"], scores=result["scores"], boxes=result["boxes"])
+        print(f"saved ids, scores and boxes to {args.save_outputs}")
+    return 0
+
+
+def cmd_prefetch(args) -> int:
+    from . import zoo
+
+    report = zoo.prefetch(args.models.split(",") if args.models else None)
+    print(report if isinstance(report, str) else json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("stages", help="draw every BYOC stage of a model and write summary.json")
+    s.add_argument("model", help="demo, ssd, or a .py file that defines mod (and optionally rules)")
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
+    s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
+    s.add_argument("--format", choices=("svg", "dot"), default="svg")
+    s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    s.add_argument("--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)")
+    s.add_argument("--ssd-model", "--model-name", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help=argparse.SUPPRESS)
+    s.add_argument("--weights", help=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_stages)
+
+    for name, helptext, func in (("import", "import a GluonCV model into Relax", cmd_import), ("run", "run a GluonCV model", cmd_run)):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("what", choices=("ssd",))
+        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
+        c.add_argument("--weights", help="a local .params file (default: the cache, else untrained seeded weights)")
+        if name == "import":
+            c.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
+        else:
+            c.add_argument("--backend", choices=("tvm", "mxnet"), default="tvm")
+            c.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
+            c.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz")
+        c.set_defaults(func=func)
+
+    f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")
+    f.add_argument("--models", help="comma-separated model names (default: all)")
+    f.set_defaults(func=cmd_prefetch)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except WorkbenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # the frontend's and zoo's own one-line errors
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Build a stage's module with TVM and run it in the Relax VM."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from . import ir
+
+
+def calls_between_functions(mod: tvm.IRModule) -> dict:
+    """``{function: {functions it calls}}`` over the module's Relax functions."""
+    graph = {}
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        called = set()
+        for _, block in ir.blocks_of(func.body):
+            for b in block.bindings:
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.GlobalVar):
+                    called.add(b.value.op.name_hint)
+        graph[gv.name_hint] = called
+    return graph
+
+
+def has_recursion(mod: tvm.IRModule) -> bool:
+    """Whether some function reaches itself through calls."""
+    graph = calls_between_functions(mod)
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            f = todo.pop()
+            if f == start:
+                return True
+            if f not in seen:
+                seen.add(f)
+                todo.extend(graph.get(f, ()))
+    return False
+
+
+def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
+    """``tvm.compile`` the module and load it in a VM on the CPU.
+
+    On a recursive function, TVM 0.27's StaticPlanBlockMemory reuses storage
+    across recursive calls and the VM segfaults at run time; that pass is
+    only an optimisation, so it is disabled for such modules.
+    """
+    disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) else []
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
+        executable = tvm.compile(mod, target=target)
+    return relax.VirtualMachine(executable, tvm.cpu())
+
+
+def to_numpy(value):
+    """VM results as NumPy: a tensor becomes an array, a tuple a list."""
+    if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "Tuple"):
+        return [to_numpy(v) for v in value]
+    return value.numpy()
+
+
+def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine | None = None):
+    """Build (unless ``vm`` is given) and run ``entry`` on NumPy inputs."""
+    vm = vm or build(mod)
+    args = [tvm.runtime.tensor(np.asarray(a)) for a in inputs]
+    return to_numpy(vm[entry](*args))

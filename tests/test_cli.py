@@ -1,0 +1,85 @@
+"""`byoc-workbench stages`: diagrams and summary.json."""
+
+import json
+import textwrap
+
+import pytest
+
+from byoc_workbench import cli
+
+
+def run(args):
+    return cli.main(args)
+
+
+def test_stages_demo_writes_diagrams_and_summary(tmp_path, capsys):
+    assert run(["stages", "demo", "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["00-source.svg", "01-composite.svg", "02-annotate.svg", "03-merge.svg", "04-partition.svg", "05-prune.svg", "06-codegen.svg", "summary.json"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["model"] == "demo"
+    part = [s for s in summary["stages"] if s["name"] == "partition"][0]
+    assert part["op_count"] == 11
+    assert [(s["name"], s["target"], s["ops"]) for s in part["subgraphs"]] == [
+        ("byoc_target_0", "byoc-target", ["relax.add"]),
+        ("byoc_target_1", "byoc-target", ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"]),
+        ("byoc_target_2", "byoc-target", ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu", "relax.reshape"]),
+    ]
+    assert "<svg" in (tmp_path / "04-partition.svg").read_text()[:1000]
+
+
+def test_rules_flag(tmp_path):
+    run(["stages", "demo", "--out", str(tmp_path), "--rules", "byoc-target.add,byoc-target.conv2d_bias_relu"])
+    part = [s for s in json.loads((tmp_path / "summary.json").read_text())["stages"] if s["name"] == "partition"][0]
+    assert all("relax.reshape" not in s["ops"] for s in part["subgraphs"])
+    assert len(part["subgraphs"]) == 3
+
+
+def test_empty_rules_means_none(tmp_path):
+    run(["stages", "demo", "--out", str(tmp_path), "--rules", ""])
+    stages = json.loads((tmp_path / "summary.json").read_text())["stages"]
+    assert all(s["subgraphs"] == [] for s in stages)
+
+
+def test_dot_format(tmp_path):
+    run(["stages", "demo", "--out", str(tmp_path), "--format", "dot"])
+    assert (tmp_path / "03-merge.dot").read_text().startswith("digraph")
+
+
+def test_unknown_rule_exits_2(tmp_path, capsys):
+    assert run(["stages", "demo", "--out", str(tmp_path), "--rules", "byoc-target.nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Unknown rule byoc-target.nope") and err.count("\n") == 1
+
+
+def test_bring_your_own_model_and_rules(tmp_path):
+    model = tmp_path / "mine.py"
+    model.write_text(textwrap.dedent('''
+        from tvm.script import ir as I, relax as R
+        from tvm.relax.dpl import is_op, wildcard
+        from byoc_workbench.rules import op_rule, pattern_rule
+
+        @I.ir_module
+        class Mine:
+            @R.function
+            def main(x: R.Tensor((2, 8), "float32"), w: R.Tensor((8, 4), "float32")) -> R.Tensor((2, 4), "float32"):
+                with R.dataflow():
+                    y = R.matmul(x, w)
+                    z = R.nn.relu(y)
+                    o = R.multiply(z, z)
+                    R.output(o)
+                return o
+
+        mod = Mine
+        rules = [
+            pattern_rule("mychip", "matmul_relu", is_op("relax.nn.relu")(is_op("relax.matmul")(wildcard(), wildcard()))),
+            op_rule("mychip", "multiply", "relax.multiply"),
+        ]
+    '''))
+    out = tmp_path / "out"
+    assert run(["stages", str(model), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    part = [s for s in summary["stages"] if s["name"] == "partition"][0]
+    assert [(s["target"], s["ops"]) for s in part["subgraphs"]] == [("mychip", ["relax.matmul", "relax.nn.relu", "relax.multiply"])]
+    codegen = [s for s in summary["stages"] if s["name"] == "codegen"][0]
+    assert codegen["notes"] == ["mychip_0: not compiled, no 'mychip' codegen in this installation"]

@@ -1,0 +1,81 @@
+"""The graph model and its DOT text: clusters, colours, boundaries, legend."""
+
+import re
+
+from byoc_workbench import graph, render
+from byoc_workbench.session import Workbench
+
+
+def wb(demo_mod, byoc):
+    return Workbench(demo_mod, byoc)
+
+
+def test_merge_stage_draws_a_cluster_per_region(demo_mod, byoc):
+    g = wb(demo_mod, byoc).graph("merge")
+    regions = [c for c in g.clusters.values() if c.kind == "region"]
+    assert [c.label for c in regions] == ["region 0 → byoc-target", "region 1 → byoc-target", "region 2 → byoc-target"]
+    dot = render.to_dot(g).source
+    assert dot.count("subgraph cluster_region_") == 3
+
+
+def test_if_branches_are_clusters_and_nodes_have_kinds(demo_mod, byoc):
+    g = wb(demo_mod, byoc).graph("source")
+    kinds = {c.kind for c in g.clusters.values()}
+    assert {"function", "then", "else"} <= kinds
+    assert len(g.node_by_kind("if")) == 1
+    assert [n.label for n in g.node_by_kind("call")] == ["call while_loop", "call while_loop"]
+    assert {n.label for n in g.node_by_kind("input")} >= {"data", "weight", "bias", "iter1", "d1", "w1", "b1"}
+    conv = [n for n in g.node_by_kind("op") if n.op == "relax.nn.conv2d"][0]
+    assert conv.ty == "float32[1, 32, 56, 56]"
+    assert conv.input_types == ["float32[1, 32, 56, 56]", "float32[32, 32, 3, 3]"]
+    assert conv.attrs["padding"] == "(1, 1, 1, 1)"
+
+
+def test_edges_carry_shapes_and_boundaries_are_dashed(demo_mod, byoc):
+    g = wb(demo_mod, byoc).graph("annotate")
+    crossing = [e for e in g.edges if e.crosses]
+    assert crossing, "annotate must show where the target changes"
+    for e in crossing:
+        assert g.nodes[e.src].target != g.nodes[e.dst].target
+    dot = render.to_dot(g).source
+    assert 'style=dashed' in dot and 'label="float32[1, 32, 56, 56]"' in dot
+
+
+def test_composites_collapse_and_expand(demo_mod, byoc):
+    w = wb(demo_mod, byoc)
+    closed = w.graph("composite")
+    assert [n.label for n in closed.node_by_kind("composite")] == ["byoc-target.conv2d_bias_relu"] * 2
+    opened = w.graph("composite", expand=["byoc-target.conv2d_bias_relu"])
+    assert not opened.node_by_kind("composite")
+    inner = [n for n in opened.node_by_kind("op") if n.rule == "byoc-target.conv2d_bias_relu"]
+    assert sorted(n.op for n in inner) == sorted(["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"] * 2)
+
+
+def test_subgraph_nodes_show_ops_and_open(demo_mod, byoc):
+    w = wb(demo_mod, byoc)
+    sub = w.graph("partition").node_by_kind("subgraph")
+    assert [n.op for n in sub] == ["byoc_target_0", "byoc_target_1", "byoc_target_2"]
+    assert sub[2].label == "byoc_target_2\nnn.conv2d, expand_dims, add, nn.relu, reshape"
+    opened = w.graph("partition", expand=["byoc_target_2"])
+    assert any(c.kind == "subgraph" and c.label.startswith("byoc_target_2") for c in opened.clusters.values())
+
+
+def test_colours_per_target_with_legend():
+    assert render.target_color("host") != render.target_color("byoc-target")
+    assert render.target_color("mychip") == render.target_color("mychip")  # stable hash colour
+    g = graph.Graph()
+    g.nodes["a"] = graph.Node("a", "op", 'weird "label"\\', target="mychip")
+    dot = render.to_dot(g).source
+    assert 'weird \\"label\\"\\\\' in dot
+    assert "targets" in dot and "mychip" in dot
+
+
+def test_long_labels_are_cut():
+    assert len(render.escape("x" * 20000)) == render.MAX_LABEL
+
+
+def test_svg_has_clickable_node_ids(demo_mod, byoc):
+    v = wb(demo_mod, byoc).view("partition")
+    assert v.svg.lstrip().startswith("<?xml") or "<svg" in v.svg[:500]
+    ids = set(re.findall(r'<g id="([^"]+)" class="node"', v.svg))
+    assert set(v.nodes) <= ids

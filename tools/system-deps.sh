@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what pip cannot: Graphviz's dot (diagrams) and Chromium (browser tests).
+# As root on Debian/Ubuntu it uses apt-get; elsewhere it says what to install.
+set -u
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || missing+=(chromium)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing ${missing[*]} with apt-get..."
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null && exit 0
+  echo "warning: apt-get install ${missing[*]} failed." >&2
+fi
+for m in "${missing[@]}"; do
+  case $m in
+    graphviz) echo "Graphviz's dot is missing, so diagrams cannot be drawn. Install it: sudo apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz" >&2 ;;
+    chromium) echo "Chromium is missing: the browser tests will be skipped. Install it: sudo apt-get install chromium" >&2 ;;
+  esac
+done
+# dot is needed to draw anything; chromium only for browser tests.
+command -v dot >/dev/null 2>&1 || exit 1
+exit 0
