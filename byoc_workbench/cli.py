@@ -72,7 +72,7 @@ def cmd_stages(args) -> int:
     if args.format == "svg":
         render.check_dot()
     for i, s in enumerate(wb.stages):
-        dot = wb.dot(s.name, collapse=args.model == "ssd") if args.model == "ssd" else wb.dot(s.name)
+        dot = wb.dot(s.name, collapse=args.model == "ssd")
         render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
     summary = stages.summary_json(model_name, wb.stages)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -20,7 +20,7 @@ HOST = "host"
 @dataclasses.dataclass
 class Node:
     id: str
-    kind: str  # input, const, op, composite, subgraph, packed, call, if, tuple, item, output
+    kind: str  # input, const, op, composite, subgraph, packed, call, if, tuple, item, output, fold
     label: str
     target: str = HOST
     op: str = ""
@@ -88,8 +88,9 @@ def _short(op: str) -> str:
 
 
 class _Builder:
-    def __init__(self, mod, regions, expand, why_unclaimed, packed_targets):
+    def __init__(self, mod, regions, expand, why_unclaimed, packed_targets, constants=True):
         self.mod = mod
+        self.constants = constants
         self.g = Graph()
         self.expand = set(expand or ())
         self.why = why_unclaimed or {}
@@ -122,7 +123,7 @@ class _Builder:
     def arg_node(self, expr, env, cluster) -> Optional[str]:
         if ir.is_var(expr):
             return env.get(expr)
-        if isinstance(expr, tvm.ir.expr.Constant):
+        if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
             value = expr.value.numpy()
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
             return self.add_node(Node(self.new_id("c"), "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty)))
@@ -218,9 +219,7 @@ class _Builder:
             node = Node(nid, "composite", comp, target=target, op=comp, cluster=cluster, ty=ty, input_types=input_types, rule=comp, ops=ops, expandable=True)
             return self.expanded(node, func, v.args, env, cluster) if (nid in self.expand or comp in self.expand) else self.simple(node, v.args, env, cluster)
         if codegen:
-            from .stages import _subgraph_target
-
-            target = _subgraph_target(self.mod, callee_name)
+            target = ir.subgraph_target(self.mod, callee_name)
             ops = ir.ops_in(func, self.mod)
             label = f"{callee_name}\n{_op_counts(ops)}"
             node = Node(self.new_id("s"), "subgraph", label, target=target, op=callee_name, cluster=cluster, ty=ty, input_types=input_types, ops=ops, expandable=True)
@@ -272,15 +271,94 @@ def _op_counts(ops) -> str:
     return ", ".join(f"{k}×{n}" if n > 1 else k for k, n in counts.items())
 
 
-def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None) -> Graph:
+def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None, constants=True) -> Graph:
     """The graph of a stage's module.
 
     ``regions`` (from the merge stage) become clusters; ``expand`` names
     composites (by composite name or node id) and subgraphs (by function name)
     to draw open; ``why_unclaimed`` maps an op name to the reason no rule
-    claimed it; ``packed_targets`` maps a compiled subgraph name to its target.
+    claimed it; ``packed_targets`` maps a compiled subgraph name to its target;
+    ``constants=False`` leaves constant arguments out (a model's weights).
     """
-    builder = _Builder(mod, regions, expand, why_unclaimed, packed_targets)
+    builder = _Builder(mod, regions, expand, why_unclaimed, packed_targets, constants)
     for name in ir.host_functions(mod):
         builder.function(name)
     return builder.g
+
+
+# Ops that move or reshape data without arithmetic; long runs of them (SSD's anchor and
+# box-decoding tail) are folded into one node so a 600-op graph stays readable.
+DATA_MOVEMENT = frozenset(
+    {
+        "relax.strided_slice",
+        "relax.concat",
+        "relax.reshape",
+        "relax.permute_dims",
+        "relax.expand_dims",
+        "relax.squeeze",
+        "relax.split",
+        "relax.take",
+        "relax.zeros_like",
+        "relax.ones_like",
+        "relax.full_like",
+        "relax.where",
+        "relax.arange",
+        "relax.broadcast_to",
+        "relax.flatten",
+        "relax.astype",
+        "relax.greater",
+        "relax.less",
+        "relax.multiply",
+        "relax.add",
+        "relax.subtract",
+        "relax.divide",
+        "relax.exp",
+    }
+)
+
+
+def fold_chains(g: Graph, min_size: int = 8, keep_open=()) -> Graph:
+    """``g`` with each connected run of at least ``min_size`` host data-movement ops
+    (same cluster) folded into one expandable node, named ``fold_<first member id>``.
+    Folds named in ``keep_open`` stay open."""
+    eligible = {nid for nid, n in g.nodes.items() if n.kind == "op" and n.op in DATA_MOVEMENT and n.target == HOST}
+    parent = {nid: nid for nid in eligible}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for e in g.edges:
+        if e.src in eligible and e.dst in eligible and g.nodes[e.src].cluster == g.nodes[e.dst].cluster:
+            parent[find(e.src)] = find(e.dst)
+    groups: dict = {}
+    for nid in eligible:
+        groups.setdefault(find(nid), []).append(nid)
+    rename: dict = {}
+    out = Graph(clusters=dict(g.clusters))
+    order = list(g.nodes)
+    for members in groups.values():
+        if len(members) < min_size:
+            continue
+        members.sort(key=order.index)
+        fid = f"fold_{members[0]}"
+        if fid in keep_open:
+            continue
+        ops = [g.nodes[m].op for m in members]
+        first = g.nodes[members[0]]
+        out.nodes[fid] = Node(fid, "fold", f"{len(ops)} data-movement ops\n{_op_counts(ops)}", cluster=first.cluster, ops=ops, expandable=True, op="folded")
+        for m in members:
+            rename[m] = fid
+    for nid, n in g.nodes.items():
+        if nid not in rename:
+            out.nodes[nid] = n
+    seen = set()
+    for e in g.edges:
+        src, dst = rename.get(e.src, e.src), rename.get(e.dst, e.dst)
+        if src == dst or (src, dst) in seen:
+            continue
+        seen.add((src, dst))
+        out.edges.append(Edge(src, dst, e.label, out.nodes[src].target != out.nodes[dst].target and out.nodes[src].kind != "const"))
+    return out

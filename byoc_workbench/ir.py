@@ -173,6 +173,17 @@ def subgraph_functions(mod: tvm.IRModule) -> list:
     return sorted(names, key=_natural)
 
 
+def subgraph_target(mod, name) -> str:
+    """The target of a subgraph: the prefix of its composites, else its codegen name."""
+    func = mod[name]
+    for _, block in blocks_of(func.body):
+        for b in block.bindings:
+            comp = func_attr(b.value, COMPOSITE)
+            if comp:
+                return comp.split(".", 1)[0]
+    return func_attr(func, CODEGEN)
+
+
 def _natural(name: str):
     head = name.rstrip("0123456789")
     tail = name[len(head):]

@@ -42,6 +42,7 @@ NODE_SHAPES = {
     "if": {"shape": "diamond", "style": "filled"},
     "tuple": {"shape": "box", "style": "filled,dashed"},
     "item": {"shape": "box", "style": "filled,dashed"},
+    "fold": {"shape": "folder", "style": "filled"},
 }
 MAX_LABEL = 400  # Graphviz rejects labels over 16,384 characters; ours stay far below
 

@@ -127,22 +127,30 @@ def byoc_target_rules() -> tuple:
 
 
 def tensorrt_rules() -> tuple:
-    """Upstream TVM's TensorRT pattern table, one rule per entry, in its order."""
+    """Upstream TVM's TensorRT pattern table, one rule per entry, in its order.
+
+    Upstream registers two entries named ``tensorrt.strided_slice``; the second
+    becomes ``strided_slice_2`` so that every rule can be toggled by name.
+    """
     from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tensorrt.* patterns
     from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 
-    return tuple(
-        Rule(
-            "tensorrt",
-            entry.name.split(".", 1)[1],
-            "pattern",
-            pattern=entry.pattern,
-            annotations=dict(entry.annotation_patterns),
-            ctx_check=entry.check,
-            doc="upstream tvm.relax.backend.contrib.tensorrt",
+    rules, seen = [], {}
+    for entry in get_patterns_with_prefix("tensorrt"):
+        name = entry.name.split(".", 1)[1]
+        seen[name] = seen.get(name, 0) + 1
+        rules.append(
+            Rule(
+                "tensorrt",
+                name if seen[name] == 1 else f"{name}_{seen[name]}",
+                "pattern",
+                pattern=entry.pattern,
+                annotations=dict(entry.annotation_patterns),
+                ctx_check=entry.check,
+                doc="upstream tvm.relax.backend.contrib.tensorrt",
+            )
         )
-        for entry in get_patterns_with_prefix("tensorrt")
-    )
+    return tuple(rules)
 
 
 TARGETS = {

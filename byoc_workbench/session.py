@@ -59,8 +59,9 @@ def why_unclaimed(target: Target, enabled: set) -> dict:
 class Workbench:
     """One module, one target, one rule set, and every stage computed from them."""
 
-    def __init__(self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=()):
+    def __init__(self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""):
         self.mod = stages.check_module(mod)
+        self.mark = mark  # e.g. "untrained weights": every title says it
         self.target = target
         self.all_rules = tuple(target.rules) + tuple(extra_rules)
         known = {r.qualified for r in self.all_rules}
@@ -79,10 +80,10 @@ class Workbench:
         """A new workbench with rule ``name`` switched on or off."""
         enabled = set(self.enabled)
         (enabled.add if on else enabled.discard)(name)
-        return Workbench(self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules):])
+        return Workbench(self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules):], self.mark)
 
     def with_prune(self, prune_rule) -> "Workbench":
-        return Workbench(self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules):])
+        return Workbench(self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules):], self.mark)
 
     @cached_property
     def stages(self) -> list:
@@ -94,24 +95,30 @@ class Workbench:
                 return s
         raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
 
-    def graph(self, name: str, expand=()) -> graph_mod.Graph:
+    def graph(self, name: str, expand=(), collapse: bool = False) -> graph_mod.Graph:
+        """The stage's graph; ``collapse`` hides constants and folds long data-movement runs."""
         s = self.stage(name)
         targets = {sg.name: sg.target for st in self.stages for sg in st.subgraphs}
-        return graph_mod.build_graph(
+        g = graph_mod.build_graph(
             s.mod,
             regions=s.regions if s.name == "merge" else None,
             expand=expand,
             why_unclaimed=why_unclaimed(self.target, self.enabled),
             packed_targets=targets,
+            constants=not collapse,
         )
+        return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
 
-    def dot(self, name: str, expand=(), title: str | None = None):
-        return render.to_dot(self.graph(name, expand), title=title if title is not None else f"{name} — target {self.target.name}")
+    def title(self, name: str) -> str:
+        return f"{name} — target {self.target.name}" + (f" — {self.mark}" if self.mark else "")
 
-    def view(self, name: str, expand=(), svg: bool = True) -> View:
+    def dot(self, name: str, expand=(), collapse: bool = False):
+        return render.to_dot(self.graph(name, expand, collapse), title=self.title(name), show_shapes=not collapse)
+
+    def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False) -> View:
         s = self.stage(name)
-        g = self.graph(name, expand)
-        dot = render.to_dot(g, title=f"{name} — target {self.target.name}")
+        g = self.graph(name, expand, collapse)
+        dot = render.to_dot(g, title=self.title(name), show_shapes=not collapse)
         annotate = self.stage("annotate")
         return View(
             stage=name,

@@ -179,19 +179,8 @@ def op_owners(mod: tvm.IRModule) -> collections.Counter:
     for name in ir.host_functions(mod):
         visit(mod[name], name, HOST)
     for name in ir.subgraph_functions(mod):
-        visit(mod[name], name, _subgraph_target(mod, name))
+        visit(mod[name], name, ir.subgraph_target(mod, name))
     return counts
-
-
-def _subgraph_target(mod, name) -> str:
-    """The target of a subgraph: the prefix of its composites, else its codegen name."""
-    func = mod[name]
-    for _, block in ir.blocks_of(func.body):
-        for b in block.bindings:
-            comp = ir.func_attr(b.value, ir.COMPOSITE)
-            if comp:
-                return comp.split(".", 1)[0]
-    return ir.func_attr(func, ir.CODEGEN)
 
 
 def diff(before: collections.Counter, after: collections.Counter) -> list:
@@ -232,7 +221,7 @@ def _summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), genera
     for (_, _, tgt), n in owners.items():
         per_target[tgt] += n
     if subgraphs is None:
-        subgraphs = [Subgraph(n, _subgraph_target(mod, n), ir.ops_in(mod[n], mod)) for n in ir.subgraph_functions(mod)]
+        subgraphs = [Subgraph(n, ir.subgraph_target(mod, n), ir.ops_in(mod[n], mod)) for n in ir.subgraph_functions(mod)]
     return Stage(
         name=name,
         mod=mod,

@@ -26,7 +26,7 @@ def _subgraphs(mod):
     for name in ir.subgraph_functions(mod):
         # Upstream's Codegen attribute is the raw prefix ("byoc-target"); ours is an identifier
         # ("byoc_target"), so compare the target the composites name.
-        found[(stages._subgraph_target(mod, name), tuple(sorted(ir.ops_in(mod[name], mod))))] += 1
+        found[(ir.subgraph_target(mod, name), tuple(sorted(ir.ops_in(mod[name], mod))))] += 1
     return found
 
 
