@@ -264,11 +264,13 @@ class _Builder:
         return inner_env.get(res) if ir.is_var(res) else None
 
 
-def _op_counts(ops) -> str:
+def _op_counts(ops, per_line: int = 4) -> str:
+    """``nn.conv2d×73, add×16, ...``, most frequent first, a few per line."""
     counts = {}
     for op in ops:
         counts[_short(op)] = counts.get(_short(op), 0) + 1
-    return ", ".join(f"{k}×{n}" if n > 1 else k for k, n in counts.items())
+    items = [f"{k}×{n}" if n > 1 else k for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return ",\n".join(", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line))
 
 
 def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None, constants=True) -> Graph:

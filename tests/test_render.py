@@ -55,7 +55,7 @@ def test_subgraph_nodes_show_ops_and_open(demo_mod, byoc):
     w = wb(demo_mod, byoc)
     sub = w.graph("partition").node_by_kind("subgraph")
     assert [n.op for n in sub] == ["byoc_target_0", "byoc_target_1", "byoc_target_2"]
-    assert sub[2].label == "byoc_target_2\nnn.conv2d, expand_dims, add, nn.relu, reshape"
+    assert sub[2].label == "byoc_target_2\nnn.conv2d, expand_dims, add, nn.relu,\nreshape"
     opened = w.graph("partition", expand=["byoc_target_2"])
     assert any(c.kind == "subgraph" and c.label.startswith("byoc_target_2") for c in opened.clusters.values())
 
