@@ -1,0 +1,226 @@
+"""The widgets without a browser: the pure HTML helpers, then the widget object in-process."""
+
+import pytest
+
+from byoc_workbench import stages
+from byoc_workbench.demo import demo_module
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.rules import get_target
+from byoc_workbench.session import Workbench
+from byoc_workbench.widgets import (
+    GraphView,
+    details_html,
+    expand_key,
+    generated_html,
+    lines_html,
+    match_text,
+    stage_summary,
+    status_line,
+    subgraph_table_html,
+    svg_body,
+    toggled,
+    workbench_widget,
+)
+
+RESHAPE = "byoc-target.reshape"
+
+
+@pytest.fixture(scope="module")
+def partition_view():
+    return Workbench(demo_module(), get_target("byoc-target")).view("partition")
+
+
+@pytest.fixture()
+def widget():
+    return workbench_widget()
+
+
+# --- pure helpers ----------------------------------------------------------------
+
+
+def test_subgraph_table_lists_each_subgraph_and_its_ops(partition_view):
+    table = subgraph_table_html(partition_view.subgraphs)
+    assert table.count("<tr data-subgraph=") == 3
+    for name in ("byoc_target_0", "byoc_target_1", "byoc_target_2"):
+        assert f'data-subgraph="{name}"' in table
+    assert "reshape" in table and "nn.conv2d" in table
+
+
+def test_subgraph_table_empty_says_so():
+    assert "No subgraphs" in subgraph_table_html([])
+    assert "<table" not in subgraph_table_html([])
+
+
+def test_subgraph_table_escapes_html():
+    table = subgraph_table_html([{"name": "<b>x</b>", "target": "t", "op_count": 1, "ops": ["relax.add"]}])
+    assert "<b>x</b>" not in table and "&lt;b&gt;x&lt;/b&gt;" in table
+
+
+@pytest.mark.parametrize(
+    ("enabled", "matches", "expected"),
+    [({RESHAPE}, {RESHAPE: 1}, "1 match"), ({RESHAPE}, {RESHAPE: 2}, "2 matches"), ({RESHAPE}, {RESHAPE: 0}, "matched nothing"), (set(), {}, "off")],
+)
+def test_match_text(enabled, matches, expected):
+    assert match_text(RESHAPE, enabled, matches) == expected
+
+
+def test_status_line_is_one_line_for_any_error():
+    assert status_line(WorkbenchError("Bad rule.", "use another.")) == "Bad rule. Fix: use another."
+    line = status_line(RuntimeError("first line\n  second line\nTraceback ..."))
+    assert line == "RuntimeError: first line"
+    assert "\n" not in status_line(ValueError("x" * 1000)) and len(status_line(ValueError("x" * 1000))) <= 300
+
+
+def test_details_names_op_and_why_unclaimed():
+    view = Workbench(demo_module(), get_target("byoc-target")).with_rule(RESHAPE, False).view("partition")
+    nid = next(k for k, n in view.nodes.items() if n["op"] == "relax.reshape")
+    text = details_html(nid, view.nodes[nid])
+    assert "relax.reshape" in text
+    assert "not claimed" in text and "switched off" in text
+    assert "float32[1, 56, 56, 32]" in text
+
+
+def test_details_names_claiming_rule():
+    view = Workbench(demo_module(), get_target("byoc-target")).view("annotate")
+    nid = next(k for k, n in view.nodes.items() if n["kind"] == "composite" and n["op"] == "byoc-target.conv2d_bias_relu")
+    text = details_html(nid, view.nodes[nid])
+    assert "claimed by" in text and "byoc-target.conv2d_bias_relu" in text
+    assert "nn.conv2d, expand_dims, add, nn.relu" in text
+
+
+def test_details_without_selection_or_unknown_node():
+    assert "Click a node" in details_html("", None)
+    assert "not in this diagram" in details_html("legend", None)
+
+
+def test_lines_and_generated_html(partition_view):
+    assert lines_html([], "Nothing.", "x").count("Nothing.") == 1
+    diff = lines_html(partition_view.changes, "Nothing.", "byoc-diff")
+    assert diff.count("<li>") == len(partition_view.changes) > 0
+    assert "Choose the codegen stage" in generated_html({}, "partition")
+    codegen = Workbench(demo_module(), get_target("byoc-target")).view("codegen")
+    html = generated_html(codegen.generated, "codegen")
+    assert "def byoc_target_1" in html and "kernels.conv2d" in html
+
+
+def test_stage_summary_names_subgraphs_and_notes():
+    wb = Workbench(demo_module(), get_target("byoc-target"))
+    assert stage_summary(wb.view("partition")).startswith("partition: 3 subgraphs (byoc_target_0: add;")
+    prune = stage_summary(wb.view("prune"))
+    assert "2 subgraphs" in prune and "byoc_target_0 returned to host" in prune
+
+
+def test_svg_body_strips_prolog(partition_view):
+    body = svg_body(partition_view.svg)
+    assert body.startswith("<svg") and "<?xml" not in body and "DOCTYPE" not in body
+
+
+def test_expand_key_and_toggled(partition_view):
+    sub = next(n for n in partition_view.nodes.values() if n["kind"] == "subgraph")
+    assert expand_key(sub) == sub["op"]
+    assert expand_key(next(n for n in partition_view.nodes.values() if n["kind"] == "op")) is None
+    assert toggled(toggled(frozenset(), "a"), "a") == frozenset()
+    assert toggled(frozenset({"b"}), "a") == {"a", "b"}
+
+
+def test_graph_view_ships_its_module():
+    assert "export default" in GraphView._esm and "selected" in GraphView._esm
+    assert ".byoc-graph" in GraphView._css
+
+
+# --- the widget, in-process ---------------------------------------------------------
+
+
+def test_widget_starts_on_partition_with_every_rule(widget):
+    assert widget.stage == "partition"
+    assert set(widget.rule_boxes) == {r.qualified for r in get_target("byoc-target").rules}
+    assert all(b.value for b in widget.rule_boxes.values())
+    assert widget.graph.svg.startswith("<svg") and 'class="node"' in widget.graph.svg
+    assert widget.subgraph_table.value.count("<tr data-subgraph=") == 3
+    assert widget.status.value == ""
+    assert "matched nothing" in widget.rule_labels["byoc-target.conv2d_relu"].value
+    assert "2 matches" in widget.rule_labels["byoc-target.conv2d_bias_relu"].value
+
+
+def test_unchecking_a_rule_recomputes_and_redraws(widget):
+    svg, table = widget.graph.svg, widget.subgraph_table.value
+    widget.rule_boxes[RESHAPE].value = False
+    assert widget.status.value == ""
+    assert RESHAPE not in widget.workbench.enabled
+    assert widget.graph.svg != svg
+    assert widget.subgraph_table.value != table and "reshape" not in widget.subgraph_table.value
+    assert widget.rule_labels[RESHAPE].value.endswith("off</b>")
+    widget.rule_boxes[RESHAPE].value = True
+    assert widget.subgraph_table.value == table
+
+
+def test_prune_checkbox(widget):
+    widget.set_stage("prune")
+    assert widget.subgraph_table.value.count("<tr data-subgraph=") == 2
+    widget.prune_box.value = False
+    assert widget.subgraph_table.value.count("<tr data-subgraph=") == 3
+    assert widget.workbench.prune_rule is stages.keep_all
+
+
+def test_stage_selector_redraws_and_shows_generated_code(widget):
+    svg = widget.graph.svg
+    widget.stage_picker.value = "codegen"
+    assert widget.graph.svg != svg
+    assert "def byoc_target_2" in widget.generated.value
+    assert "composite" in widget.stage_help.value or "codegen" in widget.stage_help.value
+
+
+def test_unknown_rule_shows_one_line_and_keeps_state(widget):
+    before = widget.graph.svg
+    assert widget.set_rule("byoc-target.nope", True) is False
+    status = widget.status.value
+    assert "Unknown rule byoc-target.nope" in status and "Fix:" in status
+    assert status.count("\n") == 0 and "Traceback" not in status
+    assert widget.graph.svg == before
+    assert widget.set_stage("bogus") is False and "Unknown stage 'bogus'" in widget.status.value.replace("&#x27;", "'")
+    widget.set_stage("merge")
+    assert widget.status.value == ""
+
+
+def test_any_exception_becomes_one_line_and_checkbox_reverts(widget, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("kaboom\nwith a second line")
+
+    monkeypatch.setattr(Workbench, "view", boom)
+    widget.rule_boxes["byoc-target.add"].value = False
+    assert "RuntimeError: kaboom" in widget.status.value and "second line" not in widget.status.value
+    assert widget.rule_boxes["byoc-target.add"].value is True
+    assert "byoc-target.add" in widget.workbench.enabled
+
+
+def test_bad_module_or_target_shows_status_not_traceback():
+    w = workbench_widget(mod="not a module")
+    assert "Expected a tvm.IRModule" in w.status.value and w.graph.svg == ""
+    assert w.set_rule(RESHAPE, False) is False
+    t = workbench_widget(target="no-such-target")
+    assert "Unknown target 'no-such-target'" in t.status.value.replace("&#x27;", "'")
+    assert t.rule_boxes == {}
+
+
+def test_selecting_a_node_fills_details(widget):
+    widget.rule_boxes[RESHAPE].value = False
+    nid = next(k for k, n in widget.view.nodes.items() if n["op"] == "relax.reshape")
+    widget.graph.selected = nid
+    assert "relax.reshape" in widget.details.value and "switched off" in widget.details.value
+    sub = next(k for k, n in widget.view.nodes.items() if n["kind"] == "subgraph")
+    widget.select(sub)
+    assert "byoc_target_" in widget.details.value and "ops inside" in widget.details.value
+    widget.rule_boxes[RESHAPE].value = True
+    assert widget.graph.selected == "" and "Click a node" in widget.details.value
+
+
+def test_double_click_toggles_expansion(widget):
+    sub = next(k for k, n in widget.view.nodes.items() if n["kind"] == "subgraph" and n["op"] == "byoc_target_1")
+    ops_before = sum(n["kind"] == "composite" for n in widget.view.nodes.values())
+    widget._on_msg(widget.graph, {"event": "toggle", "id": sub}, [])
+    assert widget.expand == {"byoc_target_1"}
+    assert sum(n["kind"] == "composite" for n in widget.view.nodes.values()) == ops_before + 1
+    assert 'id="cluster_x_' in widget.graph.svg
+    cluster = widget.graph.svg.split('id="cluster_x_', 1)[1].split('"', 1)[0]
+    assert widget.toggle_expand(f"cluster_x_{cluster}") and widget.expand == frozenset()
+    assert widget.toggle_expand("in1") and widget.expand == frozenset()  # an input opens nothing
