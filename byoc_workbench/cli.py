@@ -50,12 +50,13 @@ def cmd_stages(args) -> int:
     from .session import Workbench
 
     if args.model == "ssd":
-        from . import ssd
+        from .ssd_stages import model_workbench
 
-        mod = ssd.stages_module(model=args.ssd_model, weights=args.weights)
-        target, extra = _target_and_extra(args.target or "tensorrt", None)
-        model_name = args.ssd_model
+        wb, imported = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt")
+        target, extra, mod, model_name = wb.target, (), wb.mod, args.ssd_model
+        mark = wb.mark
     else:
+        mark = ""
         mod, user_rules = load_model(args.model)
         target, extra = _target_and_extra(args.target, user_rules)
         model_name = args.model
@@ -66,7 +67,7 @@ def cmd_stages(args) -> int:
         if unknown:
             raise WorkbenchError(f"Unknown rule {', '.join(unknown)}.", f"write rules as target.rule; known rules are: {', '.join(sorted(known))}.")
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
+    wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra, mark=mark)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.format == "svg":
@@ -75,6 +76,8 @@ def cmd_stages(args) -> int:
         dot = wb.dot(s.name, collapse=args.model == "ssd")
         render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
     summary = stages.summary_json(model_name, wb.stages)
+    if mark:
+        summary["weights"] = mark
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     for s in wb.stages:
         print(f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}" + "".join(f"\n  note: {n}" for n in s.notes))
@@ -123,8 +126,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=("svg", "dot"), default="svg")
     s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     s.add_argument("--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)")
-    s.add_argument("--ssd-model", "--model-name", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help=argparse.SUPPRESS)
-    s.add_argument("--weights", help=argparse.SUPPRESS)
+    s.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the GluonCV model name")
+    s.add_argument("--weights", help="with ssd: a local .params file (default: the cache, else untrained seeded weights)")
     s.set_defaults(func=cmd_stages)
 
     for name, helptext, func in (("import", "import a GluonCV model into Relax", cmd_import), ("run", "run a GluonCV model", cmd_run)):

@@ -122,7 +122,7 @@ def generate_source(name: str, func: relax.Function) -> tuple:
         if ir.is_var(expr):
             return text[expr]
         if isinstance(expr, tvm.ir.expr.Constant):
-            value = expr.value.numpy()
+            value = np.asarray(expr.value.numpy() if hasattr(expr.value, 'numpy') else expr.value)
             if value.ndim == 0:
                 return f"np.array({value.item()!r}, dtype={str(value.dtype)!r})"
             constants.append(value)

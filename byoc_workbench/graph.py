@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -124,7 +125,7 @@ class _Builder:
         if ir.is_var(expr):
             return env.get(expr)
         if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
-            value = expr.value.numpy()
+            value = np.asarray(expr.value.numpy() if hasattr(expr.value, 'numpy') else expr.value)
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
             return self.add_node(Node(self.new_id("c"), "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty)))
         return None
@@ -188,6 +189,9 @@ class _Builder:
 
     def connect(self, args, env, nid, cluster):
         for a in args:
+            if isinstance(a, relax.Tuple):  # concat and friends take their inputs as a tuple
+                self.connect(a.fields, env, nid, cluster)
+                continue
             src = self.arg_node(a, env, cluster)
             if src:
                 self.edge(src, nid, self.g.nodes[src].ty)
@@ -319,11 +323,8 @@ DATA_MOVEMENT = frozenset(
 )
 
 
-def fold_chains(g: Graph, min_size: int = 8, keep_open=()) -> Graph:
-    """``g`` with each connected run of at least ``min_size`` host data-movement ops
-    (same cluster) folded into one expandable node, named ``fold_<first member id>``.
-    Folds named in ``keep_open`` stay open."""
-    eligible = {nid for nid, n in g.nodes.items() if n.kind == "op" and n.op in DATA_MOVEMENT and n.target == HOST}
+def _components(g: Graph, eligible: set) -> list:
+    """Connected groups of ``eligible`` nodes, joined along edges within one cluster and target."""
     parent = {nid: nid for nid in eligible}
 
     def find(x):
@@ -333,26 +334,55 @@ def fold_chains(g: Graph, min_size: int = 8, keep_open=()) -> Graph:
         return x
 
     for e in g.edges:
-        if e.src in eligible and e.dst in eligible and g.nodes[e.src].cluster == g.nodes[e.dst].cluster:
-            parent[find(e.src)] = find(e.dst)
+        if e.src in eligible and e.dst in eligible:
+            a, b = g.nodes[e.src], g.nodes[e.dst]
+            if a.cluster == b.cluster and a.target == b.target:
+                parent[find(e.src)] = find(e.dst)
     groups: dict = {}
-    for nid in eligible:
-        groups.setdefault(find(nid), []).append(nid)
-    rename: dict = {}
+    for nid in g.nodes:  # node order is binding order, so members come out in order
+        if nid in eligible:
+            groups.setdefault(find(nid), []).append(nid)
+    return list(groups.values())
+
+
+def _moves_data(n: Node) -> bool:
+    ops = n.ops if n.kind == "composite" else [n.op]
+    return bool(ops) and all(op in DATA_MOVEMENT for op in ops)
+
+
+def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> Graph:
+    """``g`` with long runs of ops folded into expandable ``fold`` nodes.
+
+    First, each connected run of at least ``min_size`` data-movement ops (one
+    cluster, one target) becomes one node: SSD's anchor and box-decoding tail.
+    Then the remaining runs of ops and composites of one target are folded in
+    pieces of at most ``chunk`` nodes, in binding order, so a backbone reads as
+    a short chain. A fold is named ``fold_<first member id>``; those named in
+    ``keep_open`` stay open.
+    """
+    kinds = ("op", "composite")
+    taken: dict = {}
+    movers = {nid for nid, n in g.nodes.items() if n.kind in kinds and _moves_data(n)}
+    for members in _components(g, movers):
+        if len(members) >= min_size:
+            taken[f"fold_{members[0]}"] = members
+    folded = {m for ms in taken.values() for m in ms}
+    rest = {nid for nid, n in g.nodes.items() if n.kind in kinds and nid not in folded}
+    for members in _components(g, rest):
+        if len(members) >= min_size:
+            for i in range(0, len(members), chunk):
+                piece = members[i : i + chunk]
+                taken[f"fold_{piece[0]}"] = piece
     out = Graph(clusters=dict(g.clusters))
-    order = list(g.nodes)
-    for members in groups.values():
-        if len(members) < min_size:
-            continue
-        members.sort(key=order.index)
-        fid = f"fold_{members[0]}"
+    rename: dict = {}
+    for fid, members in taken.items():
         if fid in keep_open:
             continue
-        ops = [g.nodes[m].op for m in members]
+        ops = [op for m in members for op in (g.nodes[m].ops if g.nodes[m].kind == "composite" else [g.nodes[m].op])]
         first = g.nodes[members[0]]
-        out.nodes[fid] = Node(fid, "fold", f"{len(ops)} data-movement ops\n{_op_counts(ops)}", cluster=first.cluster, ops=ops, expandable=True, op="folded")
-        for m in members:
-            rename[m] = fid
+        label = f"{len(ops)} ops\n{_op_counts(ops)}"
+        out.nodes[fid] = Node(fid, "fold", label, target=first.target, cluster=first.cluster, ops=ops, expandable=True, op="folded")
+        rename.update({m: fid for m in members})
     for nid, n in g.nodes.items():
         if nid not in rename:
             out.nodes[nid] = n
@@ -362,5 +392,6 @@ def fold_chains(g: Graph, min_size: int = 8, keep_open=()) -> Graph:
         if src == dst or (src, dst) in seen:
             continue
         seen.add((src, dst))
-        out.edges.append(Edge(src, dst, e.label, out.nodes[src].target != out.nodes[dst].target and out.nodes[src].kind != "const"))
+        a, b = out.nodes[src], out.nodes[dst]
+        out.edges.append(Edge(src, dst, e.label, a.target != b.target and a.kind != "const"))
     return out
