@@ -9,24 +9,9 @@ from tvm import relax
 from . import ir
 
 
-def calls_between_functions(mod: tvm.IRModule) -> dict:
-    """``{function: {functions it calls}}`` over the module's Relax functions."""
-    graph = {}
-    for gv, func in mod.functions.items():
-        if not isinstance(func, relax.Function):
-            continue
-        called = set()
-        for _, block in ir.blocks_of(func.body):
-            for b in block.bindings:
-                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.GlobalVar):
-                    called.add(b.value.op.name_hint)
-        graph[gv.name_hint] = called
-    return graph
-
-
 def has_recursion(mod: tvm.IRModule) -> bool:
     """Whether some function reaches itself through calls."""
-    graph = calls_between_functions(mod)
+    graph = ir.calls_between_functions(mod)
     for start in graph:
         seen, todo = set(), list(graph[start])
         while todo:

@@ -157,6 +157,21 @@ def called_function(mod, call, local: dict):
     return callee(mod, call)
 
 
+def calls_between_functions(mod: tvm.IRModule) -> dict:
+    """``{function: {functions it calls}}`` over the module's Relax functions."""
+    graph = {}
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        called = set()
+        for _, block in blocks_of(func.body):
+            for b in block.bindings:
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.GlobalVar):
+                    called.add(b.value.op.name_hint)
+        graph[gv.name_hint] = called
+    return graph
+
+
 def host_functions(mod: tvm.IRModule) -> list:
     """Names of the Relax functions that are not composites or offloaded subgraphs, main first."""
     names = [

@@ -59,8 +59,9 @@ def _rebuild(func: relax.Function, fn: Callable) -> relax.Function:
     return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
 
 
-def _uses_outside(func: relax.Function) -> list:
-    """``(block_index, binding_index or None, var)`` for every use of a variable."""
+def _uses(func: relax.Function) -> dict:
+    """``{var: [(block_index, binding_index), ...]}`` for every use of a variable;
+    ``(None, None)`` marks a use as a function or branch result."""
     uses = []
 
     def visit(seq, counter):
@@ -78,7 +79,10 @@ def _uses_outside(func: relax.Function) -> list:
         uses.extend((None, None, v) for v in ir.free_vars(seq.body))
 
     visit(func.body, [0])
-    return uses
+    by_var: dict = {}
+    for bi, j, v in uses:
+        by_var.setdefault(v, []).append((bi, j))
+    return by_var
 
 
 def _region_function(mod, block_bindings, region: Region, outputs: list, name: str):
@@ -154,7 +158,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tuple:
         mine = [r for r in regions if r.func == fname]
         if not mine:
             continue
-        uses = _uses_outside(func)
+        uses = _uses(func)
 
         def rewrite(block_index, is_df, bindings, mine=mine, uses=uses):
             here = [r for r in mine if r.block == block_index]
@@ -167,7 +171,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tuple:
                 member_vars = [bindings[i].var for i in r.bindings]
                 outputs = [
                     v for v in member_vars
-                    if any(v.same_as(u) and not (bi == block_index and j in members) for bi, j, u in uses)
+                    if any(not (bi == block_index and j in members) for bi, j in uses.get(v, ()))
                 ]
                 sub, inputs = _region_function(mod, bindings, r, outputs, names[r.id])
                 gv = editor.add(names[r.id], sub)
@@ -187,11 +191,8 @@ def partition(mod: tvm.IRModule, regions: list) -> tuple:
         editor.update(fname, _rebuild(func, rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions.
-    unused = [
-        gv.name_hint
-        for gv, f in new_mod.functions.items()
-        if ir.func_attr(f, ir.COMPOSITE) and not _is_called(new_mod, gv)
-    ]
+    called = set().union(*ir.calls_between_functions(new_mod).values())
+    unused = [gv.name_hint for gv, f in new_mod.functions.items() if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called]
     for name in unused:
         del new_mod[new_mod.get_global_var(name)]
     return new_mod, names
@@ -216,22 +217,6 @@ def _free_in_seq(seq) -> list:
             reads += _reads(b) if not isinstance(b.value, relax.If) else ir.free_vars(b.value.cond)
     reads += ir.free_vars(seq.body)
     return [v for v in reads if not any(v.same_as(d) for d in defined)]
-
-
-def _is_called(mod, gvar) -> bool:
-    for f in mod.functions.values():
-        if isinstance(f, relax.Function) and gvar.name_hint in _called_names(f):
-            return True
-    return False
-
-
-def _called_names(func) -> set:
-    names = set()
-    for _, block in ir.blocks_of(func.body):
-        for b in block.bindings:
-            if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.GlobalVar):
-                names.add(b.value.op.name_hint)
-    return names
 
 
 def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
