@@ -16,6 +16,7 @@ module imports on any Python.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -107,7 +108,6 @@ class LoadedModel:
     weights: str
     spec: ModelSpec
     seed: int | None = None
-    notes: list = field(default_factory=list)
 
     @property
     def is_trained(self) -> bool:
@@ -201,7 +201,7 @@ def download_weights(name: str, cache: str | os.PathLike | None = None,
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         zip_path = Path(tmp) / "weights.zip"
-        _fetch(url, zip_path, timeout, name)
+        _fetch(url, zip_path, timeout, target)
         try:
             with zipfile.ZipFile(zip_path) as zf:
                 zf.extract(target.name, tmp)
@@ -215,18 +215,18 @@ def download_weights(name: str, cache: str | os.PathLike | None = None,
     return target
 
 
-def _fetch(url: str, dest: Path, timeout: float, name: str) -> None:
+def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=name, leave=False) as bar:
+            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, leave=False) as bar:
                 for chunk in iter(lambda: response.read(1 << 20), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
-        raise DownloadError(f"cannot download {url} ({reason}) — put {params_file_name(name)} in "
-                            f"{cache_dir()} or pass --weights PATH") from None
+        raise DownloadError(f"cannot download {url} ({reason}) — put {target.name} in "
+                            f"{target.parent} or pass --weights PATH") from None
 
 
 def prefetch(models=None, cache: str | os.PathLike | None = None,
@@ -239,8 +239,11 @@ def prefetch(models=None, cache: str | os.PathLike | None = None,
         ``{name: {"ok": bool, "path": str, "error": str | None, "how_to_fix": str | None}}``;
         for each failure, where to put the file by hand and the ``--weights`` flag.
     """
+    models = list(models or MODELS)
+    for name in models:
+        model_spec(name)  # an unknown name is a usage error, not a download failure
     report = {}
-    for name in models or list(MODELS):
+    for name in models:
         target = cache_dir(cache) / params_file_name(name)
         try:
             path = download_weights(name, cache, repo_url, timeout)
@@ -274,17 +277,22 @@ def build_block(name: str):
     return model_zoo.get_model(name, pretrained=False, **kwargs)
 
 
-def seeded_init(block, seed: int = 0, input_shape=(1, 3, 224, 224), background_logit: float = 4.0) -> None:
+def seeded_init(block, seed: int = 0, input_shape=(1, 3, 224, 224), background_logit: float = 4.0,
+                class_scale: float = 0.6, box_scale: float = 0.1) -> None:
     """Initialise every learnt parameter from ``seed``, deterministically.
 
     Conv and dense weights are He-normal. Batch-norm statistics are then measured
     on a seeded calibration batch, so activations stay of order one through 50
     layers instead of overflowing (random moving statistics make SSD's boxes
     infinite). The SSD anchors are constants and keep the values the model
-    computes. The class predictors favour the background class by
-    ``background_logit``, so only a few thousand (anchor, class) pairs pass
-    ``valid_thresh`` and their scores lie far apart: near-ties would make the NMS
-    order arbitrary.
+    computes. The class predictors are scaled by ``class_scale`` and favour the
+    background class by ``background_logit``, so that scores neither saturate at 1
+    (where they would tie exactly) nor crowd around 1/81: near-ties make the NMS
+    order arbitrary. With the defaults the 100 kept scores span about 0.1-0.9 and
+    consecutive ones differ by 1e-6 or more. The box predictors are scaled by
+    ``box_scale`` so that boxes stay near their anchors.
+    The calibration batch holds the default picture and seeded noise, so both
+    kinds of input give sensible activations.
     """
     mx, _ = _import_mxnet()
     rng = np.random.RandomState(seed)
@@ -296,7 +304,7 @@ def seeded_init(block, seed: int = 0, input_shape=(1, 3, 224, 224), background_l
         if param.grad_req == "null" and not _is_bn_stat(name):
             continue  # constants such as the SSD anchors: computed by the model, not learnt
         param.set_data(mx.nd.array(_draw(name, param.shape, rng), dtype=param.dtype))
-    _favour_background(block, rng, background_logit)
+    _tame_predictors(block, rng, background_logit, class_scale, box_scale, mx)
     _calibrate_batch_norm(block, params, rng, input_shape, mx)
 
 
@@ -319,34 +327,68 @@ def _draw(name: str, shape, rng: np.random.RandomState) -> np.ndarray:
     return rng.normal(0.0, np.sqrt(2.0 / max(fan_in, 1)), shape)
 
 
-def _favour_background(block, rng, background_logit: float) -> None:
-    predictors = getattr(block, "class_predictors", None)
-    if predictors is None:
+def _tame_predictors(block, rng, background_logit: float, class_scale: float, box_scale: float, mx) -> None:
+    classes = getattr(block, "class_predictors", None)
+    if classes is None:
         return
     groups = len(block.classes) + 1
-    for param in predictors.collect_params().values():
-        if param.name.endswith("bias"):
-            bias = rng.uniform(-1.0, 1.0, param.shape)
-            bias[::groups] += background_logit  # channel c is anchor c // groups, class c % groups
-            param.set_data(bias.astype(param.dtype))
+    for predictors, scale in ((classes, class_scale), (block.box_predictors, box_scale)):
+        for param in predictors.collect_params().values():
+            value = param.data().asnumpy() * scale
+            if param.name.endswith("bias") and predictors is classes:
+                value = rng.uniform(-1.0, 1.0, param.shape)
+                value[::groups] += background_logit  # channel c is anchor c // groups, class c % groups
+            # An mx.nd array, not numpy: MXNet cannot copy numpy into oneDNN-laid-out memory.
+            param.set_data(mx.nd.array(value, dtype=param.dtype))
+
+
+def _calibration_batch(rng, input_shape) -> np.ndarray:
+    # The default picture (natural image statistics) and seeded noise, at the input size.
+    import cv2
+
+    from . import images
+
+    height, width = input_shape[2], input_shape[3]
+    picture = cv2.resize(images.read_image(images.default_image_path()), (width, height),
+                         interpolation=cv2.INTER_CUBIC)
+    noise = rng.uniform(-2.0, 2.0, (1, 3, height, width)).astype(np.float32)
+    return np.concatenate([images.to_input(picture), noise])
 
 
 def _calibrate_batch_norm(block, params, rng, input_shape, mx) -> None:
-    # A training-mode pass normalises with batch statistics and folds them into the
-    # moving ones as new = m * old + (1 - m) * batch; solve for batch and keep it.
-    momentum = 0.9  # the default of gluon.nn.BatchNorm and of the symbol's BatchNorm
-    stats = {n: p for n, p in params.items() if _is_bn_stat(n)}
-    if not stats:
+    # Random moving statistics let activations grow ~1e4x through ResNet-50. In a
+    # training-mode pass each BatchNorm normalises with its batch statistics, so the
+    # BatchNorm inputs seen in that one pass are exactly what inference sees once the
+    # moving statistics equal them. (A training pass does not update the moving
+    # statistics here, so they are measured on the inputs instead.)
+    block.hybridize()
+    block(mx.nd.zeros(input_shape))
+    data_vars, sym = block._cached_graph
+    sym = mx.sym.Group(list(sym)) if isinstance(sym, (list, tuple)) else sym
+    graph = json.loads(sym.tojson())
+    nodes = graph["nodes"]
+    taps, heads = [], []
+    for node in nodes:
+        if node["op"] != "BatchNorm":
+            continue
+        heads.append([node["inputs"][0][0], node["inputs"][0][1], 0])
+        axis = int(node.get("attrs", {}).get("axis", 1))
+        taps.append((axis, nodes[node["inputs"][3][0]]["name"], nodes[node["inputs"][4][0]]["name"]))
+    if not taps:
         return
-    old = {n: p.data().asnumpy() for n, p in stats.items()}
-    batch = (4,) + tuple(input_shape[1:])
+    # The same graph with every BatchNorm input as an output.
+    graph["heads"] = heads
+    group = mx.sym.load_json(json.dumps(graph))
+    batch = mx.nd.array(_calibration_batch(rng, input_shape))
+    tapped = mx.gluon.SymbolBlock(group, [mx.sym.var(data_vars[0].name)], params=params)
     with mx.autograd.train_mode():
-        block(mx.nd.array(rng.uniform(-2.0, 2.0, batch)))
-    for name, param in stats.items():
-        measured = (param.data().asnumpy() - momentum * old[name]) / (1.0 - momentum)
-        if name.endswith("var"):
-            measured = np.maximum(measured, 1e-2)  # 1x1 feature maps can give a zero variance
-        param.set_data(mx.nd.array(measured, dtype=param.dtype))
+        outputs = tapped(batch)
+    for (axis, mean_name, var_name), out in zip(taps, outputs):
+        x = out.asnumpy().astype(np.float64)
+        axes = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
+        params[mean_name].set_data(mx.nd.array(x.mean(axis=axes)))
+        # 1x1 feature maps in a batch of two can give a near-zero variance.
+        params[var_name].set_data(mx.nd.array(np.maximum(x.var(axis=axes), 1e-2)))
 
 
 def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
@@ -357,11 +399,18 @@ def load_params_file(block, path: str | os.PathLike, name: str = "model") -> Non
     try:
         block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
     except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise WeightsError(
-            f"cannot load {path} into {name} ({first[:200]}) — pass a .params file saved from "
+            f"cannot load {path} into {name} ({_gist(err)}) — pass a .params file saved from "
             f"GluonCV's {name} (Block.save_parameters), or weights='untrained'"
         ) from None
+
+
+def _gist(err: Exception) -> str:
+    # MXNet's messages carry a C++ traceback; keep the last line that says something.
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "Stack trace", "[bt]"))]
+    text = (useful or lines or [type(err).__name__])[-1]
+    return text.replace("MXNetError: ", "")[:200]
 
 
 def load_model(name: str = DEFAULT_MODEL, weights: str | os.PathLike | None = None,
@@ -402,3 +451,21 @@ def load_model(name: str = DEFAULT_MODEL, weights: str | os.PathLike | None = No
         loaded = LoadedModel(name, block, os.fspath(weights), spec)
     block.hybridize()
     return loaded
+
+
+def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
+    """The model's MXNet graph (symbol JSON as a dict) and its parameters as numpy arrays.
+
+    The block is traced once on zeros if it has not run since it was hybridized.
+    """
+    mx, _ = _import_mxnet()
+    block = model.block
+    if not getattr(block, "_cached_graph", None):
+        block.hybridize()
+        block(mx.nd.zeros(model.spec.input_shape))
+    sym = block._cached_graph[1]
+    sym = mx.sym.Group(list(sym)) if isinstance(sym, (list, tuple)) else sym
+    graph = json.loads(sym.tojson())
+    used = set(sym.list_arguments()) | set(sym.list_auxiliary_states())
+    params = {n: p.data().asnumpy() for n, p in block.collect_params().items() if n in used}
+    return graph, params

@@ -102,6 +102,32 @@ def graph_nodes(graph: dict) -> list[Node]:
     return nodes
 
 
+def reachable(graph: dict) -> set[int]:
+    """Indices of the nodes the graph's heads depend on (MXNet keeps dead nodes in JSON)."""
+    nodes, seen = graph["nodes"], set()
+    stack = [head[0] for head in graph["heads"]]
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack.extend(entry[0] for entry in nodes[i]["inputs"])
+    return seen
+
+
+def with_outputs(symbol, names: list[str]) -> dict:
+    """A copy of the graph whose outputs are the nodes ``names`` (output 0 of each).
+
+    Used to compare intermediate tensors, e.g. the input of ``_contrib_box_nms``.
+    """
+    graph = dict(load_symbol_json(symbol))
+    index = {node["name"]: i for i, node in enumerate(graph["nodes"])}
+    missing = [n for n in names if n not in index]
+    if missing:
+        raise MXNetImportError(f"no node named {missing} in the symbol — use names from op_inventory/graph_nodes")
+    graph["heads"] = [[index[n], 0, 0] for n in names]
+    return graph
+
+
 def op_inventory(symbol) -> dict[str, int]:
     """Count the operator nodes of an MXNet symbol by op name, most frequent first."""
     counts: dict[str, int] = {}
@@ -145,7 +171,9 @@ def _strip_prefix(params: Mapping | None) -> dict:
 
 
 def _convert_nodes(bb, nodes, values, converters, progress):
-    for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=not progress):
+    # disable=None lets tqdm show the bar only on a terminal.
+    disable = None if progress is None else not progress
+    for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=disable):
         if node.op == "null":
             continue
         inputs = [values[i][k] for i, k in node.inputs]
@@ -205,7 +233,8 @@ def from_mxnet(
     check_supported(graph, table)
     shape_dict = dict(shape_dict or {})
     params = {**_strip_prefix(arg_params), **_strip_prefix(aux_params)}
-    nodes = graph_nodes(graph)
+    live = reachable(graph)
+    nodes = [node for node in graph_nodes(graph) if node.index in live]
 
     bb = relax.BlockBuilder()
     values: dict[int, list] = {}
@@ -237,7 +266,7 @@ def from_mxnet(
 
     with bb.function("main", inputs + param_vars):
         with bb.dataflow():
-            _convert_nodes(bb, nodes, values, table, progress if progress is not None else None)
+            _convert_nodes(bb, nodes, values, table, progress)
             heads = [values[i][k] for i, k, *_ in graph["heads"]]
             out = bb.emit_output(heads[0] if len(heads) == 1 else relax.Tuple(heads))
         bb.emit_func_output(out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from tvm import relax
 
 
@@ -16,13 +15,15 @@ def shape_of(expr) -> tuple[int, ...]:
 
 
 def dtype_of(expr) -> str:
-    """Dtype of a normalized Relax expression."""
-    return expr.ty.dtype
+    """Dtype of a normalized Relax expression, as a string such as ``"float32"``."""
+    dtype = expr.ty.dtype
+    # TVM 0.27 gives a PrimType here; numpy would misread it.
+    return str(getattr(dtype, "dtype", dtype))
 
 
 def scalar(value, like) -> relax.Constant:
     """A 0-d constant of ``like``'s dtype; MXNet casts scalars to the tensor's type."""
-    return relax.const(np.array(value, dtype=dtype_of(like)))
+    return relax.const(value, dtype_of(like))
 
 
 def unsupported(attrs, what: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax import op as R
 
-from .mxnet_common import scalar, shape_of, unsupported
+from .mxnet_common import dtype_of, scalar, shape_of, unsupported
 
 
 def _split4(x, start=0):
@@ -92,15 +92,23 @@ def _box_nms(bb, inputs, attrs):
 
     # Relax's NMS wants (batch, boxes, width); MXNet allows any number of batch axes.
     x = data if len(shape) == 3 else bb.emit(R.reshape(data, (-1, shape[-2], shape[-1])))
-    if background_id >= 0 and id_index >= 0:
-        # A background row is invalid: fill it with -1 so its score fails valid_thresh.
+    # MXNet drops the rows whose id equals background_id (default -1); Relax's
+    # get_valid_counts drops the rows whose id is negative. They agree for the default.
+    count_id_index = id_index
+    if id_index >= 0 and background_id != -1:
         ids = bb.emit(R.strided_slice(x, [2], [id_index], [id_index + 1]))
         is_bg = R.equal(ids, scalar(background_id, x))
+        # Fill background rows with -1 so their score fails valid_thresh; keep id -1 rows.
         x = bb.emit(R.where(is_bg, R.full_like(x, scalar(-1.0, x)), x))
+        count_id_index = -1
     if in_format == "center":
         x = _convert_format(bb, x, coord_start, to_corner=True)
 
-    counts = bb.emit(R.vision.get_valid_counts(x, valid_thresh, id_index, score_index))
+    dtype = dtype_of(x)
+    if dtype != "float32":
+        # TVM's NMS sort kernel only takes float32 (checked in 0.27).
+        x = bb.emit(R.astype(x, "float32"))
+    counts = bb.emit(R.vision.get_valid_counts(x, valid_thresh, count_id_index, score_index))
     valid_count = bb.emit(relax.TupleGetItem(counts, 0))
     moved = bb.emit(relax.TupleGetItem(counts, 1))
     indices = bb.emit(relax.TupleGetItem(counts, 2))
@@ -109,11 +117,13 @@ def _box_nms(bb, inputs, attrs):
         force_suppress=force_suppress, top_k=topk, coord_start=coord_start,
         score_index=score_index, id_index=id_index, return_indices=False, invalid_to_bottom=True,
     ))
+    if dtype != "float32":
+        out = bb.emit(R.astype(out, dtype))
     if out_format == "center":
         converted = _convert_format(bb, out, coord_start, to_corner=False)
         # Rows of -1 are padding and stay -1 in either format.
-        is_minus_one = R.astype(R.equal(out, scalar(-1.0, out)), "float32")
-        is_pad = R.greater(R.min(is_minus_one, axis=-1, keepdims=True), relax.const(0.5, "float32"))
+        is_minus_one = R.astype(R.equal(out, scalar(-1.0, out)), dtype)
+        is_pad = R.greater(R.min(is_minus_one, axis=-1, keepdims=True), scalar(0.5, out))
         out = bb.emit(R.where(is_pad, out, converted))
     return out if len(shape) == 3 else R.reshape(out, shape)
 

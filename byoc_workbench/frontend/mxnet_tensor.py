@@ -7,7 +7,6 @@ so adding an op of a known family is one table entry.
 from __future__ import annotations
 
 import numpy as np
-from tvm import relax
 from tvm.relax import op as R
 
 from .mxnet_common import dtype_of, norm_axis, scalar, shape_of, unsupported
@@ -52,7 +51,9 @@ def reduce(fn):
         axes = None if axis in (None, ()) else [norm_axis(int(a), ndim) for a in axis]
         if attrs.bool("exclude", False) and axes is not None:
             axes = [a for a in range(ndim) if a not in axes]
-        return fn(x, axis=axes, keepdims=attrs.bool("keepdims", False))
+        out = bb.normalize(fn(x, axis=axes, keepdims=attrs.bool("keepdims", False)))
+        # MXNet never returns a 0-d tensor: a full reduction has shape (1,).
+        return R.reshape(out, (1,)) if not shape_of(out) else out
 
     return convert
 
@@ -188,17 +189,10 @@ def _arange(bb, inputs, attrs):
         unsupported(attrs, "_arange with infer_range=True")
     if stop is None:
         start, stop = 0.0, start
-    out = R.arange(relax.PrimValue(_prim(start, dtype)), relax.PrimValue(_prim(stop, dtype)),
-                   relax.PrimValue(_prim(step, dtype)), dtype=dtype)
+    # Whole numbers go in as ints so that the length is computed exactly.
+    start, stop, step = (int(v) if float(v).is_integer() else v for v in (start, stop, step))
+    out = R.arange(start, stop, step, dtype=dtype)
     return R.repeat(out, repeat, axis=0) if repeat > 1 else out
-
-
-def _prim(value, dtype):
-    import tvm
-
-    if "int" in dtype:
-        return tvm.tir.IntImm("int64", int(value))
-    return tvm.tir.FloatImm("float32" if dtype == "float16" else dtype, float(value))
 
 
 def _clip(bb, inputs, attrs):

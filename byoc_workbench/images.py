@@ -1,0 +1,116 @@
+"""Load pictures as SSD inputs, the way GluonCV's ``presets.ssd.load_test`` does.
+
+The steps match GluonCV: decode to RGB, resize so the short side is ``short``
+(the long side at most ``max_size``) with bicubic interpolation, then
+``to_tensor`` (HWC uint8 -> CHW float in [0, 1]) and ``normalize``. OpenCV does
+the decoding and resizing, as inside MXNet, so no mxnet is needed here.
+
+The offline default picture is matplotlib's ``grace_hopper.jpg`` (a public-domain
+portrait of Grace Hopper, so one "person"), which every install of the pinned
+matplotlib ships.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+class ImageError(ValueError):
+    """Base class of the image errors."""
+
+
+class MissingImageError(ImageError):
+    """The image path does not exist."""
+
+
+class NotAnImageError(ImageError):
+    """The file exists but does not decode as an image."""
+
+
+def default_image_path() -> Path:
+    """Path of the offline default picture (matplotlib's ``grace_hopper.jpg``)."""
+    import matplotlib
+
+    path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    if not path.is_file():
+        raise MissingImageError(f"{path} is missing from this matplotlib — reinstall matplotlib or pass --image PATH")
+    return path
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """Decode a JPEG or PNG file to an RGB ``(H, W, 3)`` uint8 array.
+
+    Raises
+    ------
+    MissingImageError, NotAnImageError
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingImageError(f"image {path} does not exist — pass the path of a JPEG or PNG file")
+    data = np.fromfile(path, dtype=np.uint8)
+    image = None
+    if data.size:
+        import cv2
+
+        # IMREAD_COLOR drops alpha and expands grey, like mx.image.imread(flag=1).
+        image = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if image is None:
+        raise NotAnImageError(f"{path} is not a readable image — pass a JPEG or PNG file")
+    return np.ascontiguousarray(image[:, :, ::-1])
+
+
+def resize_short_within(image: np.ndarray, short: int, max_size: int) -> np.ndarray:
+    """Resize so the short side is ``short`` and the long side at most ``max_size``.
+
+    Same arithmetic as ``gluoncv.data.transforms.image.resize_short_within``
+    (``mult_base=1``, bicubic).
+    """
+    import cv2
+
+    h, w = image.shape[:2]
+    size_min, size_max = min(h, w), max(h, w)
+    scale = float(short) / float(size_min)
+    if np.round(scale * size_max) > max_size:
+        scale = float(max_size) / float(size_max)
+    new_w, new_h = int(np.round(w * scale)), int(np.round(h * scale))
+    return cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_CUBIC)
+
+
+def to_input(image: np.ndarray, mean=MEAN, std=STD) -> np.ndarray:
+    """HWC uint8 RGB -> normalised ``(1, 3, H, W)`` float32, as to_tensor + normalize."""
+    x = image.astype(np.float32).transpose(2, 0, 1) / np.float32(255.0)
+    x = (x - np.asarray(mean, np.float32)[:, None, None]) / np.asarray(std, np.float32)[:, None, None]
+    return x[None].astype(np.float32)
+
+
+def load_test(path: str | os.PathLike | None = None, short: int = 512, max_size: int = 1024,
+              mean=MEAN, std=STD) -> tuple[np.ndarray, np.ndarray]:
+    """Load a picture as GluonCV's ``presets.ssd.load_test(path, short)`` does.
+
+    Parameters
+    ----------
+    path : path, optional
+        A JPEG or PNG file; None for :func:`default_image_path`.
+    short, max_size : int
+        Target short side and cap on the long side.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        The ``(1, 3, H, W)`` float32 network input and the resized ``(H, W, 3)``
+        uint8 RGB image to draw boxes on (boxes are in its coordinates).
+    """
+    path = default_image_path() if path is None else path
+    resized = resize_short_within(read_image(path), short, max_size)
+    logger.debug("loaded %s as %s", path, resized.shape)
+    return to_input(resized, mean, std), resized

@@ -1,0 +1,171 @@
+"""The SSD workflow in a few calls: import a zoo model into Relax, summarise it, run it.
+
+These are the functions behind ``byoc-workbench import ssd --summary`` and
+``byoc-workbench run ssd --save-outputs``; the CLI only parses arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import images, zoo
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("tvm", "mxnet")
+
+
+class SSDError(ValueError):
+    """A request the SSD workflow cannot serve (wrong model kind, unknown backend)."""
+
+
+@dataclass
+class ImportedModel:
+    """A zoo model imported into Relax, with where its weights came from."""
+
+    mod: object  # tvm.IRModule
+    params: dict
+    model: zoo.LoadedModel
+    input_shape: tuple
+
+    @property
+    def weights_label(self) -> str:
+        """See :attr:`byoc_workbench.zoo.LoadedModel.weights_label`."""
+        return self.model.weights_label
+
+
+class Detections(dict):
+    """``{"ids", "scores", "boxes"}`` numpy arrays (batch axis kept), plus provenance.
+
+    A plain dict for ``numpy.savez(path, **detections)``; ``weights`` and
+    ``weights_label`` say whether the weights were trained.
+    """
+
+    weights: str = ""
+    weights_label: str = ""
+
+
+def relax_op_counts(mod) -> dict[str, int]:
+    """Count the Relax operator calls in ``mod["main"]``, most frequent first."""
+    import tvm
+    from tvm import relax
+
+    counts: Counter = Counter()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            counts[expr.op.name] += 1
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def import_model(model: str = zoo.DEFAULT_MODEL, weights=None, input_shape=None,
+                 bind_params: bool = True, loaded: zoo.LoadedModel | None = None) -> ImportedModel:
+    """Load a zoo model and import it into Relax.
+
+    Parameters
+    ----------
+    model : str
+        A name from :data:`byoc_workbench.zoo.MODELS`.
+    weights : None, "trained", "untrained" or path
+        See :func:`byoc_workbench.zoo.load_model`.
+    input_shape : tuple, optional
+        ``(1, 3, H, W)``; defaults to the model's (512x512 for SSD).
+    bind_params : bool
+        Bind the weights as constants (True) or keep them as inputs of ``main``.
+    loaded : LoadedModel, optional
+        An already loaded model, to skip loading.
+    """
+    from .frontend import from_mxnet
+
+    loaded = loaded or zoo.load_model(model, weights)
+    shape = tuple(input_shape or loaded.spec.input_shape)
+    graph, params = zoo.symbol_and_params(loaded)
+    mod, used = from_mxnet(graph, params, None, {"data": shape}, bind_params=bind_params)
+    return ImportedModel(mod, used, loaded, shape)
+
+
+def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
+    """Import ``model`` and describe the result.
+
+    Returns
+    -------
+    dict
+        ``{"model", "op_count", "ops": {relax op: count}, "params": number of
+        scalar weights, "weights": "trained" | "untrained" | path}``.
+    """
+    imported = import_model(model, weights)
+    ops = relax_op_counts(imported.mod)
+    return {
+        "model": model,
+        "op_count": sum(ops.values()),
+        "ops": ops,
+        "params": int(sum(int(np.prod(a.shape)) for a in imported.params.values())),
+        "weights": imported.model.weights,
+    }
+
+
+def _detections(outputs, loaded) -> Detections:
+    ids, scores, boxes = (np.asarray(o) for o in outputs)
+    result = Detections(ids=ids, scores=scores, boxes=boxes)
+    result.weights, result.weights_label = loaded.weights, loaded.weights_label
+    if not loaded.is_trained:
+        logger.warning("detections from %s: %s", loaded.name, loaded.weights_label)
+    return result
+
+
+def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str = "tvm",
+        short: int = 512) -> Detections:
+    """Detect objects in one picture with an SSD model.
+
+    Parameters
+    ----------
+    model : str
+        A detection model of the zoo.
+    weights : None, "trained", "untrained" or path
+        See :func:`byoc_workbench.zoo.load_model`.
+    image : path, optional
+        JPEG or PNG; None for the default picture (:func:`images.default_image_path`).
+    backend : {"tvm", "mxnet"}
+        ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
+        ``mxnet``: run the Gluon block itself (the reference).
+    short : int
+        Short side of the resized picture (GluonCV's ``load_test``).
+
+    Returns
+    -------
+    Detections
+        ``ids`` (1, 100, 1), ``scores`` (1, 100, 1), ``boxes`` (1, 100, 4) in the
+        resized picture's pixels; rows of -1 are empty.
+    """
+    if backend not in BACKENDS:
+        raise SSDError(f"unknown backend {backend!r} — use one of: {', '.join(BACKENDS)}")
+    if zoo.model_spec(model).kind != "detection":
+        detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
+        raise SSDError(f"{model} is not a detection model — use one of: {', '.join(detection)}")
+    x, _ = images.load_test(image, short=short)
+    loaded = zoo.load_model(model, weights)
+    if backend == "mxnet":
+        import mxnet as mx
+
+        return _detections([o.asnumpy() for o in loaded.block(mx.nd.array(x))], loaded)
+    imported = import_model(model, input_shape=x.shape, loaded=loaded)
+    return _detections(run_relax(imported.mod, x), loaded)
+
+
+def run_relax(mod, x: np.ndarray, target: str = "llvm") -> list[np.ndarray]:
+    """Build ``mod`` for ``target``, run ``main(x)`` in the Relax VM, return numpy outputs."""
+    import tvm
+    from tvm import relax
+
+    executable = tvm.compile(mod, target)
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [o.numpy() for o in out]
