@@ -109,8 +109,14 @@ def cmd_prefetch(args) -> int:
     from . import zoo
 
     report = zoo.prefetch(args.models.split(",") if args.models else None)
-    print(report if isinstance(report, str) else json.dumps(report, indent=2, default=str))
-    return 0
+    for name, r in report.items():
+        if r["ok"]:
+            print(f"ok      {name}: {r['path']}")
+        else:
+            print(f"MISSING {name}: {r['error']}\n        by hand: {r['how_to_fix']}")
+    missing = sum(not r["ok"] for r in report.values())
+    print(f"{len(report) - missing} of {len(report)} models cached in {zoo.cache_dir()}")
+    return 1 if missing else 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -127,14 +133,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     s.add_argument("--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)")
     s.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the GluonCV model name")
-    s.add_argument("--weights", help="with ssd: a local .params file (default: the cache, else untrained seeded weights)")
+    s.add_argument("--weights", help="with ssd: trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)")
     s.set_defaults(func=cmd_stages)
 
     for name, helptext, func in (("import", "import a GluonCV model into Relax", cmd_import), ("run", "run a GluonCV model", cmd_run)):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("what", choices=("ssd",))
         c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
-        c.add_argument("--weights", help="a local .params file (default: the cache, else untrained seeded weights)")
+        c.add_argument("--weights", help="trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)")
         if name == "import":
             c.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
         else:
@@ -160,6 +166,13 @@ def main(argv=None) -> int:
     except ValueError as err:  # the frontend's and zoo's own one-line errors
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RuntimeError as err:
+        from . import zoo
+
+        if isinstance(err, (zoo.DownloadError, zoo.MissingDependencyError)):
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

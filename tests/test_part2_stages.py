@@ -1,0 +1,107 @@
+"""Part 2: SSD-ResNet50 through the BYOC stages with upstream TVM's TensorRT patterns."""
+
+import json
+
+import numpy as np
+import pytest
+
+from byoc_workbench import cli, execute, profile, render
+
+pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
+pytestmark = pytest.mark.mxnet
+
+
+@pytest.fixture(scope="module")
+def ssd_wb():
+    from byoc_workbench.ssd_stages import model_workbench
+
+    return model_workbench(weights="untrained")
+
+
+def stage(wb, name):
+    return wb.stage(name)
+
+
+def test_tensorrt_subgraphs_before_and_after_pruning(ssd_wb):
+    wb, _ = ssd_wb
+    convs = stage(wb, "source").owners[("relax.nn.conv2d", "main", "host")]
+    assert convs == 73
+    part = stage(wb, "partition").subgraphs
+    assert len(part) >= 2 and all(s.target == "tensorrt" for s in part)
+    holders = [s for s in part if s.ops.count("relax.nn.conv2d") == convs]
+    assert len(holders) == 1, "one subgraph must hold every conv2d"
+    pruned = stage(wb, "prune").subgraphs
+    assert [s.name for s in pruned] == [holders[0].name]
+    assert "no 'tensorrt' codegen" in stage(wb, "codegen").notes[0]
+
+
+def test_untrained_weights_are_marked_everywhere(ssd_wb):
+    wb, imported = ssd_wb
+    assert not imported.model.is_trained
+    assert "untrained weights" in wb.mark
+    assert "untrained weights" in wb.dot("partition", collapse=True).source
+    p = profile.profile(stage(wb, "source").mod, mark=wb.mark)
+    assert "untrained weights" in profile.table_text(p) and "untrained weights" in profile.table_html(p)
+    ax = profile.plot(p)
+    assert any("UNTRAINED WEIGHTS" in t.get_text() for t in ax.texts)
+
+
+def test_collapsed_view_stays_readable(ssd_wb):
+    wb, _ = ssd_wb
+    for s in wb.stages:
+        g = wb.graph(s.name, collapse=True)
+        assert len(g.nodes) <= 80, (s.name, len(g.nodes))
+        assert max(len(n.label) for n in g.nodes.values()) < 600
+    source = wb.graph("source", collapse=True)
+    tail = [n for n in source.node_by_kind("fold") if n.ops.count("relax.strided_slice") >= 100]
+    assert len(tail) == 1, "the anchor/decoding slice chain is one folded node"
+    opened = wb.graph("source", collapse=True, expand=[tail[0].id])
+    assert len(opened.nodes) > len(source.nodes) + 100
+
+
+def test_no_label_reaches_graphvizs_limit_even_uncollapsed(ssd_wb):
+    wb, _ = ssd_wb
+    for name in ("source", "partition"):
+        dot = render.to_dot(wb.graph(name, expand=["tensorrt_0"]))
+        assert max(len(line) for line in dot.source.splitlines()) < 16384
+
+
+def test_prepare_keeps_what_the_model_computes():
+    from byoc_workbench import ssd, ssd_stages
+
+    imported = ssd.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
+    x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
+    before = execute.run(imported.mod, [x])
+    after = execute.run(ssd_stages.prepare(imported.mod), [x])
+    ids, scores, boxes = (np.asarray(a) for a in after)
+    np.testing.assert_array_equal(ids, np.asarray(before[0]))
+    np.testing.assert_allclose(scores, np.asarray(before[1]), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(boxes, np.asarray(before[2]), rtol=1e-3, atol=5e-3)
+
+
+def test_cli_stages_ssd(tmp_path):
+    assert cli.main(["stages", "ssd", "--target", "tensorrt", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["model"] == "ssd_512_resnet50_v1_coco" and "untrained weights" in summary["weights"]
+    by = {s["name"]: s for s in summary["stages"]}
+    assert len(by["partition"]["subgraphs"]) >= 2 and len(by["prune"]["subgraphs"]) == 1
+    assert by["prune"]["subgraphs"][0]["ops"].count("relax.nn.conv2d") == 73
+    assert len(list(tmp_path.glob("*.svg"))) == 7
+
+
+def test_cli_import_summary(capsys):
+    assert cli.main(["import", "ssd", "--summary"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["model"] == "ssd_512_resnet50_v1_coco" and summary["weights"] == "untrained"
+    assert summary["ops"]["relax.nn.conv2d"] == 73 and summary["op_count"] == sum(summary["ops"].values())
+    assert summary["params"] > 40_000_000
+
+
+@pytest.mark.slow
+def test_cli_run_tvm_saves_outputs(tmp_path):
+    out = tmp_path / "out.npz"
+    assert cli.main(["run", "ssd", "--backend", "tvm", "--save-outputs", str(out)]) == 0
+    saved = np.load(out)
+    assert sorted(saved.files) == ["boxes", "ids", "scores"]
+    assert saved["ids"].shape[:2] == saved["scores"].shape[:2] == saved["boxes"].shape[:2]
+    assert saved["boxes"].shape[-1] == 4 and (saved["scores"] > 0).any()
