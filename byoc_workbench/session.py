@@ -136,7 +136,7 @@ class Workbench:
 
 def node_details(n: graph_mod.Node) -> dict:
     """What clicking a node shows."""
-    d = {"kind": n.kind, "label": n.label, "op": n.op, "target": n.target, "output": n.ty, "inputs": n.input_types, "attrs": n.attrs}
+    d = {"id": n.id, "kind": n.kind, "label": n.label, "op": n.op, "target": n.target, "output": n.ty, "inputs": n.input_types, "attrs": n.attrs}
     if n.rule:
         d["claimed_by"] = n.rule
     elif n.kind == "op":

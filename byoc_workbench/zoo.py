@@ -413,6 +413,22 @@ def _gist(err: Exception) -> str:
     return text.replace("MXNetError: ", "")[:200]
 
 
+def _quiet_mxnet(func):
+    """Run ``func`` without MXNet's "Cannot decide type" warning, which every
+    hybridized forward of a zoo model prints and which says nothing to a user."""
+    import functools
+    import warnings
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Cannot decide type", category=UserWarning)
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_quiet_mxnet
 def load_model(name: str = DEFAULT_MODEL, weights: str | os.PathLike | None = None,
                cache: str | os.PathLike | None = None, seed: int = 0) -> LoadedModel:
     """Build a zoo model with its weights.
@@ -453,6 +469,7 @@ def load_model(name: str = DEFAULT_MODEL, weights: str | os.PathLike | None = No
     return loaded
 
 
+@_quiet_mxnet
 def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
     """The model's MXNet graph (symbol JSON as a dict) and its parameters as numpy arrays.
 

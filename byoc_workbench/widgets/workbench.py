@@ -161,8 +161,10 @@ def svg_body(svg: str) -> str:
 
 def expand_key(details: dict | None) -> str | None:
     """What ``Workbench.view(expand=...)`` takes to open a node: a composite or subgraph name."""
-    if not details or details.get("kind") not in ("composite", "subgraph"):
+    if not details or details.get("kind") not in ("composite", "subgraph", "fold"):
         return None
+    if details["kind"] == "fold":  # a folded run of ops opens by its own id
+        return details.get("id") or None
     return details.get("op") or None
 
 
@@ -197,8 +199,9 @@ class WorkbenchWidget(W.VBox):
     leaves the previous state and shows one red line in ``status``.
     """
 
-    def __init__(self, mod, target: Target, enabled=None, prune_rule=None, stage: str = "partition", extra_rules=(), error: Exception | None = None):
+    def __init__(self, mod, target: Target, enabled=None, prune_rule=None, stage: str = "partition", extra_rules=(), error: Exception | None = None, collapse: bool = False, mark: str = ""):
         self.target = target
+        self.collapse = collapse
         self.workbench: Workbench | None = None
         self.view: View | None = None
         self.expand: frozenset = frozenset()
@@ -208,7 +211,7 @@ class WorkbenchWidget(W.VBox):
         try:
             if error is not None:
                 raise error
-            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules)
+            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark=mark)
         except Exception as err:  # a bad module or rule must not break the cell
             self._error(err)
         rules = self.workbench.all_rules if self.workbench else tuple(target.rules) + tuple(extra_rules)
@@ -330,12 +333,12 @@ class WorkbenchWidget(W.VBox):
         self.status.value = status_html(status_line(err))
 
     def _apply(self, wb: Workbench) -> None:
-        view = wb.view(self.stage, expand=tuple(sorted(self.expand)))  # computes every stage; raises before anything changes
+        view = wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)  # computes every stage; raises before anything changes
         self.workbench = wb
         self._show(view, keep_selection=False)
 
     def _redraw(self) -> None:
-        self._show(self.workbench.view(self.stage, expand=tuple(sorted(self.expand))), keep_selection=False)
+        self._show(self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse), keep_selection=False)
 
     def _toggle(self, node_id: str) -> None:
         key = expand_key(self.view.nodes.get(node_id) if self.view else None)
@@ -343,13 +346,13 @@ class WorkbenchWidget(W.VBox):
             key = self._opened_key(node_id)
         if key is None:
             return
-        view = self.workbench.view(self.stage, expand=tuple(sorted(toggled(self.expand, key))))
+        view = self.workbench.view(self.stage, expand=tuple(sorted(toggled(self.expand, key))), collapse=self.collapse)
         self.expand = toggled(self.expand, key)
         self._show(view, keep_selection=False)
 
     def _opened_key(self, element_id: str) -> str | None:
         """The composite or subgraph an opened cluster (``cluster_x_<id>``) or a node inside it stands for."""
-        graph = self.workbench.graph(self.stage, tuple(sorted(self.expand)))
+        graph = self.workbench.graph(self.stage, tuple(sorted(self.expand)), collapse=self.collapse)
         cid = element_id[len("cluster_"):] if element_id.startswith("cluster_") else None
         if cid is None and element_id in graph.nodes:
             cid = graph.nodes[element_id].cluster
@@ -412,7 +415,7 @@ class WorkbenchWidget(W.VBox):
             self.toggle_expand(str(content.get("id", "")))
 
 
-def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=None, stage: str = "partition", extra_rules=()) -> WorkbenchWidget:
+def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=None, stage: str = "partition", extra_rules=(), collapse: bool = False, mark: str = "") -> WorkbenchWidget:
     """The interactive workbench for ``mod`` (default: the seed's demo graph).
 
     Parameters
@@ -427,6 +430,10 @@ def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=No
         ``stages.no_mac()`` by default; ``stages.keep_all`` keeps every subgraph.
     stage : str
         The stage shown first.
+    collapse : bool
+        Hide constants and fold long runs of ops (for models of hundreds of ops).
+    mark : str
+        Shown in every diagram title, e.g. "untrained weights".
 
     Returns
     -------
@@ -439,4 +446,4 @@ def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=No
             target = get_target(target)
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), "none", ()), stage=stage, error=err)
-    return WorkbenchWidget(demo.demo_module() if mod is None else mod, target, enabled, prune_rule, stage, extra_rules)
+    return WorkbenchWidget(demo.demo_module() if mod is None else mod, target, enabled, prune_rule, stage, extra_rules, collapse=collapse, mark=mark)

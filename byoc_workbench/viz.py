@@ -1,0 +1,47 @@
+"""Bounding boxes on a picture, saying so when the weights are untrained."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .render import target_color
+
+
+def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:
+    """``[(class_id, score, (x0, y0, x1, y1)), ...]`` with score >= ``thresh``, best first."""
+    ids, scores, boxes = (np.asarray(a).reshape(-1, n) for a, n in ((ids, 1), (scores, 1), (boxes, 4)))
+    rows = [(int(i[0]), float(s[0]), tuple(float(v) for v in b)) for i, s, b in zip(ids, scores, boxes) if i[0] >= 0 and s[0] >= thresh]
+    return sorted(rows, key=lambda r: -r[1])
+
+
+def draw_detections(image, ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = "", title: str = "", ax=None):
+    """Draw the ``top`` best detections scoring at least ``thresh``; ``mark`` (e.g.
+    "untrained weights") is written across the picture."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 7 * image.shape[0] / image.shape[1]))
+    ax.imshow(image)
+    ax.axis("off")
+    found = detections_above(ids, scores, boxes, thresh)
+    rows = found[:top]
+    for cid, score, (x0, y0, x1, y1) in rows:
+        name = class_names[cid] if 0 <= cid < len(class_names) else f"class {cid}"
+        color = target_color(name) if not name.startswith("#") else name
+        color = _rgb(color)
+        ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor=color, linewidth=2))
+        ax.text(x0, y0 - 2, f"{name} {score:.2f}", fontsize=8, color="white", bbox=dict(facecolor=color, alpha=0.8, pad=1, edgecolor="none"))
+    shown = f"{len(rows)} of {len(found)} detections with score >= {thresh}"
+    ax.set_title(f"{title}\n{shown}" if title else shown, fontsize=10)
+    if mark:
+        ax.text(0.5, 0.5, mark.upper(), transform=ax.transAxes, ha="center", va="center", rotation=30, fontsize=22, color="#c92a2a", alpha=0.55, fontweight="bold")
+    return ax
+
+
+def _rgb(color: str):
+    if color.startswith("#"):
+        return color
+    import colorsys
+
+    h, s, v = (float(x) for x in color.split())
+    return colorsys.hsv_to_rgb(h, min(1.0, s * 2.2), v * 0.8)
