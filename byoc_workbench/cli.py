@@ -99,6 +99,8 @@ def cmd_run(args) -> int:
     from . import ssd
 
     result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend)
+    kept = int((np.asarray(result["ids"]) >= 0).sum())
+    print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
     if args.save_outputs:
         np.savez(args.save_outputs, ids=result["ids"], scores=result["scores"], boxes=result["boxes"])
         print(f"saved ids, scores and boxes to {args.save_outputs}")
