@@ -232,22 +232,14 @@ def run_codegen(mod: tvm.IRModule) -> tuple:
         generated[name] = CODEGENS[cg](name, func)
     if not generated:
         return mod, generated, skipped
-    editor = ir.ModuleEditor(mod)
-    from .partition import _rebuild  # the same block-by-block rebuild partition uses
 
-    for fname in ir.host_functions(mod):
+    def call_packed(binding, is_df):
+        v = binding.value
+        if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in generated):
+            return None
+        ret = mod[v.op].ret_ty
+        out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+        call = relax.call_dps_packed(generated[v.op.name_hint].symbol, list(v.args), out_ty=out_ty)
+        return [relax.VarBinding(binding.var, call)]
 
-        def rewrite(block_index, is_df, bindings):
-            out = []
-            for b in bindings:
-                v = b.value
-                if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in generated:
-                    g = generated[v.op.name_hint]
-                    ret = mod[v.op].ret_ty
-                    out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
-                    b = relax.VarBinding(b.var, relax.call_dps_packed(g.symbol, list(v.args), out_ty=out_ty))
-                out.append(b)
-            return out
-
-        editor.update(fname, _rebuild(mod[fname], rewrite))
-    return editor.finish(remove=sorted(generated)), generated, skipped
+    return ir.map_bindings(mod, call_packed, remove=sorted(generated)), generated, skipped

@@ -8,7 +8,7 @@ expression kinds is all they need.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import tvm
 from tvm import relax
@@ -243,3 +243,55 @@ class ModuleEditor:
         for name in remove:
             del mod[mod.get_global_var(name)]
         return relax.transform.Normalize()(mod)
+
+
+def map_blocks(body: relax.SeqExpr, fn: Callable, counter: list) -> relax.SeqExpr:
+    """Rebuild ``body``; ``fn(block_index, is_dataflow, bindings)`` returns new bindings.
+
+    Blocks are numbered as :func:`ir.blocks_of` numbers them.
+    """
+    new_blocks = []
+    for block in body.blocks:
+        index = counter[0]
+        counter[0] += 1
+        bindings = []
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.If):
+                value = relax.If(
+                    value.cond,
+                    map_blocks(value.true_branch, fn, counter),
+                    map_blocks(value.false_branch, fn, counter),
+                )
+                binding = relax.VarBinding(binding.var, value)
+            bindings.append(binding)
+        is_df = isinstance(block, relax.DataflowBlock)
+        bindings = fn(index, is_df, bindings)
+        new_blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
+    return relax.SeqExpr(new_blocks, body.body)
+
+
+def rebuild(func: relax.Function, fn: Callable) -> relax.Function:
+    """``func`` with each block's bindings replaced by ``fn`` (see :func:`map_blocks`)."""
+    body = map_blocks(func.body, fn, [0])
+    return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+
+
+def map_bindings(mod: tvm.IRModule, fn: Callable, remove=()) -> tvm.IRModule:
+    """Rewrite every binding of every host function, through If branches.
+
+    ``fn(binding, is_dataflow)`` returns the bindings to put in its place, or
+    None to keep it. Functions named in ``remove`` are dropped afterwards.
+    """
+    editor = ModuleEditor(mod)
+    for name in host_functions(mod):
+
+        def per_block(block_index, is_df, bindings):
+            out = []
+            for b in bindings:
+                new = fn(b, is_df)
+                out.extend([b] if new is None else new)
+            return out
+
+        editor.update(name, rebuild(mod[name], per_block))
+    return editor.finish(remove=remove)

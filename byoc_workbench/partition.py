@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import heapq
 import re
-from typing import Callable
 
 import tvm
 from tvm import relax
@@ -26,37 +25,6 @@ from .regions import Region
 def codegen_name(target: str) -> str:
     """``byoc-target`` -> ``byoc_target``: the name in ``relax.ext.<name>`` and ``Codegen``."""
     return re.sub(r"\W", "_", target)
-
-
-def _map_blocks(body: relax.SeqExpr, fn: Callable, counter: list) -> relax.SeqExpr:
-    """Rebuild ``body``; ``fn(block_index, is_dataflow, bindings)`` returns new bindings.
-
-    Blocks are numbered as :func:`ir.blocks_of` numbers them.
-    """
-    new_blocks = []
-    for block in body.blocks:
-        index = counter[0]
-        counter[0] += 1
-        bindings = []
-        for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, relax.If):
-                value = relax.If(
-                    value.cond,
-                    _map_blocks(value.true_branch, fn, counter),
-                    _map_blocks(value.false_branch, fn, counter),
-                )
-                binding = relax.VarBinding(binding.var, value)
-            bindings.append(binding)
-        is_df = isinstance(block, relax.DataflowBlock)
-        bindings = fn(index, is_df, bindings)
-        new_blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
-    return relax.SeqExpr(new_blocks, body.body)
-
-
-def _rebuild(func: relax.Function, fn: Callable) -> relax.Function:
-    body = _map_blocks(func.body, fn, [0])
-    return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
 
 
 def _uses(func: relax.Function) -> dict:
@@ -188,7 +156,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tuple:
                     units.append({"bindings": [b], "defines": [b.var], "reads": _reads(b), "order": j})
             return [b for unit in _topo_units(units) for b in unit["bindings"]]
 
-        editor.update(fname, _rebuild(func, rewrite))
+        editor.update(fname, ir.rebuild(func, rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions.
     called = set().union(*ir.calls_between_functions(new_mod).values())
@@ -224,22 +192,14 @@ def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
     names = set(names)
     if not names:
         return mod
-    editor = ir.ModuleEditor(mod)
-    for fname in ir.host_functions(mod):
-        func = mod[fname]
 
-        def rewrite(block_index, is_df, bindings):
-            out = []
-            for b in bindings:
-                v = b.value
-                if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in names:
-                    out.extend(_inline_call(mod[v.op], v.args, b.var, is_df))
-                else:
-                    out.append(b)
-            return out
+    def inline(binding, is_df):
+        v = binding.value
+        if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in names:
+            return _inline_call(mod[v.op], v.args, binding.var, is_df)
+        return None
 
-        editor.update(fname, _rebuild(func, rewrite))
-    return editor.finish(remove=sorted(names))
+    return ir.map_bindings(mod, inline, remove=sorted(names))
 
 
 def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
