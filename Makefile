@@ -27,9 +27,10 @@ system-deps:
 	@tools/system-deps.sh
 
 lab: setup
-	@echo "Starting JupyterLab on 127.0.0.1:$(PORT); open the URL with ?token=... that it prints."
-	$(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-	  --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"
+	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
+	echo ""; echo "  JupyterLab on 127.0.0.1 only. Open: http://127.0.0.1:$(PORT)/lab?token=$$token"; echo ""; \
+	exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$$token"
 
 test: setup
 	$(BIN)/python -m pytest -ra
