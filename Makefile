@@ -9,7 +9,7 @@ PORT ?= 8888
 
 .PHONY: setup system-deps lab test test-fast demo bench clean
 
-setup: $(STAMP) system-deps
+setup: system-deps $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
@@ -24,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 system-deps:
-	@tools/system-deps.sh
+	@PYTHON=$(PYTHON) tools/system-deps.sh
 
 lab: setup
 	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
@@ -42,6 +42,7 @@ demo: setup
 	mkdir -p build
 	$(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 --output-dir build notebooks/*.ipynb
 	$(BIN)/byoc-workbench stages demo --out build/stages-demo
+	$(BIN)/byoc-workbench stages ssd --target tensorrt --out build/stages-ssd
 	@echo "Executed notebooks and stage diagrams are in build/"
 
 bench: setup

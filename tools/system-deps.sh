@@ -3,6 +3,9 @@
 # As root on Debian/Ubuntu it uses apt-get; elsewhere it says what to install.
 set -u
 missing=()
+python=${PYTHON:-$(command -v python3.11 || command -v python3)}
+# Debian splits venv/ensurepip out of python3 itself.
+[ -n "$python" ] && ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1 && missing+=(python3-venv)
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -17,8 +20,10 @@ for m in "${missing[@]}"; do
   case $m in
     graphviz) echo "Graphviz's dot is missing, so diagrams cannot be drawn. Install it: sudo apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz" >&2 ;;
     chromium) echo "Chromium is missing: the browser tests will be skipped. Install it: sudo apt-get install chromium" >&2 ;;
+    python3-venv) echo "Python's venv module is missing. Install it: sudo apt-get install python3-venv (or python3.11-venv)" >&2 ;;
   esac
 done
-# dot is needed to draw anything; chromium only for browser tests.
+# dot is needed to draw anything and venv to set up at all; chromium only for browser tests.
 command -v dot >/dev/null 2>&1 || exit 1
+[ -z "$python" ] || "$python" -c 'import ensurepip, venv' >/dev/null 2>&1 || exit 1
 exit 0
