@@ -112,8 +112,8 @@ def _topo_units(units: list) -> list:
     return [units[k] for k in done]
 
 
-def partition(mod: tvm.IRModule, regions: list) -> tuple:
-    """Lift every region into a global function; returns ``(module, {region id: function name})``."""
+def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
+    """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order."""
     editor = ir.ModuleEditor(mod)
     names: dict = {}
     counters: dict = {}
@@ -163,7 +163,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tuple:
     unused = [gv.name_hint for gv, f in new_mod.functions.items() if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called]
     for name in unused:
         del new_mod[new_mod.get_global_var(name)]
-    return new_mod, names
+    return new_mod
 
 
 def _reads(binding) -> list:

@@ -129,7 +129,7 @@ class Workbench:
             changes=[stages.describe_change(c) for c in s.changes],
             notes=list(s.notes),
             nodes={nid: node_details(n) for nid, n in g.nodes.items()},
-            rule_matches=dict(getattr(annotate, "rule_matches", {})),
+            rule_matches=dict(annotate.rule_matches),
             generated={k: v.source for k, v in s.generated.items()},
         )
 

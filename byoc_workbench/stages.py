@@ -73,7 +73,7 @@ def merge(mod: tvm.IRModule) -> tuple:
 
 def partition(mod: tvm.IRModule, regions) -> tvm.IRModule:
     """Lift each region into a global function with ``Codegen`` and ``global_symbol``."""
-    return _partition(mod, regions)[0]
+    return _partition(mod, regions)
 
 
 PruneRule = Callable[[str, list], Optional[str]]
@@ -140,6 +140,7 @@ class Stage:
     changes: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
     generated: dict = dataclasses.field(default_factory=dict)
+    rule_matches: dict = dataclasses.field(default_factory=dict)  # annotate: calls each rule claimed
     owners: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
 
     def to_json(self) -> dict:
@@ -215,7 +216,7 @@ def describe_change(c: dict) -> str:
     return f"{c['op']} ×{c['count']} added in {c['to']}"
 
 
-def _summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None) -> Stage:
+def _summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None) -> Stage:
     owners = op_owners(mod)
     per_target = collections.Counter()
     for (_, _, tgt), n in owners.items():
@@ -232,6 +233,7 @@ def _summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), genera
         changes=diff(previous.owners, owners) if previous is not None else [],
         notes=list(notes),
         generated=generated or {},
+        rule_matches=rule_matches or {},
         owners=owners,
     )
 
@@ -264,23 +266,20 @@ def run_stages(mod: tvm.IRModule, rules, prune_rule: PruneRule = no_mac()) -> li
     m = annotate(m, rules)
     matches = rule_matches(m, rules)
     unmatched = [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
-    add("annotate", m, notes=unmatched)
-    stages[-1].rule_matches = matches
+    add("annotate", m, notes=unmatched, rule_matches=matches)
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
-    m, names = _partition(m, regions)
+    m = partition(m, regions)
     add("partition", m, regions=regions)
-    stages[-1].region_names = names
     m, reasons = prune(m, prune_rule)
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
-    before = stages[-1].subgraphs
+    offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
     m, generated, skipped = codegen(m)
-    compiled = [s for s in before if s.name in generated or s.name in skipped]
     add(
         "codegen",
         m,
-        subgraphs=compiled,
+        subgraphs=offloaded,
         notes=[f"{n}: not compiled, {why}" for n, why in skipped.items()],
         generated=generated,
     )
