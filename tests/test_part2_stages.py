@@ -105,3 +105,18 @@ def test_cli_run_tvm_saves_outputs(tmp_path):
     assert sorted(saved.files) == ["boxes", "ids", "scores"]
     assert saved["ids"].shape[:2] == saved["scores"].shape[:2] == saved["boxes"].shape[:2]
     assert saved["boxes"].shape[-1] == 4 and (saved["scores"] > 0).any()
+
+
+def test_ssd_partition_agrees_with_upstream(ssd_wb):
+    """SSD has no control flow, so upstream MergeCompositeFunctions must find the same subgraphs."""
+    import collections
+
+    from tvm import relax
+
+    from byoc_workbench import ir
+
+    wb, _ = ssd_wb
+    upstream = relax.transform.MergeCompositeFunctions()(wb.stage("annotate").mod)
+    theirs = collections.Counter(tuple(sorted(ir.ops_in(upstream[n], upstream))) for n in ir.subgraph_functions(upstream))
+    ours = collections.Counter(tuple(sorted(s.ops)) for s in wb.stage("partition").subgraphs)
+    assert len(ours) >= 2 and ours == theirs
