@@ -41,6 +41,8 @@ class Edge:
     dst: str
     label: str = ""
     crosses: bool = False  # data crosses a target boundary
+    kind: str = "data"  # or "call": from a call node to the function it calls
+    to_cluster: Optional[str] = None  # a call edge ends at the callee's cluster
 
 
 @dataclasses.dataclass
@@ -101,6 +103,7 @@ class _Builder:
             for i in r.bindings:
                 self.region_of[(r.func, r.block, i)] = r
         self.counter = 0
+        self.calls: list = []
 
     def new_id(self, prefix: str) -> str:
         self.counter += 1
@@ -230,7 +233,18 @@ class _Builder:
             return self.expanded(node, func, v.args, env, cluster) if callee_name in self.expand else self.simple(node, v.args, env, cluster)
         nid = self.add_node(Node(self.new_id("f"), "call", f"call {callee_name}", op=callee_name, cluster=cluster, ty=ty, input_types=input_types))
         self.connect(v.args, env, nid, cluster)
+        if callee_name != fname:
+            self.calls.append((nid, callee_name))
         return nid
+
+    def link_calls(self):
+        """A dotted edge from each call to the function it calls (not for recursion,
+        which would point back up); it also stacks the functions top to bottom."""
+        for nid, callee in self.calls:
+            cid = f"fn_{callee}"
+            first = next((n.id for n in self.g.nodes.values() if n.cluster == cid), None)
+            if first is not None:
+                self.g.edges.append(Edge(nid, first, "calls", kind="call", to_cluster=cid))
 
     def simple(self, node, args, env, cluster) -> str:
         self.add_node(node)
@@ -289,6 +303,7 @@ def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, 
     builder = _Builder(mod, regions, expand, why_unclaimed, packed_targets, constants)
     for name in ir.host_functions(mod):
         builder.function(name)
+    builder.link_calls()
     return builder.g
 
 
@@ -393,5 +408,6 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
             continue
         seen.add((src, dst))
         a, b = out.nodes[src], out.nodes[dst]
-        out.edges.append(Edge(src, dst, e.label, a.target != b.target and a.kind != "const"))
+        crosses = e.kind == "data" and a.target != b.target and a.kind != "const"
+        out.edges.append(Edge(src, dst, e.label, crosses, e.kind, e.to_cluster))
     return out

@@ -76,7 +76,7 @@ def _cluster_tree(graph: Graph) -> dict:
 def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool = True) -> graphviz.Digraph:
     """A Digraph of ``graph``: nodes coloured by target, a cluster per function,
     If branch and merged region, and dashed edges where data crosses targets."""
-    dot = graphviz.Digraph("G", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "label": escape(title), "labelloc": "t", "newrank": "true"})
+    dot = graphviz.Digraph("G", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "label": escape(title), "labelloc": "t", "newrank": "true", "compound": "true"})
     dot.attr("node", fontname="Helvetica", fontsize="10")
     dot.attr("edge", fontname="Helvetica", fontsize="8", color="#495057")
     members: dict = {}
@@ -111,6 +111,9 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
     for cid in children.get(None, []):
         emit_cluster(dot, cid)
     for e in graph.edges:
+        if e.kind == "call":
+            dot.edge(e.src, e.dst, label="calls", style="dotted", color="#868e96", lhead=f"cluster_{e.to_cluster}")
+            continue
         attrs = {"style": "dashed", "color": "#c92a2a", "penwidth": "1.5"} if e.crosses else {}
         dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
     if legend:

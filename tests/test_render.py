@@ -79,3 +79,12 @@ def test_svg_has_clickable_node_ids(demo_mod, byoc):
     assert v.svg.lstrip().startswith("<?xml") or "<svg" in v.svg[:500]
     ids = set(re.findall(r'<g id="([^"]+)" class="node"', v.svg))
     assert set(v.nodes) <= ids
+
+
+def test_calls_between_functions_are_drawn(demo_mod, byoc):
+    g = wb(demo_mod, byoc).graph("source")
+    calls = [e for e in g.edges if e.kind == "call"]
+    # main calls while_loop; the loop's call to itself is left out (it would point back up)
+    assert len(calls) == 1 and calls[0].to_cluster == "fn_while_loop"
+    assert g.nodes[calls[0].src].cluster == "fn_main"
+    assert 'lhead=cluster_fn_while_loop' in render.to_dot(g).source
