@@ -161,6 +161,21 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page, tmp_path_facto
     expect(details).to_contain_text("switched off")
     expect(page.locator(".byoc-graph g.node.byoc-selected")).to_have_count(1)
 
+    frame = page.locator(".byoc-graph")
+    box = frame.bounding_box()
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    start = float(frame.get_attribute("data-scale"))
+    page.mouse.move(cx, cy)
+    page.mouse.wheel(0, -400)  # wheel up zooms in
+    expect(frame).not_to_have_attribute("data-scale", f"{start:.3f}")
+    assert float(frame.get_attribute("data-scale")) > start
+    moved_from = frame.locator(".byoc-viewport").get_attribute("style")
+    page.mouse.move(box["x"] + 8, box["y"] + 8)  # drag from an empty corner
+    page.mouse.down()
+    page.mouse.move(box["x"] + 120, box["y"] + 90, steps=5)
+    page.mouse.up()
+    assert frame.locator(".byoc-viewport").get_attribute("style") != moved_from, "dragging must pan the diagram"
+
     page.locator(".byoc-zoom-in").click()
     scale = float(page.locator(".byoc-graph").get_attribute("data-scale"))
     page.locator(".byoc-zoom-reset").click()
