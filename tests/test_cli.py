@@ -83,3 +83,23 @@ def test_bring_your_own_model_and_rules(tmp_path):
     assert [(s["target"], s["ops"]) for s in part["subgraphs"]] == [("mychip", ["relax.matmul", "relax.nn.relu", "relax.multiply"])]
     codegen = [s for s in summary["stages"] if s["name"] == "codegen"][0]
     assert codegen["notes"] == ["mychip_0: not compiled, no 'mychip' codegen in this installation"]
+
+
+def test_part1_needs_no_mxnet(tmp_path):
+    """With mxnet unimportable, Part 1 still works and Part 2 says what to install, in one line."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['mxnet'] = None; sys.modules['gluoncv'] = None\n"
+        "from byoc_workbench import cli\n"
+        f"assert cli.main(['stages', 'demo', '--out', {str(tmp_path)!r}]) == 0\n"
+        "from byoc_workbench.widgets import workbench_widget\n"
+        "assert workbench_widget().view.subgraphs\n"
+        "sys.exit(cli.main(['import', 'ssd', '--summary']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (tmp_path / "summary.json").exists()
+    err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "mxnet==1.9.1" in err[0] and "Python 3.11" in err[0]
