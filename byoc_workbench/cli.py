@@ -37,10 +37,9 @@ def _target_and_extra(target_name: str | None, user_rules):
         name = target_name or (names[0] if names else "byoc-target")
         own = tuple(r for r in user_rules if r.target == name)
         try:
-            base = get_target(name)
-            return Target(base.name, base.codegen, base.rules, base.doc), own
+            return get_target(name), own
         except WorkbenchError:
-            return Target(name, name.replace("-", "_"), own, "rules from the model file"), ()
+            return Target(name, own, "rules from the model file"), ()
     return get_target(target_name or "byoc-target"), ()
 
 

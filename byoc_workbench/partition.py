@@ -13,18 +13,13 @@ where the upstream passes fail (control flow, recursion).
 from __future__ import annotations
 
 import heapq
-import re
 
 import tvm
 from tvm import relax
 
 from . import ir
 from .regions import Region
-
-
-def codegen_name(target: str) -> str:
-    """``byoc-target`` -> ``byoc_target``: the name in ``relax.ext.<name>`` and ``Codegen``."""
-    return re.sub(r"\W", "_", target)
+from .rules import codegen_name
 
 
 def _uses(func: relax.Function) -> dict:

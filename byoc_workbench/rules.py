@@ -8,6 +8,7 @@ CLI and tests can hold different rule sets side by side.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable, Iterable, Optional, Sequence
 
 import tvm
@@ -88,19 +89,27 @@ def pattern_rule(target: str, name: str, pattern, check: CallCheck | None = None
     return Rule(target, name, "pattern", pattern=pattern, check=check, doc=doc)
 
 
+def codegen_name(target: str) -> str:
+    """``byoc-target`` -> ``byoc_target``: the name in ``relax.ext.<name>`` and ``Codegen``."""
+    return re.sub(r"\W", "_", target)
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """A BYOC target: its name, the codegen it reaches, and its rule table.
+    """A BYOC target: its name and its rule table.
 
     ``name`` is what composite names start with (``byoc-target.add``);
-    ``codegen`` is the name in ``relax.ext.<codegen>`` and in the ``Codegen``
-    attribute, which must be a valid identifier.
+    ``codegen`` is derived from it, an identifier (``byoc_target``) for
+    ``relax.ext.<codegen>`` and the ``Codegen`` attribute.
     """
 
     name: str
-    codegen: str
     rules: tuple
     doc: str = ""
+
+    @property
+    def codegen(self) -> str:
+        return codegen_name(self.name)
 
 
 # --- byoc-target: the seed's demo target -------------------------------------
@@ -154,8 +163,8 @@ def tensorrt_rules() -> tuple:
 
 
 TARGETS = {
-    "byoc-target": lambda: Target("byoc-target", "byoc_target", byoc_target_rules(), "the seed's demo target"),
-    "tensorrt": lambda: Target("tensorrt", "tensorrt", tensorrt_rules(), "upstream TVM's TensorRT patterns"),
+    "byoc-target": lambda: Target("byoc-target", byoc_target_rules(), "the seed's demo target"),
+    "tensorrt": lambda: Target("tensorrt", tensorrt_rules(), "upstream TVM's TensorRT patterns"),
 }
 
 

@@ -445,5 +445,5 @@ def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=No
         try:
             target = get_target(target)
         except WorkbenchError as err:
-            return WorkbenchWidget(None, Target(str(target), "none", ()), stage=stage, error=err)
+            return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
     return WorkbenchWidget(demo.demo_module() if mod is None else mod, target, enabled, prune_rule, stage, extra_rules, collapse=collapse, mark=mark)
