@@ -52,14 +52,14 @@ class Rule:
             pattern = is_op(self.op)(*[wildcard() for _ in range(_arity(self.op))])
         else:
             pattern = self.pattern
-        check = self.ctx_check
-        if self.check is not None:
-            user_check = self.check
+        return relax.transform.FusionPattern(self.qualified, pattern, self.annotations, self._context_check())
 
-            def check(ctx: relax.transform.PatternCheckContext) -> bool:
-                return bool(user_check(ctx.matched_expr))
-
-        return relax.transform.FusionPattern(self.qualified, pattern, self.annotations, check)
+    def _context_check(self):
+        """``FuseOpsByPattern`` checks a PatternCheckContext; a per-call check sees the matched call."""
+        if self.check is None:
+            return self.ctx_check
+        call_check = self.check
+        return lambda ctx: bool(call_check(ctx.matched_expr))
 
 
 def _arity(op_name: str) -> int:
@@ -184,7 +184,7 @@ def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple:
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise WorkbenchError(
-            f"Unknown rule {', '.join(repr(n) for n in unknown)}.",
+            f"Unknown rule {', '.join(unknown)}.",
             f"write rules as target.rule; known rules are: {', '.join(known)}.",
         )
     return tuple(r for r in rules if r.qualified in wanted)

@@ -17,7 +17,7 @@ import tvm
 from . import graph as graph_mod
 from . import render, stages
 from .errors import WorkbenchError
-from .rules import Target
+from .rules import Target, select
 
 
 @dataclasses.dataclass
@@ -64,11 +64,8 @@ class Workbench:
         self.mark = mark  # e.g. "untrained weights": every title says it
         self.target = target
         self.all_rules = tuple(target.rules) + tuple(extra_rules)
-        known = {r.qualified for r in self.all_rules}
-        enabled = set(known if enabled is None else enabled)
-        unknown = sorted(enabled - known)
-        if unknown:
-            raise WorkbenchError(f"Unknown rule {', '.join(unknown)}.", f"known rules are: {', '.join(sorted(known))}.")
+        # select() checks the names: an unknown one is a one-line error.
+        enabled = {r.qualified for r in (self.all_rules if enabled is None else select(self.all_rules, enabled))}
         self.enabled = enabled
         self.prune_rule = prune_rule or stages.no_mac()
 
