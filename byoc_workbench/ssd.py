@@ -7,12 +7,11 @@ These are the functions behind ``byoc-workbench import ssd --summary`` and
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import images, zoo
+from . import execute, images, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -50,18 +49,10 @@ class Detections(dict):
 
 
 def relax_op_counts(mod) -> dict[str, int]:
-    """Count the Relax operator calls in ``mod["main"]``, most frequent first."""
-    import tvm
-    from tvm import relax
+    """Count the Relax operator calls in ``mod``, most frequent first."""
+    from .profile import profile
 
-    counts: Counter = Counter()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            counts[expr.op.name] += 1
-
-    relax.analysis.post_order_visit(mod["main"], visit)
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return dict(profile(mod).rows())
 
 
 def import_model(model: str = zoo.DEFAULT_MODEL, weights=None, input_shape=None,
@@ -155,17 +146,4 @@ def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str =
 
         return _detections([o.asnumpy() for o in loaded.block(mx.nd.array(x))], loaded)
     imported = import_model(model, input_shape=x.shape, loaded=loaded)
-    return _detections(run_relax(imported.mod, x), loaded)
-
-
-def run_relax(mod, x: np.ndarray, target: str = "llvm") -> list[np.ndarray]:
-    """Build ``mod`` for ``target``, run ``main(x)`` in the Relax VM, return numpy outputs."""
-    import tvm
-    from tvm import relax
-
-    executable = tvm.compile(mod, target)
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x))
-    if hasattr(out, "numpy"):
-        return [out.numpy()]
-    return [o.numpy() for o in out]
+    return _detections(execute.run(imported.mod, [x]), loaded)
