@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 

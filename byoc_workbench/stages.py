@@ -21,7 +21,7 @@ from . import ir
 from .codegen import run_codegen
 from .errors import WorkbenchError
 from .partition import inline_subgraphs, partition as _partition
-from .regions import Region, propose_regions
+from .regions import propose_regions
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
 HOST = "host"

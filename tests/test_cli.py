@@ -3,7 +3,6 @@
 import json
 import textwrap
 
-import pytest
 
 from byoc_workbench import cli
 
