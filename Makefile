@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1su
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
 
-.PHONY: setup system-deps lab test test-fast demo bench clean
+.PHONY: setup system-deps lab test lint test-fast demo bench clean
 
 setup: system-deps $(STAMP)
 
@@ -32,8 +32,12 @@ lab: setup
 	exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$$token"
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -ra
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slow and not browser"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from byoc_workbench import ssd, zoo  # noqa: E402
-from byoc_workbench.frontend import from_mxnet  # noqa: E402
+from byoc_workbench.models import ssd, zoo  # noqa: E402
+from byoc_workbench.models.frontend import from_mxnet  # noqa: E402
 
 
 def main() -> None:
@@ -40,14 +40,16 @@ def main() -> None:
     tracemalloc.stop()
     ops = ssd.relax_op_counts(mod)
 
-    from byoc_workbench import render, rules, ssd_stages  # noqa: E402
+    from byoc_workbench import transforms  # noqa: E402
+    from byoc_workbench.draw import render
+    from byoc_workbench.flow import rules
     from byoc_workbench.session import Workbench  # noqa: E402
 
     t4 = time.perf_counter()
-    prepared = ssd_stages.prepare(mod)
+    prepared = transforms.prepare(mod)
     t5 = time.perf_counter()
     wb = Workbench(prepared, rules.get_target("tensorrt"), mark=loaded.weights_label)
-    wb.stages
+    _ = wb.stages
     t6 = time.perf_counter()
     svgs = [render.to_svg(wb.dot(s.name, collapse=True)) for s in wb.stages]
     t7 = time.perf_counter()
@@ -64,8 +66,7 @@ def main() -> None:
     print(f"draw 7 collapsed SVGs     {t7 - t6:7.2f} s   ({sum(map(len, svgs)) // 1024} KiB)")
     print(f"stages + collapsed draw   {t7 - t5:7.2f} s   (target < 3 s)")
     print(f"tensorrt subgraphs        partition {subgraphs['partition']}, after prune {subgraphs['prune']}")
-    print(f"params                    {len(used)} tensors, "
-          f"{sum(a.nbytes for a in used.values()) / 2**20:.0f} MiB")
+    print(f"params                    {len(used)} tensors, {sum(a.nbytes for a in used.values()) / 2**20:.0f} MiB")
     print(f"peak traced memory, import {traced_peak / 2**20:7.0f} MiB (tracemalloc)")
     # ru_maxrss is KiB on Linux.
     print(f"peak RSS, whole process   {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:7.0f} MiB")

@@ -8,7 +8,8 @@ import argparse
 import statistics
 import time
 
-from byoc_workbench import demo, rules
+from byoc_workbench.flow import rules
+from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 
 
@@ -25,13 +26,15 @@ def main():
         name = names[i % len(names)]
         t0 = time.perf_counter()
         wb = wb.with_rule(name, on)
-        wb.stages  # every stage recomputed
+        _ = wb.stages  # every stage recomputed
         wb.view(args.stage)  # the current diagram redrawn as SVG
         times.append(time.perf_counter() - t0)
         on = not on if i % len(names) == len(names) - 1 else on
     med = statistics.median(times)
-    print(f"toggle -> all {len(wb.stages)} stages + {args.stage} SVG: median {med * 1000:.1f} ms, "
-          f"min {min(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms over {len(times)} toggles")
+    print(
+        f"toggle -> all {len(wb.stages)} stages + {args.stage} SVG: median {med * 1000:.1f} ms, "
+        f"min {min(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms over {len(times)} toggles"
+    )
     print(f"target 500 ms: {'met' if med < 0.5 else 'MISSED'} ({0.5 / med:.1f}x headroom)")
 
 

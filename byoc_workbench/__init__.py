@@ -1,7 +1,43 @@
 """BYOC Workbench: TVM's Bring Your Own Codegen flow, stage by stage, on Relax.
 
-Importing the package imports nothing heavy; each module loads TVM (and MXNet,
-for Part 2) when it is used.
+The package is laid out by concern:
+
+- ``flow/``: rules, regions, partition, prune, the stages and their summaries;
+- ``backends/``: the codegens (the teaching NumPy codegen and its kernels);
+- ``draw/``: the graph model, DOT/SVG, detections and plots;
+- ``widgets/``: the JupyterLab widgets, thin wrappers over :class:`Workbench`;
+- ``models/``: the demo graph, the model zoo, pictures and the MXNet frontend;
+- ``ir``, ``transforms``, ``errors``, ``execute``, ``session`` and ``cli`` at the top.
+
+Importing the package imports nothing heavy: the short names below
+(``from byoc_workbench import Workbench, demo``) load their module on first use.
 """
 
+import importlib
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Workbench": ("byoc_workbench.session", "Workbench"),
+    "WorkbenchError": ("byoc_workbench.errors", "WorkbenchError"),
+    "workbench_widget": ("byoc_workbench.widgets", "workbench_widget"),
+    "get_target": ("byoc_workbench.flow.rules", "get_target"),
+    "op_rule": ("byoc_workbench.flow.rules", "op_rule"),
+    "pattern_rule": ("byoc_workbench.flow.rules", "pattern_rule"),
+    "demo": ("byoc_workbench.models.demo", None),
+    "ssd": ("byoc_workbench.models.ssd", None),
+    "zoo": ("byoc_workbench.models.zoo", None),
+    "images": ("byoc_workbench.models.images", None),
+    "stages": ("byoc_workbench.flow.stages", None),
+    "execute": ("byoc_workbench.execute", None),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'byoc_workbench' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    return value if attr is None else getattr(value, attr)

@@ -13,7 +13,7 @@ from .errors import WorkbenchError
 
 def load_model(model: str):
     """``(module, user_rules)`` for ``demo`` or a Python file defining ``mod``."""
-    from . import demo
+    from .models import demo
 
     if model == "demo":
         return demo.demo_module(), None
@@ -24,13 +24,13 @@ def load_model(model: str):
 
 def _target_and_extra(target_name: str | None, user_rules):
     """The target whose rules apply, plus the user's own rules for it."""
-    from .rules import Rule, Target, get_target
+    from .flow.rules import Rule, Target, get_target
 
     if user_rules is not None:
         bad = [r for r in user_rules if not isinstance(r, Rule)]
         if bad:
             raise WorkbenchError(
-                f"rules must hold byoc_workbench.rules.Rule values; got {type(bad[0]).__name__}.",
+                f"rules must hold byoc_workbench.flow.rules.Rule values; got {type(bad[0]).__name__}.",
                 "build them with rules.op_rule(...) or rules.pattern_rule(...).",
             )
         names = sorted({r.target for r in user_rules})
@@ -44,12 +44,13 @@ def _target_and_extra(target_name: str | None, user_rules):
 
 
 def cmd_stages(args) -> int:
-    from . import render, stages
-    from .rules import parse_rule_list
+    from .draw import render
+    from .flow import stages, summary
+    from .flow.rules import parse_rule_list
     from .session import Workbench
 
     if args.model == "ssd":
-        from .ssd_stages import model_workbench
+        from .models.ssd import model_workbench
 
         wb, imported = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt")
         target, extra, mod, model_name = wb.target, (), wb.mod, args.ssd_model
@@ -69,18 +70,21 @@ def cmd_stages(args) -> int:
     for i, s in enumerate(wb.stages):
         dot = wb.dot(s.name, collapse=args.model == "ssd")
         render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
-    summary = stages.summary_json(model_name, wb.stages)
+    summary = summary.summary_json(model_name, wb.stages)
     if mark:
         summary["weights"] = mark
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     for s in wb.stages:
-        print(f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}" + "".join(f"\n  note: {n}" for n in s.notes))
+        print(
+            f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}"
+            + "".join(f"\n  note: {n}" for n in s.notes)
+        )
     print(f"wrote {len(wb.stages)} diagrams and summary.json to {out}")
     return 0
 
 
 def cmd_import(args) -> int:
-    from . import ssd
+    from .models import ssd
 
     summary = ssd.import_summary(model=args.ssd_model, weights=args.weights)
     print(json.dumps(summary, indent=2))
@@ -90,7 +94,7 @@ def cmd_import(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
 
-    from . import ssd
+    from .models import ssd
 
     result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend)
     kept = int((np.asarray(result["ids"]) >= 0).sum())
@@ -102,7 +106,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_prefetch(args) -> int:
-    from . import zoo
+    from .models import zoo
 
     report = zoo.prefetch(args.models.split(",") if args.models else None)
     for name, r in report.items():
@@ -127,16 +131,30 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
     s.add_argument("--format", choices=("svg", "dot"), default="svg")
     s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
-    s.add_argument("--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)")
-    s.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the GluonCV model name")
-    s.add_argument("--weights", help="with ssd: trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)")
+    s.add_argument(
+        "--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)"
+    )
+    s.add_argument(
+        "--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the GluonCV model name"
+    )
+    s.add_argument(
+        "--weights",
+        help="with ssd: trained, untrained, or a local .params file "
+        "(default: the cache, else untrained seeded weights)",
+    )
     s.set_defaults(func=cmd_stages)
 
-    for name, helptext, func in (("import", "import a GluonCV model into Relax", cmd_import), ("run", "run a GluonCV model", cmd_run)):
+    for name, helptext, func in (
+        ("import", "import a GluonCV model into Relax", cmd_import),
+        ("run", "run a GluonCV model", cmd_run),
+    ):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("what", choices=("ssd",))
         c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
-        c.add_argument("--weights", help="trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)")
+        c.add_argument(
+            "--weights",
+            help="trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)",
+        )
         if name == "import":
             c.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
         else:
@@ -153,7 +171,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return args.func(args)
     except WorkbenchError as err:
@@ -163,7 +183,7 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:
-        from . import zoo
+        from .models import zoo
 
         if isinstance(err, (zoo.DownloadError, zoo.MissingDependencyError)):
             print(f"error: {err}", file=sys.stderr)

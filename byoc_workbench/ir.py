@@ -8,7 +8,7 @@ expression kinds is all they need.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import tvm
 from tvm import relax
@@ -201,7 +201,7 @@ def subgraph_target(mod, name) -> str:
 
 def _natural(name: str):
     head = name.rstrip("0123456789")
-    tail = name[len(head):]
+    tail = name[len(head) :]
     return (head, int(tail) if tail else -1)
 
 

@@ -14,10 +14,11 @@ from functools import cached_property
 
 import tvm
 
-from . import graph as graph_mod
-from . import render, stages
+from .draw import graph as graph_mod
+from .draw import render
 from .errors import WorkbenchError
-from .rules import Target, select
+from .flow import stages, summary
+from .flow.rules import Target, select
 
 
 @dataclasses.dataclass
@@ -49,7 +50,10 @@ def why_unclaimed(target: Target, enabled: set) -> dict:
             if rule.qualified not in enabled:
                 text = f"rule {rule.qualified} could claim it but is switched off"
             elif rule.kind == "op":
-                text = f"rule {rule.qualified} is on, but its check rejected this call or the call is outside a dataflow block"
+                text = (
+                    f"rule {rule.qualified} is on, but its check rejected this call "
+                    "or the call is outside a dataflow block"
+                )
             else:
                 text = f"rule {rule.qualified} is on, but the rest of its pattern does not match here"
             reasons.setdefault(op, []).append(text)
@@ -59,7 +63,9 @@ def why_unclaimed(target: Target, enabled: set) -> dict:
 class Workbench:
     """One module, one target, one rule set, and every stage computed from them."""
 
-    def __init__(self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""):
+    def __init__(
+        self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
+    ):
         self.mod = stages.check_module(mod)
         self.mark = mark  # e.g. "untrained weights": every title says it
         self.target = target
@@ -73,20 +79,24 @@ class Workbench:
     def rules(self) -> tuple:
         return tuple(r for r in self.all_rules if r.qualified in self.enabled)
 
-    def with_rule(self, name: str, on: bool) -> "Workbench":
+    def with_rule(self, name: str, on: bool) -> Workbench:
         """A new workbench with rule ``name`` switched on or off."""
         enabled = set(self.enabled)
         (enabled.add if on else enabled.discard)(name)
-        return Workbench(self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules):], self.mark)
+        return Workbench(
+            self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules) :], self.mark
+        )
 
-    def with_prune(self, prune_rule) -> "Workbench":
-        return Workbench(self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules):], self.mark)
+    def with_prune(self, prune_rule) -> Workbench:
+        return Workbench(
+            self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules) :], self.mark
+        )
 
     @cached_property
     def stages(self) -> list:
         return stages.run_stages(self.mod, self.rules, self.prune_rule)
 
-    def stage(self, name: str) -> stages.Stage:
+    def stage(self, name: str) -> summary.Stage:
         for s in self.stages:
             if s.name == name:
                 return s
@@ -123,7 +133,7 @@ class Workbench:
             dot=dot.source,
             script=s.mod.script(show_meta=False),
             subgraphs=[{"name": x.name, "target": x.target, "op_count": len(x.ops), "ops": x.ops} for x in s.subgraphs],
-            changes=[stages.describe_change(c) for c in s.changes],
+            changes=[summary.describe_change(c) for c in s.changes],
             notes=list(s.notes),
             nodes={nid: node_details(n) for nid, n in g.nodes.items()},
             rule_matches=dict(annotate.rule_matches),
@@ -133,7 +143,16 @@ class Workbench:
 
 def node_details(n: graph_mod.Node) -> dict:
     """What clicking a node shows."""
-    d = {"id": n.id, "kind": n.kind, "label": n.label, "op": n.op, "target": n.target, "output": n.ty, "inputs": n.input_types, "attrs": n.attrs}
+    d = {
+        "id": n.id,
+        "kind": n.kind,
+        "label": n.label,
+        "op": n.op,
+        "target": n.target,
+        "output": n.ty,
+        "inputs": n.input_types,
+        "attrs": n.attrs,
+    }
     if n.rule:
         d["claimed_by"] = n.rule
     elif n.kind == "op":

@@ -1,6 +1,7 @@
 import pytest
 
-from byoc_workbench import demo, rules
+from byoc_workbench.flow import rules
+from byoc_workbench.models import demo
 
 
 @pytest.fixture(scope="session")

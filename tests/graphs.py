@@ -3,7 +3,7 @@
 import numpy as np
 from tvm import relax
 
-from byoc_workbench.rules import op_rule
+from byoc_workbench.flow.rules import op_rule
 
 SHAPE = (1, 4, 8, 8)
 F32 = "float32"

@@ -16,7 +16,15 @@ import pytest
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 RESHAPE = "byoc-target.reshape"
 TIMEOUT_MS = 120_000  # a kernel that imports TVM on a 2-core machine is slow to start
 
@@ -24,7 +32,9 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make setup does it)", allow_module_level=True)
 if shutil.which("dot") is None:
     pytest.skip("Graphviz's dot is missing: install graphviz (make setup does it)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is missing: pip install playwright")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the playwright Python package is missing: pip install playwright"
+)
 
 NOTEBOOK = {
     "cells": [
@@ -58,7 +68,9 @@ def lab(tmp_path_factory):
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     # No news or update pop-ups over the notebook.
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     port, token = _free_port(), uuid.uuid4().hex
     env = dict(
         os.environ,
@@ -70,9 +82,17 @@ def lab(tmp_path_factory):
     )
     log = open(home / "lab.log", "w")
     cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI containers run as root
@@ -113,11 +133,13 @@ def page(lab, tmp_path_factory):
             # Run the cell once the kernel is idle; press again if the keypress was lost while Lab was still loading.
             pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
             graph = pg.locator(".byoc-graph svg g.node").first
-            for attempt in range(3):
+            for _attempt in range(3):
                 pg.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").first.click()
                 pg.keyboard.press("Shift+Enter")
                 try:
-                    pg.locator(".jp-Cell .jp-InputPrompt", has_text="[1]").or_(pg.locator(".jp-Cell .jp-InputPrompt", has_text="[*]")).first.wait_for(timeout=15_000)
+                    pg.locator(".jp-Cell .jp-InputPrompt", has_text="[1]").or_(
+                        pg.locator(".jp-Cell .jp-InputPrompt", has_text="[*]")
+                    ).first.wait_for(timeout=15_000)
                     break
                 except sync_api.TimeoutError:
                     continue
@@ -127,7 +149,10 @@ def page(lab, tmp_path_factory):
                 shot = tmp_path_factory.mktemp("shots") / "timeout.png"
                 pg.screenshot(path=str(shot), full_page=True)
                 output = pg.locator(".jp-OutputArea").first.inner_text() if pg.locator(".jp-OutputArea").count() else ""
-                pytest.fail(f"the widget did not draw; cell output: {output[:1000]!r}; screenshot: {shot}; lab log: {lab['log'].read_text()[-1500:]}")
+                pytest.fail(
+                    f"the widget did not draw; cell output: {output[:1000]!r}; screenshot: {shot}; "
+                    f"lab log: {lab['log'].read_text()[-1500:]}"
+                )
             yield pg
         finally:
             browser.close()
@@ -145,7 +170,9 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page, tmp_path_facto
     expect(page.locator(".byoc-rule", has_text="byoc-target.conv2d_relu")).to_be_visible()
     expect(page.locator(".byoc-workbench")).to_contain_text("matched nothing")
     # With every rule on, no host node is labelled reshape: it sits inside byoc_target_2.
-    host_reshape = page.locator(".byoc-graph g.node", has=page.locator("text", has_text="reshape")).filter(has_not_text="byoc_target")
+    host_reshape = page.locator(".byoc-graph g.node", has=page.locator("text", has_text="reshape")).filter(
+        has_not_text="byoc_target"
+    )
     expect(host_reshape).to_have_count(0)
     svg_before = page.locator(".byoc-graph svg").inner_html()
 

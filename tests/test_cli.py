@@ -3,7 +3,6 @@
 import json
 import textwrap
 
-
 from byoc_workbench import cli
 
 
@@ -14,7 +13,16 @@ def run(args):
 def test_stages_demo_writes_diagrams_and_summary(tmp_path, capsys):
     assert run(["stages", "demo", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00-source.svg", "01-composite.svg", "02-annotate.svg", "03-merge.svg", "04-partition.svg", "05-prune.svg", "06-codegen.svg", "summary.json"]
+    assert names == [
+        "00-source.svg",
+        "01-composite.svg",
+        "02-annotate.svg",
+        "03-merge.svg",
+        "04-partition.svg",
+        "05-prune.svg",
+        "06-codegen.svg",
+        "summary.json",
+    ]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["model"] == "demo"
     part = [s for s in summary["stages"] if s["name"] == "partition"][0]
@@ -22,7 +30,11 @@ def test_stages_demo_writes_diagrams_and_summary(tmp_path, capsys):
     assert [(s["name"], s["target"], s["ops"]) for s in part["subgraphs"]] == [
         ("byoc_target_0", "byoc-target", ["relax.add"]),
         ("byoc_target_1", "byoc-target", ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"]),
-        ("byoc_target_2", "byoc-target", ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu", "relax.reshape"]),
+        (
+            "byoc_target_2",
+            "byoc-target",
+            ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu", "relax.reshape"],
+        ),
     ]
     assert "<svg" in (tmp_path / "04-partition.svg").read_text()[:1000]
 
@@ -53,10 +65,11 @@ def test_unknown_rule_exits_2(tmp_path, capsys):
 
 def test_bring_your_own_model_and_rules(tmp_path):
     model = tmp_path / "mine.py"
-    model.write_text(textwrap.dedent('''
+    model.write_text(
+        textwrap.dedent("""
         from tvm.script import ir as I, relax as R
         from tvm.relax.dpl import is_op, wildcard
-        from byoc_workbench.rules import op_rule, pattern_rule
+        from byoc_workbench.flow.rules import op_rule, pattern_rule
 
         @I.ir_module
         class Mine:
@@ -71,15 +84,20 @@ def test_bring_your_own_model_and_rules(tmp_path):
 
         mod = Mine
         rules = [
-            pattern_rule("mychip", "matmul_relu", is_op("relax.nn.relu")(is_op("relax.matmul")(wildcard(), wildcard()))),
+            pattern_rule(
+                "mychip", "matmul_relu", is_op("relax.nn.relu")(is_op("relax.matmul")(wildcard(), wildcard()))
+            ),
             op_rule("mychip", "multiply", "relax.multiply"),
         ]
-    '''))
+    """)
+    )
     out = tmp_path / "out"
     assert run(["stages", str(model), "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     part = [s for s in summary["stages"] if s["name"] == "partition"][0]
-    assert [(s["target"], s["ops"]) for s in part["subgraphs"]] == [("mychip", ["relax.matmul", "relax.nn.relu", "relax.multiply"])]
+    assert [(s["target"], s["ops"]) for s in part["subgraphs"]] == [
+        ("mychip", ["relax.matmul", "relax.nn.relu", "relax.multiply"])
+    ]
     codegen = [s for s in summary["stages"] if s["name"] == "codegen"][0]
     assert codegen["notes"] == ["mychip_0: not compiled, no 'mychip' codegen in this installation"]
 

@@ -1,13 +1,17 @@
 """The teaching codegen: readable source, correct kernels, and the relax.ext hook."""
 
+import graphs
 import numpy as np
 import pytest
 import tvm
 from tvm import relax
 
-import graphs
-from byoc_workbench import codegen, demo, execute, kernels, stages
+from byoc_workbench import execute
+from byoc_workbench.backends import kernels
+from byoc_workbench.backends import teaching as codegen
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import stages
+from byoc_workbench.models import demo
 
 
 def test_generated_source_is_readable_numpy(demo_mod, byoc):
@@ -31,7 +35,12 @@ def test_partitioned_demo_matches_tvm_alone(demo_mod, byoc, reference_output):
 
 @pytest.mark.parametrize(
     "strides,padding,dilation,groups",
-    [((1, 1), (1, 1), (1, 1), 1), ((2, 2), (0, 1), (1, 1), 1), ((1, 2), (2, 2), (2, 1), 2), ((1, 1), (1, 1), (1, 1), 4)],
+    [
+        ((1, 1), (1, 1), (1, 1), 1),
+        ((2, 2), (0, 1), (1, 1), 1),
+        ((1, 2), (2, 2), (2, 1), 2),
+        ((1, 1), (1, 1), (1, 1), 4),
+    ],
 )
 def test_conv2d_kernel_matches_tvm(strides, padding, dilation, groups):
     rng = np.random.RandomState(1)
@@ -55,8 +64,12 @@ def test_upstream_run_codegen_drives_the_registered_codegen(byoc):
     mod = graphs.build(["conv_bias_relu", "add", "reshape_roundtrip"])
     part = [s for s in stages.run_stages(mod, byoc.rules, stages.keep_all) if s.name == "partition"][0]
     lowered = relax.transform.RunCodegen()(part.mod)
-    assert not [gv for gv, f in lowered.functions.items() if isinstance(f, relax.Function) and f.attrs and "Codegen" in f.attrs]
-    np.testing.assert_allclose(execute.run(lowered, graphs.inputs()), execute.run(mod, graphs.inputs()), rtol=1e-5, atol=1e-5)
+    assert not [
+        gv for gv, f in lowered.functions.items() if isinstance(f, relax.Function) and f.attrs and "Codegen" in f.attrs
+    ]
+    np.testing.assert_allclose(
+        execute.run(lowered, graphs.inputs()), execute.run(mod, graphs.inputs()), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_unsupported_op_is_a_clear_error():
@@ -79,4 +92,6 @@ def test_two_modules_with_same_subgraph_names_do_not_collide(byoc):
     assert fa.generated["byoc_target_0"].symbol != fb.generated["byoc_target_0"].symbol
     vm_a = execute.build(fa.mod)
     execute.build(fb.mod)
-    np.testing.assert_allclose(execute.run(fa.mod, graphs.inputs(), vm=vm_a), execute.run(a, graphs.inputs()), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        execute.run(fa.mod, graphs.inputs(), vm=vm_a), execute.run(a, graphs.inputs()), rtol=1e-5, atol=1e-5
+    )

@@ -9,8 +9,10 @@ import pytest
 import tvm
 from tvm import relax
 
-from byoc_workbench import demo, render, rules, stages
+from byoc_workbench.draw import render
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import rules, stages
+from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 
 
@@ -41,7 +43,9 @@ def test_rule_that_is_not_a_pattern():
 def test_module_that_fails_type_checking():
     x = relax.Var("x", relax.TensorType((2, 3), "float32"))
     y = relax.Var("y", relax.TensorType((4, 5), "float32"))
-    func = relax.Function([x, y], relax.SeqExpr([], relax.Call(tvm.ir.Op.get("relax.add"), [x, y])), relax.TensorType((2, 3), "float32"))
+    func = relax.Function(
+        [x, y], relax.SeqExpr([], relax.Call(tvm.ir.Op.get("relax.add"), [x, y])), relax.TensorType((2, 3), "float32")
+    )
     mod = tvm.IRModule({tvm.ir.GlobalVar("main"): func})
     with pytest.raises(WorkbenchError) as err:
         stages.check_module(mod)
@@ -82,7 +86,10 @@ def test_cli_without_dot_prints_one_line(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "byoc_workbench.cli", "stages", "demo", "--out", str(tmp_path / "o")],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: Graphviz's dot program is not installed")
@@ -94,7 +101,9 @@ def test_cli_bad_model_file_prints_one_line(tmp_path):
     path.write_text(textwrap.dedent("import nothing_here_at_all\n"))
     proc = subprocess.run(
         [sys.executable, "-m", "byoc_workbench.cli", "stages", str(path), "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2 and "ModuleNotFoundError" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from byoc_workbench.frontend import (
+from byoc_workbench.models.frontend import (
     CONVERTERS,
     MXNetImportError,
     UnsupportedOperatorError,
@@ -17,8 +17,8 @@ from byoc_workbench.frontend import (
     from_mxnet,
     op_inventory,
 )
-from byoc_workbench.frontend.mxnet import with_outputs
-from byoc_workbench.frontend.mxnet_tensor import mxnet_reshape_shape
+from byoc_workbench.models.frontend.mxnet import with_outputs
+from byoc_workbench.models.frontend.mxnet_tensor import mxnet_reshape_shape
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -41,6 +41,7 @@ def _run_tvm(mod, *inputs):
 
 
 # --- no mxnet needed ------------------------------------------------------------------
+
 
 def test_every_unsupported_op_is_listed_in_one_error():
     graph = _graph([("FooOp", "foo_a", {}), ("relu", "r", {}), ("BarOp", "bar", {}), ("FooOp", "foo_b", {})])
@@ -80,15 +81,18 @@ def test_bad_symbol_json_is_a_clear_error(tmp_path):
         from_mxnet(tmp_path / "bad.json", {}, {}, {"data": (1,)})
 
 
-@pytest.mark.parametrize("in_shape, spec, reverse, expected", [
-    ((2, 3, 4), (0, -1), False, (2, 12)),
-    ((2, 3, 4), (-2,), False, (2, 3, 4)),
-    ((2, 3, 4), (-3, 4), False, (6, 4)),
-    ((2, 12), (0, -4, 3, -1), False, (2, 3, 4)),
-    ((1, 490560 // 6, 6), (1, -1), False, (1, 490560)),
-    ((10, 5, 4), (-1, 0), True, (50, 4)),
-    ((2, 3, 4), (0, -1, 4), False, (2, 3, 4)),
-])
+@pytest.mark.parametrize(
+    "in_shape, spec, reverse, expected",
+    [
+        ((2, 3, 4), (0, -1), False, (2, 12)),
+        ((2, 3, 4), (-2,), False, (2, 3, 4)),
+        ((2, 3, 4), (-3, 4), False, (6, 4)),
+        ((2, 12), (0, -4, 3, -1), False, (2, 3, 4)),
+        ((1, 490560 // 6, 6), (1, -1), False, (1, 490560)),
+        ((10, 5, 4), (-1, 0), True, (50, 4)),
+        ((2, 3, 4), (0, -1, 4), False, (2, 3, 4)),
+    ],
+)
 def test_reshape_special_codes(in_shape, spec, reverse, expected):
     assert mxnet_reshape_shape(in_shape, spec, reverse) == expected
 
@@ -99,10 +103,15 @@ def test_params_bound_or_kept_as_inputs():
             {"op": "null", "name": "data", "inputs": []},
             {"op": "null", "name": "w", "inputs": []},
             {"op": "null", "name": "b", "inputs": []},
-            {"op": "FullyConnected", "name": "fc", "attrs": {"num_hidden": "2"},
-             "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},
+            {
+                "op": "FullyConnected",
+                "name": "fc",
+                "attrs": {"num_hidden": "2"},
+                "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
+            },
         ],
-        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]],
+        "arg_nodes": [0, 1, 2],
+        "heads": [[3, 0, 0]],
     }
     rng = np.random.RandomState(0)
     w, b, x = rng.randn(2, 3).astype("float32"), rng.randn(2).astype("float32"), rng.randn(4, 3).astype("float32")
@@ -116,6 +125,7 @@ def test_params_bound_or_kept_as_inputs():
 
 
 # --- single ops against MXNet ---------------------------------------------------------
+
 
 def _mx():
     return pytest.importorskip("mxnet")
@@ -147,49 +157,74 @@ def _check_symbol(sym, shapes, rng, params=None, rtol=1e-5, atol=1e-5, int_input
 
 def _op_cases():
     cases = {
-        "conv_group_dilate_pad": lambda s, d: s.Convolution(d, kernel=(3, 3), num_filter=8, stride=(2, 1),
-                                                        pad=(1, 2), dilate=(2, 1), num_group=2, name="c"),
+        "conv_group_dilate_pad": lambda s, d: s.Convolution(
+            d, kernel=(3, 3), num_filter=8, stride=(2, 1), pad=(1, 2), dilate=(2, 1), num_group=2, name="c"
+        ),
         "conv_no_bias": lambda s, d: s.Convolution(d, kernel=(1, 1), num_filter=4, no_bias=True, name="c"),
-        "conv_depthwise": lambda s, d: s.Convolution(d, kernel=(3, 3), num_filter=4, num_group=4,
-                                                 pad=(1, 1), no_bias=True, name="c"),
+        "conv_depthwise": lambda s, d: s.Convolution(
+            d, kernel=(3, 3), num_filter=4, num_group=4, pad=(1, 1), no_bias=True, name="c"
+        ),
         "bn_fix_gamma_default": lambda s, d: s.BatchNorm(d, name="bn"),
         "bn_learnt_gamma": lambda s, d: s.BatchNorm(d, fix_gamma=False, eps=1e-5, momentum=0.9, name="bn"),
         "bn_global_stats": lambda s, d: s.BatchNorm(d, fix_gamma=False, use_global_stats=True, name="bn"),
         "bn_axis_last": lambda s, d: s.BatchNorm(d, axis=-1, fix_gamma=False, name="bn"),
         "pool_max_valid": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max"),
-        "pool_max_full": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(2, 2), pool_type="max",
-                                            pooling_convention="full"),
+        "pool_max_full": lambda s, d: s.Pooling(
+            d, kernel=(3, 3), stride=(2, 2), pool_type="max", pooling_convention="full"
+        ),
         "pool_avg_pad": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg"),
-        "pool_avg_nopad": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(1, 1), pad=(1, 1),
-                                             pool_type="avg", count_include_pad=False),
+        "pool_avg_nopad": lambda s, d: s.Pooling(
+            d, kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg", count_include_pad=False
+        ),
         "pool_global_avg": lambda s, d: s.Pooling(d, kernel=(1, 1), global_pool=True, pool_type="avg"),
         "pool_global_max": lambda s, d: s.Pooling(d, kernel=(1, 1), global_pool=True, pool_type="max"),
         "fc_flatten": lambda s, d: s.FullyConnected(d, num_hidden=5, name="fc"),
-        "activations": lambda s, d: s.Group([s.Activation(d, act_type=a)
-                                          for a in ("relu", "sigmoid", "tanh", "softrelu", "softsign")]),
-        "softmax_flatten_transpose": lambda s, d: s.Group([s.softmax(d, axis=1), s.Flatten(d),
-                                                       s.transpose(d, axes=(0, 2, 3, 1)),
-                                                       s.transpose(d)]),
-        "reshape_concat": lambda s, d: s.Concat(s.Reshape(d, shape=(0, -1, 4)),
-                                             s.Reshape(d, shape=(0, -3, -2), reverse=False).reshape((2, -1, 4)),
-                                             dim=1),
-        "slices": lambda s, d: s.Group([s.slice_axis(d, axis=-1, begin=1, end=None),
-                                     s.slice_axis(d, axis=1, begin=-2, end=-1),
-                                     s.slice(d, begin=(None, 1, 0), end=(None, 3, 4), step=(1, 1, 2)),
-                                     s.slice(d, begin=(1, None), end=(None, 0), step=(1, -1))]),
-        "slice_like_zeros_ones_where": lambda s, d: s.Group([
-            s.slice_like(d, d * 0, axes=(2, 3)),
-            s.where(d > 0.1, s.ones_like(d), s.zeros_like(d) - 1),
-            s.broadcast_add(d, s.reshape(s.arange(start=8), (1, 1, 1, 8))),
-        ]),
-        "scalar_and_binary": lambda s, d: s.Group([
-            d * 3 + 1, 2 - d, 1 / (s.abs(d) + 1), d / 4,
-            s.elemwise_add(d, d), s.broadcast_mul(d, d),
-            s.broadcast_maximum(d, s.zeros_like(d)), d < 0.2,
-            s.broadcast_greater(d, s.ones_like(d))]),
-        "reduce": lambda s, d: s.Group([s.sum(d, axis=(1, 2)), s.mean(d, axis=1, keepdims=True),
-                                     s.max(d), s.min(d, axis=(0,), exclude=True),
-                                     s.expand_dims(d, axis=0).squeeze(axis=0)]),
+        "activations": lambda s, d: s.Group(
+            [s.Activation(d, act_type=a) for a in ("relu", "sigmoid", "tanh", "softrelu", "softsign")]
+        ),
+        "softmax_flatten_transpose": lambda s, d: s.Group(
+            [s.softmax(d, axis=1), s.Flatten(d), s.transpose(d, axes=(0, 2, 3, 1)), s.transpose(d)]
+        ),
+        "reshape_concat": lambda s, d: s.Concat(
+            s.Reshape(d, shape=(0, -1, 4)), s.Reshape(d, shape=(0, -3, -2), reverse=False).reshape((2, -1, 4)), dim=1
+        ),
+        "slices": lambda s, d: s.Group(
+            [
+                s.slice_axis(d, axis=-1, begin=1, end=None),
+                s.slice_axis(d, axis=1, begin=-2, end=-1),
+                s.slice(d, begin=(None, 1, 0), end=(None, 3, 4), step=(1, 1, 2)),
+                s.slice(d, begin=(1, None), end=(None, 0), step=(1, -1)),
+            ]
+        ),
+        "slice_like_zeros_ones_where": lambda s, d: s.Group(
+            [
+                s.slice_like(d, d * 0, axes=(2, 3)),
+                s.where(d > 0.1, s.ones_like(d), s.zeros_like(d) - 1),
+                s.broadcast_add(d, s.reshape(s.arange(start=8), (1, 1, 1, 8))),
+            ]
+        ),
+        "scalar_and_binary": lambda s, d: s.Group(
+            [
+                d * 3 + 1,
+                2 - d,
+                1 / (s.abs(d) + 1),
+                d / 4,
+                s.elemwise_add(d, d),
+                s.broadcast_mul(d, d),
+                s.broadcast_maximum(d, s.zeros_like(d)),
+                d < 0.2,
+                s.broadcast_greater(d, s.ones_like(d)),
+            ]
+        ),
+        "reduce": lambda s, d: s.Group(
+            [
+                s.sum(d, axis=(1, 2)),
+                s.mean(d, axis=1, keepdims=True),
+                s.max(d),
+                s.min(d, axis=(0,), exclude=True),
+                s.expand_dims(d, axis=0).squeeze(axis=0),
+            ]
+        ),
     }
     return cases
 
@@ -215,8 +250,9 @@ def test_box_decode_matches_mxnet(fmt, clip):
     anchors = rng.uniform(10, 60, (1, 50, 4))
     if fmt == "corner":
         anchors[..., 2:] += anchors[..., :2]
-    sym = mx.sym.contrib.box_decode(mx.sym.var("data"), mx.sym.var("anchors"), std0=0.1, std1=0.1,
-                                    std2=0.2, std3=0.2, clip=clip, format=fmt)
+    sym = mx.sym.contrib.box_decode(
+        mx.sym.var("data"), mx.sym.var("anchors"), std0=0.1, std1=0.1, std2=0.2, std3=0.2, clip=clip, format=fmt
+    )
     _check_symbol(sym, {"data": (2, 50, 4)}, rng, params={"anchors": anchors}, rtol=1e-5, atol=1e-4)
 
 
@@ -232,15 +268,26 @@ def _nms_data(rng, batch=2, n=60, classes=3):
 
 NMS_CASES = {
     "per_class": dict(overlap_thresh=0.45, valid_thresh=0.01, topk=40, coord_start=2, score_index=1, id_index=0),
-    "force_suppress": dict(overlap_thresh=0.3, valid_thresh=0.01, topk=-1, coord_start=2, score_index=1,
-                           id_index=0, force_suppress=True),
+    "force_suppress": dict(
+        overlap_thresh=0.3, valid_thresh=0.01, topk=-1, coord_start=2, score_index=1, id_index=0, force_suppress=True
+    ),
     "class_agnostic": dict(overlap_thresh=0.5, valid_thresh=0.1, topk=-1, coord_start=2, score_index=1, id_index=-1),
-    "background": dict(overlap_thresh=0.45, valid_thresh=0.01, topk=20, coord_start=2, score_index=1,
-                       id_index=0, background_id=1),
-    "center_in_out": dict(overlap_thresh=0.45, valid_thresh=0.01, topk=-1, coord_start=2, score_index=1,
-                          id_index=0, in_format="center", out_format="center"),
-    "corner_to_center": dict(overlap_thresh=0.45, valid_thresh=0.01, coord_start=2, score_index=1, id_index=0,
-                             out_format="center"),
+    "background": dict(
+        overlap_thresh=0.45, valid_thresh=0.01, topk=20, coord_start=2, score_index=1, id_index=0, background_id=1
+    ),
+    "center_in_out": dict(
+        overlap_thresh=0.45,
+        valid_thresh=0.01,
+        topk=-1,
+        coord_start=2,
+        score_index=1,
+        id_index=0,
+        in_format="center",
+        out_format="center",
+    ),
+    "corner_to_center": dict(
+        overlap_thresh=0.45, valid_thresh=0.01, coord_start=2, score_index=1, id_index=0, out_format="center"
+    ),
 }
 
 
@@ -266,13 +313,18 @@ def test_box_nms_matches_mxnet(case):
 def test_from_gluon_matches_the_block():
     mx = _mx()
     net = mx.gluon.nn.HybridSequential()
-    net.add(mx.gluon.nn.Conv2D(4, 3, padding=1), mx.gluon.nn.BatchNorm(), mx.gluon.nn.Activation("relu"),
-            mx.gluon.nn.MaxPool2D(), mx.gluon.nn.Dense(3))
+    net.add(
+        mx.gluon.nn.Conv2D(4, 3, padding=1),
+        mx.gluon.nn.BatchNorm(),
+        mx.gluon.nn.Activation("relu"),
+        mx.gluon.nn.MaxPool2D(),
+        mx.gluon.nn.Dense(3),
+    )
     net.initialize(mx.init.Xavier())
     net.hybridize()
     x = np.random.RandomState(0).randn(2, 3, 8, 8).astype("float32")
     expected = net(mx.nd.array(x)).asnumpy()
-    from byoc_workbench.frontend import from_gluon
+    from byoc_workbench.models.frontend import from_gluon
 
     mod, params = from_gluon(net, {"data": x.shape})
     assert params, "weights came along"
@@ -286,7 +338,7 @@ _LOADED = {}
 
 def _loaded(name):
     """Load each zoo model once per session, with seeded (untrained) weights."""
-    from byoc_workbench import zoo
+    from byoc_workbench.models import zoo
 
     if name not in _LOADED:
         model = zoo.load_model(name, "untrained", seed=0)
@@ -385,9 +437,13 @@ def _assert_same_detections_up_to_ties(got, expected, score_tol=1e-4, box_atol=0
     np.testing.assert_allclose(scores, ref_scores, rtol=RTOL, atol=score_tol)  # sorted lists agree
     free = set(range(len(ref_ids)))
     for i in range(len(ids)):
-        partner = [j for j in free if ids[i, 0] == ref_ids[j, 0]
-                   and abs(scores[i, 0] - ref_scores[j, 0]) <= score_tol
-                   and np.allclose(boxes[i], ref_boxes[j], rtol=RTOL, atol=box_atol)]
+        partner = [
+            j
+            for j in free
+            if ids[i, 0] == ref_ids[j, 0]
+            and abs(scores[i, 0] - ref_scores[j, 0]) <= score_tol
+            and np.allclose(boxes[i], ref_boxes[j], rtol=RTOL, atol=box_atol)
+        ]
         assert partner, f"detection {i} (id {ids[i, 0]}, score {scores[i, 0]}) has no partner in MXNet's output"
         free.remove(min(partner, key=lambda j: abs(j - i)))
 
@@ -401,7 +457,7 @@ def test_ssd_resnet50_at_512_on_the_default_picture(dtype):
     float64: identical ids, strict tolerances. float32: the same detections, but two
     whose scores differ by less than float32 noise may swap places.
     """
-    from byoc_workbench import images
+    from byoc_workbench.models import images
 
     model, graph, params = _loaded("ssd_512_resnet50_v1_coco")
     graph = _in_dtype(graph, dtype)
@@ -418,6 +474,7 @@ def test_ssd_resnet50_at_512_on_the_default_picture(dtype):
 
 # --- the SSD helpers the CLI uses -----------------------------------------------------
 
+
 @pytest.mark.mxnet
 def test_op_inventory_of_ssd_resnet50():
     _, graph, _ = _loaded("ssd_512_resnet50_v1_coco")
@@ -430,7 +487,7 @@ def test_op_inventory_of_ssd_resnet50():
 
 @pytest.mark.mxnet
 def test_import_summary_shape():
-    from byoc_workbench import ssd
+    from byoc_workbench.models import ssd
 
     summary = ssd.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
     assert set(summary) == {"model", "op_count", "ops", "params", "weights"}
@@ -444,7 +501,7 @@ def test_import_summary_shape():
 
 @pytest.mark.mxnet
 def test_run_rejects_classifier_and_unknown_backend():
-    from byoc_workbench import ssd
+    from byoc_workbench.models import ssd
 
     with pytest.raises(ssd.SSDError, match="not a detection model"):
         ssd.run("resnet50_v1", weights="untrained")
@@ -454,7 +511,7 @@ def test_run_rejects_classifier_and_unknown_backend():
 
 @pytest.mark.mxnet
 def test_run_mxnet_backend_marks_untrained_weights():
-    from byoc_workbench import ssd
+    from byoc_workbench.models import ssd
 
     result = ssd.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
     assert set(result) == {"ids", "scores", "boxes"}

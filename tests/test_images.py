@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from byoc_workbench import images
+from byoc_workbench.models import images
 
 
 def test_default_picture_is_shipped():

@@ -19,7 +19,9 @@ def test_committed_without_outputs(path):
 
 def _execute(name, timeout):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     return nb
 
 

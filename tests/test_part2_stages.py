@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from byoc_workbench import cli, execute, profile, render
+from byoc_workbench import cli, execute
+from byoc_workbench.draw import profile, render
 
 pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
 pytestmark = pytest.mark.mxnet
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.mxnet
 
 @pytest.fixture(scope="module")
 def ssd_wb():
-    from byoc_workbench.ssd_stages import model_workbench
+    from byoc_workbench.models.ssd import model_workbench
 
     return model_workbench(weights="untrained")
 
@@ -67,12 +68,13 @@ def test_no_label_reaches_graphvizs_limit_even_uncollapsed(ssd_wb):
 
 
 def test_prepare_keeps_what_the_model_computes():
-    from byoc_workbench import ssd, ssd_stages
+    from byoc_workbench import transforms
+    from byoc_workbench.models import ssd
 
     imported = ssd.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
     x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
     before = execute.run(imported.mod, [x])
-    after = execute.run(ssd_stages.prepare(imported.mod), [x])
+    after = execute.run(transforms.prepare(imported.mod), [x])
     ids, scores, boxes = (np.asarray(a) for a in after)
     np.testing.assert_array_equal(ids, np.asarray(before[0]))
     np.testing.assert_allclose(scores, np.asarray(before[1]), rtol=1e-3, atol=1e-4)
@@ -117,6 +119,8 @@ def test_ssd_partition_agrees_with_upstream(ssd_wb):
 
     wb, _ = ssd_wb
     upstream = relax.transform.MergeCompositeFunctions()(wb.stage("annotate").mod)
-    theirs = collections.Counter(tuple(sorted(ir.ops_in(upstream[n], upstream))) for n in ir.subgraph_functions(upstream))
+    theirs = collections.Counter(
+        tuple(sorted(ir.ops_in(upstream[n], upstream))) for n in ir.subgraph_functions(upstream)
+    )
     ours = collections.Counter(tuple(sorted(s.ops)) for s in wb.stage("partition").subgraphs)
     assert len(ours) >= 2 and ours == theirs

@@ -2,13 +2,15 @@
 
 import itertools
 
+import graphs
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import graphs
-from byoc_workbench import demo, execute, stages
+from byoc_workbench import execute
+from byoc_workbench.flow import stages
+from byoc_workbench.models import demo
 
 
 def subsets(rules):
@@ -28,7 +30,12 @@ chain = st.lists(step, min_size=1, max_size=5)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kinds=chain, other=st.one_of(st.none(), chain), mask=st.lists(st.booleans(), min_size=4, max_size=4), prune=st.booleans())
+@given(
+    kinds=chain,
+    other=st.one_of(st.none(), chain),
+    mask=st.lists(st.booleans(), min_size=4, max_size=4),
+    prune=st.booleans(),
+)
 def test_random_chains_and_diamonds(byoc, kinds, other, mask, prune):
     mod = graphs.build(kinds, other)
     chosen = [r for r, on in zip(byoc.rules, mask) if on]

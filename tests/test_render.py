@@ -2,7 +2,7 @@
 
 import re
 
-from byoc_workbench import graph, render
+from byoc_workbench.draw import graph, render
 from byoc_workbench.session import Workbench
 
 
@@ -38,7 +38,7 @@ def test_edges_carry_shapes_and_boundaries_are_dashed(demo_mod, byoc):
     for e in crossing:
         assert g.nodes[e.src].target != g.nodes[e.dst].target
     dot = render.to_dot(g).source
-    assert 'style=dashed' in dot and 'label="float32[1, 32, 56, 56]"' in dot
+    assert "style=dashed" in dot and 'label="float32[1, 32, 56, 56]"' in dot
 
 
 def test_composites_collapse_and_expand(demo_mod, byoc):
@@ -48,7 +48,9 @@ def test_composites_collapse_and_expand(demo_mod, byoc):
     opened = w.graph("composite", expand=["byoc-target.conv2d_bias_relu"])
     assert not opened.node_by_kind("composite")
     inner = [n for n in opened.node_by_kind("op") if n.rule == "byoc-target.conv2d_bias_relu"]
-    assert sorted(n.op for n in inner) == sorted(["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"] * 2)
+    assert sorted(n.op for n in inner) == sorted(
+        ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"] * 2
+    )
 
 
 def test_subgraph_nodes_show_ops_and_open(demo_mod, byoc):
@@ -87,4 +89,4 @@ def test_calls_between_functions_are_drawn(demo_mod, byoc):
     # main calls while_loop; the loop's call to itself is left out (it would point back up)
     assert len(calls) == 1 and calls[0].to_cluster == "fn_while_loop"
     assert g.nodes[calls[0].src].cluster == "fn_main"
-    assert 'lhead=cluster_fn_while_loop' in render.to_dot(g).source
+    assert "lhead=cluster_fn_while_loop" in render.to_dot(g).source

@@ -5,8 +5,9 @@ import collections
 import pytest
 from tvm import relax
 
-from byoc_workbench import ir, stages
-from byoc_workbench.rules import select
+from byoc_workbench import ir
+from byoc_workbench.flow import stages, summary
+from byoc_workbench.flow.rules import select
 
 CONV_BIAS_RELU = ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"]
 
@@ -72,7 +73,13 @@ def test_prune_returns_no_mac_subgraphs(demo_mod, byoc):
     s = by_name(stages.run_stages(demo_mod, byoc.rules))
     assert [sg.name for sg in s["prune"].subgraphs] == ["byoc_target_1", "byoc_target_2"]
     assert s["prune"].notes == ["byoc_target_0 returned to host: 0 MAC ops (needs 1)"]
-    assert {"kind": "moved", "op": "relax.add", "count": 1, "from": "byoc_target_0 ▸ byoc-target.add", "to": "while_loop"} in s["prune"].changes
+    assert {
+        "kind": "moved",
+        "op": "relax.add",
+        "count": 1,
+        "from": "byoc_target_0 ▸ byoc-target.add",
+        "to": "while_loop",
+    } in s["prune"].changes
 
 
 @pytest.mark.parametrize("rule,kept", [(stages.keep_all, 3), (stages.no_mac(1), 2), (stages.no_mac(2), 0)])
@@ -105,7 +112,7 @@ def test_each_stage_runs_on_its_own(demo_mod, byoc):
 
 def test_partition_diff_names_the_destination(demo_mod, byoc):
     part = by_name(stages.run_stages(demo_mod, byoc.rules))["partition"]
-    lines = [stages.describe_change(c) for c in part.changes]
+    lines = [summary.describe_change(c) for c in part.changes]
     assert "relax.reshape ×1 moved: while_loop ▸ byoc-target.reshape → byoc_target_2 ▸ byoc-target.reshape" in lines
 
 

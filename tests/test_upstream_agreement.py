@@ -3,11 +3,12 @@ MergeCompositeFunctions: the same subgraphs holding the same ops."""
 
 import collections
 
+import graphs
 import pytest
 from tvm import relax
 
-import graphs
-from byoc_workbench import ir, stages
+from byoc_workbench import ir
+from byoc_workbench.flow import stages
 
 
 def ours(mod, rules):
@@ -31,7 +32,10 @@ def _subgraphs(mod):
 
 
 CASES = {
-    "chain": (lambda: graphs.build(["conv_bias_relu", "add", "reshape_roundtrip", "multiply", "conv_relu", "add"]), "byoc"),
+    "chain": (
+        lambda: graphs.build(["conv_bias_relu", "add", "reshape_roundtrip", "multiply", "conv_relu", "add"]),
+        "byoc",
+    ),
     "diamond": (lambda: graphs.build(["conv_bias_relu", "add"], ["reshape_roundtrip", "conv_relu"]), "byoc"),
     "two_targets_cyclic": (graphs.cyclic_two_targets, "two"),
     "multi_output_region": (graphs.multi_output_region, "two"),
@@ -51,7 +55,9 @@ def test_partition_matches_upstream(case, byoc):
 def test_cyclic_case_really_splits_a_target():
     found = ours(graphs.cyclic_two_targets(), graphs.two_target_rules())
     # x1 and x3 are both tgta, but merging them would cycle through tgtb's x2.
-    assert found == collections.Counter({("tgta", ("relax.add",)): 2, ("tgtb", ("relax.multiply",)): 1, ("tgtb", ("relax.nn.relu",)): 1})
+    assert found == collections.Counter(
+        {("tgta", ("relax.add",)): 2, ("tgtb", ("relax.multiply",)): 1, ("tgtb", ("relax.nn.relu",)): 1}
+    )
 
 
 def test_multi_output_region_returns_a_tuple():

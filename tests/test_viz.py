@@ -3,7 +3,7 @@ import matplotlib
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
-from byoc_workbench import viz  # noqa: E402
+from byoc_workbench.draw import detections as viz  # noqa: E402
 
 
 def test_detections_above_filters_and_sorts():

@@ -2,10 +2,10 @@
 
 import pytest
 
-from byoc_workbench import stages
-from byoc_workbench.demo import demo_module
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.rules import get_target
+from byoc_workbench.flow import stages
+from byoc_workbench.flow.rules import get_target
+from byoc_workbench.models.demo import demo_module
 from byoc_workbench.session import Workbench
 from byoc_workbench.widgets import (
     GraphView,
@@ -58,7 +58,12 @@ def test_subgraph_table_escapes_html():
 
 @pytest.mark.parametrize(
     ("enabled", "matches", "expected"),
-    [({RESHAPE}, {RESHAPE: 1}, "1 match"), ({RESHAPE}, {RESHAPE: 2}, "2 matches"), ({RESHAPE}, {RESHAPE: 0}, "matched nothing"), (set(), {}, "off")],
+    [
+        ({RESHAPE}, {RESHAPE: 1}, "1 match"),
+        ({RESHAPE}, {RESHAPE: 2}, "2 matches"),
+        ({RESHAPE}, {RESHAPE: 0}, "matched nothing"),
+        (set(), {}, "off"),
+    ],
 )
 def test_match_text(enabled, matches, expected):
     assert match_text(RESHAPE, enabled, matches) == expected
@@ -82,7 +87,9 @@ def test_details_names_op_and_why_unclaimed():
 
 def test_details_names_claiming_rule():
     view = Workbench(demo_module(), get_target("byoc-target")).view("annotate")
-    nid = next(k for k, n in view.nodes.items() if n["kind"] == "composite" and n["op"] == "byoc-target.conv2d_bias_relu")
+    nid = next(
+        k for k, n in view.nodes.items() if n["kind"] == "composite" and n["op"] == "byoc-target.conv2d_bias_relu"
+    )
     text = details_html(nid, view.nodes[nid])
     assert "claimed by" in text and "byoc-target.conv2d_bias_relu" in text
     assert "nn.conv2d, expand_dims, add, nn.relu" in text

@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from byoc_workbench import zoo
+from byoc_workbench.models import zoo
 
 
 def test_unknown_model_name_is_one_line():
@@ -26,7 +26,10 @@ def test_unknown_model_name_is_one_line():
 
 
 def test_zoo_import_does_not_pull_mxnet():
-    code = "import sys, byoc_workbench.zoo, byoc_workbench.frontend; print('mxnet' in sys.modules, 'gluoncv' in sys.modules)"
+    code = (
+        "import sys, byoc_workbench.models.zoo, byoc_workbench.models.frontend; "
+        "print('mxnet' in sys.modules, 'gluoncv' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -131,6 +134,7 @@ def test_download_with_wrong_sha1_is_rejected(local_repo, tmp_path):
 
 
 # --- with mxnet -----------------------------------------------------------------------
+
 
 def _params(block):
     # Gluon numbers each new instance's prefix (resnetv10_, resnetv11_...), so key by

@@ -16,9 +16,10 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
-from .. import demo, stages
 from ..errors import WorkbenchError
-from ..rules import Target, get_target
+from ..flow import stages
+from ..flow.rules import Target, get_target
+from ..models import demo
 from ..session import View, Workbench
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,16 @@ STAGE_HELP = {
     "source": "The module as written: every op runs on the host.",
     "composite": "Pattern rules fold matches into composite functions (the seed's MergeComposite).",
     "annotate": "Per-op rules claim single calls; every claimed node now names its target (compiler_begin/end).",
-    "merge": "Neighbouring claims of one target are grouped into regions that cannot form a cycle (MergeCompilerRegions).",
+    "merge": "Neighbouring claims of one target are grouped into regions that cannot form a cycle "
+    "(MergeCompilerRegions).",
     "partition": "Each region is lifted into a global function with Codegen and global_symbol (PartitionGraph).",
     "prune": "Subgraphs that fail the prune rule go back to the host (prune_tensorrt_subgraphs).",
     "codegen": "The target's codegen compiles each subgraph; the host calls the generated code.",
 }
-NO_SELECTION = "<i>Click a node to see its op, attributes, types and which rule claimed it. Double-click a composite or subgraph to open it.</i>"
+NO_SELECTION = (
+    "<i>Click a node to see its op, attributes, types and which rule claimed it. "
+    "Double-click a composite or subgraph to open it.</i>"
+)
 
 
 # --- pure helpers: View -> HTML ----------------------------------------------------
@@ -77,17 +82,24 @@ def rule_label_html(rule, enabled, matches: dict) -> str:
     """The text beside a rule's checkbox: its doc and its match count."""
     text = match_text(rule.qualified, enabled, matches)
     color = "#c92a2a" if text == "matched nothing" else "#495057"
-    return f'<span style="color:#868e96">{_esc(rule.kind)}: {_esc(rule.doc)}</span> — <b class="byoc-match-count" style="color:{color}">{_esc(text)}</b>'
+    return (
+        f'<span style="color:#868e96">{_esc(rule.kind)}: {_esc(rule.doc)}</span> — '
+        f'<b class="byoc-match-count" style="color:{color}">{_esc(text)}</b>'
+    )
 
 
 def subgraph_table_html(rows: list) -> str:
     """The subgraph table: name, target, op count and ops of each subgraph."""
     if not rows:
-        return '<div class="byoc-subgraphs byoc-empty"><i>No subgraphs at this stage: everything runs on the host.</i></div>'
+        return (
+            '<div class="byoc-subgraphs byoc-empty">'
+            "<i>No subgraphs at this stage: everything runs on the host.</i></div>"
+        )
     head = "<tr><th>subgraph</th><th>target</th><th>ops</th><th>op list</th></tr>"
     body = "".join(
         f'<tr data-subgraph="{_esc(r["name"])}"><td><code>{_esc(r["name"])}</code></td><td>{_esc(r["target"])}</td>'
-        f'<td style="text-align:right">{int(r["op_count"])}</td><td>{_esc(", ".join(_short(o) for o in r["ops"]))}</td></tr>'
+        f'<td style="text-align:right">{int(r["op_count"])}</td>'
+        f"<td>{_esc(', '.join(_short(o) for o in r['ops']))}</td></tr>"
         for r in rows
     )
     return f'<table class="byoc-subgraphs">{head}{body}</table>'
@@ -108,10 +120,17 @@ def code_html(text: str, css: str = "byoc-code") -> str:
 def generated_html(generated: dict, stage: str) -> str:
     """The codegen's source for each subgraph, or why there is none at this stage."""
     if stage != "codegen":
-        return '<div class="byoc-generated"><i>Choose the codegen stage to see the generated source of each subgraph.</i></div>'
+        return (
+            '<div class="byoc-generated">'
+            "<i>Choose the codegen stage to see the generated source of each subgraph.</i></div>"
+        )
     if not generated:
         return '<div class="byoc-generated"><i>No subgraph was compiled by the codegen.</i></div>'
-    return '<div class="byoc-generated">' + "".join(f"<h4 style='margin:6px 0'>{_esc(n)}</h4>{code_html(src)}" for n, src in generated.items()) + "</div>"
+    return (
+        '<div class="byoc-generated">'
+        + "".join(f"<h4 style='margin:6px 0'>{_esc(n)}</h4>{code_html(src)}" for n, src in generated.items())
+        + "</div>"
+    )
 
 
 def _types_html(types) -> str:
@@ -123,8 +142,14 @@ def details_html(node_id: str, details: dict | None) -> str:
     if not node_id:
         return NO_SELECTION
     if details is None:
-        return f"<i>Node {_esc(node_id)} is not in this diagram (the legend, or a drawing from before the last change).</i>"
-    rows = [("node", f"<code>{_esc(node_id)}</code> ({_esc(details.get('kind', ''))})"), ("op", f"<code>{_esc(details.get('op') or details.get('label', ''))}</code>")]
+        return (
+            f"<i>Node {_esc(node_id)} is not in this diagram "
+            "(the legend, or a drawing from before the last change).</i>"
+        )
+    rows = [
+        ("node", f"<code>{_esc(node_id)}</code> ({_esc(details.get('kind', ''))})"),
+        ("op", f"<code>{_esc(details.get('op') or details.get('label', ''))}</code>"),
+    ]
     rows.append(("target", _esc(details.get("target", ""))))
     attrs = details.get("attrs") or {}
     rows.append(("attributes", "<br>".join(f"{_esc(k)} = <code>{_esc(v)}</code>" for k, v in attrs.items()) or "—"))
@@ -136,7 +161,11 @@ def details_html(node_id: str, details: dict | None) -> str:
         rows.append(("not claimed", _esc(details.get("why_not_claimed") or "it runs on the host")))
     if details.get("ops_inside"):
         rows.append(("ops inside", _esc(", ".join(_short(o) for o in details["ops_inside"]))))
-    body = "".join(f'<tr><th style="text-align:left;vertical-align:top;padding-right:8px;white-space:nowrap">{k}</th><td>{v}</td></tr>' for k, v in rows)
+    body = "".join(
+        '<tr><th style="text-align:left;vertical-align:top;padding-right:8px;white-space:nowrap">'
+        f"{k}</th><td>{v}</td></tr>"
+        for k, v in rows
+    )
     return f"<table>{body}</table>"
 
 
@@ -146,7 +175,9 @@ def stage_summary(view: View) -> str:
     kinds = "regions" if view.stage == "merge" else "subgraphs"
     parts = [f"{view.stage}: {n} {kinds if n != 1 else kinds[:-1]}"]
     if view.subgraphs:
-        parts[0] += " (" + "; ".join(f"{r['name']}: {', '.join(_short(o) for o in r['ops'])}" for r in view.subgraphs) + ")"
+        parts[0] += (
+            " (" + "; ".join(f"{r['name']}: {', '.join(_short(o) for o in r['ops'])}" for r in view.subgraphs) + ")"
+        )
     if view.changes:
         parts.append(f"{len(view.changes)} change{'s' if len(view.changes) != 1 else ''} since the stage before")
     parts += view.notes
@@ -199,7 +230,18 @@ class WorkbenchWidget(W.VBox):
     leaves the previous state and shows one red line in ``status``.
     """
 
-    def __init__(self, mod, target: Target, enabled=None, prune_rule=None, stage: str = "partition", extra_rules=(), error: Exception | None = None, collapse: bool = False, mark: str = ""):
+    def __init__(
+        self,
+        mod,
+        target: Target,
+        enabled=None,
+        prune_rule=None,
+        stage: str = "partition",
+        extra_rules=(),
+        error: Exception | None = None,
+        collapse: bool = False,
+        mark: str = "",
+    ):
         self.target = target
         self.collapse = collapse
         self.workbench: Workbench | None = None
@@ -223,7 +265,12 @@ class WorkbenchWidget(W.VBox):
         for tname in dict.fromkeys(r.target for r in rules):
             rows = [W.HTML(f"<b>target {_esc(tname)}</b>")]
             for r in (r for r in rules if r.target == tname):
-                box = W.Checkbox(value=r.qualified in enabled_now, description=r.qualified, indent=False, disabled=self.workbench is None)
+                box = W.Checkbox(
+                    value=r.qualified in enabled_now,
+                    description=r.qualified,
+                    indent=False,
+                    disabled=self.workbench is None,
+                )
                 box.add_class("byoc-rule")
                 box.layout = W.Layout(width="auto")
                 box.observe(self._on_rule, names="value")
@@ -232,12 +279,19 @@ class WorkbenchWidget(W.VBox):
                 self.rule_labels[r.qualified] = label
                 rows.append(W.HBox([box, label], layout=W.Layout(align_items="center")))
             groups.append(W.VBox(rows, layout=W.Layout(margin="0 32px 0 0")))
-        self.prune_box = W.Checkbox(value=prune_rule is not stages.keep_all, description=PRUNE_LABEL, indent=False, disabled=self.workbench is None)
+        self.prune_box = W.Checkbox(
+            value=prune_rule is not stages.keep_all,
+            description=PRUNE_LABEL,
+            indent=False,
+            disabled=self.workbench is None,
+        )
         self.prune_box.add_class("byoc-prune")
         self.prune_box.layout = W.Layout(width="auto")
         self.prune_box.observe(self._on_prune, names="value")
 
-        self.stage_picker = W.ToggleButtons(options=list(stages.STAGES), value=stage if stage in stages.STAGES else "partition")
+        self.stage_picker = W.ToggleButtons(
+            options=list(stages.STAGES), value=stage if stage in stages.STAGES else "partition"
+        )
         self.stage_picker.style.button_width = "92px"
         self.stage_picker.add_class("byoc-stage")
         self.stage_picker.observe(self._on_stage, names="value")
@@ -248,8 +302,17 @@ class WorkbenchWidget(W.VBox):
         self.graph.add_class("byoc-graph-widget")
         self.graph.observe(self._on_select, names="selected")
         self.graph.on_msg(self._on_msg)
-        self.details = W.HTML(NO_SELECTION, layout=W.Layout(width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6")).add_class("byoc-details")
-        self.collapse_button = W.Button(description="collapse all", tooltip="close every opened composite and subgraph", layout=W.Layout(width="auto"))
+        self.details = W.HTML(
+            NO_SELECTION,
+            layout=W.Layout(
+                width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
+            ),
+        ).add_class("byoc-details")
+        self.collapse_button = W.Button(
+            description="collapse all",
+            tooltip="close every opened composite and subgraph",
+            layout=W.Layout(width="auto"),
+        )
         self.collapse_button.on_click(lambda _: self.collapse_all())
 
         self.subgraph_table = W.HTML("").add_class("byoc-subgraph-table")
@@ -261,7 +324,9 @@ class WorkbenchWidget(W.VBox):
         self.tabs.titles = ("Subgraphs", "Diff", "Notes", "TVMScript", "Generated code")
         self.tabs.add_class("byoc-tabs")
 
-        controls = W.HBox(groups + [W.VBox([W.HTML("<b>prune</b>"), self.prune_box])], layout=W.Layout(flex_flow="row wrap"))
+        controls = W.HBox(
+            groups + [W.VBox([W.HTML("<b>prune</b>"), self.prune_box])], layout=W.Layout(flex_flow="row wrap")
+        )
         super().__init__(
             [
                 controls,
@@ -333,12 +398,17 @@ class WorkbenchWidget(W.VBox):
         self.status.value = status_html(status_line(err))
 
     def _apply(self, wb: Workbench) -> None:
-        view = wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)  # computes every stage; raises before anything changes
+        view = wb.view(
+            self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse
+        )  # computes every stage; raises before anything changes
         self.workbench = wb
         self._show(view, keep_selection=False)
 
     def _redraw(self) -> None:
-        self._show(self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse), keep_selection=False)
+        self._show(
+            self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse),
+            keep_selection=False,
+        )
 
     def _toggle(self, node_id: str) -> None:
         key = expand_key(self.view.nodes.get(node_id) if self.view else None)
@@ -353,7 +423,7 @@ class WorkbenchWidget(W.VBox):
     def _opened_key(self, element_id: str) -> str | None:
         """The composite or subgraph an opened cluster (``cluster_x_<id>``) or a node inside it stands for."""
         graph = self.workbench.graph(self.stage, tuple(sorted(self.expand)), collapse=self.collapse)
-        cid = element_id[len("cluster_"):] if element_id.startswith("cluster_") else None
+        cid = element_id[len("cluster_") :] if element_id.startswith("cluster_") else None
         if cid is None and element_id in graph.nodes:
             cid = graph.nodes[element_id].cluster
         cluster = graph.clusters.get(cid) if cid else None
@@ -366,7 +436,9 @@ class WorkbenchWidget(W.VBox):
         self.view = view
         wb = self.workbench
         for q, label in self.rule_labels.items():
-            label.value = rule_label_html(next(r for r in wb.all_rules if r.qualified == q), wb.enabled, view.rule_matches)
+            label.value = rule_label_html(
+                next(r for r in wb.all_rules if r.qualified == q), wb.enabled, view.rule_matches
+            )
         self._syncing = True
         try:
             for q, box in self.rule_boxes.items():
@@ -415,7 +487,16 @@ class WorkbenchWidget(W.VBox):
             self.toggle_expand(str(content.get("id", "")))
 
 
-def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=None, stage: str = "partition", extra_rules=(), collapse: bool = False, mark: str = "") -> WorkbenchWidget:
+def workbench_widget(
+    mod=None,
+    target="byoc-target",
+    enabled=None,
+    prune_rule=None,
+    stage: str = "partition",
+    extra_rules=(),
+    collapse: bool = False,
+    mark: str = "",
+) -> WorkbenchWidget:
     """The interactive workbench for ``mod`` (default: the seed's demo graph).
 
     Parameters
@@ -446,4 +527,13 @@ def workbench_widget(mod=None, target="byoc-target", enabled=None, prune_rule=No
             target = get_target(target)
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
-    return WorkbenchWidget(demo.demo_module() if mod is None else mod, target, enabled, prune_rule, stage, extra_rules, collapse=collapse, mark=mark)
+    return WorkbenchWidget(
+        demo.demo_module() if mod is None else mod,
+        target,
+        enabled,
+        prune_rule,
+        stage,
+        extra_rules,
+        collapse=collapse,
+        mark=mark,
+    )

@@ -112,11 +112,22 @@ def _box_nms(bb, inputs, attrs):
     valid_count = bb.emit(relax.TupleGetItem(counts, 0))
     moved = bb.emit(relax.TupleGetItem(counts, 1))
     indices = bb.emit(relax.TupleGetItem(counts, 2))
-    out = bb.emit(R.vision.non_max_suppression(
-        moved, valid_count, indices, max_output_size=-1, iou_threshold=overlap,
-        force_suppress=force_suppress, top_k=topk, coord_start=coord_start,
-        score_index=score_index, id_index=id_index, return_indices=False, invalid_to_bottom=True,
-    ))
+    out = bb.emit(
+        R.vision.non_max_suppression(
+            moved,
+            valid_count,
+            indices,
+            max_output_size=-1,
+            iou_threshold=overlap,
+            force_suppress=force_suppress,
+            top_k=topk,
+            coord_start=coord_start,
+            score_index=score_index,
+            id_index=id_index,
+            return_indices=False,
+            invalid_to_bottom=True,
+        )
+    )
     if dtype != "float32":
         out = bb.emit(R.astype(out, dtype))
     if out_format == "center":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import graphviz
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 from .graph import HOST, Graph
 
 TARGET_COLORS = {
@@ -76,7 +76,18 @@ def _cluster_tree(graph: Graph) -> dict:
 def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool = True) -> graphviz.Digraph:
     """A Digraph of ``graph``: nodes coloured by target, a cluster per function,
     If branch and merged region, and dashed edges where data crosses targets."""
-    dot = graphviz.Digraph("G", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "label": escape(title), "labelloc": "t", "newrank": "true", "compound": "true"})
+    dot = graphviz.Digraph(
+        "G",
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": "Helvetica",
+            "fontsize": "11",
+            "label": escape(title),
+            "labelloc": "t",
+            "newrank": "true",
+            "compound": "true",
+        },
+    )
     dot.attr("node", fontname="Helvetica", fontsize="10")
     dot.attr("edge", fontname="Helvetica", fontsize="8", color="#495057")
     members: dict = {}
@@ -123,10 +134,17 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
 
 def _legend(dot, targets):
     rows = "".join(
-        f'<TR><TD BGCOLOR="{_html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>' for t in targets
+        f'<TR><TD BGCOLOR="{_html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>'
+        for t in targets
     )
     rows += '<TR><TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD></TR>'
-    dot.node("legend", f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3"><TR><TD COLSPAN="2"><B>targets</B></TD></TR>{rows}</TABLE>>', shape="plaintext", id="legend")
+    dot.node(
+        "legend",
+        '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+        f'<TR><TD COLSPAN="2"><B>targets</B></TD></TR>{rows}</TABLE>>',
+        shape="plaintext",
+        id="legend",
+    )
 
 
 def _html_color(color: str) -> str:
@@ -136,7 +154,7 @@ def _html_color(color: str) -> str:
 
     h, s, v = (float(x) for x in color.split())
     r, g, b = colorsys.hsv_to_rgb(h, s, v)
-    return "#%02x%02x%02x" % (int(r * 255), int(g * 255), int(b * 255))
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
 def check_dot() -> None:
@@ -144,7 +162,8 @@ def check_dot() -> None:
     if shutil.which("dot") is None:
         raise WorkbenchError(
             "Graphviz's dot program is not installed, so diagrams cannot be drawn.",
-            "install it: apt-get install graphviz (Debian/Ubuntu), brew install graphviz (macOS) or conda install -c conda-forge graphviz; make setup does it on Debian when run as root.",
+            "install it: apt-get install graphviz (Debian/Ubuntu), brew install graphviz (macOS) or "
+            "conda install -c conda-forge graphviz; make setup does it on Debian when run as root.",
         )
 
 

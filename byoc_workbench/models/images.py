@@ -93,8 +93,9 @@ def to_input(image: np.ndarray, mean=MEAN, std=STD) -> np.ndarray:
     return x[None].astype(np.float32)
 
 
-def load_test(path: str | os.PathLike | None = None, short: int = 512, max_size: int = 1024,
-              mean=MEAN, std=STD) -> tuple[np.ndarray, np.ndarray]:
+def load_test(
+    path: str | os.PathLike | None = None, short: int = 512, max_size: int = 1024, mean=MEAN, std=STD
+) -> tuple[np.ndarray, np.ndarray]:
     """Load a picture as GluonCV's ``presets.ssd.load_test(path, short)`` does.
 
     Parameters

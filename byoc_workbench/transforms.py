@@ -1,10 +1,9 @@
-"""Part 2's BYOC flow: an imported GluonCV model, partitioned for TensorRT.
+"""Low-level IR transforms the flows need before their patterns can match.
 
-Upstream's TensorRT pattern table has no batch_norm, so the imported graph is
+Upstream's TensorRT pattern table has no batch_norm, so an imported graph is
 first put in the form its patterns expect: each inference batch norm with
 constant statistics becomes a multiply and an add by constants, and the
-tuple plumbing batch norm leaves behind is removed (a ``Tuple``/
-``TupleGetItem`` pair between two claimed ops would otherwise split a region).
+tuple plumbing batch norm leaves behind is removed.
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import ir, stages
-from .rules import get_target
-from .session import Workbench
+from . import ir
 
 
 def _const(expr):
@@ -78,16 +75,3 @@ def prepare(mod: tvm.IRModule) -> tvm.IRModule:
             relax.transform.DeadCodeElimination(),
         ]
     )(fold_batch_norm(mod))
-
-
-def model_workbench(model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None) -> tuple:
-    """``(Workbench, ImportedModel)`` for a zoo model and a target's rules.
-
-    The workbench's titles carry the weights' label when they are untrained.
-    """
-    from . import ssd, zoo
-
-    imported = imported or ssd.import_model(model or zoo.DEFAULT_MODEL, weights)
-    mark = imported.weights_label if not imported.model.is_trained else ""
-    wb = Workbench(prepare(imported.mod), get_target(target), prune_rule=prune_rule or stages.no_mac(), mark=mark)
-    return wb, imported

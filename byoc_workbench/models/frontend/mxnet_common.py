@@ -29,7 +29,7 @@ def scalar(value, like) -> relax.Constant:
 def unsupported(attrs, what: str):
     """Raise the error for an attribute value the converter does not cover."""
     raise MXNetConversionError(
-        f"node {attrs.node!r}: {what} is not supported — extend the converter in byoc_workbench.frontend"
+        f"node {attrs.node!r}: {what} is not supported — extend the converter in byoc_workbench.models.frontend"
     )
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import execute, images, zoo
+from .. import execute
+from . import images, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class ImportedModel:
 
     @property
     def weights_label(self) -> str:
-        """See :attr:`byoc_workbench.zoo.LoadedModel.weights_label`."""
+        """See :attr:`byoc_workbench.models.zoo.LoadedModel.weights_label`."""
         return self.model.weights_label
 
 
@@ -50,21 +51,26 @@ class Detections(dict):
 
 def relax_op_counts(mod) -> dict[str, int]:
     """Count the Relax operator calls in ``mod``, most frequent first."""
-    from .profile import profile
+    from ..draw.profile import profile
 
     return dict(profile(mod).rows())
 
 
-def import_model(model: str = zoo.DEFAULT_MODEL, weights=None, input_shape=None,
-                 bind_params: bool = True, loaded: zoo.LoadedModel | None = None) -> ImportedModel:
+def import_model(
+    model: str = zoo.DEFAULT_MODEL,
+    weights=None,
+    input_shape=None,
+    bind_params: bool = True,
+    loaded: zoo.LoadedModel | None = None,
+) -> ImportedModel:
     """Load a zoo model and import it into Relax.
 
     Parameters
     ----------
     model : str
-        A name from :data:`byoc_workbench.zoo.MODELS`.
+        A name from :data:`byoc_workbench.models.zoo.MODELS`.
     weights : None, "trained", "untrained" or path
-        See :func:`byoc_workbench.zoo.load_model`.
+        See :func:`byoc_workbench.models.zoo.load_model`.
     input_shape : tuple, optional
         ``(1, 3, H, W)``; defaults to the model's (512x512 for SSD).
     bind_params : bool
@@ -110,8 +116,7 @@ def _detections(outputs, loaded) -> Detections:
     return result
 
 
-def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str = "tvm",
-        short: int = 512) -> Detections:
+def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str = "tvm", short: int = 512) -> Detections:
     """Detect objects in one picture with an SSD model.
 
     Parameters
@@ -119,7 +124,7 @@ def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str =
     model : str
         A detection model of the zoo.
     weights : None, "trained", "untrained" or path
-        See :func:`byoc_workbench.zoo.load_model`.
+        See :func:`byoc_workbench.models.zoo.load_model`.
     image : path, optional
         JPEG or PNG; None for the default picture (:func:`images.default_image_path`).
     backend : {"tvm", "mxnet"}
@@ -147,3 +152,21 @@ def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str =
         return _detections([o.asnumpy() for o in loaded.block(mx.nd.array(x))], loaded)
     imported = import_model(model, input_shape=x.shape, loaded=loaded)
     return _detections(execute.run(imported.mod, [x]), loaded)
+
+
+def model_workbench(
+    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None
+) -> tuple:
+    """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
+
+    The workbench's titles carry the weights' label when they are untrained.
+    """
+    from ..flow import stages
+    from ..flow.rules import get_target
+    from ..session import Workbench
+    from ..transforms import prepare
+
+    imported = imported or import_model(model or zoo.DEFAULT_MODEL, weights)
+    mark = imported.weights_label if not imported.model.is_trained else ""
+    wb = Workbench(prepare(imported.mod), get_target(target), prune_rule=prune_rule or stages.no_mac(), mark=mark)
+    return wb, imported

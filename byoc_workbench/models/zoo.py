@@ -40,8 +40,7 @@ REPO_ENV = "MXNET_GLUON_REPO"
 APACHE_REPO_URL = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/"
 DOWNLOAD_TIMEOUT_S = 10.0
 UNTRAINED_LABEL = "untrained weights"
-_INSTALL_HINT = ('use Python 3.11 and `make setup`, or pip install mxnet==1.9.1 '
-                 'gluoncv==0.10.5.post0 "numpy<1.24"')
+_INSTALL_HINT = 'use Python 3.11 and `make setup`, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
 
 
 @dataclass(frozen=True)
@@ -57,12 +56,13 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("ssd_512_resnet50_v1_coco", (1, 3, 512, 512), "detection",
-                  "c48351620d4f0cbc49e4f7a84c8e67ef8fdc6e09"),
-        ModelSpec("ssd_512_mobilenet1.0_coco", (1, 3, 512, 512), "detection",
-                  "da9756faa5b9b4e34dedcf83ee0733d5895796ad"),
-        ModelSpec("resnet50_v1", (1, 3, 224, 224), "classification",
-                  "cc729d95031ca98cf2ff362eb57dee4d9994e4b2"),
+        ModelSpec(
+            "ssd_512_resnet50_v1_coco", (1, 3, 512, 512), "detection", "c48351620d4f0cbc49e4f7a84c8e67ef8fdc6e09"
+        ),
+        ModelSpec(
+            "ssd_512_mobilenet1.0_coco", (1, 3, 512, 512), "detection", "da9756faa5b9b4e34dedcf83ee0733d5895796ad"
+        ),
+        ModelSpec("resnet50_v1", (1, 3, 224, 224), "classification", "cc729d95031ca98cf2ff362eb57dee4d9994e4b2"),
     )
 }
 
@@ -126,14 +126,13 @@ class LoadedModel:
 
 # --- names and the cache ---------------------------------------------------------------
 
+
 def model_spec(name: str) -> ModelSpec:
     """Return the :class:`ModelSpec` of ``name`` or raise :class:`UnknownModelError`."""
     try:
         return MODELS[name]
     except KeyError:
-        raise UnknownModelError(
-            f"unknown model {name!r} — use one of: {', '.join(MODELS)}"
-        ) from None
+        raise UnknownModelError(f"unknown model {name!r} — use one of: {', '.join(MODELS)}") from None
 
 
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
@@ -151,7 +150,7 @@ def weights_url(name: str, repo_url: str | None = None) -> str:
     """The zip URL GluonCV downloads the trained weights from."""
     repo = repo_url or os.environ.get(REPO_ENV) or APACHE_REPO_URL
     repo = repo if repo.endswith("/") else repo + "/"
-    return f"{repo}gluon/models/{params_file_name(name)[:-len('.params')]}.zip"
+    return f"{repo}gluon/models/{params_file_name(name)[: -len('.params')]}.zip"
 
 
 def sha1_of(path: str | os.PathLike) -> str:
@@ -174,8 +173,9 @@ def cached_weights(name: str, cache: str | os.PathLike | None = None) -> Path | 
     return path
 
 
-def download_weights(name: str, cache: str | os.PathLike | None = None,
-                     repo_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+def download_weights(
+    name: str, cache: str | os.PathLike | None = None, repo_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S
+) -> Path:
     """Download GluonCV's trained weights into the cache, checking the sha1.
 
     Parameters
@@ -206,8 +206,9 @@ def download_weights(name: str, cache: str | os.PathLike | None = None,
             with zipfile.ZipFile(zip_path) as zf:
                 zf.extract(target.name, tmp)
         except (zipfile.BadZipFile, KeyError) as err:
-            raise DownloadError(f"{url} is not GluonCV's weights archive ({err}) — "
-                                f"check {REPO_ENV} or supply the file with --weights") from None
+            raise DownloadError(
+                f"{url} is not GluonCV's weights archive ({err}) — check {REPO_ENV} or supply the file with --weights"
+            ) from None
         if sha1_of(Path(tmp) / target.name) != model_spec(name).sha1:
             raise DownloadError(f"{url} gave a file with the wrong sha1 — retry, or put a good copy at {target}")
         shutil.move(str(Path(tmp) / target.name), target)
@@ -225,12 +226,17 @@ def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
                     bar.update(len(chunk))
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
-        raise DownloadError(f"cannot download {url} ({reason}) — put {target.name} in "
-                            f"{target.parent} or pass --weights PATH") from None
+        raise DownloadError(
+            f"cannot download {url} ({reason}) — put {target.name} in {target.parent} or pass --weights PATH"
+        ) from None
 
 
-def prefetch(models=None, cache: str | os.PathLike | None = None,
-             repo_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S) -> dict:
+def prefetch(
+    models=None,
+    cache: str | os.PathLike | None = None,
+    repo_url: str | None = None,
+    timeout: float = DOWNLOAD_TIMEOUT_S,
+) -> dict:
     """Fill the cache with trained weights ahead of a workshop.
 
     Returns
@@ -250,14 +256,19 @@ def prefetch(models=None, cache: str | os.PathLike | None = None,
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}
         except (DownloadError, ZooError) as err:
             report[name] = {
-                "ok": False, "path": str(target), "error": str(err),
-                "how_to_fix": (f"download {weights_url(name, repo_url)}, unzip it and put "
-                               f"{target.name} at {target}, or pass --weights /path/to/{target.name}"),
+                "ok": False,
+                "path": str(target),
+                "error": str(err),
+                "how_to_fix": (
+                    f"download {weights_url(name, repo_url)}, unzip it and put "
+                    f"{target.name} at {target}, or pass --weights /path/to/{target.name}"
+                ),
             }
     return report
 
 
 # --- building and initialising ---------------------------------------------------------
+
 
 def _import_mxnet():
     try:
@@ -277,8 +288,14 @@ def build_block(name: str):
     return model_zoo.get_model(name, pretrained=False, **kwargs)
 
 
-def seeded_init(block, seed: int = 0, input_shape=(1, 3, 224, 224), background_logit: float = 4.0,
-                class_scale: float = 0.6, box_scale: float = 0.1) -> None:
+def seeded_init(
+    block,
+    seed: int = 0,
+    input_shape=(1, 3, 224, 224),
+    background_logit: float = 4.0,
+    class_scale: float = 0.6,
+    box_scale: float = 0.1,
+) -> None:
     """Initialise every learnt parameter from ``seed``, deterministically.
 
     Conv and dense weights are He-normal. Batch-norm statistics are then measured
@@ -349,8 +366,7 @@ def _calibration_batch(rng, input_shape) -> np.ndarray:
     from . import images
 
     height, width = input_shape[2], input_shape[3]
-    picture = cv2.resize(images.read_image(images.default_image_path()), (width, height),
-                         interpolation=cv2.INTER_CUBIC)
+    picture = cv2.resize(images.read_image(images.default_image_path()), (width, height), interpolation=cv2.INTER_CUBIC)
     noise = rng.uniform(-2.0, 2.0, (1, 3, height, width)).astype(np.float32)
     return np.concatenate([images.to_input(picture), noise])
 
@@ -429,8 +445,12 @@ def _quiet_mxnet(func):
 
 
 @_quiet_mxnet
-def load_model(name: str = DEFAULT_MODEL, weights: str | os.PathLike | None = None,
-               cache: str | os.PathLike | None = None, seed: int = 0) -> LoadedModel:
+def load_model(
+    name: str = DEFAULT_MODEL,
+    weights: str | os.PathLike | None = None,
+    cache: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> LoadedModel:
     """Build a zoo model with its weights.
 
     Parameters

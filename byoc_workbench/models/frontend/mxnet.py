@@ -15,8 +15,8 @@ import json
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 import tvm
@@ -51,7 +51,7 @@ class UnsupportedOperatorError(MXNetImportError):
         )
         super().__init__(
             f"{len(self.missing)} unsupported MXNet op(s): {listing} — add a converter for each "
-            "to byoc_workbench.frontend.mxnet.CONVERTERS (or pass converters=...)"
+            "to byoc_workbench.models.frontend.mxnet.CONVERTERS (or pass converters=...)"
         )
 
 
@@ -261,8 +261,10 @@ def from_mxnet(
                 "add it to shape_dict (data) or to arg_params/aux_params (weights)"
             )
     if not inputs:
-        raise MXNetImportError(f"no graph input is named in shape_dict {sorted(shape_dict)} — "
-                               "pass e.g. shape_dict={'data': (1, 3, 512, 512)}")
+        raise MXNetImportError(
+            f"no graph input is named in shape_dict {sorted(shape_dict)} — "
+            "pass e.g. shape_dict={'data': (1, 3, 512, 512)}"
+        )
 
     with bb.function("main", inputs + param_vars):
         with bb.dataflow():
@@ -275,8 +277,13 @@ def from_mxnet(
     return mod, dict(used_params)
 
 
-def from_gluon(block, shape_dict: Mapping[str, tuple], bind_params: bool = True, dtype: str = "float32",
-               progress: bool | None = None) -> tuple[tvm.IRModule, dict[str, np.ndarray]]:
+def from_gluon(
+    block,
+    shape_dict: Mapping[str, tuple],
+    bind_params: bool = True,
+    dtype: str = "float32",
+    progress: bool | None = None,
+) -> tuple[tvm.IRModule, dict[str, np.ndarray]]:
     """Convert a Gluon ``HybridBlock`` to Relax (see :func:`from_mxnet`).
 
     The block is hybridized and, if it has never run, run once on zeros so that

@@ -8,8 +8,8 @@ import html
 
 import tvm
 
-from . import ir
-from .stages import op_owners
+from .. import ir
+from ..flow.summary import op_owners
 
 
 @dataclasses.dataclass
@@ -50,7 +50,9 @@ def table_text(p: Profile) -> str:
 
 def table_html(p: Profile) -> str:
     """An HTML table for notebooks."""
-    head = f"<b>{p.total} ops</b>" + (f' <span style="color:#c92a2a;font-weight:bold">[{html.escape(p.mark)}]</span>' if p.mark else "")
+    head = f"<b>{p.total} ops</b>" + (
+        f' <span style="color:#c92a2a;font-weight:bold">[{html.escape(p.mark)}]</span>' if p.mark else ""
+    )
     rows = "".join(f"<tr><td>{html.escape(op)}</td><td style='text-align:right'>{n}</td></tr>" for op, n in p.rows())
     sub = ", ".join(f"{html.escape(t)}: {n}" for t, n in sorted(p.subgraphs.items())) or "none"
     return f"<div>{head}<br>subgraphs per target: {sub}<table><tr><th>op</th><th>count</th></tr>{rows}</table></div>"
@@ -68,5 +70,16 @@ def plot(p: Profile, ax=None, top: int = 25):
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("count")
     if p.mark:
-        ax.text(0.98, 0.02, p.mark.upper(), transform=ax.transAxes, ha="right", va="bottom", color="#c92a2a", fontsize=12, fontweight="bold", alpha=0.8)
+        ax.text(
+            0.98,
+            0.02,
+            p.mark.upper(),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            color="#c92a2a",
+            fontsize=12,
+            fontweight="bold",
+            alpha=0.8,
+        )
     return ax

@@ -21,8 +21,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import ir
-from .errors import WorkbenchError
+from .. import ir
+from ..errors import WorkbenchError
 
 _BINARY = {
     "relax.add": "np.add",
@@ -77,12 +77,16 @@ def _emit(call: relax.Call, args: list) -> str:
     )
 
 
-SUPPORTED_OPS = frozenset(_BINARY) | frozenset(_UNARY) | {
-    "relax.reshape",
-    "relax.expand_dims",
-    "relax.permute_dims",
-    "relax.nn.conv2d",
-}
+SUPPORTED_OPS = (
+    frozenset(_BINARY)
+    | frozenset(_UNARY)
+    | {
+        "relax.reshape",
+        "relax.expand_dims",
+        "relax.permute_dims",
+        "relax.nn.conv2d",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -122,14 +126,16 @@ def generate_source(name: str, func: relax.Function) -> tuple:
         if ir.is_var(expr):
             return text[expr]
         if isinstance(expr, tvm.ir.expr.Constant):
-            value = np.asarray(expr.value.numpy() if hasattr(expr.value, 'numpy') else expr.value)
+            value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
             if value.ndim == 0:
                 return f"np.array({value.item()!r}, dtype={str(value.dtype)!r})"
             constants.append(value)
             return f"CONST[{len(constants) - 1}]"
         if isinstance(expr, relax.ShapeExpr):
             return repr(_ints(expr.values))
-        raise WorkbenchError(f"The teaching codegen cannot pass a {type(expr).__name__} as an argument.", "keep such ops on the host.")
+        raise WorkbenchError(
+            f"The teaching codegen cannot pass a {type(expr).__name__} as an argument.", "keep such ops on the host."
+        )
 
     def body(f, comment=None):
         local: dict = {}
@@ -156,7 +162,9 @@ def generate_source(name: str, func: relax.Function) -> tuple:
                 elif ir.is_var(value):
                     text[b.var] = arg(value)
                 else:
-                    raise WorkbenchError(f"The teaching codegen cannot compile a {type(value).__name__} binding.", "keep it on the host.")
+                    raise WorkbenchError(
+                        f"The teaching codegen cannot compile a {type(value).__name__} binding.", "keep it on the host."
+                    )
         result = f.body.body
         if isinstance(result, relax.Tuple):
             return "(" + ", ".join(arg(x) for x in result.fields) + ",)"
@@ -178,7 +186,11 @@ def compile_subgraph(name: str, func: relax.Function) -> Generated:
     digest = hashlib.sha1(source.encode() + b"".join(c.tobytes() for c in constants)).hexdigest()[:10]
     # The digest keeps two modules whose subgraphs share a name from calling each other's code.
     symbol = f"byoc_workbench.{name}.{digest}"
-    namespace = {"np": np, "kernels": __import__("byoc_workbench.kernels", fromlist=["kernels"]), "CONST": constants}
+    namespace = {
+        "np": np,
+        "kernels": __import__("byoc_workbench.backends.kernels", fromlist=["kernels"]),
+        "CONST": constants,
+    }
     exec(compile(source, f"<{symbol}>", "exec"), namespace)
     num_outputs = len(func.ret_ty.fields) if isinstance(func.ret_ty, relax.TupleType) else 1
     tvm.register_global_func(symbol, _packed(namespace[name], num_outputs), override=True)

@@ -18,7 +18,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 
 
 @I.ir_module
@@ -88,7 +88,9 @@ def load_model_file(path: str | Path):
     """
     path = Path(path)
     if not path.is_file():
-        raise WorkbenchError(f"Model file {path} does not exist.", "pass 'demo' or the path of a .py file that defines mod.")
+        raise WorkbenchError(
+            f"Model file {path} does not exist.", "pass 'demo' or the path of a .py file that defines mod."
+        )
     name = f"byoc_workbench_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -98,8 +100,9 @@ def load_model_file(path: str | Path):
     except Exception as err:  # the user's code can raise anything
         del sys.modules[name]
         line = _user_line(err, path)
+        first_line = str(err).splitlines()[0] if str(err) else ""
         raise WorkbenchError(
-            f"Model file {path} raised {type(err).__name__}{line}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(": "),
+            f"Model file {path} raised {type(err).__name__}{line}: {first_line}".rstrip(": "),
             "run the file with python to see the full traceback, and fix it.",
         ) from None
     mod = getattr(module, "mod", None)

@@ -1,19 +1,18 @@
 """A plain graph model of any stage's IRModule, for drawing and inspecting.
 
 No graphviz here: :func:`build_graph` turns a module into dataclasses, which
-tests can check directly; :mod:`byoc_workbench.render` draws them.
+tests can check directly; :mod:`byoc_workbench.draw.render` draws them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from . import ir
+from .. import ir
 
 HOST = "host"
 
@@ -29,8 +28,8 @@ class Node:
     ty: str = ""
     input_types: list = dataclasses.field(default_factory=list)
     attrs: dict = dataclasses.field(default_factory=dict)
-    rule: Optional[str] = None  # the rule (composite name) that claimed it
-    why: Optional[str] = None  # why no rule claimed it
+    rule: str | None = None  # the rule (composite name) that claimed it
+    why: str | None = None  # why no rule claimed it
     ops: list = dataclasses.field(default_factory=list)  # ops inside a composite or subgraph
     expandable: bool = False
 
@@ -42,7 +41,7 @@ class Edge:
     label: str = ""
     crosses: bool = False  # data crosses a target boundary
     kind: str = "data"  # or "call": from a call node to the function it calls
-    to_cluster: Optional[str] = None  # a call edge ends at the callee's cluster
+    to_cluster: str | None = None  # a call edge ends at the callee's cluster
 
 
 @dataclasses.dataclass
@@ -50,7 +49,7 @@ class Cluster:
     id: str
     label: str
     kind: str  # function, then, else, region, subgraph, composite
-    parent: Optional[str] = None
+    parent: str | None = None
     target: str = HOST
 
 
@@ -124,13 +123,15 @@ class _Builder:
 
     # -- values -----------------------------------------------------------------
 
-    def arg_node(self, expr, env, cluster) -> Optional[str]:
+    def arg_node(self, expr, env, cluster) -> str | None:
         if ir.is_var(expr):
             return env.get(expr)
         if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
-            value = np.asarray(expr.value.numpy() if hasattr(expr.value, 'numpy') else expr.value)
+            value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
-            return self.add_node(Node(self.new_id("c"), "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty)))
+            return self.add_node(
+                Node(self.new_id("c"), "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty))
+            )
         return None
 
     def function(self, name: str):
@@ -138,14 +139,18 @@ class _Builder:
         fid = self.cluster(f"fn_{name}", f"fn {name}", "function", None)
         env = {}
         for p in func.params:
-            env[p] = self.add_node(Node(self.new_id("in"), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param"))
+            env[p] = self.add_node(
+                Node(self.new_id("in"), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
+            )
         counter = [0]
         out = self.seq(name, func.body, env, fid, counter)
-        ret = self.add_node(Node(self.new_id("out"), "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty)))
+        ret = self.add_node(
+            Node(self.new_id("out"), "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty))
+        )
         if out:
             self.edge(out, ret, ir.type_str(func.ret_ty))
 
-    def seq(self, fname, seq, env, cluster, counter) -> Optional[str]:
+    def seq(self, fname, seq, env, cluster, counter) -> str | None:
         for block in seq.blocks:
             index = counter[0]
             counter[0] += 1
@@ -153,20 +158,31 @@ class _Builder:
                 region = self.region_of.get((fname, index, j))
                 where = cluster
                 if region is not None:
-                    where = self.cluster(f"region_{region.id}", f"region {region.id} → {region.target}", "region", cluster, region.target)
+                    where = self.cluster(
+                        f"region_{region.id}", f"region {region.id} → {region.target}", "region", cluster, region.target
+                    )
                 env[b.var] = self.binding(fname, b, env, where, counter)
         result = seq.body
         if ir.is_var(result):
             return env.get(result)
         return self.arg_node(result, env, cluster)
 
-    def binding(self, fname, b, env, cluster, counter) -> Optional[str]:
+    def binding(self, fname, b, env, cluster, counter) -> str | None:
         v = b.value
         ty = ir.type_str(b.var.ty)
         if ir.is_var(v):
             return env.get(v)  # an alias draws no node
         if isinstance(v, relax.If):
-            nid = self.add_node(Node(self.new_id("if"), "if", f"if {v.cond.name if ir.is_var(v.cond) else ''}", cluster=cluster, ty=ty, op="If"))
+            nid = self.add_node(
+                Node(
+                    self.new_id("if"),
+                    "if",
+                    f"if {v.cond.name if ir.is_var(v.cond) else ''}",
+                    cluster=cluster,
+                    ty=ty,
+                    op="If",
+                )
+            )
             cond = self.arg_node(v.cond, env, cluster)
             if cond:
                 self.edge(cond, nid, ir.type_str(v.cond.ty))
@@ -205,13 +221,33 @@ class _Builder:
             symbol = str(v.args[0].global_symbol)
             subgraph = symbol.split(".")[1] if symbol.startswith("byoc_workbench.") else symbol
             target = self.packed_targets.get(subgraph, HOST)
-            nid = self.add_node(Node(self.new_id("p"), "packed", f"{subgraph}\n(generated code)", target=target, op=symbol, cluster=cluster, ty=ty))
+            nid = self.add_node(
+                Node(
+                    self.new_id("p"),
+                    "packed",
+                    f"{subgraph}\n(generated code)",
+                    target=target,
+                    op=symbol,
+                    cluster=cluster,
+                    ty=ty,
+                )
+            )
             self.connect(v.args[1].fields, env, nid, cluster)
             return nid
         if isinstance(v.op, tvm.ir.Op):
             why = self.why.get(v.op.name, "no rule of this target covers this op")
             nid = self.add_node(
-                Node(self.new_id("n"), "op", _short(v.op.name), op=v.op.name, cluster=cluster, ty=ty, input_types=input_types, attrs=_attrs(v), why=why)
+                Node(
+                    self.new_id("n"),
+                    "op",
+                    _short(v.op.name),
+                    op=v.op.name,
+                    cluster=cluster,
+                    ty=ty,
+                    input_types=input_types,
+                    attrs=_attrs(v),
+                    why=why,
+                )
             )
             self.connect(v.args, env, nid, cluster)
             return nid
@@ -223,15 +259,56 @@ class _Builder:
             target = comp.split(".", 1)[0]
             nid = self.new_id("k")
             ops = ir.ops_in(func, self.mod)
-            node = Node(nid, "composite", comp, target=target, op=comp, cluster=cluster, ty=ty, input_types=input_types, rule=comp, ops=ops, expandable=True)
-            return self.expanded(node, func, v.args, env, cluster) if (nid in self.expand or comp in self.expand) else self.simple(node, v.args, env, cluster)
+            node = Node(
+                nid,
+                "composite",
+                comp,
+                target=target,
+                op=comp,
+                cluster=cluster,
+                ty=ty,
+                input_types=input_types,
+                rule=comp,
+                ops=ops,
+                expandable=True,
+            )
+            return (
+                self.expanded(node, func, v.args, env, cluster)
+                if (nid in self.expand or comp in self.expand)
+                else self.simple(node, v.args, env, cluster)
+            )
         if codegen:
             target = ir.subgraph_target(self.mod, callee_name)
             ops = ir.ops_in(func, self.mod)
             label = f"{callee_name}\n{_op_counts(ops)}"
-            node = Node(self.new_id("s"), "subgraph", label, target=target, op=callee_name, cluster=cluster, ty=ty, input_types=input_types, ops=ops, expandable=True)
-            return self.expanded(node, func, v.args, env, cluster) if callee_name in self.expand else self.simple(node, v.args, env, cluster)
-        nid = self.add_node(Node(self.new_id("f"), "call", f"call {callee_name}", op=callee_name, cluster=cluster, ty=ty, input_types=input_types))
+            node = Node(
+                self.new_id("s"),
+                "subgraph",
+                label,
+                target=target,
+                op=callee_name,
+                cluster=cluster,
+                ty=ty,
+                input_types=input_types,
+                ops=ops,
+                expandable=True,
+            )
+            return (
+                self.expanded(node, func, v.args, env, cluster)
+                if callee_name in self.expand
+                else self.simple(node, v.args, env, cluster)
+            )
+        nid = self.add_node(
+            Node(
+                self.new_id("f"),
+                "call",
+                f"call {callee_name}",
+                op=callee_name,
+                cluster=cluster,
+                ty=ty,
+                input_types=input_types,
+            )
+        )
         self.connect(v.args, env, nid, cluster)
         if callee_name != fname:
             self.calls.append((nid, callee_name))
@@ -269,8 +346,23 @@ class _Builder:
                 inner = ir.called_function(self.mod, b.value, local) if isinstance(b.value, relax.Call) else None
                 if inner is not None and b.value.op in local:
                     comp = ir.func_attr(inner, ir.COMPOSITE)
-                    sub = Node(self.new_id("k"), "composite", comp or "fn", target=node.target, op=comp or "", cluster=cid, ty=ir.type_str(b.var.ty), rule=comp, ops=ir.ops_in(inner, self.mod), expandable=True)
-                    inner_env[b.var] = self.expanded(sub, inner, b.value.args, inner_env, cid) if (comp in self.expand or sub.id in self.expand) else self.simple(sub, b.value.args, inner_env, cid)
+                    sub = Node(
+                        self.new_id("k"),
+                        "composite",
+                        comp or "fn",
+                        target=node.target,
+                        op=comp or "",
+                        cluster=cid,
+                        ty=ir.type_str(b.var.ty),
+                        rule=comp,
+                        ops=ir.ops_in(inner, self.mod),
+                        expandable=True,
+                    )
+                    inner_env[b.var] = (
+                        self.expanded(sub, inner, b.value.args, inner_env, cid)
+                        if (comp in self.expand or sub.id in self.expand)
+                        else self.simple(sub, b.value.args, inner_env, cid)
+                    )
                     continue
                 nid = self.binding(node.op, b, inner_env, cid, [0])
                 if nid and self.g.nodes[nid].kind == "op":
@@ -291,7 +383,9 @@ def _op_counts(ops, per_line: int = 4) -> str:
     return ",\n".join(", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line))
 
 
-def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None, constants=True) -> Graph:
+def build_graph(
+    mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None, constants=True
+) -> Graph:
     """The graph of a stage's module.
 
     ``regions`` (from the merge stage) become clusters; ``expand`` names
@@ -396,7 +490,9 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
         ops = [op for m in members for op in (g.nodes[m].ops if g.nodes[m].kind == "composite" else [g.nodes[m].op])]
         first = g.nodes[members[0]]
         label = f"{len(ops)} ops\n{_op_counts(ops)}"
-        out.nodes[fid] = Node(fid, "fold", label, target=first.target, cluster=first.cluster, ops=ops, expandable=True, op="folded")
+        out.nodes[fid] = Node(
+            fid, "fold", label, target=first.target, cluster=first.cluster, ops=ops, expandable=True, op="folded"
+        )
         rename.update({m: fid for m in members})
     for nid, n in g.nodes.items():
         if nid not in rename:

@@ -11,8 +11,8 @@ from tvm.relax import op as R
 
 from .mxnet_common import dtype_of, norm_axis, scalar, shape_of, unsupported
 
-
 # --- factories -------------------------------------------------------------------------
+
 
 def unary(fn):
     """Converter for a one-input op with no attributes."""
@@ -60,6 +60,7 @@ def reduce(fn):
 
 # --- shape ops -------------------------------------------------------------------------
 
+
 def mxnet_reshape_shape(in_shape, spec, reverse=False) -> tuple[int, ...]:
     """Resolve MXNet's Reshape codes (0 copy, -1 infer, -2 copy rest, -3 merge two, -4 split).
 
@@ -78,21 +79,28 @@ def mxnet_reshape_shape(in_shape, spec, reverse=False) -> tuple[int, ...]:
     while i < len(spec):
         code = spec[i]
         if code == 0:
-            out.append(in_shape[src]); src += 1
+            out.append(in_shape[src])
+            src += 1
         elif code == -1:
-            out.append(-1); src += 1
+            out.append(-1)
+            src += 1
         elif code == -2:
-            out.extend(in_shape[src:]); src = len(in_shape)
+            out.extend(in_shape[src:])
+            src = len(in_shape)
         elif code == -3:
-            out.append(in_shape[src] * in_shape[src + 1]); src += 2
+            out.append(in_shape[src] * in_shape[src + 1])
+            src += 2
         elif code == -4:
             d1, d2 = spec[i + 1], spec[i + 2]
             whole = in_shape[src]
             d1 = whole // d2 if d1 == -1 else d1
             d2 = whole // d1 if d2 == -1 else d2
-            out.extend([d1, d2]); src += 1; i += 2
+            out.extend([d1, d2])
+            src += 1
+            i += 2
         else:
-            out.append(int(code)); src += 1
+            out.append(int(code))
+            src += 1
         i += 1
     if -1 in out:
         known = int(np.prod([d for d in out if d != -1]))
@@ -106,7 +114,8 @@ def _reverse_spec(spec):
     spec = list(spec)
     while i < len(spec):
         step = 3 if spec[i] == -4 else 1
-        groups.append(spec[i:i + step]); i += step
+        groups.append(spec[i : i + step])
+        i += step
     return [v for g in reversed(groups) for v in ([g[0], g[2], g[1]] if g[0] == -4 else g)]
 
 
@@ -163,7 +172,10 @@ def _slice(bb, inputs, attrs):
             # A negative step walks from the end; an open end runs past index 0.
             b = shape[axis] - 1 if b is None else b
             e = -shape[axis] - 1 if e is None else e
-        axes.append(axis); begins.append(int(b)); ends.append(int(e)); strides.append(s)
+        axes.append(axis)
+        begins.append(int(b))
+        ends.append(int(e))
+        strides.append(s)
     return R.strided_slice(x, axes, begins, ends, strides)
 
 
@@ -223,36 +235,80 @@ def _rpower_scalar(bb, inputs, attrs):
 
 _BINARY = {"add": R.add, "sub": R.subtract, "mul": R.multiply, "div": R.divide}
 _BROADCAST = {**_BINARY, "maximum": R.maximum, "minimum": R.minimum, "power": R.power}
-_COMPARE = {"greater": R.greater, "greater_equal": R.greater_equal, "lesser": R.less,
-            "lesser_equal": R.less_equal, "equal": R.equal, "not_equal": R.not_equal}
+_COMPARE = {
+    "greater": R.greater,
+    "greater_equal": R.greater_equal,
+    "lesser": R.less,
+    "lesser_equal": R.less_equal,
+    "equal": R.equal,
+    "not_equal": R.not_equal,
+}
 
 TENSOR_CONVERTERS = {
     **{f"elemwise_{k}": binary(f) for k, f in _BINARY.items()},
     **{f"broadcast_{k}": binary(f) for k, f in _BROADCAST.items()},
     **{f"_{k}": binary(f) for k, f in _BINARY.items()},
-    "_plus": binary(R.add), "_minus": binary(R.subtract), "_Plus": binary(R.add),
-    "_Minus": binary(R.subtract), "_Mul": binary(R.multiply), "_Div": binary(R.divide),
-    "_maximum": binary(R.maximum), "_minimum": binary(R.minimum),
+    "_plus": binary(R.add),
+    "_minus": binary(R.subtract),
+    "_Plus": binary(R.add),
+    "_Minus": binary(R.subtract),
+    "_Mul": binary(R.multiply),
+    "_Div": binary(R.divide),
+    "_maximum": binary(R.maximum),
+    "_minimum": binary(R.minimum),
     **{f"broadcast_{k}": compare(f) for k, f in _COMPARE.items()},
     **{f"_{k}": compare(f) for k, f in _COMPARE.items()},
-    "_plus_scalar": with_scalar(R.add), "_minus_scalar": with_scalar(R.subtract),
+    "_plus_scalar": with_scalar(R.add),
+    "_minus_scalar": with_scalar(R.subtract),
     "_rminus_scalar": with_scalar(R.subtract, reverse=True),
-    "_mul_scalar": with_scalar(R.multiply), "_div_scalar": with_scalar(R.divide),
+    "_mul_scalar": with_scalar(R.multiply),
+    "_div_scalar": with_scalar(R.divide),
     "_rdiv_scalar": with_scalar(R.divide, reverse=True),
-    "_maximum_scalar": with_scalar(R.maximum), "_minimum_scalar": with_scalar(R.minimum),
-    "_power_scalar": _power_scalar, "_rpower_scalar": _rpower_scalar,
+    "_maximum_scalar": with_scalar(R.maximum),
+    "_minimum_scalar": with_scalar(R.minimum),
+    "_power_scalar": _power_scalar,
+    "_rpower_scalar": _rpower_scalar,
     **{f"_{k}_scalar": with_scalar(f, is_compare=True) for k, f in _COMPARE.items()},
-    "relu": unary(R.nn.relu), "sigmoid": unary(R.sigmoid), "tanh": unary(R.tanh),
-    "exp": unary(R.exp), "log": unary(R.log), "sqrt": unary(R.sqrt), "rsqrt": unary(R.rsqrt),
-    "abs": unary(R.abs), "negative": unary(R.negative), "square": unary(R.square),
-    "floor": unary(R.floor), "ceil": unary(R.ceil), "round": unary(R.round), "sign": unary(R.sign),
-    "sum": reduce(R.sum), "mean": reduce(R.mean), "max": reduce(R.max), "min": reduce(R.min),
+    "relu": unary(R.nn.relu),
+    "sigmoid": unary(R.sigmoid),
+    "tanh": unary(R.tanh),
+    "exp": unary(R.exp),
+    "log": unary(R.log),
+    "sqrt": unary(R.sqrt),
+    "rsqrt": unary(R.rsqrt),
+    "abs": unary(R.abs),
+    "negative": unary(R.negative),
+    "square": unary(R.square),
+    "floor": unary(R.floor),
+    "ceil": unary(R.ceil),
+    "round": unary(R.round),
+    "sign": unary(R.sign),
+    "sum": reduce(R.sum),
+    "mean": reduce(R.mean),
+    "max": reduce(R.max),
+    "min": reduce(R.min),
     "prod": reduce(R.prod),
-    "Reshape": _reshape, "reshape": _reshape, "transpose": _transpose,
-    "Concat": _concat, "concat": _concat, "stack": _stack,
-    "expand_dims": _expand_dims, "squeeze": _squeeze,
-    "slice_axis": _slice_axis, "slice": _slice, "crop": _slice, "slice_like": _slice_like,
-    "zeros_like": _like(R.zeros_like), "ones_like": _like(R.ones_like),
-    "where": _where, "_arange": _arange, "clip": _clip, "Cast": _cast, "cast": _cast,
-    "_copy": _identity, "identity": _identity, "BlockGrad": _identity, "stop_gradient": _identity,
+    "Reshape": _reshape,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "Concat": _concat,
+    "concat": _concat,
+    "stack": _stack,
+    "expand_dims": _expand_dims,
+    "squeeze": _squeeze,
+    "slice_axis": _slice_axis,
+    "slice": _slice,
+    "crop": _slice,
+    "slice_like": _slice_like,
+    "zeros_like": _like(R.zeros_like),
+    "ones_like": _like(R.ones_like),
+    "where": _where,
+    "_arange": _arange,
+    "clip": _clip,
+    "Cast": _cast,
+    "cast": _cast,
+    "_copy": _identity,
+    "identity": _identity,
+    "BlockGrad": _identity,
+    "stop_gradient": _identity,
 }

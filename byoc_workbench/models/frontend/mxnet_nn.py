@@ -99,8 +99,9 @@ def _pooling(bb, inputs, attrs):
     if kind == "avg":
         # MXNet counts the padding in the average unless told otherwise.
         include_pad = attrs.bool("count_include_pad", True)
-        return R.nn.avg_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode,
-                               count_include_pad=include_pad, layout=layout)
+        return R.nn.avg_pool2d(
+            x, kernel, strides, padding, ceil_mode=ceil_mode, count_include_pad=include_pad, layout=layout
+        )
     unsupported(attrs, f"Pooling pool_type={kind!r}")
 
 

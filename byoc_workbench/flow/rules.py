@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import tvm
 from tvm import relax
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
-from .errors import WorkbenchError
+from ..errors import WorkbenchError
 
 CallCheck = Callable[[relax.Call], bool]
 
@@ -33,13 +33,13 @@ class Rule:
     target: str
     name: str
     kind: str
-    op: Optional[str] = None
-    pattern: Optional[DFPattern] = None
-    check: Optional[CallCheck] = None
+    op: str | None = None
+    pattern: DFPattern | None = None
+    check: CallCheck | None = None
     doc: str = ""
     # Upstream pattern tables check a PatternCheckContext, not a call.
     annotations: dict = dataclasses.field(default_factory=dict, compare=False)
-    ctx_check: Optional[Callable] = dataclasses.field(default=None, compare=False)
+    ctx_check: Callable | None = dataclasses.field(default=None, compare=False)
 
     @property
     def qualified(self) -> str:

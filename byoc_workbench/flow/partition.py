@@ -17,7 +17,7 @@ import heapq
 import tvm
 from tvm import relax
 
-from . import ir
+from .. import ir
 from .regions import Region
 from .rules import codegen_name
 
@@ -103,7 +103,7 @@ def _topo_units(units: list) -> list:
             if waiting[u] == 0:
                 heapq.heappush(ready, (units[u]["order"], u))
     if len(done) != len(units):
-        raise RuntimeError("partition made a cycle between regions; this is a bug in byoc_workbench.regions")
+        raise RuntimeError("partition made a cycle between regions; this is a bug in byoc_workbench.flow.regions")
     return [units[k] for k in done]
 
 
@@ -133,8 +133,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
                 members = set(r.bindings)
                 member_vars = [bindings[i].var for i in r.bindings]
                 outputs = [
-                    v for v in member_vars
-                    if any(not (bi == block_index and j in members) for bi, j in uses.get(v, ()))
+                    v for v in member_vars if any(not (bi == block_index and j in members) for bi, j in uses.get(v, ()))
                 ]
                 sub, inputs = _region_function(mod, bindings, r, outputs, names[r.id])
                 gv = editor.add(names[r.id], sub)
@@ -155,7 +154,11 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions.
     called = set().union(*ir.calls_between_functions(new_mod).values())
-    unused = [gv.name_hint for gv, f in new_mod.functions.items() if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called]
+    unused = [
+        gv.name_hint
+        for gv, f in new_mod.functions.items()
+        if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called
+    ]
     for name in unused:
         del new_mod[new_mod.get_global_var(name)]
     return new_mod

@@ -10,11 +10,26 @@ from .render import target_color
 def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:
     """``[(class_id, score, (x0, y0, x1, y1)), ...]`` with score >= ``thresh``, best first."""
     ids, scores, boxes = (np.asarray(a).reshape(-1, n) for a, n in ((ids, 1), (scores, 1), (boxes, 4)))
-    rows = [(int(i[0]), float(s[0]), tuple(float(v) for v in b)) for i, s, b in zip(ids, scores, boxes) if i[0] >= 0 and s[0] >= thresh]
+    rows = [
+        (int(i[0]), float(s[0]), tuple(float(v) for v in b))
+        for i, s, b in zip(ids, scores, boxes)
+        if i[0] >= 0 and s[0] >= thresh
+    ]
     return sorted(rows, key=lambda r: -r[1])
 
 
-def draw_detections(image, ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = "", title: str = "", ax=None):
+def draw_detections(
+    image,
+    ids,
+    scores,
+    boxes,
+    class_names=(),
+    thresh: float = 0.5,
+    top: int = 20,
+    mark: str = "",
+    title: str = "",
+    ax=None,
+):
     """Draw the ``top`` best detections scoring at least ``thresh``; ``mark`` (e.g.
     "untrained weights") is written across the picture."""
     import matplotlib.pyplot as plt
@@ -30,11 +45,30 @@ def draw_detections(image, ids, scores, boxes, class_names=(), thresh: float = 0
         color = target_color(name) if not name.startswith("#") else name
         color = _rgb(color)
         ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor=color, linewidth=2))
-        ax.text(x0, y0 - 2, f"{name} {score:.2f}", fontsize=8, color="white", bbox=dict(facecolor=color, alpha=0.8, pad=1, edgecolor="none"))
+        ax.text(
+            x0,
+            y0 - 2,
+            f"{name} {score:.2f}",
+            fontsize=8,
+            color="white",
+            bbox=dict(facecolor=color, alpha=0.8, pad=1, edgecolor="none"),
+        )
     shown = f"{len(rows)} of {len(found)} detections with score >= {thresh}"
     ax.set_title(f"{title}\n{shown}" if title else shown, fontsize=10)
     if mark:
-        ax.text(0.5, 0.5, mark.upper(), transform=ax.transAxes, ha="center", va="center", rotation=30, fontsize=22, color="#c92a2a", alpha=0.55, fontweight="bold")
+        ax.text(
+            0.5,
+            0.5,
+            mark.upper(),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            rotation=30,
+            fontsize=22,
+            color="#c92a2a",
+            alpha=0.55,
+            fontweight="bold",
+        )
     return ax
 
 

@@ -20,7 +20,7 @@ import dataclasses
 import tvm
 from tvm import relax
 
-from . import ir
+from .. import ir
 
 
 @dataclasses.dataclass
@@ -113,7 +113,7 @@ def _block_groups(mod, block) -> list:
     for i in range(len(block.bindings)):
         members.setdefault(groups.find(i), []).append(i)
     out = []
-    for root, idx in sorted(members.items(), key=lambda kv: kv[1][0]):
+    for _root, idx in sorted(members.items(), key=lambda kv: kv[1][0]):
         tgt = target[idx[0]]
         if tgt is not None:
             out.append((tgt, idx))

@@ -1,0 +1,127 @@
+"""The BYOC stages, each a function from IRModule to IRModule.
+
+source -> composite -> annotate -> merge -> partition -> prune -> codegen
+
+``run_stages`` runs them all for one rule set and returns a :class:`Stage`
+per step, holding the module, a structured summary and what changed since the
+step before. Nothing here changes global state except registering generated
+kernels under content-hashed names.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from .. import ir
+from ..backends.teaching import run_codegen
+from ..errors import WorkbenchError
+from .partition import partition as _partition
+from .prune import PruneRule, keep_all, no_mac, prune
+from .regions import propose_regions
+from .summary import Subgraph, rule_matches, summarize
+
+STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
+
+
+def check_module(mod) -> tvm.IRModule:
+    """``mod`` normalized and type-checked, or a one-line error."""
+    if not isinstance(mod, tvm.IRModule):
+        raise WorkbenchError(
+            f"Expected a tvm.IRModule, got {type(mod).__name__}.",
+            "pass a Relax IRModule, e.g. one written with @I.ir_module.",
+        )
+    if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+        raise WorkbenchError("The module has no function named main.", "name the entry function main.")
+    try:
+        mod = relax.transform.Normalize()(mod)
+        if relax.analysis.well_formed(mod) is False:
+            raise RuntimeError("the module is not well formed")
+    except (RuntimeError, ValueError, TypeError) as err:  # TVM's errors derive from these
+        first = next(
+            (ln for ln in str(err).splitlines() if ln.strip() and not ln.startswith(("Traceback", "  File"))), str(err)
+        )
+        raise WorkbenchError(
+            f"The module fails type checking: {first.strip()}",
+            "fix the types of the module (shapes, dtypes, arguments) so that relax.transform.Normalize accepts it.",
+        ) from None
+    return mod
+
+
+def _fuse(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    if not rules:
+        return mod
+    # Patterns must not match inside composites made earlier, so only host functions are entries.
+    return relax.transform.FuseOpsByPattern(
+        [r.fusion_pattern() for r in rules],
+        bind_constants=False,
+        annotate_codegen=False,
+        entry_functions=ir.host_functions(mod),
+    )(mod)
+
+
+def composite(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """Pattern rules: each match becomes a call to a function with a ``Composite`` attribute."""
+    return _fuse(mod, [r for r in rules if r.kind == "pattern"])
+
+
+def annotate(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """Per-op rules: each claimed call is wrapped like a one-op composite, so every
+    claimed node now names its target (the prefix of its ``Composite`` name)."""
+    return _fuse(mod, [r for r in rules if r.kind == "op"])
+
+
+def merge(mod: tvm.IRModule) -> tuple:
+    """Find the regions that can become subgraphs. The IR is unchanged."""
+    return mod, propose_regions(mod)
+
+
+def partition(mod: tvm.IRModule, regions) -> tvm.IRModule:
+    """Lift each region into a global function with ``Codegen`` and ``global_symbol``."""
+    return _partition(mod, regions)
+
+
+def codegen(mod: tvm.IRModule) -> tuple:
+    """Compile subgraphs with their target's codegen; see :func:`codegen.run_codegen`."""
+    return run_codegen(mod)
+
+
+def run_stages(mod: tvm.IRModule, rules, prune_rule: PruneRule | None = None) -> list:
+    """Run every stage for ``rules``; returns one :class:`Stage` per step."""
+    mod = check_module(mod)
+    prune_rule = prune_rule or no_mac()
+    stages = []
+
+    def add(name, m, **kw):
+        stages.append(summarize(name, m, stages[-1] if stages else None, **kw))
+
+    add("source", mod)
+    m = composite(mod, rules)
+    add("composite", m)
+    m = annotate(m, rules)
+    matches = rule_matches(m, rules)
+    unmatched = [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
+    add("annotate", m, notes=unmatched, rule_matches=matches)
+    m, regions = merge(m)
+    region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
+    add("merge", m, subgraphs=region_subgraphs, regions=regions)
+    m = partition(m, regions)
+    add("partition", m, regions=regions)
+    m, reasons = prune(m, prune_rule)
+    add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
+    offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
+    m, generated, skipped = codegen(m)
+    add(
+        "codegen",
+        m,
+        subgraphs=offloaded,
+        notes=[f"{n}: not compiled, {why}" for n, why in skipped.items()],
+        generated=generated,
+    )
+    for c in stages[-1].changes:
+        if c["kind"] == "removed" and c["from"].split(" ▸ ")[0] in generated:
+            c["kind"] = "compiled"
+    return stages
+
+
+__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "check_module"]

@@ -1,0 +1,152 @@
+"""What each stage did, as data: op owners, per-target counts, subgraphs, and the diff between stages."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import tvm
+from tvm import relax
+
+from .. import ir
+
+HOST = "host"
+
+
+@dataclasses.dataclass
+class Subgraph:
+    name: str
+    target: str
+    ops: list
+
+
+@dataclasses.dataclass
+class Stage:
+    """One stage's module and what a reader needs to know about it."""
+
+    name: str
+    mod: tvm.IRModule
+    op_count: int
+    ops_per_target: dict
+    subgraphs: list
+    regions: list = dataclasses.field(default_factory=list)
+    changes: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+    generated: dict = dataclasses.field(default_factory=dict)
+    rule_matches: dict = dataclasses.field(default_factory=dict)  # annotate: calls each rule claimed
+    owners: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "op_count": self.op_count,
+            "ops_per_target": self.ops_per_target,
+            "subgraphs": [dataclasses.asdict(s) for s in self.subgraphs],
+            "changes": self.changes,
+            "notes": self.notes,
+        }
+
+
+def op_owners(mod: tvm.IRModule) -> collections.Counter:
+    """Count of ``(op, owner, target)``: owner is the function holding the op, then
+    ``" ▸ composite"`` when a composite holds it; target is "host" or a BYOC target."""
+    counts: collections.Counter = collections.Counter()
+
+    def visit(func, owner, target, local=None):
+        local = {}
+        for _, block in ir.blocks_of(func.body):
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.Function):
+                    local[b.var] = v
+                    continue
+                if not isinstance(v, relax.Call):
+                    continue
+                if isinstance(v.op, tvm.ir.Op):
+                    counts[(v.op.name, owner, target)] += 1
+                    continue
+                inner = ir.called_function(mod, v, local)
+                comp = ir.func_attr(inner, ir.COMPOSITE) if inner is not None else None
+                if comp:
+                    visit(inner, f"{owner} ▸ {comp}", comp.split(".", 1)[0])
+
+    for name in ir.host_functions(mod):
+        visit(mod[name], name, HOST)
+    for name in ir.subgraph_functions(mod):
+        visit(mod[name], name, ir.subgraph_target(mod, name))
+    return counts
+
+
+def diff(before: collections.Counter, after: collections.Counter) -> list:
+    """What happened to ops between two stages: moved, added or removed, by owner."""
+    changes = []
+    ops = sorted({k[0] for k in before} | {k[0] for k in after})
+    for op in ops:
+        b = collections.Counter({k[1]: n for k, n in before.items() if k[0] == op})
+        a = collections.Counter({k[1]: n for k, n in after.items() if k[0] == op})
+        gone = list((b - a).items())
+        new = list((a - b).items())
+        while gone and new:
+            (src, n1), (dst, n2) = gone[0], new[0]
+            n = min(n1, n2)
+            changes.append({"kind": "moved", "op": op, "count": n, "from": src, "to": dst})
+            gone[0], new[0] = (src, n1 - n), (dst, n2 - n)
+            gone = [g for g in gone if g[1]]
+            new = [x for x in new if x[1]]
+        changes += [{"kind": "removed", "op": op, "count": n, "from": src} for src, n in gone]
+        changes += [{"kind": "added", "op": op, "count": n, "to": dst} for dst, n in new]
+    return changes
+
+
+def describe_change(c: dict) -> str:
+    """One line for a change, e.g. ``relax.add ×1 moved: while_loop → byoc_target_0``."""
+    if c["kind"] == "moved":
+        return f"{c['op']} ×{c['count']} moved: {c['from']} → {c['to']}"
+    if c["kind"] == "removed":
+        return f"{c['op']} ×{c['count']} removed from {c['from']}"
+    if c["kind"] == "compiled":
+        return f"{c['op']} ×{c['count']} compiled by the codegen: {c['from']}"
+    return f"{c['op']} ×{c['count']} added in {c['to']}"
+
+
+def summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None) -> Stage:
+    owners = op_owners(mod)
+    per_target = collections.Counter()
+    for (_, _, tgt), n in owners.items():
+        per_target[tgt] += n
+    if subgraphs is None:
+        subgraphs = [
+            Subgraph(n, ir.subgraph_target(mod, n), ir.ops_in(mod[n], mod)) for n in ir.subgraph_functions(mod)
+        ]
+    return Stage(
+        name=name,
+        mod=mod,
+        op_count=sum(owners.values()),
+        ops_per_target=dict(sorted(per_target.items())),
+        subgraphs=subgraphs,
+        regions=list(regions),
+        changes=diff(previous.owners, owners) if previous is not None else [],
+        notes=list(notes),
+        generated=generated or {},
+        rule_matches=rule_matches or {},
+        owners=owners,
+    )
+
+
+def rule_matches(mod: tvm.IRModule, rules) -> dict:
+    """How many calls each rule claimed in an annotated module."""
+    counts = collections.Counter()
+    for name in ir.host_functions(mod):
+        for _, block in ir.blocks_of(mod[name].body):
+            for b in block.bindings:
+                if isinstance(b.value, relax.Call):
+                    inner = ir.callee(mod, b.value)
+                    comp = ir.func_attr(inner, ir.COMPOSITE) if inner is not None else None
+                    if comp:
+                        counts[comp] += 1
+    return {r.qualified: counts.get(r.qualified, 0) for r in rules}
+
+
+def summary_json(model: str, stages: list) -> dict:
+    """The CLI's summary.json."""
+    return {"model": model, "stages": [s.to_json() for s in stages]}
