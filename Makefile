@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1su
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
 
-.PHONY: setup system-deps lab test lint test-fast demo bench clean
+.PHONY: setup git-filter system-deps lab test lint test-fast demo bench clean
 
 setup: system-deps $(STAMP)
 
@@ -22,6 +22,14 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
+	@$(MAKE) --no-print-directory git-filter
+
+# Outputs JupyterLab saves into notebooks/*.ipynb never reach git: a clean filter strips them.
+git-filter:
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean "'$(abspath $(BIN))/nbstripout' --keep-id --extra-keys metadata.language_info"; \
+	  git config filter.nbstripout.smudge cat; \
+	fi
 
 system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh
@@ -30,7 +38,8 @@ lab: setup
 	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
 	echo ""; echo "  JupyterLab on 127.0.0.1 only. Open: http://127.0.0.1:$(PORT)/lab?token=$$token"; echo ""; \
 	exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$$token"
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$$token" \
+	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 test: setup lint
 	$(BIN)/python -m pytest -ra
