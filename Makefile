@@ -20,7 +20,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	@# setuptools' notice about editable installs is advice for package authors, not for users of make setup.
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 	@$(MAKE) --no-print-directory git-filter
 
