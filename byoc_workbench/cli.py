@@ -119,6 +119,12 @@ def cmd_prefetch(args) -> int:
     return 1 if missing else 0
 
 
+def cmd_doctor(args) -> int:
+    from . import doctor
+
+    return doctor.main(as_json=args.json)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
@@ -166,6 +172,10 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")
     f.add_argument("--models", help="comma-separated model names (default: all)")
     f.set_defaults(func=cmd_prefetch)
+
+    d = sub.add_parser("doctor", help="check this machine for the workshop: what is missing, and how to get it")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.set_defaults(func=cmd_doctor)
     return p
 
 

@@ -1,0 +1,343 @@
+"""``byoc-workbench doctor``: is this machine ready for the workshop, and what is missing?
+
+:func:`diagnose` returns plain data (each check, then a verdict per part of the
+workshop); :func:`render` turns it into one screen of text. Checks look, they
+do not build: packages that are slow to import (mxnet takes about a second) are
+found with ``importlib.util.find_spec`` and their version read from their
+metadata; TVM, ONNX Runtime and TensorRT are imported because their build
+flags, providers or import errors are what matter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PART1, PART2_CPU, PART2_TRT = "part1", "part2_cpu", "part2_tensorrt"
+PART_TITLES = {
+    PART1: "Part 1 (notebook 01, the demo graph)",
+    PART2_CPU: "Part 2 on the CPU (the SSD)",
+    PART2_TRT: "Part 2 with TensorRT",
+}
+CHROMIUM = "/usr/bin/chromium"  # where the browser tests look for it
+TVM_PIN = "0.27.0.post1"
+_PART2_PYTHON = (3, 11)  # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+
+_CONDA = "conda env create -f environment.yml"
+_NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+
+
+@dataclasses.dataclass
+class Check:
+    """One thing looked at: whether it is usable, what was found, and the fix when it is not."""
+
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""
+    seconds: float = 0.0
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _installed(module: str, dist: str | None = None) -> str | None:
+    """The installed version of ``module`` without importing it; None when it cannot be found."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    return _version(dist or module) or "unknown version"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _part2_install() -> str:
+    if sys.version_info[:2] != _PART2_PYTHON:
+        return (
+            f"Part 2 needs Python 3.11 (this is {sys.version_info[0]}.{sys.version_info[1]}: numpy<1.24, "
+            f"which mxnet 1.9.1 needs, has no wheels for it); use {_CONDA}, or make setup PYTHON=/path/to/python3.11"
+        )
+    return 'make setup, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
+
+
+# --- the checks -------------------------------------------------------------------------
+
+
+def check_python() -> Check:
+    v = sys.version_info
+    found = f"{v[0]}.{v[1]}.{v[2]} ({sys.executable})"
+    ok = v[:2] >= (3, 10)
+    fix = "" if ok else f"apache-tvm 0.27 needs Python 3.10 or newer; install Python 3.11 or use {_CONDA}"
+    return Check("python", ok, found, fix, info={"version": f"{v[0]}.{v[1]}.{v[2]}", "part2_python": v[:2] == (3, 11)})
+
+
+def check_tvm() -> Check:
+    try:
+        import tvm
+    except Exception as err:  # a broken install raises anything from ImportError to OSError
+        return Check("tvm", False, f"cannot import tvm ({_first_line(err)})", f"pip install apache-tvm=={TVM_PIN}")
+    libinfo = dict(tvm.support.libinfo())
+
+    def flag(key: str) -> bool:
+        return str(libinfo.get(key, "OFF")).upper() not in ("OFF", "", "0", "NOTFOUND", "FALSE")
+
+    flags = {k: flag(k) for k in ("USE_LLVM", "USE_CUDA", "USE_TENSORRT_CODEGEN", "USE_TENSORRT_RUNTIME")}
+    flags["relax.ext.tensorrt"] = tvm.get_global_func("relax.ext.tensorrt", allow_missing=True) is not None
+    trt = any(flags[k] for k in ("USE_TENSORRT_CODEGEN", "USE_TENSORRT_RUNTIME", "relax.ext.tensorrt"))
+    found = (
+        f"{tvm.__version__}: LLVM {'on' if flags['USE_LLVM'] else 'off'}, CUDA {'on' if flags['USE_CUDA'] else 'off'}, "
+        f"TVM's own TensorRT codegen/runtime {'present' if trt else 'absent (not needed: the workbench has its own)'}"
+    )
+    fix = ""
+    if not flags["USE_LLVM"]:
+        fix = f"this TVM cannot compile for the CPU (USE_LLVM off): pip install apache-tvm=={TVM_PIN}"
+    elif tvm.__version__ != TVM_PIN:
+        found += f"; the workbench is tested with {TVM_PIN}"
+    return Check("tvm", not fix, found, fix, info={"version": tvm.__version__, "flags": flags})
+
+
+def check_dot() -> Check:
+    path = shutil.which("dot")
+    fix = "apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
+    if path is None:
+        return Check("dot", False, "Graphviz's dot is not on PATH: no diagram can be drawn", fix)
+    try:
+        out = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("dot", False, f"{path} does not run ({_first_line(err)})", fix)
+    return Check("dot", out.returncode == 0, f"{out.stderr.strip() or out.stdout.strip()} at {path}", fix)
+
+
+def check_jupyter() -> Check:
+    """The notebook side of Part 1: JupyterLab, a kernel, the widget libraries and the graphviz package."""
+    dists = {"jupyterlab": "jupyterlab", "ipykernel": "ipykernel", "ipywidgets": "ipywidgets"}
+    dists.update(anywidget="anywidget", graphviz="graphviz")
+    found = {d: _installed(m, d) for m, d in dists.items()}
+    missing = [d for d, v in found.items() if v is None]
+    text = ", ".join(f"{d} {v}" for d, v in found.items() if v) or "none of them"
+    fix = f"make setup, or pip install -e . {' '.join(missing)}" if missing else ""
+    return Check("jupyter", not missing, text + (f"; missing {', '.join(missing)}" if missing else ""), fix, info=found)
+
+
+def _module_check(name: str, dist: str | None = None, why: str = "") -> Check:
+    version = _installed(name, dist)
+    if version is None:
+        return Check(name, False, f"not installed{why}", _part2_install())
+    return Check(name, True, f"{version} (found, not imported: importing it takes about a second)")
+
+
+def check_mxnet() -> Check:
+    return _module_check("mxnet")
+
+
+def check_gluoncv() -> Check:
+    return _module_check("gluoncv")
+
+
+def check_numpy() -> Check:
+    version = _version("numpy") or "0"
+    major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    ok = major_minor < (1, 24)
+    fix = "" if ok else 'mxnet 1.9.1 breaks with numpy 1.24 and later (np.bool): pip install "numpy<1.24"'
+    return Check("numpy", ok, version + ("" if ok else " (Part 2 needs numpy<1.24)"), fix)
+
+
+def check_onnxruntime() -> Check:
+    fix = "pip install onnxruntime==1.32.0 onnx==1.16.2 (without them Part 2 runs on TVM alone: ~30 s per picture)"
+    onnx = _installed("onnx")
+    try:
+        import onnxruntime
+    except Exception as err:
+        return Check("onnxruntime", False, f"cannot import onnxruntime ({_first_line(err)})", fix)
+    providers = list(onnxruntime.get_available_providers())
+    found = f"{onnxruntime.__version__}, providers: {', '.join(providers)}; onnx {onnx or 'missing'}"
+    return Check(
+        "onnxruntime", onnx is not None, found, "" if onnx else fix, info={"providers": providers, "onnx": onnx}
+    )
+
+
+def check_tensorrt() -> Check:
+    fix = "on a machine with an NVIDIA GPU: pip install -e .[tensorrt] (NVIDIA's wheels, from pypi.nvidia.com)"
+    if importlib.util.find_spec("tensorrt") is None:
+        return Check("tensorrt", False, "the tensorrt package is not installed", fix, info={"installed": False})
+    try:
+        import tensorrt
+    except Exception as err:  # the bindings without their libraries fail with OSError or ImportError
+        found = f"tensorrt is installed but fails to import ({_first_line(err)})"
+        return Check(
+            "tensorrt",
+            False,
+            found,
+            "reinstall it with its libraries: pip install --force-reinstall -e .[tensorrt]",
+            info={"installed": True},
+        )
+    return Check("tensorrt", True, tensorrt.__version__, info={"installed": True})
+
+
+def check_gpu() -> Check:
+    fix = "TensorRT needs an NVIDIA GPU with its driver; without one, Part 2 runs on the CPU"
+    names = []
+    if _NVIDIA_PROC.is_dir():
+        for info in sorted(_NVIDIA_PROC.glob("*/information")):
+            model = [ln.split(":", 1)[1].strip() for ln in info.read_text().splitlines() if ln.startswith("Model:")]
+            names += model or ["NVIDIA GPU"]
+    elif shutil.which("nvidia-smi"):  # e.g. WSL, which has no /proc/driver/nvidia
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+            names = [ln.split(":", 1)[1].split("(")[0].strip() for ln in out.stdout.splitlines() if ":" in ln]
+        except (OSError, subprocess.TimeoutExpired):
+            names = []
+    if not names:
+        return Check("gpu", False, "no NVIDIA GPU (no /proc/driver/nvidia, no working nvidia-smi)", fix)
+    return Check("gpu", True, ", ".join(names), info={"gpus": names})
+
+
+def check_chromium() -> Check:
+    """Only the browser tests need Chromium; they skip themselves without it."""
+    path = CHROMIUM if Path(CHROMIUM).exists() else None
+    playwright = _installed("playwright")
+    ok = path is not None and playwright is not None
+    found = f"{path or 'no ' + CHROMIUM}; playwright {playwright or 'missing'}"
+    fix = "" if ok else "apt-get install chromium, and pip install playwright (the browser tests skip without them)"
+    return Check("chromium", ok, found, fix)
+
+
+def check_weights() -> Check:
+    """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
+    from .models import zoo
+
+    cache = zoo.cache_dir()
+    models, lines = {}, []
+    for name in zoo.MODELS:
+        path = cache / zoo.params_file_name(name)
+        if zoo.cached_weights(name) is not None:
+            state = "trained (sha1 checked)"
+        elif path.exists():
+            state = "wrong sha1, ignored"
+        else:
+            state = "not cached"
+        models[name] = {"state": state, "path": str(path)}
+        lines.append(f"{name}: {state}")
+    ok = all(m["state"].startswith("trained") for m in models.values())
+    fix = (
+        ""
+        if ok
+        else "byoc-workbench prefetch where there is a network (or put the .params files at the paths above, "
+        "or pass --weights PATH); without them Part 2 runs on seeded untrained weights and says so"
+    )
+    return Check(
+        "weights", ok, f"cache {cache}: " + "; ".join(lines), fix, info={"cache": str(cache), "models": models}
+    )
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (
+    check_python,
+    check_tvm,
+    check_dot,
+    check_jupyter,
+    check_mxnet,
+    check_gluoncv,
+    check_numpy,
+    check_onnxruntime,
+    check_tensorrt,
+    check_gpu,
+    check_chromium,
+    check_weights,
+)
+
+# What each part cannot run without. Part 2 on the CPU also uses onnxruntime when it is there.
+NEEDS = {
+    PART1: ("python", "tvm", "dot", "jupyter"),
+    PART2_CPU: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy"),
+    PART2_TRT: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy", "onnxruntime", "tensorrt", "gpu"),
+}
+
+
+def _timed(fn: Callable[[], Check]) -> Check:
+    t0 = time.perf_counter()
+    try:
+        check = fn()
+    except Exception as err:  # a check must never stop the report; say what broke instead
+        name = fn.__name__.removeprefix("check_")
+        check = Check(name, False, f"the check itself failed ({_first_line(err)})", "report this as a bug")
+    check.seconds = round(time.perf_counter() - t0, 3)
+    return check
+
+
+def verdicts(checks: dict) -> dict:
+    """A verdict per part: ready or not, what is missing, the fixes, and for Part 2 the backend that will run."""
+    parts = {}
+    for part, needs in NEEDS.items():
+        missing = [n for n in needs if not checks[n].ok]
+        parts[part] = {
+            "title": PART_TITLES[part],
+            "ready": not missing,
+            "missing": missing,
+            "fixes": {n: checks[n].fix for n in missing},
+        }
+    ort = checks["onnxruntime"]
+    parts[PART2_CPU]["backend"] = (
+        "onnxruntime (CPUExecutionProvider)" if ort.ok else "tvm alone (llvm, untuned: about 30 s per picture)"
+    )
+    parts[PART2_TRT]["backend"] = "tensorrt"
+    weights = "trained" if checks["weights"].ok else "seeded untrained weights unless trained ones are cached"
+    for part in (PART2_CPU, PART2_TRT):
+        parts[part]["weights"] = weights
+    return parts
+
+
+def diagnose(checks: tuple = CHECKS) -> dict:
+    """Run every check; returns ``{"checks": {name: {...}}, "parts": {...}, "exit_code": 0 or 1}``.
+
+    The exit code is 1 only when Part 1 cannot run.
+    """
+    results = {c.name: c for c in map(_timed, checks)}
+    parts = verdicts(results)
+    return {
+        "checks": {name: dataclasses.asdict(c) for name, c in results.items()},
+        "parts": parts,
+        "exit_code": 0 if parts[PART1]["ready"] else 1,
+    }
+
+
+def render(report: dict) -> str:
+    """The report as one screen of text: a line per check, then a verdict per part with its fixes."""
+    lines = ["BYOC Workbench doctor", ""]
+    needed = {n for needs in NEEDS.values() for n in needs}
+    for name, c in report["checks"].items():
+        state = "ok" if c["ok"] else ("MISSING" if name in needed else "absent")
+        lines.append(f"  {state:8s}{name:12s} {c['found']}")
+        if not c["ok"] and name not in needed:
+            lines.append(f"{'':22s}fix: {c['fix']}")
+    lines += ["", "Verdict"]
+    for part in report["parts"].values():
+        if part["ready"]:
+            extra = "".join(f"; {k}: {part[k]}" for k in ("backend", "weights") if k in part)
+            lines.append(f"  {part['title']}: ready{extra}")
+        else:
+            lines.append(f"  {part['title']}: not ready, missing {', '.join(part['missing'])}")
+            lines += [f"      {n}: {fix}" for n, fix in part["fixes"].items()]
+    total = sum(c["seconds"] for c in report["checks"].values())
+    lines += ["", f"({len(report['checks'])} checks in {total:.1f} s)"]
+    return "\n".join(lines)
+
+
+def main(as_json: bool = False) -> int:
+    """Print the report (text or JSON) and return the exit code."""
+    report = diagnose()
+    print(json.dumps(report, indent=2) if as_json else render(report))
+    return report["exit_code"]
