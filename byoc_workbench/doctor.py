@@ -240,7 +240,11 @@ def check_weights() -> Check:
         "or pass --weights PATH); without them Part 2 runs on seeded untrained weights and says so"
     )
     return Check(
-        "weights", ok, f"cache {cache}: " + "; ".join(lines), fix, info={"cache": str(cache), "models": models}
+        "weights",
+        ok,
+        f"cache {cache}: " + "; ".join(lines),
+        fix,
+        info={"cache": str(cache), "default": zoo.DEFAULT_MODEL, "models": models},
     )
 
 
@@ -294,7 +298,9 @@ def verdicts(checks: dict) -> dict:
         "onnxruntime (CPUExecutionProvider)" if ort.ok else "tvm alone (llvm, untuned: about 30 s per picture)"
     )
     parts[PART2_TRT]["backend"] = "tensorrt"
-    weights = "trained" if checks["weights"].ok else "seeded untrained weights unless trained ones are cached"
+    cached = checks["weights"].info.get("models", {}).get(checks["weights"].info.get("default"), {})
+    trained = cached.get("state", "").startswith("trained")
+    weights = "trained, from the cache" if trained else "seeded and untrained (to change: byoc-workbench prefetch)"
     for part in (PART2_CPU, PART2_TRT):
         parts[part]["weights"] = weights
     return parts
