@@ -8,6 +8,7 @@ expression kinds is all they need.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 
 import tvm
@@ -129,22 +130,172 @@ def blocks_of(body) -> Iterator[tuple]:
         yield from visit(body, ())
 
 
+# --- the one walk ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """One level of nesting around a binding.
+
+    ``kind`` is ``"function"`` (``name`` is the function's name), ``"then"`` or
+    ``"else"`` (a branch of the If bound to ``var``), or ``"call"`` (the body of
+    the function called by the binding of ``var``; ``name`` is its Composite
+    name, or the name of the local function).
+    """
+
+    kind: str
+    name: str
+    var: relax.Var | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One binding, where it sits, and what it calls.
+
+    ``callee`` is the relax.Function a call reaches (a global, a local function
+    bound to a variable, or one written inline), else None. ``composite`` is
+    the Composite name of the innermost composite holding the binding. When
+    ``descended`` is true, the callee's own bindings follow this step.
+    """
+
+    binding: relax.Binding
+    callee: relax.Function | None
+    composite: str | None
+    path: tuple  # of Place, outermost first
+    dataflow: bool
+    descended: bool = False
+
+    @property
+    def var(self):
+        return self.binding.var
+
+    @property
+    def value(self):
+        return self.binding.value
+
+    @property
+    def op(self) -> str | None:
+        """The Relax op's name when the binding calls an op, else None."""
+        v = self.binding.value
+        return v.op.name if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) else None
+
+    @property
+    def function(self) -> str:
+        """The name of the walked function (as given to :func:`walk`)."""
+        return self.path[0].name
+
+    @property
+    def frame(self) -> tuple:
+        """The calls this binding sits inside, as their bound variables: two calls of
+        one local function give their bindings two frames."""
+        return tuple(p.var for p in self.path if p.kind == "call")
+
+    @property
+    def callee_frame(self) -> tuple:
+        """The frame of the callee's bindings, when ``descended``."""
+        return self.frame + (self.binding.var,)
+
+
+def walk(func: relax.Function, mod: tvm.IRModule | None = None, descend=True, name: str = "") -> Iterator[Step]:
+    """Every binding of ``func`` in order, through If branches, as :class:`Step` records.
+
+    An If binding comes first, then its true branch, then its false branch.
+    A call to a composite function (global or local) or to a local function is
+    followed by the callee's bindings (pre-order) when ``descend`` says so: a
+    bool, or a function of the call's Step. Calls to other global functions
+    are never descended into: those are walked on their own. Bindings of
+    local functions are recorded, not yielded. Without ``mod``, global callees
+    are unknown (None).
+
+    Parameters
+    ----------
+    func : relax.Function
+    mod : tvm.IRModule, optional
+        Resolves calls to global functions.
+    descend : bool or callable
+    name : str
+        The function's name, recorded as the first :class:`Place` of each path.
+    """
+    yield from _walk_seq(func.body, mod, descend, (Place("function", name),), None, {}, ())
+
+
+def _walk_seq(seq, mod, descend, path, composite, local, stack):
+    for block in seq.blocks:
+        dataflow = isinstance(block, relax.DataflowBlock)
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Function):
+                local[b.var] = v
+                continue
+            if isinstance(v, relax.If):
+                yield Step(b, None, composite, path, dataflow)
+                yield from _walk_seq(
+                    v.true_branch, mod, descend, path + (Place("then", b.var.name, b.var),), composite, local, stack
+                )
+                yield from _walk_seq(
+                    v.false_branch, mod, descend, path + (Place("else", b.var.name, b.var),), composite, local, stack
+                )
+                continue
+            inner = called_function(mod, v, local) if isinstance(v, relax.Call) else None
+            step = Step(b, inner, composite, path, dataflow)
+            comp = func_attr(inner, COMPOSITE)
+            # Global functions other than composites are walked on their own; recursion stops here.
+            can = (
+                inner is not None
+                and (comp or not isinstance(v.op, tvm.ir.GlobalVar))
+                and not any(inner.same_as(f) for f in stack)
+            )
+            if can and (descend(step) if callable(descend) else descend):
+                yield dataclasses.replace(step, descended=True)
+                place = Place("call", comp or callee_name(v), b.var)
+                yield from _walk_seq(
+                    inner.body, mod, descend, path + (place,), comp or composite, local, stack + (inner,)
+                )
+            else:
+                yield step
+
+
+class Values:
+    """What each variable stands for while a walk is consumed: a text, a node, a new variable.
+
+    Keys are ``(frame, var)`` (see :attr:`Step.frame`), so two calls of one
+    local function keep their values apart. At a descended call, :meth:`enter`
+    gives the callee's parameters the call's converted arguments, and makes the
+    call's variable stand for the callee's result, which :meth:`get` resolves
+    once the callee's bindings have been seen.
+    """
+
+    def __init__(self, leaf: Callable | None = None):
+        self._leaf = leaf or (lambda expr: expr)
+        self._values: dict = {}
+        self._results: dict = {}
+
+    def bind(self, frame: tuple, var, value) -> None:
+        self._values[(frame, var)] = value
+
+    def enter(self, step: Step, args: list) -> None:
+        """At a descended call: the callee's parameters take ``args``, in order."""
+        inner = step.callee_frame
+        for p, a in zip(step.callee.params, args):
+            self._values[(inner, p)] = a
+        self._results[(step.frame, step.var)] = (inner, step.callee.body.body)
+
+    def get(self, frame: tuple, expr, default=None):
+        """The value of an ANF expression: a variable's, a tuple of values for a
+        Tuple, else ``leaf(expr)`` (constants, shapes)."""
+        if is_var(expr):
+            key = (frame, expr)
+            if key in self._results:
+                return self.get(*self._results[key], default)
+            return self._values.get(key, default)
+        if isinstance(expr, relax.Tuple):
+            return tuple(self.get(frame, f, default) for f in expr.fields)
+        return self._leaf(expr)
+
+
 def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     """Every Relax op called in ``func``, in order, looking inside composite and local functions."""
-    ops: list = []
-    local: dict = {}
-    for _, block in blocks_of(func.body):
-        for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, relax.Function):
-                local[binding.var] = value
-            elif isinstance(value, relax.Call):
-                inner = called_function(mod, value, local)
-                if isinstance(value.op, tvm.ir.Op):
-                    ops.append(value.op.name)
-                elif inner is not None and (func_attr(inner, COMPOSITE) or inner is local.get(value.op)):
-                    ops.extend(ops_in(inner, mod))
-    return ops
+    return [s.op for s in walk(func, mod) if s.op]
 
 
 def called_function(mod, call, local: dict):
@@ -159,17 +310,15 @@ def called_function(mod, call, local: dict):
 
 def calls_between_functions(mod: tvm.IRModule) -> dict:
     """``{function: {functions it calls}}`` over the module's Relax functions."""
-    graph = {}
-    for gv, func in mod.functions.items():
-        if not isinstance(func, relax.Function):
-            continue
-        called = set()
-        for _, block in blocks_of(func.body):
-            for b in block.bindings:
-                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.GlobalVar):
-                    called.add(b.value.op.name_hint)
-        graph[gv.name_hint] = called
-    return graph
+    return {
+        gv.name_hint: {
+            s.value.op.name_hint
+            for s in walk(func, mod, descend=False)
+            if isinstance(s.value, relax.Call) and isinstance(s.value.op, tvm.ir.GlobalVar)
+        }
+        for gv, func in mod.functions.items()
+        if isinstance(func, relax.Function)
+    }
 
 
 def host_functions(mod: tvm.IRModule) -> list:
@@ -190,13 +339,8 @@ def subgraph_functions(mod: tvm.IRModule) -> list:
 
 def subgraph_target(mod, name) -> str:
     """The target of a subgraph: the prefix of its composites, else its codegen name."""
-    func = mod[name]
-    for _, block in blocks_of(func.body):
-        for b in block.bindings:
-            comp = func_attr(b.value, COMPOSITE)
-            if comp:
-                return comp.split(".", 1)[0]
-    return func_attr(func, CODEGEN)
+    first = next((s.composite for s in walk(mod[name], mod) if s.composite), None)
+    return first.split(".", 1)[0] if first else func_attr(mod[name], CODEGEN)
 
 
 def _natural(name: str):
