@@ -1,25 +1,87 @@
 """Bad input gives one line naming the cause and the fix; nothing crashes."""
 
+import ast
+import builtins
+import importlib
+import inspect
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import tvm
+from messages import one_line
 from tvm import relax
 
+import byoc_workbench
+from byoc_workbench import errors
 from byoc_workbench.draw import render
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 
+PACKAGE = Path(byoc_workbench.__file__).parent
 
-def one_line(err):
-    text = str(err.value)
-    assert "\n" not in text and "Fix:" in text, text
-    return text
+
+def test_rendering_is_one_line_with_one_period_each():
+    err = WorkbenchError("Bad rule.", "use another")
+    assert str(err) == err.line == "error: Bad rule. Fix: use another."
+    assert (err.cause, err.fix) == ("Bad rule.", "use another")
+    quoted = WorkbenchError("TVM says:\n  shapes differ.\n", "fix the shapes.  ")
+    assert one_line(quoted) == "error: TVM says: shapes differ. Fix: fix the shapes."
+
+
+def test_notebook_shows_the_same_line_instead_of_a_traceback(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("from byoc_workbench.errors import WorkbenchError\nraise WorkbenchError('Bad rule', 'use another')")
+    assert capsys.readouterr().out == "error: Bad rule. Fix: use another.\n"
+
+
+def test_missing_optional_package_says_what_to_install():
+    with pytest.raises(errors.MissingDependencyError) as err:
+        errors.import_optional("no_such_package_here", "pip install no-such-package")
+    assert isinstance(err.value, WorkbenchError)
+    assert one_line(err).endswith("Fix: pip install no-such-package.")
+
+
+def _package_modules():
+    for info in pkgutil.walk_packages([str(PACKAGE)], "byoc_workbench."):
+        if not info.name.endswith("__main__"):  # running it would start the CLI
+            yield importlib.import_module(info.name)
+
+
+def test_every_exception_class_derives_from_workbench_error():
+    found = {}
+    for module in _package_modules():
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and issubclass(cls, BaseException):
+                found[f"{module.__name__}.{name}"] = cls
+    assert len(found) >= 14, sorted(found)  # the areas' own classes were found, not just errors.py's
+    strays = sorted(name for name, cls in found.items() if not issubclass(cls, WorkbenchError))
+    assert not strays, f"exception classes outside WorkbenchError: {strays}"
+
+
+def test_only_errors_py_subclasses_a_builtin_exception():
+    # Catches classes that the import scan cannot see, e.g. ones defined inside a function.
+    builtin = {
+        n
+        for n in dir(builtins)
+        if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+    }
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                if bases & builtin and not (path.name == "errors.py" and node.name == "WorkbenchError"):
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
+    assert not offenders, offenders
 
 
 def test_unknown_rule_name(demo_mod, byoc):
@@ -92,8 +154,7 @@ def test_cli_without_dot_prints_one_line(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: Graphviz's dot program is not installed")
-    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert one_line(proc.stderr.strip()).startswith("error: Graphviz's dot program is not installed")
 
 
 def test_cli_bad_model_file_prints_one_line(tmp_path):
@@ -105,8 +166,7 @@ def test_cli_bad_model_file_prints_one_line(tmp_path):
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 2 and "ModuleNotFoundError" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and "ModuleNotFoundError" in one_line(proc.stderr.strip())
 
 
 def test_rule_matching_nothing_is_not_an_error(demo_mod, byoc):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from messages import one_line
 from PIL import Image
 
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import images
 
 
@@ -24,7 +26,7 @@ def test_load_test_shapes_and_types():
 def test_missing_image(tmp_path):
     with pytest.raises(images.MissingImageError) as info:
         images.load_test(tmp_path / "nope.jpg")
-    assert isinstance(info.value, ValueError) and "\n" not in str(info.value)
+    assert isinstance(info.value, WorkbenchError) and "nope.jpg" in one_line(info)
 
 
 @pytest.mark.parametrize("content", [b"", b"hello, not a picture\n" * 20])
@@ -33,7 +35,7 @@ def test_not_an_image(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(images.NotAnImageError) as info:
         images.load_test(path)
-    assert "\n" not in str(info.value) and "JPEG or PNG" in str(info.value)
+    assert "JPEG or PNG" in one_line(info)
 
 
 def test_long_side_is_capped(tmp_path):

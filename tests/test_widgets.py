@@ -70,7 +70,7 @@ def test_match_text(enabled, matches, expected):
 
 
 def test_status_line_is_one_line_for_any_error():
-    assert status_line(WorkbenchError("Bad rule.", "use another.")) == "Bad rule. Fix: use another."
+    assert status_line(WorkbenchError("Bad rule.", "use another.")) == "error: Bad rule. Fix: use another."
     line = status_line(RuntimeError("first line\n  second line\nTraceback ..."))
     assert line == "RuntimeError: first line"
     assert "\n" not in status_line(ValueError("x" * 1000)) and len(status_line(ValueError("x" * 1000))) <= 300

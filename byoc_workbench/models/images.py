@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import WorkbenchError
+
 logger = logging.getLogger(__name__)
 
 MEAN = (0.485, 0.456, 0.406)
@@ -25,7 +27,7 @@ STD = (0.229, 0.224, 0.225)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
-class ImageError(ValueError):
+class ImageError(WorkbenchError):
     """Base class of the image errors."""
 
 
@@ -43,7 +45,7 @@ def default_image_path() -> Path:
 
     path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
     if not path.is_file():
-        raise MissingImageError(f"{path} is missing from this matplotlib — reinstall matplotlib or pass --image PATH")
+        raise MissingImageError(f"{path} is missing from this matplotlib", "reinstall matplotlib or pass --image PATH")
     return path
 
 
@@ -56,8 +58,13 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     """
     path = Path(path)
     if not path.is_file():
-        raise MissingImageError(f"image {path} does not exist — pass the path of a JPEG or PNG file")
-    data = np.fromfile(path, dtype=np.uint8)
+        raise MissingImageError(f"Image {path} does not exist", "pass the path of a JPEG or PNG file")
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as err:
+        raise NotAnImageError(
+            f"Cannot read {path} ({err.strerror or err})", "pass a JPEG or PNG file you can read"
+        ) from None
     image = None
     if data.size:
         import cv2
@@ -65,7 +72,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
         # IMREAD_COLOR drops alpha and expands grey, like mx.image.imread(flag=1).
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)
     if image is None:
-        raise NotAnImageError(f"{path} is not a readable image — pass a JPEG or PNG file")
+        raise NotAnImageError(f"{path} is not a readable image", "pass a JPEG or PNG file")
     return np.ascontiguousarray(image[:, :, ::-1])
 
 

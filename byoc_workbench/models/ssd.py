@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import execute
+from ..errors import WorkbenchError
 from . import images, zoo
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("tvm", "mxnet")
 
 
-class SSDError(ValueError):
+class SSDError(WorkbenchError):
     """A request the SSD workflow cannot serve (wrong model kind, unknown backend)."""
 
 
@@ -140,10 +141,10 @@ def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str =
         resized picture's pixels; rows of -1 are empty.
     """
     if backend not in BACKENDS:
-        raise SSDError(f"unknown backend {backend!r} — use one of: {', '.join(BACKENDS)}")
+        raise SSDError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
     if zoo.model_spec(model).kind != "detection":
         detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
-        raise SSDError(f"{model} is not a detection model — use one of: {', '.join(detection)}")
+        raise SSDError(f"{model} is not a detection model", f"use one of: {', '.join(detection)}")
     x, _ = images.load_test(image, short=short)
     loaded = zoo.load_model(model, weights)
     if backend == "mxnet":

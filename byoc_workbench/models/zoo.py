@@ -30,6 +30,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..errors import MissingDependencyError as MissingDependencyError  # re-exported for callers of the zoo
+from ..errors import WorkbenchError, first_line, import_optional
+from .frontend import gluon
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "ssd_512_resnet50_v1_coco"
@@ -40,7 +44,6 @@ REPO_ENV = "MXNET_GLUON_REPO"
 APACHE_REPO_URL = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/"
 DOWNLOAD_TIMEOUT_S = 10.0
 UNTRAINED_LABEL = "untrained weights"
-_INSTALL_HINT = 'use Python 3.11 and `make setup`, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,8 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
-class ZooError(ValueError):
-    """Base class of the zoo's errors about names and files."""
+class ZooError(WorkbenchError):
+    """Base class of the zoo's errors: names, weights files and downloads."""
 
 
 class UnknownModelError(ZooError):
@@ -79,12 +82,8 @@ class WeightsError(ZooError):
     """A ``.params`` file that is missing, corrupt, or for another model."""
 
 
-class DownloadError(RuntimeError):
+class DownloadError(ZooError):
     """Trained weights could not be downloaded."""
-
-
-class MissingDependencyError(RuntimeError):
-    """mxnet or gluoncv is not installed."""
 
 
 @dataclass
@@ -132,7 +131,7 @@ def model_spec(name: str) -> ModelSpec:
     try:
         return MODELS[name]
     except KeyError:
-        raise UnknownModelError(f"unknown model {name!r} — use one of: {', '.join(MODELS)}") from None
+        raise UnknownModelError(f"Unknown model {name!r}", f"use one of: {', '.join(MODELS)}") from None
 
 
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
@@ -198,7 +197,13 @@ def download_weights(
         return found
     target = cache_dir(cache) / params_file_name(name)
     url = weights_url(name, repo_url)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DownloadError(
+            f"Cannot create the weights cache {target.parent} ({err.strerror or err})",
+            f"set ${CACHE_ENV} to a directory you can write to",
+        ) from None
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         zip_path = Path(tmp) / "weights.zip"
         _fetch(url, zip_path, timeout, target)
@@ -207,10 +212,11 @@ def download_weights(
                 zf.extract(target.name, tmp)
         except (zipfile.BadZipFile, KeyError) as err:
             raise DownloadError(
-                f"{url} is not GluonCV's weights archive ({err}) — check {REPO_ENV} or supply the file with --weights"
+                f"{url} is not GluonCV's weights archive ({err})",
+                f"check ${REPO_ENV} or supply the file with --weights",
             ) from None
         if sha1_of(Path(tmp) / target.name) != model_spec(name).sha1:
-            raise DownloadError(f"{url} gave a file with the wrong sha1 — retry, or put a good copy at {target}")
+            raise DownloadError(f"{url} gave a file with the wrong sha1", f"retry, or put a good copy at {target}")
         shutil.move(str(Path(tmp) / target.name), target)
     logger.info("downloaded %s to %s", name, target)
     return target
@@ -227,7 +233,7 @@ def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
         raise DownloadError(
-            f"cannot download {url} ({reason}) — put {target.name} in {target.parent} or pass --weights PATH"
+            f"Cannot download {url} ({reason})", f"put {target.name} in {target.parent} or pass --weights PATH"
         ) from None
 
 
@@ -254,11 +260,11 @@ def prefetch(
         try:
             path = download_weights(name, cache, repo_url, timeout)
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}
-        except (DownloadError, ZooError) as err:
+        except DownloadError as err:
             report[name] = {
                 "ok": False,
                 "path": str(target),
-                "error": str(err),
+                "error": err.cause,
                 "how_to_fix": (
                     f"download {weights_url(name, repo_url)}, unzip it and put "
                     f"{target.name} at {target}, or pass --weights /path/to/{target.name}"
@@ -271,11 +277,8 @@ def prefetch(
 
 
 def _import_mxnet():
-    try:
-        import mxnet
-        from gluoncv import model_zoo
-    except ImportError as err:
-        raise MissingDependencyError(f"mxnet/gluoncv are not importable ({err}) — {_INSTALL_HINT}") from None
+    mxnet = gluon.import_mxnet()
+    model_zoo = import_optional("gluoncv.model_zoo", gluon.INSTALL_FIX)
     return mxnet, model_zoo
 
 
@@ -411,22 +414,14 @@ def load_params_file(block, path: str | os.PathLike, name: str = "model") -> Non
     """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
     path = Path(path)
     if not path.is_file():
-        raise WeightsError(f"weights file {path} does not exist — pass the path of a .params file")
+        raise WeightsError(f"Weights file {path} does not exist", "pass the path of a .params file")
     try:
         block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
     except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
         raise WeightsError(
-            f"cannot load {path} into {name} ({_gist(err)}) — pass a .params file saved from "
-            f"GluonCV's {name} (Block.save_parameters), or weights='untrained'"
+            f"Cannot load {path} into {name} ({first_line(err, last=True, limit=200)})",
+            f"pass a .params file saved from GluonCV's {name} (Block.save_parameters), or weights='untrained'",
         ) from None
-
-
-def _gist(err: Exception) -> str:
-    # MXNet's messages carry a C++ traceback; keep the last line that says something.
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "Stack trace", "[bt]"))]
-    text = (useful or lines or [type(err).__name__])[-1]
-    return text.replace("MXNetError: ", "")[:200]
 
 
 def _quiet_mxnet(func):

@@ -10,9 +10,13 @@ from .mxnet import (
     from_mxnet,
     op_inventory,
 )
+from .mxnet_attrs import MXNetAttributeError
+from .mxnet_common import MXNetConversionError
 
 __all__ = [
     "CONVERTERS",
+    "MXNetAttributeError",
+    "MXNetConversionError",
     "MXNetImportError",
     "UnsupportedOperatorError",
     "check_supported",

@@ -6,7 +6,10 @@ table that maps an MXNet op name to a converter (see ``mxnet_nn``,
 graph is checked, and every op missing from the table is reported in one error.
 
 The symbol is read as JSON, so importing a symbol needs neither mxnet nor
-gluoncv; only :func:`from_gluon` does.
+gluoncv; only :func:`from_gluon` does. Every failure is an
+:class:`MXNetImportError` (a :class:`~byoc_workbench.errors.WorkbenchError`) that
+names the node: a converter refuses attribute values it does not cover, and an
+error raised while converting a node is reported with that node's name.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import tvm
 from tqdm.auto import tqdm
 from tvm import relax
 
+from ...errors import WorkbenchError, first_line
+from . import gluon
 from .mxnet_attrs import Attrs
+from .mxnet_common import EXTEND_FIX, MXNetConversionError, MXNetImportError
 from .mxnet_detection import DETECTION_CONVERTERS
 from .mxnet_nn import NN_CONVERTERS
 from .mxnet_tensor import TENSOR_CONVERTERS
@@ -36,10 +42,6 @@ Converter = Callable[[relax.BlockBuilder, list, Attrs], object]
 CONVERTERS: dict[str, Converter] = {**NN_CONVERTERS, **TENSOR_CONVERTERS, **DETECTION_CONVERTERS}
 
 
-class MXNetImportError(ValueError):
-    """The symbol, its params or the input shapes cannot be imported."""
-
-
 class UnsupportedOperatorError(MXNetImportError):
     """The graph holds ops that have no converter; ``missing`` maps op -> node names."""
 
@@ -50,8 +52,8 @@ class UnsupportedOperatorError(MXNetImportError):
             for op, names in sorted(self.missing.items())
         )
         super().__init__(
-            f"{len(self.missing)} unsupported MXNet op(s): {listing} — add a converter for each "
-            "to byoc_workbench.models.frontend.mxnet.CONVERTERS (or pass converters=...)"
+            f"{len(self.missing)} unsupported MXNet op(s): {listing}",
+            "add a converter for each to byoc_workbench.models.frontend.mxnet.CONVERTERS (or pass converters=...)",
         )
 
 
@@ -81,15 +83,15 @@ def load_symbol_json(symbol) -> dict:
     text = os.fspath(symbol)
     if not text.lstrip().startswith("{"):
         if not os.path.exists(text):
-            raise MXNetImportError(f"symbol file {text!r} does not exist — pass a -symbol.json path")
+            raise MXNetImportError(f"Symbol file {text!r} does not exist", "pass a -symbol.json path")
         with open(text) as f:
             text = f.read()
     try:
         graph = json.loads(text)
     except json.JSONDecodeError as err:
-        raise MXNetImportError(f"symbol is not valid JSON ({err}) — pass an MXNet -symbol.json") from None
-    if "nodes" not in graph or "heads" not in graph:
-        raise MXNetImportError("symbol JSON has no 'nodes'/'heads' — pass an MXNet -symbol.json")
+        raise MXNetImportError(f"The symbol is not valid JSON ({err})", "pass an MXNet -symbol.json") from None
+    if not isinstance(graph, dict) or "nodes" not in graph or "heads" not in graph:
+        raise MXNetImportError("The symbol JSON has no 'nodes'/'heads'", "pass an MXNet -symbol.json")
     return graph
 
 
@@ -123,7 +125,7 @@ def with_outputs(symbol, names: list[str]) -> dict:
     index = {node["name"]: i for i, node in enumerate(graph["nodes"])}
     missing = [n for n in names if n not in index]
     if missing:
-        raise MXNetImportError(f"no node named {missing} in the symbol — use names from op_inventory/graph_nodes")
+        raise MXNetImportError(f"No node named {missing} in the symbol", "use names from op_inventory or graph_nodes")
     graph["heads"] = [[index[n], 0, 0] for n in names]
     return graph
 
@@ -177,8 +179,15 @@ def _convert_nodes(bb, nodes, values, converters, progress):
         if node.op == "null":
             continue
         inputs = [values[i][k] for i, k in node.inputs]
-        result = converters[node.op](bb, inputs, Attrs(node.attrs, node.name))
-        values[node.index] = _outputs_of(bb, result)
+        try:
+            values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
+        except WorkbenchError:
+            raise
+        except Exception as err:  # TVM's type inference or a converter meeting a case it does not check
+            raise MXNetConversionError(
+                f"Node {node.name!r} ({node.op}) failed to convert: {type(err).__name__}: {first_line(err)}",
+                f"check the node's attributes and input shapes; if MXNet runs it, {EXTEND_FIX}",
+            ) from err
 
 
 def _outputs_of(bb, result) -> list:
@@ -257,21 +266,27 @@ def from_mxnet(
                 values[node.index] = [var]
         else:
             raise MXNetImportError(
-                f"graph input {node.name!r} has neither a shape nor a parameter value — "
-                "add it to shape_dict (data) or to arg_params/aux_params (weights)"
+                f"Graph input {node.name!r} has neither a shape nor a parameter value",
+                "add it to shape_dict (data) or to arg_params/aux_params (weights)",
             )
     if not inputs:
         raise MXNetImportError(
-            f"no graph input is named in shape_dict {sorted(shape_dict)} — "
-            "pass e.g. shape_dict={'data': (1, 3, 512, 512)}"
+            f"No graph input is named in shape_dict {sorted(shape_dict)}",
+            "pass e.g. shape_dict={'data': (1, 3, 512, 512)}",
         )
 
-    with bb.function("main", inputs + param_vars):
-        with bb.dataflow():
-            _convert_nodes(bb, nodes, values, table, progress)
-            heads = [values[i][k] for i, k, *_ in graph["heads"]]
-            out = bb.emit_output(heads[0] if len(heads) == 1 else relax.Tuple(heads))
-        bb.emit_func_output(out)
+    try:
+        with bb.function("main", inputs + param_vars):
+            with bb.dataflow():
+                _convert_nodes(bb, nodes, values, table, progress)
+                heads = [values[i][k] for i, k, *_ in graph["heads"]]
+                out = bb.emit_output(heads[0] if len(heads) == 1 else relax.Tuple(heads))
+            bb.emit_func_output(out)
+    except WorkbenchError:
+        # A refused node leaves the dataflow scope's binding block open, and TVM prints a
+        # warning after the one-line error when the builder is destroyed with it.
+        bb._end_block()
+        raise
     mod = bb.get()
     logger.info("imported %d MXNet nodes, %d params", len(nodes), len(used_params))
     return mod, dict(used_params)
@@ -296,21 +311,9 @@ def from_gluon(
     shape_dict : dict
         Input name -> shape; a Gluon block's input is usually named ``data``.
     """
-    try:
-        import mxnet as mx
-    except ImportError:
-        raise MXNetImportError(
-            "from_gluon needs mxnet, which is not installed — use Python 3.11 and `make setup`, or "
-            'pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
-        ) from None
-    if not getattr(block, "_cached_graph", None):
-        block.hybridize()
-        block(*[mx.nd.zeros(shape, dtype=dtype) for shape in shape_dict.values()])
-    data_vars, sym = block._cached_graph
-    if isinstance(sym, (list, tuple)):
-        sym = mx.sym.Group(list(sym))
+    traced = gluon.trace(block, list(shape_dict.values()), dtype)
     # A traced graph names its inputs "data", "data0"...; map them to shape_dict's order.
-    renamed = {v.name: shape for v, shape in zip(data_vars, shape_dict.values())}
-    arg_names = set(sym.list_arguments()) | set(sym.list_auxiliary_states())
-    params = {name: p.data().asnumpy() for name, p in block.collect_params().items() if name in arg_names}
-    return from_mxnet(sym, params, None, renamed, dtype=dtype, bind_params=bind_params, progress=progress)
+    renamed = dict(zip(traced.inputs, shape_dict.values()))
+    return from_mxnet(
+        traced.graph, traced.params(), None, renamed, dtype=dtype, bind_params=bind_params, progress=progress
+    )

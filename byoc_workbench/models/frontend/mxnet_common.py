@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from tvm import relax
 
+from ...errors import WorkbenchError
 
-class MXNetConversionError(ValueError):
+EXTEND_FIX = "extend the converter in byoc_workbench.models.frontend, or change the model"
+
+
+class MXNetImportError(WorkbenchError):
+    """The symbol, its params or the input shapes cannot be imported."""
+
+
+class MXNetConversionError(MXNetImportError):
     """An op's attributes ask for something the converter does not implement."""
 
 
@@ -26,11 +34,21 @@ def scalar(value, like) -> relax.Constant:
     return relax.const(value, dtype_of(like))
 
 
-def unsupported(attrs, what: str):
+def unsupported(attrs, what: str, fix: str = EXTEND_FIX):
     """Raise the error for an attribute value the converter does not cover."""
-    raise MXNetConversionError(
-        f"node {attrs.node!r}: {what} is not supported — extend the converter in byoc_workbench.models.frontend"
-    )
+    raise MXNetConversionError(f"Node {attrs.node!r}: {what} is not supported", fix)
+
+
+def spatial(attrs, key: str, rank: int, default: int) -> tuple[int, ...]:
+    """A per-axis attribute (``stride``, ``pad``, ``dilate``) with one entry per spatial axis.
+
+    MXNet writes ``()`` or leaves the attribute out for its default; any other length
+    would reach TVM as a padding or stride of the wrong rank.
+    """
+    value = attrs.tuple(key) or (default,) * rank
+    if len(value) != rank:
+        unsupported(attrs, f"{key}={value} with a {rank}-d kernel")
+    return tuple(int(v) for v in value)
 
 
 def norm_axis(axis: int, ndim: int) -> int:

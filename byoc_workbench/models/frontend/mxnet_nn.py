@@ -6,32 +6,45 @@ import numpy as np
 from tvm import relax
 from tvm.relax import op as R
 
-from .mxnet_common import scalar, shape_of, unsupported
+from .mxnet_attrs import REQUIRED
+from .mxnet_common import scalar, shape_of, spatial, unsupported
+
+# Layouts by kernel rank, channels first then channels last (the two MXNet knows).
+_LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
+_CONV = {1: R.nn.conv1d, 2: R.nn.conv2d, 3: R.nn.conv3d}
+_MAX_POOL = {1: R.nn.max_pool1d, 2: R.nn.max_pool2d, 3: R.nn.max_pool3d}
+_AVG_POOL = {1: R.nn.avg_pool1d, 2: R.nn.avg_pool2d, 3: R.nn.avg_pool3d}
+
+
+def _kernel_and_layout(attrs, x, op: str) -> tuple[tuple[int, ...], str]:
+    # The kernel's rank picks the op (conv1d/2d/3d); the layout must name as many axes as
+    # the data has, or TVM fails deep inside with a message about padding lengths.
+    kernel = tuple(int(k) for k in attrs.tuple("kernel", REQUIRED))
+    rank = len(kernel)
+    if rank not in _LAYOUTS:
+        unsupported(attrs, f"{op} with a {rank}-d kernel {kernel}", "use a 1-d, 2-d or 3-d kernel")
+    layout = attrs.str("layout") or _LAYOUTS[rank][0]
+    if layout not in _LAYOUTS[rank]:
+        unsupported(attrs, f"{op} layout={layout!r} with a {rank}-d kernel", f"use {' or '.join(_LAYOUTS[rank])}")
+    if len(shape_of(x)) != rank + 2:
+        unsupported(attrs, f"{op} with a {rank}-d kernel on {len(shape_of(x))}-d data {shape_of(x)}")
+    return kernel, layout
 
 
 def _conv(bb, inputs, attrs):
-    kernel = attrs.tuple("kernel")
-    ndim = len(kernel)
-    layout = attrs.str("layout") or {1: "NCW", 2: "NCHW"}.get(ndim)
-    strides = attrs.tuple("stride") or (1,) * ndim
-    padding = attrs.tuple("pad") or (0,) * ndim
-    dilation = attrs.tuple("dilate") or (1,) * ndim
+    kernel, layout = _kernel_and_layout(attrs, inputs[0], "Convolution")
+    rank = len(kernel)
+    strides, padding = spatial(attrs, "stride", rank, 1), spatial(attrs, "pad", rank, 0)
+    dilation = spatial(attrs, "dilate", rank, 1)
     groups = attrs.int("num_group", 1)
-    no_bias = attrs.bool("no_bias", False)
     # MXNet keeps the weight as (O, I, *k) for NC* layouts and (O, *k, I) for N*C.
     kernel_layout = "OI" + layout[2:] if layout.startswith("NC") else "O" + layout[1:-1] + "I"
-    if ndim == 2:
-        out = R.nn.conv2d(inputs[0], inputs[1], strides, padding, dilation, groups, layout, kernel_layout)
-    elif ndim == 1:
-        out = R.nn.conv1d(inputs[0], inputs[1], strides, padding, dilation, groups, layout, kernel_layout)
-    else:
-        unsupported(attrs, f"Convolution with a {ndim}-d kernel")
-    if no_bias:
+    out = _CONV[rank](inputs[0], inputs[1], strides, padding, dilation, groups, layout, kernel_layout)
+    if attrs.bool("no_bias", False):
         return out
     out = bb.normalize(out)
-    channel = layout.index("C")
     bias_shape = [1] * len(layout)
-    bias_shape[channel] = -1
+    bias_shape[layout.index("C")] = -1
     return R.add(out, R.reshape(inputs[2], bias_shape))
 
 
@@ -74,32 +87,32 @@ def _leaky_relu(bb, inputs, attrs):
 def _pooling(bb, inputs, attrs):
     x = inputs[0]
     kind = attrs.str("pool_type", "max")
-    layout = attrs.str("layout") or "NCHW"
-    if layout not in ("NCHW", "NHWC"):
-        unsupported(attrs, f"Pooling layout={layout!r}")
-    spatial = tuple(i for i, c in enumerate(layout) if c in "HW")
     if attrs.bool("global_pool", False):
-        if kind == "max":
-            return R.max(x, axis=spatial, keepdims=True)
-        if kind == "avg":
-            return R.mean(x, axis=spatial, keepdims=True)
-        if kind == "sum":
-            return R.sum(x, axis=spatial, keepdims=True)
-        unsupported(attrs, f"global Pooling pool_type={kind!r}")
-    kernel = attrs.tuple("kernel")
-    strides = attrs.tuple("stride") or (1, 1)
-    padding = attrs.tuple("pad") or (0, 0)
+        # The kernel is ignored here, so the data's rank decides the layout.
+        rank = len(shape_of(x)) - 2
+        layouts = _LAYOUTS.get(rank, ())
+        layout = attrs.str("layout") or (layouts[0] if layouts else None)
+        if layout not in layouts:
+            unsupported(attrs, f"global Pooling layout={layout!r} on {rank + 2}-d data")
+        spatial_axes = tuple(i for i, c in enumerate(layout) if c not in "NC")
+        reducers = {"max": R.max, "avg": R.mean, "sum": R.sum}
+        if kind not in reducers:
+            unsupported(attrs, f"global Pooling pool_type={kind!r}")
+        return reducers[kind](x, axis=spatial_axes, keepdims=True)
+    kernel, layout = _kernel_and_layout(attrs, x, "Pooling")
+    rank = len(kernel)
+    strides, padding = spatial(attrs, "stride", rank, 1), spatial(attrs, "pad", rank, 0)
     # "full" is MXNet's ceil mode; "same" would need asymmetric padding.
     convention = attrs.str("pooling_convention", "valid")
     if convention not in ("valid", "full"):
         unsupported(attrs, f"Pooling pooling_convention={convention!r}")
     ceil_mode = convention == "full"
     if kind == "max":
-        return R.nn.max_pool2d(x, kernel, strides, padding, ceil_mode=ceil_mode, layout=layout)
+        return _MAX_POOL[rank](x, kernel, strides, padding, ceil_mode=ceil_mode, layout=layout)
     if kind == "avg":
         # MXNet counts the padding in the average unless told otherwise.
         include_pad = attrs.bool("count_include_pad", True)
-        return R.nn.avg_pool2d(
+        return _AVG_POOL[rank](
             x, kernel, strides, padding, ceil_mode=ceil_mode, count_include_pad=include_pad, layout=layout
         )
     unsupported(attrs, f"Pooling pool_type={kind!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from tvm.relax import op as R
 
+from .mxnet_attrs import REQUIRED
 from .mxnet_common import dtype_of, norm_axis, scalar, shape_of, unsupported
 
 # --- factories -------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def _stack(bb, inputs, attrs):
 
 
 def _expand_dims(bb, inputs, attrs):
-    return R.expand_dims(inputs[0], attrs.int("axis"))
+    return R.expand_dims(inputs[0], attrs.int("axis", REQUIRED))
 
 
 def _squeeze(bb, inputs, attrs):
@@ -150,8 +151,8 @@ def _squeeze(bb, inputs, attrs):
 def _slice_axis(bb, inputs, attrs):
     x = inputs[0]
     shape = shape_of(x)
-    axis = norm_axis(attrs.int("axis"), len(shape))
-    begin, end = attrs.int("begin", 0), attrs.int("end")
+    axis = norm_axis(attrs.int("axis", REQUIRED), len(shape))
+    begin, end = attrs.int("begin", REQUIRED), attrs.int("end")
     begin = begin + shape[axis] if begin < 0 else begin
     end = shape[axis] if end is None else (end + shape[axis] if end < 0 else end)
     return R.strided_slice(x, [axis], [begin], [end])
@@ -160,7 +161,7 @@ def _slice_axis(bb, inputs, attrs):
 def _slice(bb, inputs, attrs):
     x = inputs[0]
     shape = shape_of(x)
-    begin, end = attrs.tuple("begin"), attrs.tuple("end")
+    begin, end = attrs.tuple("begin", REQUIRED), attrs.tuple("end", REQUIRED)
     step = attrs.tuple("step", ()) or (None,) * len(begin)
     axes, begins, ends, strides = [], [], [], []
     for axis, (b, e, s) in enumerate(zip(begin, end, step)):
@@ -208,11 +209,11 @@ def _arange(bb, inputs, attrs):
 
 
 def _clip(bb, inputs, attrs):
-    return R.clip(inputs[0], attrs.float("a_min"), attrs.float("a_max"))
+    return R.clip(inputs[0], attrs.float("a_min", REQUIRED), attrs.float("a_max", REQUIRED))
 
 
 def _cast(bb, inputs, attrs):
-    return R.astype(inputs[0], attrs.str("dtype"))
+    return R.astype(inputs[0], attrs.str("dtype", REQUIRED))
 
 
 def _like(fn):
@@ -221,6 +222,19 @@ def _like(fn):
 
 def _identity(bb, inputs, attrs):
     return inputs[0]
+
+
+def _round(bb, inputs, attrs):
+    # MXNet rounds halves away from zero (-2.5 -> -3); R.round rounds them to even.
+    # sign(x) * floor(|x| + 0.5) would be wrong at 0.49999997, where |x| + 0.5 rounds
+    # up to 1 in float32; the fraction |x| - floor(|x|) is exact, so compare that.
+    x = inputs[0]
+    if not dtype_of(x).startswith(("float", "bfloat")):
+        return x
+    magnitude = bb.emit(R.abs(x))
+    whole = bb.emit(R.floor(magnitude))
+    up = R.astype(R.greater_equal(R.subtract(magnitude, whole), scalar(0.5, x)), dtype_of(x))
+    return R.multiply(R.sign(x), R.add(whole, up))
 
 
 def _power_scalar(bb, inputs, attrs):
@@ -281,7 +295,7 @@ TENSOR_CONVERTERS = {
     "square": unary(R.square),
     "floor": unary(R.floor),
     "ceil": unary(R.ceil),
-    "round": unary(R.round),
+    "round": _round,
     "sign": unary(R.sign),
     "sum": reduce(R.sum),
     "mean": reduce(R.mean),
