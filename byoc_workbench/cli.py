@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 from .errors import WorkbenchError
@@ -43,12 +44,32 @@ def _target_and_extra(target_name: str | None, user_rules):
     return get_target(target_name or "byoc-target"), ()
 
 
+def writable_dir(path: str | Path, fix: str = "pass --out a directory you can write to") -> Path:
+    """``path`` as a directory, created if needed, after checking that a file can be written in it.
+
+    Checked before any work starts, so a bad path fails in a second, not after a model build.
+    """
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as err:
+        raise WorkbenchError(f"Cannot write to {out} ({err.strerror or err})", fix) from None
+    return out
+
+
 def cmd_stages(args) -> int:
     from .draw import render
     from .flow import stages, summary
     from .flow.rules import parse_rule_list
     from .session import Workbench
 
+    if args.min_mac_ops < 0:
+        raise WorkbenchError(
+            f"--min-mac-ops must be 0 or more, got {args.min_mac_ops}",
+            "pass a count of MAC ops such as 1 (the default), or --no-prune to keep every subgraph",
+        )
+    out = writable_dir(args.out)
     if args.model == "ssd":
         from .models.ssd import model_workbench
 
@@ -63,8 +84,6 @@ def cmd_stages(args) -> int:
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
     wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra, mark=mark)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     if args.format == "svg":
         render.check_dot()
     for i, s in enumerate(wb.stages):
@@ -96,6 +115,8 @@ def cmd_run(args) -> int:
 
     from .models import ssd
 
+    if args.save_outputs:
+        writable_dir(Path(args.save_outputs).parent, "pass --save-outputs a path in a directory you can write to")
     result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend)
     kept = int((np.asarray(result["ids"]) >= 0).sum())
     print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
@@ -186,19 +207,9 @@ def main(argv=None) -> int:
     )
     try:
         return args.func(args)
-    except WorkbenchError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
+        print(err.line, file=sys.stderr)
         return 2
-    except ValueError as err:  # the frontend's and zoo's own one-line errors
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:
-        from .models import zoo
-
-        if isinstance(err, (zoo.DownloadError, zoo.MissingDependencyError)):
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        raise
 
 
 if __name__ == "__main__":

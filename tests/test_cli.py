@@ -3,6 +3,9 @@
 import json
 import textwrap
 
+import pytest
+from messages import one_line
+
 from byoc_workbench import cli
 
 
@@ -60,7 +63,52 @@ def test_dot_format(tmp_path):
 def test_unknown_rule_exits_2(tmp_path, capsys):
     assert run(["stages", "demo", "--out", str(tmp_path), "--rules", "byoc-target.nope"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: Unknown rule byoc-target.nope") and err.count("\n") == 1
+    assert one_line(err.rstrip("\n")).startswith("error: Unknown rule byoc-target.nope") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "is_a_file"])
+def test_unwritable_out_is_one_line(tmp_path, capsys, where):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    out = blocker / "diagrams" if where == "under_a_file" else blocker
+    assert run(["stages", "demo", "--out", str(out)]) == 2
+    err = one_line(capsys.readouterr().err.rstrip("\n"))
+    assert f"Cannot write to {out}" in err and "--out" in err
+
+
+def test_read_only_out_is_one_line(tmp_path, capsys):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    out = tmp_path / "ro"
+    out.mkdir(mode=0o500)
+    assert run(["stages", "demo", "--out", str(out)]) == 2
+    assert "Permission denied" in one_line(capsys.readouterr().err.rstrip("\n"))
+
+
+def test_unwritable_save_outputs_fails_before_the_run(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert run(["run", "ssd", "--save-outputs", str(blocker / "out.npz")]) == 2
+    assert "--save-outputs" in one_line(capsys.readouterr().err.rstrip("\n"))
+
+
+def test_negative_min_mac_ops_is_refused(tmp_path, capsys):
+    assert run(["stages", "demo", "--out", str(tmp_path / "o"), "--min-mac-ops", "-1"]) == 2
+    assert "--min-mac-ops must be 0 or more, got -1" in one_line(capsys.readouterr().err.rstrip("\n"))
+    assert not (tmp_path / "o").exists(), "refused before anything was written"
+
+
+def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
+    """Only WorkbenchError is a user's mistake; any other exception is a bug and is not swallowed."""
+
+    def broken(args):
+        raise ValueError("a bug in the workbench")
+
+    monkeypatch.setattr(cli, "cmd_stages", broken)
+    with pytest.raises(ValueError, match="a bug in the workbench"):
+        run(["stages", "demo", "--out", str(tmp_path)])
 
 
 def test_bring_your_own_model_and_rules(tmp_path):
@@ -119,4 +167,4 @@ def test_part1_needs_no_mxnet(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert (tmp_path / "summary.json").exists()
     err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(err) == 1 and "mxnet==1.9.1" in err[0] and "Python 3.11" in err[0]
+    assert len(err) == 1 and "mxnet==1.9.1" in one_line(err[0]) and "Python 3.11" in err[0]
