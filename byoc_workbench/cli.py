@@ -208,6 +208,8 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
+        # With -v the traceback (and the error it was raised from) is logged too.
+        logging.getLogger(__name__).info("where the error was raised:", exc_info=True)
         print(err.line, file=sys.stderr)
         return 2
 
