@@ -1,0 +1,360 @@
+"""Workshop exercises, each with a self-check.
+
+A check takes the attendee's answer, runs it through the workbench's own stages
+(the ones the notebooks draw) and returns :class:`Feedback`: what is right, what
+is wrong and a hint. The expected answers are computed, not stored, except
+where an exercise asks for a prediction about a graph defined here.
+
+Exercises 1 to 4 use small graphs (notebook 01); exercise 5 uses the SSD
+(notebook 03). Solutions: ``notebooks/solutions/``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from . import ir
+from .errors import WorkbenchError
+from .flow import stages
+from .flow.rules import Rule, Target, get_target, pattern_rule
+from .session import Workbench
+
+BYOC = "byoc-target"
+CHANGES = ("more", "fewer", "same")
+_NOT_ANSWERED = "not answered yet: replace each ... with your answer"
+
+
+@dataclasses.dataclass(repr=False)
+class Feedback:
+    """What a self-check found. Shown as text in a notebook; ``passed`` when nothing is wrong."""
+
+    exercise: str
+    right: list = dataclasses.field(default_factory=list)
+    wrong: list = dataclasses.field(default_factory=list)
+    hint: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.wrong
+
+    def __repr__(self) -> str:
+        lines = [f"{self.exercise}: {'solved' if self.passed else 'not yet'}"]
+        lines += [f"  right: {x}" for x in self.right]
+        lines += [f"  wrong: {x}" for x in self.wrong]
+        if self.wrong and self.hint:
+            lines.append(f"  hint:  {self.hint}")
+        return "\n".join(lines)
+
+
+def _unanswered(*answers) -> bool:
+    return any(a is ... or a is None for a in answers)
+
+
+def _predicted(fb: Feedback, what: str, predicted, actual) -> None:
+    """Compare a prediction with what the stages gave."""
+    if not isinstance(predicted, (int, str)) or isinstance(predicted, bool):
+        fb.wrong.append(f"the prediction of {what} should be a number or a word, got {predicted!r}")
+    elif predicted == actual:
+        fb.right.append(f"{what}: {actual}, as you predicted")
+    else:
+        fb.wrong.append(f"{what}: you predicted {predicted}, the stages give {actual}")
+
+
+def _stages_error(fb: Feedback, err: Exception) -> Feedback:
+    fb.wrong.append(f"running the stages with your answer failed: {err}")
+    return fb
+
+
+def _f32(shape) -> relax.TensorType:
+    return relax.TensorType(shape, "float32")
+
+
+# --- the graphs the exercises are about ---------------------------------------------------
+
+
+def conv_relu_graph() -> tvm.IRModule:
+    """Three convolutions: conv2d + relu, conv2d + bias + relu, conv2d + relu."""
+    op = relax.op
+    bb = relax.BlockBuilder()
+    x, w, b = relax.Var("x", _f32((1, 8, 16, 16))), relax.Var("w", _f32((8, 8, 3, 3))), relax.Var("b", _f32((8,)))
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            y = bb.emit(op.nn.relu(bb.emit(op.nn.conv2d(x, w, padding=1))))
+            conv = bb.emit(op.nn.conv2d(y, w, padding=1))
+            y = bb.emit(op.nn.relu(bb.emit(op.add(conv, bb.emit(op.expand_dims(b, [1, 2]))))))
+            y = bb.emit(op.nn.relu(bb.emit(op.nn.conv2d(y, w, padding=1))))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def multiply_graph() -> tvm.IRModule:
+    """conv2d + relu, then a multiply by 0.5, an add of the input, and a sigmoid."""
+    op = relax.op
+    bb = relax.BlockBuilder()
+    x, w = relax.Var("x", _f32((1, 8, 16, 16))), relax.Var("w", _f32((8, 8, 3, 3)))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(op.nn.relu(bb.emit(op.nn.conv2d(x, w, padding=1))))
+            y = bb.emit(op.multiply(y, relax.const(0.5, "float32")))
+            y = bb.emit(op.sigmoid(bb.emit(op.add(y, x))))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _claimed_ops(wb: Workbench) -> collections.Counter:
+    return collections.Counter(op for sg in wb.stage("partition").subgraphs for op in sg.ops)
+
+
+# --- exercise 1: a pattern ------------------------------------------------------------------
+
+CONV_RELU = collections.Counter({"relax.nn.conv2d": 2, "relax.nn.relu": 2})
+
+
+def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
+    """Exercise 1: a pattern for conv2d + relu without bias, and how often it matches :func:`conv_relu_graph`."""
+    fb = Feedback("Exercise 1, a pattern for conv2d + relu (no bias)")
+    fb.hint = (
+        "compose tvm.relax.dpl calls: is_op('relax.nn.<name>')(its inputs), with wildcard() for any input; "
+        "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs"
+    )
+    if _unanswered(pattern, predicted_matches):
+        fb.wrong.append(_NOT_ANSWERED)
+        return fb
+    try:
+        rule = pattern_rule("exercise", "conv2d_relu", pattern)
+        wb = Workbench(conv_relu_graph(), Target("exercise", (rule,)), prune_rule=stages.keep_all)
+        matches = wb.stage("annotate").rule_matches[rule.qualified]
+        claimed = _claimed_ops(wb)
+    except WorkbenchError as err:
+        return _stages_error(fb, err)
+    _predicted(fb, "the number of matches", predicted_matches, 2)
+    if claimed == CONV_RELU and matches == 2:
+        fb.right.append("your pattern matched twice, each time a conv2d and the relu after it")
+        on_demo = Workbench(_demo(), Target("exercise", (rule,))).stage("annotate").rule_matches[rule.qualified]
+        fb.right.append(
+            f"on the demo graph it matches {on_demo} times: there a bias add sits between every conv2d and its relu"
+        )
+        return fb
+    found = ", ".join(f"{op} x{n}" for op, n in sorted(claimed.items())) or "nothing"
+    fb.wrong.append(f"your pattern matched {matches} times and claimed {found}; expected 2 matches of conv2d + relu")
+    if claimed["relax.add"]:
+        fb.hint = "your pattern also takes the bias add: the exercise asks for conv2d feeding relu directly"
+    elif claimed and not claimed["relax.nn.conv2d"]:
+        fb.hint = "your pattern claims the relu alone: make relu's input the conv2d pattern, not a wildcard"
+    elif not claimed:
+        fb.hint = "it matches nothing: check the op names (relax.nn.conv2d, relax.nn.relu) and that relu wraps conv2d"
+    return fb
+
+
+def _demo() -> tvm.IRModule:
+    from .models import demo
+
+    return demo.demo_module()
+
+
+# --- exercise 2: a per-op rule --------------------------------------------------------------
+
+
+def check_multiply_rule(rule, predicted_subgraphs) -> Feedback:
+    """Exercise 2: a per-op rule for ``multiply`` on byoc-target, and the partition of :func:`multiply_graph`."""
+    fb = Feedback("Exercise 2, a per-op rule for multiply")
+    fb.hint = (
+        "op_rule('byoc-target', 'multiply', 'relax.multiply'). Without it the partition of multiply_graph() has "
+        "2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them: what happens to them once "
+        "multiply is claimed too?"
+    )
+    if _unanswered(rule, predicted_subgraphs):
+        fb.wrong.append(_NOT_ANSWERED)
+        return fb
+    if not isinstance(rule, Rule):
+        fb.wrong.append(f"build the rule with op_rule(...), got {type(rule).__name__}")
+        return fb
+    for ok, good, bad in (
+        (rule.kind == "op", "it is a per-op rule", "it is a pattern rule; the exercise asks for a per-op rule"),
+        (rule.op == "relax.multiply", "it claims relax.multiply", f"it claims {rule.op}, not relax.multiply"),
+        (rule.target == BYOC, f"its target is {BYOC}", f"its target is {rule.target!r}, not {BYOC!r}"),
+    ):
+        (fb.right if ok else fb.wrong).append(good if ok else bad)
+    try:
+        wb = Workbench(multiply_graph(), get_target(BYOC), extra_rules=(rule,), prune_rule=stages.keep_all)
+        subgraphs = wb.stage("partition").subgraphs
+    except WorkbenchError as err:
+        return _stages_error(fb, err)
+    _predicted(fb, "the number of subgraphs", predicted_subgraphs, len(subgraphs))
+    if fb.passed:
+        ops = ", ".join(op.removeprefix("relax.") for op in subgraphs[0].ops)
+        fb.right.append(f"claiming multiply joins the two regions into one subgraph: {ops}")
+    return fb
+
+
+# --- exercise 3: a prune rule ---------------------------------------------------------------
+
+PRUNE_CASES = (  # (ops of a subgraph, number of MAC ops in it)
+    (["relax.add"], 0),
+    (["relax.multiply", "relax.add", "relax.multiply"], 0),
+    (["relax.nn.conv2d", "relax.nn.relu"], 1),
+    (["relax.nn.conv2d", "relax.add", "relax.nn.conv2d"], 2),
+    (["relax.matmul", "relax.nn.relu", "relax.matmul"], 2),
+    (["relax.nn.conv2d"] * 3, 3),
+)
+
+
+def check_prune_rule(rule) -> Feedback:
+    """Exercise 3: a prune rule ``(name, ops) -> reason or None`` that keeps subgraphs with at least 2 MAC ops."""
+    fb = Feedback("Exercise 3, a prune rule: at least 2 MAC ops")
+    fb.hint = (
+        "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
+        "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host"
+    )
+    if _unanswered(rule):
+        fb.wrong.append(_NOT_ANSWERED)
+        return fb
+    if not callable(rule):
+        fb.wrong.append(f"a prune rule is a function (name, ops) -> reason or None, got {type(rule).__name__}")
+        return fb
+    for ops, macs in PRUNE_CASES:
+        short = "[" + ", ".join(op.removeprefix("relax.") for op in ops) + "]"
+        try:
+            verdict = rule("subgraph", list(ops))
+        except Exception as err:  # the attendee's code can raise anything
+            fb.wrong.append(f"on {short} your rule raised {type(err).__name__}: {err}")
+            continue
+        if verdict is not None and not (isinstance(verdict, str) and verdict):
+            fb.wrong.append(f"on {short} it returned {verdict!r}: return None to keep, or a non-empty reason")
+        elif (verdict is None) == (macs >= 2):
+            fb.right.append(f"{short}: {'kept' if verdict is None else 'pruned'} ({macs} MAC)")
+        else:
+            fb.wrong.append(f"{short} has {macs} MAC op(s), so it should be {'kept' if macs >= 2 else 'pruned'}")
+    if fb.passed:
+        demo_left = len(Workbench(_demo(), get_target(BYOC), prune_rule=rule).stage("prune").subgraphs)
+        three = len(Workbench(conv_relu_graph(), get_target(BYOC), prune_rule=rule).stage("prune").subgraphs)
+        fb.right.append(
+            f"on the demo it leaves {demo_left} subgraphs (each holds at most one conv2d); "
+            f"on conv_relu_graph() it keeps {three}, the one subgraph with all three convolutions"
+        )
+    return fb
+
+
+# --- exercise 4: your own graph -------------------------------------------------------------
+
+
+def check_own_graph(mod, rules, predicted_subgraphs) -> Feedback:
+    """Exercise 4: a graph of at least three ops of your own, rules for it, and its partition predicted."""
+    fb = Feedback("Exercise 4, your own graph, partitioned")
+    fb.hint = (
+        "write mod with @I.ir_module (a main with at least three ops in a dataflow block) and rules with "
+        "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting"
+    )
+    if _unanswered(mod, rules, predicted_subgraphs):
+        fb.wrong.append(_NOT_ANSWERED)
+        return fb
+    target = rules if isinstance(rules, Target) else None
+    if target is None:
+        rules = tuple(rules) if isinstance(rules, (list, tuple)) else (rules,)
+        if not rules or not all(isinstance(r, Rule) for r in rules):
+            fb.wrong.append("rules should be a list of op_rule(...)/pattern_rule(...) values, or a Target")
+            return fb
+        target = Target(rules[0].target, rules, "your rules")
+    try:
+        wb = Workbench(mod, target, prune_rule=stages.keep_all)
+        ops, subgraphs = wb.stage("source").op_count, wb.stage("partition").subgraphs
+        matched = {k: v for k, v in wb.stage("annotate").rule_matches.items() if v}
+    except WorkbenchError as err:
+        return _stages_error(fb, err)
+    (fb.right if ops >= 3 else fb.wrong).append(f"your graph has {ops} ops" + ("" if ops >= 3 else ", fewer than 3"))
+    if matched:
+        fb.right.append("your rules matched: " + ", ".join(f"{k} x{v}" for k, v in matched.items()))
+    else:
+        fb.wrong.append("none of your rules matched anything, so nothing is offloaded")
+    _predicted(fb, "the number of subgraphs", predicted_subgraphs, len(subgraphs))
+    if fb.passed:
+        fb.right += [f"{sg.name}: {', '.join(sg.ops)}" for sg in subgraphs]
+        fb.right += _runs_the_same(wb)
+    return fb
+
+
+def _runs_the_same(wb: Workbench) -> list:
+    """Where the teaching codegen compiled every subgraph, run both modules on random inputs and compare."""
+    from . import execute
+
+    codegen = wb.stage("codegen")
+    if codegen.notes or not codegen.generated:
+        return []
+    rng = np.random.RandomState(0)
+    inputs = []
+    for p in wb.mod["main"].params:
+        ty = p.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None or ty.dtype != "float32":
+            return []
+        if not all(isinstance(getattr(d, "value", None), int) for d in ty.shape.values):
+            return []  # a symbolic shape: no one input size to try
+        inputs.append(rng.uniform(-1, 1, [int(d) for d in ty.shape.values]).astype("float32"))
+    diff = float(np.abs(execute.run(codegen.mod, inputs) - execute.run(wb.mod, inputs)).max())
+    return [f"compiled by the teaching codegen, it computes what TVM alone does (max difference {diff:.1e})"]
+
+
+# --- exercise 5: one TensorRT rule off, on the SSD ------------------------------------------
+
+
+def _change(before: int, after: int) -> str:
+    return "more" if after > before else "fewer" if after < before else "same"
+
+
+def check_ssd_rule_off(wb, partition_change, prune_change) -> Feedback:
+    """Exercise 5: the SSD's workbench with one TensorRT rule switched off.
+
+    Predict whether the partition gives ``"more"``, ``"fewer"`` or the ``"same"`` number of
+    subgraphs as with every rule on, and the same after pruning. The feedback explains the counts.
+    """
+    fb = Feedback("Exercise 5, one TensorRT rule off on the SSD")
+    fb.hint = (
+        "a rule that is off leaves its ops on the host, where they cut the subgraphs around them; "
+        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs"
+    )
+    if _unanswered(wb, partition_change, prune_change):
+        fb.wrong.append(_NOT_ANSWERED)
+        return fb
+    if not isinstance(wb, Workbench) or wb.target.name != "tensorrt":
+        fb.wrong.append("pass the SSD's workbench for target tensorrt, with one rule switched off")
+        return fb
+    off = [r.qualified for r in wb.all_rules if r.qualified not in wb.enabled]
+    if len(off) != 1:
+        fb.wrong.append(f"{len(off)} rules are off; switch exactly one off: wb.with_rule('tensorrt.<name>', False)")
+        return fb
+    full = wb.with_rule(off[0], True)
+    claimed = full.stage("annotate").rule_matches.get(off[0], 0)
+    if not claimed:
+        fb.wrong.append(f"{off[0]} matches nothing on the SSD, so switching it off changes nothing")
+        fb.hint = "pick a rule with a count in wb.stage('annotate').rule_matches, e.g. one for conv2d or reshape"
+        return fb
+    counts = {name: (len(full.stage(name).subgraphs), len(wb.stage(name).subgraphs)) for name in ("partition", "prune")}
+    for name, answer in (("partition", partition_change), ("prune", prune_change)):
+        before, after = counts[name]
+        if answer not in CHANGES:
+            fb.wrong.append(f"answer {name} with one of {', '.join(CHANGES)}, got {answer!r}")
+        else:
+            _predicted(fb, f"{name} stage, {before} -> {after} subgraphs", answer, _change(before, after))
+    fb.right.append(f"with every rule on, {off[0]} claims {claimed} calls; off, they stay on the host")
+    if fb.passed:
+        fb.right.append(_explain(wb, counts))
+    return fb
+
+
+def _explain(wb: Workbench, counts: dict) -> str:
+    (p0, p1), (q0, q1) = counts["partition"], counts["prune"]
+    text = f"the host ops split what was {p0} subgraphs into {p1}" if p1 > p0 else f"partition: {p0} -> {p1}"
+    left = wb.stage("prune").subgraphs
+    if not left:
+        return text + "; none holds a MAC op any more, so pruning sends every one back to the host"
+    macs = [sum(op in ir.MAC_OPS for op in sg.ops) for sg in left]
+    if q1 > q0:
+        return text + f"; the {sum(macs)} MAC ops are now spread over {q1} subgraphs, each with its own boundaries"
+    biggest = max(len(sg.ops) for sg in left)
+    return text + f"; pruning returns the pieces without a MAC op, leaving {q1} (the largest holds {biggest} ops)"
