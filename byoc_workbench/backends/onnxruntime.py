@@ -1,0 +1,109 @@
+"""The ``onnxruntime`` backend: each subgraph becomes an ONNX Runtime session.
+
+The session runs on the CPU everywhere, and on the CUDA provider where
+onnxruntime-gpu and an NVIDIA GPU exist. TVM's tensors reach it through
+DLPack, so inputs are read and outputs written in place, with no copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import tvm
+
+from ..errors import WorkbenchError, first_line, import_optional
+from . import onnx as onnx_translate
+from .registry import Compiled
+
+_KDLCPU = 1
+
+
+def _ort():
+    return import_optional("onnxruntime", "pip install onnxruntime (onnxruntime-gpu on an NVIDIA machine)")
+
+
+def providers() -> list:
+    """The execution providers a session gets: CUDA first where it can run, always the CPU."""
+    ort = _ort()
+    if "CUDAExecutionProvider" in ort.get_available_providers() and tvm.cuda(0).exist:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def session_options(threads: int | None = None):
+    """Full graph optimisation, one intra-op thread per core."""
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads or _cores()
+    # TVM's own threads run the host ops right after; idle ORT threads must not spin on the same cores.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return so
+
+
+def _errors(ort) -> tuple:
+    state = ort.capi.onnxruntime_pybind11_state
+    return tuple(getattr(state, n) for n in ("Fail", "InvalidGraph", "NotImplemented", "InvalidArgument", "EPFail"))
+
+
+def make_session(model: bytes, name: str, threads: int | None = None):
+    """An InferenceSession for a serialized ONNX model, or a one-line error if ONNX Runtime rejects it."""
+    ort = _ort()
+    try:
+        return ort.InferenceSession(model, sess_options=session_options(threads), providers=providers())
+    except _errors(ort) as err:
+        raise WorkbenchError(f"ONNX Runtime rejected {name}: {first_line(err)}", onnx_translate.FIX) from None
+
+
+class Runner:
+    """A packed function: ``(*inputs, *outputs)`` TVM tensors, outputs written in place."""
+
+    def __init__(self, session):
+        self.session = session
+        self.inputs = [i.name for i in session.get_inputs()]
+        self.outputs = [o.name for o in session.get_outputs()]
+        self.on_gpu = session.get_providers()[0] == "CUDAExecutionProvider"
+        self._ort = _ort()
+
+    def _value(self, t):
+        # Zero-copy: the OrtValue borrows the TVM tensor's memory.
+        return self._ort.OrtValue.from_dlpack(t)
+
+    def __call__(self, *args):
+        ins, outs = args[: len(self.inputs)], args[len(self.inputs) :]
+        if not self.on_gpu and any(t.device.dlpack_device_type() != _KDLCPU for t in args):
+            return self._through_host(ins, outs)
+        binding = self.session.io_binding()
+        for name, t in zip(self.inputs, ins):
+            binding.bind_ortvalue_input(name, self._value(t))
+        for name, t in zip(self.outputs, outs):
+            binding.bind_ortvalue_output(name, self._value(t))
+        self.session.run_with_iobinding(binding)
+
+    def _through_host(self, ins, outs):
+        """A CPU-only ONNX Runtime cannot read GPU memory: copy through the host."""
+        results = self.session.run(self.outputs, {n: t.numpy() for n, t in zip(self.inputs, ins)})
+        for out, res in zip(outs, results):
+            out.copyfrom(np.ascontiguousarray(res))
+
+
+def compile_subgraph(name: str, func, threads: int | None = None, fp16: bool = False, **options) -> Compiled:
+    """Translate ``func`` to ONNX, open a session and register it as a packed function."""
+    model = onnx_translate.translate(func, name, fp16=fp16)
+    data = model.SerializeToString()
+    session = make_session(data, name, threads)
+    digest = hashlib.sha1(data).hexdigest()[:10]
+    # The digest keeps two modules whose subgraphs share a name from calling each other's session.
+    symbol = f"byoc_workbench.onnxruntime.{name}.{digest}"
+    runner = Runner(session)
+    tvm.register_global_func(symbol, runner, override=True)
+    header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
+    return Compiled(
+        name, symbol, header + onnx_translate.summary(model), len(runner.outputs), "onnxruntime", artifact=model
+    )

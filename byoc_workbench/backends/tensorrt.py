@@ -1,0 +1,206 @@
+"""The ``tensorrt`` backend: each subgraph's ONNX becomes a TensorRT engine.
+
+Built with TensorRT's own ONNX parser and builder (the Python API of
+TensorRT 10 and later), with a workspace limit and a timing cache. Cold
+builds take tens of seconds, so engines are cached on disk, keyed by a hash
+of the ONNX, the TensorRT version and the GPU. At run time the engine reads
+and writes the device buffers TVM passes in, on TVM's stream.
+
+FP16 is written into the graph (float16 weights and casts, see
+:func:`byoc_workbench.backends.onnx.translate`): TensorRT 11 removed the
+builder's FP16 flag, and its networks are always strongly typed.
+
+TensorRT needs an NVIDIA GPU. Where TensorRT or the GPU is missing, every
+entry point raises one WorkbenchError naming what is missing and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import tvm
+
+from ..errors import WorkbenchError, import_optional
+from . import onnx as onnx_translate
+from .registry import Compiled
+
+logger = logging.getLogger(__name__)
+
+WORKSPACE_BYTES = 1 << 30
+ELSEWHERE = "or choose backend onnxruntime or auto"
+_KDLCUDA = 2
+
+
+def engine_dir() -> Path:
+    """Where engines are cached: ``$BYOC_WORKBENCH_CACHE/engines``, else ``~/.cache/byoc-workbench/engines``."""
+    root = os.environ.get("BYOC_WORKBENCH_CACHE")
+    path = Path(root) / "engines" if root else Path("~/.cache/byoc-workbench/engines").expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _trt():
+    # OSError too: the bindings can import while TensorRT's libraries are missing (libnvonnxparser).
+    return import_optional("tensorrt", f"pip install .[tensorrt] on a machine with an NVIDIA GPU, {ELSEWHERE}")
+
+
+def _gpu() -> tvm.runtime.Device:
+    dev = tvm.cuda(0)
+    if not dev.exist:
+        raise WorkbenchError(
+            "TensorRT needs an NVIDIA GPU, and none is visible.",
+            f"run on a machine with an NVIDIA GPU and its driver, {ELSEWHERE}.",
+        )
+    return dev
+
+
+class _Logger:
+    """TensorRT's logger, created once: TensorRT wants a single logger per process."""
+
+    instance = None
+
+    @classmethod
+    def get(cls, trt):
+        if cls.instance is None:
+            cls.instance = trt.Logger(trt.Logger.WARNING)
+        return cls.instance
+
+
+def check() -> tuple:
+    """``(tensorrt module, GPU device)``, or the one-line error saying what is missing."""
+    trt = _trt()
+    return trt, _gpu()
+
+
+def missing() -> str | None:
+    """Why the tensorrt backend cannot run here, or None when it can."""
+    try:
+        check()
+    except WorkbenchError as err:
+        return str(err)
+    return None
+
+
+def _builder(trt):
+    try:
+        return trt.Builder(_Logger.get(trt))
+    except TypeError:  # "factory function returned nullptr" after a CUDA initialization failure
+        raise WorkbenchError(
+            "TensorRT could not start: CUDA initialization failed (no usable NVIDIA GPU or driver).",
+            f"check nvidia-smi and the driver, {ELSEWHERE}.",
+        ) from None
+
+
+def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES) -> bytes:
+    """A serialized engine (plan) for an ONNX model; the timing cache is shared across builds."""
+    builder = _builder(trt)
+    flags = 0
+    strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    if strongly_typed is not None:  # TensorRT 10: keep the graph's own float16/float32 casts
+        flags |= 1 << int(strongly_typed)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, _Logger.get(trt))
+    if not parser.parse(model):
+        errors = "; ".join(str(parser.get_error(i)).strip().replace("\n", " ") for i in range(parser.num_errors))
+        raise WorkbenchError(f"TensorRT's ONNX parser rejected {name}: {errors}.", onnx_translate.FIX + ".")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    timing_path = engine_dir() / f"timing-{trt.__version__}.cache"
+    timing = config.create_timing_cache(timing_path.read_bytes() if timing_path.exists() else b"")
+    config.set_timing_cache(timing, ignore_mismatch=True)
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise WorkbenchError(
+            f"TensorRT could not build an engine for {name} (see TensorRT's log above).",
+            f"raise the workspace limit or switch off the rules that offload the failing layers, {ELSEWHERE}.",
+        )
+    timing_path.write_bytes(memoryview(config.get_timing_cache().serialize()))
+    return bytes(plan)
+
+
+def cached_engine(trt, dev, model: bytes, name: str, workspace: int = WORKSPACE_BYTES) -> tuple:
+    """``(plan, path, was_cached)``: the engine from the disk cache, built and stored on a miss."""
+    key = hashlib.sha256(
+        b"|".join([model, trt.__version__.encode(), dev.device_name.encode(), str(dev.compute_version).encode()])
+    ).hexdigest()[:20]
+    path = engine_dir() / f"{name}-{key}.engine"
+    if path.exists():
+        return path.read_bytes(), path, True
+    plan = build_engine(trt, model, name, workspace)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(plan)
+    tmp.replace(path)  # atomic: a concurrent reader never sees half an engine
+    return plan, path, False
+
+
+class Runner:
+    """A packed function running an engine on ``(*inputs, *outputs)`` TVM tensors.
+
+    GPU tensors are used in place on TVM's current stream. CPU tensors (a VM
+    built for llvm) go through device buffers allocated once.
+    """
+
+    def __init__(self, trt, dev, plan: bytes, inputs: list, outputs: list):
+        import tvm_ffi
+
+        self._ffi = tvm_ffi
+        self.dev = dev
+        self.runtime = trt.Runtime(_Logger.get(trt))
+        self.engine = self.runtime.deserialize_cuda_engine(plan)
+        self.context = self.engine.create_execution_context()
+        self.names = list(inputs) + list(outputs)
+        self.num_inputs = len(inputs)
+        self._staging = None
+
+    def __call__(self, *args):
+        on_device = all(t.device.dlpack_device_type() == _KDLCUDA for t in args)
+        buffers = args if on_device else self._stage(args)
+        for name, t in zip(self.names, buffers):
+            self.context.set_tensor_address(name, t.data_ptr())
+        stream = self._ffi.get_raw_stream(buffers[0].device)
+        if not self.context.execute_async_v3(stream):
+            raise RuntimeError("TensorRT's execute_async_v3 failed; see TensorRT's log")
+        if not on_device:
+            self.dev.sync()
+            for out, staged in zip(args[self.num_inputs :], buffers[self.num_inputs :]):
+                staged.copyto(out)
+
+    def _stage(self, args) -> list:
+        if self._staging is None:
+            self._staging = [tvm.runtime.empty(t.shape, t.dtype, self.dev) for t in args]
+        for host, staged in zip(args[: self.num_inputs], self._staging):
+            staged.copyfrom(host)
+        return self._staging
+
+    def layers(self) -> list:
+        """The engine's layers, as TensorRT's inspector reports them."""
+        trt = _trt()
+        info = self.engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
+        return json.loads(info).get("Layers", [])
+
+
+def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKSPACE_BYTES, **options) -> Compiled:
+    """Translate ``func`` to ONNX, build (or load) its engine and register it as a packed function."""
+    trt, dev = check()
+    model = onnx_translate.translate(func, name, fp16=fp16)
+    data = model.SerializeToString()
+    plan, path, was_cached = cached_engine(trt, dev, data, name, workspace)
+    inputs = [i.name for i in model.graph.input]
+    outputs = [o.name for o in model.graph.output]
+    runner = Runner(trt, dev, plan, inputs, outputs)
+    symbol = f"byoc_workbench.tensorrt.{name}.{path.stem.rsplit('-', 1)[-1]}"
+    tvm.register_global_func(symbol, runner, override=True)
+    layers = runner.layers()
+    header = [
+        f"# TensorRT {trt.__version__} engine on {dev.device_name}, {'fp16' if fp16 else 'fp32'}, "
+        f"{'from the cache' if was_cached else 'built'}: {path}",
+        f"# {len(layers)} layers:",
+    ]
+    body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
+    source = "\n".join(header + body) + "\n\n" + onnx_translate.summary(model)
+    return Compiled(name, symbol, source, len(outputs), "tensorrt", artifact=path)
