@@ -1,4 +1,4 @@
-"""Model loading: names, the weights cache and download, local files, seeded weights."""
+"""Specs, the weights cache and download (models.weights); loading, local files, seeded weights (models.zoo)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from messages import one_line
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.models import zoo
+from byoc_workbench.models import weights, zoo
 
 
 def test_unknown_model_name_is_one_line():
@@ -27,9 +27,15 @@ def test_unknown_model_name_is_one_line():
     assert "ssd_9000" in message and "ssd_512_resnet50_v1_coco" in message
 
 
+def test_zoo_keeps_the_names_the_cli_and_notebooks_use():
+    for name in ("MODELS", "DEFAULT_MODEL", "model_spec", "cache_dir", "prefetch", "DownloadError", "WeightsError"):
+        assert getattr(zoo, name) is getattr(weights, name), name
+    assert zoo.DEFAULT_MODEL in zoo.MODELS and callable(zoo.load_model)
+
+
 def test_zoo_import_does_not_pull_mxnet():
     code = (
-        "import sys, byoc_workbench.models.zoo, byoc_workbench.models.frontend; "
+        "import sys, byoc_workbench.models.zoo, byoc_workbench.models.seeded, byoc_workbench.models.frontend; "
         "print('mxnet' in sys.modules, 'gluoncv' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -44,21 +50,21 @@ def test_missing_mxnet_says_what_to_install(monkeypatch):
 
 
 def test_cache_dir_default_and_override(monkeypatch, tmp_path):
-    monkeypatch.delenv(zoo.CACHE_ENV, raising=False)
-    assert str(zoo.cache_dir()).endswith(".cache/byoc-workbench/models")
-    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
-    assert zoo.cache_dir() == tmp_path
-    assert zoo.cache_dir(tmp_path / "x") == tmp_path / "x"
+    monkeypatch.delenv(weights.CACHE_ENV, raising=False)
+    assert str(weights.cache_dir()).endswith(".cache/byoc-workbench/models")
+    monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
+    assert weights.cache_dir() == tmp_path
+    assert weights.cache_dir(tmp_path / "x") == tmp_path / "x"
 
 
 def test_file_names_and_urls_follow_gluoncv():
-    assert zoo.params_file_name("resnet50_v1") == "resnet50_v1-cc729d95.params"
-    url = zoo.weights_url("ssd_512_resnet50_v1_coco", "http://mirror.example/")
+    assert weights.params_file_name("resnet50_v1") == "resnet50_v1-cc729d95.params"
+    url = weights.weights_url("ssd_512_resnet50_v1_coco", "http://mirror.example/")
     assert url == "http://mirror.example/gluon/models/ssd_512_resnet50_v1_coco-c4835162.zip"
     pytest.importorskip("gluoncv")
     from gluoncv.model_zoo import model_store
 
-    for name, spec in zoo.MODELS.items():
+    for name, spec in weights.MODELS.items():
         assert model_store._model_sha1[name] == spec.sha1
 
 
@@ -73,20 +79,28 @@ def _closed_port():
 def test_download_fails_fast_and_clearly(tmp_path):
     repo = f"http://127.0.0.1:{_closed_port()}/"
     start = time.monotonic()
-    with pytest.raises(zoo.DownloadError) as info:
-        zoo.download_weights("resnet50_v1", tmp_path, repo_url=repo, timeout=2)
+    with pytest.raises(weights.DownloadError) as info:
+        weights.download_weights("resnet50_v1", tmp_path, repo_url=repo, timeout=2)
     assert time.monotonic() - start < 5
     message = one_line(info)
     assert "--weights" in message and "resnet50_v1-cc729d95.params" in message
 
 
+def test_unwritable_cache_is_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(weights.DownloadError) as info:
+        weights.download_weights("resnet50_v1", blocker / "cache", repo_url="http://127.0.0.1:9/", timeout=1)
+    assert weights.CACHE_ENV in one_line(info)
+
+
 def test_prefetch_reports_how_to_supply_each_file(tmp_path):
     repo = f"http://127.0.0.1:{_closed_port()}/"
-    report = zoo.prefetch(["resnet50_v1", "ssd_512_mobilenet1.0_coco"], tmp_path, repo_url=repo, timeout=2)
+    report = weights.prefetch(["resnet50_v1", "ssd_512_mobilenet1.0_coco"], tmp_path, repo_url=repo, timeout=2)
     assert set(report) == {"resnet50_v1", "ssd_512_mobilenet1.0_coco"}
     for name, entry in report.items():
         assert entry["ok"] is False and entry["error"]
-        assert str(tmp_path / zoo.params_file_name(name)) in entry["how_to_fix"]
+        assert str(tmp_path / weights.params_file_name(name)) in entry["how_to_fix"]
         assert "--weights" in entry["how_to_fix"]
 
 
@@ -107,8 +121,8 @@ def local_repo(tmp_path):
 def _publish(root, name, payload: bytes):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
-        zf.writestr(zoo.params_file_name(name), payload)
-    stem = zoo.params_file_name(name)[: -len(".params")]
+        zf.writestr(weights.params_file_name(name), payload)
+    stem = weights.params_file_name(name)[: -len(".params")]
     (root / "gluon" / "models" / f"{stem}.zip").write_bytes(buffer.getvalue())
 
 
@@ -118,22 +132,22 @@ def test_download_checks_sha1_and_caches(local_repo, tmp_path, monkeypatch):
     import hashlib
 
     # A stand-in model whose recorded sha1 is that of our payload.
-    spec = zoo.ModelSpec("resnet50_v1", (1, 3, 224, 224), "classification", hashlib.sha1(payload).hexdigest())
-    monkeypatch.setitem(zoo.MODELS, "resnet50_v1", spec)
+    spec = weights.ModelSpec("resnet50_v1", (1, 3, 224, 224), "classification", hashlib.sha1(payload).hexdigest())
+    monkeypatch.setitem(weights.MODELS, "resnet50_v1", spec)
     _publish(root, "resnet50_v1", payload)
     cache = tmp_path / "cache"
-    path = zoo.download_weights("resnet50_v1", cache, repo_url=url)
+    path = weights.download_weights("resnet50_v1", cache, repo_url=url)
     assert path.read_bytes() == payload and path.parent == cache
-    assert zoo.cached_weights("resnet50_v1", cache) == path
-    assert zoo.prefetch(["resnet50_v1"], cache, repo_url=url)["resnet50_v1"]["ok"]
+    assert weights.cached_weights("resnet50_v1", cache) == path
+    assert weights.prefetch(["resnet50_v1"], cache, repo_url=url)["resnet50_v1"]["ok"]
 
 
 def test_download_with_wrong_sha1_is_rejected(local_repo, tmp_path):
     root, url = local_repo
     _publish(root, "resnet50_v1", b"tampered")
-    with pytest.raises(zoo.DownloadError, match="wrong sha1"):
-        zoo.download_weights("resnet50_v1", tmp_path / "cache", repo_url=url)
-    assert zoo.cached_weights("resnet50_v1", tmp_path / "cache") is None
+    with pytest.raises(weights.DownloadError, match="wrong sha1"):
+        weights.download_weights("resnet50_v1", tmp_path / "cache", repo_url=url)
+    assert weights.cached_weights("resnet50_v1", tmp_path / "cache") is None
 
 
 # --- with mxnet -----------------------------------------------------------------------
@@ -220,9 +234,9 @@ def test_missing_params_file(tmp_path):
 @pytest.mark.mxnet
 def test_trained_weights_offline_fail_clearly(tmp_path, monkeypatch):
     pytest.importorskip("mxnet")
-    monkeypatch.setenv(zoo.REPO_ENV, f"http://127.0.0.1:{_closed_port()}/")
-    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
-    with pytest.raises(zoo.DownloadError, match="--weights"):
+    monkeypatch.setenv(weights.REPO_ENV, f"http://127.0.0.1:{_closed_port()}/")
+    monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
+    with pytest.raises(weights.DownloadError, match="--weights"):
         zoo.load_model("resnet50_v1", "trained")
     # weights=None falls back to the seeded weights, and says so.
     assert zoo.load_model("resnet50_v1").weights == "untrained"
