@@ -104,7 +104,7 @@ def compile_subgraph(name: str, func: relax.Function, backend: str | None = None
     if not order:
         if backend == "tvm":
             return "backend tvm: TVM runs it on the host"
-        return f"no '{codegen}' codegen chosen (pass backend 'onnxruntime', 'tensorrt' or 'auto')"
+        return f"no '{codegen}' codegen in this installation"
     tried = []
     for b in order:
         try:

@@ -14,7 +14,7 @@ import tvm
 from tvm import relax
 
 from .. import ir
-from ..backends.teaching import run_codegen
+from ..backends.registry import describe, run_codegen
 from ..errors import WorkbenchError
 from .partition import partition as _partition
 from .prune import PruneRule, keep_all, no_mac, prune
@@ -81,14 +81,29 @@ def partition(mod: tvm.IRModule, regions) -> tvm.IRModule:
     return _partition(mod, regions)
 
 
-def codegen(mod: tvm.IRModule) -> tuple:
-    """Compile subgraphs with their target's codegen; see :func:`codegen.run_codegen`."""
-    return run_codegen(mod)
+def codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:
+    """Compile subgraphs with ``backend``; see :func:`byoc_workbench.backends.registry.run_codegen`."""
+    return run_codegen(mod, backend, **options)
 
 
-def run_stages(mod: tvm.IRModule, rules, prune_rule: PruneRule | None = None) -> list:
-    """Run every stage for ``rules``; returns one :class:`Stage` per step."""
+def run_stages(
+    mod: tvm.IRModule,
+    rules,
+    prune_rule: PruneRule | None = None,
+    backend: str | None = None,
+    options: dict | None = None,
+) -> list:
+    """Run every stage for ``rules``; returns one :class:`Stage` per step.
+
+    ``backend`` and ``options`` go to the codegen stage (None: each target's
+    own codegen). For the ONNX-based backends, rules never claim a call the
+    ONNX translator cannot convert.
+    """
     mod = check_module(mod)
+    if backend in ("onnxruntime", "tensorrt", "auto"):
+        from ..backends.onnx import guard_rules
+
+        rules = guard_rules(rules)
     prune_rule = prune_rule or no_mac()
     stages = []
 
@@ -110,14 +125,10 @@ def run_stages(mod: tvm.IRModule, rules, prune_rule: PruneRule | None = None) ->
     m, reasons = prune(m, prune_rule)
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
     offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
-    m, generated, skipped = codegen(m)
-    add(
-        "codegen",
-        m,
-        subgraphs=offloaded,
-        notes=[f"{n}: not compiled, {why}" for n, why in skipped.items()],
-        generated=generated,
-    )
+    m, generated, skipped = codegen(m, backend, **(options or {}))
+    if backend is not None:  # what no backend took went back to the host
+        offloaded = [s for s in offloaded if s.name not in skipped]
+    add("codegen", m, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated)
     for c in stages[-1].changes:
         if c["kind"] == "removed" and c["from"].split(" ▸ ")[0] in generated:
             c["kind"] = "compiled"
