@@ -52,12 +52,12 @@ lint: setup
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slow and not browser"
 
+# Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup
-	mkdir -p build
-	$(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 --output-dir build notebooks/*.ipynb
+	$(BIN)/python -m byoc_workbench.export --out build --timeout 1800 notebooks/*.ipynb
 	$(BIN)/byoc-workbench stages demo --out build/stages-demo
 	$(BIN)/byoc-workbench stages ssd --target tensorrt --out build/stages-ssd
-	@echo "Executed notebooks and stage diagrams are in build/"
+	@echo "Executed notebooks (.ipynb and .html) and stage diagrams are in build/"
 
 bench: setup
 	$(BIN)/python benchmarks/bench_toggle.py
