@@ -111,6 +111,29 @@ def test_converter_refuses_what_it_cannot_convert(case):
     assert "'node_x'" in message and text in message
 
 
+def _malformed(change):
+    graph = _graph([("relu", "r", {}), ("relu", "s", {})])
+    change(graph)
+    return graph
+
+
+MALFORMED = {
+    "node_without_inputs": (lambda g: g["nodes"][1].pop("inputs"), "node 1 has no inputs"),
+    "input_from_a_later_node": (lambda g: g["nodes"][1].update(inputs=[[2, 0, 0]]), "not before node 1"),
+    "head_out_of_range": (lambda g: g.update(heads=[[7, 0, 0]]), "does not exist"),
+    "head_output_out_of_range": (lambda g: g.update(heads=[[2, 1, 0]]), "output 1 of node 's'"),
+    "nodes_not_a_list": (lambda g: g.update(nodes=3), "malformed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_symbol_is_a_clear_error(case):
+    change, text = MALFORMED[case]
+    with pytest.raises(MXNetImportError) as info:
+        from_mxnet(_malformed(change), {}, {}, {"data": (1, 3)})
+    assert text in one_line(info)
+
+
 @pytest.mark.parametrize(
     "in_shape, spec, reverse, expected",
     [
@@ -406,6 +429,18 @@ def test_from_gluon_matches_the_block():
     mod, params = from_gluon(net, {"data": x.shape})
     assert params, "weights came along"
     np.testing.assert_allclose(_run_tvm(mod, x)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+def test_from_gluon_with_the_wrong_input_shape_is_one_line():
+    mx = _mx()
+    from byoc_workbench.models.frontend import from_gluon
+
+    net = mx.gluon.nn.Conv2D(4, 3, in_channels=3)
+    net.initialize()
+    with pytest.raises(MXNetImportError) as info:
+        from_gluon(net, {"data": (1, 5, 8, 8)})
+    assert "(1, 5, 8, 8)" in one_line(info)
 
 
 # --- the three zoo models, end to end -------------------------------------------------

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import import_optional
+from ...errors import first_line, import_optional
+from .mxnet_common import MXNetImportError
 
 INSTALL_FIX = 'use Python 3.11 and `make setup`, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
 
@@ -79,7 +80,15 @@ def trace(block, input_shapes: Sequence[tuple], dtype: str = "float32") -> Gluon
     # _cached_graph is where Gluon keeps the traced (inputs, outputs); hybridize() clears it.
     if not getattr(block, "_cached_graph", None):
         block.hybridize()
-        block(*[mx.nd.zeros(shape, dtype=dtype) for shape in input_shapes])
+        try:
+            block(*[mx.nd.zeros(shape, dtype=dtype) for shape in input_shapes])
+        except Exception as err:  # MXNet raises MXNetError, ValueError or AssertionError for bad inputs
+            raise MXNetImportError(
+                f"{type(block).__name__} does not run on inputs of shape {list(input_shapes)} "
+                f"({first_line(err, last=True)})",
+                "pass the shapes the block expects, one per input (e.g. {'data': (1, 3, 224, 224)}), "
+                "and initialise it first",
+            ) from err
     data_vars, sym = block._cached_graph
     sym = mx.sym.Group(list(sym)) if isinstance(sym, (list, tuple)) else sym
     return GluonTrace(json.loads(sym.tojson()), [v.name for v in data_vars], block)

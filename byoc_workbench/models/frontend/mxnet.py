@@ -41,6 +41,8 @@ Converter = Callable[[relax.BlockBuilder, list, Attrs], object]
 #: The converter table: MXNet op name -> converter(bb, inputs, attrs).
 CONVERTERS: dict[str, Converter] = {**NN_CONVERTERS, **TENSOR_CONVERTERS, **DETECTION_CONVERTERS}
 
+SYMBOL_FIX = "pass the -symbol.json that MXNet wrote (Symbol.save or HybridBlock.export)"
+
 
 class UnsupportedOperatorError(MXNetImportError):
     """The graph holds ops that have no converter; ``missing`` maps op -> node names."""
@@ -77,7 +79,7 @@ def load_symbol_json(symbol) -> dict:
         A ``-symbol.json`` path, its JSON text, the parsed dict, or a Symbol.
     """
     if isinstance(symbol, dict):
-        return symbol
+        return _checked(symbol)
     if hasattr(symbol, "tojson"):
         return json.loads(symbol.tojson())
     text = os.fspath(symbol)
@@ -90,8 +92,25 @@ def load_symbol_json(symbol) -> dict:
         graph = json.loads(text)
     except json.JSONDecodeError as err:
         raise MXNetImportError(f"The symbol is not valid JSON ({err})", "pass an MXNet -symbol.json") from None
+    return _checked(graph)
+
+
+def _checked(graph) -> dict:
+    # Every later step indexes nodes by these numbers; MXNet writes nodes in topological
+    # order, so an input always refers to an earlier node.
     if not isinstance(graph, dict) or "nodes" not in graph or "heads" not in graph:
-        raise MXNetImportError("The symbol JSON has no 'nodes'/'heads'", "pass an MXNet -symbol.json")
+        raise MXNetImportError("The symbol JSON has no 'nodes'/'heads'", SYMBOL_FIX)
+    try:
+        for i, node in enumerate(graph["nodes"]):
+            missing = {"op", "name", "inputs"} - set(node)
+            if missing:
+                raise ValueError(f"node {i} has no {', '.join(sorted(missing))}")
+            if not all(0 <= int(entry[0]) < i for entry in node["inputs"]):
+                raise ValueError(f"an input refers to a node that is not before node {i}")
+        if not all(0 <= int(head[0]) < len(graph["nodes"]) for head in graph["heads"]):
+            raise ValueError("a head refers to a node that does not exist")
+    except (KeyError, TypeError, IndexError, ValueError) as err:
+        raise MXNetImportError(f"The symbol JSON is malformed ({type(err).__name__}: {err})", SYMBOL_FIX) from None
     return graph
 
 
@@ -178,8 +197,8 @@ def _convert_nodes(bb, nodes, values, converters, progress):
     for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=disable):
         if node.op == "null":
             continue
-        inputs = [values[i][k] for i, k in node.inputs]
         try:
+            inputs = [values[i][k] for i, k in node.inputs]
             values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
         except WorkbenchError:
             raise
@@ -198,6 +217,15 @@ def _outputs_of(bb, result) -> list:
         expr = bb.emit(expr)
         return [bb.emit(relax.TupleGetItem(expr, i)) for i in range(len(expr.ty.fields))]
     return [bb.emit(expr)]
+
+
+def _head(values, raw_nodes, i, k):
+    if k >= len(values[i]):
+        raise MXNetImportError(
+            f"The symbol's heads ask for output {k} of node {raw_nodes[i]['name']!r}, which has {len(values[i])}",
+            SYMBOL_FIX,
+        )
+    return values[i][k]
 
 
 def from_mxnet(
@@ -279,7 +307,7 @@ def from_mxnet(
         with bb.function("main", inputs + param_vars):
             with bb.dataflow():
                 _convert_nodes(bb, nodes, values, table, progress)
-                heads = [values[i][k] for i, k, *_ in graph["heads"]]
+                heads = [_head(values, graph["nodes"], i, k) for i, k, *_ in graph["heads"]]
                 out = bb.emit_output(heads[0] if len(heads) == 1 else relax.Tuple(heads))
             bb.emit_func_output(out)
     except WorkbenchError:
