@@ -164,6 +164,7 @@ class Step:
     path: tuple  # of Place, outermost first
     dataflow: bool
     descended: bool = False
+    block: relax.BindingBlock | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def var(self):
@@ -196,8 +197,8 @@ class Step:
         return self.frame + (self.binding.var,)
 
 
-def walk(func: relax.Function, mod: tvm.IRModule | None = None, descend=True, name: str = "") -> Iterator[Step]:
-    """Every binding of ``func`` in order, through If branches, as :class:`Step` records.
+def walk(func, mod: tvm.IRModule | None = None, descend=True, name: str = "") -> Iterator[Step]:
+    """Every binding of ``func`` (a Function, or a SeqExpr such as a branch) in order, as :class:`Step` records.
 
     An If binding comes first, then its true branch, then its false branch.
     A call to a composite function (global or local) or to a local function is
@@ -209,14 +210,15 @@ def walk(func: relax.Function, mod: tvm.IRModule | None = None, descend=True, na
 
     Parameters
     ----------
-    func : relax.Function
+    func : relax.Function or relax.SeqExpr
     mod : tvm.IRModule, optional
         Resolves calls to global functions.
     descend : bool or callable
     name : str
         The function's name, recorded as the first :class:`Place` of each path.
     """
-    yield from _walk_seq(func.body, mod, descend, (Place("function", name),), None, {}, ())
+    body = func.body if isinstance(func, relax.Function) else func
+    yield from _walk_seq(body, mod, descend, (Place("function", name),), None, {}, ())
 
 
 def _walk_seq(seq, mod, descend, path, composite, local, stack):
@@ -228,7 +230,7 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
                 local[b.var] = v
                 continue
             if isinstance(v, relax.If):
-                yield Step(b, None, composite, path, dataflow)
+                yield Step(b, None, composite, path, dataflow, block=block)
                 yield from _walk_seq(
                     v.true_branch, mod, descend, path + (Place("then", b.var.name, b.var),), composite, local, stack
                 )
@@ -237,7 +239,7 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
                 )
                 continue
             inner = called_function(mod, v, local) if isinstance(v, relax.Call) else None
-            step = Step(b, inner, composite, path, dataflow)
+            step = Step(b, inner, composite, path, dataflow, block=block)
             comp = func_attr(inner, COMPOSITE)
             # Global functions other than composites are walked on their own; recursion stops here.
             can = (
@@ -265,8 +267,9 @@ class Values:
     once the callee's bindings have been seen.
     """
 
-    def __init__(self, leaf: Callable | None = None):
+    def __init__(self, leaf: Callable | None = None, pack: Callable = tuple):
         self._leaf = leaf or (lambda expr: expr)
+        self._pack = pack
         self._values: dict = {}
         self._results: dict = {}
 
@@ -281,21 +284,40 @@ class Values:
         self._results[(step.frame, step.var)] = (inner, step.callee.body.body)
 
     def get(self, frame: tuple, expr, default=None):
-        """The value of an ANF expression: a variable's, a tuple of values for a
-        Tuple, else ``leaf(expr)`` (constants, shapes)."""
+        """The value of an ANF expression: a variable's, ``pack`` of the fields'
+        values for a Tuple, else ``leaf(expr)`` (constants, shapes)."""
         if is_var(expr):
             key = (frame, expr)
             if key in self._results:
                 return self.get(*self._results[key], default)
             return self._values.get(key, default)
         if isinstance(expr, relax.Tuple):
-            return tuple(self.get(frame, f, default) for f in expr.fields)
+            return self._pack([self.get(frame, f, default) for f in expr.fields])
         return self._leaf(expr)
 
 
 def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     """Every Relax op called in ``func``, in order, looking inside composite and local functions."""
     return [s.op for s in walk(func, mod) if s.op]
+
+
+def reads(value) -> list:
+    """Variables a binding's value reads; for an If, its condition and its branches' results."""
+    if isinstance(value, relax.If):
+        return free_vars(value.cond) + free_vars(value.true_branch.body) + free_vars(value.false_branch.body)
+    return free_vars(value)
+
+
+def users(func: relax.Function) -> dict:
+    """``{var: [Step, ...]}``: the bindings that read each variable, through If branches;
+    ``None`` stands for the function's result."""
+    out: dict = {}
+    for step in walk(func, descend=False):
+        for v in reads(step.value):
+            out.setdefault(v, []).append(step)
+    for v in free_vars(func.body.body):
+        out.setdefault(v, []).append(None)
+    return out
 
 
 def called_function(mod, call, local: dict):
@@ -389,36 +411,54 @@ class ModuleEditor:
         return relax.transform.Normalize()(mod)
 
 
-def map_blocks(body: relax.SeqExpr, fn: Callable, counter: list) -> relax.SeqExpr:
-    """Rebuild ``body``; ``fn(block_index, is_dataflow, bindings)`` returns new bindings.
-
-    Blocks are numbered as :func:`ir.blocks_of` numbers them.
-    """
+def map_blocks(body: relax.SeqExpr, fn: Callable) -> relax.SeqExpr:
+    """Rebuild ``body``, through If branches; ``fn(is_dataflow, bindings)`` returns each block's new bindings."""
     new_blocks = []
     for block in body.blocks:
-        index = counter[0]
-        counter[0] += 1
         bindings = []
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.If):
-                value = relax.If(
-                    value.cond,
-                    map_blocks(value.true_branch, fn, counter),
-                    map_blocks(value.false_branch, fn, counter),
-                )
+                value = relax.If(value.cond, map_blocks(value.true_branch, fn), map_blocks(value.false_branch, fn))
                 binding = relax.VarBinding(binding.var, value)
             bindings.append(binding)
         is_df = isinstance(block, relax.DataflowBlock)
-        bindings = fn(index, is_df, bindings)
+        bindings = fn(is_df, bindings)
         new_blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
     return relax.SeqExpr(new_blocks, body.body)
 
 
 def rebuild(func: relax.Function, fn: Callable) -> relax.Function:
     """``func`` with each block's bindings replaced by ``fn`` (see :func:`map_blocks`)."""
-    body = map_blocks(func.body, fn, [0])
+    body = map_blocks(func.body, fn)
     return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
+
+
+def rename_vars(func: relax.Function, names: dict) -> relax.Function:
+    """``func`` with each variable in ``names`` bound under its new name; every use follows."""
+    mapping: dict = {}
+
+    def seq(body: relax.SeqExpr) -> relax.SeqExpr:
+        blocks = []
+        for block in body.blocks:
+            bindings = []
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.If):
+                    v = relax.If(substitute(v.cond, mapping), seq(v.true_branch), seq(v.false_branch))
+                else:
+                    v = substitute(v, mapping)
+                if b.var in names:
+                    mapping[b.var] = fresh_var(b.var, names[b.var], dataflow=isinstance(b.var, relax.DataflowVar))
+                bindings.append(relax.VarBinding(mapping.get(b.var, b.var), v))
+            blocks.append(
+                relax.DataflowBlock(bindings)
+                if isinstance(block, relax.DataflowBlock)
+                else relax.BindingBlock(bindings)
+            )
+        return relax.SeqExpr(blocks, substitute(body.body, mapping))
+
+    return relax.Function(func.params, seq(func.body), func.ret_ty, func.is_pure, func.attrs)
 
 
 def map_bindings(mod: tvm.IRModule, fn: Callable, remove=()) -> tvm.IRModule:
@@ -430,7 +470,7 @@ def map_bindings(mod: tvm.IRModule, fn: Callable, remove=()) -> tvm.IRModule:
     editor = ModuleEditor(mod)
     for name in host_functions(mod):
 
-        def per_block(block_index, is_df, bindings):
+        def per_block(is_df, bindings):
             out = []
             for b in bindings:
                 new = fn(b, is_df)

@@ -9,7 +9,6 @@ timed without a browser.
 from __future__ import annotations
 
 import dataclasses
-import re
 from functools import cached_property
 
 import tvm
@@ -36,17 +35,15 @@ class View:
 
 
 def pattern_ops(rule) -> set:
-    """The Relax op names a rule can claim."""
-    if rule.kind == "op":
-        return {rule.op}
-    return set(re.findall(r'name="(relax\.[\w.]+)"', str(rule.pattern)))
+    """The Relax op names a rule can claim (its ``ops``)."""
+    return set(rule.ops)
 
 
 def why_unclaimed(target: Target, enabled: set) -> dict:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}
     for rule in target.rules:
-        for op in pattern_ops(rule):
+        for op in rule.ops:
             if rule.qualified not in enabled:
                 text = f"rule {rule.qualified} could claim it but is switched off"
             elif rule.kind == "op":
@@ -61,7 +58,11 @@ def why_unclaimed(target: Target, enabled: set) -> dict:
 
 
 class Workbench:
-    """One module, one target, one rule set, and every stage computed from them."""
+    """One module, one target, one rule set, and every stage computed from them.
+
+    The module is checked once, here; ``with_rule`` and ``with_prune`` make
+    new workbenches that share it.
+    """
 
     def __init__(
         self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
@@ -69,32 +70,41 @@ class Workbench:
         self.mod = stages.check_module(mod)
         self.mark = mark  # e.g. "untrained weights": every title says it
         self.target = target
-        self.all_rules = tuple(target.rules) + tuple(extra_rules)
-        # select() checks the names: an unknown one is a one-line error.
-        enabled = {r.qualified for r in (self.all_rules if enabled is None else select(self.all_rules, enabled))}
-        self.enabled = enabled
+        self.extra_rules = tuple(extra_rules)  # rules beyond the target's table, e.g. a user's own
+        self.enabled = self._names(enabled)
         self.prune_rule = prune_rule or stages.no_mac()
+
+    @property
+    def all_rules(self) -> tuple:
+        return tuple(self.target.rules) + self.extra_rules
 
     @property
     def rules(self) -> tuple:
         return tuple(r for r in self.all_rules if r.qualified in self.enabled)
 
+    def _names(self, enabled) -> set:
+        # select() checks the names: an unknown one is a one-line error.
+        return {r.qualified for r in (self.all_rules if enabled is None else select(self.all_rules, enabled))}
+
+    def _with(self, **changes) -> Workbench:
+        """A copy with ``changes``, sharing the checked module; its stages are computed afresh."""
+        wb = object.__new__(Workbench)
+        wb.__dict__.update({k: v for k, v in self.__dict__.items() if k != "stages"})  # drop the cached stages
+        wb.__dict__.update(changes)
+        return wb
+
     def with_rule(self, name: str, on: bool) -> Workbench:
         """A new workbench with rule ``name`` switched on or off."""
         enabled = set(self.enabled)
         (enabled.add if on else enabled.discard)(name)
-        return Workbench(
-            self.mod, self.target, enabled, self.prune_rule, self.all_rules[len(self.target.rules) :], self.mark
-        )
+        return self._with(enabled=self._names(enabled))
 
     def with_prune(self, prune_rule) -> Workbench:
-        return Workbench(
-            self.mod, self.target, self.enabled, prune_rule, self.all_rules[len(self.target.rules) :], self.mark
-        )
+        return self._with(prune_rule=prune_rule)
 
     @cached_property
     def stages(self) -> list:
-        return stages.run_stages(self.mod, self.rules, self.prune_rule)
+        return stages.run_stages(self.mod, self.rules, self.prune_rule, check=False)
 
     def stage(self, name: str) -> summary.Stage:
         for s in self.stages:
@@ -103,15 +113,19 @@ class Workbench:
         raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
 
     def graph(self, name: str, expand=(), collapse: bool = False) -> graph_mod.Graph:
-        """The stage's graph; ``collapse`` hides constants and folds long data-movement runs."""
+        """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
+        constants and folds long data-movement runs."""
         s = self.stage(name)
-        targets = {sg.name: sg.target for st in self.stages for sg in st.subgraphs}
+        # The codegen stage's calls name a generated symbol; this says which subgraph each one runs.
+        codegen = self.stage("codegen")
+        subgraphs = {sg.name: sg for sg in codegen.subgraphs}
+        packed = {c.symbol: subgraphs[n] for n, c in codegen.generated.items() if n in subgraphs}
         g = graph_mod.build_graph(
             s.mod,
             regions=s.regions if s.name == "merge" else None,
             expand=expand,
             why_unclaimed=why_unclaimed(self.target, self.enabled),
-            packed_targets=targets,
+            packed=packed,
             constants=not collapse,
         )
         return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
@@ -149,6 +163,7 @@ def node_details(n: graph_mod.Node) -> dict:
         "label": n.label,
         "op": n.op,
         "target": n.target,
+        "cluster": n.cluster,
         "output": n.ty,
         "inputs": n.input_types,
         "attrs": n.attrs,

@@ -7,6 +7,7 @@ import pytest
 
 from byoc_workbench import cli, execute
 from byoc_workbench.draw import profile, render
+from byoc_workbench.flow.summary import Owner
 
 pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
 pytestmark = pytest.mark.mxnet
@@ -25,7 +26,7 @@ def stage(wb, name):
 
 def test_tensorrt_subgraphs_before_and_after_pruning(ssd_wb):
     wb, _ = ssd_wb
-    convs = stage(wb, "source").owners[("relax.nn.conv2d", "main", "host")]
+    convs = stage(wb, "source").owners[("relax.nn.conv2d", Owner("main"), "host")]
     assert convs == 73
     part = stage(wb, "partition").subgraphs
     assert len(part) >= 2 and all(s.target == "tensorrt" for s in part)

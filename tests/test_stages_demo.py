@@ -35,7 +35,7 @@ def test_reshape_off_keeps_reshape_on_host(demo_mod, byoc):
     rules = [r for r in byoc.rules if r.name != "reshape"]
     part = by_name(stages.run_stages(demo_mod, rules))["partition"]
     assert all("relax.reshape" not in sg.ops for sg in part.subgraphs)
-    assert part.owners[("relax.reshape", "while_loop", "host")] == 1
+    assert part.owners[("relax.reshape", summary.Owner("while_loop"), "host")] == 1
     assert [sg.ops for sg in part.subgraphs] == [["relax.add"], CONV_BIAS_RELU, CONV_BIAS_RELU]
 
 
@@ -77,8 +77,8 @@ def test_prune_returns_no_mac_subgraphs(demo_mod, byoc):
         "kind": "moved",
         "op": "relax.add",
         "count": 1,
-        "from": "byoc_target_0 ▸ byoc-target.add",
-        "to": "while_loop",
+        "from": summary.Owner("byoc_target_0", ("byoc-target.add",)),
+        "to": summary.Owner("while_loop"),
     } in s["prune"].changes
 
 

@@ -1,5 +1,7 @@
 """The widgets without a browser: the pure HTML helpers, then the widget object in-process."""
 
+import html
+
 import pytest
 
 from byoc_workbench.errors import WorkbenchError
@@ -21,6 +23,7 @@ from byoc_workbench.widgets import (
     toggled,
     workbench_widget,
 )
+from byoc_workbench.widgets.workbench import STAGE_HELP
 
 RESHAPE = "byoc-target.reshape"
 
@@ -124,7 +127,7 @@ def test_svg_body_strips_prolog(partition_view):
 
 def test_expand_key_and_toggled(partition_view):
     sub = next(n for n in partition_view.nodes.values() if n["kind"] == "subgraph")
-    assert expand_key(sub) == sub["op"]
+    assert expand_key(sub) == sub["id"]  # one call opens, not every call of its function
     assert expand_key(next(n for n in partition_view.nodes.values() if n["kind"] == "op")) is None
     assert toggled(toggled(frozenset(), "a"), "a") == frozenset()
     assert toggled(frozenset({"b"}), "a") == {"a", "b"}
@@ -174,7 +177,7 @@ def test_stage_selector_redraws_and_shows_generated_code(widget):
     widget.stage_picker.value = "codegen"
     assert widget.graph.svg != svg
     assert "def byoc_target_2" in widget.generated.value
-    assert "composite" in widget.stage_help.value or "codegen" in widget.stage_help.value
+    assert widget.stage_help.value == f"<i>{html.escape(STAGE_HELP['codegen'])}</i>"
 
 
 def test_unknown_rule_shows_one_line_and_keeps_state(widget):
@@ -218,6 +221,21 @@ def test_selecting_a_node_fills_details(widget):
     widget.select(sub)
     assert "byoc_target_" in widget.details.value and "ops inside" in widget.details.value
     widget.rule_boxes[RESHAPE].value = True
+    # The subgraph node stands for the same variable after the toggle, so it stays selected.
+    assert widget.graph.selected == sub and "ops inside" in widget.details.value
+    widget.select(nid)  # the host reshape's value is now computed by a subgraph: the same node id
+    widget.rule_boxes["byoc-target.add"].value = False
+    assert widget.graph.selected == nid and "byoc_target_" in widget.details.value
+    widget.set_stage("source")  # a stage where that value is a plain op again
+    assert widget.graph.selected == nid and "relax.reshape" in widget.details.value
+
+
+def test_selection_clears_when_its_node_is_gone(widget):
+    widget.set_stage("source")
+    nid = next(k for k, n in widget.view.nodes.items() if n["op"] == "relax.nn.conv2d")
+    widget.select(nid)
+    widget.set_stage("partition")  # the conv2d now sits inside a subgraph, drawn closed
+    assert nid not in widget.view.nodes
     assert widget.graph.selected == "" and "Click a node" in widget.details.value
 
 
@@ -225,9 +243,30 @@ def test_double_click_toggles_expansion(widget):
     sub = next(k for k, n in widget.view.nodes.items() if n["kind"] == "subgraph" and n["op"] == "byoc_target_1")
     ops_before = sum(n["kind"] == "composite" for n in widget.view.nodes.values())
     widget._on_msg(widget.graph, {"event": "toggle", "id": sub}, [])
-    assert widget.expand == {"byoc_target_1"}
+    assert widget.expand == {sub}
     assert sum(n["kind"] == "composite" for n in widget.view.nodes.values()) == ops_before + 1
-    assert 'id="cluster_x_' in widget.graph.svg
-    cluster = widget.graph.svg.split('id="cluster_x_', 1)[1].split('"', 1)[0]
-    assert widget.toggle_expand(f"cluster_x_{cluster}") and widget.expand == frozenset()
-    assert widget.toggle_expand("in1") and widget.expand == frozenset()  # an input opens nothing
+    assert f'id="cluster_x_{sub}"' in widget.graph.svg
+    assert widget.toggle_expand(f"cluster_x_{sub}") and widget.expand == frozenset()
+    assert widget.toggle_expand("main/data") and widget.expand == frozenset()  # an input opens nothing
+
+
+def test_opening_one_composite_call_leaves_the_other_closed(widget):
+    widget.set_stage("composite")
+    first, second = [k for k, n in widget.view.nodes.items() if n["kind"] == "composite"]
+    assert widget.toggle_expand(second) and widget.expand == {second}
+    assert [k for k, n in widget.view.nodes.items() if n["kind"] == "composite"] == [first]
+    inner = next(k for k, n in widget.view.nodes.items() if n["op"] == "relax.nn.conv2d" and n["target"] != "host")
+    assert inner.startswith(second + "/")
+    assert widget.toggle_expand(inner) and widget.expand == frozenset()  # a node inside closes its call
+
+
+def test_opened_call_and_selection_survive_a_rule_toggle(widget):
+    sub = next(k for k, n in widget.view.nodes.items() if n["kind"] == "subgraph" and n["op"] == "byoc_target_1")
+    widget.select(sub)
+    widget.rule_boxes["byoc-target.add"].value = False  # byoc_target_1 is now byoc_target_0
+    assert widget.view.nodes[sub]["op"] == "byoc_target_0"
+    assert widget.graph.selected == sub and "byoc_target_0" in widget.details.value
+    widget.toggle_expand(sub)
+    widget.rule_boxes["byoc-target.add"].value = True
+    assert widget.expand == {sub} and f'id="cluster_x_{sub}"' in widget.graph.svg
+    assert widget.view.nodes[sub + "/relu"]["op"] == "byoc-target.conv2d_bias_relu"  # inside byoc_target_1

@@ -89,24 +89,42 @@ def _short(op: str) -> str:
     return op.replace("relax.", "", 1)
 
 
+class _Walk:
+    """The state of drawing one function body: node ids per variable, and clusters per nesting."""
+
+    def __init__(self, prefix: str, cluster: str, target: str):
+        self.values = ir.Values()
+        self.prefix = {(): prefix}  # frame -> the prefix of its node ids
+        self.cluster = {(): cluster}  # frame, or (frame, branch place) -> cluster id
+        self.target = target
+        self.open_branches: list = []  # (path of a branch, its If node, label, branch)
+
+
 class _Builder:
-    def __init__(self, mod, regions, expand, why_unclaimed, packed_targets, constants=True):
+    def __init__(self, mod, regions, expand, why_unclaimed, packed, constants=True):
         self.mod = mod
         self.constants = constants
         self.g = Graph()
         self.expand = set(expand or ())
         self.why = why_unclaimed or {}
-        self.packed_targets = packed_targets or {}
-        self.region_of = {}
-        for r in regions or ():
-            for i in r.bindings:
-                self.region_of[(r.func, r.block, i)] = r
-        self.counter = 0
+        self.packed = packed or {}
+        self.region_of = {v: r for r in regions or () for v in r.members}
+        self.ids: dict = {}
+        self.taken: set = set()
         self.calls: list = []
 
-    def new_id(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
+    def node_id(self, prefix: str, var) -> str:
+        """``<function or opened call>/<variable>``, then ``~k`` for the k-th reuse of a name:
+        the same value keeps its id when rules change, so a selection survives a toggle."""
+        key = (prefix, var)
+        if key not in self.ids:
+            base = f"{prefix}/{var.name}"
+            nid, k = base, 1
+            while nid in self.taken:
+                nid, k = f"{base}~{k}", k + 1
+            self.taken.add(nid)
+            self.ids[key] = nid
+        return self.ids[key]
 
     def add_node(self, node: Node) -> str:
         self.g.nodes[node.id] = node
@@ -123,166 +141,176 @@ class _Builder:
 
     # -- values -----------------------------------------------------------------
 
-    def arg_node(self, expr, env, cluster) -> str | None:
+    def arg_node(self, w: _Walk, frame, expr, consumer: str, k: int, cluster) -> str | None:
         if ir.is_var(expr):
-            return env.get(expr)
+            return w.values.get(frame, expr)
         if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
             value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
             return self.add_node(
-                Node(self.new_id("c"), "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty))
+                Node(f"{consumer}.c{k}", "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty))
             )
         return None
+
+    def connect(self, w: _Walk, frame, args, nid, cluster):
+        for k, a in enumerate(args):
+            if isinstance(a, relax.Tuple):  # concat and friends take their inputs as a tuple
+                for j, f in enumerate(a.fields):
+                    src = self.arg_node(w, frame, f, nid, f"{k}_{j}", cluster)
+                    if src:
+                        self.edge(src, nid, self.g.nodes[src].ty)
+                continue
+            src = self.arg_node(w, frame, a, nid, k, cluster)
+            if src:
+                self.edge(src, nid, self.g.nodes[src].ty)
+
+    # -- functions ----------------------------------------------------------------
 
     def function(self, name: str):
         func = self.mod[name]
         fid = self.cluster(f"fn_{name}", f"fn {name}", "function", None)
-        env = {}
+        w = _Walk(name, fid, HOST)
         for p in func.params:
-            env[p] = self.add_node(
-                Node(self.new_id("in"), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
+            w.values.bind(
+                (),
+                p,
+                self.add_node(
+                    Node(self.node_id(name, p), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
+                ),
             )
-        counter = [0]
-        out = self.seq(name, func.body, env, fid, counter)
+        out = self.body(w, func, name)
         ret = self.add_node(
-            Node(self.new_id("out"), "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty))
+            Node(f"{name}.return", "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty))
         )
         if out:
             self.edge(out, ret, ir.type_str(func.ret_ty))
 
-    def seq(self, fname, seq, env, cluster, counter) -> str | None:
-        for block in seq.blocks:
-            index = counter[0]
-            counter[0] += 1
-            for j, b in enumerate(block.bindings):
-                region = self.region_of.get((fname, index, j))
-                where = cluster
-                if region is not None:
-                    where = self.cluster(
-                        f"region_{region.id}", f"region {region.id} → {region.target}", "region", cluster, region.target
-                    )
-                env[b.var] = self.binding(fname, b, env, where, counter)
-        result = seq.body
-        if ir.is_var(result):
-            return env.get(result)
-        return self.arg_node(result, env, cluster)
+    def body(self, w: _Walk, func, fname: str) -> str | None:
+        """Draw every binding of ``func``; returns the node of its result."""
 
-    def binding(self, fname, b, env, cluster, counter) -> str | None:
-        v = b.value
-        ty = ir.type_str(b.var.ty)
+        def opens(step) -> bool:
+            return self.node_id(w.prefix[step.frame], step.var) in self.expand
+
+        for step in ir.walk(func, self.mod, descend=opens, name=fname):
+            self.close_branches(w, step.path)
+            nid = self.node_id(w.prefix[step.frame], step.var)
+            cluster = self.cluster_of(w, step)
+            value = self.binding(w, step, nid, cluster)
+            if value is not None:
+                w.values.bind(step.frame, step.var, value)
+        self.close_branches(w, ())
+        res = func.body.body
+        return w.values.get((), res) if ir.is_var(res) else None
+
+    def cluster_of(self, w: _Walk, step) -> str:
+        last = step.path[-1]
+        cluster = w.cluster[(step.frame, last)] if last.kind in ("then", "else") else w.cluster[step.frame]
+        region = self.region_of.get(step.var) if step.frame == () and w.target == HOST else None
+        if region is None:
+            return cluster
+        return self.cluster(
+            f"region_{region.id}", f"region {region.id} → {region.target}", "region", cluster, region.target
+        )
+
+    def close_branches(self, w: _Walk, path):
+        """Join each branch the walk has left to its If node."""
+        while w.open_branches and path[: len(w.open_branches[-1][0])] != w.open_branches[-1][0]:
+            _, frame, if_id, label, branch = w.open_branches.pop()
+            res = w.values.get(frame, branch.body) if ir.is_var(branch.body) else None
+            if res:
+                self.g.edges.append(Edge(res, if_id, label))
+
+    def binding(self, w: _Walk, step, nid, cluster) -> str | None:
+        v = step.value
+        frame = step.frame
+        ty = ir.type_str(step.var.ty)
         if ir.is_var(v):
-            return env.get(v)  # an alias draws no node
+            return w.values.get(frame, v)  # an alias draws no node
         if isinstance(v, relax.If):
-            nid = self.add_node(
-                Node(
-                    self.new_id("if"),
-                    "if",
-                    f"if {v.cond.name if ir.is_var(v.cond) else ''}",
-                    cluster=cluster,
-                    ty=ty,
-                    op="If",
-                )
-            )
-            cond = self.arg_node(v.cond, env, cluster)
-            if cond:
-                self.edge(cond, nid, ir.type_str(v.cond.ty))
-            for label, branch in (("then", v.true_branch), ("else", v.false_branch)):
-                bc = self.cluster(self.new_id(f"{label}_"), label, label, cluster)
-                res = self.seq(fname, branch, dict(env), bc, counter)
-                if res:
-                    self.g.edges.append(Edge(res, nid, label))
+            cond = v.cond.name if ir.is_var(v.cond) else ""
+            self.add_node(Node(nid, "if", f"if {cond}", cluster=cluster, ty=ty, op="If"))
+            src = self.arg_node(w, frame, v.cond, nid, 0, cluster)
+            if src:
+                self.edge(src, nid, ir.type_str(v.cond.ty))
+            for label, branch in (("else", v.false_branch), ("then", v.true_branch)):
+                place = ir.Place(label, step.var.name, step.var)
+                w.cluster[(frame, place)] = self.cluster(f"{nid}.{label}", label, label, cluster)
+                w.open_branches.append((step.path + (place,), frame, nid, label, branch))
             return nid
         if isinstance(v, relax.Tuple):
-            nid = self.add_node(Node(self.new_id("t"), "tuple", "tuple", cluster=cluster, ty=ty))
-            self.connect(v.fields, env, nid, cluster)
+            self.add_node(Node(nid, "tuple", "tuple", cluster=cluster, ty=ty, target=self.target_of(w, step)))
+            self.connect(w, frame, v.fields, nid, cluster)
             return nid
         if isinstance(v, relax.TupleGetItem):
-            nid = self.add_node(Node(self.new_id("g"), "item", f"[{v.index}]", cluster=cluster, ty=ty))
-            self.connect([v.tuple_value], env, nid, cluster)
+            self.add_node(Node(nid, "item", f"[{v.index}]", cluster=cluster, ty=ty, target=self.target_of(w, step)))
+            self.connect(w, frame, [v.tuple_value], nid, cluster)
             return nid
-        if isinstance(v, relax.Function):
-            return None
         if not isinstance(v, relax.Call):
             return None
-        return self.call(fname, b, v, env, cluster, ty)
+        return self.call(w, step, nid, cluster, ty)
 
-    def connect(self, args, env, nid, cluster):
-        for a in args:
-            if isinstance(a, relax.Tuple):  # concat and friends take their inputs as a tuple
-                self.connect(a.fields, env, nid, cluster)
-                continue
-            src = self.arg_node(a, env, cluster)
-            if src:
-                self.edge(src, nid, self.g.nodes[src].ty)
+    def target_of(self, w: _Walk, step) -> str:
+        if step.composite:
+            return step.composite.split(".", 1)[0]
+        region = self.region_of.get(step.var) if step.frame == () and w.target == HOST else None
+        return region.target if region is not None and not isinstance(step.value, relax.Call) else w.target
 
-    def call(self, fname, b, v, env, cluster, ty) -> str:
+    def call(self, w: _Walk, step, nid, cluster, ty) -> str:
+        v = step.value
         input_types = [ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")]
-        if isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_dps_packed":
+        if step.op == "relax.call_dps_packed":
             symbol = str(v.args[0].global_symbol)
-            subgraph = symbol.split(".")[1] if symbol.startswith("byoc_workbench.") else symbol
-            target = self.packed_targets.get(subgraph, HOST)
-            nid = self.add_node(
-                Node(
-                    self.new_id("p"),
-                    "packed",
-                    f"{subgraph}\n(generated code)",
-                    target=target,
-                    op=symbol,
-                    cluster=cluster,
-                    ty=ty,
-                )
+            made = self.packed.get(symbol)
+            name, target = (made.name, made.target) if made is not None else (symbol, HOST)
+            node = Node(nid, "packed", f"{name}\n(generated code)", target=target, op=symbol, cluster=cluster, ty=ty)
+            return self.simple(w, step, node, v.args[1].fields)
+        if step.op:
+            inside = w.target != HOST or step.composite is not None
+            node = Node(
+                nid,
+                "op",
+                _short(step.op),
+                op=step.op,
+                cluster=cluster,
+                ty=ty,
+                input_types=input_types,
+                attrs=_attrs(v),
+                target=self.target_of(w, step),
+                rule=step.composite,
+                why=None if inside else self.why.get(step.op, "no rule of this target covers this op"),
             )
-            self.connect(v.args[1].fields, env, nid, cluster)
-            return nid
-        if isinstance(v.op, tvm.ir.Op):
-            why = self.why.get(v.op.name, "no rule of this target covers this op")
-            nid = self.add_node(
-                Node(
-                    self.new_id("n"),
-                    "op",
-                    _short(v.op.name),
-                    op=v.op.name,
-                    cluster=cluster,
-                    ty=ty,
-                    input_types=input_types,
-                    attrs=_attrs(v),
-                    why=why,
-                )
-            )
-            self.connect(v.args, env, nid, cluster)
-            return nid
-        func = ir.callee(self.mod, v)
+            return self.simple(w, step, node, v.args)
+        func = step.callee
         comp = ir.func_attr(func, ir.COMPOSITE) if func is not None else None
         codegen = ir.func_attr(func, ir.CODEGEN) if func is not None else None
         callee_name = ir.callee_name(v)
         if comp:
-            target = comp.split(".", 1)[0]
-            nid = self.new_id("k")
-            ops = ir.ops_in(func, self.mod)
             node = Node(
                 nid,
                 "composite",
                 comp,
-                target=target,
+                target=comp.split(".", 1)[0],
                 op=comp,
                 cluster=cluster,
                 ty=ty,
                 input_types=input_types,
                 rule=comp,
-                ops=ops,
+                ops=ir.ops_in(func, self.mod),
                 expandable=True,
             )
-            return (
-                self.expanded(node, func, v.args, env, cluster)
-                if (nid in self.expand or comp in self.expand)
-                else self.simple(node, v.args, env, cluster)
-            )
+            if not step.descended:
+                return self.simple(w, step, node, v.args)
+            cid = self.cluster(f"x_{nid}", comp, "composite", cluster, node.target)
+            w.prefix[step.callee_frame] = nid
+            w.cluster[step.callee_frame] = cid
+            w.values.enter(step, [self.arg_node(w, step.frame, a, nid, k, cluster) for k, a in enumerate(v.args)])
+            return None  # the call's variable stands for the callee's result
         if codegen:
             target = ir.subgraph_target(self.mod, callee_name)
             ops = ir.ops_in(func, self.mod)
             label = f"{callee_name}\n{_op_counts(ops)}"
             node = Node(
-                self.new_id("s"),
+                nid,
                 "subgraph",
                 label,
                 target=target,
@@ -293,26 +321,23 @@ class _Builder:
                 ops=ops,
                 expandable=True,
             )
-            return (
-                self.expanded(node, func, v.args, env, cluster)
-                if callee_name in self.expand
-                else self.simple(node, v.args, env, cluster)
-            )
-        nid = self.add_node(
-            Node(
-                self.new_id("f"),
-                "call",
-                f"call {callee_name}",
-                op=callee_name,
-                cluster=cluster,
-                ty=ty,
-                input_types=input_types,
-            )
-        )
-        self.connect(v.args, env, nid, cluster)
-        if callee_name != fname:
+            if nid not in self.expand:
+                return self.simple(w, step, node, v.args)
+            cid = self.cluster(f"x_{nid}", label.replace("\n", " "), "subgraph", cluster, target)
+            inner = _Walk(nid, cid, target)
+            for k, (p, a) in enumerate(zip(func.params, v.args)):
+                inner.values.bind((), p, self.arg_node(w, step.frame, a, nid, k, cluster))
+            return self.body(inner, func, callee_name)
+        node = Node(nid, "call", f"call {callee_name}", op=callee_name, cluster=cluster, ty=ty, input_types=input_types)
+        self.simple(w, step, node, v.args)
+        if callee_name != step.function:
             self.calls.append((nid, callee_name))
         return nid
+
+    def simple(self, w: _Walk, step, node, args) -> str:
+        self.add_node(node)
+        self.connect(w, step.frame, args, node.id, node.cluster)
+        return node.id
 
     def link_calls(self):
         """A dotted edge from each call to the function it calls (not for recursion,
@@ -322,56 +347,6 @@ class _Builder:
             first = next((n.id for n in self.g.nodes.values() if n.cluster == cid), None)
             if first is not None:
                 self.g.edges.append(Edge(nid, first, "calls", kind="call", to_cluster=cid))
-
-    def simple(self, node, args, env, cluster) -> str:
-        self.add_node(node)
-        self.connect(args, env, node.id, cluster)
-        return node.id
-
-    def expanded(self, node, func, args, env, cluster) -> str:
-        """Draw ``func``'s body inside a cluster in place of one node."""
-        kind = node.kind
-        cid = self.cluster(f"x_{node.id}", node.label.replace("\n", " "), kind, cluster, node.target)
-        inner_env = {}
-        for p, a in zip(func.params, args):
-            src = self.arg_node(a, env, cluster)
-            if src:
-                inner_env[p] = src
-        local = {}
-        for _, block in ir.blocks_of(func.body):
-            for b in block.bindings:
-                if isinstance(b.value, relax.Function):
-                    local[b.var] = b.value
-                    continue
-                inner = ir.called_function(self.mod, b.value, local) if isinstance(b.value, relax.Call) else None
-                if inner is not None and b.value.op in local:
-                    comp = ir.func_attr(inner, ir.COMPOSITE)
-                    sub = Node(
-                        self.new_id("k"),
-                        "composite",
-                        comp or "fn",
-                        target=node.target,
-                        op=comp or "",
-                        cluster=cid,
-                        ty=ir.type_str(b.var.ty),
-                        rule=comp,
-                        ops=ir.ops_in(inner, self.mod),
-                        expandable=True,
-                    )
-                    inner_env[b.var] = (
-                        self.expanded(sub, inner, b.value.args, inner_env, cid)
-                        if (comp in self.expand or sub.id in self.expand)
-                        else self.simple(sub, b.value.args, inner_env, cid)
-                    )
-                    continue
-                nid = self.binding(node.op, b, inner_env, cid, [0])
-                if nid and self.g.nodes[nid].kind == "op":
-                    self.g.nodes[nid].target = node.target
-                    self.g.nodes[nid].rule = node.rule
-                    self.g.nodes[nid].why = None
-                inner_env[b.var] = nid
-        res = func.body.body
-        return inner_env.get(res) if ir.is_var(res) else None
 
 
 def _op_counts(ops, per_line: int = 4) -> str:
@@ -383,18 +358,19 @@ def _op_counts(ops, per_line: int = 4) -> str:
     return ",\n".join(", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line))
 
 
-def build_graph(
-    mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed_targets=None, constants=True
-) -> Graph:
+def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed=None, constants=True) -> Graph:
     """The graph of a stage's module.
 
-    ``regions`` (from the merge stage) become clusters; ``expand`` names
-    composites (by composite name or node id) and subgraphs (by function name)
-    to draw open; ``why_unclaimed`` maps an op name to the reason no rule
-    claimed it; ``packed_targets`` maps a compiled subgraph name to its target;
-    ``constants=False`` leaves constant arguments out (a model's weights).
+    Node ids come from the variables the nodes stand for (``while_loop/relu``;
+    ``<opened node>/<variable>`` inside an opened call), so they stay the same
+    when rules change. ``regions`` (from the merge stage) become clusters;
+    ``expand`` names the composite and subgraph calls to draw open, by node id;
+    ``why_unclaimed`` maps an op name to the reason no rule claimed it;
+    ``packed`` maps a generated symbol to the subgraph it runs (a record with
+    ``name`` and ``target``); ``constants=False`` leaves constant arguments out (a model's
+    weights).
     """
-    builder = _Builder(mod, regions, expand, why_unclaimed, packed_targets, constants)
+    builder = _Builder(mod, regions, expand, why_unclaimed, packed, constants)
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()

@@ -22,54 +22,26 @@ from .regions import Region
 from .rules import codegen_name
 
 
-def _uses(func: relax.Function) -> dict:
-    """``{var: [(block_index, binding_index), ...]}`` for every use of a variable;
-    ``(None, None)`` marks a use as a function or branch result."""
-    uses = []
-
-    def visit(seq, counter):
-        for block in seq.blocks:
-            index = counter[0]
-            counter[0] += 1
-            for j, binding in enumerate(block.bindings):
-                value = binding.value
-                if isinstance(value, relax.If):
-                    uses.extend((index, j, v) for v in ir.free_vars(value.cond))
-                    visit(value.true_branch, counter)
-                    visit(value.false_branch, counter)
-                else:
-                    uses.extend((index, j, v) for v in ir.free_vars(value))
-        uses.extend((None, None, v) for v in ir.free_vars(seq.body))
-
-    visit(func.body, [0])
-    by_var: dict = {}
-    for bi, j, v in uses:
-        by_var.setdefault(v, []).append((bi, j))
-    return by_var
-
-
-def _region_function(mod, block_bindings, region: Region, outputs: list, name: str):
-    """The lifted function of a region and the variables it takes."""
-    members = [block_bindings[i] for i in region.bindings]
-    defined = [b.var for b in members]
+def _region_function(mod, members: list, region: Region, outputs: list, name: str):
+    """The lifted function of a region (its member bindings, in order) and the variables it takes."""
+    defined = {b.var for b in members}
     inputs = []
     for b in members:
         for v in ir.free_vars(b.value):
-            if not any(v.same_as(d) for d in defined) and not any(v.same_as(x) for x in inputs):
+            if v not in defined and v not in inputs:
                 inputs.append(v)
     mapping = {v: relax.Var(v.name, v.ty) for v in inputs}
     params = [mapping[v] for v in inputs]
     new_bindings = []
     for b in members:
         value = b.value
-        composite = ir.callee(mod, value)
-        args = [ir.substitute(a, mapping) for a in value.args]
+        composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
+            args = [ir.substitute(a, mapping) for a in value.args]
             value = relax.Call(relax.utils.copy_with_new_vars(composite), args)
         else:
             value = ir.substitute(value, mapping)
-        is_out = any(b.var.same_as(o) for o in outputs)
-        new_var = ir.fresh_var(b.var, dataflow=not is_out)
+        new_var = ir.fresh_var(b.var, dataflow=b.var not in outputs)
         mapping[b.var] = new_var
         new_bindings.append(relax.VarBinding(new_var, value))
     outs = [mapping[o] for o in outputs]
@@ -117,40 +89,40 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
         names[region.id] = f"{cg}_{counters.get(cg, 0)}"
         counters[cg] = counters.get(cg, 0) + 1
     for fname in ir.host_functions(mod):
-        func = mod[fname]
-        mine = [r for r in regions if r.func == fname]
-        if not mine:
+        region_of = {v: r for r in regions if r.func == fname for v in r.members}
+        if not region_of:
             continue
-        uses = _uses(func)
+        users = ir.users(mod[fname])
 
-        def rewrite(block_index, is_df, bindings, mine=mine, uses=uses):
-            here = [r for r in mine if r.block == block_index]
+        def rewrite(is_df, bindings, region_of=region_of, users=users):
+            here = list(dict.fromkeys(region_of[b.var].id for b in bindings if b.var in region_of))
             if not here:
                 return bindings
-            in_region = {i: r for r in here for i in r.bindings}
             units = []
-            for r in here:
-                members = set(r.bindings)
-                member_vars = [bindings[i].var for i in r.bindings]
+            for rid in here:
+                members = [b for b in bindings if b.var in region_of and region_of[b.var].id == rid]
+                inside = {b.var for b in members}
                 outputs = [
-                    v for v in member_vars if any(not (bi == block_index and j in members) for bi, j in uses.get(v, ()))
+                    b.var for b in members if any(u is None or u.var not in inside for u in users.get(b.var, ()))
                 ]
-                sub, inputs = _region_function(mod, bindings, r, outputs, names[r.id])
-                gv = editor.add(names[r.id], sub)
+                sub, inputs = _region_function(mod, members, region_of[members[0].var], outputs, names[rid])
+                gv = editor.add(names[rid], sub)
                 call = relax.Call(gv, list(inputs))
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
                 else:
-                    tup = (relax.DataflowVar if is_df else relax.Var)(f"{names[r.id]}_out", sub.ret_ty)
+                    # Named after its first output, so the name stays when other regions come and go.
+                    tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", sub.ret_ty)
                     new = [relax.VarBinding(tup, call)]
                     new += [relax.VarBinding(o, relax.TupleGetItem(tup, k)) for k, o in enumerate(outputs)]
-                units.append({"bindings": new, "defines": member_vars, "reads": inputs, "order": r.bindings[0]})
+                first = next(j for j, b in enumerate(bindings) if b.var in inside)
+                units.append({"bindings": new, "defines": list(inside), "reads": inputs, "order": first})
             for j, b in enumerate(bindings):
-                if j not in in_region:
+                if b.var not in region_of:
                     units.append({"bindings": [b], "defines": [b.var], "reads": _reads(b), "order": j})
             return [b for unit in _topo_units(units) for b in unit["bindings"]]
 
-        editor.update(fname, ir.rebuild(func, rewrite))
+        editor.update(fname, ir.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions.
     called = set().union(*ir.calls_between_functions(new_mod).values())
@@ -165,24 +137,14 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
 
 
 def _reads(binding) -> list:
+    """Variables a binding reads from outside itself; an If reads what its branches read."""
     value = binding.value
-    if isinstance(value, relax.If):
-        reads = ir.free_vars(value.cond)
-        for branch in (value.true_branch, value.false_branch):
-            reads += _free_in_seq(branch)
-        return reads
-    return ir.free_vars(value)
-
-
-def _free_in_seq(seq) -> list:
-    """Variables a branch reads from outside itself."""
-    defined, reads = [], []
-    for _, block in ir.blocks_of(seq):
-        for b in block.bindings:
-            defined.append(b.var)
-            reads += _reads(b) if not isinstance(b.value, relax.If) else ir.free_vars(b.value.cond)
-    reads += ir.free_vars(seq.body)
-    return [v for v in reads if not any(v.same_as(d) for d in defined)]
+    if not isinstance(value, relax.If):
+        return ir.free_vars(value)
+    inner = [s for branch in (value.true_branch, value.false_branch) for s in ir.walk(branch, descend=False)]
+    defined = {s.var for s in inner}
+    reads = ir.reads(value) + [v for s in inner for v in ir.reads(s.value)]
+    return [v for v in reads if v not in defined]
 
 
 def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
@@ -202,25 +164,42 @@ def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
 
 def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
     """Bindings that compute ``result_var = func(*args)`` in place, composites flattened."""
-    mapping = dict(zip(func.params, args))
-    local: dict = {}
+    steps = list(ir.walk(func))
+    # Follow the result through the composite calls that compute it, so that the binding
+    # which finally computes it binds ``result_var`` itself.
+    calls = {(s.frame, s.var): (s.callee_frame, s.callee.body.body) for s in steps if s.descended}
+    final = ((), func.body.body)
+    while final in calls:
+        final = calls[final]
+    values = ir.Values(pack=lambda fields: relax.Tuple(list(fields)))
+    for p, a in zip(func.params, args):
+        values.bind((), p, a)
     out = []
-    result = func.body.body
-    for _, block in ir.blocks_of(func.body):
-        for b in block.bindings:
-            value = b.value
-            if isinstance(value, relax.Function):
-                local[b.var] = value  # a composite, flattened where it is called
-                continue
-            is_result = ir.is_var(result) and b.var.same_as(result)
-            target_var = result_var if is_result else ir.fresh_var(b.var, dataflow=is_df)
-            inner = ir.called_function(None, value, local) if isinstance(value, relax.Call) else None
-            if inner is not None:
-                inner_args = [ir.substitute(a, mapping) for a in value.args]
-                out.extend(_inline_call(inner, inner_args, target_var, is_df))
-            else:
-                out.append(relax.VarBinding(target_var, ir.substitute(value, mapping)))
-            mapping[b.var] = target_var
-    if not ir.is_var(result):
-        out.append(relax.VarBinding(result_var, ir.substitute(result, mapping)))
+    for s in steps:
+        if s.descended:
+            values.enter(s, [values.get(s.frame, a) for a in s.value.args])
+            continue
+        var = result_var if (s.frame, s.var) == final else ir.fresh_var(s.var, dataflow=is_df)
+        value = ir.substitute(s.value, {v: values.get(s.frame, v) for v in ir.free_vars(s.value)})
+        out.append(relax.VarBinding(var, value))
+        values.bind(s.frame, s.var, var)
+    if not any(b.var.same_as(result_var) for b in out):
+        out.append(relax.VarBinding(result_var, values.get(*final)))
     return out
+
+
+def flatten_subgraphs(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each subgraph's composites inlined and its ``Codegen`` attribute dropped.
+
+    TVM then compiles the subgraphs itself, so a partition can be run, and
+    checked against the source, on a target whose codegen is not installed.
+    """
+    editor = ir.ModuleEditor(mod)
+    for name in ir.subgraph_functions(mod):
+        func = mod[name]
+        result = relax.Var("result", func.ret_ty)
+        body = relax.SeqExpr([relax.DataflowBlock(_inline_call(func, func.params, result, True))], result)
+        editor.update(
+            name, relax.Function(func.params, body, func.ret_ty, func.is_pure).with_attr(ir.GLOBAL_SYMBOL, name)
+        )
+    return editor.finish()

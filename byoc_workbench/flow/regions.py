@@ -8,9 +8,15 @@ The policy follows upstream Relax's ``MergeCompositeFunctions``: walking the
 bindings of a block in order, a claimed call joins the region of an argument
 of the same target unless another argument already depends on that region
 (joining would then make a cycle through the rest of the graph). Dependencies
-are propagated transitively. Unlike upstream, it works block by block, so
-blocks inside If branches and recursive functions are handled too; a region
-never spans two blocks.
+are propagated transitively. Tuple plumbing is transparent, as upstream has
+made it since apache/tvm#19998: a projection of a tuple a region made, or a
+tuple packed from one region's values, joins that region, so the calls that
+read it can join too. It does not when the tuple is also used whole outside
+its projections, since the tuple would then escape the region.
+
+Unlike upstream, it works block by block, so blocks inside If branches and
+recursive functions are handled too; a region never spans two blocks.
+Regions name their bindings by the variables they bind.
 """
 
 from __future__ import annotations
@@ -30,12 +36,15 @@ class Region:
     id: int
     target: str
     func: str
-    block: int  # index of the block in ir.blocks_of order
     scope: tuple  # ("then",), ("else",), ... for blocks inside If branches
-    bindings: tuple  # indices of the bindings in the block, in order
-    vars: tuple  # names of the bound variables, for display
+    members: tuple  # the variables its bindings bind, in binding order (claimed calls and tuple plumbing)
     ops: tuple  # every Relax op inside, composites expanded
     composites: tuple  # composite names of the claimed calls
+
+    @property
+    def vars(self) -> tuple:
+        """The names of the member variables, for display."""
+        return tuple(v.name for v in self.members)
 
 
 def target_of(mod: tvm.IRModule, value) -> str | None:
@@ -48,21 +57,23 @@ def target_of(mod: tvm.IRModule, value) -> str | None:
 
 
 class _Groups:
-    """Union-find over binding indices, with transitive group dependencies."""
+    """Union-find over the variables of one block, with transitive group dependencies."""
 
     def __init__(self):
         self.parent: dict = {}
         self.deps: dict = {}
+        self.target: dict = {}
 
-    def add(self, i):
-        self.parent[i] = i
-        self.deps[i] = set()
+    def add(self, v, target):
+        self.parent[v] = v
+        self.deps[v] = set()
+        self.target[v] = target
 
-    def find(self, i):
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
+    def find(self, v):
+        while self.parent[v] != v:
+            self.parent[v] = self.parent[self.parent[v]]
+            v = self.parent[v]
+        return v
 
     def merge(self, src, dst):
         src, dst = self.find(src), self.find(dst)
@@ -77,46 +88,66 @@ class _Groups:
                 deps.add(dst)
 
 
-def _block_groups(mod, block) -> list:
-    """For one block: a list of (target, [binding indices]) groups, claimed ones only."""
+def _only_projected(var, users) -> bool:
+    """Whether every use of a tuple is a projection (else the tuple would escape a region)."""
+    uses = users.get(var, ())
+    return bool(uses) and all(u is not None and isinstance(u.value, relax.TupleGetItem) for u in uses)
+
+
+def _plumbing_home(groups, value, var, users, producer):
+    """The claimed group a Tuple or TupleGetItem binding joins, or None."""
+    if isinstance(value, relax.TupleGetItem):
+        src = value.tuple_value
+        fields = [src] if ir.is_var(src) and _only_projected(src, users) else []
+    elif isinstance(value, relax.Tuple) and _only_projected(var, users):
+        fields = [f for f in value.fields if not isinstance(f, tvm.ir.expr.Constant)]
+    else:
+        return None
+    homes = {groups.find(producer[f]) if ir.is_var(f) and f in producer else None for f in fields}
+    if len(homes) != 1:
+        return None
+    (home,) = homes
+    return home if home is not None and groups.target[home] is not None else None
+
+
+def _block_groups(mod, steps, users) -> list:
+    """For one block's steps: ``(target, [steps])`` for each group of claimed calls."""
     groups = _Groups()
     producer: dict = {}
-    target: dict = {}
-    for i, binding in enumerate(block.bindings):
-        tgt = target_of(mod, binding.value)
+    for step in steps:
+        v = step.var
+        tgt = target_of(mod, step.value)
         arg_groups = []
-        for var in ir.free_vars(binding.value):
+        for var in ir.reads(step.value):
             if var in producer:
                 g = groups.find(producer[var])
                 if g not in arg_groups:
                     arg_groups.append(g)
-        groups.add(i)
-        target[i] = tgt
-        home = i
-        if tgt is not None:
+        plumbing = _plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
+        groups.add(v, tgt if plumbing is None else groups.target[plumbing])
+        home = v
+        if plumbing is not None:
+            groups.merge(v, plumbing)
+            home = groups.find(plumbing)
+        elif tgt is not None:
             parent_deps = set().union(*(groups.deps[g] for g in arg_groups)) if arg_groups else set()
-            joinable = [g for g in arg_groups if target[g] == tgt and g not in parent_deps]
-            if joinable:
-                home = joinable[0]
-                groups.merge(i, home)
-                for other in joinable[1:]:
-                    groups.merge(other, home)
-                    home = groups.find(home)
+            joinable = [g for g in arg_groups if groups.target[g] == tgt and g not in parent_deps]
+            for g in joinable:
+                groups.merge(g, home)
                 home = groups.find(home)
         for g in arg_groups:
             g = groups.find(g)
             if g != home:
                 groups.deps[home].add(g)
                 groups.deps[home] |= groups.deps[g]
-        producer[binding.var] = i
+        producer[v] = v
     members: dict = {}
-    for i in range(len(block.bindings)):
-        members.setdefault(groups.find(i), []).append(i)
+    for step in steps:
+        members.setdefault(groups.find(step.var), []).append(step)
     out = []
-    for _root, idx in sorted(members.items(), key=lambda kv: kv[1][0]):
-        tgt = target[idx[0]]
-        if tgt is not None:
-            out.append((tgt, idx))
+    for root, group in members.items():  # dicts keep insertion order: groups by first member
+        if groups.target[root] is not None:
+            out.append((groups.target[root], group))
     return out
 
 
@@ -125,23 +156,24 @@ def propose_regions(mod: tvm.IRModule) -> list:
     regions: list = []
     for fname in ir.host_functions(mod):
         func = mod[fname]
-        for block_index, (scope, block) in enumerate(ir.blocks_of(func.body)):
-            for tgt, idx in _block_groups(mod, block):
-                bindings = [block.bindings[i] for i in idx]
+        users = ir.users(func)
+        blocks: dict = {}
+        for step in ir.walk(func, mod, descend=False, name=fname):
+            blocks.setdefault(step.block, []).append(step)
+        for steps in blocks.values():
+            for tgt, group in _block_groups(mod, steps, users):
                 ops, composites = [], []
-                for b in bindings:
-                    inner = ir.callee(mod, b.value)
-                    composites.append(ir.func_attr(inner, ir.COMPOSITE))
-                    ops.extend(ir.ops_in(inner, mod))
+                for s in group:
+                    if s.callee is not None:
+                        composites.append(ir.func_attr(s.callee, ir.COMPOSITE))
+                        ops.extend(ir.ops_in(s.callee, mod))
                 regions.append(
                     Region(
                         id=len(regions),
                         target=tgt,
                         func=fname,
-                        block=block_index,
-                        scope=scope,
-                        bindings=tuple(idx),
-                        vars=tuple(b.var.name for b in bindings),
+                        scope=tuple(p.kind for p in group[0].path if p.kind in ("then", "else")),
+                        members=tuple(s.var for s in group),
                         ops=tuple(ops),
                         composites=tuple(composites),
                     )

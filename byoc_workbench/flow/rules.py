@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import tvm
 from tvm import relax
+from tvm.relax import dpl
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
 from ..errors import WorkbenchError
@@ -40,6 +41,12 @@ class Rule:
     # Upstream pattern tables check a PatternCheckContext, not a call.
     annotations: dict = dataclasses.field(default_factory=dict, compare=False)
     ctx_check: Callable | None = dataclasses.field(default=None, compare=False)
+    # The Relax ops it can claim, computed when the rule is built.
+    ops: tuple = dataclasses.field(default=(), compare=False)
+
+    def __post_init__(self):
+        if not self.ops:
+            object.__setattr__(self, "ops", (self.op,) if self.kind == "op" else pattern_ops(self.pattern))
 
     @property
     def qualified(self) -> str:
@@ -60,6 +67,36 @@ class Rule:
             return self.ctx_check
         call_check = self.check
         return lambda ctx: bool(call_check(ctx.matched_expr))
+
+
+def pattern_ops(pattern: DFPattern) -> tuple:
+    """The Relax ops a pattern's calls name, in first-seen order, read from its structure."""
+    found: dict = {}
+
+    def visit(p):
+        if isinstance(p, dpl.CallPattern):
+            op = p.op
+            if isinstance(op, dpl.ExprPattern) and isinstance(op.expr, tvm.ir.Op):
+                found[op.expr.name] = None
+            else:
+                visit(op)
+            for a in p.args or ():
+                visit(a)
+        elif isinstance(p, (dpl.OrPattern, dpl.AndPattern)):
+            visit(p.left)
+            visit(p.right)
+        elif isinstance(p, dpl.TupleGetItemPattern):
+            visit(p.tuple)
+        elif isinstance(p, (dpl.TuplePattern, dpl.UnorderedTuplePattern)):
+            for f in p.fields:
+                visit(f)
+        elif isinstance(p, (dpl.AttrPattern, dpl.DataTypePattern, dpl.ShapePattern, dpl.TypePattern)):
+            visit(p.pattern)
+        elif isinstance(p, dpl.FunctionPattern):
+            visit(p.body)
+
+    visit(pattern)
+    return tuple(found)
 
 
 def _arity(op_name: str) -> int:

@@ -16,6 +16,7 @@ from tvm import relax
 from .. import ir
 from ..backends.registry import describe, run_codegen
 from ..errors import WorkbenchError
+from .names import keep_names
 from .partition import partition as _partition
 from .prune import PruneRule, keep_all, no_mac, prune
 from .regions import propose_regions
@@ -52,12 +53,13 @@ def _fuse(mod: tvm.IRModule, rules) -> tvm.IRModule:
     if not rules:
         return mod
     # Patterns must not match inside composites made earlier, so only host functions are entries.
-    return relax.transform.FuseOpsByPattern(
+    fused = relax.transform.FuseOpsByPattern(
         [r.fusion_pattern() for r in rules],
         bind_constants=False,
         annotate_codegen=False,
         entry_functions=ir.host_functions(mod),
     )(mod)
+    return keep_names(mod, fused)
 
 
 def composite(mod: tvm.IRModule, rules) -> tvm.IRModule:
@@ -90,16 +92,18 @@ def run_stages(
     mod: tvm.IRModule,
     rules,
     prune_rule: PruneRule | None = None,
+    check: bool = True,
     backend: str | None = None,
     options: dict | None = None,
 ) -> list:
     """Run every stage for ``rules``; returns one :class:`Stage` per step.
 
+    ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
     own codegen). For the ONNX-based backends, rules never claim a call the
     ONNX translator cannot convert.
     """
-    mod = check_module(mod)
+    mod = check_module(mod) if check else mod
     if backend in ("onnxruntime", "tensorrt", "auto"):
         from ..backends.onnx import guard_rules
 
@@ -130,7 +134,7 @@ def run_stages(
         offloaded = [s for s in offloaded if s.name not in skipped]
     add("codegen", m, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated)
     for c in stages[-1].changes:
-        if c["kind"] == "removed" and c["from"].split(" ▸ ")[0] in generated:
+        if c["kind"] == "removed" and c["from"].function in generated:
             c["kind"] = "compiled"
     return stages
 

@@ -6,7 +6,6 @@ import collections
 import dataclasses
 
 import tvm
-from tvm import relax
 
 from .. import ir
 
@@ -42,38 +41,37 @@ class Stage:
             "op_count": self.op_count,
             "ops_per_target": self.ops_per_target,
             "subgraphs": [dataclasses.asdict(s) for s in self.subgraphs],
-            "changes": self.changes,
+            "changes": [{k: str(v) if isinstance(v, Owner) else v for k, v in c.items()} for c in self.changes],
             "notes": self.notes,
         }
 
 
+@dataclasses.dataclass(frozen=True, order=True)
+class Owner:
+    """Where an op sits: a function, then the composites around it, outermost first."""
+
+    function: str
+    composites: tuple = ()
+
+    def __str__(self) -> str:
+        return " ▸ ".join((self.function, *self.composites))
+
+
 def op_owners(mod: tvm.IRModule) -> collections.Counter:
-    """Count of ``(op, owner, target)``: owner is the function holding the op, then
-    ``" ▸ composite"`` when a composite holds it; target is "host" or a BYOC target."""
+    """Count of ``(op, owner, target)``: ``owner`` is an :class:`Owner`; ``target`` is
+    "host" or a BYOC target (that of the innermost composite, or of the subgraph)."""
     counts: collections.Counter = collections.Counter()
 
-    def visit(func, owner, target, local=None):
-        local = {}
-        for _, block in ir.blocks_of(func.body):
-            for b in block.bindings:
-                v = b.value
-                if isinstance(v, relax.Function):
-                    local[b.var] = v
-                    continue
-                if not isinstance(v, relax.Call):
-                    continue
-                if isinstance(v.op, tvm.ir.Op):
-                    counts[(v.op.name, owner, target)] += 1
-                    continue
-                inner = ir.called_function(mod, v, local)
-                comp = ir.func_attr(inner, ir.COMPOSITE) if inner is not None else None
-                if comp:
-                    visit(inner, f"{owner} ▸ {comp}", comp.split(".", 1)[0])
+    def visit(name, target):
+        for s in ir.walk(mod[name], mod, name=name):
+            if s.op:
+                owner = Owner(name, tuple(p.name for p in s.path if p.kind == "call"))
+                counts[(s.op, owner, s.composite.split(".", 1)[0] if s.composite else target)] += 1
 
     for name in ir.host_functions(mod):
-        visit(mod[name], name, HOST)
+        visit(name, HOST)
     for name in ir.subgraph_functions(mod):
-        visit(mod[name], name, ir.subgraph_target(mod, name))
+        visit(name, ir.subgraph_target(mod, name))
     return counts
 
 
@@ -135,15 +133,12 @@ def summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generat
 
 def rule_matches(mod: tvm.IRModule, rules) -> dict:
     """How many calls each rule claimed in an annotated module."""
-    counts = collections.Counter()
-    for name in ir.host_functions(mod):
-        for _, block in ir.blocks_of(mod[name].body):
-            for b in block.bindings:
-                if isinstance(b.value, relax.Call):
-                    inner = ir.callee(mod, b.value)
-                    comp = ir.func_attr(inner, ir.COMPOSITE) if inner is not None else None
-                    if comp:
-                        counts[comp] += 1
+    counts = collections.Counter(
+        ir.func_attr(s.callee, ir.COMPOSITE)
+        for name in ir.host_functions(mod)
+        for s in ir.walk(mod[name], mod, descend=False)
+        if s.callee is not None
+    )
     return {r.qualified: counts.get(r.qualified, 0) for r in rules}
 
 

@@ -1,11 +1,11 @@
-"""Jupyter widgets for the workbench; the logic lives in :mod:`byoc_workbench.session`."""
+"""Jupyter widgets for the workbench; the logic lives in :mod:`byoc_workbench.session`.
 
-from .workbench import (
-    GraphView,
-    WorkbenchWidget,
+:mod:`.html` holds the pure View-to-HTML helpers; :mod:`.workbench` the widgets.
+"""
+
+from .html import (
     code_html,
     details_html,
-    expand_key,
     generated_html,
     lines_html,
     match_text,
@@ -14,9 +14,8 @@ from .workbench import (
     status_line,
     subgraph_table_html,
     svg_body,
-    toggled,
-    workbench_widget,
 )
+from .workbench import GraphView, WorkbenchWidget, expand_key, toggled, workbench_widget
 
 __all__ = [
     "GraphView",

@@ -1,14 +1,15 @@
 """The workbench widget: rule checkboxes, a stage selector, the diagram and panels.
 
 The pure twin is :class:`byoc_workbench.session.Workbench` and its ``View``;
-the helpers at the top of this file turn a ``View`` into HTML strings and are
-tested on their own. :class:`WorkbenchWidget` only wires controls to them:
-each control builds a new ``Workbench`` (or a new ``View``) and redraws.
+the helpers in :mod:`.html` turn a ``View`` into HTML strings and are tested
+on their own. :class:`WorkbenchWidget` only wires controls to them: each
+control builds a new ``Workbench`` (or a new ``View``) and redraws. Node ids
+come from the values the nodes stand for, so a selection and the opened calls
+survive a rule toggle.
 """
 
 from __future__ import annotations
 
-import html
 import logging
 from pathlib import Path
 
@@ -21,6 +22,20 @@ from ..flow import stages
 from ..flow.rules import Target, get_target
 from ..models import demo
 from ..session import View, Workbench
+from .html import (
+    NO_SELECTION,
+    code_html,
+    details_html,
+    esc,
+    generated_html,
+    lines_html,
+    rule_label_html,
+    stage_summary,
+    status_html,
+    status_line,
+    subgraph_table_html,
+    svg_body,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,167 +51,17 @@ STAGE_HELP = {
     "prune": "Subgraphs that fail the prune rule go back to the host (prune_tensorrt_subgraphs).",
     "codegen": "The target's codegen compiles each subgraph; the host calls the generated code.",
 }
-NO_SELECTION = (
-    "<i>Click a node to see its op, attributes, types and which rule claimed it. "
-    "Double-click a composite or subgraph to open it.</i>"
-)
 
 
-# --- pure helpers: View -> HTML ----------------------------------------------------
-
-
-def _esc(value) -> str:
-    return html.escape(str(value))
-
-
-def _short(op: str) -> str:
-    return op.replace("relax.", "", 1)
-
-
-def status_line(err: BaseException) -> str:
-    """One line for any error: a ``WorkbenchError``'s message, else its type and first line."""
-    text = str(err) if isinstance(err, WorkbenchError) else f"{type(err).__name__}: {str(err)}"
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    line = lines[0] if lines else type(err).__name__
-    return line if len(line) <= 300 else line[:299] + "…"
-
-
-def status_html(message: str = "") -> str:
-    """The status area: empty, or one red line."""
-    if not message:
-        return ""
-    return f'<div style="color:#c92a2a;font-weight:600">⚠ {_esc(message)}</div>'
-
-
-def match_text(rule: str, enabled, matches: dict) -> str:
-    """What a rule's checkbox says about it: off, matched nothing, or how many matches."""
-    if rule not in enabled:
-        return "off"
-    n = matches.get(rule, 0)
-    if n == 0:
-        return "matched nothing"
-    return f"{n} match{'es' if n != 1 else ''}"
-
-
-def rule_label_html(rule, enabled, matches: dict) -> str:
-    """The text beside a rule's checkbox: its doc and its match count."""
-    text = match_text(rule.qualified, enabled, matches)
-    color = "#c92a2a" if text == "matched nothing" else "#495057"
-    return (
-        f'<span style="color:#868e96">{_esc(rule.kind)}: {_esc(rule.doc)}</span> — '
-        f'<b class="byoc-match-count" style="color:{color}">{_esc(text)}</b>'
-    )
-
-
-def subgraph_table_html(rows: list) -> str:
-    """The subgraph table: name, target, op count and ops of each subgraph."""
-    if not rows:
-        return (
-            '<div class="byoc-subgraphs byoc-empty">'
-            "<i>No subgraphs at this stage: everything runs on the host.</i></div>"
-        )
-    head = "<tr><th>subgraph</th><th>target</th><th>ops</th><th>op list</th></tr>"
-    body = "".join(
-        f'<tr data-subgraph="{_esc(r["name"])}"><td><code>{_esc(r["name"])}</code></td><td>{_esc(r["target"])}</td>'
-        f'<td style="text-align:right">{int(r["op_count"])}</td>'
-        f"<td>{_esc(', '.join(_short(o) for o in r['ops']))}</td></tr>"
-        for r in rows
-    )
-    return f'<table class="byoc-subgraphs">{head}{body}</table>'
-
-
-def lines_html(lines: list, empty: str, css: str) -> str:
-    """A list of lines (diff or notes) as a bullet list, or ``empty`` in italics."""
-    if not lines:
-        return f'<div class="{css}"><i>{_esc(empty)}</i></div>'
-    return f'<ul class="{css}">' + "".join(f"<li><code>{_esc(ln)}</code></li>" for ln in lines) + "</ul>"
-
-
-def code_html(text: str, css: str = "byoc-code") -> str:
-    """Source text in a scrollable ``<pre>``."""
-    return f'<pre class="{css}" style="max-height:420px;overflow:auto;font-size:12px;margin:0">{_esc(text)}</pre>'
-
-
-def generated_html(generated: dict, stage: str) -> str:
-    """The codegen's source for each subgraph, or why there is none at this stage."""
-    if stage != "codegen":
-        return (
-            '<div class="byoc-generated">'
-            "<i>Choose the codegen stage to see the generated source of each subgraph.</i></div>"
-        )
-    if not generated:
-        return '<div class="byoc-generated"><i>No subgraph was compiled by the codegen.</i></div>'
-    return (
-        '<div class="byoc-generated">'
-        + "".join(f"<h4 style='margin:6px 0'>{_esc(n)}</h4>{code_html(src)}" for n, src in generated.items())
-        + "</div>"
-    )
-
-
-def _types_html(types) -> str:
-    return ", ".join(f"<code>{_esc(t)}</code>" for t in types) if types else "—"
-
-
-def details_html(node_id: str, details: dict | None) -> str:
-    """The details panel of one node: op, attributes, types, and who claimed it or why none did."""
-    if not node_id:
-        return NO_SELECTION
-    if details is None:
-        return (
-            f"<i>Node {_esc(node_id)} is not in this diagram "
-            "(the legend, or a drawing from before the last change).</i>"
-        )
-    rows = [
-        ("node", f"<code>{_esc(node_id)}</code> ({_esc(details.get('kind', ''))})"),
-        ("op", f"<code>{_esc(details.get('op') or details.get('label', ''))}</code>"),
-    ]
-    rows.append(("target", _esc(details.get("target", ""))))
-    attrs = details.get("attrs") or {}
-    rows.append(("attributes", "<br>".join(f"{_esc(k)} = <code>{_esc(v)}</code>" for k, v in attrs.items()) or "—"))
-    rows.append(("inputs", _types_html(details.get("inputs"))))
-    rows.append(("output", _types_html([details["output"]] if details.get("output") else [])))
-    if details.get("claimed_by"):
-        rows.append(("claimed by", f"rule <code>{_esc(details['claimed_by'])}</code>"))
-    elif "claimed_by" in details:
-        rows.append(("not claimed", _esc(details.get("why_not_claimed") or "it runs on the host")))
-    if details.get("ops_inside"):
-        rows.append(("ops inside", _esc(", ".join(_short(o) for o in details["ops_inside"]))))
-    body = "".join(
-        '<tr><th style="text-align:left;vertical-align:top;padding-right:8px;white-space:nowrap">'
-        f"{k}</th><td>{v}</td></tr>"
-        for k, v in rows
-    )
-    return f"<table>{body}</table>"
-
-
-def stage_summary(view: View) -> str:
-    """One line about a stage: subgraphs, ops moved and notes."""
-    n = len(view.subgraphs)
-    kinds = "regions" if view.stage == "merge" else "subgraphs"
-    parts = [f"{view.stage}: {n} {kinds if n != 1 else kinds[:-1]}"]
-    if view.subgraphs:
-        parts[0] += (
-            " (" + "; ".join(f"{r['name']}: {', '.join(_short(o) for o in r['ops'])}" for r in view.subgraphs) + ")"
-        )
-    if view.changes:
-        parts.append(f"{len(view.changes)} change{'s' if len(view.changes) != 1 else ''} since the stage before")
-    parts += view.notes
-    return "; ".join(parts)
-
-
-def svg_body(svg: str) -> str:
-    """The ``<svg>`` element alone, without the XML prolog and DOCTYPE Graphviz writes."""
-    start = svg.find("<svg")
-    return svg[start:] if start >= 0 else svg
+# --- pure helpers: what a double-click opens ------------------------------------------
 
 
 def expand_key(details: dict | None) -> str | None:
-    """What ``Workbench.view(expand=...)`` takes to open a node: a composite or subgraph name."""
+    """What ``Workbench.view(expand=...)`` takes to open a node: the node's id, for a
+    composite call, a subgraph call or a folded run of ops (one call opens, not all)."""
     if not details or details.get("kind") not in ("composite", "subgraph", "fold"):
         return None
-    if details["kind"] == "fold":  # a folded run of ops opens by its own id
-        return details.get("id") or None
-    return details.get("op") or None
+    return details.get("id") or None
 
 
 def toggled(expand: frozenset, key: str) -> frozenset:
@@ -263,7 +128,7 @@ class WorkbenchWidget(W.VBox):
         self.rule_labels: dict = {}
         groups = []
         for tname in dict.fromkeys(r.target for r in rules):
-            rows = [W.HTML(f"<b>target {_esc(tname)}</b>")]
+            rows = [W.HTML(f"<b>target {esc(tname)}</b>")]
             for r in (r for r in rules if r.target == tname):
                 box = W.Checkbox(
                     value=r.qualified in enabled_now,
@@ -398,41 +263,33 @@ class WorkbenchWidget(W.VBox):
         self.status.value = status_html(status_line(err))
 
     def _apply(self, wb: Workbench) -> None:
-        view = wb.view(
-            self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse
-        )  # computes every stage; raises before anything changes
+        # Computes every stage and raises before anything changes.
+        view = wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)
         self.workbench = wb
-        self._show(view, keep_selection=False)
+        self._show(view)
 
     def _redraw(self) -> None:
-        self._show(
-            self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse),
-            keep_selection=False,
-        )
+        self._show(self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse))
 
     def _toggle(self, node_id: str) -> None:
-        key = expand_key(self.view.nodes.get(node_id) if self.view else None)
-        if key is None:
-            key = self._opened_key(node_id)
+        key = expand_key(self.view.nodes.get(node_id) if self.view else None) or self._opened_key(node_id)
         if key is None:
             return
         view = self.workbench.view(self.stage, expand=tuple(sorted(toggled(self.expand, key))), collapse=self.collapse)
         self.expand = toggled(self.expand, key)
-        self._show(view, keep_selection=False)
+        self._show(view)
 
     def _opened_key(self, element_id: str) -> str | None:
-        """The composite or subgraph an opened cluster (``cluster_x_<id>``) or a node inside it stands for."""
-        graph = self.workbench.graph(self.stage, tuple(sorted(self.expand)), collapse=self.collapse)
-        cid = element_id[len("cluster_") :] if element_id.startswith("cluster_") else None
-        if cid is None and element_id in graph.nodes:
-            cid = graph.nodes[element_id].cluster
-        cluster = graph.clusters.get(cid) if cid else None
-        if cluster is None or cluster.kind not in ("composite", "subgraph"):
-            return None
-        name = cluster.label.split(" ", 1)[0]
-        return name if name in self.expand else None
+        """The opened call that a cluster (``cluster_x_<node id>``), or a node drawn inside one, stands for."""
+        if element_id.startswith("cluster_x_"):
+            key = element_id[len("cluster_x_") :]
+        else:
+            cluster = (self.view.nodes.get(element_id) or {}).get("cluster", "") if self.view else ""
+            key = cluster[len("x_") :] if cluster.startswith("x_") else None
+        return key if key in self.expand else None
 
-    def _show(self, view: View, keep_selection: bool) -> None:
+    def _show(self, view: View) -> None:
+        """Show ``view``; the selection stays while its node is still drawn."""
         self.view = view
         wb = self.workbench
         for q, label in self.rule_labels.items():
@@ -445,15 +302,15 @@ class WorkbenchWidget(W.VBox):
                 box.value = q in wb.enabled
         finally:
             self._syncing = False
-        self.stage_help.value = f"<i>{_esc(STAGE_HELP.get(view.stage, ''))}</i>"
-        self.summary.value = f"<b>{_esc(stage_summary(view))}</b>"
+        self.stage_help.value = f"<i>{esc(STAGE_HELP.get(view.stage, ''))}</i>"
+        self.summary.value = f"<b>{esc(stage_summary(view))}</b>"
         self.graph.svg = svg_body(view.svg)
         self.subgraph_table.value = subgraph_table_html(view.subgraphs)
         self.changes.value = lines_html(view.changes, "No op changed owner since the stage before.", "byoc-diff")
         self.notes.value = lines_html(view.notes, "No notes.", "byoc-note-list")
         self.script.value = code_html(view.script, "byoc-tvmscript")
         self.generated.value = generated_html(view.generated, view.stage)
-        if not keep_selection and self.graph.selected:
+        if self.graph.selected and self.graph.selected not in view.nodes:
             self.graph.selected = ""
         self._show_details()
 
