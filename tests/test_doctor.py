@@ -110,3 +110,14 @@ def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
     assert check.info["cache"] == str(tmp_path)
     assert check.info["models"][zoo.DEFAULT_MODEL]["state"] == "wrong sha1, ignored"
     assert not check.ok and "byoc-workbench prefetch" in check.fix
+
+
+def test_binder_files_agree_with_requirements():
+    root = Path(__file__).resolve().parents[1]
+    env = (root / "environment.yml").read_text().splitlines()
+    assert "  - python=3.11" in env  # numpy<1.24, which mxnet needs, has no wheels for 3.12+
+    assert {"      - -r requirements.txt", "      - -e ."} <= set(env)  # the same pins, not a second copy
+    pins = dict(line.split("==") for line in (root / "requirements.txt").read_text().splitlines() if "==" in line)
+    assert tuple(int(p) for p in pins["numpy"].split(".")[:2]) < (1, 24)
+    apt = [line.partition("#")[0].strip() for line in (root / "apt.txt").read_text().splitlines()]
+    assert "graphviz" in apt
