@@ -1,4 +1,8 @@
-"""Small helpers over Relax IR: substitution, walking blocks, listing ops.
+"""Small helpers over Relax IR: the one walk, substitution, listing ops, editing modules.
+
+:func:`walk` is the traversal every analysis, pass, codegen and drawing uses:
+it yields each binding with its callee, its composite and its place in the
+function/branch/call nesting, and owns the table of local functions.
 
 Stage functions build new functions out of the bindings of old ones. All
 bindings they move are in A-normal form (a call, tuple or tuple item whose
@@ -110,24 +114,6 @@ def callee_name(call) -> str:
     if is_var(op):
         return op.name
     return type(op).__name__
-
-
-def blocks_of(body) -> Iterator[tuple]:
-    """``(scope, block)`` for every binding block in a function body, through If branches.
-
-    ``scope`` is a tuple such as ``("then",)`` or ``("else", "then")``.
-    """
-
-    def visit(seq, scope):
-        for block in seq.blocks:
-            yield scope, block
-            for binding in block.bindings:
-                if isinstance(binding.value, relax.If):
-                    yield from visit(binding.value.true_branch, scope + ("then",))
-                    yield from visit(binding.value.false_branch, scope + ("else",))
-
-    if isinstance(body, relax.SeqExpr):
-        yield from visit(body, ())
 
 
 # --- the one walk ------------------------------------------------------------------
