@@ -295,7 +295,9 @@ def verdicts(checks: dict) -> dict:
         }
     ort = checks["onnxruntime"]
     parts[PART2_CPU]["backend"] = (
-        "onnxruntime (CPUExecutionProvider)" if ort.ok else "tvm alone (llvm, untuned: about 30 s per picture)"
+        "onnxruntime (CPUExecutionProvider)"
+        if ort.ok
+        else "teaching (NumPy) or TVM alone: slow, tens of seconds per picture"
     )
     parts[PART2_TRT]["backend"] = "tensorrt"
     cached = checks["weights"].info.get("models", {}).get(checks["weights"].info.get("default"), {})

@@ -50,7 +50,7 @@ def test_tvm_flags_are_reported(report):
 def test_part2_cpu_ready_names_its_backend(report):
     part = report["parts"]["part2_cpu"]
     assert part["ready"] and part["missing"] == []
-    expected = "onnxruntime" if report["checks"]["onnxruntime"]["ok"] else "tvm alone"
+    expected = "onnxruntime" if report["checks"]["onnxruntime"]["ok"] else "teaching"
     assert part["backend"].startswith(expected)
 
 
