@@ -149,7 +149,9 @@ def check_gluoncv() -> Check:
 
 
 def check_numpy() -> Check:
-    version = _version("numpy") or "0"
+    version = _version("numpy")
+    if version is None:
+        return Check("numpy", False, "not installed", 'pip install "numpy<1.24" (1.23.5 is the tested pin)')
     major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     ok = major_minor < (1, 24)
     fix = "" if ok else 'mxnet 1.9.1 breaks with numpy 1.24 and later (np.bool): pip install "numpy<1.24"'
@@ -157,7 +159,7 @@ def check_numpy() -> Check:
 
 
 def check_onnxruntime() -> Check:
-    fix = "pip install onnxruntime==1.32.0 onnx==1.16.2 (without them Part 2 runs on TVM alone: ~30 s per picture)"
+    fix = "pip install onnxruntime==1.32.0 onnx==1.16.2 (without them Part 2 falls back to slower backends)"
     onnx = _installed("onnx")
     try:
         import onnxruntime
