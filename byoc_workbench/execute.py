@@ -24,14 +24,25 @@ def has_recursion(mod: tvm.IRModule) -> bool:
     return False
 
 
+def has_branches(mod: tvm.IRModule) -> bool:
+    """Whether some Relax function holds an If."""
+    return any(
+        isinstance(s.value, relax.If)
+        for f in mod.functions.values()
+        if isinstance(f, relax.Function)
+        for s in ir.walk(f, descend=False)
+    )
+
+
 def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
     """``tvm.compile`` the module and load it in a VM on the CPU.
 
-    On a recursive function, TVM 0.27's StaticPlanBlockMemory reuses storage
-    across recursive calls and the VM segfaults at run time; that pass is
-    only an optimisation, so it is disabled for such modules.
+    TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
+    recursive function (it reuses storage across recursive calls) and on some
+    If branches (a reshape in one branch, then a split after the If, for
+    one); that pass is only an optimisation, so such modules go without it.
     """
-    disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) else []
+    disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
     with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
         executable = tvm.compile(mod, target=target)
     return relax.VirtualMachine(executable, tvm.cpu())
