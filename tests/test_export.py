@@ -11,15 +11,6 @@ from byoc_workbench import export
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_byoc_workflow.ipynb"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def test_exported_html_shows_a_stage_diagram_offline(exported):
             route.abort()
 
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])  # headless
         try:
             page = browser.new_page()
             page.route("**/*", offline)
