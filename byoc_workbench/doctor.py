@@ -334,13 +334,15 @@ def render(report: dict) -> str:
         if not c["ok"] and name not in needed:
             lines.append(f"{'':22s}fix: {c['fix']}")
     lines += ["", "Verdict"]
+    shown = set()  # each fix once, under the first part that needs it
     for part in report["parts"].values():
         if part["ready"]:
             extra = "".join(f"; {k}: {part[k]}" for k in ("backend", "weights") if k in part)
             lines.append(f"  {part['title']}: ready{extra}")
         else:
             lines.append(f"  {part['title']}: not ready, missing {', '.join(part['missing'])}")
-            lines += [f"      {n}: {fix}" for n, fix in part["fixes"].items()]
+            lines += [f"      {n}: {fix}" for n, fix in part["fixes"].items() if n not in shown]
+            shown.update(part["fixes"])
     total = sum(c["seconds"] for c in report["checks"].values())
     lines += ["", f"({len(report['checks'])} checks in {total:.1f} s)"]
     return "\n".join(lines)
