@@ -220,7 +220,7 @@ def check_chromium() -> Check:
 
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
-    from .models import zoo
+    from .models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
 
     cache = zoo.cache_dir()
     models, lines = {}, []

@@ -68,7 +68,7 @@ def test_tensorrt_unavailable_names_package_and_gpu(report, capsys):
 
 
 def test_weights_cache_lists_every_model(report):
-    from byoc_workbench.models import zoo
+    from byoc_workbench.models import weights as zoo
 
     weights = report["checks"]["weights"]["info"]
     assert set(weights["models"]) == set(zoo.MODELS)
@@ -102,7 +102,7 @@ def test_doctor_does_not_import_mxnet():
 
 
 def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
-    from byoc_workbench.models import zoo
+    from byoc_workbench.models import weights as zoo
 
     monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
     (tmp_path / zoo.params_file_name(zoo.DEFAULT_MODEL)).write_bytes(b"not the weights")
