@@ -62,6 +62,10 @@ def _emit(call: relax.Call, args: list) -> str:
     if name == "relax.permute_dims":
         axes = None if attrs.axes is None else _ints(attrs.axes)
         return f"np.transpose({args[0]}, {axes})"
+    if name == "relax.split":
+        ios = attrs.indices_or_sections
+        sections = int(ios.value) if hasattr(ios, "value") else list(_ints(ios))
+        return f"tuple(np.split({args[0]}, {sections!r}, axis={int(attrs.axis)}))"
     if name == "relax.nn.conv2d":
         if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
             raise WorkbenchError(
@@ -85,6 +89,7 @@ SUPPORTED_OPS = (
         "relax.reshape",
         "relax.expand_dims",
         "relax.permute_dims",
+        "relax.split",
         "relax.nn.conv2d",
     }
 )
