@@ -58,6 +58,9 @@ class Graph:
     nodes: dict = dataclasses.field(default_factory=dict)
     edges: list = dataclasses.field(default_factory=list)
     clusters: dict = dataclasses.field(default_factory=dict)
+    # (function or opened node, relax.Var) -> the id of the node drawn for that binding (after
+    # fold_chains, of the fold holding it), so measurements of a binding find their node.
+    sites: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def targets(self) -> list:
@@ -374,6 +377,7 @@ def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, 
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()
+    builder.g.sites = {key: nid for key, nid in builder.ids.items() if nid in builder.g.nodes}
     return builder.g
 
 
@@ -482,4 +486,5 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
         a, b = out.nodes[src], out.nodes[dst]
         crosses = e.kind == "data" and a.target != b.target and a.kind != "const"
         out.edges.append(Edge(src, dst, e.label, crosses, e.kind, e.to_cluster))
+    out.sites = {key: rename.get(nid, nid) for key, nid in g.sites.items() if rename.get(nid, nid) in out.nodes}
     return out
