@@ -1,14 +1,16 @@
 """Without control flow, the workbench's merge+partition must agree with upstream
-MergeCompositeFunctions: the same subgraphs holding the same ops."""
+MergeCompositeFunctions: the same subgraphs holding the same ops, tuple projections included."""
 
 import collections
 
 import graphs
+import numpy as np
 import pytest
 from tvm import relax
 
-from byoc_workbench import ir
+from byoc_workbench import execute, ir
 from byoc_workbench.flow import stages
+from byoc_workbench.flow.partition import flatten_subgraphs
 
 
 def ours(mod, rules):
@@ -39,13 +41,18 @@ CASES = {
     "diamond": (lambda: graphs.build(["conv_bias_relu", "add"], ["reshape_roundtrip", "conv_relu"]), "byoc"),
     "two_targets_cyclic": (graphs.cyclic_two_targets, "two"),
     "multi_output_region": (graphs.multi_output_region, "two"),
+    "split_feeds_one_op": (graphs.split_feeds_one_op, "split"),
+    "repacked_tuple": (graphs.repacked_tuple, "split"),
+    "projection_closes_a_cycle": (graphs.projection_closes_a_cycle, "split"),
+    "tuple_escapes": (graphs.tuple_escapes, "split"),
 }
+RULES = {"two": graphs.two_target_rules, "split": lambda: graphs.SPLIT_RULES}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_partition_matches_upstream(case, byoc):
     make, which = CASES[case]
-    rules = byoc.rules if which == "byoc" else graphs.two_target_rules()
+    rules = byoc.rules if which == "byoc" else RULES[which]()
     mod = make()
     expected = upstream(mod, rules)
     assert expected, "the case must offload something, or it says nothing"
@@ -67,3 +74,43 @@ def test_multi_output_region_returns_a_tuple():
     m = stages.partition(m, regions)
     (name,) = ir.subgraph_functions(m)
     assert isinstance(m[name].ret_ty, relax.TupleType) and len(m[name].ret_ty.fields) == 2
+
+
+SPLIT = ("relax.split",)
+SUBTRACT = ("relax.subtract",)
+
+
+@pytest.mark.parametrize(
+    "make,expected",
+    [
+        (graphs.split_feeds_one_op, {("tgta", ("relax.split", "relax.subtract")): 1}),
+        (graphs.repacked_tuple, {("tgta", ("relax.split", "relax.subtract")): 1}),
+        (
+            graphs.projection_closes_a_cycle,
+            {("tgta", SPLIT): 1, ("tgta", SUBTRACT): 1, ("tgtb", ("relax.multiply",)): 1},
+        ),
+        (graphs.tuple_escapes, {("tgta", SPLIT): 1, ("tgta", SUBTRACT): 1}),
+    ],
+    ids=["split_feeds_one_op", "repacked_tuple", "projection_closes_a_cycle", "tuple_escapes"],
+)
+def test_projections_merge_unless_a_cycle_or_an_escape(make, expected):
+    mod = make()
+    assert ours(mod, graphs.SPLIT_RULES) == collections.Counter(expected)
+    part = next(s for s in stages.run_stages(mod, graphs.SPLIT_RULES, stages.keep_all) if s.name == "partition")
+    x = np.random.RandomState(0).uniform(-1, 1, (1, 8)).astype("float32")
+    got, want = execute.run(flatten_subgraphs(part.mod), [x]), execute.run(mod, [x])
+    for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_the_projections_are_lifted_into_the_subgraph():
+    part = next(
+        s
+        for s in stages.run_stages(graphs.repacked_tuple(), graphs.SPLIT_RULES, stages.keep_all)
+        if s.name == "partition"
+    )
+    (name,) = ir.subgraph_functions(part.mod)
+    kinds = [type(s.value).__name__ for s in ir.walk(part.mod[name], part.mod, descend=False)]
+    assert kinds == ["Call", "TupleGetItem", "TupleGetItem", "Tuple", "TupleGetItem", "TupleGetItem", "Call"]
+    host = [type(s.value).__name__ for s in ir.walk(part.mod["main"], part.mod)]
+    assert host == ["Call"]  # main only calls the subgraph
