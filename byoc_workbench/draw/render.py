@@ -100,6 +100,8 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             attrs = dict(NODE_SHAPES.get(n.kind, {}))
             attrs["fillcolor"] = target_color(n.target)
             attrs["id"] = n.id
+            if n.target != HOST:  # the widget's first view centres on the first offloaded node
+                attrs["class"] = "byoc-offload"
             tip = n.op or n.label
             if n.ty:
                 tip += f" : {n.ty}"

@@ -1,10 +1,45 @@
-// The workbench diagram: a Graphviz SVG with pan (drag), zoom (wheel and
-// buttons) and node clicks. Python owns every decision; this file only
+// The workbench diagram: a Graphviz SVG with pan (drag), zoom (Ctrl/⌘ + wheel,
+// pinch, buttons) and node clicks. Python owns every decision; this file only
 // reports clicks (traitlet `selected`) and double-clicks (a "toggle" message).
+//
+// Like an embedded map, a plain wheel scrolls the page and only Ctrl/⌘ + wheel
+// zooms (browsers deliver a trackpad pinch as Ctrl + wheel), so scrolling a
+// notebook past a diagram never gets caught in it.
 
-const MIN_SCALE = 0.05;
+const MIN_SCALE = 0.02;
 const MAX_SCALE = 8;
+const MAX_FIRST_SCALE = 1.5; // a small graph is not blown up past this at its first view
+const READABLE_PX = 11; // on-screen height of a node label at the first view (10 px is the floor)
 const DRAG_SLOP = 4; // pixels a press may move and still count as a click
+const HINT_MS = 1500;
+const IS_MAC = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
+const MOD_KEY = IS_MAC ? "⌘" : "Ctrl";
+
+function median(values) {
+  const v = values.filter((x) => x > 0).sort((a, b) => a - b);
+  return v.length ? v[v.length >> 1] : 0;
+}
+
+// The median height of node labels in SVG units: measured where the SVG is laid
+// out, else guessed from the font size (a line is about 1.15 of it).
+function labelHeight(svg) {
+  const labels = [...svg.querySelectorAll("g.node text")].slice(0, 400);
+  let measured = 0;
+  try {
+    measured = median(labels.map((t) => t.getBBox().height));
+  } catch {
+    measured = 0; // Firefox throws for an SVG that is not laid out yet
+  }
+  return measured || 1.15 * median(labels.map((t) => parseFloat(t.getAttribute("font-size"))));
+}
+
+// Where the box may show empty space: `slack` of its width (0 for a fresh view,
+// more while the user drags) beyond the graph's edge; a graph smaller than the
+// box stays wholly inside it.
+function clampAxis(pos, len, box, slack) {
+  if (len <= box) return Math.min(Math.max(pos, 0), box - len);
+  return Math.min(Math.max(pos, box * (1 - slack) - len), box * slack);
+}
 
 function render({ model, el }) {
   el.classList.add("byoc-graph-root");
@@ -14,28 +49,99 @@ function render({ model, el }) {
   frame.className = "byoc-graph";
   const viewport = document.createElement("div");
   viewport.className = "byoc-viewport";
-  frame.appendChild(viewport);
-  el.appendChild(toolbar);
-  el.appendChild(frame);
+  const overlay = document.createElement("div");
+  overlay.className = "byoc-graph-overlay";
+  overlay.textContent = `${MOD_KEY} + scroll to zoom · drag to move`;
+  frame.append(viewport, overlay);
+  const hint = document.createElement("div");
+  hint.className = "byoc-graph-hint";
+  hint.textContent =
+    `Scroll moves the page; ${MOD_KEY} + scroll or a pinch zooms; drag to move the diagram. ` +
+    "Click a node for its details; double-click a composite or subgraph to open it.";
+  el.append(toolbar, hint, frame);
 
   let view = { x: 0, y: 0, s: 1 };
   let size = { w: 0, h: 0 };
-  let userMoved = false;
+  let readable = 1; // the scale at which labels are READABLE_PX tall, set by firstView
+  let mode = "first"; // "first": the first view, redone on resize; "fit": the whole diagram; "free": user moved
   let drag = null;
   let suppressClick = false;
+  let hintTimer = 0;
 
-  const apply = () => {
+  const level = document.createElement("span");
+  level.className = "byoc-zoom-level";
+
+  const apply = (slack = 0.5) => {
+    view = {
+      s: view.s,
+      x: clampAxis(view.x, size.w * view.s, frame.clientWidth, slack),
+      y: clampAxis(view.y, size.h * view.s, frame.clientHeight, slack),
+    };
     viewport.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.s})`;
     frame.dataset.scale = view.s.toFixed(3);
+    frame.dataset.mode = mode;
+    level.textContent = `${Math.round(view.s * 100)}%`;
   };
 
-  const fit = () => {
+  const svgEl = () => viewport.querySelector("svg");
+  const nodes = () => [...viewport.querySelectorAll("g.node")].filter((g) => g.id && g.id !== "legend");
+  const findNode = (id) => (id ? viewport.querySelector(`g.node[id="${CSS.escape(id)}"]`) : null);
+
+  // A node's centre in SVG units (one unit is one CSS pixel at scale 1).
+  const centreOf = (g) => {
+    const r = g.getBoundingClientRect();
+    const o = svgEl().getBoundingClientRect();
+    if (!r.width && !r.height) return null;
+    return { x: (r.left + r.width / 2 - o.left) / view.s, y: (r.top + r.height / 2 - o.top) / view.s };
+  };
+
+  const fitWhole = () => {
     const cw = frame.clientWidth;
     const ch = frame.clientHeight;
     if (!cw || !ch || !size.w || !size.h) return false;
-    const s = Math.min(cw / size.w, ch / size.h, 1.5) * 0.96;
+    const s = Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * 0.96;
     view = { s, x: (cw - size.w * s) / 2, y: (ch - size.h * s) / 2 };
-    apply();
+    apply(0);
+    return true;
+  };
+
+  // The middle of the offloaded nodes in SVG units, when they fit the box at
+  // scale s together; else the middle of the first one; null when there is none.
+  const offloadCentre = (s) => {
+    const found = [...viewport.querySelectorAll("g.node.byoc-offload")].map((g) => g.getBoundingClientRect());
+    const o = svgEl().getBoundingClientRect();
+    if (!found.length || !o.width) return null;
+    const all = found.reduce((a, r) => ({
+      left: Math.min(a.left, r.left),
+      top: Math.min(a.top, r.top),
+      right: Math.max(a.right, r.right),
+      bottom: Math.max(a.bottom, r.bottom),
+    }));
+    const k = s / view.s; // found is measured at the current scale
+    const fits = (all.right - all.left) * k <= frame.clientWidth && (all.bottom - all.top) * k <= frame.clientHeight;
+    const r = fits ? all : found[0];
+    return { x: ((r.left + r.right) / 2 - o.left) / view.s, y: ((r.top + r.bottom) / 2 - o.top) / view.s };
+  };
+
+  // Readable first: the whole diagram when it fits at a readable scale, else the
+  // width when that is readable, else the readable scale. Then the top of the
+  // diagram, moved over to the selected node or the offloaded ones when they
+  // would be out of sight.
+  const firstView = () => {
+    const cw = frame.clientWidth;
+    const ch = frame.clientHeight;
+    if (!cw || !ch || !size.w || !size.h) return false;
+    const unit = labelHeight(svgEl());
+    readable = unit ? READABLE_PX / unit : 1;
+    const whole = Math.min(cw / size.w, ch / size.h) * 0.96;
+    if (whole >= readable) return fitWhole();
+    const s = Math.max(readable, Math.min((cw / size.w) * 0.98, MAX_FIRST_SCALE));
+    view = { s, x: (cw - size.w * s) / 2, y: 0 };
+    const sel = findNode(model.get("selected"));
+    const c = sel ? centreOf(sel) : offloadCentre(s);
+    if (c && size.w * s > cw) view.x = cw / 2 - c.x * s;
+    if (c && c.y * s > ch * 0.6) view.y = ch * 0.4 - c.y * s;
+    apply(0);
     return true;
   };
 
@@ -43,7 +149,7 @@ function render({ model, el }) {
     const s = Math.min(MAX_SCALE, Math.max(MIN_SCALE, view.s * factor));
     const k = s / view.s;
     view = { s, x: px - (px - view.x) * k, y: py - (py - view.y) * k };
-    userMoved = true;
+    mode = "free";
     apply();
   };
 
@@ -59,47 +165,99 @@ function render({ model, el }) {
     toolbar.appendChild(b);
   };
   const centre = () => [frame.clientWidth / 2, frame.clientHeight / 2];
-  button("+", "zoom in", "byoc-zoom-in", () => zoomAt(1.25, ...centre()));
-  button("−", "zoom out", "byoc-zoom-out", () => zoomAt(0.8, ...centre()));
-  button("reset", "fit the whole diagram", "byoc-zoom-reset", () => {
-    userMoved = false;
-    fit();
+  button("fit", "show the whole diagram", "byoc-zoom-fit", () => {
+    mode = "fit";
+    fitWhole();
   });
-  const hint = document.createElement("span");
-  hint.className = "byoc-graph-hint";
-  hint.textContent = "drag to pan · wheel to zoom · click a node · double-click a composite or subgraph to open it";
-  toolbar.appendChild(hint);
+  button("100%", "labels at their full size", "byoc-zoom-100", () => zoomAt(1 / view.s, ...centre()));
+  button("−", "zoom out", "byoc-zoom-out", () => zoomAt(0.8, ...centre()));
+  button("+", "zoom in", "byoc-zoom-in", () => zoomAt(1.25, ...centre()));
+  toolbar.appendChild(level);
 
   const highlight = () => {
     for (const g of viewport.querySelectorAll("g.byoc-selected")) g.classList.remove("byoc-selected");
-    const id = model.get("selected");
-    if (!id) return;
-    const g = viewport.querySelector(`g.node[id="${CSS.escape(id)}"]`);
+    const g = findNode(model.get("selected"));
     if (g) g.classList.add("byoc-selected");
   };
 
+  // What the view holds on to across a redraw: the selected node, then the nodes
+  // nearest the middle of the box (one of them may be gone from the new drawing),
+  // each with where on screen it is.
+  const anchors = () => {
+    if (!svgEl() || !frame.clientWidth) return [];
+    const fr = frame.getBoundingClientRect();
+    const [mx, my] = [fr.left + fr.width / 2, fr.top + fr.height / 2];
+    const sel = findNode(model.get("selected"));
+    const held = nodes().map((g) => {
+      const r = g.getBoundingClientRect();
+      const [cx, cy] = [r.left + r.width / 2, r.top + r.height / 2];
+      return { id: g.id, sx: cx - fr.left, sy: cy - fr.top, d: g === sel ? -1 : Math.hypot(cx - mx, cy - my) };
+    });
+    return held.sort((a, b) => a.d - b.d).slice(0, 24);
+  };
+
+  const showsNodes = () => {
+    const fr = frame.getBoundingClientRect();
+    return nodes().some((g) => {
+      const r = g.getBoundingClientRect();
+      return r.right > fr.left && r.left < fr.right && r.bottom > fr.top && r.top < fr.bottom;
+    });
+  };
+
   const draw = () => {
+    const held = mode === "fit" ? [] : anchors();
+    const scale = view.s;
     viewport.innerHTML = model.get("svg") || "";
     frame.style.height = `${model.get("height")}px`;
-    const svg = viewport.querySelector("svg");
+    const svg = svgEl();
     size = { w: 0, h: 0 };
-    if (svg) {
-      const vb = svg.viewBox && svg.viewBox.baseVal;
-      size = { w: vb && vb.width ? vb.width : svg.getBBox().width, h: vb && vb.height ? vb.height : svg.getBBox().height };
-      // Graphviz writes sizes in pt; draw one SVG unit as one CSS pixel so zoom is exact.
-      svg.setAttribute("width", `${size.w}px`);
-      svg.setAttribute("height", `${size.h}px`);
-      // Native tooltips from <title> would hide the details panel's job and flicker while panning.
-      for (const t of svg.querySelectorAll("g.node > title, g.cluster > title")) t.remove();
-    }
-    if (!userMoved) fit();
+    if (!svg) return;
+    const vb = svg.viewBox && svg.viewBox.baseVal;
+    size = { w: vb && vb.width ? vb.width : svg.getBBox().width, h: vb && vb.height ? vb.height : svg.getBBox().height };
+    // Graphviz writes sizes in pt; draw one SVG unit as one CSS pixel so zoom is exact.
+    svg.setAttribute("width", `${size.w}px`);
+    svg.setAttribute("height", `${size.h}px`);
+    // Native tooltips from <title> would hide the details panel's job and flicker while panning.
+    for (const t of svg.querySelectorAll("g.node > title, g.cluster > title")) t.remove();
     highlight();
+    const a = held.find((h) => findNode(h.id));
+    const c = a && centreOf(findNode(a.id));
+    if (mode === "fit") fitWhole();
+    else if (c) {
+      view = { s: scale, x: a.sx - c.x * scale, y: a.sy - c.y * scale };
+      apply();
+    } else firstView();
+    // Never an empty box: when the held place shows no node, start afresh.
+    if (frame.clientWidth && !showsNodes()) firstView();
   };
 
   const onWheel = (e) => {
+    if (!(e.ctrlKey || e.metaKey)) {
+      // The page scrolls; say once in a while how to zoom instead.
+      overlay.classList.add("byoc-show");
+      clearTimeout(hintTimer);
+      hintTimer = setTimeout(() => overlay.classList.remove("byoc-show"), HINT_MS);
+      return;
+    }
+    e.preventDefault(); // no browser page zoom
+    const lines = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? frame.clientHeight : 1;
+    const dy = e.deltaY * lines;
+    // A pinch arrives as many small deltas, a wheel notch as one of about 100.
+    const rate = Math.abs(dy) < 40 ? 0.01 : 0.0015;
+    const r = frame.getBoundingClientRect();
+    zoomAt(Math.exp(-dy * rate), e.clientX - r.left, e.clientY - r.top);
+  };
+  // Safari reports a trackpad pinch as gesture events.
+  let gestureScale = 1;
+  const onGestureStart = (e) => {
+    e.preventDefault();
+    gestureScale = 1;
+  };
+  const onGestureChange = (e) => {
     e.preventDefault();
     const r = frame.getBoundingClientRect();
-    zoomAt(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+    zoomAt(e.scale / gestureScale, e.clientX - r.left, e.clientY - r.top);
+    gestureScale = e.scale;
   };
   const onDown = (e) => {
     if (e.button !== 0) return;
@@ -114,7 +272,7 @@ function render({ model, el }) {
     drag.moved = true;
     frame.classList.add("byoc-dragging");
     view = { ...view, x: drag.vx + dx, y: drag.vy + dy };
-    userMoved = true;
+    mode = "free";
     apply();
   };
   const onUp = () => {
@@ -142,6 +300,8 @@ function render({ model, el }) {
   };
 
   frame.addEventListener("wheel", onWheel, { passive: false });
+  frame.addEventListener("gesturestart", onGestureStart);
+  frame.addEventListener("gesturechange", onGestureChange);
   frame.addEventListener("pointerdown", onDown);
   window.addEventListener("pointermove", onMove);
   window.addEventListener("pointerup", onUp);
@@ -149,7 +309,9 @@ function render({ model, el }) {
   frame.addEventListener("dblclick", onDblClick);
   // The output area may have no width yet when the widget first renders.
   const resize = new ResizeObserver(() => {
-    if (!userMoved) fit();
+    if (mode === "first") firstView();
+    else if (mode === "fit") fitWhole();
+    else apply();
   });
   resize.observe(frame);
 
@@ -161,6 +323,7 @@ function render({ model, el }) {
 
   return () => {
     resize.disconnect();
+    clearTimeout(hintTimer);
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
     model.off("change:svg", onSvg);

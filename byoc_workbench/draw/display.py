@@ -1,0 +1,62 @@
+"""Static diagrams in a notebook: as wide as the output area, full size on a click.
+
+Jupyter shows a bare SVG at its own size, so a wide stage diagram runs off the
+right edge of the output area, where nothing says it goes on. ``Diagram`` fits
+the SVG to the output's width and toggles to full size, in a box that scrolls
+both ways, when clicked. It needs no kernel, so it also works in a saved notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+PT = 4 / 3  # CSS pixels per point: Graphviz writes sizes in pt
+HINT = "Click the diagram for full size (it scrolls); click again to fit the width."
+_SIZE = re.compile(r'<svg\b([^>]*?)\swidth="([\d.]+)pt"\s+height="([\d.]+)pt"')
+
+
+def natural_width(svg: str) -> float | None:
+    """The SVG's own width in CSS pixels, or None when it names none in pt."""
+    m = _SIZE.search(svg)
+    return float(m.group(2)) * PT if m else None
+
+
+def diagram_html(svg: str, hint: str = HINT) -> str:
+    """HTML for a Graphviz SVG: fits the width, never wider than full size; a click toggles full size.
+
+    The toggle is an inline handler, which Jupyter keeps for trusted output (any
+    output the user ran); elsewhere the diagram still fits the width.
+    """
+    body = svg[svg.find("<svg") :] if "<svg" in svg else svg
+    full = natural_width(body)
+    if full is None:
+        return f'<div class="byoc-diagram">{body}</div>'
+    fit = f"width:100%;height:auto;max-width:{full:.0f}px"
+    body = _SIZE.sub(lambda m: f'<svg{m.group(1)} style="{fit};display:block"', body, count=1)
+    # Toggles the svg between fitting the width and full size, and the box between plain and scrolling.
+    toggle = (
+        "var s=this.querySelector('svg').style,z=s.maxWidth==='none';"
+        f"s.width=z?'100%':'{full:.0f}px';s.maxWidth=z?'{full:.0f}px':'none';"
+        "this.style.maxHeight=z?'':'80vh';this.style.overflow=z?'visible':'auto';"
+        "this.style.cursor=z?'zoom-in':'zoom-out'"
+    )
+    return (
+        f'<div class="byoc-diagram" style="cursor:zoom-in;max-width:100%" onclick="{html.escape(toggle)}" '
+        f'title="{html.escape(hint)}">{body}</div>'
+        f'<div class="byoc-diagram-hint" style="color:#6c757d;font-size:12px">{html.escape(hint)}</div>'
+    )
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """A Graphviz SVG that displays in a notebook through :func:`diagram_html`.
+
+    ``display(Diagram(view.svg))``, or make it the last expression of a cell.
+    """
+
+    svg: str
+
+    def _repr_html_(self) -> str:
+        return diagram_html(self.svg)
