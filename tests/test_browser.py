@@ -354,10 +354,40 @@ def test_view_survives_zoom_then_toggle(widget):
     _toggle(page, rule)
     _assert_held(page, selected)
 
+    central = page.evaluate(_NODE_IN_BOX, None)
+    svg = page.locator(".byoc-graph svg").inner_html()
+    page.locator(".byoc-stage button", has_text="annotate").click()  # a stage switch redraws too
+    page.wait_for_function("old => document.querySelector('.byoc-graph svg').innerHTML !== old", arg=svg)
+    _assert_held(page, central)
+
     page.locator(".byoc-zoom-fit").click()
     assert _scale(page) < zoomed
     page.locator(".byoc-zoom-100").click()
     assert _scale(page) == 1.0
+    page.locator(".byoc-stage button", has_text="prune" if "ssd" in page.url else "partition").click()
+
+
+def test_static_diagram_fits_the_output_and_zooms_on_click(page):
+    diagram = page.locator(".byoc-diagram")
+    diagram.scroll_into_view_if_needed()
+    svg = diagram.locator("svg")
+    output = page.locator(".jp-OutputArea-output", has=diagram).bounding_box()
+    fitted = svg.bounding_box()
+    assert fitted["width"] <= output["width"] + 1, "a static diagram fits the output's width"
+    heights = page.evaluate(
+        "() => [...document.querySelectorAll('.byoc-diagram g.node text')].map(t => t.getBoundingClientRect().height)"
+    )
+    print(
+        f"static diagram: {fitted['width']:.0f} px wide in a {output['width']:.0f} px output, "
+        f"labels {_median(heights):.1f} px"
+    )
+    page.screenshot(path=str(BUILD / "diagram-workbench-1366.png"))
+
+    diagram.click()
+    assert svg.bounding_box()["width"] > fitted["width"] * 1.2, "a click shows it at full size"
+    assert diagram.evaluate("d => d.scrollWidth > d.clientWidth"), "at full size the box scrolls sideways"
+    diagram.click()
+    assert svg.bounding_box()["width"] == pytest.approx(fitted["width"], abs=1)
 
 
 def _table(page) -> str:
