@@ -110,6 +110,27 @@ def test_cli_run_tvm_saves_outputs(tmp_path):
     assert saved["boxes"].shape[-1] == 4 and (saved["scores"] > 0).any()
 
 
+def test_ssd_partitions_the_same_with_its_tuple_plumbing_left_in(ssd_wb):
+    """Without CanonicalizeBindings and DCE, batch-norm folding leaves tuples, projections and
+    aliases between the convolutions; the merge looks through them."""
+    import collections
+
+    from tvm import relax
+
+    from byoc_workbench import transforms
+    from byoc_workbench.flow import stages
+
+    wb, imported = ssd_wb
+    raw = relax.transform.DecomposeOpsForInference()(transforms.fold_batch_norm(imported.mod))
+    found = {s.name: s for s in stages.run_stages(raw, wb.rules)}
+    assert len(found["partition"].subgraphs) == 5 and len(found["prune"].subgraphs) == 1
+
+    def ops(stage):
+        return collections.Counter(tuple(sorted(s.ops)) for s in stage.subgraphs)
+
+    assert ops(found["partition"]) == ops(wb.stage("partition"))
+
+
 def test_ssd_partition_agrees_with_upstream(ssd_wb):
     """SSD has no control flow, so upstream MergeCompositeFunctions must find the same subgraphs."""
     import collections

@@ -11,6 +11,7 @@ from tvm import relax
 from byoc_workbench import execute, ir
 from byoc_workbench.flow import stages
 from byoc_workbench.flow.partition import flatten_subgraphs
+from byoc_workbench.flow.rules import op_rule
 
 
 def ours(mod, rules):
@@ -114,3 +115,23 @@ def test_the_projections_are_lifted_into_the_subgraph():
     assert kinds == ["Call", "TupleGetItem", "TupleGetItem", "Tuple", "TupleGetItem", "TupleGetItem", "Call"]
     host = [type(s.value).__name__ for s in ir.walk(part.mod["main"], part.mod)]
     assert host == ["Call"]  # main only calls the subgraph
+
+
+ALIASED = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        with R.dataflow():
+            a = R.add(x, x)
+            b = a
+            c = R.multiply(b, x)
+            R.output(c)
+        return c
+"""
+
+
+def test_an_alias_between_claimed_calls_does_not_split_a_region():
+    """Beyond upstream: an alias binding (which CanonicalizeBindings would remove) is looked through."""
+    rules = (op_rule("tgta", "add", "relax.add"), op_rule("tgta", "multiply", "relax.multiply"))
+    assert ours(graphs.parse(ALIASED), rules) == collections.Counter({("tgta", ("relax.add", "relax.multiply")): 1})

@@ -9,10 +9,11 @@ bindings of a block in order, a claimed call joins the region of an argument
 of the same target unless another argument already depends on that region
 (joining would then make a cycle through the rest of the graph). Dependencies
 are propagated transitively. Tuple plumbing is transparent, as upstream has
-made it since apache/tvm#19998: a projection of a tuple a region made, or a
-tuple packed from one region's values, joins that region, so the calls that
-read it can join too. It does not when the tuple is also used whole outside
-its projections, since the tuple would then escape the region.
+made it since apache/tvm#19998: a projection of a tuple a region made, a
+tuple packed from one region's values, or an alias of a region's value, joins
+that region, so the calls that read it can join too. A tuple does not when it
+is also used whole outside its projections, since it would then escape the
+region.
 
 Unlike upstream, it works block by block, so blocks inside If branches and
 recursive functions are handled too; a region never spans two blocks.
@@ -95,12 +96,14 @@ def _only_projected(var, users) -> bool:
 
 
 def _plumbing_home(groups, value, var, users, producer):
-    """The claimed group a Tuple or TupleGetItem binding joins, or None."""
+    """The claimed group a Tuple, TupleGetItem or alias binding joins, or None."""
     if isinstance(value, relax.TupleGetItem):
         src = value.tuple_value
         fields = [src] if ir.is_var(src) and _only_projected(src, users) else []
     elif isinstance(value, relax.Tuple) and _only_projected(var, users):
         fields = [f for f in value.fields if not isinstance(f, tvm.ir.expr.Constant)]
+    elif ir.is_var(value) and (isinstance(value.ty, relax.TensorType) or _only_projected(var, users)):
+        fields = [value]
     else:
         return None
     homes = {groups.find(producer[f]) if ir.is_var(f) and f in producer else None for f in fields}
