@@ -100,7 +100,7 @@ class _Walk:
         self.prefix = {(): prefix}  # frame -> the prefix of its node ids
         self.cluster = {(): cluster}  # frame, or (frame, branch place) -> cluster id
         self.target = target
-        self.open_branches: list = []  # (path of a branch, its If node, label, branch)
+        self.open_branches: list = []  # (path of a branch, frame, its If node, label, branch)
 
 
 class _Builder:
@@ -144,7 +144,8 @@ class _Builder:
 
     # -- values -----------------------------------------------------------------
 
-    def arg_node(self, w: _Walk, frame, expr, consumer: str, k: int, cluster) -> str | None:
+    def arg_node(self, w: _Walk, frame, expr, consumer: str, k, cluster) -> str | None:
+        """The node of an argument: its variable's, or a new constant node ``<consumer>.c<k>``."""
         if ir.is_var(expr):
             return w.values.get(frame, expr)
         if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
@@ -157,15 +158,12 @@ class _Builder:
 
     def connect(self, w: _Walk, frame, args, nid, cluster):
         for k, a in enumerate(args):
-            if isinstance(a, relax.Tuple):  # concat and friends take their inputs as a tuple
-                for j, f in enumerate(a.fields):
-                    src = self.arg_node(w, frame, f, nid, f"{k}_{j}", cluster)
-                    if src:
-                        self.edge(src, nid, self.g.nodes[src].ty)
-                continue
-            src = self.arg_node(w, frame, a, nid, k, cluster)
-            if src:
-                self.edge(src, nid, self.g.nodes[src].ty)
+            # concat and friends take their inputs as a tuple
+            parts = [(f"{k}_{j}", f) for j, f in enumerate(a.fields)] if isinstance(a, relax.Tuple) else [(k, a)]
+            for key, part in parts:
+                src = self.arg_node(w, frame, part, nid, key, cluster)
+                if src:
+                    self.edge(src, nid, self.g.nodes[src].ty)
 
     # -- functions ----------------------------------------------------------------
 
@@ -174,13 +172,8 @@ class _Builder:
         fid = self.cluster(f"fn_{name}", f"fn {name}", "function", None)
         w = _Walk(name, fid, HOST)
         for p in func.params:
-            w.values.bind(
-                (),
-                p,
-                self.add_node(
-                    Node(self.node_id(name, p), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
-                ),
-            )
+            node = Node(self.node_id(name, p), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
+            w.values.bind((), p, self.add_node(node))
         out = self.body(w, func, name)
         ret = self.add_node(
             Node(f"{name}.return", "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty))
@@ -283,59 +276,57 @@ class _Builder:
                 why=None if inside else self.why.get(step.op, "no rule of this target covers this op"),
             )
             return self.simple(w, step, node, v.args)
-        func = step.callee
-        comp = ir.func_attr(func, ir.COMPOSITE) if func is not None else None
-        codegen = ir.func_attr(func, ir.CODEGEN) if func is not None else None
-        callee_name = ir.callee_name(v)
+        comp = ir.func_attr(step.callee, ir.COMPOSITE)
         if comp:
-            node = Node(
-                nid,
-                "composite",
-                comp,
-                target=comp.split(".", 1)[0],
-                op=comp,
-                cluster=cluster,
-                ty=ty,
-                input_types=input_types,
-                rule=comp,
-                ops=ir.ops_in(func, self.mod),
-                expandable=True,
-            )
-            if not step.descended:
-                return self.simple(w, step, node, v.args)
-            cid = self.cluster(f"x_{nid}", comp, "composite", cluster, node.target)
-            w.prefix[step.callee_frame] = nid
-            w.cluster[step.callee_frame] = cid
-            w.values.enter(step, [self.arg_node(w, step.frame, a, nid, k, cluster) for k, a in enumerate(v.args)])
-            return None  # the call's variable stands for the callee's result
-        if codegen:
-            target = ir.subgraph_target(self.mod, callee_name)
-            ops = ir.ops_in(func, self.mod)
-            label = f"{callee_name}\n{_op_counts(ops)}"
-            node = Node(
-                nid,
-                "subgraph",
-                label,
-                target=target,
-                op=callee_name,
-                cluster=cluster,
-                ty=ty,
-                input_types=input_types,
-                ops=ops,
-                expandable=True,
-            )
-            if nid not in self.expand:
-                return self.simple(w, step, node, v.args)
-            cid = self.cluster(f"x_{nid}", label.replace("\n", " "), "subgraph", cluster, target)
-            inner = _Walk(nid, cid, target)
-            for k, (p, a) in enumerate(zip(func.params, v.args)):
-                inner.values.bind((), p, self.arg_node(w, step.frame, a, nid, k, cluster))
-            return self.body(inner, func, callee_name)
+            return self.composite_call(w, step, nid, cluster, ty, comp)
+        if ir.func_attr(step.callee, ir.CODEGEN):
+            return self.subgraph_call(w, step, nid, cluster, ty)
+        callee_name = ir.callee_name(v)
         node = Node(nid, "call", f"call {callee_name}", op=callee_name, cluster=cluster, ty=ty, input_types=input_types)
         self.simple(w, step, node, v.args)
         if callee_name != step.function:
             self.calls.append((nid, callee_name))
         return nid
+
+    def composite_call(self, w: _Walk, step, nid, cluster, ty, comp) -> str | None:
+        """A composite call: one node, or (opened) its body in a cluster, drawn by the same walk."""
+        v = step.value
+        node = Node(
+            nid,
+            "composite",
+            comp,
+            target=comp.split(".", 1)[0],
+            op=comp,
+            cluster=cluster,
+            ty=ty,
+            input_types=[ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")],
+            rule=comp,
+            ops=ir.ops_in(step.callee, self.mod),
+            expandable=True,
+        )
+        if not step.descended:
+            return self.simple(w, step, node, v.args)
+        w.prefix[step.callee_frame] = nid
+        w.cluster[step.callee_frame] = self.cluster(f"x_{nid}", comp, "composite", cluster, node.target)
+        w.values.enter(step, [self.arg_node(w, step.frame, a, nid, k, cluster) for k, a in enumerate(v.args)])
+        return None  # the call's variable stands for the callee's result
+
+    def subgraph_call(self, w: _Walk, step, nid, cluster, ty) -> str | None:
+        """A call to a subgraph function: one node, or (opened) a walk of its body in a cluster."""
+        v, func = step.value, step.callee
+        name = ir.callee_name(v)
+        target = ir.subgraph_target(self.mod, name)
+        ops = ir.ops_in(func, self.mod)
+        label = f"{name}\n{_op_counts(ops)}"
+        types = [ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")]
+        node = Node(nid, "subgraph", label, target=target, op=name, cluster=cluster, ty=ty, input_types=types)
+        node.ops, node.expandable = ops, True
+        if nid not in self.expand:
+            return self.simple(w, step, node, v.args)
+        inner = _Walk(nid, self.cluster(f"x_{nid}", label.replace("\n", " "), "subgraph", cluster, target), target)
+        for k, (p, a) in enumerate(zip(func.params, v.args)):
+            inner.values.bind((), p, self.arg_node(w, step.frame, a, nid, k, cluster))
+        return self.body(inner, func, name)
 
     def simple(self, w: _Walk, step, node, args) -> str:
         self.add_node(node)
