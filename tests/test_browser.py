@@ -77,7 +77,7 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     """A JupyterLab server on a free port with a token, serving one notebook; always stopped."""
     root = tmp_path_factory.mktemp("lab")
-    (root / "workbench.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
+    (root / "demo.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
     (root / "ssd.ipynb").write_text(json.dumps(_notebook(SSD_CELL)))
     home = tmp_path_factory.mktemp("jupyter-home")
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
@@ -194,7 +194,7 @@ def _open(browser, lab, name: str, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page_and_first(browser, lab, tmp_path_factory):
-    pg, first = _open(browser, lab, "workbench", tmp_path_factory)
+    pg, first = _open(browser, lab, "demo", tmp_path_factory)
     yield pg, first
     pg.close()
 
@@ -381,7 +381,7 @@ def test_static_diagram_fits_the_output_and_zooms_on_click(page):
         f"static diagram: {fitted['width']:.0f} px wide in a {output['width']:.0f} px output, "
         f"labels {_median(heights):.1f} px"
     )
-    page.screenshot(path=str(BUILD / "diagram-workbench-1366.png"))
+    page.screenshot(path=str(BUILD / "diagram-demo-1366.png"))
 
     diagram.click()
     assert svg.bounding_box()["width"] > fitted["width"] * 1.2, "a click shows it at full size"
