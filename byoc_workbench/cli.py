@@ -146,6 +146,68 @@ def cmd_doctor(args) -> int:
     return doctor.main(as_json=args.json)
 
 
+def _measured(args) -> tuple:
+    """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
+    from . import timing
+
+    if args.what == "ssd":
+        built, inputs = timing.ssd_build(
+            args.backend or "onnxruntime",
+            not args.no_prune,
+            model=args.ssd_model,
+            weights=args.weights,
+            image=args.image,
+        )
+        return built, inputs, True
+    built, inputs = timing.demo_build(args.backend, not args.no_prune)
+    return built, inputs, False
+
+
+def _write_report(out, stem: str, report, data: dict) -> None:
+    (out / f"{stem}.svg").write_text(report.svg)
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    print(f"wrote {stem}.svg and {stem}.json to {out}", file=sys.stderr)
+
+
+def cmd_profile(args) -> int:
+    from . import timing
+    from .draw import latency, render
+
+    if args.runs < 1:
+        raise WorkbenchError(f"--runs must be 1 or more, got {args.runs}", "pass --runs 10 or so")
+    out = writable_dir(args.out) if args.out else None
+    if out:
+        render.check_dot()
+    built, inputs, collapse = _measured(args)
+    profile = timing.profile(built, inputs, runs=args.runs)
+    report = latency.report(built, profile, collapse=collapse)
+    data = profile.to_json()
+    print(json.dumps(data, indent=2) if args.json else report.text)
+    if out:
+        _write_report(out, "profile", report, data)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import timing
+    from .draw import latency, render
+
+    if not args.tolerance >= 0:
+        raise WorkbenchError(
+            f"--tolerance must be 0 or more, got {args.tolerance}", "pass a relative error such as 1e-3"
+        )
+    out = writable_dir(args.out) if args.out else None
+    if out:
+        render.check_dot()
+    built, inputs, collapse = _measured(args)
+    numerics = timing.compare(built, inputs, tolerance=args.tolerance)
+    data = numerics.to_json()
+    print(json.dumps(data, indent=2) if args.json else latency.numerics_text(numerics))
+    if out:
+        _write_report(out, "compare", latency.report(built, numerics=numerics, collapse=collapse), data)
+    return 1 if numerics.over else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
@@ -188,6 +250,32 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--backend", choices=("tvm", "mxnet"), default="tvm")
             c.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
             c.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz")
+        c.set_defaults(func=func)
+
+    for name, helptext, func in (
+        ("profile", "time every VM call of a partitioned build and draw the latency map", cmd_profile),
+        (
+            "compare",
+            "check each offloaded subgraph against TVM alone (exit 1 when one is over the tolerance)",
+            cmd_compare,
+        ),
+    ):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("what", choices=("demo", "ssd"))
+        c.add_argument(
+            "--backend",
+            help="auto, tvm, teaching, onnxruntime or tensorrt (default: teaching for demo, onnxruntime for ssd)",
+        )
+        c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
+        c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
+        c.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
+        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the model")
+        c.add_argument("--weights", help="with ssd: trained, untrained, or a local .params file")
+        c.add_argument("--image", help="with ssd: a JPEG or PNG (default: the picture shipped with the package)")
+        if name == "profile":
+            c.add_argument("--runs", type=int, default=10, help="timed runs; each call's median is kept (default 10)")
+        else:
+            c.add_argument("--tolerance", type=float, default=1e-3, help="largest relative error (default 1e-3)")
         c.set_defaults(func=func)
 
     f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")

@@ -545,3 +545,39 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
         outputs = [errors[k] for k in sorted(errors)]
         rows.append(SubgraphCheck(name, site.target, site.backend, len(seen.get(name, [])), outputs, tolerance))
     return Numerics(rows, tolerance, built.mark)
+
+
+# --- ready-made builds ---------------------------------------------------------------
+
+
+def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
+    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen."""
+    from .flow import rules, stages
+    from .models import demo
+
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    found = stages.run_stages(demo.demo_module(), rules.get_target("byoc-target").rules, prune_rule, backend=backend)
+    return build(found), demo.demo_inputs()
+
+
+def ssd_build(
+    backend: str = "onnxruntime", prune: bool = True, workbench=None, model=None, weights=None, image=None
+) -> tuple:
+    """``(Built, inputs)`` for the SSD with upstream's TensorRT rules, offloaded through ``backend``.
+
+    ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
+    (the import takes about 15 s); the picture is cut to the model's input shape.
+    """
+    from .flow import stages
+    from .models import images, ssd
+
+    wb = workbench if workbench is not None else ssd.model_workbench(model, weights)[0]
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    found = stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend)
+    x, _ = images.load_test(image, short=512)
+    h, w = (int(d) for d in wb.mod["main"].params[0].ty.shape.values[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        raise WorkbenchError(
+            f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than the model's {h}x{w}.", "pass a larger picture."
+        )
+    return build(found, mark=wb.mark), [np.ascontiguousarray(x[:, :, :h, :w])]
