@@ -213,9 +213,9 @@ def _one_kernel_per_site(mod: tvm.IRModule) -> tuple:
                 gv = _kernel(b.value)
                 if gv is not None:
                     if uses[gv.name_hint]:
-                        # The attribute keeps the BlockBuilder from merging the copy back into the original.
-                        copy = mod[gv].with_attr("byoc_workbench.call_site", f"{fname}/{b.var.name}")
-                        new_gv = editor.add(f"{gv.name_hint}_site{uses[gv.name_hint]}", copy)
+                        # A distinct attribute keeps the BlockBuilder from merging the copies back together.
+                        name = f"{gv.name_hint}_site{uses[gv.name_hint]}"
+                        new_gv = editor.add(name, mod[gv].with_attr("byoc_workbench.call_site", name))
                         v = b.value
                         b = relax.VarBinding(b.var, relax.Call(v.op, [new_gv, *v.args[1:]], v.attrs, v.ty_args))
                     uses[gv.name_hint] += 1
