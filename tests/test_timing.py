@@ -17,6 +17,7 @@ from byoc_workbench import cli, ir, timing
 from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
+from byoc_workbench.models.demo import demo_inputs
 
 RATIO = 0.15  # entries vs end-to-end median
 
@@ -216,10 +217,24 @@ def test_ssd_onnxruntime_profile_and_compare():
         shaded = latency.shade(built, p, collapse=True)
         dot = latency.to_dot(shaded, p).source
         assert sum(n.kind == "boundary" for n in shaded.graph.nodes.values()) == 2 * len(built.subgraphs)
-        assert dot.count("into tensorrt_") == len(built.subgraphs)
+        for site in built.subgraphs.values():
+            nid = shaded.graph.sites[(site.function, site.var)]
+            assert f"{nid}.in" in dot and f"{nid}.out" in dot and f"into {site.name}" in dot
         profiles[label] = p
         if label == "pruned":
             n = timing.compare(built, inputs)
             assert [r.name for r in n.rows] == list(built.subgraphs)
             assert n.worst.max_rel < 1e-3, latency.numerics_text(n)
     assert len(profiles["unpruned"].backends) > len(profiles["pruned"].backends)
+
+
+def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
+    from byoc_workbench.session import Workbench
+
+    wb = Workbench(demo_mod, byoc)
+    built = timing.build(wb.stages)
+    p = timing.profile(built, demo_inputs(), runs=3)
+    svg = latency.time_view(wb, built, p)
+    assert "time per run" in svg and "into byoc_target_1" in svg and "— measured" in svg
+    with pytest.raises(WorkbenchError, match="another build"):
+        latency.time_view(wb.with_rule("byoc-target.add", False), built, p)

@@ -410,3 +410,29 @@ def side_by_side(reports: dict) -> str:
         for label, r in reports.items()
     )
     return f'<div style="display:flex;gap:16px;align-items:flex-start">{cells}</div>'
+
+
+def time_view(
+    workbench,
+    built: timing.Built,
+    profile: timing.Profile,
+    numerics: timing.Numerics | None = None,
+    expand=(),
+    collapse: bool = False,
+) -> str:
+    """The widget's "time" view, as SVG: the workbench's codegen diagram (opened and folded as
+    the widget draws it) shaded by ``profile``.
+
+    ``built`` must come from ``timing.build(workbench.stages)``: the map finds
+    each measured binding in the very module the workbench drew.
+    """
+    from ..errors import WorkbenchError
+
+    if built.stages[-1] is not workbench.stage("codegen"):
+        raise WorkbenchError(
+            "The measurement is of another build than the workbench shows (a rule or the prune switch changed).",
+            "measure again: timing.profile(timing.build(workbench.stages), inputs).",
+        )
+    shaded = shade(built, profile, numerics, graph=workbench.graph("codegen", expand, collapse))
+    title = workbench.title("codegen") + " — measured"
+    return render.to_svg(to_dot(shaded, profile, numerics, title, show_shapes=not collapse))
