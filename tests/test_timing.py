@@ -238,3 +238,12 @@ def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
     assert "time per run" in svg and "into byoc_target_1" in svg and "— measured" in svg
     with pytest.raises(WorkbenchError, match="another build"):
         latency.time_view(wb.with_rule("byoc-target.add", False), built, p)
+
+
+def test_lesson_puts_builds_side_by_side():
+    builds = {"pruned": timing.demo_build(), "unpruned": timing.demo_build(prune=False)}
+    lesson = latency.lesson(builds, runs=3, compare=["unpruned"])
+    assert list(lesson.profiles) == ["pruned", "unpruned"] and list(lesson.numerics) == ["unpruned"]
+    page = lesson._repr_html_()
+    assert page.count("<svg") == 2 and "pruned: measured" in page and "calls crossing" in page
+    assert "byoc_target_0" in lesson.numerics_html()  # the unpruned build's tiny subgraph is checked too

@@ -436,3 +436,39 @@ def time_view(
     shaded = shade(built, profile, numerics, graph=workbench.graph("codegen", expand, collapse))
     title = workbench.title("codegen") + " — measured"
     return render.to_svg(to_dot(shaded, profile, numerics, title, show_shapes=not collapse))
+
+
+@dataclasses.dataclass
+class Lesson:
+    """Several builds of one model, measured: a table of where the time goes, and their maps side by side."""
+
+    profiles: dict  # label -> Profile
+    numerics: dict  # label -> Numerics, for the builds compared
+    reports: dict  # label -> Report
+
+    def numerics_html(self) -> str:
+        return "".join(f"<h4>{html.escape(k)}</h4>{numerics_html(n)}" for k, n in self.numerics.items())
+
+    def _repr_html_(self) -> str:
+        return builds_html(self.profiles) + side_by_side(self.reports)
+
+
+def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, collapse: bool = False) -> Lesson:
+    """Profile each build (``{label: (Built, inputs)}``, e.g. pruned and unpruned) and compare those
+    named in ``compare`` against TVM alone; the maps are drawn with the same legend rules.
+
+    For notebook 02::
+
+        builds = {"pruned": timing.ssd_build(workbench=wb), "unpruned": timing.ssd_build(prune=False, workbench=wb)}
+        lesson = latency.lesson(builds, compare=["pruned"], collapse=True)
+        lesson                                   # the table, then both maps
+        HTML(lesson.numerics_html())             # each offloaded subgraph vs TVM alone
+    """
+    profiles, numerics, reports = {}, {}, {}
+    for label, (built, inputs) in builds.items():
+        profiles[label] = timing.profile(built, inputs, runs=runs)
+        if label in compare:
+            numerics[label] = timing.compare(built, inputs, tolerance=tolerance)
+        title = f"{label}: measured" + (f" — {built.mark}" if built.mark else "")
+        reports[label] = report(built, profiles[label], numerics.get(label), collapse, title)
+    return Lesson(profiles, numerics, reports)
