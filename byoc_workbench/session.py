@@ -8,6 +8,7 @@ timed without a browser.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from functools import cached_property
 
@@ -32,6 +33,8 @@ class View:
     nodes: dict  # node id -> details dict
     rule_matches: dict
     generated: dict  # subgraph name -> source
+    # target -> {op: count} of the ops each offload target holds at this stage (claimed, grouped or lifted)
+    claimed: dict = dataclasses.field(default_factory=dict)
 
 
 def pattern_ops(rule) -> set:
@@ -141,6 +144,9 @@ class Workbench:
         g = self.graph(name, expand, collapse)
         dot = render.to_dot(g, title=self.title(name), show_shapes=not collapse)
         annotate = self.stage("annotate")
+        names: dict = {}  # node id -> the Relax variables it draws, as the TVMScript tab names them
+        for (_fn, var), nid in g.sites.items():
+            names.setdefault(nid, []).append(var.name)
         return View(
             stage=name,
             svg=render.to_svg(dot) if svg else "",
@@ -149,14 +155,24 @@ class Workbench:
             subgraphs=[{"name": x.name, "target": x.target, "op_count": len(x.ops), "ops": x.ops} for x in s.subgraphs],
             changes=[summary.describe_change(c) for c in s.changes],
             notes=list(s.notes),
-            nodes={nid: node_details(n) for nid, n in g.nodes.items()},
+            nodes={nid: node_details(n, names.get(nid, ())) for nid, n in g.nodes.items()},
             rule_matches=dict(annotate.rule_matches),
             generated={k: v.source for k, v in s.generated.items()},
+            claimed=claimed_ops(s),
         )
 
 
-def node_details(n: graph_mod.Node) -> dict:
-    """What clicking a node shows."""
+def claimed_ops(s: summary.Stage) -> dict:
+    """``{target: {op: count}}``: the ops each offload target holds at stage ``s``, most frequent first."""
+    counts: dict = {}
+    for (op, _owner, target), n in s.owners.items():
+        if target != summary.HOST:
+            counts.setdefault(target, collections.Counter())[op] += n
+    return {t: dict(c.most_common()) for t, c in sorted(counts.items())}
+
+
+def node_details(n: graph_mod.Node, variables=()) -> dict:
+    """What clicking a node shows; ``variables`` are the Relax variables it draws."""
     d = {
         "id": n.id,
         "kind": n.kind,
@@ -167,6 +183,7 @@ def node_details(n: graph_mod.Node) -> dict:
         "output": n.ty,
         "inputs": n.input_types,
         "attrs": n.attrs,
+        "variables": list(variables),
     }
     if n.rule:
         d["claimed_by"] = n.rule
