@@ -250,7 +250,7 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
     sites = {}
     for kernel, (fname, var) in kernel_sites.items():
         op = (ops.get(var) or kernel).replace("relax.", "")
-        name = names.get((fname, var), f"{fname}/{var.name}")
+        name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
         sites[kernel] = Site(name, HOST, "kernel", op, function=fname, var=var)
     targets = {s.name: s.target for s in codegen.subgraphs}
     subgraphs = {}
