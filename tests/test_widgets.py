@@ -1,5 +1,6 @@
 """The widgets without a browser: the pure HTML helpers, then the widget object in-process."""
 
+import dataclasses
 import html
 
 import pytest
@@ -23,6 +24,8 @@ from byoc_workbench.widgets import (
     toggled,
     workbench_widget,
 )
+from byoc_workbench.widgets.html import capped, claimed_html, op_counts, ops_text, rule_label_html, subgraphs_tab_html
+from byoc_workbench.widgets.rule_panel import FAMILIES, op_family, rule_family, rule_groups, shown_rules
 from byoc_workbench.widgets.workbench import STAGE_HELP
 
 RESHAPE = "byoc-target.reshape"
@@ -138,6 +141,110 @@ def test_graph_view_ships_its_module():
     assert ".byoc-graph" in GraphView._css
 
 
+# --- large targets (issue 8): families, filter, folded mismatches, capped op lists ----------
+
+# The op mix of the SSD's one TensorRT subgraph after pruning: 505 ops, 14 kinds.
+SSD_MIX = {"add": 133, "reshape": 77, "nn.conv2d": 73, "multiply": 71, "nn.relu": 57, "expand_dims": 32}
+SSD_MIX |= {"strided_slice": 16, "permute_dims": 12, "subtract": 10, "sqrt": 8, "divide": 8, "concat": 4, "exp": 2}
+SSD_MIX |= {"nn.max_pool2d": 1, "nn.softmax": 1}
+BIG_OPS = [f"relax.{op}" for op, n in SSD_MIX.items() for _ in range(n)]
+
+
+def test_capped_and_op_counts():
+    assert capped("abc", 3) == "a, b, c"
+    assert capped(range(500), 3) == "0, 1, 2 … and 497 more"
+    assert op_counts(["relax.add", "relax.nn.relu", "relax.add"]) == "add ×2, nn.relu"
+    assert op_counts({"relax.add": 2, "relax.exp": 5}) == "exp ×5, add ×2"
+    assert op_counts(BIG_OPS, 3) == "add ×133, reshape ×77, nn.conv2d ×73 … and 12 more kinds"
+    assert ops_text(["relax.nn.conv2d", "relax.add"]) == "nn.conv2d, add"  # a few ops keep their order
+    assert ops_text(BIG_OPS).startswith(f"{len(BIG_OPS)} ops: add ×133, reshape ×77,")
+
+
+def test_rule_families_group_tensorrt_and_leave_the_demo_one_group():
+    trt = get_target("tensorrt").rules
+    groups = dict((t, [r.name for r in rs]) for t, rs in rule_groups(trt))
+    assert list(groups) == [f for f in FAMILIES if f != "other"]
+    assert sum(len(v) for v in groups.values()) == len(trt) == 52
+    assert groups["conv / matmul"] == ["nn.batch_matmul", "nn.conv3d_transpose", "nn.conv2d_transpose", "nn.conv3d",
+                                       "nn.conv2d", "nn.conv1d"]  # fmt: skip
+    assert groups["reduce"] == ["mean", "min", "max", "prod", "sum"]
+    assert {"transpose", "concatenate", "reshape", "strided_slice_2"} <= set(groups["shape / data movement"])
+    demo = get_target("byoc-target").rules
+    assert [(t, len(rs)) for t, rs in rule_groups(demo)] == [("target byoc-target", 4)]
+    assert rule_family(demo[0]) == "conv / matmul"  # conv2d + bias add + relu joins its heaviest op's family
+    assert op_family("relax.nn.softmax") == "activation" and op_family("relax.vision.nms") == "other"
+
+
+def test_shown_rules_filter_and_fold():
+    trt = get_target("tensorrt").rules
+    names = {r.qualified for r in trt}
+    enabled = names - {"tensorrt.sin"}
+    matches = {"tensorrt.nn.conv2d": 73, "tensorrt.add": 134}
+    folded = shown_rules(trt, enabled, matches, show_unmatched=False)
+    assert folded == {"tensorrt.nn.conv2d", "tensorrt.add", "tensorrt.sin"}  # an off rule stays in sight
+    assert shown_rules(trt, enabled, matches) == names
+    conv = shown_rules(trt, enabled, matches, " Conv ", show_unmatched=False)  # a filter finds folded rules too
+    assert conv == {r.qualified for r in trt if "conv" in r.name or "matmul" in r.name}
+    assert shown_rules(trt, enabled, matches, "pool") == {
+        r.qualified for r in trt if "pool" in r.name or "norm" in r.name
+    }
+
+
+def test_a_rule_that_matched_nothing_is_grey_not_red():
+    rule = get_target("tensorrt").rules[0]
+    nothing = rule_label_html(rule, {rule.qualified}, {}, doc=False)
+    assert "matched nothing" in nothing and "#c92a2a" not in nothing and "upstream" not in nothing
+    assert "bold" in rule_label_html(rule, {rule.qualified}, {rule.qualified: 3})
+
+
+def test_summary_caps_a_big_subgraph_and_the_table_keeps_every_op(partition_view):
+    row = {"name": "tensorrt_0", "target": "tensorrt", "op_count": len(BIG_OPS), "ops": BIG_OPS}
+    view = dataclasses.replace(
+        partition_view,
+        stage="prune",
+        subgraphs=[row],
+        changes=[],
+        notes=[f"rule r{i} matched nothing" for i in range(38)],
+    )
+    line = stage_summary(view)
+    assert line.startswith("prune: 1 subgraph (tensorrt_0: 505 ops: add ×133, reshape ×77, nn.conv2d ×73,")
+    assert "… and 9 more kinds" in line and "… and 35 more notes" in line
+    assert len(line) < 300, len(line)
+    assert subgraph_table_html([row]).count("nn.conv2d") == 73
+
+
+def test_details_summarise_a_big_subgraph_by_op_counts():
+    details = {"id": "main/lv423_outs", "kind": "subgraph", "op": "tensorrt_0", "target": "tensorrt",
+               "variables": ["lv423_outs"], "ops_inside": BIG_OPS}  # fmt: skip
+    text = details_html("main/lv423_outs", details)
+    assert "505 ops: add ×133, reshape ×77, nn.conv2d ×73" in text and "nn.softmax" in text
+    assert len(text) < 1500 and "main/lv423_outs" not in text and "lv423_outs" in text
+
+
+@pytest.mark.parametrize("stage", stages.STAGES)
+def test_details_never_show_a_node_id(stage):
+    wb = Workbench(demo_module(), get_target("byoc-target"))
+    for collapse in (False, True):
+        view = wb.view(stage, collapse=collapse, svg=False)
+        for nid, node in view.nodes.items():
+            text = details_html(nid, node)
+            assert nid not in text and f"({node['kind']})" not in text, (nid, text)
+    assert "main/lv9" not in details_html("main/lv9", None)
+
+
+def test_annotate_subgraphs_tab_says_what_each_target_claimed():
+    wb = Workbench(demo_module(), get_target("byoc-target"))
+    view = wb.view("annotate", svg=False)
+    assert view.claimed == {"byoc-target": {"relax.add": 3, "relax.nn.conv2d": 2, "relax.expand_dims": 2,
+                                            "relax.nn.relu": 2, "relax.reshape": 1}}  # fmt: skip
+    tab = subgraphs_tab_html(view)
+    assert "everything runs on the host" not in tab
+    assert 'data-target="byoc-target"' in tab and ">10<" in tab and "add ×3, nn.conv2d ×2" in tab
+    assert "claimed so far: byoc-target 10 ops (add ×3," in stage_summary(view)
+    assert "everything runs on the host" in claimed_html({})
+    assert subgraphs_tab_html(wb.view("partition", svg=False)).count("<tr data-subgraph=") == 3
+
+
 # --- the widget, in-process ---------------------------------------------------------
 
 
@@ -159,7 +266,7 @@ def test_unchecking_a_rule_recomputes_and_redraws(widget):
     assert RESHAPE not in widget.workbench.enabled
     assert widget.graph.svg != svg
     assert widget.subgraph_table.value != table and "reshape" not in widget.subgraph_table.value
-    assert widget.rule_labels[RESHAPE].value.endswith("off</b>")
+    assert widget.rule_labels[RESHAPE].value.endswith(">off</span>")
     widget.rule_boxes[RESHAPE].value = True
     assert widget.subgraph_table.value == table
 
@@ -270,3 +377,75 @@ def test_opened_call_and_selection_survive_a_rule_toggle(widget):
     widget.rule_boxes["byoc-target.add"].value = True
     assert widget.expand == {sub} and f'id="cluster_x_{sub}"' in widget.graph.svg
     assert widget.view.nodes[sub + "/relu"]["op"] == "byoc-target.conv2d_bias_relu"  # inside byoc_target_1
+
+
+def test_demo_rule_panel_is_one_group_with_every_rule_in_sight(widget):
+    panel = widget.rules_panel
+    assert not panel.compact and panel.filter is None and len(panel.groups) == 1
+    assert all(row.layout.display != "none" for row in panel.rows.values())
+    assert "conv2d, then relu" in widget.rule_labels["byoc-target.conv2d_relu"].value  # small tables keep their docs
+
+
+@pytest.fixture()
+def trt_widget():
+    """The demo graph under TensorRT's 52 rules: the rule panel of a large target, without mxnet."""
+    return workbench_widget(target="tensorrt")
+
+
+def _shown(panel) -> set:
+    return {q for q, row in panel.rows.items() if row.layout.display != "none"}
+
+
+def test_large_target_folds_rules_that_matched_nothing(trt_widget):
+    panel = trt_widget.rules_panel
+    matched = {q for q, n in trt_widget.view.rule_matches.items() if n}
+    assert panel.compact and matched == {"tensorrt.nn.conv2d", "tensorrt.nn.relu", "tensorrt.add",
+                                         "tensorrt.reshape", "tensorrt.expand_dims"}  # fmt: skip
+    assert _shown(panel) == matched
+    assert panel.fold.description == "47 rules matched nothing"
+    assert "52 rules, 5 matched" in panel.title.value and "upstream" not in trt_widget.rule_labels["tensorrt.add"].value
+    hidden = [rule_family(members[0]) for members, g in panel.groups if g.layout.display == "none"]
+    assert hidden == ["pool / norm", "reduce"]  # none of their rules matched
+    panel.fold.value = True
+    assert _shown(panel) == set(panel.rows) and not any(g.layout.display == "none" for _, g in panel.groups)
+    panel.fold.value = False
+    trt_widget.set_rule("tensorrt.add", False)  # an off rule stays in sight: the user needs it to switch back
+    assert "tensorrt.add" in _shown(panel) and "tensorrt.add" not in trt_widget.workbench.enabled
+
+
+def test_large_target_filter_box(trt_widget):
+    panel = trt_widget.rules_panel
+    panel.filter.value = "pool"
+    assert _shown(panel) == {r.qualified for r in panel.rules if "pool" in r.name or "norm" in r.name}
+    assert [g.layout.display for _, g in panel.groups].count(None) == 1
+    panel.filter.value = "nothing like this"
+    assert _shown(panel) == set()
+    panel.filter.value = ""
+    assert len(_shown(panel)) == 5
+
+
+def test_group_all_off_then_on_recomputes_once(trt_widget, monkeypatch):
+    panel = trt_widget.rules_panel
+    group = dict((members[0].name, (members, box)) for members, box in panel.groups)["nn.softmax"]  # activation
+    names = {r.qualified for r in group[0]}
+    calls = []
+    real = Workbench.view
+    monkeypatch.setattr(Workbench, "view", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    off = next(b for b in group[1].children[0].children if "byoc-all-off" in b._dom_classes)
+    off.click()
+    assert not names & trt_widget.workbench.enabled and len(calls) == 1
+    assert not any(trt_widget.rule_boxes[q].value for q in names)
+    assert trt_widget.view.rule_matches.get("tensorrt.nn.relu", 0) == 0
+    on = next(b for b in group[1].children[0].children if "byoc-all-on" in b._dom_classes)
+    on.click()
+    assert names <= trt_widget.workbench.enabled and len(calls) == 2
+    assert trt_widget.view.rule_matches["tensorrt.nn.relu"] == 2
+
+
+def test_collapse_all_is_disabled_until_a_call_is_open(widget):
+    assert widget.collapse_button.disabled
+    sub = next(k for k, n in widget.view.nodes.items() if n["kind"] == "subgraph")
+    widget.toggle_expand(sub)
+    assert not widget.collapse_button.disabled and "1 opened call" in widget.collapse_button.tooltip
+    widget.collapse_button.click()
+    assert widget.expand == frozenset() and widget.collapse_button.disabled

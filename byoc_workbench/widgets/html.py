@@ -4,6 +4,7 @@ tests check them without a browser."""
 
 from __future__ import annotations
 
+import collections
 import html
 
 from ..errors import WorkbenchError
@@ -21,6 +22,55 @@ def esc(value) -> str:
 
 def _short(op: str) -> str:
     return op.replace("relax.", "", 1)
+
+
+OPS_LISTED = 8  # op lists longer than this are summarised by counts ("add ×133, …")
+KINDS_LISTED = 6  # op kinds named in a one-line summary before "… and N more"
+SUBGRAPHS_LISTED = 4  # subgraphs named in the summary line
+NOTES_LISTED = 3  # notes repeated in the summary line; the Notes tab has them all
+# What a node is, in words, by its kind in the graph model.
+NODE_KINDS = {
+    "input": "input of the function",
+    "const": "constant",
+    "op": "op call",
+    "composite": "composite call: ops that one pattern rule claimed together",
+    "subgraph": "call of an offloaded subgraph",
+    "packed": "call of the code the codegen generated",
+    "call": "call of another function",
+    "if": "if/else",
+    "tuple": "tuple of values",
+    "item": "one item of a tuple",
+    "output": "return value of the function",
+    "fold": "run of ops drawn folded (double-click to open)",
+}
+
+
+def capped(items, limit: int, more: str = "more", sep: str = ", ") -> str:
+    """``items`` joined by ``sep``, the ones past ``limit`` counted: ``a, b, c … and 480 more``."""
+    items = [str(i) for i in items]
+    if len(items) <= limit:
+        return sep.join(items)
+    return f"{sep.join(items[:limit])} … and {len(items) - limit} {more}"
+
+
+def op_counts(ops, limit: int | None = None) -> str:
+    """Ops counted by kind, most frequent first: ``add ×133, reshape ×77, … and 9 more kinds``.
+
+    ``ops`` is a list of op names or a ``{op: count}`` dict."""
+    counter: collections.Counter = collections.Counter()
+    for op, n in ops.items() if isinstance(ops, dict) else ((o, 1) for o in ops):
+        counter[_short(op)] += n
+    counts = counter.most_common()
+    parts = [f"{op} ×{n}" if n > 1 else op for op, n in counts]
+    return capped(parts, len(parts) if limit is None else limit, "more kinds")
+
+
+def ops_text(ops, limit: int = KINDS_LISTED) -> str:
+    """A few ops by name in order; many ops as their count and the most frequent kinds."""
+    ops = list(ops)
+    if len(ops) <= OPS_LISTED:
+        return ", ".join(_short(o) for o in ops)
+    return f"{len(ops)} ops: {op_counts(ops, limit)}"
 
 
 def status_line(err: BaseException) -> str:
@@ -48,14 +98,15 @@ def match_text(rule: str, enabled, matches: dict) -> str:
     return f"{n} match{'es' if n != 1 else ''}"
 
 
-def rule_label_html(rule, enabled, matches: dict) -> str:
-    """The text beside a rule's checkbox: its doc and its match count."""
+def rule_label_html(rule, enabled, matches: dict, doc: bool = True) -> str:
+    """The text beside a rule's checkbox: its doc (unless ``doc`` is False) and its match count.
+
+    A rule that matched nothing or is off is greyed, not red: a mismatch is no error."""
     text = match_text(rule.qualified, enabled, matches)
-    color = "#c92a2a" if text == "matched nothing" else "#495057"
-    return (
-        f'<span style="color:#868e96">{esc(rule.kind)}: {esc(rule.doc)}</span> — '
-        f'<b class="byoc-match-count" style="color:{color}">{esc(text)}</b>'
-    )
+    weight = "bold" if text not in ("off", "matched nothing") else "normal"
+    color = "#495057" if weight == "bold" else "#868e96"
+    count = f'<span class="byoc-match-count" style="color:{color};font-weight:{weight}">{esc(text)}</span>'
+    return f'<span style="color:#868e96">{esc(rule.kind)}: {esc(rule.doc)}</span> — {count}' if doc else count
 
 
 def subgraph_table_html(rows: list) -> str:
@@ -73,6 +124,33 @@ def subgraph_table_html(rows: list) -> str:
         for r in rows
     )
     return f'<table class="byoc-subgraphs">{head}{body}</table>'
+
+
+def claimed_html(claimed: dict) -> str:
+    """What each target has claimed before any subgraph exists (the composite and annotate stages)."""
+    if not claimed:
+        return (
+            '<div class="byoc-subgraphs byoc-empty">'
+            "<i>No subgraphs at this stage, and no rule has claimed an op: everything runs on the host.</i></div>"
+        )
+    head = "<tr><th>target</th><th>ops claimed</th><th>by op</th></tr>"
+    body = "".join(
+        f'<tr data-target="{esc(t)}"><td>{esc(t)}</td><td style="text-align:right">{sum(ops.values())}</td>'
+        f"<td>{esc(op_counts(ops))}</td></tr>"
+        for t, ops in claimed.items()
+    )
+    return (
+        '<div class="byoc-claimed"><p style="margin:2px 0 6px"><i>No subgraphs yet: each target has claimed these ops '
+        "so far, call by call. The merge stage groups neighbouring claims into regions; the partition stage lifts "
+        f'each region into a subgraph.</i></p><table class="byoc-subgraphs">{head}{body}</table></div>'
+    )
+
+
+def subgraphs_tab_html(view: View) -> str:
+    """The Subgraphs tab: the subgraph table, or before the merge stage what each target has claimed so far."""
+    if not view.subgraphs and view.stage in ("composite", "annotate"):
+        return claimed_html(view.claimed)
+    return subgraph_table_html(view.subgraphs)
 
 
 def lines_html(lines: list, empty: str, css: str) -> str:
@@ -108,17 +186,21 @@ def _types_html(types) -> str:
 
 
 def details_html(node_id: str, details: dict | None) -> str:
-    """The details panel of one node: op, attributes, types, and who claimed it or why none did."""
+    """The details panel of one node: what it is, its op, attributes, types, and who claimed it or why none did.
+
+    The node's id is never shown: it names the node for the widget, not for a reader, who
+    finds the node by its op and by its Relax variables (as the TVMScript tab names them)."""
     if not node_id:
         return NO_SELECTION
     if details is None:
-        return (
-            f"<i>Node {esc(node_id)} is not in this diagram (the legend, or a drawing from before the last change).</i>"
-        )
-    rows = [
-        ("node", f"<code>{esc(node_id)}</code> ({esc(details.get('kind', ''))})"),
-        ("op", f"<code>{esc(details.get('op') or details.get('label', ''))}</code>"),
-    ]
+        return "<i>That node is not in this diagram (the legend, or a drawing from before the last change).</i>"
+    kind = details.get("kind", "")
+    rows = [("is", esc(NODE_KINDS.get(kind, kind)))]
+    if kind != "fold":
+        rows.append(("op", f"<code>{esc(details.get('op') or details.get('label', ''))}</code>"))
+    if details.get("variables"):
+        names = [f"<code>{esc(v)}</code>" for v in details["variables"]]
+        rows.append(("variable" if len(names) == 1 else "variables", capped(names, OPS_LISTED)))
     rows.append(("target", esc(details.get("target", ""))))
     attrs = details.get("attrs") or {}
     rows.append(("attributes", "<br>".join(f"{esc(k)} = <code>{esc(v)}</code>" for k, v in attrs.items()) or "—"))
@@ -129,7 +211,7 @@ def details_html(node_id: str, details: dict | None) -> str:
     elif "claimed_by" in details:
         rows.append(("not claimed", esc(details.get("why_not_claimed") or "it runs on the host")))
     if details.get("ops_inside"):
-        rows.append(("ops inside", esc(", ".join(_short(o) for o in details["ops_inside"]))))
+        rows.append(("ops inside", esc(ops_text(details["ops_inside"], limit=None))))
     body = "".join(
         '<tr><th style="text-align:left;vertical-align:top;padding-right:8px;white-space:nowrap">'
         f"{k}</th><td>{v}</td></tr>"
@@ -139,17 +221,21 @@ def details_html(node_id: str, details: dict | None) -> str:
 
 
 def stage_summary(view: View) -> str:
-    """One line about a stage: subgraphs, ops moved and notes."""
+    """One line about a stage: subgraphs and their ops, ops moved, and notes, each list capped."""
     n = len(view.subgraphs)
     kinds = "regions" if view.stage == "merge" else "subgraphs"
     parts = [f"{view.stage}: {n} {kinds if n != 1 else kinds[:-1]}"]
     if view.subgraphs:
-        parts[0] += (
-            " (" + "; ".join(f"{r['name']}: {', '.join(_short(o) for o in r['ops'])}" for r in view.subgraphs) + ")"
+        named = [f"{r['name']}: {ops_text(r['ops'])}" for r in view.subgraphs]
+        parts[0] += f" ({capped(named, SUBGRAPHS_LISTED, 'more ' + kinds, sep='; ')})"
+    elif view.claimed and view.stage in ("composite", "annotate"):
+        parts[0] += " yet; claimed so far: " + "; ".join(
+            f"{t} {sum(ops.values())} ops ({op_counts(ops, KINDS_LISTED)})" for t, ops in view.claimed.items()
         )
     if view.changes:
         parts.append(f"{len(view.changes)} change{'s' if len(view.changes) != 1 else ''} since the stage before")
-    parts += view.notes
+    if view.notes:
+        parts.append(capped(view.notes, NOTES_LISTED, "more notes (see the Notes tab)", sep="; "))
     return "; ".join(parts)
 
 

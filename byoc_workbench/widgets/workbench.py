@@ -10,6 +10,7 @@ survive a rule toggle.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -29,13 +30,13 @@ from .html import (
     esc,
     generated_html,
     lines_html,
-    rule_label_html,
     stage_summary,
     status_html,
     status_line,
-    subgraph_table_html,
+    subgraphs_tab_html,
     svg_body,
 )
+from .rule_panel import RulePanel
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ class GraphView(anywidget.AnyWidget):
     """
 
     _esm = (_HERE / "graph_view.js").read_text(encoding="utf-8")
-    _css = (_HERE / "graph_view.css").read_text(encoding="utf-8")
+    # The rule panel's style rides along: anywidget adds a widget's CSS to the page.
+    _css = "\n".join((_HERE / f).read_text(encoding="utf-8") for f in ("graph_view.css", "rule_panel.css"))
     svg = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(440).tag(sync=True)
@@ -112,7 +114,6 @@ class WorkbenchWidget(W.VBox):
         self.workbench: Workbench | None = None
         self.view: View | None = None
         self.expand: frozenset = frozenset()
-        self._syncing = False
         self.status = W.HTML("").add_class("byoc-status")
         self._pruning = prune_rule if prune_rule not in (None, stages.keep_all) else stages.no_mac()
         try:
@@ -124,26 +125,6 @@ class WorkbenchWidget(W.VBox):
         rules = self.workbench.all_rules if self.workbench else tuple(target.rules) + tuple(extra_rules)
         enabled_now = self.workbench.enabled if self.workbench else set()
 
-        self.rule_boxes: dict = {}
-        self.rule_labels: dict = {}
-        groups = []
-        for tname in dict.fromkeys(r.target for r in rules):
-            rows = [W.HTML(f"<b>target {esc(tname)}</b>")]
-            for r in (r for r in rules if r.target == tname):
-                box = W.Checkbox(
-                    value=r.qualified in enabled_now,
-                    description=r.qualified,
-                    indent=False,
-                    disabled=self.workbench is None,
-                )
-                box.add_class("byoc-rule")
-                box.layout = W.Layout(width="auto")
-                box.observe(self._on_rule, names="value")
-                label = W.HTML(rule_label_html(r, enabled_now, {}))
-                self.rule_boxes[r.qualified] = box
-                self.rule_labels[r.qualified] = label
-                rows.append(W.HBox([box, label], layout=W.Layout(align_items="center")))
-            groups.append(W.VBox(rows, layout=W.Layout(margin="0 32px 0 0")))
         self.prune_box = W.Checkbox(
             value=prune_rule is not stages.keep_all,
             description=PRUNE_LABEL,
@@ -153,6 +134,16 @@ class WorkbenchWidget(W.VBox):
         self.prune_box.add_class("byoc-prune")
         self.prune_box.layout = W.Layout(width="auto")
         self.prune_box.observe(self._on_prune, names="value")
+        self.rules_panel = RulePanel(
+            rules,
+            enabled_now,
+            on_change=self.set_rules,
+            extra=self.prune_box,
+            title=f"<b>target {esc(target.name)}</b> <span style='color:#868e96'>{esc(target.doc)}</span>",
+            disabled=self.workbench is None,
+        )
+        self.rule_boxes = self.rules_panel.boxes  # qualified rule name -> its checkbox
+        self.rule_labels = self.rules_panel.labels
 
         self.stage_picker = W.ToggleButtons(
             options=list(stages.STAGES), value=stage if stage in stages.STAGES else "partition"
@@ -173,11 +164,11 @@ class WorkbenchWidget(W.VBox):
                 width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
             ),
         ).add_class("byoc-details")
+        # Set apart from the stages at the row's far end: it changes the drawing, not the stage.
         self.collapse_button = W.Button(
-            description="collapse all",
-            tooltip="close every opened composite and subgraph",
-            layout=W.Layout(width="auto"),
+            description="collapse all", icon="compress", disabled=True, layout=W.Layout(width="auto")
         )
+        self.collapse_button.add_class("byoc-collapse")
         self.collapse_button.on_click(lambda _: self.collapse_all())
 
         self.subgraph_table = W.HTML("").add_class("byoc-subgraph-table")
@@ -189,13 +180,12 @@ class WorkbenchWidget(W.VBox):
         self.tabs.titles = ("Subgraphs", "Diff", "Notes", "TVMScript", "Generated code")
         self.tabs.add_class("byoc-tabs")
 
-        controls = W.HBox(
-            groups + [W.VBox([W.HTML("<b>prune</b>"), self.prune_box])], layout=W.Layout(flex_flow="row wrap")
-        )
         super().__init__(
             [
-                controls,
-                W.HBox([self.stage_picker, self.collapse_button], layout=W.Layout(align_items="center")),
+                self.rules_panel,
+                W.HBox(
+                    [W.HTML("<b>stage</b>").add_class("byoc-stage-label"), self.stage_picker, self.collapse_button]
+                ).add_class("byoc-stage-row"),
                 self.stage_help,
                 self.status,
                 W.HBox([W.Box([self.graph], layout=W.Layout(width="68%")), self.details]),
@@ -215,7 +205,13 @@ class WorkbenchWidget(W.VBox):
 
     def set_rule(self, name: str, on: bool) -> bool:
         """Switch rule ``name`` on or off, recompute every stage and redraw; False on error."""
-        return self._guard(lambda: self._apply(self.workbench.with_rule(name, on)))
+        return self.set_rules([name], on)
+
+    def set_rules(self, names, on: bool) -> bool:
+        """Switch every rule in ``names`` on or off, then recompute once (a group's "all on/off")."""
+        return self._guard(
+            lambda: self._apply(functools.reduce(lambda wb, n: wb.with_rule(n, on), names, self.workbench))
+        )
 
     def set_prune(self, on: bool) -> bool:
         """Prune subgraphs with no MAC op (on) or keep every subgraph (off)."""
@@ -291,25 +287,22 @@ class WorkbenchWidget(W.VBox):
     def _show(self, view: View) -> None:
         """Show ``view``; the selection stays while its node is still drawn."""
         self.view = view
-        wb = self.workbench
-        for q, label in self.rule_labels.items():
-            label.value = rule_label_html(
-                next(r for r in wb.all_rules if r.qualified == q), wb.enabled, view.rule_matches
-            )
-        self._syncing = True
-        try:
-            for q, box in self.rule_boxes.items():
-                box.value = q in wb.enabled
-        finally:
-            self._syncing = False
+        self.rules_panel.update(self.workbench.enabled, view.rule_matches)
         self.stage_help.value = f"<i>{esc(STAGE_HELP.get(view.stage, ''))}</i>"
         self.summary.value = f"<b>{esc(stage_summary(view))}</b>"
         self.graph.svg = svg_body(view.svg)
-        self.subgraph_table.value = subgraph_table_html(view.subgraphs)
+        self.subgraph_table.value = subgraphs_tab_html(view)
         self.changes.value = lines_html(view.changes, "No op changed owner since the stage before.", "byoc-diff")
         self.notes.value = lines_html(view.notes, "No notes.", "byoc-note-list")
         self.script.value = code_html(view.script, "byoc-tvmscript")
         self.generated.value = generated_html(view.generated, view.stage)
+        opened = len(self.expand)
+        self.collapse_button.disabled = not opened
+        self.collapse_button.tooltip = (
+            f"close the {opened} opened call{'s' if opened != 1 else ''}"
+            if opened
+            else ("nothing is opened: double-click a composite, subgraph or folded run to open it")
+        )
         if self.graph.selected and self.graph.selected not in view.nodes:
             self.graph.selected = ""
         self._show_details()
@@ -318,20 +311,8 @@ class WorkbenchWidget(W.VBox):
         nid = self.graph.selected
         self.details.value = details_html(nid, self.view.nodes.get(nid) if self.view else None)
 
-    def _on_rule(self, change) -> None:
-        if self._syncing:
-            return
-        name = change["owner"].description
-        if not self.set_rule(name, change["new"]):
-            self._syncing = True
-            try:
-                change["owner"].value = change["old"]
-            finally:
-                self._syncing = False
-
     def _on_prune(self, change) -> None:
-        if not self._syncing:
-            self.set_prune(change["new"])
+        self.set_prune(change["new"])
 
     def _on_stage(self, change) -> None:
         self._guard(self._redraw)
