@@ -45,12 +45,14 @@ NODE_KINDS = {
 }
 
 
-def capped(items, limit: int, more: str = "more", sep: str = ", ") -> str:
-    """``items`` joined by ``sep``, the ones past ``limit`` counted: ``a, b, c … and 480 more``."""
+def capped(items, limit: int, noun: str = "", sep: str = ", ", where: str = "") -> str:
+    """``items`` joined by ``sep``, the ones past ``limit`` counted: ``a, b, c … and 480 more kinds``."""
     items = [str(i) for i in items]
     if len(items) <= limit:
         return sep.join(items)
-    return f"{sep.join(items[:limit])} … and {len(items) - limit} {more}"
+    n = len(items) - limit
+    more = " ".join(w for w in ("more", noun + ("s" if noun and n != 1 else ""), where) if w)
+    return f"{sep.join(items[:limit])} … and {n} {more}"
 
 
 def op_counts(ops, limit: int | None = None) -> str:
@@ -62,7 +64,7 @@ def op_counts(ops, limit: int | None = None) -> str:
         counter[_short(op)] += n
     counts = counter.most_common()
     parts = [f"{op} ×{n}" if n > 1 else op for op, n in counts]
-    return capped(parts, len(parts) if limit is None else limit, "more kinds")
+    return capped(parts, len(parts) if limit is None else limit, "kind")
 
 
 def ops_text(ops, limit: int = KINDS_LISTED) -> str:
@@ -227,15 +229,16 @@ def stage_summary(view: View) -> str:
     parts = [f"{view.stage}: {n} {kinds if n != 1 else kinds[:-1]}"]
     if view.subgraphs:
         named = [f"{r['name']}: {ops_text(r['ops'])}" for r in view.subgraphs]
-        parts[0] += f" ({capped(named, SUBGRAPHS_LISTED, 'more ' + kinds, sep='; ')})"
+        parts[0] += f" ({capped(named, SUBGRAPHS_LISTED, kinds[:-1], sep='; ')})"
     elif view.claimed and view.stage in ("composite", "annotate"):
-        parts[0] += " yet; claimed so far: " + "; ".join(
-            f"{t} {sum(ops.values())} ops ({op_counts(ops, KINDS_LISTED)})" for t, ops in view.claimed.items()
+        parts[0] = f"{view.stage}: no subgraphs yet; " + "; ".join(
+            f"{t} has claimed {sum(ops.values())} ops ({op_counts(ops, KINDS_LISTED)})"
+            for t, ops in view.claimed.items()
         )
     if view.changes:
         parts.append(f"{len(view.changes)} change{'s' if len(view.changes) != 1 else ''} since the stage before")
     if view.notes:
-        parts.append(capped(view.notes, NOTES_LISTED, "more notes (see the Notes tab)", sep="; "))
+        parts.append(capped(view.notes, NOTES_LISTED, "note", sep="; ", where="(see the Notes tab)"))
     return "; ".join(parts)
 
 

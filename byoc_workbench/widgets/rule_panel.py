@@ -122,10 +122,10 @@ class RulePanel(W.VBox):
                 rows.append(self.rows[r.qualified])
             self.groups.append((members, W.VBox(rows).add_class("byoc-rule-group")))
         self._inline_doc = inline_doc
-        columns = W.HBox([g for _, g in self.groups]).add_class("byoc-rule-columns")
+        prune = W.VBox([W.HTML("<b>prune</b>"), extra]).add_class("byoc-rule-group")
+        columns = W.HBox([g for _, g in self.groups] + [prune]).add_class("byoc-rule-columns")
+        self.filter = self.fold = None
         if not self.compact:
-            columns.children += (W.VBox([W.HTML("<b>prune</b>"), extra]).add_class("byoc-rule-group"),)
-            self.filter = self.fold = None
             super().__init__([columns])
         else:
             self.filter = W.Text(
@@ -138,8 +138,7 @@ class RulePanel(W.VBox):
             self.fold.observe(lambda _: self._refresh(), names="value")
             self.title = W.HTML("").add_class("byoc-rules-title")
             self._title = title
-            bar = W.HBox([self.title, self.filter, self.fold, extra]).add_class("byoc-rules-bar")
-            super().__init__([bar, columns])
+            super().__init__([W.HBox([self.title, self.filter, self.fold]).add_class("byoc-rules-bar"), columns])
         self.add_class("byoc-rules")
         self._refresh()
 
