@@ -37,14 +37,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def session_options(threads: int | None = None):
-    """Full graph optimisation, one intra-op thread per core."""
+def session_options(threads: int | None = None, spinning: bool = False):
+    """Full graph optimisation, one intra-op thread per core.
+
+    ``spinning=False``: TVM's own threads run the host ops right after, so idle
+    ONNX Runtime threads sleep instead of spinning on the same cores.
+    """
     ort = _ort()
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads or _cores()
-    # TVM's own threads run the host ops right after; idle ORT threads must not spin on the same cores.
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return so
 
 
@@ -53,11 +56,11 @@ def _errors(ort) -> tuple:
     return tuple(getattr(state, n) for n in ("Fail", "InvalidGraph", "NotImplemented", "InvalidArgument", "EPFail"))
 
 
-def make_session(model: bytes, name: str, threads: int | None = None):
+def make_session(model: bytes, name: str, threads: int | None = None, spinning: bool = False):
     """An InferenceSession for a serialized ONNX model, or a one-line error if ONNX Runtime rejects it."""
     ort = _ort()
     try:
-        return ort.InferenceSession(model, sess_options=session_options(threads), providers=providers())
+        return ort.InferenceSession(model, sess_options=session_options(threads, spinning), providers=providers())
     except _errors(ort) as err:
         raise WorkbenchError(f"ONNX Runtime rejected {name}: {first_line(err)}", onnx_translate.FIX) from None
 
@@ -99,11 +102,13 @@ class Runner:
             out.copyfrom(np.ascontiguousarray(res))
 
 
-def compile_subgraph(name: str, func, threads: int | None = None, fp16: bool = False, **options) -> Compiled:
-    """Translate ``func`` to ONNX, open a session and register it as a packed function."""
+def compile_subgraph(
+    name: str, func, threads: int | None = None, spinning: bool = False, fp16: bool = False, **options
+) -> Compiled:
+    """Translate ``func`` to ONNX, open a session (see :func:`session_options`) and register it."""
     model = onnx_translate.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
-    session = make_session(data, name, threads)
+    session = make_session(data, name, threads, spinning)
     digest = hashlib.sha1(data).hexdigest()[:10]
     # The digest keeps two modules whose subgraphs share a name from calling each other's session.
     symbol = f"byoc_workbench.onnxruntime.{name}.{digest}"
