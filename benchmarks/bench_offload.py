@@ -94,9 +94,8 @@ def compare(ref, got) -> str:
     same_order = all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=0.05) for a, b in zip(ref, got))
     missing = unmatched(ref, got)
     rows = np.asarray(ref[0]).shape[1]
-    return f"{rows - missing}/{rows} detections equal (id, score within 1e-4, box within 0.05 px)" + (
-        "" if same_order else "; order differs among tied scores" if not missing else ""
-    )
+    note = "; order differs among tied scores" if not same_order and not missing else ""
+    return f"{rows - missing}/{rows} detections equal (id, score within 1e-4, box within 0.05 px){note}"
 
 
 def main() -> None:
