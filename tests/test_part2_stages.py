@@ -90,6 +90,10 @@ def test_cli_stages_ssd(tmp_path):
     assert len(by["partition"]["subgraphs"]) >= 2 and len(by["prune"]["subgraphs"]) == 1
     assert by["prune"]["subgraphs"][0]["ops"].count("relax.nn.conv2d") == 73
     assert len(list(tmp_path.glob("*.svg"))) == 7
+    assert list(summary)[:3] == ["model", "weights", "prepare"] or list(summary)[:2] == ["model", "prepare"]
+    assert summary["prepare"]["op_count_before"] == 654
+    assert summary["prepare"]["op_count"] == by["source"]["op_count"]
+    assert by["source"]["notes"] == summary["prepare"]["notes"]
 
 
 def test_cli_import_summary(capsys):
@@ -146,3 +150,22 @@ def test_ssd_partition_agrees_with_upstream(ssd_wb):
     )
     ours = collections.Counter(tuple(sorted(s.ops)) for s in wb.stage("partition").subgraphs)
     assert len(ours) >= 2 and ours == theirs
+
+
+def test_batch_norm_folding_is_a_named_step_that_explains_the_count(ssd_wb, tmp_path):
+    """654 imported ops become more on screen; the source stage and summary.json say why."""
+    from byoc_workbench import transforms
+    from byoc_workbench.flow import summary
+
+    wb, imported = ssd_wb
+    before = transforms.op_counts(imported.mod)
+    assert sum(before.values()) == 654 and before["relax.nn.batch_norm"] == 61
+    source = wb.stage("source")
+    notes = [n for n in source.notes if n.startswith("prepare: ")]
+    assert notes[0] == "prepare: fold batch norm (x * scale + shift): 61 nn.batch_norm -> 61 add + 61 multiply"
+    assert notes[-1] == f"prepare: 654 imported ops -> {source.op_count} ops at the source stage"
+    assert "relax.nn.batch_norm" not in {op for op, *_ in source.owners}, "every batch norm is folded"
+    step = summary.summary_json("ssd", wb.stages)["prepare"]
+    assert step["op_count_before"] == 654 and step["op_count"] == source.op_count
+    assert step["ops_removed"]["relax.nn.batch_norm"] == 61 and step["ops_added"]["relax.add"] == 61
+    assert sum(step["ops_added"].values()) - sum(step["ops_removed"].values()) == source.op_count - 654

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from .. import ir
+from .. import ir, transforms
 from ..backends.registry import describe, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
@@ -114,7 +114,7 @@ def run_stages(
     def add(name, m, **kw):
         stages.append(summarize(name, m, stages[-1] if stages else None, **kw))
 
-    add("source", mod)
+    add("source", mod, notes=(transforms.prepared(mod) or {}).get("notes", ()))  # e.g. batch-norm folding
     m = composite(mod, rules)
     add("composite", m)
     m = annotate(m, rules)

@@ -8,6 +8,7 @@ import dataclasses
 import tvm
 
 from .. import ir
+from ..transforms import prepared
 
 HOST = "host"
 
@@ -143,5 +144,6 @@ def rule_matches(mod: tvm.IRModule, rules) -> dict:
 
 
 def summary_json(model: str, stages: list) -> dict:
-    """The CLI's summary.json."""
-    return {"model": model, "stages": [s.to_json() for s in stages]}
+    """The CLI's summary.json; ``prepare`` says what was done to the module before the source stage."""
+    step = prepared(stages[0].mod) if stages else None
+    return {"model": model, **({"prepare": step} if step else {}), "stages": [s.to_json() for s in stages]}
