@@ -444,3 +444,56 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page):
     page.locator(".byoc-graph g.node", has_text="byoc_target_1").dblclick()
     expect(page.locator(".byoc-graph g.cluster[id^='cluster_x_']")).to_have_count(1)
     expect(page.locator(".byoc-graph g.node", has_text="conv2d_bias_relu")).to_have_count(1)
+
+
+# --- the controls above the diagram (issue 8: built for large targets) -----------------
+
+_CONTROLS = """() => {
+    const w = document.querySelector('.byoc-workbench').getBoundingClientRect();
+    const g = document.querySelector('.byoc-graph').getBoundingClientRect();
+    return {above: g.top - w.top, total: w.height};
+}"""
+
+
+def test_controls_above_the_diagram_fit_one_viewport(widget):
+    page, _first, _rule = widget
+    page.evaluate("() => document.querySelector('.byoc-workbench').scrollIntoView({block: 'start'})")
+    name = "ssd" if "ssd" in page.url else "demo"
+    page.screenshot(path=str(BUILD / f"widget-{name}-1366-top.png"))  # what a user sees first: the controls
+    size = page.evaluate(_CONTROLS)
+    print(
+        f"controls above the diagram: {size['above']:.0f} px of a 768 px viewport; widget {size['total']:.0f} px tall"
+    )
+    assert size["above"] <= VIEWPORTS["1366"]["height"], size
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
+    page, _first = ssd_page_and_first
+    expect = sync_api.expect
+    page.locator(".byoc-workbench").scroll_into_view_if_needed()
+    summary = page.locator(".byoc-summary").inner_text()
+    print(f"summary line: {len(summary)} characters")
+    assert len(summary) < 400 and "more" in summary, summary
+
+    conv2d, conv3d = (page.get_by_label(f"tensorrt.nn.{op}", exact=True) for op in ("conv2d", "conv3d"))
+    fold = page.locator(".byoc-fold-unmatched")
+    expect(fold).to_contain_text("matched nothing")
+    expect(conv2d).to_be_visible()  # it matched: in sight
+    expect(conv3d).to_be_hidden()  # it matched nothing: folded away
+    fold.click()
+    expect(conv3d).to_be_visible()
+    fold.click()
+    expect(conv3d).to_be_hidden()
+
+    box = page.locator(".byoc-rule-filter input")
+    box.fill("conv")
+    expect(conv3d).to_be_visible()  # a filter finds folded rules too
+    shown = page.locator(".byoc-rule-row:visible .byoc-rule")
+    names = [t.strip() for t in shown.all_inner_texts()]
+    assert names and all("conv" in n or "matmul" in n for n in names), names
+    assert page.get_by_label("tensorrt.add", exact=True).is_hidden()
+    box.fill("")
+    expect(conv3d).to_be_hidden()
+    expect(page.get_by_label("tensorrt.add", exact=True)).to_be_visible()

@@ -197,7 +197,7 @@ def details_html(node_id: str, details: dict | None) -> str:
     if details is None:
         return "<i>That node is not in this diagram (the legend, or a drawing from before the last change).</i>"
     kind = details.get("kind", "")
-    rows = [("is", esc(NODE_KINDS.get(kind, kind)))]
+    rows = [("what", esc(NODE_KINDS.get(kind, kind)))]
     if kind != "fold":
         rows.append(("op", f"<code>{esc(details.get('op') or details.get('label', ''))}</code>"))
     if details.get("variables"):
