@@ -1,6 +1,7 @@
 """Jupyter widgets for the workbench; the logic lives in :mod:`byoc_workbench.session`.
 
-:mod:`.html` holds the pure View-to-HTML helpers; :mod:`.workbench` the widgets.
+:mod:`.html` holds the pure View-to-HTML helpers; :mod:`.rule_panel` the rule checkboxes
+(grouped by op family for a large target); :mod:`.workbench` the widgets.
 """
 
 from .html import (
@@ -13,6 +14,7 @@ from .html import (
     stage_summary,
     status_line,
     subgraph_table_html,
+    subgraphs_tab_html,
     svg_body,
 )
 from .workbench import GraphView, WorkbenchWidget, expand_key, toggled, workbench_widget
@@ -30,6 +32,7 @@ __all__ = [
     "stage_summary",
     "status_line",
     "subgraph_table_html",
+    "subgraphs_tab_html",
     "svg_body",
     "toggled",
     "workbench_widget",
