@@ -76,18 +76,20 @@ def _small_button(text: str, tooltip: str, css: str, action) -> W.Button:
 
 
 class RulePanel(W.VBox):
-    """Checkboxes for ``rules``, grouped; ``on_change(names, on)`` applies a change and
-    returns False when it failed, and the boxes go back. :meth:`update` shows new match counts."""
+    """Checkboxes for ``rules``, grouped, with ``prune`` (the prune checkbox) in a column beside them.
 
-    def __init__(self, rules, enabled, on_change: Callable, extra: W.Widget, title: str = "", disabled: bool = False):
+    ``on_change(names, on)`` applies a change and returns False when it failed, and the boxes
+    go back. :meth:`update` shows new match counts. ``title`` heads a large target's panel."""
+
+    def __init__(self, rules, enabled, on_change: Callable, prune: W.Widget, title: str = "", disabled: bool = False):
         self.rules = tuple(rules)
         self.compact = len(self.rules) >= COMPACT_FROM
         self._on_change = on_change
         self._enabled, self._matches = set(enabled), {}
         self._counted = False  # no match counts until the first update: fold nothing yet
         self._syncing = False
-        docs = {r.doc for r in self.rules}
-        inline_doc = not self.compact or len(docs) > 1  # one doc shared by 52 rules is said once, in the title
+        # One doc shared by 52 rules is said once, in the title (and in each checkbox's tooltip).
+        self._inline_doc = not self.compact or len({r.doc for r in self.rules}) > 1
         self.boxes: dict = {}
         self.labels: dict = {}
         self.rows: dict = {}
@@ -116,14 +118,13 @@ class RulePanel(W.VBox):
                 )
                 box.add_class("byoc-rule")
                 box.observe(self._on_box, names="value")
-                label = W.HTML(rule_label_html(r, self._enabled, {}, doc=inline_doc))
+                label = W.HTML(rule_label_html(r, self._enabled, {}, doc=self._inline_doc))
                 self.boxes[r.qualified], self.labels[r.qualified] = box, label
                 self.rows[r.qualified] = W.HBox([box, label]).add_class("byoc-rule-row")
                 rows.append(self.rows[r.qualified])
             self.groups.append((members, W.VBox(rows).add_class("byoc-rule-group")))
-        self._inline_doc = inline_doc
-        prune = W.VBox([W.HTML("<b>prune</b>"), extra]).add_class("byoc-rule-group")
-        columns = W.HBox([g for _, g in self.groups] + [prune]).add_class("byoc-rule-columns")
+        prune_column = W.VBox([W.HTML("<b>prune</b>"), prune]).add_class("byoc-rule-group")
+        columns = W.HBox([g for _, g in self.groups] + [prune_column]).add_class("byoc-rule-columns")
         self.filter = self.fold = None
         if not self.compact:
             super().__init__([columns])

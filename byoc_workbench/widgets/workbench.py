@@ -138,7 +138,7 @@ class WorkbenchWidget(W.VBox):
             rules,
             enabled_now,
             on_change=self.set_rules,
-            extra=self.prune_box,
+            prune=self.prune_box,
             title=f"<b>target {esc(target.name)}</b> <span style='color:#868e96'>{esc(target.doc)}</span>",
             disabled=self.workbench is None,
         )
