@@ -18,6 +18,7 @@ from .draw import graph as graph_mod
 from .draw import render
 from .errors import WorkbenchError
 from .flow import stages, summary
+from .flow.reuse import FuseCache
 from .flow.rules import Target, select
 
 
@@ -76,6 +77,7 @@ class Workbench:
         self.extra_rules = tuple(extra_rules)  # rules beyond the target's table, e.g. a user's own
         self.enabled = self._names(enabled)
         self.prune_rule = prune_rule or stages.no_mac()
+        self._runs = _Runs(self.mod, self.all_rules)  # shared with the workbenches made from this one
 
     @property
     def all_rules(self) -> tuple:
@@ -107,7 +109,23 @@ class Workbench:
 
     @cached_property
     def stages(self) -> list:
-        return stages.run_stages(self.mod, self.rules, self.prune_rule, check=False)
+        """Every stage for the enabled rules.
+
+        Rules that name no op of the module can never match, so the stages are
+        computed for the others and kept (see :class:`_Runs`): switching such a
+        rule, or switching a rule back, recomputes nothing. Only the annotate
+        stage's match counts and notes depend on every enabled rule.
+        """
+        fuse = self._runs.fuse
+        effective = tuple(r for r in self.rules if fuse.can_match(r))
+        run = self._runs.get(
+            (tuple(r.qualified for r in effective), self.prune_rule),
+            lambda: stages.run_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse),
+        )
+        annotate = run[2]
+        matches = {r.qualified: annotate.rule_matches.get(r.qualified, 0) for r in self.rules}
+        annotate = dataclasses.replace(annotate, rule_matches=matches, notes=stages.unmatched_notes(matches))
+        return [*run[:2], annotate, *run[3:]]
 
     def stage(self, name: str) -> summary.Stage:
         for s in self.stages:
@@ -160,6 +178,28 @@ class Workbench:
             generated={k: v.source for k, v in s.generated.items()},
             claimed=claimed_ops(s),
         )
+
+
+class _Runs:
+    """Stage runs per rule set, most recent last, shared by a workbench and those made from it.
+
+    A widget toggles a rule off and on again, or steps back through rule sets;
+    keeping the last few runs makes those toggles free, and :class:`FuseCache`
+    makes a new rule set's composite stage cheap.
+    """
+
+    def __init__(self, mod, rules, size: int = 8):
+        self.fuse = FuseCache(mod, rules)
+        self.size = size
+        self._runs: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key, compute) -> list:
+        if key not in self._runs:
+            self._runs[key] = compute()
+            while len(self._runs) > self.size:
+                self._runs.popitem(last=False)
+        self._runs.move_to_end(key)
+        return self._runs[key]
 
 
 def claimed_ops(s: summary.Stage) -> dict:

@@ -49,7 +49,8 @@ def check_module(mod) -> tvm.IRModule:
     return mod
 
 
-def _fuse(mod: tvm.IRModule, rules) -> tvm.IRModule:
+def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name."""
     if not rules:
         return mod
     # Patterns must not match inside composites made earlier, so only host functions are entries.
@@ -62,15 +63,24 @@ def _fuse(mod: tvm.IRModule, rules) -> tvm.IRModule:
     return keep_names(mod, fused)
 
 
-def composite(mod: tvm.IRModule, rules) -> tvm.IRModule:
-    """Pattern rules: each match becomes a call to a function with a ``Composite`` attribute."""
-    return _fuse(mod, [r for r in rules if r.kind == "pattern"])
+def composite(mod: tvm.IRModule, rules, fuse=None) -> tvm.IRModule:
+    """Pattern rules: each match becomes a call to a function with a ``Composite`` attribute.
+
+    ``fuse(mod, rules)`` may stand in for ``FuseOpsByPattern`` (a cache, see
+    :class:`byoc_workbench.session.Workbench`); it must return the same module.
+    """
+    return (fuse or fuse_rules)(mod, [r for r in rules if r.kind == "pattern"])
 
 
-def annotate(mod: tvm.IRModule, rules) -> tvm.IRModule:
+def annotate(mod: tvm.IRModule, rules, fuse=None) -> tvm.IRModule:
     """Per-op rules: each claimed call is wrapped like a one-op composite, so every
     claimed node now names its target (the prefix of its ``Composite`` name)."""
-    return _fuse(mod, [r for r in rules if r.kind == "op"])
+    return (fuse or fuse_rules)(mod, [r for r in rules if r.kind == "op"])
+
+
+def unmatched_notes(matches: dict) -> list:
+    """The annotate stage's notes: one line per rule that claimed nothing."""
+    return [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
 
 
 def merge(mod: tvm.IRModule) -> tuple:
@@ -95,13 +105,14 @@ def run_stages(
     check: bool = True,
     backend: str | None = None,
     options: dict | None = None,
+    fuse=None,
 ) -> list:
     """Run every stage for ``rules``; returns one :class:`Stage` per step.
 
     ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
     own codegen). For the ONNX-based backends, rules never claim a call the
-    ONNX translator cannot convert.
+    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`.
     """
     mod = check_module(mod) if check else mod
     if backend in ("onnxruntime", "tensorrt", "auto"):
@@ -115,12 +126,11 @@ def run_stages(
         stages.append(summarize(name, m, stages[-1] if stages else None, **kw))
 
     add("source", mod, notes=(transforms.prepared(mod) or {}).get("notes", ()))  # e.g. batch-norm folding
-    m = composite(mod, rules)
+    m = composite(mod, rules, fuse)
     add("composite", m)
-    m = annotate(m, rules)
+    m = annotate(m, rules, fuse)
     matches = rule_matches(m, rules)
-    unmatched = [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
-    add("annotate", m, notes=unmatched, rule_matches=matches)
+    add("annotate", m, notes=unmatched_notes(matches), rule_matches=matches)
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
