@@ -95,12 +95,15 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
         users = ir.users(mod[fname])
 
         def rewrite(is_df, bindings, region_of=region_of, users=users):
-            here = list(dict.fromkeys(region_of[b.var].id for b in bindings if b.var in region_of))
-            if not here:
+            by_region: dict = {}  # region id -> (index of its first binding, its bindings), in order
+            for j, b in enumerate(bindings):
+                region = region_of.get(b.var)
+                if region is not None:
+                    by_region.setdefault(region.id, (j, []))[1].append(b)
+            if not by_region:
                 return bindings
             units = []
-            for rid in here:
-                members = [b for b in bindings if b.var in region_of and region_of[b.var].id == rid]
+            for rid, (first, members) in by_region.items():
                 inside = {b.var for b in members}
                 outputs = [
                     b.var for b in members if any(u is None or u.var not in inside for u in users.get(b.var, ()))
@@ -115,7 +118,6 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
                     tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", sub.ret_ty)
                     new = [relax.VarBinding(tup, call)]
                     new += [relax.VarBinding(o, relax.TupleGetItem(tup, k)) for k, o in enumerate(outputs)]
-                first = next(j for j, b in enumerate(bindings) if b.var in inside)
                 units.append({"bindings": new, "defines": list(inside), "reads": inputs, "order": first})
             for j, b in enumerate(bindings):
                 if b.var not in region_of:
