@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from byoc_workbench import execute, transforms  # noqa: E402
 from byoc_workbench.flow import rules, stages  # noqa: E402
-from byoc_workbench.models import images, ssd, zoo  # noqa: E402
+from byoc_workbench.models import images, matching, ssd, zoo  # noqa: E402
 
 ORT_WHOLE_MODEL_S = 0.197  # CONTEXT.md: ONNX Runtime on MXNet's own ONNX export, same kind of machine
 
@@ -62,37 +62,9 @@ def where_time_goes(vm, x, top: int = 12) -> list:
     return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
 
 
-def unmatched(ref, got, score_tol=1e-4, box_tol=0.05) -> int:
-    """Detections of ``ref`` with no equal in ``got`` (same id, score within ``score_tol``, box within ``box_tol`` px).
-
-    Rows are matched as a set, not by position: near-equal scores (untrained weights
-    give many) may come out of NMS in another order when the float rounding differs.
-    """
-    ids, scores, boxes = (np.asarray(a)[0].reshape(len(np.asarray(a)[0]), -1) for a in ref)
-    ids2, scores2, boxes2 = (np.asarray(a)[0].reshape(len(np.asarray(a)[0]), -1) for a in got)
-    free = list(range(len(ids2)))
-    missing = 0
-    for i in range(len(ids)):
-        match = next(
-            (
-                j
-                for j in free
-                if ids2[j, 0] == ids[i, 0]
-                and abs(scores2[j, 0] - scores[i, 0]) <= score_tol
-                and np.abs(boxes2[j] - boxes[i]).max() <= box_tol
-            ),
-            None,
-        )
-        if match is None:
-            missing += 1
-        else:
-            free.remove(match)
-    return missing
-
-
 def compare(ref, got) -> str:
     same_order = all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=0.05) for a, b in zip(ref, got))
-    missing = unmatched(ref, got)
+    missing = len(matching.unmatched(ref, got))
     rows = np.asarray(ref[0]).shape[1]
     note = "; order differs among tied scores" if not same_order and not missing else ""
     return f"{rows - missing}/{rows} detections equal (id, score within 1e-4, box within 0.05 px){note}"

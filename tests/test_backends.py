@@ -156,3 +156,24 @@ def test_the_registry_names_every_choice():
     assert registry.backends_for(None, "byoc_target") == ("teaching",)
     assert registry.backends_for(None, "tensorrt") == ()
     assert registry.backends_for("auto", "tensorrt") == ("tensorrt", "onnxruntime", "teaching")
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds():
+    pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
+    from byoc_workbench import transforms
+    from byoc_workbench.models import matching, ssd
+
+    imported = ssd.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
+    prepared = transforms.prepare(imported.mod)
+    final = codegen_stage(prepared, rules.get_target("tensorrt").rules, "onnxruntime")
+    assert [(n, g.backend) for n, g in final.generated.items()] == [("tensorrt_0", "onnxruntime")]
+    assert "Conv 73," in final.generated["tensorrt_0"].source, "all 73 conv2d run in ONNX Runtime"
+    x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
+    alone, offloaded = execute.run(imported.mod, [x]), execute.run(final.mod, [x])
+    assert (np.asarray(alone[0]) >= 0).sum() > 10, "the seeded model detects something to compare"
+    assert matching.unmatched(alone, offloaded) == []
+    shifted = [np.asarray(a).copy() for a in offloaded]
+    shifted[2][0, 0, 0] += 0.1
+    assert matching.unmatched(alone, shifted) != [], "the comparison sees a box moved by 0.1 px"
