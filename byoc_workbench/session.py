@@ -120,7 +120,9 @@ class Workbench:
         effective = tuple(r for r in self.rules if fuse.can_match(r))
         run = self._runs.get(
             (tuple(r.qualified for r in effective), self.prune_rule),
-            lambda: stages.run_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse),
+            lambda: stages.run_stages(
+                self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=self._runs.source()
+            ),
         )
         annotate = run[2]
         matches = {r.qualified: annotate.rule_matches.get(r.qualified, 0) for r in self.rules}
@@ -192,6 +194,10 @@ class _Runs:
         self.fuse = FuseCache(mod, rules)
         self.size = size
         self._runs: collections.OrderedDict = collections.OrderedDict()
+
+    def source(self):
+        """The source stage of any earlier run: no rule changes it."""
+        return next((run[0] for run in self._runs.values()), None)
 
     def get(self, key, compute) -> list:
         if key not in self._runs:

@@ -22,8 +22,12 @@ from .regions import Region
 from .rules import codegen_name
 
 
-def _region_function(mod, members: list, region: Region, outputs: list, name: str):
-    """The lifted function of a region (its member bindings, in order) and the variables it takes."""
+def _region_function(mod, members: list, region: Region, outputs: list, name: str, placed: set):
+    """The lifted function of a region (its member bindings, in order) and the variables it takes.
+
+    A composite becomes a local function. FuseOpsByPattern gives identical matches one function,
+    so a composite already ``placed`` elsewhere is copied with fresh variables: a variable may
+    be bound only once in a module."""
     defined = {b.var for b in members}
     inputs = []
     for b in members:
@@ -38,7 +42,9 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
             args = [ir.substitute(a, mapping) for a in value.args]
-            value = relax.Call(relax.utils.copy_with_new_vars(composite), args)
+            local = relax.utils.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
+            placed.add(value.op.name_hint)
+            value = relax.Call(local, args)
         else:
             value = ir.substitute(value, mapping)
         new_var = ir.fresh_var(b.var, dataflow=b.var not in outputs)
@@ -88,6 +94,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
         cg = codegen_name(region.target)
         names[region.id] = f"{cg}_{counters.get(cg, 0)}"
         counters[cg] = counters.get(cg, 0) + 1
+    placed: set = set()
     for fname in ir.host_functions(mod):
         region_of = {v: r for r in regions if r.func == fname for v in r.members}
         if not region_of:
@@ -108,7 +115,7 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
                 outputs = [
                     b.var for b in members if any(u is None or u.var not in inside for u in users.get(b.var, ()))
                 ]
-                sub, inputs = _region_function(mod, members, region_of[members[0].var], outputs, names[rid])
+                sub, inputs = _region_function(mod, members, region_of[members[0].var], outputs, names[rid], placed)
                 gv = editor.add(names[rid], sub)
                 call = relax.Call(gv, list(inputs))
                 if len(outputs) == 1:

@@ -106,13 +106,15 @@ def run_stages(
     backend: str | None = None,
     options: dict | None = None,
     fuse=None,
+    source=None,
 ) -> list:
     """Run every stage for ``rules``; returns one :class:`Stage` per step.
 
     ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
     own codegen). For the ONNX-based backends, rules never claim a call the
-    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`.
+    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`;
+    ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
     if backend in ("onnxruntime", "tensorrt", "auto"):
@@ -120,12 +122,13 @@ def run_stages(
 
         rules = guard_rules(rules)
     prune_rule = prune_rule or no_mac()
-    stages = []
+    stages = [source] if source is not None else []
 
     def add(name, m, **kw):
         stages.append(summarize(name, m, stages[-1] if stages else None, **kw))
 
-    add("source", mod, notes=(transforms.prepared(mod) or {}).get("notes", ()))  # e.g. batch-norm folding
+    if not stages:
+        add("source", mod, notes=(transforms.prepared(mod) or {}).get("notes", ()))  # e.g. batch-norm folding
     m = composite(mod, rules, fuse)
     add("composite", m)
     m = annotate(m, rules, fuse)

@@ -61,19 +61,29 @@ class Owner:
 def op_owners(mod: tvm.IRModule) -> collections.Counter:
     """Count of ``(op, owner, target)``: ``owner`` is an :class:`Owner`; ``target`` is
     "host" or a BYOC target (that of the innermost composite, or of the subgraph)."""
+    return _census(mod)[0]
+
+
+def _census(mod: tvm.IRModule) -> tuple:
+    """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module."""
     counts: collections.Counter = collections.Counter()
+    subgraphs = []
 
     def visit(name, target):
-        for s in ir.walk(mod[name], mod, name=name):
-            if s.op:
-                owner = Owner(name, tuple(p.name for p in s.path if p.kind == "call"))
-                counts[(s.op, owner, s.composite.split(".", 1)[0] if s.composite else target)] += 1
+        found = [(s.op, s.path, s.composite) for s in ir.walk(mod[name], mod, name=name) if s.op]
+        if target is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
+            first = next((c for _, _, c in found if c), None)
+            target = first.split(".", 1)[0] if first else ir.func_attr(mod[name], ir.CODEGEN)
+            subgraphs.append(Subgraph(name, target, [op for op, _, _ in found]))
+        for op, path, composite in found:
+            owner = Owner(name, tuple(p.name for p in path if p.kind == "call"))
+            counts[(op, owner, composite.split(".", 1)[0] if composite else target)] += 1
 
     for name in ir.host_functions(mod):
         visit(name, HOST)
     for name in ir.subgraph_functions(mod):
-        visit(name, ir.subgraph_target(mod, name))
-    return counts
+        visit(name, None)
+    return counts, subgraphs
 
 
 def diff(before: collections.Counter, after: collections.Counter) -> list:
@@ -109,14 +119,13 @@ def describe_change(c: dict) -> str:
 
 
 def summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None) -> Stage:
-    owners = op_owners(mod)
+    # Stages that leave the module as it was (merge, or annotate without per-op rules) share its count.
+    owners, found = (previous.owners, None) if previous is not None and previous.mod is mod else _census(mod)
     per_target = collections.Counter()
     for (_, _, tgt), n in owners.items():
         per_target[tgt] += n
     if subgraphs is None:
-        subgraphs = [
-            Subgraph(n, ir.subgraph_target(mod, n), ir.ops_in(mod[n], mod)) for n in ir.subgraph_functions(mod)
-        ]
+        subgraphs = found if found is not None else _census(mod)[1]
     return Stage(
         name=name,
         mod=mod,
