@@ -179,6 +179,7 @@ def test_toggles_on_the_ssd_reuse_matches_and_fuse_as_the_pass_does(ssd_wb):
 
     wb, _ = ssd_wb
     fuse = wb._runs.fuse
+    assert wb.stage("composite").mod is not None  # the widget's first view: every rule on
     for name in ("tensorrt.nn.conv2d", "tensorrt.nn.relu", "tensorrt.add", "tensorrt.concatenate"):
         off = wb.with_rule(name, False)
         fast = off.stage("composite").mod
