@@ -34,8 +34,8 @@ def has_branches(mod: tvm.IRModule) -> bool:
     )
 
 
-def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
-    """``tvm.compile`` the module and load it in a VM on the CPU.
+def compile(mod: tvm.IRModule, target: str = "llvm") -> relax.VMExecutable:
+    """``tvm.compile`` the module for ``target``.
 
     TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
     recursive function (it reuses storage across recursive calls) and on some
@@ -44,8 +44,18 @@ def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
     """
     disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
     with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
-        executable = tvm.compile(mod, target=target)
-    return relax.VirtualMachine(executable, tvm.cpu())
+        return tvm.compile(mod, target=target)
+
+
+def device(target: str = "llvm") -> tvm.runtime.Device:
+    """The device a VM built for ``target`` runs on: the first GPU for ``cuda``, else the CPU."""
+    kind = target.split()[0] if isinstance(target, str) else tvm.target.Target(target).kind.name
+    return tvm.cuda(0) if kind == "cuda" else tvm.cpu()
+
+
+def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
+    """:func:`compile` the module and load it in a VM on ``target``'s device."""
+    return relax.VirtualMachine(compile(mod, target), device(target))
 
 
 def to_numpy(value):
