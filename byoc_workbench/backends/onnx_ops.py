@@ -1,0 +1,379 @@
+"""The converter table of the ONNX translator: one entry per Relax op, keyed by its name.
+
+Each converter takes ``(graph, call, inputs)`` and adds ONNX nodes to the graph
+(see :class:`byoc_workbench.backends.onnx.Graph`); families of ops share a
+factory (unary, binary, reduce, conv, pool). ``CHECKS`` says why a call to a
+known op may still not convert (a layout, a rounding mode ONNX lacks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from tvm import relax
+
+from .. import ir
+
+# --- reading static values off Relax expressions --------------------------------
+
+
+def _scalar(value):
+    """A Python number from an int, IntImm, FloatImm or PrimValue."""
+    while not isinstance(value, (int, float, bool, np.number)) and hasattr(value, "value"):
+        value = value.value
+    return value
+
+
+def _ints(values) -> list:
+    """Static integers from a ShapeExpr, a Relax tuple of PrimValues or an attribute array."""
+    if isinstance(values, relax.ShapeExpr):
+        values = values.values
+    elif isinstance(values, relax.Tuple):
+        values = values.fields
+    return [int(_scalar(v)) for v in values]
+
+
+def static_shape(ty) -> list:
+    """The static shape of a tensor type, as ints."""
+    return _ints(ty.shape.values)
+
+
+def _dtype_name(dt) -> str:
+    return "" if dt is None else str(dt)
+
+
+def _layout_check(*pairs) -> Callable:
+    """A check that each ``(attr, expected)`` layout attribute has its expected value."""
+
+    def check(call):
+        for attr, want in pairs:
+            got = str(getattr(call.attrs, attr))
+            if got != want:
+                return f"{call.op.name} with {attr}={got} (only {want})"
+        return _same_dtype(call)
+
+    return check
+
+
+def _same_dtype(call):
+    """ONNX ops keep their input's dtype; a different ``out_dtype`` would need a cast TVM does not show."""
+    out = _dtype_name(getattr(call.attrs, "out_dtype", None))
+    if out and out != "void" and out != str(call.args[0].ty.dtype):
+        return f"{call.op.name} with out_dtype={out} on {call.args[0].ty.dtype} data"
+    return None
+
+
+def _permutation(index_map):
+    """The axes of a layout_transform that only permutes axes, else None."""
+    initial = list(index_map.initial_indices)
+    final = list(index_map.final_indices)
+    perm = [next((i for i, v in enumerate(initial) if v.same_as(f)), None) for f in final]
+    return perm if None not in perm and sorted(perm) == list(range(len(initial))) else None
+
+
+def _check_layout_transform(call):
+    if _permutation(call.attrs.index_map) is None:
+        return f"relax.layout_transform with index map {call.attrs.index_map} (only axis permutations)"
+    return None
+
+
+def _check_adaptive_pool(call):
+    layout = _layout_check(("layout", "NCHW"), ("out_layout", "NCHW"))(call)
+    if layout:
+        return layout
+    din, dout = static_shape(call.args[0].ty)[2:], static_shape(call.ty)[2:]
+    if any(i % o for i, o in zip(din, dout)):
+        return f"relax.nn.adaptive_avg_pool2d from {din} to {dout} (only sizes that divide the input)"
+    return None
+
+
+def _check_layer_norm(call):
+    ndim = call.args[0].ty.ndim
+    axes = sorted(a % ndim for a in _ints(call.attrs.axes))
+    if axes != list(range(ndim - len(axes), ndim)):
+        return f"relax.nn.layer_norm over axes {axes} (only trailing axes)"
+    return None
+
+
+def _check_resize(call):
+    a = call.attrs
+    if str(a.layout) != "NCHW":
+        return f"relax.image.resize2d with layout {a.layout} (only NCHW)"
+    if a.coordinate_transformation_mode not in _RESIZE_COORDS:
+        return f"relax.image.resize2d with coordinate_transformation_mode={a.coordinate_transformation_mode}"
+    if a.method == "nearest_neighbor" and a.rounding_method not in _NEAREST_MODES:
+        # ONNX has no ties-to-even rounding, which Relax's "round" is.
+        return f"relax.image.resize2d nearest_neighbor with rounding_method={a.rounding_method}"
+    if not isinstance(call.args[1], relax.ShapeExpr):
+        return "relax.image.resize2d to a size computed at run time"
+    return _same_dtype(call)
+
+
+def _check_pool(call):
+    layout = "NC" + "DHW"[5 - call.args[0].ty.ndim :]
+    layout = _layout_check(("layout", layout), ("out_layout", layout))(call)
+    if layout:
+        return layout
+    if "avg" in call.op.name and any(d != 1 for d in _ints(call.attrs.dilation)):
+        return f"{call.op.name} with dilation {_ints(call.attrs.dilation)} (ONNX AveragePool needs opset 19)"
+    return None
+
+
+def _check_integer_divide(call):
+    # TVM divides integers with floor semantics, ONNX Div truncates.
+    if not str(call.ty.dtype).startswith(("float", "bfloat")):
+        return f"relax.divide on {call.ty.dtype}"
+    return None
+
+
+def _check_static_shapes(call):
+    for expr in [*call.args, call]:
+        ty = expr.ty
+        if isinstance(ty, relax.TensorType) and (ty.shape is None or not _all_static(ty)):
+            return f"{call.op.name} on a tensor of dynamic shape {ir.type_str(ty)}"
+    return None
+
+
+def _all_static(ty) -> bool:
+    return all(isinstance(_scalar(d), int) for d in ty.shape.values)
+
+
+# --- converters: (graph, call, inputs) -> output name(s) ---------------------------
+# ``inputs`` holds the ONNX name of each tensor argument (a list for a tuple argument,
+# None for a static argument such as a ShapeExpr, which converters read from the call).
+
+
+def _unary(op_type: str) -> Callable:
+    return lambda g, call, x: g.node(op_type, [x[0]])
+
+
+def _binary(op_type: str) -> Callable:
+    return lambda g, call, x: g.node(op_type, [x[0], x[1]])
+
+
+def _reduce(op_type: str) -> Callable:
+    def convert(g, call, x):
+        axis = call.attrs.axis
+        inputs = [x[0]] if axis is None else [x[0], g.int64s(_ints(axis), "axes")]
+        return g.node(op_type, inputs, keepdims=int(bool(call.attrs.keepdims)))
+
+    return convert
+
+
+def _conv(transpose: bool) -> Callable:
+    def convert(g, call, x):
+        a = call.attrs
+        attrs = dict(strides=_ints(a.strides), pads=_ints(a.padding), dilations=_ints(a.dilation), group=int(a.groups))
+        if transpose:
+            attrs["output_padding"] = _ints(a.output_padding)
+        return g.node("ConvTranspose" if transpose else "Conv", [x[0], x[1]], **attrs)
+
+    return convert
+
+
+def _conv_check(spatial: str, transpose: bool) -> Callable:
+    kernel = ("IO" if transpose else "OI") + spatial
+    return _layout_check(("data_layout", "NC" + spatial), ("kernel_layout", kernel), ("out_layout", "NC" + spatial))
+
+
+def _pool(op_type: str) -> Callable:
+    def convert(g, call, x):
+        a = call.attrs
+        attrs = dict(
+            kernel_shape=_ints(a.pool_size), strides=_ints(a.strides), pads=_ints(a.padding), ceil_mode=int(a.ceil_mode)
+        )
+        if op_type == "MaxPool":
+            attrs["dilations"] = _ints(a.dilation)
+        else:
+            attrs["count_include_pad"] = int(a.count_include_pad)
+        return g.node(op_type, [x[0]], **attrs)
+
+    return convert
+
+
+def _adaptive_avg_pool2d(g, call, x):
+    din, dout = static_shape(call.args[0].ty)[2:], static_shape(call.ty)[2:]
+    if dout == [1, 1]:
+        return g.node("GlobalAveragePool", [x[0]])
+    kernel = [i // o for i, o in zip(din, dout)]
+    return g.node("AveragePool", [x[0]], kernel_shape=kernel, strides=kernel)
+
+
+def _silu(g, call, x):
+    return g.node("Mul", [x[0], g.node("Sigmoid", [x[0]])])
+
+
+def _reshape(g, call, x):
+    # The call's type holds the static result shape, with any -1 already resolved.
+    return g.node("Reshape", [x[0], g.int64s(static_shape(call.ty), "shape")])
+
+
+def _expand_dims(g, call, x):
+    return g.node("Unsqueeze", [x[0], g.int64s(_ints(call.attrs.axis), "axes")])
+
+
+def _squeeze(g, call, x):
+    axis = call.attrs.axis
+    return g.node("Squeeze", [x[0]] if axis is None else [x[0], g.int64s(_ints(axis), "axes")])
+
+
+def _permute_dims(g, call, x):
+    axes = call.attrs.axes
+    perm = list(reversed(range(call.args[0].ty.ndim))) if axes is None else _ints(axes)
+    return g.node("Transpose", [x[0]], perm=perm)
+
+
+def _layout_transform(g, call, x):
+    return g.node("Transpose", [x[0]], perm=_permutation(call.attrs.index_map))
+
+
+def _concat(g, call, x):
+    parts = x[0]
+    if call.attrs.axis is None:  # Relax flattens every input first
+        flat = g.int64s([-1], "flat")
+        return g.node("Concat", [g.node("Reshape", [p, flat]) for p in parts], axis=0)
+    return g.node("Concat", list(parts), axis=int(call.attrs.axis))
+
+
+def _split(g, call, x):
+    axis = int(call.attrs.axis)
+    sizes = [static_shape(f)[axis] for f in call.ty.fields]
+    return g.node("Split", [x[0], g.int64s(sizes, "split")], outputs=len(sizes), axis=axis)
+
+
+def _layer_norm(g, call, x):
+    a = call.attrs
+    norm_shape = static_shape(call.args[1].ty)
+    gamma = x[1] if a.scale else g.const(np.ones(norm_shape, str(call.args[1].ty.dtype)), "ones")
+    beta = x[2] if a.center else g.const(np.zeros(norm_shape, str(call.args[2].ty.dtype)), "zeros")
+    axis = -len(_ints(a.axes))
+    return g.node("LayerNormalization", [x[0], gamma, beta], axis=axis, epsilon=float(a.epsilon))
+
+
+def _clip(g, call, x):
+    lo, hi = (_scalar(v) for v in call.args[1:3])
+    return g.node("Clip", [x[0], g.scalar(lo, call), g.scalar(hi, call)])
+
+
+def _strided_slice(g, call, x):
+    axes, begin, end = (_ints(v) for v in call.args[1:4])
+    strides = _ints(call.args[4]) if len(call.args) > 4 else [1] * len(axes)
+    ints = [g.int64s(v, hint) for v, hint in ((begin, "starts"), (end, "ends"), (axes, "axes"), (strides, "steps"))]
+    return g.node("Slice", [x[0], *ints])
+
+
+_RESIZE_MODES = {"nearest_neighbor": "nearest", "linear": "linear", "cubic": "cubic"}
+_RESIZE_COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel")
+_NEAREST_MODES = ("floor", "ceil", "round_prefer_ceil", "round_prefer_floor")
+
+
+def _resize2d(g, call, x):
+    a = call.attrs
+    sizes = g.int64s(static_shape(call.ty), "sizes")
+    attrs = dict(
+        mode=_RESIZE_MODES[a.method],
+        coordinate_transformation_mode=a.coordinate_transformation_mode,
+        cubic_coeff_a=float(a.cubic_alpha),
+        exclude_outside=int(a.cubic_exclude),
+    )
+    if a.method == "nearest_neighbor":
+        attrs["nearest_mode"] = a.rounding_method
+    return g.node("Resize", [x[0], "", "", sizes], **attrs)
+
+
+_UNARY = {
+    "relax.nn.relu": "Relu",
+    "relax.sigmoid": "Sigmoid",
+    "relax.tanh": "Tanh",
+    "relax.exp": "Exp",
+    "relax.log": "Log",
+    "relax.sqrt": "Sqrt",
+    "relax.abs": "Abs",
+    "relax.negative": "Neg",
+    "relax.sin": "Sin",
+    "relax.cos": "Cos",
+    "relax.atan": "Atan",
+    "relax.ceil": "Ceil",
+    "relax.floor": "Floor",
+    "relax.erf": "Erf",
+}
+_BINARY = {
+    "relax.add": "Add",
+    "relax.subtract": "Sub",
+    "relax.multiply": "Mul",
+    "relax.divide": "Div",
+    "relax.power": "Pow",
+    "relax.maximum": "Max",
+    "relax.minimum": "Min",
+    "relax.matmul": "MatMul",
+}
+_REDUCE = {
+    "relax.sum": "ReduceSum",
+    "relax.prod": "ReduceProd",
+    "relax.max": "ReduceMax",
+    "relax.min": "ReduceMin",
+    "relax.mean": "ReduceMean",
+}
+
+CONVERTERS: dict = {
+    **{op: _unary(t) for op, t in _UNARY.items()},
+    **{op: _binary(t) for op, t in _BINARY.items()},
+    **{op: _reduce(t) for op, t in _REDUCE.items()},
+    "relax.nn.silu": _silu,
+    "relax.nn.softmax": lambda g, call, x: g.node("Softmax", [x[0]], axis=int(call.attrs.axis)),
+    "relax.nn.batch_flatten": lambda g, call, x: g.node("Flatten", [x[0]], axis=1),
+    "relax.expand_dims": _expand_dims,
+    "relax.squeeze": _squeeze,
+    "relax.permute_dims": _permute_dims,
+    "relax.layout_transform": _layout_transform,
+    "relax.reshape": _reshape,
+    "relax.concat": _concat,
+    "relax.split": _split,
+    "relax.nn.conv1d": _conv(False),
+    "relax.nn.conv2d": _conv(False),
+    "relax.nn.conv3d": _conv(False),
+    "relax.nn.conv2d_transpose": _conv(True),
+    "relax.nn.conv3d_transpose": _conv(True),
+    "relax.nn.max_pool2d": _pool("MaxPool"),
+    "relax.nn.max_pool3d": _pool("MaxPool"),
+    "relax.nn.avg_pool2d": _pool("AveragePool"),
+    "relax.nn.avg_pool3d": _pool("AveragePool"),
+    "relax.nn.adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "relax.nn.layer_norm": _layer_norm,
+    "relax.clip": _clip,
+    "relax.strided_slice": _strided_slice,
+    "relax.image.resize2d": _resize2d,
+}
+
+# Why a call to a known op may still not convert; None means it converts.
+CHECKS: dict = {
+    "relax.divide": _check_integer_divide,
+    "relax.matmul": _same_dtype,
+    "relax.nn.conv1d": _conv_check("W", False),
+    "relax.nn.conv2d": _conv_check("HW", False),
+    "relax.nn.conv3d": _conv_check("DHW", False),
+    "relax.nn.conv2d_transpose": _conv_check("HW", True),
+    "relax.nn.conv3d_transpose": _conv_check("DHW", True),
+    "relax.nn.max_pool2d": _check_pool,
+    "relax.nn.max_pool3d": _check_pool,
+    "relax.nn.avg_pool2d": _check_pool,
+    "relax.nn.avg_pool3d": _check_pool,
+    "relax.nn.adaptive_avg_pool2d": _check_adaptive_pool,
+    "relax.layout_transform": _check_layout_transform,
+    "relax.nn.layer_norm": _check_layer_norm,
+    "relax.image.resize2d": _check_resize,
+}
+
+SUPPORTED_OPS = frozenset(CONVERTERS)
+
+
+def unsupported(call: relax.Call) -> str | None:
+    """Why the translator cannot convert ``call``, or None when it can."""
+    name = call.op.name
+    if name not in CONVERTERS:
+        return f"{name} (no converter)"
+    reason = _check_static_shapes(call)
+    if reason is None and name in CHECKS:
+        reason = CHECKS[name](call)
+    return reason
