@@ -51,8 +51,13 @@ class Feedback:
         return "\n".join(lines)
 
 
-def _unanswered(*answers) -> bool:
-    return any(a is ... or a is None for a in answers)
+def _start(title: str, hint: str, answers: tuple) -> Feedback:
+    """The feedback of one exercise, already saying so when an answer is still ``...``."""
+    fb = Feedback(title)
+    fb.hint = hint
+    if any(a is ... or a is None for a in answers):
+        fb.wrong.append(_NOT_ANSWERED)
+    return fb
 
 
 def _predicted(fb: Feedback, what: str, predicted, actual) -> None:
@@ -119,13 +124,13 @@ CONV_RELU = collections.Counter({"relax.nn.conv2d": 2, "relax.nn.relu": 2})
 
 def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
     """Exercise 1: a pattern for conv2d + relu without bias, and how often it matches :func:`conv_relu_graph`."""
-    fb = Feedback("Exercise 1, a pattern for conv2d + relu (no bias)")
-    fb.hint = (
+    fb = _start(
+        "Exercise 1, a pattern for conv2d + relu (no bias)",
         "compose tvm.relax.dpl calls: is_op('relax.nn.<name>')(its inputs), with wildcard() for any input; "
-        "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs"
+        "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs",
+        answers=(pattern, predicted_matches),
     )
-    if _unanswered(pattern, predicted_matches):
-        fb.wrong.append(_NOT_ANSWERED)
+    if fb.wrong:
         return fb
     try:
         rule = pattern_rule("exercise", "conv2d_relu", pattern)
@@ -164,14 +169,14 @@ def _demo() -> tvm.IRModule:
 
 def check_multiply_rule(rule, predicted_subgraphs) -> Feedback:
     """Exercise 2: a per-op rule for ``multiply`` on byoc-target, and the partition of :func:`multiply_graph`."""
-    fb = Feedback("Exercise 2, a per-op rule for multiply")
-    fb.hint = (
+    fb = _start(
+        "Exercise 2, a per-op rule for multiply",
         "op_rule('byoc-target', 'multiply', 'relax.multiply'). Without it the partition of multiply_graph() has "
         "2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them: what happens to them once "
-        "multiply is claimed too?"
+        "multiply is claimed too?",
+        answers=(rule, predicted_subgraphs),
     )
-    if _unanswered(rule, predicted_subgraphs):
-        fb.wrong.append(_NOT_ANSWERED)
+    if fb.wrong:
         return fb
     if not isinstance(rule, Rule):
         fb.wrong.append(f"build the rule with op_rule(...), got {type(rule).__name__}")
@@ -208,13 +213,13 @@ PRUNE_CASES = (  # (ops of a subgraph, number of MAC ops in it)
 
 def check_prune_rule(rule) -> Feedback:
     """Exercise 3: a prune rule ``(name, ops) -> reason or None`` that keeps subgraphs with at least 2 MAC ops."""
-    fb = Feedback("Exercise 3, a prune rule: at least 2 MAC ops")
-    fb.hint = (
+    fb = _start(
+        "Exercise 3, a prune rule: at least 2 MAC ops",
         "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
-        "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host"
+        "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host",
+        answers=(rule,),
     )
-    if _unanswered(rule):
-        fb.wrong.append(_NOT_ANSWERED)
+    if fb.wrong:
         return fb
     if not callable(rule):
         fb.wrong.append(f"a prune rule is a function (name, ops) -> reason or None, got {type(rule).__name__}")
@@ -247,13 +252,13 @@ def check_prune_rule(rule) -> Feedback:
 
 def check_own_graph(mod, rules, predicted_subgraphs) -> Feedback:
     """Exercise 4: a graph of at least three ops of your own, rules for it, and its partition predicted."""
-    fb = Feedback("Exercise 4, your own graph, partitioned")
-    fb.hint = (
+    fb = _start(
+        "Exercise 4, your own graph, partitioned",
         "write mod with @I.ir_module (a main with at least three ops in a dataflow block) and rules with "
-        "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting"
+        "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting",
+        answers=(mod, rules, predicted_subgraphs),
     )
-    if _unanswered(mod, rules, predicted_subgraphs):
-        fb.wrong.append(_NOT_ANSWERED)
+    if fb.wrong:
         return fb
     target = rules if isinstance(rules, Target) else None
     if target is None:
@@ -317,13 +322,13 @@ def check_ssd_rule_off(wb, partition_change, prune_change) -> Feedback:
     Predict whether the partition gives ``"more"``, ``"fewer"`` or the ``"same"`` number of
     subgraphs as with every rule on, and the same after pruning. The feedback explains the counts.
     """
-    fb = Feedback("Exercise 5, one TensorRT rule off on the SSD")
-    fb.hint = (
+    fb = _start(
+        "Exercise 5, one TensorRT rule off on the SSD",
         "a rule that is off leaves its ops on the host, where they cut the subgraphs around them; "
-        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs"
+        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs",
+        answers=(wb, partition_change, prune_change),
     )
-    if _unanswered(wb, partition_change, prune_change):
-        fb.wrong.append(_NOT_ANSWERED)
+    if fb.wrong:
         return fb
     if not isinstance(wb, Workbench) or wb.target.name != "tensorrt":
         fb.wrong.append("pass the SSD's workbench for target tensorrt, with one rule switched off")
