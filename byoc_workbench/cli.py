@@ -117,12 +117,33 @@ def cmd_run(args) -> int:
 
     if args.save_outputs:
         writable_dir(Path(args.save_outputs).parent, "pass --save-outputs a path in a directory you can write to")
-    result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend)
+    result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     kept = int((np.asarray(result["ids"]) >= 0).sum())
     print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
+    print(f"ran on: {result.backend}")
+    for note in result.notes:
+        print(f"  {note}")
     if args.save_outputs:
         np.savez(args.save_outputs, ids=result["ids"], scores=result["scores"], boxes=result["boxes"])
         print(f"saved ids, scores and boxes to {args.save_outputs}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+
+    backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
+    result = bench.bench_ssd(
+        backends,
+        repeat=args.repeat,
+        tvm_repeat=args.tvm_repeat,
+        model=args.ssd_model,
+        weights=args.weights,
+        image=args.image,
+        unpruned=not args.no_unpruned,
+        anchors=not args.no_anchors,
+    )
+    print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
     return 0
 
 
@@ -247,7 +268,13 @@ def parser() -> argparse.ArgumentParser:
         if name == "import":
             c.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
         else:
-            c.add_argument("--backend", choices=("tvm", "mxnet"), default="tvm")
+            c.add_argument(
+                "--backend",
+                choices=("tvm", "mxnet", "onnxruntime", "tensorrt", "auto"),
+                default="tvm",
+                help="tvm: TVM alone; mxnet: the Gluon block; onnxruntime, tensorrt, auto: the TensorRT subgraph "
+                "offloaded through that backend, TVM for the rest (auto: TensorRT where it runs, else ONNX Runtime)",
+            )
             c.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
             c.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz")
         c.set_defaults(func=func)
@@ -277,6 +304,25 @@ def parser() -> argparse.ArgumentParser:
         else:
             c.add_argument("--tolerance", type=float, default=1e-3, help="largest relative error (default 1e-3)")
         c.set_defaults(func=func)
+
+    b = sub.add_parser("bench", help="time a model on several backends and two anchors, in one process")
+    b.add_argument("what", choices=("ssd",))
+    b.add_argument(
+        "--backends",
+        default="tvm,onnxruntime",
+        help="comma-separated: tvm, onnxruntime, tensorrt, auto, teaching (default: tvm,onnxruntime)",
+    )
+    b.add_argument("--repeat", type=int, default=10, help="timed runs per backend after warm-up (default 10)")
+    b.add_argument(
+        "--tvm-repeat", type=int, default=1, help="timed runs of TVM alone, tens of seconds each (default 1)"
+    )
+    b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")
+    b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
+    b.add_argument("--json", action="store_true", help="print the results as JSON")
+    b.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
+    b.add_argument("--weights", help="trained, untrained, or a local .params file")
+    b.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
+    b.set_defaults(func=cmd_bench)
 
     f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")
     f.add_argument("--models", help="comma-separated model names (default: all)")

@@ -613,12 +613,19 @@ def test_import_summary_shape():
 
 @pytest.mark.mxnet
 def test_run_rejects_classifier_and_unknown_backend():
+    from byoc_workbench.backends import tensorrt
+    from byoc_workbench.errors import WorkbenchError
     from byoc_workbench.models import ssd
 
     with pytest.raises(ssd.SSDError, match="not a detection model"):
         ssd.run("resnet50_v1", weights="untrained")
-    with pytest.raises(ssd.SSDError, match="backend"):
-        ssd.run(backend="tensorrt")
+    with pytest.raises(ssd.SSDError, match="Unknown backend 'tvm-cuda'"):
+        ssd.run(backend="tvm-cuda")
+    why = tensorrt.missing()
+    if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
+        with pytest.raises(WorkbenchError) as err:
+            ssd.run(backend="tensorrt")
+        assert err.value.line == why and "\n" not in why and "Fix:" in why
 
 
 @pytest.mark.mxnet

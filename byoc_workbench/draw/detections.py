@@ -18,6 +18,26 @@ def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:
     return sorted(rows, key=lambda r: -r[1])
 
 
+def named(rows, class_names=()) -> list:
+    """``detections_above`` rows with their class names: ``[(name, score, box), ...]``."""
+    return [(class_names[c] if 0 <= c < len(class_names) else f"class {c}", s, b) for c, s, b in rows]
+
+
+def at_threshold(ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = "") -> dict:
+    """What the score slider shows at ``thresh`` (the pure twin of the notebook's slider).
+
+    Returns ``{"shown": [(name, score, box)] (the ``top`` best), "found": how
+    many score at least ``thresh``, "caption": one line, "mark"}``; the caption
+    ends with ``mark`` (e.g. "untrained weights") when there is one.
+    """
+    found = detections_above(ids, scores, boxes, thresh)
+    shown = named(found[:top], class_names)
+    caption = f"{len(shown)} of {len(found)} detections with score >= {thresh:.2f}"
+    if shown:
+        caption += ": " + ", ".join(f"{n} {s:.2f}" for n, s, _ in shown[:5]) + (" …" if len(shown) > 5 else "")
+    return {"shown": shown, "found": len(found), "caption": caption + (f" — {mark}" if mark else ""), "mark": mark}
+
+
 def draw_detections(
     image,
     ids,
@@ -40,8 +60,7 @@ def draw_detections(
     ax.axis("off")
     found = detections_above(ids, scores, boxes, thresh)
     rows = found[:top]
-    for cid, score, (x0, y0, x1, y1) in rows:
-        name = class_names[cid] if 0 <= cid < len(class_names) else f"class {cid}"
+    for name, score, (x0, y0, x1, y1) in named(rows, class_names):
         color = target_color(name) if not name.startswith("#") else name
         color = _rgb(color)
         ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor=color, linewidth=2))

@@ -25,15 +25,20 @@ class Profile:
         return sorted(self.by_op.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def profile(mod: tvm.IRModule, mark: str = "") -> Profile:
-    """Count the ops of ``mod``: every Relax op call, inside composites and subgraphs too."""
+def profile(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> Profile:
+    """Count the ops of ``mod``: every Relax op call, inside composites and subgraphs too.
+
+    ``function`` counts one function only, e.g. a subgraph (the seed's ``profile_graph(mod["tensorrt_0"])``).
+    """
     owners = op_owners(mod)
     by_op: collections.Counter = collections.Counter()
     by_target: collections.Counter = collections.Counter()
-    for (op, _, target), n in owners.items():
-        by_op[op] += n
-        by_target[target] += n
-    subgraphs = collections.Counter(ir.subgraph_target(mod, name) for name in ir.subgraph_functions(mod))
+    for (op, owner, target), n in owners.items():
+        if function is None or owner.function == function:
+            by_op[op] += n
+            by_target[target] += n
+    names = [n for n in ir.subgraph_functions(mod) if function in (None, n)]
+    subgraphs = collections.Counter(ir.subgraph_target(mod, name) for name in names)
     return Profile(sum(by_op.values()), by_op, dict(by_target), dict(subgraphs), mark)
 
 

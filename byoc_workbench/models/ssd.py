@@ -11,13 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import execute
 from ..errors import WorkbenchError
 from . import images, zoo
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("tvm", "mxnet")
+BACKENDS = ("tvm", "mxnet", "onnxruntime", "tensorrt", "auto")
 
 
 class SSDError(WorkbenchError):
@@ -48,6 +47,8 @@ class Detections(dict):
 
     weights: str = ""
     weights_label: str = ""
+    backend: str = ""  # what ran it, e.g. "onnxruntime (CPU) + tvm (llvm) for the rest"
+    notes: tuple = ()  # the codegen stage's note per subgraph
 
 
 def relax_op_counts(mod) -> dict[str, int]:
@@ -108,16 +109,34 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
     }
 
 
-def _detections(outputs, loaded) -> Detections:
+def _detections(outputs, loaded, backend: str = "", notes=()) -> Detections:
     ids, scores, boxes = (np.asarray(o) for o in outputs)
     result = Detections(ids=ids, scores=scores, boxes=boxes)
     result.weights, result.weights_label = loaded.weights, loaded.weights_label
+    result.backend, result.notes = backend, tuple(notes)
     if not loaded.is_trained:
         logger.warning("detections from %s: %s", loaded.name, loaded.weights_label)
     return result
 
 
-def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str = "tvm", short: int = 512) -> Detections:
+def offload(mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None) -> list:
+    """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
+    rules, pruned (or not), its subgraphs compiled by ``backend``; the last stage is codegen."""
+    from ..flow import stages
+    from ..flow.rules import get_target
+
+    rules = get_target(target).rules if rules is None else rules
+    return stages.run_stages(mod, rules, stages.no_mac() if prune else stages.keep_all, check=False, backend=backend)
+
+
+def run(
+    model: str = zoo.DEFAULT_MODEL,
+    weights=None,
+    image=None,
+    backend: str = "tvm",
+    short: int = 512,
+    progress: bool = False,
+) -> Detections:
     """Detect objects in one picture with an SSD model.
 
     Parameters
@@ -128,31 +147,49 @@ def run(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, backend: str =
         See :func:`byoc_workbench.models.zoo.load_model`.
     image : path, optional
         JPEG or PNG; None for the default picture (:func:`images.default_image_path`).
-    backend : {"tvm", "mxnet"}
+    backend : {"tvm", "mxnet", "onnxruntime", "tensorrt", "auto"}
         ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
         ``mxnet``: run the Gluon block itself (the reference).
+        ``onnxruntime``, ``tensorrt``, ``auto``: partition with upstream's
+        TensorRT rules, prune, and offload the subgraph through that backend
+        (``auto``: TensorRT where it can run, else ONNX Runtime); TVM runs the rest.
     short : int
         Short side of the resized picture (GluonCV's ``load_test``).
+    progress : bool
+        Progress bars on the build and the run.
 
     Returns
     -------
     Detections
         ``ids`` (1, 100, 1), ``scores`` (1, 100, 1), ``boxes`` (1, 100, 4) in the
-        resized picture's pixels; rows of -1 are empty.
+        resized picture's pixels; rows of -1 are empty. ``backend`` says what ran.
     """
     if backend not in BACKENDS:
         raise SSDError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
     if zoo.model_spec(model).kind != "detection":
         detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
         raise SSDError(f"{model} is not a detection model", f"use one of: {', '.join(detection)}")
+    if backend == "tensorrt":  # fail in a second, before the model is built and imported
+        from ..backends import tensorrt
+
+        tensorrt.check()
     x, _ = images.load_test(image, short=short)
     loaded = zoo.load_model(model, weights)
     if backend == "mxnet":
         import mxnet as mx
 
-        return _detections([o.asnumpy() for o in loaded.block(mx.nd.array(x))], loaded)
+        return _detections([o.asnumpy() for o in loaded.block(mx.nd.array(x))], loaded, "mxnet")
+    from .. import runner
+    from ..transforms import prepare
+
     imported = import_model(model, input_shape=x.shape, loaded=loaded)
-    return _detections(execute.run(imported.mod, [x]), loaded)
+    if backend == "tvm":
+        what, notes = imported.mod, ()
+    else:
+        what = offload(prepare(imported.mod), backend)[-1]
+        notes = what.notes
+    result = runner.build_and_run(what, [x], repeat=1, warmup=0, label=f"{model} on {backend}", progress=progress)
+    return _detections(result.outputs, loaded, result.backend, notes)
 
 
 def model_workbench(

@@ -1,0 +1,296 @@
+"""``byoc-workbench bench ssd``: the offloaded SSD against TVM alone and two anchors, in one process.
+
+On one input (the picture cut to the model's 512x512), :func:`bench_ssd` times:
+
+- each backend: ``tvm`` (TVM alone, llvm, untuned), and each offloading
+  backend (``onnxruntime``, ``tensorrt``, ``auto``) on the SSD partitioned
+  with upstream's TensorRT rules and pruned, plus the same build unpruned
+  (``<backend>_unpruned``: every subgraph offloaded, the lone ``multiply`` too);
+- the anchors: MXNet's own hybridized model (static memory), and ONNX Runtime
+  on the whole model as MXNet's ONNX exporter writes it. That exporter makes
+  ``box_nms`` class-agnostic, so its detections differ from TVM's by design.
+
+It checks each backend's detections against TVM alone's as a set
+(:mod:`byoc_workbench.models.matching`). TVM alone takes tens of seconds per
+run on a laptop, so it is timed ``tvm_repeat`` times (default once), and the
+output says so. A backend that cannot run here (TensorRT without a GPU) is
+reported with its one-line reason; the others still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import runner
+from .errors import WorkbenchError
+from .models import matching, zoo
+
+logger = logging.getLogger(__name__)
+
+OFFLOAD = ("onnxruntime", "tensorrt", "auto", "teaching")
+CHOICES = ("tvm", *OFFLOAD)
+CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
+# Issue 7's bar for the offloaded build on a CPU.
+TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
+
+
+def parse_backends(text: str) -> tuple:
+    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in CHOICES]
+    if unknown or not names:
+        raise WorkbenchError(
+            f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
+            f"pass --backends as a comma-separated list of: {', '.join(CHOICES)}",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def model_input(image, shape) -> np.ndarray:
+    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W)."""
+    from .models import images
+
+    x, _ = images.load_test(image, short=int(shape[2]))
+    h, w = (int(d) for d in shape[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        raise WorkbenchError(f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than {h}x{w}", "pass a larger picture")
+    return np.ascontiguousarray(x[:, :, :h, :w])
+
+
+def machine() -> dict:
+    """Where the numbers were measured."""
+    import tvm
+
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "tvm": tvm.__version__,
+        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
+    }
+    for name in ("onnxruntime", "mxnet", "tensorrt"):
+        with contextlib.suppress(Exception):
+            info[name] = __import__(name).__version__
+    return info
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _entry(run: runner.Run) -> dict:
+    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
+
+
+def _offloaded(prepared, target_rules, backend: str, prune: bool, x, repeat: int, label: str, progress: bool):
+    from .flow import stages
+
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    found = stages.run_stages(prepared, target_rules, prune_rule, check=False, backend=backend)
+    return runner.build_and_run(found[-1], [x], repeat=repeat, label=label, progress=progress)
+
+
+def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
+    """``(Latency, outputs)`` of the Gluon block itself, hybridized with static memory."""
+    import mxnet as mx
+
+    block.hybridize(static_alloc=True, static_shape=True)
+    data = mx.nd.array(x)
+    out: list = [None]
+
+    def once():
+        out[0] = [o.asnumpy() for o in block(data)]  # asnumpy waits for MXNet's asynchronous engine
+
+    return runner.measure(once, repeat, 2, "run mxnet", progress), out[0]
+
+
+def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
+    """The whole model as MXNet's own ONNX exporter writes it (``mx.onnx.export_model``)."""
+    import mxnet as mx
+
+    graph, params = zoo.symbol_and_params(loaded)
+    sym = mx.sym.load_json(json.dumps(graph))
+    nd = {k: mx.nd.array(v) for k, v in params.items()}
+    quiet = logging.getLogger()
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the exporter logs every op, and warns that box_nms becomes class-agnostic
+    try:
+        mx.onnx.export_model(sym, nd, in_shapes=[tuple(shape)], in_types=[np.float32], onnx_file_path=str(path))
+    finally:
+        quiet.setLevel(level)
+    return Path(path)
+
+
+def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple:
+    """``(Latency, outputs)`` of ONNX Runtime on an exported model, with the backend's own session options."""
+    from .backends import onnxruntime as ort_backend
+
+    ort = ort_backend._ort()
+    so = ort_backend.session_options()
+    so.log_severity_level = 3  # the export keeps initializers among the inputs; ORT warns once per weight
+    session = ort.InferenceSession(str(path), sess_options=so, providers=ort_backend.providers())
+    feed = {session.get_inputs()[0].name: x}
+    out: list = [None]
+
+    def once():
+        out[0] = session.run(None, feed)
+
+    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress), out[0]
+
+
+def _match(ref, got) -> tuple:
+    rows = len(np.asarray(ref[0])[0])
+    missing = len(matching.unmatched(ref, got))
+    return matching.same_detections(ref, got), f"{rows - missing}/{rows}"
+
+
+def bench_ssd(
+    backends=("tvm", "onnxruntime"),
+    repeat: int = 10,
+    tvm_repeat: int = 1,
+    model: str = zoo.DEFAULT_MODEL,
+    weights=None,
+    image=None,
+    unpruned: bool = True,
+    anchors: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Time the SSD on each of ``backends`` and the anchors; see the module's docstring.
+
+    Returns the JSON of ``byoc-workbench bench ssd --json``: ``backends``,
+    ``anchors``, ``speedup_vs_tvm``, ``outputs_match_tvm``, ``weights``,
+    ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
+    found), ``notes``, ``skipped`` (backends that could not run, with why) and
+    ``targets`` (issue 7's bar, for the first offloading backend).
+    """
+    from . import transforms
+    from .flow.rules import get_target
+    from .models import ssd
+
+    if repeat < 1 or tvm_repeat < 1:
+        raise WorkbenchError(
+            f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
+        )
+    t0 = time.perf_counter()
+    loaded = zoo.load_model(model, weights)
+    x = model_input(image, loaded.spec.input_shape)
+    imported = ssd.import_model(model, input_shape=x.shape, loaded=loaded)
+    prepared = transforms.prepare(imported.mod)
+    target_rules = get_target("tensorrt").rules
+    result: dict = {
+        "model": model,
+        "input_shape": list(x.shape),
+        "backends": {},
+        "anchors": {},
+        "speedup_vs_tvm": {},
+        "outputs_match_tvm": {},
+        "detections_equal": {},
+        "weights": "trained" if loaded.is_trained else "untrained",
+        "weights_label": loaded.weights_label,
+        "machine": machine(),
+        "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
+        "skipped": {},
+    }
+    outputs: dict = {}
+    for name in backends:
+        builds = [(name, True)] if name == "tvm" else [(name, True)] + ([(f"{name}_unpruned", False)] * unpruned)
+        for label, prune in builds:
+            try:
+                if name == "tvm":
+                    run = runner.build_and_run(imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress)
+                else:
+                    run = _offloaded(prepared, target_rules, name, prune, x, repeat, label, progress)
+            except WorkbenchError as err:
+                result["skipped"][label] = err.line
+                break
+            result["backends"][label] = _entry(run)
+            outputs[label] = run.outputs
+    if "tvm" in result["backends"]:
+        result["notes"].append(
+            f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up: tens of seconds a run; "
+            f"the others {repeat} times after warm-up"
+        )
+    if anchors:
+        lat, outputs["mxnet"] = mxnet_anchor(loaded.block, x, repeat, progress)
+        result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = export_onnx(loaded, x.shape, Path(tmp) / f"{model}.onnx")
+            lat, outputs["onnxruntime_whole_model"] = ort_whole_model_anchor(path, x, repeat, progress)
+        result["anchors"]["onnxruntime_whole_model"] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
+        result["notes"].append(f"onnxruntime_whole_model: {CLASS_AGNOSTIC}")
+    _compare(result, outputs)
+    return result
+
+
+def _compare(result: dict, outputs: dict) -> None:
+    """Speedups and detection checks against TVM alone, and issue 7's targets."""
+    timed = {**result["backends"], **result["anchors"]}
+    ref = outputs.get("tvm")
+    for label, entry in timed.items():
+        if label == "tvm" or ref is None:
+            continue
+        result["speedup_vs_tvm"][label] = timed["tvm"]["median_s"] / entry["median_s"]
+        same, found = _match(ref, outputs[label])
+        result["outputs_match_tvm"][label] = same
+        result["detections_equal"][label] = found
+    offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)
+    if offloaded is None:
+        return
+    t = result["backends"][offloaded]["median_s"]
+    targets = {"backend": offloaded}
+    if "tvm" in timed:
+        targets[f"at_least_{TARGETS['vs_tvm_at_least']:g}x_faster_than_tvm"] = (
+            timed["tvm"]["median_s"] / t >= TARGETS["vs_tvm_at_least"]
+        )
+    if "mxnet" in timed:
+        targets["faster_than_mxnet"] = t < timed["mxnet"]["median_s"]
+    if "onnxruntime_whole_model" in timed:
+        ratio = t / timed["onnxruntime_whole_model"]["median_s"]
+        targets["vs_onnxruntime_whole_model"] = ratio
+        targets[f"within_{TARGETS['vs_ort_whole_model_within']:g}x_of_onnxruntime_whole_model"] = (
+            ratio <= TARGETS["vs_ort_whole_model_within"]
+        )
+    result["targets"] = targets
+
+
+def report_text(result: dict) -> str:
+    """The bench as a table, saying which backend ran each row and what the weights were."""
+    lines = [
+        f"{result['model']} ({result['weights_label']}), input {tuple(result['input_shape'])}, "
+        f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
+        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same detections  ran on",
+    ]
+    for group in ("backends", "anchors"):
+        for label, e in result[group].items():
+            speed = result["speedup_vs_tvm"].get(label)
+            same = result["detections_equal"].get(label, "")
+            if label == "onnxruntime_whole_model" and same:
+                same += " (class-agnostic NMS)"
+            lines.append(
+                f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "
+                f"{runner.seconds(e['max_s']):>9s} {e['runs']:4d} {f'{speed:.1f}x' if speed else '':>7s}  "
+                f"{same:15s}  {e['ran_on']}"
+            )
+    lines += [f"skipped {k}: {why}" for k, why in result["skipped"].items()]
+    lines += [f"note: {n}" for n in result["notes"]]
+    if "targets" in result:
+        lines.append("issue 7 targets: " + ", ".join(f"{k}={_fmt(v)}" for k, v in result["targets"].items()))
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

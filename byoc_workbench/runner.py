@@ -1,0 +1,413 @@
+"""The seed's ``build_and_run``: build a module, warm it up, time it, and show what was built.
+
+:func:`build_and_run` takes a module at any point of the flow: TVM alone
+(the imported model), a partitioned one (its subgraphs are compiled by the
+backend named here first), or a codegen stage (its compiled subgraphs kept).
+It returns a :class:`Run`: the outputs, a :class:`Latency` (median, min,
+max), the runtime's :class:`Structure` (VM functions, TIR kernels, external
+functions and the backend holding each) and the artifact of each subgraph
+(an ONNX summary, a TensorRT engine's layers or the teaching source).
+
+Every printout names the backend that actually ran (:func:`ran_on`), e.g.
+``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import statistics
+import time
+
+import numpy as np
+import tvm
+
+from . import execute, ir
+from .backends import registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """Seconds per run: median, min and max over ``runs`` timed runs, after ``warmup`` untimed ones."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    runs: int
+    warmup: int = 0
+
+    @classmethod
+    def of(cls, times, warmup: int = 0) -> Latency:
+        return cls(statistics.median(times), min(times), max(times), len(times), warmup)
+
+    def to_json(self) -> dict:
+        return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s, "runs": self.runs}
+
+    def __str__(self) -> str:
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if self.runs == 1:
+            return f"{seconds(self.median_s)} (1 run, after {self.warmup} warm-up)"
+        return (
+            f"median {seconds(self.median_s)} (min {seconds(self.min_s)}, max {seconds(self.max_s)}; "
+            f"{runs} after {self.warmup} warm-up)"
+        )
+
+
+def seconds(s: float) -> str:
+    """``27.1 s``, ``0.283 s`` or ``4.1 ms``."""
+    if s >= 10:
+        return f"{s:.1f} s"
+    return f"{s:.3f} s" if s >= 0.1 else f"{s * 1e3:.1f} ms"
+
+
+def _bar(total: int, desc: str, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, disable=not progress)
+
+
+def measure(fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress: bool = True) -> Latency:
+    """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed."""
+    if repeat < 1 or warmup < 0:
+        from .errors import WorkbenchError
+
+        raise WorkbenchError(
+            f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
+        )
+    times = []
+    with _bar(warmup + repeat, desc, progress) as bar:
+        for i in range(warmup + repeat):
+            t0 = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+            bar.update()
+    return Latency.of(times, warmup)
+
+
+# --- what was built -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class External:
+    """An external function the VM calls: a compiled subgraph, and the backend that holds it."""
+
+    subgraph: str
+    symbol: str
+    backend: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """The runtime's structure, as the seed prints ``lib.get_lib()`` and its imported modules."""
+
+    executable: str  # the executable module's kind, e.g. relax.VMExecutable
+    libraries: tuple  # kinds of the modules it imports, e.g. ("llvm",)
+    functions: tuple  # Relax functions the VM interprets
+    kernels: tuple  # TIR kernels compiled into the libraries
+    externals: tuple  # External per compiled subgraph
+    builtins: tuple  # vm.builtin.* and other packed functions of TVM's runtime
+
+    def lines(self) -> list:
+        libs = ", ".join(self.libraries) or "none"
+        out = [
+            f"{self.executable}",
+            f"  VM functions ({len(self.functions)}): {', '.join(self.functions)}",
+            f"  |- {libs} library: {len(self.kernels)} TIR kernels" + _sample(self.kernels),
+            f"  |- external functions ({len(self.externals)}):" + ("" if self.externals else " none"),
+        ]
+        out += [f"  |    {e.subgraph:14s} held by {e.backend:28s} as {e.symbol}" for e in self.externals]
+        out.append(f"  |- TVM runtime builtins ({len(self.builtins)})" + _sample(self.builtins))
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _sample(names, n: int = 4) -> str:
+    if not names:
+        return ""
+    more = f", … {len(names) - n} more" if len(names) > n else ""
+    return ": " + ", ".join(names[:n]) + more
+
+
+_GLOBAL = re.compile(r"^@(\S+?)(:| packed_func;)$", re.MULTILINE)
+
+
+def structure(executable, generated: dict | None = None) -> Structure:
+    """What ``executable`` (from :func:`byoc_workbench.execute.compile`) holds.
+
+    ``generated`` (``{subgraph: Compiled}``) names the subgraph and backend of
+    each external function.
+    """
+    by_symbol = {c.symbol: c for c in (generated or {}).values()}
+    lib = executable.mod
+    imports = list(lib.imports_)
+    functions, kernels, externals, builtins = [], [], [], []
+    for name, kind in _GLOBAL.findall(executable.as_text()):
+        if kind == ":":
+            functions.append(name)
+        elif name in by_symbol:
+            c = by_symbol[name]
+            externals.append(External(c.name, name, describe_backend(c)))
+        elif any(m.implements_function(name) for m in imports):
+            kernels.append(name)
+        else:
+            builtins.append(name)
+    return Structure(lib.kind, tuple(m.kind for m in imports), *map(tuple, (functions, kernels, externals, builtins)))
+
+
+def describe_backend(compiled) -> str:
+    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``tensorrt`` or ``teaching``."""
+    if compiled.backend == "onnxruntime":
+        from .backends import onnxruntime
+
+        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
+        return f"onnxruntime ({provider})"
+    return compiled.backend
+
+
+def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -> str:
+    """One phrase for every printout: the backends that ran the subgraphs, and why the others did not.
+
+    e.g. ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable (…)``, or
+    ``tvm alone (llvm)`` when nothing was offloaded.
+    """
+    if not generated:
+        return f"tvm alone ({target})"
+    names = sorted({describe_backend(c) for c in generated.values()})
+    refused = {}
+    for c in generated.values():
+        for backend, why in c.tried:
+            refused.setdefault(backend, why)
+    text = ", ".join(names) + f" + tvm ({target}) for the rest"
+    for backend, why in refused.items():
+        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime"}.get(backend, backend)
+        text += f" — {pretty} not available: {why}"
+    if skipped:
+        text += f"; {len(skipped)} subgraph(s) back on tvm"
+    return text
+
+
+# --- build and run ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+    """One module built and run: outputs, latency, the runtime's structure and each subgraph's artifact."""
+
+    label: str
+    backend: str  # :func:`ran_on`
+    latency: Latency
+    build_s: float
+    outputs: list
+    structure: Structure
+    generated: dict  # subgraph -> Compiled
+    skipped: dict  # subgraph -> why TVM kept it
+    vm: object = dataclasses.field(repr=False, default=None)
+    mark: str = ""  # e.g. "untrained weights"
+
+    def line(self) -> str:
+        mark = f" — {self.mark}" if self.mark else ""
+        return f"{self.label} [{self.backend}]: build {seconds(self.build_s)}, {self.latency}{mark}"
+
+    def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
+        """The generated artifact of one subgraph (default: the first), as its backend shows it:
+        an ONNX summary, a TensorRT engine's layers or the teaching source; ``lines`` caps it."""
+        if not self.generated:
+            return "nothing was offloaded: TVM compiled the whole module"
+        name = subgraph or next(iter(self.generated))
+        text = self.generated[name].source.splitlines()
+        more = f"\n… {len(text) - lines} more lines" if lines is not None and len(text) > lines else ""
+        head = f"# {name}, compiled by {describe_backend(self.generated[name])}"
+        return "\n".join([head, *text[:lines]]) + more
+
+    def __str__(self) -> str:
+        return self.line() + "\nRuntime structure:\n" + str(self.structure)
+
+
+def _module_and_generated(what, backend: str | None, options: dict) -> tuple:
+    """``(module, generated, skipped)`` from a module or a codegen stage, subgraphs compiled by ``backend``."""
+    if hasattr(what, "generated") and hasattr(what, "mod"):  # a codegen Stage
+        mod, generated, skipped = what.mod, dict(what.generated or {}), {}
+    else:
+        mod, generated, skipped = what, {}, {}
+    if ir.subgraph_functions(mod):
+        # Subgraphs left uncompiled: the backend compiles them; with "tvm" they go back to the host.
+        mod, more, skipped = registry.run_codegen(mod, backend or "tvm", **options)
+        generated.update(more)
+    return mod, generated, skipped
+
+
+def build_and_run(
+    what,
+    inputs,
+    repeat: int = 10,
+    warmup: int = 1,
+    target: str = "llvm",
+    backend: str | None = None,
+    label: str = "",
+    mark: str = "",
+    progress: bool = True,
+    options: dict | None = None,
+) -> Run:
+    """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
+
+    Parameters
+    ----------
+    what : tvm.IRModule or codegen Stage
+        A module (TVM alone, or partitioned: its subgraphs go to ``backend``),
+        or the codegen stage of ``run_stages``, whose subgraphs are compiled.
+    inputs : list of arrays
+        The arguments of ``main``, copied once to ``target``'s device.
+    repeat, warmup : int
+        Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
+        the first timed run shows a progress bar per VM call.
+    backend : str, optional
+        For a partitioned module: ``onnxruntime``, ``tensorrt``, ``auto``,
+        ``teaching`` or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
+    label, mark : str
+        What the printout calls this build, and e.g. ``"untrained weights"``.
+    """
+    mod, generated, skipped = _module_and_generated(what, backend, options or {})
+    with _bar(1, f"build {label or 'module'} ({target})", progress) as bar:
+        t0 = time.perf_counter()
+        executable = execute.compile(mod, target)
+        vm = tvm.relax.VirtualMachine(executable, execute.device(target))
+        build_s = time.perf_counter() - t0
+        bar.update()
+    dev = execute.device(target)
+    args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
+    fn = vm["main"]
+    if warmup == 0 and progress:
+        fn = _first_call_with_progress(vm, executable, fn, label)
+    last: list = [None]
+
+    def once():
+        last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
+
+    latency = measure(once, repeat, warmup, f"run {label or 'module'}", progress)
+    return Run(
+        label or "module",
+        ran_on(generated, skipped, target),
+        latency,
+        build_s,
+        execute.to_numpy(last[0]),
+        structure(executable, generated),
+        generated,
+        skipped,
+        vm,
+        mark,
+    )
+
+
+def _first_call_with_progress(vm, executable, fn, label: str):
+    """``fn`` whose first call shows a bar over the VM calls ``main`` makes (a slow baseline:
+    tens of seconds); later calls run without the instrument."""
+    expected = sum(
+        1 for ln in executable.as_text().split("@main:", 1)[-1].split("\n@", 1)[0].splitlines() if "call" in ln
+    )
+    state = {"first": True}
+
+    def wrapped(*args):
+        if not state["first"]:
+            return fn(*args)
+        state["first"] = False
+        with _bar(expected, f"{label or 'module'}: VM calls of one run", True) as bar:
+
+            def instrument(func, name, before, ret, *a):
+                if not before:
+                    bar.update()
+                return 0
+
+            vm.set_instrument(instrument)
+            try:
+                return fn(*args)
+            finally:
+                vm.set_instrument(lambda *a: 0)
+
+    return wrapped
+
+
+# --- for notebook 02 ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The offloading backend this machine can run, the target TVM builds for, and a line saying why."""
+
+    backend: str
+    target: str
+    line: str
+
+
+def offload_choice() -> Choice:
+    """TensorRT (and TVM on CUDA) where TensorRT and an NVIDIA GPU are usable, else ONNX Runtime on the CPU."""
+    from .backends import tensorrt
+
+    why = tensorrt.missing()
+    if why is None:
+        return Choice(
+            "tensorrt", "cuda", "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
+        )
+    cause = why.split(" Fix:")[0].removeprefix("error: ")
+    return Choice(
+        "onnxruntime",
+        "llvm",
+        f"No TensorRT here ({cause}) The offloaded subgraphs run on ONNX Runtime (CPU), the rest on TVM (llvm), "
+        "and every timing says so.",
+    )
+
+
+def speedup_table(runs, baseline: Run | None = None) -> str:
+    """A text table of several runs: latency, speedup over ``baseline`` (default: the first), and what ran each."""
+    runs = list(runs)
+    base = baseline or runs[0]
+    marks = {r.mark for r in runs if r.mark}
+    head = f"{'build':28s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'speedup':>8s}  ran on"
+    lines = [head]
+    for r in runs:
+        lat = r.latency
+        lines.append(
+            f"{r.label:28s} {seconds(lat.median_s):>9s} {seconds(lat.min_s):>9s} {seconds(lat.max_s):>9s} "
+            f"{lat.runs:4d} {base.latency.median_s / lat.median_s:7.1f}x  {r.backend}"
+        )
+    if marks:
+        lines.append(f"[{'; '.join(sorted(marks))}]")
+    return "\n".join(lines)
+
+
+def subgraph_cost(offloaded, on_host, subgraph: str) -> dict:
+    """What one subgraph costs offloaded and on the host, from two :class:`byoc_workbench.timing.Profile`\\ s.
+
+    ``offloaded`` is a profile of a build that offloads ``subgraph``; ``on_host``
+    one of a build where TVM runs the same ops (e.g. after pruning). Returns
+    seconds per run: ``compute`` and ``boundary`` (into and out of the
+    backend) offloaded, and ``host``: the kernels of the bindings the
+    subgraph's call defined, on TVM (0.0 when none is found).
+    """
+    entries = [e for e in offloaded.entries if e.name == subgraph or e.name.startswith(f"{subgraph} ▸ ")]
+    site = next((e.site for e in entries if e.kind == "subgraph"), None)
+    compute = sum(e.time_s for e in entries if e.kind == "subgraph")
+    boundary = sum(e.time_s for e in entries if e.kind != "subgraph")
+    host = 0.0
+    if site is not None and site.var is not None:
+        host = sum(
+            e.time_s
+            for e in on_host.entries
+            if e.kind == "kernel"
+            and e.site is not None
+            and e.site.var is not None
+            and (e.site.function, e.site.var.name) == (site.function, site.var.name)
+        )
+    return {"subgraph": subgraph, "compute_s": compute, "boundary_s": boundary, "host_s": host}
+
+
+def subgraph_cost_line(cost: dict, backend: str) -> str:
+    offloaded = cost["compute_s"] + cost["boundary_s"]
+    verdict = "costs more offloaded" if offloaded > cost["host_s"] else "costs less offloaded"
+    return (
+        f"{cost['subgraph']}: offloaded to {backend} {seconds(offloaded)} per run "
+        f"({seconds(cost['compute_s'])} compute + {seconds(cost['boundary_s'])} crossing in and out); "
+        f"the same ops on TVM {seconds(cost['host_s'])}: it {verdict}"
+    )
