@@ -242,6 +242,7 @@ def main(argv=None) -> int:
         report["missing"].append(
             _line("tvm", why, "run on an NVIDIA GPU machine with its driver, or pass --target llvm")
         )
+        report["errors"]["measure"] = "nothing measured: no CUDA device for TVM"
     else:
         t0 = time.perf_counter()
         try:
