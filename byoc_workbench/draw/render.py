@@ -29,6 +29,8 @@ CLUSTER_STYLE = {
     "region": {"style": "rounded,bold", "color": "#2b8a3e", "penwidth": "2"},
     "subgraph": {"style": "rounded,filled", "color": "#2b8a3e", "fillcolor": "#f4fbf5"},
     "composite": {"style": "rounded,dotted", "color": "#2b8a3e"},
+    "block": {"style": "rounded,filled", "color": "#868e96", "fillcolor": "#f8f9fa"},  # an opened model block
+    "fold": {"style": "rounded,dashed", "color": "#868e96"},  # an opened run of ops
 }
 NODE_SHAPES = {
     "input": {"shape": "ellipse"},
@@ -129,6 +131,8 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             continue
         attrs = {"style": "dashed", "color": "#c92a2a", "penwidth": "1.5"} if e.crosses else {}
         dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
+    for upper, lower in graph.below:  # wide ranks wrapped into rows
+        dot.edge(upper, lower, style="invis")
     if legend:
         _legend(dot, graph.targets)
     return dot

@@ -180,6 +180,9 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
     final = ((), func.body.body)
     while final in calls:
         final = calls[final]
+    # The binding that computes a composite's result takes the name of the call it replaces
+    # (FuseOpsByPattern names it gv), so a node keeps its name, and its id, when it returns to the host.
+    names = {(s.callee_frame, s.callee.body.body): s.var.name for s in steps if s.descended}
     values = ir.Values(pack=lambda fields: relax.Tuple(list(fields)))
     for p, a in zip(func.params, args):
         values.bind((), p, a)
@@ -188,7 +191,8 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
         if s.descended:
             values.enter(s, [values.get(s.frame, a) for a in s.value.args])
             continue
-        var = result_var if (s.frame, s.var) == final else ir.fresh_var(s.var, dataflow=is_df)
+        name = names.get((s.frame, s.var))
+        var = result_var if (s.frame, s.var) == final else ir.fresh_var(s.var, name, dataflow=is_df)
         value = ir.substitute(s.value, {v: values.get(s.frame, v) for v in ir.free_vars(s.value)})
         out.append(relax.VarBinding(var, value))
         values.bind(s.frame, s.var, var)
