@@ -90,6 +90,7 @@ def test_cli_stages_ssd(tmp_path):
     assert len(by["partition"]["subgraphs"]) >= 2 and len(by["prune"]["subgraphs"]) == 1
     assert by["prune"]["subgraphs"][0]["ops"].count("relax.nn.conv2d") == 73
     assert len(list(tmp_path.glob("*.svg"))) == 7
+    assert "resnetv10 — backbone" in (tmp_path / "00-source.svg").read_text(), "the CLI draws Gluon blocks too"
     assert list(summary)[:2] == ["model", "prepare"]
     assert summary["prepare"]["op_count_before"] == 654
     assert summary["prepare"]["op_count"] == by["source"]["op_count"]
@@ -186,3 +187,46 @@ def test_toggles_on_the_ssd_reuse_matches_and_fuse_as_the_pass_does(ssd_wb):
         assert same(fast, stages.fuse_rules(wb.mod, [r for r in off.rules if fuse.can_match(r)])), name
         assert name not in off.stage("annotate").rule_matches and fast is not wb.stage("composite").mod
     assert fuse.fast >= 4 and fuse.slow == 0
+
+
+def test_ssd_draws_as_the_hierarchy_of_its_gluon_blocks(ssd_wb):
+    from byoc_workbench.draw import blocks
+
+    wb, imported = ssd_wb
+    assert "ssd0_resnetv10_stage1_conv0_fwd" in {v.name for v in imported.mod["main"].params} | {
+        b.var.name for block in imported.mod["main"].body.blocks for b in block.bindings
+    }, "the importer keeps MXNet's node names"
+    g = wb.graph("source", collapse=True)
+    roles = {n.id: n.label.split("\n")[0] for n in g.node_by_kind("fold") if n.op == "block"}
+    assert roles["main/ssd0_resnetv10_"] == "resnetv10 — backbone"
+    assert roles["main/ssd0_convpredictor*"] == "convpredictor ×12 — class and box heads"
+    assert roles["main/ssd0_ssdanchorgenerator*"] == "ssdanchorgenerator ×6 — anchors"
+    assert roles["main/ssd0_multiperclassdecoder0_"] == "multiperclassdecoder0 — class decoding"
+    assert roles["main/ssd0_normalizedboxcenterdecoder0_"] == "normalizedboxcenterdecoder0 — box decoding"
+    assert roles["main/ssd0_box_nms0_"] == "box_nms0 — non-maximum suppression"
+    assert len(g.nodes) <= 25
+    backbone = wb.graph("source", collapse=True, expand=["main/ssd0_resnetv10_"])
+    inside = {n.id for n in backbone.nodes.values() if n.cluster == "x_main/ssd0_resnetv10_"}
+    assert {f"main/ssd0_resnetv10_stage{k}_" for k in range(1, 5)} <= inside
+    assert "main/ssd0_convpredictor*" in backbone.nodes, "opening one group leaves the others closed"
+    stage = wb.graph("source", collapse=True, expand=["main/ssd0_resnetv10_", "main/ssd0_resnetv10_stage2_"])
+    laid_out = [n for n in stage.nodes.values() if n.cluster == "x_main/ssd0_resnetv10_stage2_"]
+    assert len(laid_out) > 40 and all("stage2_" in blocks.source_name(n.id) for n in laid_out)
+    assert {"main/ssd0_resnetv10_stage1_", "main/ssd0_resnetv10_stage3_"} <= set(stage.nodes)
+
+
+def test_blocks_hold_inside_an_opened_subgraph_and_the_tail_wraps_into_rows(ssd_wb):
+    from test_blocks import ranks_with_rows
+
+    from byoc_workbench.draw import graph
+
+    wb, _ = ssd_wb
+    sub = max(wb.graph("partition", collapse=True).node_by_kind("subgraph"), key=lambda n: len(n.ops))
+    opened = wb.graph("partition", collapse=True, expand=[sub.id])
+    assert f"{sub.id}/ssd0_resnetv10_" in opened.nodes
+    assert opened.nodes[f"{sub.id}/ssd0_resnetv10_"].cluster == f"x_{sub.id}"
+    source = wb.graph("source", collapse=True)
+    (tail,) = [n for n in source.node_by_kind("fold") if n.ops.count("relax.strided_slice") >= 100]
+    run = wb.graph("source", collapse=True, expand=[tail.id])
+    widths = ranks_with_rows(run, f"x_{tail.id}")
+    assert sum(widths.values()) >= 240 and max(widths.values()) <= graph.WRAP
