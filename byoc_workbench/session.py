@@ -143,9 +143,12 @@ class Workbench:
         codegen = self.stage("codegen")
         subgraphs = {sg.name: sg for sg in codegen.subgraphs}
         packed = {c.symbol: subgraphs[n] for n, c in codegen.generated.items() if n in subgraphs}
+        # Stages before merge are laid out in the regions merge will draw: stepping on, the boxes appear.
+        early = stages.STAGES.index(name) <= stages.STAGES.index("merge")
         g = graph_mod.build_graph(
             s.mod,
-            regions=s.regions if s.name == "merge" else None,
+            regions=self.stage("merge").regions if early else None,
+            layout_only=name != "merge",
             expand=expand,
             why_unclaimed=why_unclaimed(self.target, self.enabled),
             packed=packed,

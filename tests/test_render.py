@@ -92,3 +92,60 @@ def test_calls_between_functions_are_drawn(demo_mod, byoc):
     assert len(calls) == 1 and calls[0].to_cluster == "fn_while_loop"
     assert g.nodes[calls[0].src].cluster == "fn_main"
     assert "lhead=cluster_fn_while_loop" in render.to_dot(g).source
+
+
+def declared(dot: str) -> list:
+    """Node and cluster ids in the order the DOT text declares them."""
+    found = re.findall(r'^\s*(?:subgraph )?"?((?:cluster_)?[\w./~-]+)"? [\[{]', dot, flags=re.M)
+    return [x for x in found if x not in ("graph", "node", "edge")]
+
+
+def test_inputs_stay_in_parameter_order_and_then_stays_left_of_else(demo_mod, byoc):
+    dot = render.to_dot(wb(demo_mod, byoc).graph("partition")).source
+    rows = [block.split("}", 1)[0] for block in dot.split("rank=same")[1:]]
+    assert [re.findall(r'"(\w+/\w+)"', row) for row in rows] == [
+        ["main/data", "main/weight", "main/bias"],
+        ["while_loop/iter1", "while_loop/d1", "while_loop/w1", "while_loop/b1"],
+    ]
+    assert '"while_loop/d1" -> "while_loop/w1" [style=invis]' in dot
+    (line,) = [ln for ln in dot.splitlines() if "ordering=in" in ln]
+    assert 'id="while_loop/result"' in line, "the If keeps its branches in order"
+
+
+def test_nodes_and_clusters_keep_their_order_from_stage_to_stage(demo_mod, byoc):
+    w = wb(demo_mod, byoc)
+    orders = [declared(render.to_dot(w.graph(s.name)).source) for s in w.stages]
+    for a, b in zip(orders, orders[1:]):
+        shared = set(a) & set(b)
+        assert [x for x in a if x in shared] == [x for x in b if x in shared]
+    merge, annotate = w.graph("merge"), w.graph("annotate")
+    regions = {c.id for c in merge.clusters.values() if c.kind == "region"}
+    layout = {c.id for c in annotate.clusters.values() if c.kind == "layout"}
+    assert regions == layout, "annotate is laid out in the regions merge will draw"
+    for cid in regions:
+        assert {n for n, x in merge.nodes.items() if x.cluster == cid} == {
+            n for n, x in annotate.nodes.items() if x.cluster == cid
+        }
+    assert "style=invis" in render.to_dot(annotate).source and "region 0" not in render.to_dot(annotate).source
+
+
+def test_stepping_through_stages_keeps_left_and_right(demo_mod, byoc):
+    """Laid out by Graphviz, the inputs and the If's branches keep their left-to-right order at every stage."""
+    import json
+    import subprocess
+
+    w = wb(demo_mod, byoc)
+    inputs = ["while_loop/iter1", "while_loop/d1", "while_loop/w1", "while_loop/b1"]
+    branches = ["cluster_while_loop/result.then", "cluster_while_loop/result.else"]
+    for s in w.stages:
+        laid = json.loads(subprocess.run(["dot", "-Tjson"], input=w.dot(s.name).source.encode(), capture_output=True,
+                                         check=True).stdout)  # fmt: skip
+        x = {}
+        for o in laid["objects"]:
+            if "pos" in o:
+                x[o.get("id", o["name"])] = float(o["pos"].split(",")[0])
+            elif "bb" in o:
+                x0, _, x1, _ = map(float, o["bb"].split(","))
+                x[o.get("id", o["name"])] = (x0 + x1) / 2
+        assert sorted(inputs, key=x.__getitem__) == inputs, s.name
+        assert sorted(branches, key=x.__getitem__) == branches, s.name

@@ -108,14 +108,17 @@ class _Walk:
 
 
 class _Builder:
-    def __init__(self, mod, regions, expand, why_unclaimed, packed, constants=True):
+    def __init__(self, mod, regions, expand, why_unclaimed, packed, constants=True, layout_only=False):
         self.mod = mod
+        self.layout_only = layout_only  # regions group nodes for the layout, unseen and uncoloured
         self.constants = constants
         self.g = Graph()
         self.expand = set(expand or ())
         self.why = why_unclaimed or {}
         self.packed = packed or {}
         self.region_of = {v: r for r in regions or () for v in r.members}
+        # A stage before merge holds other variables with the same names (composite calls keep them).
+        self.region_named = {(r.func, v.name): r for r in regions or () for v in r.members}
         self.ids: dict = {}
         self.taken: set = set()
         self.calls: list = []
@@ -205,9 +208,11 @@ class _Builder:
     def cluster_of(self, w: _Walk, step) -> str:
         last = step.path[-1]
         cluster = w.cluster[(step.frame, last)] if last.kind in ("then", "else") else w.cluster[step.frame]
-        region = self.region_of.get(step.var) if step.frame == () and w.target == HOST else None
+        region = self.region(w, step)
         if region is None:
             return cluster
+        if self.layout_only:
+            return self.cluster(f"region_{region.id}", "", "layout", cluster)
         return self.cluster(
             f"region_{region.id}", f"region {region.id} → {region.target}", "region", cluster, region.target
         )
@@ -252,8 +257,18 @@ class _Builder:
     def target_of(self, w: _Walk, step) -> str:
         if step.composite:
             return step.composite.split(".", 1)[0]
-        region = self.region_of.get(step.var) if step.frame == () and w.target == HOST else None
-        return region.target if region is not None and not isinstance(step.value, relax.Call) else w.target
+        region = self.region(w, step)
+        if region is None or self.layout_only or isinstance(step.value, relax.Call):
+            return w.target
+        return region.target
+
+    def region(self, w: _Walk, step):
+        """The region a top-level binding of a host function belongs to, if any."""
+        if step.frame != () or w.target != HOST:
+            return None
+        if self.layout_only:
+            return self.region_named.get((step.function, step.var.name))
+        return self.region_of.get(step.var)
 
     def call(self, w: _Walk, step, nid, cluster, ty) -> str:
         v = step.value
@@ -356,7 +371,9 @@ def _op_counts(ops, per_line: int = 4) -> str:
     return ",\n".join(", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line))
 
 
-def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed=None, constants=True) -> Graph:
+def build_graph(
+    mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed=None, constants=True, layout_only=False
+) -> Graph:
     """The graph of a stage's module.
 
     Node ids come from the variables the nodes stand for (``while_loop/relu``;
@@ -366,9 +383,10 @@ def build_graph(mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, 
     ``why_unclaimed`` maps an op name to the reason no rule claimed it;
     ``packed`` maps a generated symbol to the subgraph it runs (a record with
     ``name`` and ``target``); ``constants=False`` leaves constant arguments out (a model's
-    weights).
+    weights). With ``layout_only`` the regions are clusters the reader does not see (kind
+    ``layout``): a stage before merge is laid out as the merge stage will be.
     """
-    builder = _Builder(mod, regions, expand, why_unclaimed, packed, constants)
+    builder = _Builder(mod, regions, expand, why_unclaimed, packed, constants, layout_only)
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()

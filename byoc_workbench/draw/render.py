@@ -31,6 +31,7 @@ CLUSTER_STYLE = {
     "composite": {"style": "rounded,dotted", "color": "#2b8a3e"},
     "block": {"style": "rounded,filled", "color": "#868e96", "fillcolor": "#f8f9fa"},  # an opened model block
     "fold": {"style": "rounded,dashed", "color": "#868e96"},  # an opened run of ops
+    "layout": {"style": "invis"},  # groups nodes as a later stage will, unseen
 }
 NODE_SHAPES = {
     "input": {"shape": "ellipse"},
@@ -88,6 +89,8 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             "labelloc": "t",
             "newrank": "true",
             "compound": "true",
+            # A second crossing pass across clusters would undo the order inputs are pinned in.
+            "remincross": "false",
         },
     )
     dot.attr("node", fontname="Helvetica", fontsize="10")
@@ -97,19 +100,40 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
         members.setdefault(n.cluster or None, []).append(n)
     children = _cluster_tree(graph)
 
-    def emit_nodes(g, cluster_id):
-        for n in members.get(cluster_id, []):
-            attrs = dict(NODE_SHAPES.get(n.kind, {}))
-            attrs["fillcolor"] = target_color(n.target)
-            attrs["id"] = n.id
-            if n.target != HOST:  # the widget's first view centres on the first offloaded node
-                attrs["class"] = "byoc-offload"
-            tip = n.op or n.label
-            if n.ty:
-                tip += f" : {n.ty}"
-            attrs["tooltip"] = escape(tip)
-            label = n.label if not n.ty or n.kind in ("const", "output") or not show_shapes else f"{n.label}\n{n.ty}"
-            g.node(n.id, escape(label), **attrs)
+    # Where each cluster's first node is in binding order: a cluster is written where its first
+    # node would be, so a node keeps its place in the DOT text whether or not a stage boxes it.
+    index = {nid: i for i, nid in enumerate(graph.nodes)}
+    first: dict = {}
+    for n in graph.nodes.values():
+        cid = n.cluster or None
+        while cid is not None and cid not in first:
+            first[cid] = index[n.id]
+            cid = graph.clusters[cid].parent if cid in graph.clusters else None
+
+    def emit(g, cluster_id):
+        nodes = [(index[n.id], n) for n in members.get(cluster_id, [])]
+        subs = [(first.get(c, len(index)), c) for c in children.get(cluster_id, [])]
+        for _, item in sorted(nodes + subs, key=lambda pair: pair[0]):
+            if isinstance(item, str):
+                emit_cluster(g, item)
+            else:
+                emit_node(g, item)
+        _pin_inputs(g, [n.id for n in members.get(cluster_id, []) if n.kind == "input"])
+
+    def emit_node(g, n):
+        attrs = dict(NODE_SHAPES.get(n.kind, {}))
+        attrs["fillcolor"] = target_color(n.target)
+        attrs["id"] = n.id
+        if n.target != HOST:  # the widget's first view centres on the first offloaded node
+            attrs["class"] = "byoc-offload"
+        tip = n.op or n.label
+        if n.ty:
+            tip += f" : {n.ty}"
+        attrs["tooltip"] = escape(tip)
+        if n.kind == "if":  # its then branch comes in left of its else branch, at every stage
+            attrs["ordering"] = "in"
+        label = n.label if not n.ty or n.kind in ("const", "output") or not show_shapes else f"{n.label}\n{n.ty}"
+        g.node(n.id, escape(label), **attrs)
 
     def emit_cluster(g, cid):
         c = graph.clusters[cid]
@@ -118,13 +142,9 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             if c.kind in ("region", "subgraph", "composite"):
                 style["color"] = "#2b8a3e" if c.target == "byoc-target" else "#343a40"
             sub.attr(label=escape(c.label), id=f"cluster_{cid}", **style)
-            emit_nodes(sub, cid)
-            for child in children.get(cid, []):
-                emit_cluster(sub, child)
+            emit(sub, cid)
 
-    emit_nodes(dot, None)
-    for cid in children.get(None, []):
-        emit_cluster(dot, cid)
+    emit(dot, None)
     for e in graph.edges:
         if e.kind == "call":
             dot.edge(e.src, e.dst, label="calls", style="dotted", color="#868e96", lhead=f"cluster_{e.to_cluster}")
@@ -136,6 +156,18 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
     if legend:
         _legend(dot, graph.targets)
     return dot
+
+
+def _pin_inputs(g, inputs: list) -> None:
+    """A function's inputs side by side in parameter order, so no stage reshuffles them."""
+    if len(inputs) < 2:
+        return
+    with g.subgraph() as row:
+        row.attr(rank="same")
+        for nid in inputs:
+            row.node(nid)
+    for a, b in zip(inputs, inputs[1:]):
+        g.edge(a, b, style="invis")
 
 
 def _legend(dot, targets):
