@@ -66,8 +66,9 @@ def bench_ssd(stage):
     print(line(f"SSD, toggle to a new rule set -> all stages + collapsed {stage} SVG", new, 0.5))
     print(f"     the same, CPU time: median {statistics.median(cpu) * 1000:.0f} ms")
     print(line("SSD, toggle back to a rule set seen before", back, 0.5))
-    fuse = wb._runs.fuse
-    print(f"     composite stage from reused matches {fuse.fast} times, FuseOpsByPattern {fuse.slow} times")
+    fuse = getattr(getattr(wb, "_runs", None), "fuse", None)  # None on code from before the reuse
+    if fuse is not None:
+        print(f"     composite stage from reused matches {fuse.fast} times, FuseOpsByPattern {fuse.slow} times")
 
 
 def main():
