@@ -54,10 +54,12 @@ class Latency:
 
 
 def seconds(s: float) -> str:
-    """``27.1 s``, ``0.283 s`` or ``4.1 ms``."""
+    """``27.1 s``, ``0.283 s``, ``4.1 ms`` or ``35 µs``."""
     if s >= 10:
         return f"{s:.1f} s"
-    return f"{s:.3f} s" if s >= 0.1 else f"{s * 1e3:.1f} ms"
+    if s >= 0.1:
+        return f"{s:.3f} s"
+    return f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} µs"
 
 
 def _bar(total: int, desc: str, progress: bool):
@@ -377,30 +379,31 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
     return "\n".join(lines)
 
 
-def subgraph_cost(offloaded, on_host, subgraph: str) -> dict:
+def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
     """What one subgraph costs offloaded and on the host, from two :class:`byoc_workbench.timing.Profile`\\ s.
 
     ``offloaded`` is a profile of a build that offloads ``subgraph``; ``on_host``
-    one of a build where TVM runs the same ops (e.g. after pruning). Returns
-    seconds per run: ``compute`` and ``boundary`` (into and out of the
-    backend) offloaded, and ``host``: the kernels of the bindings the
-    subgraph's call defined, on TVM (0.0 when none is found).
+    one of a build where TVM runs the same ops (e.g. after pruning). With
+    ``partitioned`` (the module holding the subgraph function, e.g.
+    ``Built.partitioned``), every binding of the subgraph is looked up on the
+    host; without, only the binding its call defines. Returns seconds per run:
+    ``compute_s`` and ``boundary_s`` (into and out of the backend) offloaded,
+    ``host_s`` on TVM, and ``host_kernels``: how many host kernels were found.
     """
     entries = [e for e in offloaded.entries if e.name == subgraph or e.name.startswith(f"{subgraph} ▸ ")]
     site = next((e.site for e in entries if e.kind == "subgraph"), None)
     compute = sum(e.time_s for e in entries if e.kind == "subgraph")
     boundary = sum(e.time_s for e in entries if e.kind != "subgraph")
-    host = 0.0
+    host, kernels = 0.0, 0
     if site is not None and site.var is not None:
-        host = sum(
-            e.time_s
-            for e in on_host.entries
-            if e.kind == "kernel"
-            and e.site is not None
-            and e.site.var is not None
-            and (e.site.function, e.site.var.name) == (site.function, site.var.name)
-        )
-    return {"subgraph": subgraph, "compute_s": compute, "boundary_s": boundary, "host_s": host}
+        names = {site.var.name}
+        if partitioned is not None and subgraph in [gv.name_hint for gv in partitioned.get_global_vars()]:
+            names |= {s.var.name for s in ir.walk(partitioned[subgraph], descend=False)}
+        for e in on_host.entries:
+            if e.kind == "kernel" and e.site is not None and e.site.var is not None:
+                if e.site.function == site.function and e.site.var.name in names:
+                    host, kernels = host + e.time_s, kernels + 1
+    return {"subgraph": subgraph, "compute_s": compute, "boundary_s": boundary, "host_s": host, "host_kernels": kernels}
 
 
 def subgraph_cost_line(cost: dict, backend: str) -> str:
@@ -409,5 +412,5 @@ def subgraph_cost_line(cost: dict, backend: str) -> str:
     return (
         f"{cost['subgraph']}: offloaded to {backend} {seconds(offloaded)} per run "
         f"({seconds(cost['compute_s'])} compute + {seconds(cost['boundary_s'])} crossing in and out); "
-        f"the same ops on TVM {seconds(cost['host_s'])}: it {verdict}"
+        f"the same ops on TVM {seconds(cost['host_s'])} ({cost['host_kernels']} kernels): it {verdict}"
     )

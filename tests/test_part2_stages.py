@@ -105,16 +105,6 @@ def test_cli_import_summary(capsys):
     assert summary["params"] > 40_000_000
 
 
-@pytest.mark.slow
-def test_cli_run_tvm_saves_outputs(tmp_path):
-    out = tmp_path / "out.npz"
-    assert cli.main(["run", "ssd", "--backend", "tvm", "--save-outputs", str(out)]) == 0
-    saved = np.load(out)
-    assert sorted(saved.files) == ["boxes", "ids", "scores"]
-    assert saved["ids"].shape[:2] == saved["scores"].shape[:2] == saved["boxes"].shape[:2]
-    assert saved["boxes"].shape[-1] == 4 and (saved["scores"] > 0).any()
-
-
 def test_ssd_partitions_the_same_with_its_tuple_plumbing_left_in(ssd_wb):
     """Without CanonicalizeBindings and DCE, batch-norm folding leaves tuples, projections and
     aliases between the convolutions; the merge looks through them."""

@@ -122,10 +122,12 @@ def test_slider_redraws_on_a_new_threshold():
     picture = np.zeros((40, 40, 3), "uint8")
     dets = {"ids": np.zeros((1, 3, 1)), "scores": np.array([[[0.9], [0.6], [0.3]]]), "boxes": np.ones((1, 3, 4))}
     w = detections_slider(picture, dets, ["person"], thresh=0.5, mark="untrained weights")
-    slider, caption = w.children[0], w.children[1]
+    slider, caption, image = w.children
     assert caption.value.startswith("2 of 2 detections with score >= 0.50") and "untrained weights" in caption.value
+    first = image.value
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
     slider.value = 0.2
-    assert caption.value.startswith("3 of 3 detections with score >= 0.20")
+    assert caption.value.startswith("3 of 3 detections with score >= 0.20") and image.value != first
 
 
 def test_bench_parses_backends_in_one_line():
@@ -172,3 +174,23 @@ def test_bench_speedups_checks_and_targets():
     t = result["targets"]
     assert t["backend"] == "onnxruntime" and t["at_least_50x_faster_than_tvm"] and t["faster_than_mxnet"]
     assert t["vs_onnxruntime_whole_model"] == pytest.approx(1.5) and not t["within_1.3x_of_onnxruntime_whole_model"]
+
+
+def test_a_subgraphs_bill_offloaded_and_on_the_host():
+    """The demo's lone add (byoc_target_0): offloaded in the unpruned build, a host kernel once pruned."""
+    pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
+    from byoc_workbench import timing
+
+    builds = {k: timing.demo_build("onnxruntime", prune=k == "pruned") for k in ("pruned", "unpruned")}
+    profiles = {k: timing.profile(built, inputs, runs=2) for k, (built, inputs) in builds.items()}
+    partitioned = builds["unpruned"][0].partitioned
+    cost = runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_0", partitioned)
+    assert cost["host_kernels"] == 1 and cost["host_s"] > 0  # while_loop/inc, on TVM after pruning
+    assert cost["compute_s"] > 0 and cost["boundary_s"] > 0
+    line = runner.subgraph_cost_line(cost, "onnxruntime (CPU)")
+    assert line.startswith("byoc_target_0: offloaded to onnxruntime (CPU) ") and "(1 kernels)" in line
+    # byoc_target_1 stays offloaded in both builds: nothing of it runs on the host.
+    assert (
+        runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_1", partitioned)["host_kernels"]
+        == 0
+    )

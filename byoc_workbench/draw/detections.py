@@ -91,6 +91,19 @@ def draw_detections(
     return ax
 
 
+def detections_png(image, ids, scores, boxes, class_names=(), thresh=0.5, top=20, mark="", title="", dpi=100) -> bytes:
+    """:func:`draw_detections` as PNG bytes, on a figure of its own (nothing shown, no pyplot state)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 7 * image.shape[0] / image.shape[1]))
+    draw_detections(image, ids, scores, boxes, class_names, thresh, top, mark, title, ax=fig.subplots())
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=dpi)
+    return buf.getvalue()
+
+
 def _rgb(color: str):
     if color.startswith("#"):
         return color

@@ -21,7 +21,6 @@ def detections_slider(
     (e.g. "untrained weights") is written across the picture and in the caption.
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     if isinstance(detections, dict):
         detections = (detections["ids"], detections["scores"], detections["boxes"])
@@ -37,12 +36,15 @@ def detections_slider(
         layout=widgets.Layout(width="420px"),
     )
     caption = widgets.Label()
+    # An Image widget takes the PNG directly: no Output widget, whose capture of the inline
+    # backend stalled a kernel for 40 s (stream flushes timing out) under nbclient.
+    picture_widget = widgets.Image(format="png", layout=widgets.Layout(max_width="720px"))
 
-    def show(thresh):
-        view = viz.at_threshold(ids, scores, boxes, class_names, thresh, top, mark)
-        caption.value = view["caption"]
-        viz.draw_detections(picture, ids, scores, boxes, class_names, thresh, top, mark, title)
-        plt.show()
+    def show(change=None):
+        t = slider.value
+        caption.value = viz.at_threshold(ids, scores, boxes, class_names, t, top, mark)["caption"]
+        picture_widget.value = viz.detections_png(picture, ids, scores, boxes, class_names, t, top, mark, title)
 
-    out = widgets.interactive_output(show, {"thresh": slider})
-    return widgets.VBox([slider, caption, out])
+    slider.observe(show, names="value")
+    show()
+    return widgets.VBox([slider, caption, picture_widget])
