@@ -96,12 +96,14 @@ def _entry(run: runner.Run) -> dict:
     return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
 
 
-def _offloaded(prepared, target_rules, backend: str, prune: bool, x, repeat: int, label: str, progress: bool):
-    from .flow import stages
+def where_time_goes(found, x, runs: int, top: int = 10, mark: str = "") -> dict:
+    """One offloaded build's time per VM call (:func:`byoc_workbench.timing.profile`): the slowest
+    entries, and the seconds per kind (offloaded subgraph, boundary, host kernel, builtin)."""
+    from . import timing
 
-    prune_rule = stages.no_mac() if prune else stages.keep_all
-    found = stages.run_stages(prepared, target_rules, prune_rule, check=False, backend=backend)
-    return runner.build_and_run(found[-1], [x], repeat=repeat, label=label, progress=progress)
+    profile = timing.profile(timing.build(found, mark=mark), [x], runs=runs)
+    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in profile.top(top)]
+    return {"end_to_end_s": profile.end_to_end_s, "by_kind": profile.by_kind, "top": rows}
 
 
 def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
@@ -168,14 +170,16 @@ def bench_ssd(
     unpruned: bool = True,
     anchors: bool = True,
     progress: bool = True,
+    where: bool = False,
 ) -> dict:
     """Time the SSD on each of ``backends`` and the anchors; see the module's docstring.
 
     Returns the JSON of ``byoc-workbench bench ssd --json``: ``backends``,
     ``anchors``, ``speedup_vs_tvm``, ``outputs_match_tvm``, ``weights``,
     ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
-    found), ``notes``, ``skipped`` (backends that could not run, with why) and
-    ``targets`` (issue 7's bar, for the first offloading backend).
+    found), ``notes``, ``skipped`` (backends that could not run, with why),
+    ``targets`` (issue 7's bar, for the first offloading backend) and, with
+    ``where``, ``where_time_goes`` per offloaded build (:func:`where_time_goes`).
     """
     from . import transforms
     from .flow.rules import get_target
@@ -191,6 +195,7 @@ def bench_ssd(
     imported = ssd.import_model(model, input_shape=x.shape, loaded=loaded)
     prepared = transforms.prepare(imported.mod)
     target_rules = get_target("tensorrt").rules
+    mark = "" if loaded.is_trained else loaded.weights_label
     result: dict = {
         "model": model,
         "input_shape": list(x.shape),
@@ -213,12 +218,15 @@ def bench_ssd(
                 if name == "tvm":
                     run = runner.build_and_run(imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress)
                 else:
-                    run = _offloaded(prepared, target_rules, name, prune, x, repeat, label, progress)
+                    found = ssd.offload(prepared, name, prune, rules=target_rules)
+                    run = runner.build_and_run(found[-1], [x], repeat=repeat, label=label, progress=progress)
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
             result["backends"][label] = _entry(run)
             outputs[label] = run.outputs
+            if where and name != "tvm":
+                result.setdefault("where_time_goes", {})[label] = where_time_goes(found, x, repeat, mark=mark)
     if "tvm" in result["backends"]:
         result["notes"].append(
             f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up: tens of seconds a run; "
@@ -286,6 +294,10 @@ def report_text(result: dict) -> str:
                 f"{same:15s}  {e['ran_on']}"
             )
     lines += [f"skipped {k}: {why}" for k, why in result["skipped"].items()]
+    for label, w in result.get("where_time_goes", {}).items():
+        kinds = ", ".join(f"{k} {runner.seconds(v)}" for k, v in w["by_kind"].items())
+        lines.append(f"where {label}'s {runner.seconds(w['end_to_end_s'])} go: {kinds}")
+        lines += [f"  {runner.seconds(r['time_s']):>9s}  {r['kind']:9s} {r['name']}" for r in w["top"]]
     lines += [f"note: {n}" for n in result["notes"]]
     if "targets" in result:
         lines.append("issue 7 targets: " + ", ".join(f"{k}={_fmt(v)}" for k, v in result["targets"].items()))

@@ -142,6 +142,7 @@ def cmd_bench(args) -> int:
         image=args.image,
         unpruned=not args.no_unpruned,
         anchors=not args.no_anchors,
+        where=args.where,
     )
     print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
     return 0
@@ -318,6 +319,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")
     b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
+    b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
     b.add_argument("--weights", help="trained, untrained, or a local .params file")

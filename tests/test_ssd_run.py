@@ -68,7 +68,10 @@ def test_bench_json_shape_on_a_small_ssd(capsys):
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
     args = ["bench", "ssd", "--model", "ssd_512_mobilenet1.0_coco", "--weights", "untrained"]
-    assert cli.main([*args, "--backends", "onnxruntime,tensorrt", "--repeat", "1", "--no-anchors", "--json"]) == 0
+    assert (
+        cli.main([*args, "--backends", "onnxruntime,tensorrt", "--repeat", "1", "--no-anchors", "--where", "--json"])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert list(result["backends"]) == ["onnxruntime", "onnxruntime_unpruned"]
     for entry in result["backends"].values():
@@ -78,3 +81,7 @@ def test_bench_json_shape_on_a_small_ssd(capsys):
     assert result["weights"] == "untrained" and result["machine"]["cores"] >= 1
     if tensorrt.missing() is not None:
         assert result["skipped"] == {"tensorrt": tensorrt.missing()}
+    where = result["where_time_goes"]
+    assert list(where) == ["onnxruntime", "onnxruntime_unpruned"]
+    assert where["onnxruntime"]["top"][0]["kind"] == "subgraph"  # the backbone in ONNX Runtime leads
+    assert {"subgraph", "kernel", "boundary"} <= set(where["onnxruntime"]["by_kind"])
