@@ -85,11 +85,20 @@ def fresh_var(like, name: str | None = None, dataflow: bool = True):
     return cls(name or like.name, like.ty)
 
 
+_ATTRS: dict = {}  # function -> its attributes as Python strings; functions never change
+
+
 def func_attr(func, key: str):
     """A function attribute as a Python string, or None."""
-    if not isinstance(func, relax.Function) or func.attrs is None or key not in func.attrs:
+    if not isinstance(func, relax.Function):
         return None
-    return str(func.attrs[key])
+    attrs = _ATTRS.get(func)
+    if attrs is None:  # asked thousands of times per rule toggle; reading through the FFI is 4x slower
+        attrs = {} if func.attrs is None else {str(k): str(v) for k, v in func.attrs.items()}
+        if len(_ATTRS) >= 8192:
+            _ATTRS.clear()
+        _ATTRS[func] = attrs
+    return attrs.get(key)
 
 
 def callee(mod: tvm.IRModule, call):
