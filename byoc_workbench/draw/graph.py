@@ -456,8 +456,8 @@ def _ops_of(nodes) -> list:
     return [op for n in nodes for op in (n.ops if n.kind in ("composite", "fold") else [n.op] if n.op else [])]
 
 
-def _group_node(nid: str, title: str, members: list, cluster: str, kind_of_ops: str) -> Node:
-    """A closed group (a folded run or a block) drawn as one node: its ops counted, its main target's colour."""
+def _group_node(nid: str, title: str, members: list, cluster: str, what: str) -> Node:
+    """A closed group drawn as one node (``what``: "block" or "folded"): its ops counted, its main target's colour."""
     ops = _ops_of(members)
     by_target = collections.Counter()
     for m in members:
@@ -466,7 +466,7 @@ def _group_node(nid: str, title: str, members: list, cluster: str, kind_of_ops: 
     mix = "\n" + ", ".join(f"{t} {n}" for t, n in by_target.most_common()) if len(by_target) > 1 else ""
     head = f"{title}\n{len(ops)} ops" if title else f"{len(ops)} ops"
     label = f"{head}{mix}\n{_op_counts(ops)}"
-    return Node(nid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=kind_of_ops)
+    return Node(nid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=what)
 
 
 def _remap(g: Graph, nodes: dict, rename: dict, clusters: dict, below=()) -> Graph:
