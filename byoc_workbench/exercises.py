@@ -51,9 +51,41 @@ class Feedback:
         return "\n".join(lines)
 
 
-def _start(title: str, hint: str, answers: tuple) -> Feedback:
-    """The feedback of one exercise, already saying so when an answer is still ``...``."""
-    fb = Feedback(title)
+# Each exercise's title and hint, by number.
+EXERCISES = {
+    1: (
+        "a pattern for conv2d + relu (no bias)",
+        "compose tvm.relax.dpl calls: is_op('relax.nn.<name>')(its inputs), with wildcard() for any input; "
+        "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs",
+    ),
+    2: (
+        "a per-op rule for multiply",
+        "op_rule('byoc-target', 'multiply', 'relax.multiply'). Without it the partition of multiply_graph() has "
+        "2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them: what happens to them once "
+        "multiply is claimed too?",
+    ),
+    3: (
+        "a prune rule: at least 2 MAC ops",
+        "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
+        "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host",
+    ),
+    4: (
+        "your own graph, partitioned",
+        "write mod with @I.ir_module (a main with at least three ops in a dataflow block) and rules with "
+        "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting",
+    ),
+    5: (
+        "one TensorRT rule off on the SSD",
+        "a rule that is off leaves its ops on the host, where they cut the subgraphs around them; "
+        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs",
+    ),
+}
+
+
+def _start(number: int, *answers) -> Feedback:
+    """Exercise ``number``'s feedback, already saying so when an answer is still ``...``."""
+    title, hint = EXERCISES[number]
+    fb = Feedback(f"Exercise {number}, {title}")
     fb.hint = hint
     if any(a is ... or a is None for a in answers):
         fb.wrong.append(_NOT_ANSWERED)
@@ -124,12 +156,7 @@ CONV_RELU = collections.Counter({"relax.nn.conv2d": 2, "relax.nn.relu": 2})
 
 def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
     """Exercise 1: a pattern for conv2d + relu without bias, and how often it matches :func:`conv_relu_graph`."""
-    fb = _start(
-        "Exercise 1, a pattern for conv2d + relu (no bias)",
-        "compose tvm.relax.dpl calls: is_op('relax.nn.<name>')(its inputs), with wildcard() for any input; "
-        "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs",
-        answers=(pattern, predicted_matches),
-    )
+    fb = _start(1, pattern, predicted_matches)
     if fb.wrong:
         return fb
     try:
@@ -169,13 +196,7 @@ def _demo() -> tvm.IRModule:
 
 def check_multiply_rule(rule, predicted_subgraphs) -> Feedback:
     """Exercise 2: a per-op rule for ``multiply`` on byoc-target, and the partition of :func:`multiply_graph`."""
-    fb = _start(
-        "Exercise 2, a per-op rule for multiply",
-        "op_rule('byoc-target', 'multiply', 'relax.multiply'). Without it the partition of multiply_graph() has "
-        "2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them: what happens to them once "
-        "multiply is claimed too?",
-        answers=(rule, predicted_subgraphs),
-    )
+    fb = _start(2, rule, predicted_subgraphs)
     if fb.wrong:
         return fb
     if not isinstance(rule, Rule):
@@ -213,12 +234,7 @@ PRUNE_CASES = (  # (ops of a subgraph, number of MAC ops in it)
 
 def check_prune_rule(rule) -> Feedback:
     """Exercise 3: a prune rule ``(name, ops) -> reason or None`` that keeps subgraphs with at least 2 MAC ops."""
-    fb = _start(
-        "Exercise 3, a prune rule: at least 2 MAC ops",
-        "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
-        "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host",
-        answers=(rule,),
-    )
+    fb = _start(3, rule)
     if fb.wrong:
         return fb
     if not callable(rule):
@@ -252,12 +268,7 @@ def check_prune_rule(rule) -> Feedback:
 
 def check_own_graph(mod, rules, predicted_subgraphs) -> Feedback:
     """Exercise 4: a graph of at least three ops of your own, rules for it, and its partition predicted."""
-    fb = _start(
-        "Exercise 4, your own graph, partitioned",
-        "write mod with @I.ir_module (a main with at least three ops in a dataflow block) and rules with "
-        "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting",
-        answers=(mod, rules, predicted_subgraphs),
-    )
+    fb = _start(4, mod, rules, predicted_subgraphs)
     if fb.wrong:
         return fb
     target = rules if isinstance(rules, Target) else None
@@ -322,12 +333,7 @@ def check_ssd_rule_off(wb, partition_change, prune_change) -> Feedback:
     Predict whether the partition gives ``"more"``, ``"fewer"`` or the ``"same"`` number of
     subgraphs as with every rule on, and the same after pruning. The feedback explains the counts.
     """
-    fb = _start(
-        "Exercise 5, one TensorRT rule off on the SSD",
-        "a rule that is off leaves its ops on the host, where they cut the subgraphs around them; "
-        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs",
-        answers=(wb, partition_change, prune_change),
-    )
+    fb = _start(5, wb, partition_change, prune_change)
     if fb.wrong:
         return fb
     if not isinstance(wb, Workbench) or wb.target.name != "tensorrt":
