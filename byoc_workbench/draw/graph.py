@@ -427,24 +427,14 @@ DATA_MOVEMENT = frozenset(
 
 def _components(g: Graph, eligible: set) -> list:
     """Connected groups of ``eligible`` nodes, joined along edges within one cluster and target."""
-    parent = {nid: nid for nid in eligible}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    nids = [nid for nid in g.nodes if nid in eligible]  # node order is binding order
+    pairs = []
     for e in g.edges:
         if e.src in eligible and e.dst in eligible:
             a, b = g.nodes[e.src], g.nodes[e.dst]
             if a.cluster == b.cluster and a.target == b.target:
-                parent[find(e.src)] = find(e.dst)
-    groups: dict = {}
-    for nid in g.nodes:  # node order is binding order, so members come out in order
-        if nid in eligible:
-            groups.setdefault(find(nid), []).append(nid)
-    return list(groups.values())
+                pairs.append((e.src, e.dst))
+    return _units(nids, pairs)
 
 
 def _moves_data(n: Node) -> bool:
