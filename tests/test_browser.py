@@ -497,3 +497,96 @@ def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
     box.fill("")
     expect(conv3d).to_be_hidden()
     expect(page.get_by_label("tensorrt.add", exact=True)).to_be_visible()
+
+
+# --- opening a group (issue 8: a folded run or a Gluon block opens to a readable layout) ---
+
+# The on-screen heights of the node labels inside the diagram's box (what a user can read there).
+_LABELS_IN_BOX = """() => {
+    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
+    return [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend) text')]
+        .map(t => t.getBoundingClientRect())
+        .filter(r => r.right > f.left && r.left < f.right && r.bottom > f.top && r.top < f.bottom)
+        .map(r => r.height).sort((a, b) => a - b);
+}"""
+# An opened group's cluster measured in boxes (how many box widths and heights it takes at the current zoom),
+# and how many of the nodes drawn inside it the box shows.
+_CLUSTER_SIZE = """id => {
+    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
+    const c = document.querySelector(`.byoc-graph g.cluster[id="${CSS.escape(id)}"]`);
+    if (!c) return null;
+    const r = c.getBoundingClientRect();
+    const inside = (x, y, b) => x > b.left && x < b.right && y > b.top && y < b.bottom;
+    const members = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')]
+        .map(g => g.getBoundingClientRect()).map(n => [n.left + n.width / 2, n.top + n.height / 2])
+        .filter(([x, y]) => inside(x, y, r));
+    return {w: r.width / f.width, h: r.height / f.height, nodes: members.length,
+            shown: members.filter(([x, y]) => inside(x, y, f)).length};
+}"""
+
+
+def _bring_into_box(page, node_id: str) -> None:
+    """Drag the diagram so that node ``node_id`` sits in the middle of the box, as a user would before opening it."""
+    frame = page.locator(".byoc-graph")
+    frame.scroll_into_view_if_needed()
+    at = page.evaluate(_NODE_IN_BOX, node_id)
+    assert at is not None, f"{node_id} is not drawn"
+    box = frame.bounding_box()
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(cx, cy)
+    page.mouse.down()
+    page.mouse.move(cx + box["width"] / 2 - at["x"], cy + box["height"] / 2 - at["y"], steps=8)
+    page.mouse.up()
+    at = page.evaluate(_NODE_IN_BOX, node_id)
+    assert 0 < at["x"] < box["width"] and 0 < at["y"] < box["height"], at
+
+
+def _open_group(page, node_id: str, shot: str) -> dict:
+    """Double-click group ``node_id`` at 100% and check what the box shows once the view settles."""
+    page.locator(".byoc-zoom-100").click()
+    _bring_into_box(page, node_id)
+    cluster = f"cluster_x_{node_id}"
+    page.locator(f'.byoc-graph g.node[id="{node_id}"]').dblclick()
+    page.locator(f'.byoc-graph g.cluster[id="{cluster}"]').wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_timeout(300)  # the redraw places the view on the next frames
+    page.locator(".byoc-graph").scroll_into_view_if_needed()
+    page.screenshot(path=str(BUILD / shot))
+    heights = page.evaluate(_LABELS_IN_BOX)
+    size = page.evaluate(_CLUSTER_SIZE, cluster)
+    print(
+        f"{node_id} opened at scale {_scale(page):.2f}: {len(heights)} labels in the box, median "
+        f"{_median(heights):.1f} px; the group: {size['nodes']} nodes over {size['w']:.1f} x {size['h']:.1f} boxes, "
+        f"{size['shown']} of them in the box"
+    )
+    assert page.evaluate(_NODES_IN_BOX) > 0, "after opening a group the box must still show nodes"
+    assert heights and _median(heights) >= MIN_LABEL_PX, f"labels are {_median(heights):.1f} px tall once opened"
+    assert size["shown"] > 0, f"the box shows none of the opened group's nodes: {size}"
+    page.locator(".byoc-zoom-fit").click()  # and the whole diagram, one click away
+    fit = page.evaluate(_LABELS_IN_BOX)
+    print(f"  after 'fit': scale {_scale(page):.2f}, median label {_median(fit):.1f} px")
+    return size
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
+    page, _first = ssd_page_and_first
+    stage = page.locator(".byoc-stage button", has_text="prune")
+    stage.click()
+    page.locator('.byoc-graph g.node[id="fold_main/ssd0_slice_axis0"]').wait_for()
+    try:
+        # The folded run of 241 slices and concats at the prune stage.
+        size = _open_group(page, "fold_main/ssd0_slice_axis0", "widget-ssd-fold-1366.png")
+        assert size["w"] <= 8, f"an opened run wraps into rows, not one strip: {size}"
+        page.locator(".byoc-collapse").click()
+        sync_api.expect(page.locator(".byoc-graph g.cluster[id^='cluster_x_']")).to_have_count(0)
+
+        # The Gluon backbone (resnetv10), drawn as one node before the partition.
+        page.locator(".byoc-stage button", has_text="annotate").click()
+        page.locator('.byoc-graph g.node[id="main/ssd0_resnetv10_"]').wait_for()
+        size = _open_group(page, "main/ssd0_resnetv10_", "widget-ssd-block-1366.png")
+        assert size["w"] <= 8, f"an opened block lays out in rows, not one strip: {size}"
+    finally:
+        if page.locator(".byoc-collapse").is_enabled():
+            page.locator(".byoc-collapse").click()
+        stage.click()

@@ -57,7 +57,7 @@ function render({ model, el }) {
   hint.className = "byoc-graph-hint";
   hint.textContent =
     `Scroll moves the page; ${MOD_KEY} + scroll or a pinch zooms; drag to move the diagram. ` +
-    "Click a node for its details; double-click a composite or subgraph to open it.";
+    "Click a node for its details; double-click a subgraph, composite, block or folded run to open it.";
   el.append(toolbar, hint, frame);
 
   let view = { x: 0, y: 0, s: 1 };

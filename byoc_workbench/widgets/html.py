@@ -12,7 +12,7 @@ from ..session import View
 
 NO_SELECTION = (
     "<i>Click a node to see its op, attributes, types and which rule claimed it. "
-    "Double-click a composite or subgraph to open it.</i>"
+    "Double-click a subgraph, composite, block or folded run to open it.</i>"
 )
 
 
