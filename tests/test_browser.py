@@ -578,6 +578,8 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
         # The folded run of 241 slices and concats at the prune stage.
         size = _open_group(page, "fold_main/ssd0_slice_axis0", "widget-ssd-fold-1366.png")
         assert size["w"] <= 8, f"an opened run wraps into rows, not one strip: {size}"
+        # The view moves to the opened run (its top), not to the node that stayed in the middle.
+        assert size["shown"] >= 5, f"the box shows too few of the opened run's ops at readable labels: {size}"
         page.locator(".byoc-collapse").click()
         sync_api.expect(page.locator(".byoc-graph g.cluster[id^='cluster_x_']")).to_have_count(0)
 

@@ -9,6 +9,8 @@
 const MIN_SCALE = 0.02;
 const MAX_SCALE = 8;
 const MAX_FIRST_SCALE = 1.5; // a small graph is not blown up past this at its first view
+const OPEN_WAIT_MS = 30000; // how long a double-clicked node waits for its opened drawing
+const OPEN_MARGIN = 8; // px between the box's edge and an opened group's top or left
 const READABLE_PX = 11; // on-screen height of a node label at the first view (10 px is the floor)
 const DRAG_SLOP = 4; // pixels a press may move and still count as a click
 const HINT_MS = 1500;
@@ -67,6 +69,8 @@ function render({ model, el }) {
   let drag = null;
   let suppressClick = false;
   let hintTimer = 0;
+  // A double-clicked node waiting for its opened drawing: { id, at }.
+  let opening = null;
 
   const level = document.createElement("span");
   level.className = "byoc-zoom-level";
@@ -204,6 +208,31 @@ function render({ model, el }) {
     });
   };
 
+  // After a double-click opens a group: its cluster's top at the top of the box, at
+  // a readable scale, centred when it fits across, else its left edge at the left
+  // of the box. False when the drawing holds no group opened by a double-click.
+  const showOpened = (scale) => {
+    const o = opening;
+    if (!o || performance.now() - o.at > OPEN_WAIT_MS) {
+      opening = null;
+      return false;
+    }
+    const cl = viewport.querySelector(`g.cluster[id="${CSS.escape(`cluster_x_${o.id}`)}"]`);
+    if (!cl) return false;
+    opening = null;
+    const r = cl.getBoundingClientRect();
+    const sv = svgEl().getBoundingClientRect();
+    if (!r.width || !r.height) return false;
+    const cw = frame.clientWidth;
+    const s = Math.max(scale, readable);
+    const [left, top, w] = [(r.left - sv.left) / view.s, (r.top - sv.top) / view.s, r.width / view.s];
+    const x = w * s <= cw ? (cw - w * s) / 2 - left * s : OPEN_MARGIN - left * s;
+    view = { s, x, y: OPEN_MARGIN - top * s };
+    mode = "free";
+    apply();
+    return true;
+  };
+
   const draw = () => {
     const held = mode === "fit" ? [] : anchors();
     const scale = view.s;
@@ -222,7 +251,9 @@ function render({ model, el }) {
     highlight();
     const a = held.find((h) => findNode(h.id));
     const c = a && centreOf(findNode(a.id));
-    if (mode === "fit") fitWhole();
+    if (showOpened(scale)) {
+      // placed on the opened group
+    } else if (mode === "fit") fitWhole();
     else if (c) {
       view = { s: scale, x: a.sx - c.x * scale, y: a.sy - c.y * scale };
       apply();
@@ -296,6 +327,7 @@ function render({ model, el }) {
     const g = e.target.closest && e.target.closest("g.node, g.cluster");
     if (!g || !g.id) return;
     e.preventDefault();
+    if (g.matches("g.node")) opening = { id: g.id, at: performance.now() };
     model.send({ event: "toggle", id: g.id });
   };
 
