@@ -5,21 +5,15 @@ from __future__ import annotations
 from ..draw import detections as viz
 
 
-def detections_slider(
-    picture,
-    detections,
-    class_names=(),
-    thresh: float = 0.5,
-    top: int = 20,
-    mark: str = "",
-    title: str = "",
-):
+def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, **drawing):
     """A slider over the score threshold above the picture with its boxes, class names and scores.
 
     ``detections`` is ``(ids, scores, boxes)`` or a dict with those keys (a
-    VM's outputs, :class:`~byoc_workbench.models.ssd.Detections`). ``mark``
-    (e.g. "untrained weights") is written across the picture and in the caption.
+    VM's outputs, :class:`~byoc_workbench.models.ssd.Detections`). ``drawing``
+    takes ``top``, ``mark`` and ``title`` as :func:`..draw.detections.draw_detections`
+    does; ``mark`` (e.g. "untrained weights") is written across the picture and in the caption.
     """
+    top, mark = drawing.get("top", 20), drawing.get("mark", "")
     import ipywidgets as widgets
 
     if isinstance(detections, dict):
@@ -43,7 +37,7 @@ def detections_slider(
     def show(change=None):
         t = slider.value
         caption.value = viz.at_threshold(ids, scores, boxes, class_names, t, top, mark)["caption"]
-        picture_widget.value = viz.detections_png(picture, ids, scores, boxes, class_names, t, top, mark, title)
+        picture_widget.value = viz.detections_png(picture, ids, scores, boxes, class_names, t, **drawing)
 
     slider.observe(show, names="value")
     show()
