@@ -406,54 +406,48 @@ class ModuleEditor:
         return relax.transform.Normalize()(mod)
 
 
-def map_blocks(body: relax.SeqExpr, fn: Callable) -> relax.SeqExpr:
-    """Rebuild ``body``, through If branches; ``fn(is_dataflow, bindings)`` returns each block's new bindings."""
+def map_blocks(body: relax.SeqExpr, fn: Callable, result: Callable | None = None) -> relax.SeqExpr:
+    """Rebuild ``body``, through If branches; ``fn(is_dataflow, bindings)`` returns each block's new bindings.
+
+    ``result``, when given, rewrites each sequence's result (the body's, and each branch's).
+    """
     new_blocks = []
     for block in body.blocks:
         bindings = []
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, relax.If):
-                value = relax.If(value.cond, map_blocks(value.true_branch, fn), map_blocks(value.false_branch, fn))
-                binding = relax.VarBinding(binding.var, value)
+                branches = (map_blocks(value.true_branch, fn, result), map_blocks(value.false_branch, fn, result))
+                binding = relax.VarBinding(binding.var, relax.If(value.cond, *branches))
             bindings.append(binding)
         is_df = isinstance(block, relax.DataflowBlock)
         bindings = fn(is_df, bindings)
         new_blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
-    return relax.SeqExpr(new_blocks, body.body)
+    return relax.SeqExpr(new_blocks, result(body.body) if result else body.body)
 
 
-def rebuild(func: relax.Function, fn: Callable) -> relax.Function:
+def rebuild(func: relax.Function, fn: Callable, result: Callable | None = None) -> relax.Function:
     """``func`` with each block's bindings replaced by ``fn`` (see :func:`map_blocks`)."""
-    body = map_blocks(func.body, fn)
+    body = map_blocks(func.body, fn, result)
     return relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
 
 
 def rename_vars(func: relax.Function, names: dict) -> relax.Function:
     """``func`` with each variable in ``names`` bound under its new name; every use follows."""
-    mapping: dict = {}
+    mapping = {v: fresh_var(v, name, dataflow=isinstance(v, relax.DataflowVar)) for v, name in names.items()}
 
-    def seq(body: relax.SeqExpr) -> relax.SeqExpr:
-        blocks = []
-        for block in body.blocks:
-            bindings = []
-            for b in block.bindings:
-                v = b.value
-                if isinstance(v, relax.If):
-                    v = relax.If(substitute(v.cond, mapping), seq(v.true_branch), seq(v.false_branch))
-                else:
-                    v = substitute(v, mapping)
-                if b.var in names:
-                    mapping[b.var] = fresh_var(b.var, names[b.var], dataflow=isinstance(b.var, relax.DataflowVar))
-                bindings.append(relax.VarBinding(mapping.get(b.var, b.var), v))
-            blocks.append(
-                relax.DataflowBlock(bindings)
-                if isinstance(block, relax.DataflowBlock)
-                else relax.BindingBlock(bindings)
-            )
-        return relax.SeqExpr(blocks, substitute(body.body, mapping))
+    def rename(is_df, bindings):
+        out = []
+        for b in bindings:
+            v = b.value
+            if isinstance(v, relax.If):
+                v = relax.If(substitute(v.cond, mapping), v.true_branch, v.false_branch)
+            else:
+                v = substitute(v, mapping)
+            out.append(relax.VarBinding(mapping.get(b.var, b.var), v))
+        return out
 
-    return relax.Function(func.params, seq(func.body), func.ret_ty, func.is_pure, func.attrs)
+    return rebuild(func, rename, result=lambda expr: substitute(expr, mapping))
 
 
 def map_bindings(mod: tvm.IRModule, fn: Callable, remove=()) -> tvm.IRModule:
