@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1su
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
 
-.PHONY: setup git-filter system-deps lab test lint test-fast demo bench clean
+.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast demo bench clean
 
 setup: system-deps $(STAMP)
 
@@ -25,7 +25,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 	@$(MAKE) --no-print-directory git-filter
 
-# Outputs JupyterLab saves into notebooks/*.ipynb never reach git: a clean filter strips them.
+# Outputs saved into notebooks/*.ipynb (by those who edit them there) never reach a commit: a clean filter strips them.
 git-filter:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 	  git config filter.nbstripout.clean "'$(abspath $(BIN))/nbstripout' --keep-id --extra-keys metadata.language_info"; \
@@ -35,11 +35,13 @@ git-filter:
 system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh
 
+# JupyterLab runs working copies in lab/ (ignored by git), so saved outputs never show up in git status.
 lab: setup
+	@$(BIN)/python tools/lab_copies.py notebooks lab
 	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
 	echo ""; echo "  JupyterLab on 127.0.0.1 only. Open: http://127.0.0.1:$(PORT)/lab?token=$$token"; echo ""; \
 	exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$$token" \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=lab --IdentityProvider.token="$$token" \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 test: setup lint
@@ -61,6 +63,9 @@ demo: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_toggle.py
+
+lab-fresh:
+	$(BIN)/python tools/lab_copies.py notebooks lab --fresh
 
 clean:
 	rm -rf build $(VENV) .pytest_cache
