@@ -10,6 +10,7 @@ survive a rule toggle.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from pathlib import Path
@@ -108,8 +109,11 @@ class WorkbenchWidget(W.VBox):
         error: Exception | None = None,
         collapse: bool = False,
         mark: str = "",
+        inputs=None,
     ):
         self.target = target
+        self.inputs = inputs  # what the "time" view runs the build on
+        self._measured: tuple | None = None  # (workbench, profile, svg) of the last measurement
         self.collapse = collapse
         self.workbench: Workbench | None = None
         self.view: View | None = None
@@ -170,6 +174,17 @@ class WorkbenchWidget(W.VBox):
         )
         self.collapse_button.add_class("byoc-collapse")
         self.collapse_button.on_click(lambda _: self.collapse_all())
+        self.time_button = W.ToggleButton(
+            description="time",
+            icon="clock-o",
+            disabled=inputs is None,
+            tooltip="measure the codegen stage's build and shade each node by its time"
+            if inputs is not None
+            else "pass inputs=[...] to workbench_widget to measure the build",
+            layout=W.Layout(width="auto"),
+        )
+        self.time_button.add_class("byoc-time")
+        self.time_button.observe(lambda change: self.set_time(change["new"]), names="value")
 
         self.subgraph_table = W.HTML("").add_class("byoc-subgraph-table")
         self.changes = W.HTML("").add_class("byoc-changes")
@@ -184,7 +199,12 @@ class WorkbenchWidget(W.VBox):
             [
                 self.rules_panel,
                 W.HBox(
-                    [W.HTML("<b>stage</b>").add_class("byoc-stage-label"), self.stage_picker, self.collapse_button]
+                    [
+                        W.HTML("<b>stage</b>").add_class("byoc-stage-label"),
+                        self.stage_picker,
+                        self.time_button,
+                        self.collapse_button,
+                    ]
                 ).add_class("byoc-stage-row"),
                 self.stage_help,
                 self.status,
@@ -236,6 +256,16 @@ class WorkbenchWidget(W.VBox):
         """Open or close the composite or subgraph drawn as ``node_id`` (a double-click)."""
         return self._guard(lambda: self._toggle(node_id))
 
+    def set_time(self, on: bool) -> bool:
+        """Show the measured latency map of the codegen stage (on), or the plain diagram (off)."""
+        if self.time_button.value != on:
+            self.time_button.value = on  # observing it calls back here
+            return not self.status.value
+        if on and self.stage != "codegen":
+            self.stage_picker.value = "codegen"  # _on_stage redraws, measured
+            return not self.status.value
+        return self._guard(self._redraw)
+
     def collapse_all(self) -> bool:
         self.expand = frozenset()
         return self._guard(self._redraw)
@@ -260,12 +290,31 @@ class WorkbenchWidget(W.VBox):
 
     def _apply(self, wb: Workbench) -> None:
         # Computes every stage and raises before anything changes.
-        view = wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)
+        view = self._timed(wb, wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse))
         self.workbench = wb
         self._show(view)
 
     def _redraw(self) -> None:
-        self._show(self.workbench.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse))
+        wb = self.workbench
+        self._show(self._timed(wb, wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)))
+
+    def _timed(self, wb: Workbench, view: View) -> View:
+        """``view`` with the latency map as its drawing, when the time view is on at the codegen stage.
+
+        A build is measured once per rule set and prune switch (about a second on the demo).
+        """
+        if not (self.time_button.value and view.stage == "codegen"):
+            return view
+        from .. import timing
+        from ..draw import latency
+
+        if self._measured is None or self._measured[0] is not wb:
+            built = timing.build(wb.stages)
+            self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
+        _, profile, built = self._measured
+        svg = latency.time_view(wb, built, profile, expand=tuple(sorted(self.expand)), collapse=self.collapse)
+        notes = [f"measured: {latency.summary_line(profile)}", *view.notes]
+        return dataclasses.replace(view, svg=svg, notes=notes)
 
     def _toggle(self, node_id: str) -> None:
         key = expand_key(self.view.nodes.get(node_id) if self.view else None) or self._opened_key(node_id)
@@ -334,6 +383,7 @@ def workbench_widget(
     extra_rules=(),
     collapse: bool = False,
     mark: str = "",
+    inputs=None,
 ) -> WorkbenchWidget:
     """The interactive workbench for ``mod`` (default: the seed's demo graph).
 
@@ -353,6 +403,9 @@ def workbench_widget(
         Hide constants and fold long runs of ops (for models of hundreds of ops).
     mark : str
         Shown in every diagram title, e.g. "untrained weights".
+    inputs : list of numpy arrays, optional
+        Inputs of ``main``; with them the "time" button shows the codegen
+        stage's build measured, each node shaded by its time.
 
     Returns
     -------
@@ -374,4 +427,5 @@ def workbench_widget(
         extra_rules,
         collapse=collapse,
         mark=mark,
+        inputs=inputs,
     )
