@@ -5,6 +5,7 @@ import collections
 import pytest
 
 from byoc_workbench import ir
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import stages, summary
 from byoc_workbench.flow.rules import select
 
@@ -114,3 +115,9 @@ def test_select_by_qualified_name(byoc):
     chosen = select(byoc.rules, ["byoc-target.add", "byoc-target.reshape"])
     assert [r.name for r in chosen] == ["reshape", "add"]  # table order, not request order
     assert select(byoc.rules, []) == ()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_no_mac_refuses_a_count_that_is_not_a_whole_number(bad):
+    with pytest.raises(WorkbenchError, match="min_mac_ops must be a whole number"):
+        stages.no_mac(bad)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import tvm
 
 from .. import ir
+from ..errors import WorkbenchError
 from .partition import inline_subgraphs
 
 PruneRule = Callable[[str, list], str | None]
@@ -23,6 +24,11 @@ def no_mac(min_mac_ops: int = 1) -> PruneRule:
     without multiply-accumulate work rarely earns that back (the seed's
     ``remove_no_mac_subgraphs``).
     """
+    if isinstance(min_mac_ops, bool) or not isinstance(min_mac_ops, int) or min_mac_ops < 0:
+        raise WorkbenchError(
+            f"min_mac_ops must be a whole number of MAC ops, 0 or more; got {min_mac_ops!r}",
+            "pass 0 to keep every subgraph, 1 (the default) to prune those without a MAC op, or more",
+        )
 
     def rule(name: str, ops: list) -> str | None:
         macs = sum(op in ir.MAC_OPS for op in ops)
