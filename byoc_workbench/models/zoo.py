@@ -115,11 +115,14 @@ class LoadedModel:
 def build_block(name: str):
     """The GluonCV network of ``name``, built with no weights (nothing is downloaded)."""
     spec = model_spec(name)
-    gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
+    mx = gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
     model_zoo = import_optional("gluoncv.model_zoo", gluon.INSTALL_FIX)
     # Classification nets take no pretrained_base argument.
     kwargs = {"pretrained_base": False} if spec.kind == "detection" else {}
-    return model_zoo.get_model(name, pretrained=False, **kwargs)
+    # Gluon numbers blocks per process (ssd0_, ssd1_, ...); a fresh name scope keeps a model's node
+    # names, and so the diagrams' node and block ids, the same however many models came before.
+    with mx.name.NameManager():
+        return model_zoo.get_model(name, pretrained=False, **kwargs)
 
 
 def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
