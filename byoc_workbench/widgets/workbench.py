@@ -290,20 +290,20 @@ class WorkbenchWidget(W.VBox):
 
     def _apply(self, wb: Workbench) -> None:
         # Computes every stage and raises before anything changes.
-        view = self._timed(wb, wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse))
+        view = self._view(wb, self.expand)
         self.workbench = wb
         self._show(view)
 
     def _redraw(self) -> None:
-        wb = self.workbench
-        self._show(self._timed(wb, wb.view(self.stage, expand=tuple(sorted(self.expand)), collapse=self.collapse)))
+        self._show(self._view(self.workbench, self.expand))
 
-    def _timed(self, wb: Workbench, view: View) -> View:
-        """``view`` with the latency map as its drawing, when the time view is on at the codegen stage.
-
-        A build is measured once per rule set and prune switch (about a second on the demo).
-        """
-        if not (self.time_button.value and view.stage == "codegen"):
+    def _view(self, wb: Workbench, expand: frozenset) -> View:
+        """The current stage of ``wb`` with ``expand`` opened: its latency map when the time view is on
+        at the codegen stage (measured once per rule set and prune switch, about a second on the demo)."""
+        timed = self.time_button.value and self.stage == "codegen"
+        # The time view draws its own diagram, so the plain one is not rendered only to be replaced.
+        view = wb.view(self.stage, expand=tuple(sorted(expand)), svg=not timed, collapse=self.collapse)
+        if not timed:
             return view
         from .. import timing
         from ..draw import latency
@@ -312,7 +312,7 @@ class WorkbenchWidget(W.VBox):
             built = timing.build(wb.stages)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
-        svg = latency.time_view(wb, built, profile, expand=tuple(sorted(self.expand)), collapse=self.collapse)
+        svg = latency.time_view(wb, built, profile, expand=tuple(sorted(expand)), collapse=self.collapse)
         notes = [f"measured: {latency.summary_line(profile)}", *view.notes]
         return dataclasses.replace(view, svg=svg, notes=notes)
 
@@ -320,7 +320,7 @@ class WorkbenchWidget(W.VBox):
         key = expand_key(self.view.nodes.get(node_id) if self.view else None) or self._opened_key(node_id)
         if key is None:
             return
-        view = self.workbench.view(self.stage, expand=tuple(sorted(toggled(self.expand, key))), collapse=self.collapse)
+        view = self._view(self.workbench, toggled(self.expand, key))
         self.expand = toggled(self.expand, key)
         self._show(view)
 
