@@ -38,11 +38,6 @@ class View:
     claimed: dict = dataclasses.field(default_factory=dict)
 
 
-def pattern_ops(rule) -> set:
-    """The Relax op names a rule can claim (its ``ops``)."""
-    return set(rule.ops)
-
-
 def why_unclaimed(target: Target, enabled: set) -> dict:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}

@@ -13,7 +13,6 @@ from tvm import relax
 from byoc_workbench import execute
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
-from byoc_workbench.session import pattern_ops
 
 pytest.importorskip("onnxruntime", reason="the ONNX backends need onnx and onnxruntime")
 from byoc_workbench.backends import onnx as bo  # noqa: E402
@@ -185,7 +184,7 @@ def test_the_cases_cover_the_whole_tensorrt_table():
 def test_every_op_of_both_tables_has_a_converter():
     ops = set()
     for r in rules.tensorrt_rules() + rules.byoc_target_rules():
-        ops |= pattern_ops(r)
+        ops |= set(r.ops)
     assert ops and ops <= bo.SUPPORTED_OPS, sorted(ops - bo.SUPPORTED_OPS)
 
 

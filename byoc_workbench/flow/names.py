@@ -27,7 +27,7 @@ def _key(value, seen: dict):
     if ir.is_var(value):
         return seen.get(value, value)
     if isinstance(value, relax.Call):
-        op = value.op.name if isinstance(value.op, tvm.ir.Op) else ir.callee_name(value)
+        op = ir.callee_name(value)
         attrs = tvm_ffi.structural_hash(value.attrs) if value.attrs is not None else None
         return ("call", op, attrs, tuple(_key(a, seen) for a in value.args))
     if isinstance(value, relax.Tuple):
@@ -76,8 +76,9 @@ def _renames(before: relax.Function, after: relax.Function, mod: tvm.IRModule) -
 def keep_names(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
     """``after`` with each composite call bound to the name its value had in ``before``."""
     editor = None
+    known = {gv.name_hint for gv in before.get_global_vars()}
     for name in ir.host_functions(after):
-        if name not in [gv.name_hint for gv in before.get_global_vars()]:
+        if name not in known:
             continue
         names = _renames(before[name], after[name], after)
         if names:

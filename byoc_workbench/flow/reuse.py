@@ -15,7 +15,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from .. import ir
+from .. import ir, transforms
 from .stages import fuse_rules
 
 
@@ -42,7 +42,7 @@ class FuseCache:
 
     def __init__(self, mod: tvm.IRModule, rules):
         self.mod = mod
-        self.present = {op for name in ir.host_functions(mod) for op in ir.ops_in(mod[name], mod)}
+        self.present = set(transforms.op_counts(mod))
         self.rules = tuple(rules)
         self._full: dict = {}  # rule kind -> (qualified names, fused module), once asked twice
         self._asked: set = set()
