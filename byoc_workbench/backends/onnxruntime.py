@@ -115,6 +115,4 @@ def compile_subgraph(
     runner = Runner(session)
     tvm.register_global_func(symbol, runner, override=True)
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
-    return Compiled(
-        name, symbol, header + onnx_translate.summary(model), len(runner.outputs), "onnxruntime", artifact=model
-    )
+    return Compiled(name, symbol, header + onnx_translate.summary(model), len(runner.outputs), "onnxruntime")

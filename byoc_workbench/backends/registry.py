@@ -38,7 +38,6 @@ class Compiled:
     source: str
     num_outputs: int
     backend: str
-    artifact: object = None
     tried: list = dataclasses.field(default_factory=list)
 
 
@@ -55,7 +54,7 @@ def _teaching(name: str, func: relax.Function, **options) -> Compiled:
     from . import teaching
 
     g = teaching.compile_subgraph(name, func)
-    return Compiled(g.name, g.symbol, g.source, g.num_outputs, "teaching", artifact=g)
+    return Compiled(g.name, g.symbol, g.source, g.num_outputs, "teaching")
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:

@@ -203,4 +203,4 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
     source = "\n".join(header + body) + "\n\n" + onnx_translate.summary(model)
-    return Compiled(name, symbol, source, len(outputs), "tensorrt", artifact=path)
+    return Compiled(name, symbol, source, len(outputs), "tensorrt")
