@@ -166,6 +166,7 @@ def load_model(
     """
     spec = model_spec(name)
     block = build_block(name)
+    found = None
     if weights is None:
         found = cached_weights(name, cache)
         weights = "trained" if found else "untrained"
@@ -175,7 +176,8 @@ def load_model(
         seeded_init(block, seed, spec.input_shape)
         loaded = LoadedModel(name, block, "untrained", spec, seed)
     elif weights == "trained":
-        load_params_file(block, download_weights(name, cache), name)
+        # found: already verified above, not hashed again (a 100 MB file for the SSD)
+        load_params_file(block, found or download_weights(name, cache), name)
         loaded = LoadedModel(name, block, "trained", spec)
     else:
         load_params_file(block, weights, name)
