@@ -70,20 +70,18 @@ def cmd_stages(args) -> int:
             "pass a count of MAC ops such as 1 (the default), or --no-prune to keep every subgraph",
         )
     out = writable_dir(args.out)
+    wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
+    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
     if args.model == "ssd":
         from .models.ssd import model_workbench
 
-        wb, imported = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt")
-        target, extra, mod, model_name = wb.target, (), wb.mod, args.ssd_model
-        mark = wb.mark
+        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
+        model_name, mark = args.ssd_model, wb.mark
     else:
-        mark = ""
         mod, user_rules = load_model(args.model)
         target, extra = _target_and_extra(args.target, user_rules)
-        model_name = args.model
-    wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
-    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra, mark=mark)
+        model_name, mark = args.model, ""
+        wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
     if args.format == "svg":
         render.check_dot()
     for i, s in enumerate(wb.stages):

@@ -193,11 +193,12 @@ def run(
 
 
 def model_workbench(
-    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None
+    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
 ) -> tuple:
     """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
 
-    The workbench's titles carry the weights' label when they are untrained.
+    The workbench's titles carry the weights' label when they are untrained;
+    ``enabled`` names the rules switched on (all when None).
     """
     from ..flow import stages
     from ..flow.rules import get_target
@@ -206,5 +207,6 @@ def model_workbench(
 
     imported = imported or import_model(model or zoo.DEFAULT_MODEL, weights)
     mark = imported.weights_label if not imported.model.is_trained else ""
-    wb = Workbench(prepare(imported.mod), get_target(target), prune_rule=prune_rule or stages.no_mac(), mark=mark)
+    prune_rule = prune_rule or stages.no_mac()
+    wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
     return wb, imported
