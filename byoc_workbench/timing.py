@@ -568,16 +568,9 @@ def ssd_build(
     ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
     (the import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from .flow import stages
-    from .models import images, ssd
+    from .bench import model_input
+    from .models import ssd
 
     wb = workbench if workbench is not None else ssd.model_workbench(model, weights)[0]
-    prune_rule = stages.no_mac() if prune else stages.keep_all
-    found = stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend)
-    x, _ = images.load_test(image, short=512)
-    h, w = (int(d) for d in wb.mod["main"].params[0].ty.shape.values[2:])
-    if x.shape[2] < h or x.shape[3] < w:
-        raise WorkbenchError(
-            f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than the model's {h}x{w}.", "pass a larger picture."
-        )
-    return build(found, mark=wb.mark), [np.ascontiguousarray(x[:, :, :h, :w])]
+    found = ssd.offload(wb.mod, backend, prune, rules=wb.rules)
+    return build(found, mark=wb.mark), [model_input(image, [int(d) for d in wb.mod["main"].params[0].ty.shape.values])]
