@@ -23,13 +23,19 @@ def natural_width(svg: str) -> float | None:
     return float(m.group(2)) * PT if m else None
 
 
+def svg_body(svg: str) -> str:
+    """The ``<svg>`` element alone, without the XML prolog and DOCTYPE Graphviz writes."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
 def diagram_html(svg: str, hint: str = HINT) -> str:
     """HTML for a Graphviz SVG: fits the width, never wider than full size; a click toggles full size.
 
     The toggle is an inline handler, which Jupyter keeps for trusted output (any
     output the user ran); elsewhere the diagram still fits the width.
     """
-    body = svg[svg.find("<svg") :] if "<svg" in svg else svg
+    body = svg_body(svg)
     full = natural_width(body)
     if full is None:
         return f'<div class="byoc-diagram">{body}</div>'

@@ -92,7 +92,8 @@ def _attrs(call) -> dict:
     return out
 
 
-def _short(op: str) -> str:
+def short_op(op: str) -> str:
+    """``relax.nn.conv2d`` -> ``nn.conv2d``."""
     return op.replace("relax.", "", 1)
 
 
@@ -284,7 +285,7 @@ class _Builder:
             node = Node(
                 nid,
                 "op",
-                _short(step.op),
+                short_op(step.op),
                 op=step.op,
                 cluster=cluster,
                 ty=ty,
@@ -366,7 +367,7 @@ def _op_counts(ops, per_line: int = 4) -> str:
     """``nn.conv2d×73, add×16, ...``, most frequent first, a few per line."""
     counts = {}
     for op in ops:
-        counts[_short(op)] = counts.get(_short(op), 0) + 1
+        counts[short_op(op)] = counts.get(short_op(op), 0) + 1
     items = [f"{k}×{n}" if n > 1 else k for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     return ",\n".join(", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line))
 

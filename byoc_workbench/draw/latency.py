@@ -212,8 +212,7 @@ def _legend(shaded: Shaded, profile, numerics) -> str:
         for low, high, color in shaded.scale.bins():
             rows.append(f'<TR><TD BGCOLOR="{color}" WIDTH="14"></TD><TD ALIGN="LEFT">{ms(low)} – {ms(high)}</TD></TR>')
         rows.append('<TR><TD BGCOLOR="white" WIDTH="14"></TD><TD ALIGN="LEFT">no VM call</TD></TR>')
-        for target, seconds in profile.by_target.items():
-            share = seconds / profile.total_s if profile.total_s else 0.0
+        for target, seconds, share in shares(profile):
             rows.append(
                 f'<TR><TD BGCOLOR="{_outline(target)}" WIDTH="14"></TD>'
                 f'<TD ALIGN="LEFT">{html.escape(target)}: {ms(seconds)} ({share:.0%})</TD></TR>'
@@ -298,15 +297,19 @@ def _html_table(head: tuple, rows: list, caption: str, flagged=()) -> str:
     return f"<table><caption style='text-align:left'>{html.escape(caption)}</caption><tr>{th}</tr>{body}</table>"
 
 
+def _share_line(profile: timing.Profile) -> str:
+    return ", ".join(f"{t} {ms(s)} ({f:.0%})" for t, s, f in shares(profile))
+
+
 def top_text(profile: timing.Profile, n: int = 10) -> str:
     """The ``n`` slowest entries as a text table, under the by-target shares."""
-    share_line = ", ".join(f"{t} {ms(s)} ({f:.0%})" for t, s, f in shares(profile))
-    return f"{summary_line(profile)}\nby target: {share_line}\n" + _text_table(TOP_HEAD, _top_rows(profile, n))
+    return f"{summary_line(profile)}\nby target: {_share_line(profile)}\n" + _text_table(
+        TOP_HEAD, _top_rows(profile, n)
+    )
 
 
 def top_html(profile: timing.Profile, n: int = 10) -> str:
-    share_line = ", ".join(f"{t} {ms(s)} ({f:.0%})" for t, s, f in shares(profile))
-    caption = f"{summary_line(profile)}. By target: {share_line}. The {n} slowest entries:"
+    caption = f"{summary_line(profile)}. By target: {_share_line(profile)}. The {n} slowest entries:"
     return _html_table(TOP_HEAD, _top_rows(profile, n), caption)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import collections
 import html
 
+from ..draw.display import svg_body  # noqa: F401 (the widget takes it from here)
+from ..draw.graph import short_op
 from ..errors import WorkbenchError
 from ..session import View
 
@@ -18,10 +20,6 @@ NO_SELECTION = (
 
 def esc(value) -> str:
     return html.escape(str(value))
-
-
-def _short(op: str) -> str:
-    return op.replace("relax.", "", 1)
 
 
 OPS_LISTED = 8  # op lists longer than this are summarised by counts ("add ×133, …")
@@ -61,7 +59,7 @@ def op_counts(ops, limit: int | None = None) -> str:
     ``ops`` is a list of op names or a ``{op: count}`` dict."""
     counter: collections.Counter = collections.Counter()
     for op, n in ops.items() if isinstance(ops, dict) else ((o, 1) for o in ops):
-        counter[_short(op)] += n
+        counter[short_op(op)] += n
     counts = counter.most_common()
     parts = [f"{op} ×{n}" if n > 1 else op for op, n in counts]
     return capped(parts, len(parts) if limit is None else limit, "kind")
@@ -71,7 +69,7 @@ def ops_text(ops, limit: int = KINDS_LISTED) -> str:
     """A few ops by name in order; many ops as their count and the most frequent kinds."""
     ops = list(ops)
     if len(ops) <= OPS_LISTED:
-        return ", ".join(_short(o) for o in ops)
+        return ", ".join(short_op(o) for o in ops)
     return f"{len(ops)} ops: {op_counts(ops, limit)}"
 
 
@@ -122,7 +120,7 @@ def subgraph_table_html(rows: list) -> str:
     body = "".join(
         f'<tr data-subgraph="{esc(r["name"])}"><td><code>{esc(r["name"])}</code></td><td>{esc(r["target"])}</td>'
         f'<td style="text-align:right">{int(r["op_count"])}</td>'
-        f"<td>{esc(', '.join(_short(o) for o in r['ops']))}</td></tr>"
+        f"<td>{esc(', '.join(short_op(o) for o in r['ops']))}</td></tr>"
         for r in rows
     )
     return f'<table class="byoc-subgraphs">{head}{body}</table>'
@@ -240,9 +238,3 @@ def stage_summary(view: View) -> str:
     if view.notes:
         parts.append(capped(view.notes, NOTES_LISTED, "note", sep="; ", where="(see the Notes tab)"))
     return "; ".join(parts)
-
-
-def svg_body(svg: str) -> str:
-    """The ``<svg>`` element alone, without the XML prolog and DOCTYPE Graphviz writes."""
-    start = svg.find("<svg")
-    return svg[start:] if start >= 0 else svg
