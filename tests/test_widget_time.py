@@ -25,4 +25,3 @@ def test_without_inputs_the_time_view_cannot_be_switched_on():
     w = workbench_widget()
     assert w.time_button.disabled
     assert "inputs=" in w.time_button.tooltip
-
