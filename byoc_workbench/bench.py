@@ -1,17 +1,20 @@
-"""``byoc-workbench bench ssd``: the offloaded SSD against TVM alone and two anchors, in one process.
+"""``byoc-workbench bench MODEL``: a zoo model offloaded, against TVM alone and two anchors, in one process.
 
-On one input (the picture cut to the model's 512x512), :func:`bench_ssd` times:
+On one input (the picture cut to the model's input shape, 512x512 for the SSD),
+:func:`bench_model` times:
 
 - each backend: ``tvm`` (TVM alone, llvm, untuned), and each offloading
-  backend (``onnxruntime``, ``tensorrt``, ``auto``) on the SSD partitioned
+  backend (``onnxruntime``, ``tensorrt``, ``auto``) on the model partitioned
   with upstream's TensorRT rules and pruned, plus the same build unpruned
-  (``<backend>_unpruned``: every subgraph offloaded, the lone ``multiply`` too);
+  (``<backend>_unpruned``: every subgraph offloaded, the SSD's lone ``multiply`` too);
 - the anchors: MXNet's own hybridized model (static memory), and ONNX Runtime
-  on the whole model as MXNet's ONNX exporter writes it. That exporter makes
-  ``box_nms`` class-agnostic, so its detections differ from TVM's by design.
+  on the whole model as MXNet's ONNX exporter writes it, where that exporter
+  takes the model. It makes ``box_nms`` class-agnostic, so its detections differ
+  from TVM's by design.
 
-It checks each backend's detections against TVM alone's as a set
-(:mod:`byoc_workbench.models.matching`). TVM alone takes tens of seconds per
+It checks each backend's outputs against TVM alone's as the model's task reads
+them (:func:`byoc_workbench.models.matching.differences`: detections as a set,
+masks, keypoints and top-5 classes up to ties). TVM alone takes tens of seconds per
 run on a laptop, so it is timed ``tvm_repeat`` times (default once), and the
 output says so. A backend that cannot run here (TensorRT without a GPU) is
 reported with its one-line reason; the others still run.
@@ -31,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from . import runner
-from .errors import WorkbenchError
-from .models import matching, zoo
+from .errors import WorkbenchError, first_line
+from .models import matching, outputs, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -53,17 +56,6 @@ def parse_backends(text: str) -> tuple:
             f"pass --backends as a comma-separated list of: {', '.join(CHOICES)}",
         )
     return tuple(dict.fromkeys(names))
-
-
-def model_input(image, shape) -> np.ndarray:
-    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W)."""
-    from .models import images
-
-    x, _ = images.load_test(image, short=int(shape[2]))
-    h, w = (int(d) for d in shape[2:])
-    if x.shape[2] < h or x.shape[3] < w:
-        raise WorkbenchError(f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than {h}x{w}", "pass a larger picture")
-    return np.ascontiguousarray(x[:, :, :h, :w])
 
 
 def machine() -> dict:
@@ -154,63 +146,64 @@ def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple
     return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress), out[0]
 
 
-def _match(ref, got) -> tuple:
-    rows = len(np.asarray(ref[0])[0])
-    missing = len(matching.unmatched(ref, got))
-    return matching.same_detections(ref, got), f"{rows - missing}/{rows}"
-
-
-def bench_ssd(
+def bench_model(
+    model: str = zoo.DEFAULT_MODEL,
     backends=("tvm", "onnxruntime"),
     repeat: int = 10,
     tvm_repeat: int = 1,
-    model: str = zoo.DEFAULT_MODEL,
     weights=None,
     image=None,
     unpruned: bool = True,
     anchors: bool = True,
     progress: bool = True,
     where: bool = False,
+    loaded: zoo.LoadedModel | None = None,
 ) -> dict:
-    """Time the SSD on each of ``backends`` and the anchors; see the module's docstring.
+    """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
-    Returns the JSON of ``byoc-workbench bench ssd --json``: ``backends``,
-    ``anchors``, ``speedup_vs_tvm``, ``outputs_match_tvm``, ``weights``,
-    ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
-    found), ``notes``, ``skipped`` (backends that could not run, with why),
-    ``targets`` (issue 7's bar, for the first offloading backend) and, with
-    ``where``, ``where_time_goes`` per offloaded build (:func:`where_time_goes`).
+    Returns the JSON of ``byoc-workbench bench MODEL --json``: ``model``, ``task``,
+    ``family``, ``input_shape``, ``backends``, ``anchors``, ``speedup_vs_tvm``,
+    ``outputs_match_tvm``, ``weights``, ``machine``, plus ``differences`` (what
+    differs from TVM alone's outputs, per build), ``detections_equal`` for detectors
+    (rows of TVM alone's detections found), ``notes``, ``skipped`` (backends and
+    anchors that could not run, with why), ``targets`` (issue 7's bar, for the first
+    offloading backend) and, with ``where``, ``where_time_goes`` per offloaded
+    build (:func:`where_time_goes`). ``loaded`` reuses a loaded model.
     """
-    from . import transforms
+    from . import transforms, workflow
     from .flow.rules import get_target
-    from .models import ssd
 
     if repeat < 1 or tvm_repeat < 1:
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
     t0 = time.perf_counter()
-    loaded = zoo.load_model(model, weights)
-    x = model_input(image, loaded.spec.input_shape)
-    imported = ssd.import_model(model, input_shape=x.shape, loaded=loaded)
+    loaded = loaded or zoo.load_model(model, weights)
+    task = loaded.spec.kind
+    x, _ = workflow.model_input(image, loaded.input_shape)
+    imported = zoo.import_model(model, loaded=loaded)
     prepared = transforms.prepare(imported.mod)
     target_rules = get_target("tensorrt").rules
     mark = "" if loaded.is_trained else loaded.weights_label
     result: dict = {
         "model": model,
+        "task": task,
+        "family": loaded.spec.family,
         "input_shape": list(x.shape),
         "backends": {},
         "anchors": {},
         "speedup_vs_tvm": {},
         "outputs_match_tvm": {},
-        "detections_equal": {},
+        "differences": {},
         "weights": "trained" if loaded.is_trained else "untrained",
         "weights_label": loaded.weights_label,
         "machine": machine(),
         "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
         "skipped": {},
     }
-    outputs: dict = {}
+    if task == "detection":
+        result["detections_equal"] = {}
+    found: dict = {}
     for name in backends:
         builds = [(name, True)] if name == "tvm" else [(name, True)] + ([(f"{name}_unpruned", False)] * unpruned)
         for label, prune in builds:
@@ -218,43 +211,59 @@ def bench_ssd(
                 if name == "tvm":
                     run = runner.build_and_run(imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress)
                 else:
-                    found = ssd.offload(prepared, name, prune, rules=target_rules)
-                    run = runner.build_and_run(found[-1], [x], repeat=repeat, label=label, progress=progress)
+                    stages = workflow.offload(prepared, name, prune, rules=target_rules)
+                    run = runner.build_and_run(stages[-1], [x], repeat=repeat, label=label, progress=progress)
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
             result["backends"][label] = _entry(run)
-            outputs[label] = run.outputs
+            found[label] = outputs.prediction(task, run.outputs, loaded, run.backend)
             if where and name != "tvm":
-                result.setdefault("where_time_goes", {})[label] = where_time_goes(found, x, repeat, mark=mark)
+                result.setdefault("where_time_goes", {})[label] = where_time_goes(stages, x, repeat, mark=mark)
     if "tvm" in result["backends"]:
         result["notes"].append(
             f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up: tens of seconds a run; "
             f"the others {repeat} times after warm-up"
         )
     if anchors:
-        lat, outputs["mxnet"] = mxnet_anchor(loaded.block, x, repeat, progress)
+        lat, out = mxnet_anchor(loaded.block, x, repeat, progress)
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
-        with tempfile.TemporaryDirectory() as tmp:
-            path = export_onnx(loaded, x.shape, Path(tmp) / f"{model}.onnx")
-            lat, outputs["onnxruntime_whole_model"] = ort_whole_model_anchor(path, x, repeat, progress)
-        result["anchors"]["onnxruntime_whole_model"] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
-        result["notes"].append(f"onnxruntime_whole_model: {CLASS_AGNOSTIC}")
-    _compare(result, outputs)
+        found["mxnet"] = outputs.prediction(task, out, loaded, "mxnet")
+        _ort_anchor(result, found, loaded, x, repeat, progress)
+    _compare(result, found)
     return result
 
 
-def _compare(result: dict, outputs: dict) -> None:
-    """Speedups and detection checks against TVM alone, and issue 7's targets."""
+def _ort_anchor(result: dict, found: dict, loaded, x, repeat: int, progress: bool) -> None:
+    """ONNX Runtime on MXNet's own ONNX export of the whole model, where the exporter takes it."""
+    label = "onnxruntime_whole_model"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
+            lat, out = ort_whole_model_anchor(path, x, repeat, progress)
+        except Exception as err:  # MXNet's exporter and ONNX Runtime refuse ops in their own ways
+            result["skipped"][label] = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+            return
+    result["anchors"][label] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
+    found[label] = outputs.prediction(loaded.spec.kind, out, loaded, "onnxruntime")
+    if loaded.spec.kind == "detection":
+        result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
+
+
+def _compare(result: dict, found: dict) -> None:
+    """Speedups and output checks against TVM alone, and issue 7's targets."""
     timed = {**result["backends"], **result["anchors"]}
-    ref = outputs.get("tvm")
+    ref = found.get("tvm")
     for label, entry in timed.items():
         if label == "tvm" or ref is None:
             continue
         result["speedup_vs_tvm"][label] = timed["tvm"]["median_s"] / entry["median_s"]
-        same, found = _match(ref, outputs[label])
-        result["outputs_match_tvm"][label] = same
-        result["detections_equal"][label] = found
+        differ = matching.differences(ref, found[label])
+        result["outputs_match_tvm"][label] = not differ
+        result["differences"][label] = differ
+        if "detections_equal" in result:
+            rows = len(np.asarray(ref["ids"])[0])
+            result["detections_equal"][label] = f"{rows - len(matching.unmatched(ref, found[label]))}/{rows}"
     offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)
     if offloaded is None:
         return
@@ -278,15 +287,17 @@ def _compare(result: dict, outputs: dict) -> None:
 def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
-        f"{result['model']} ({result['weights_label']}), input {tuple(result['input_shape'])}, "
+        f"{result['model']} ({result['family']}, {result['weights_label']}), input {tuple(result['input_shape'])}, "
         f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
-        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same detections  ran on",
+        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
     ]
     for group in ("backends", "anchors"):
         for label, e in result[group].items():
             speed = result["speedup_vs_tvm"].get(label)
-            same = result["detections_equal"].get(label, "")
-            if label == "onnxruntime_whole_model" and same:
+            same = result.get("detections_equal", {}).get(label) or {True: "yes", False: "no"}.get(
+                result["outputs_match_tvm"].get(label), ""
+            )
+            if label == "onnxruntime_whole_model" and result["task"] == "detection" and same:
                 same += " (class-agnostic NMS)"
             lines.append(
                 f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "

@@ -20,7 +20,19 @@ def load_model(model: str):
         return demo.demo_module(), None
     if model.endswith(".py") or Path(model).exists():
         return demo.load_model_file(model)
-    raise WorkbenchError(f"Unknown model '{model}'.", "use demo, ssd, or the path of a .py file that defines mod.")
+    raise WorkbenchError(
+        f"Unknown model '{model}'.", "use demo, ssd, a zoo model's name, or the path of a .py file that defines mod."
+    )
+
+
+def zoo_model(what: str, model_option: str) -> str | None:
+    """The zoo model a command names: ``ssd`` stands for ``--model`` (SSD-ResNet50 by default),
+    a zoo model's name for itself; None for anything else (``demo``, a file)."""
+    from .models import weights
+
+    if what == "ssd":
+        return model_option
+    return what if what in weights.MODELS else None
 
 
 def _target_and_extra(target_name: str | None, user_rules):
@@ -72,11 +84,12 @@ def cmd_stages(args) -> int:
     out = writable_dir(args.out)
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    if args.model == "ssd":
-        from .models.ssd import model_workbench
+    zoo_name = zoo_model(args.model, args.ssd_model)
+    if zoo_name:
+        from .workflow import model_workbench
 
-        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
-        model_name, mark = args.ssd_model, wb.mark
+        wb, _ = model_workbench(zoo_name, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
+        model_name, mark = zoo_name, wb.mark
     else:
         mod, user_rules = load_model(args.model)
         target, extra = _target_and_extra(args.target, user_rules)
@@ -85,7 +98,7 @@ def cmd_stages(args) -> int:
     if args.format == "svg":
         render.check_dot()
     for i, s in enumerate(wb.stages):
-        dot = wb.dot(s.name, collapse=args.model == "ssd")
+        dot = wb.dot(s.name, collapse=bool(zoo_name))
         render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
     summary = summary.summary_json(model_name, wb.stages)
     if mark:
@@ -101,29 +114,38 @@ def cmd_stages(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .models import ssd
+    from . import workflow
 
-    summary = ssd.import_summary(model=args.ssd_model, weights=args.weights)
+    summary = workflow.import_summary(model=_zoo_model(args), weights=args.weights)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _zoo_model(args) -> str:
+    name = zoo_model(args.what, args.ssd_model)
+    if name is None:
+        from .models import weights
+
+        weights.model_spec(args.what)  # the one-line error that lists the zoo's names
+    return name
 
 
 def cmd_run(args) -> int:
     import numpy as np
 
-    from .models import ssd
+    from . import workflow
 
+    model = _zoo_model(args)
     if args.save_outputs:
         writable_dir(Path(args.save_outputs).parent, "pass --save-outputs a path in a directory you can write to")
-    result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
-    kept = int((np.asarray(result["ids"]) >= 0).sum())
-    print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
+    result = workflow.run(model=model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
+    print(f"{model} on {args.backend}: {result.summary()} — {result.weights_label}")
     print(f"ran on: {result.backend}")
     for note in result.notes:
         print(f"  {note}")
     if args.save_outputs:
-        np.savez(args.save_outputs, ids=result["ids"], scores=result["scores"], boxes=result["boxes"])
-        print(f"saved ids, scores and boxes to {args.save_outputs}")
+        np.savez(args.save_outputs, **result)
+        print(f"saved {', '.join(result)} to {args.save_outputs}")
     return 0
 
 
@@ -131,11 +153,11 @@ def cmd_bench(args) -> int:
     from . import bench
 
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
-    result = bench.bench_ssd(
+    result = bench.bench_model(
+        _zoo_model(args),
         backends,
         repeat=args.repeat,
         tvm_repeat=args.tvm_repeat,
-        model=args.ssd_model,
         weights=args.weights,
         image=args.image,
         unpruned=not args.no_unpruned,
@@ -149,6 +171,11 @@ def cmd_bench(args) -> int:
 def cmd_prefetch(args) -> int:
     from .models import zoo
 
+    if args.list:
+        for name, spec in zoo.MODELS.items():
+            state = "cached" if zoo.cached_weights(name) else "not cached"
+            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
+        return 0
     report = zoo.prefetch(args.models.split(",") if args.models else None)
     for name, r in report.items():
         if r["ok"]:
@@ -170,11 +197,11 @@ def _measured(args) -> tuple:
     """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
     from . import timing
 
-    if args.what == "ssd":
-        built, inputs = timing.ssd_build(
+    if args.what != "demo":
+        built, inputs = timing.model_build(
             args.backend or "onnxruntime",
             not args.no_prune,
-            model=args.ssd_model,
+            model=_zoo_model(args),
             weights=args.weights,
             image=args.image,
         )
@@ -228,13 +255,16 @@ def cmd_compare(args) -> int:
     return 1 if numerics.over else 0
 
 
+ZOO_HELP = "ssd (the model of --model), or a zoo model's name (byoc-workbench prefetch --list names them)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("stages", help="draw every BYOC stage of a model and write summary.json")
-    s.add_argument("model", help="demo, ssd, or a .py file that defines mod (and optionally rules)")
+    s.add_argument("model", help="demo, ssd, a zoo model's name, or a .py file that defines mod (and optionally rules)")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
     s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
@@ -258,8 +288,8 @@ def parser() -> argparse.ArgumentParser:
         ("run", "run a GluonCV model", cmd_run),
     ):
         c = sub.add_parser(name, help=helptext)
-        c.add_argument("what", choices=("ssd",))
-        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
+        c.add_argument("what", help=ZOO_HELP)
+        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the model")
         c.add_argument(
             "--weights",
             help="trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)",
@@ -287,7 +317,7 @@ def parser() -> argparse.ArgumentParser:
         ),
     ):
         c = sub.add_parser(name, help=helptext)
-        c.add_argument("what", choices=("demo", "ssd"))
+        c.add_argument("what", help="demo, or " + ZOO_HELP)
         c.add_argument(
             "--backend",
             help="auto, tvm, teaching, onnxruntime or tensorrt (default: teaching for demo, onnxruntime for ssd)",
@@ -305,7 +335,7 @@ def parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
 
     b = sub.add_parser("bench", help="time a model on several backends and two anchors, in one process")
-    b.add_argument("what", choices=("ssd",))
+    b.add_argument("what", help=ZOO_HELP)
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
@@ -326,6 +356,9 @@ def parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")
     f.add_argument("--models", help="comma-separated model names (default: all)")
+    f.add_argument(
+        "--list", action="store_true", help="list the zoo's models, their task and family, and say which are cached"
+    )
     f.set_defaults(func=cmd_prefetch)
 
     d = sub.add_parser("doctor", help="check this machine for the workshop: what is missing, and how to get it")

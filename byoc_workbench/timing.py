@@ -560,17 +560,18 @@ def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
     return build(found), demo.demo_inputs()
 
 
-def ssd_build(
+def model_build(
     backend: str = "onnxruntime", prune: bool = True, workbench=None, model=None, weights=None, image=None
 ) -> tuple:
-    """``(Built, inputs)`` for the SSD with upstream's TensorRT rules, offloaded through ``backend``.
+    """``(Built, inputs)`` for a zoo model (the SSD by default) with upstream's TensorRT rules,
+    offloaded through ``backend``.
 
-    ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
-    (the import takes about 15 s); the picture is cut to the model's input shape.
+    ``workbench`` reuses a :func:`byoc_workbench.workflow.model_workbench`
+    (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from .bench import model_input
-    from .models import ssd
+    from . import workflow
 
-    wb = workbench if workbench is not None else ssd.model_workbench(model, weights)[0]
-    found = ssd.offload(wb.mod, backend, prune, rules=wb.rules)
-    return build(found, mark=wb.mark), [model_input(image, [int(d) for d in wb.mod["main"].params[0].ty.shape.values])]
+    wb = workbench if workbench is not None else workflow.model_workbench(model, weights)[0]
+    found = workflow.offload(wb.mod, backend, prune, rules=wb.rules)
+    shape = [int(d) for d in wb.mod["main"].params[0].ty.shape.values]
+    return build(found, mark=wb.mark), [workflow.model_input(image, shape)[0]]

@@ -50,9 +50,9 @@ display(workbench_widget())
 Diagram(Workbench(demo.demo_module(), get_target("byoc-target")).view("partition").svg)"""
 # As notebook 02 makes it: the SSD (untrained weights unless trained ones are cached) at the prune stage.
 SSD_CELL = """\
-from byoc_workbench.models import ssd
+from byoc_workbench import workflow
 from byoc_workbench.widgets import workbench_widget
-wb, _ = ssd.model_workbench()
+wb, _ = workflow.model_workbench()
 workbench_widget(wb.mod, "tensorrt", stage="prune", collapse=True, mark=wb.mark)"""
 
 

@@ -48,6 +48,26 @@ def _conv(bb, inputs, attrs):
     return R.add(out, R.reshape(inputs[2], bias_shape))
 
 
+def _deconv(bb, inputs, attrs):
+    # MXNet's Deconvolution is the gradient of Convolution: weight (C_in, C_out / groups, *k).
+    kernel, layout = _kernel_and_layout(attrs, inputs[0], "Deconvolution")
+    rank = len(kernel)
+    if rank != 2 or layout != "NCHW":
+        unsupported(attrs, f"Deconvolution with a {rank}-d kernel in layout {layout!r}", "use a 2-d NCHW Deconvolution")
+    if attrs.tuple("target_shape", ()):
+        unsupported(attrs, "Deconvolution with target_shape", "give pad and adj instead")
+    strides, padding = spatial(attrs, "stride", rank, 1), spatial(attrs, "pad", rank, 0)
+    dilation, output_padding = spatial(attrs, "dilate", rank, 1), spatial(attrs, "adj", rank, 0)
+    groups = attrs.int("num_group", 1)
+    out = R.nn.conv2d_transpose(
+        inputs[0], inputs[1], strides, padding, output_padding, dilation, groups, "NCHW", "IOHW"
+    )
+    # Unlike Convolution, Deconvolution has no bias unless told otherwise.
+    if attrs.bool("no_bias", True):
+        return out
+    return R.add(bb.normalize(out), R.reshape(inputs[2], (1, -1, 1, 1)))
+
+
 def _batch_norm(bb, inputs, attrs):
     data, gamma, beta, mean, var = inputs
     # Inference uses the moving statistics whatever use_global_stats says; momentum only
@@ -59,6 +79,18 @@ def _batch_norm(bb, inputs, attrs):
         gamma = R.ones_like(gamma)
     out = R.nn.batch_norm(data, gamma, beta, mean, var, axis=axis, epsilon=eps, training=False)
     return bb.emit(relax.TupleGetItem(bb.emit(out), 0))
+
+
+def _l2_normalization(bb, inputs, attrs):
+    # x / sqrt(sum(x^2) + eps) over each instance, each position's channels, or each channel's positions.
+    x = inputs[0]
+    ndim = len(shape_of(x))
+    mode = attrs.str("mode", "instance")
+    axes = {"instance": range(1, ndim), "channel": [1], "spatial": range(2, ndim)}.get(mode)
+    if axes is None:
+        unsupported(attrs, f"L2Normalization mode={mode!r}")
+    total = R.sum(R.multiply(x, x), axis=list(axes), keepdims=True)
+    return R.divide(x, R.sqrt(R.add(total, scalar(attrs.float("eps", 1e-10), x))))
 
 
 def _activation(bb, inputs, attrs):
@@ -118,6 +150,42 @@ def _pooling(bb, inputs, attrs):
     unsupported(attrs, f"Pooling pool_type={kind!r}")
 
 
+def _adaptive_avg_pool(bb, inputs, attrs):
+    size = attrs.tuple("output_size", ()) or (1,)
+    size = tuple(int(v) for v in (size * 2 if len(size) == 1 else size))
+    return R.nn.adaptive_avg_pool2d(inputs[0], size)
+
+
+def _bilinear_resize(bb, inputs, attrs):
+    x = inputs[0]
+    height, width = shape_of(x)[2:]
+    mode = attrs.str("mode", "size")
+    if mode == "like":
+        size = shape_of(inputs[1])[2:]
+    elif mode == "size":
+        scale_h, scale_w = attrs.float("scale_height"), attrs.float("scale_width")
+        if scale_h is not None or scale_w is not None:
+            size = (int(height * (scale_h or 1.0)), int(width * (scale_w or 1.0)))
+        else:
+            size = (attrs.int("height", height), attrs.int("width", width))
+    else:
+        unsupported(attrs, f"BilinearResize2D mode={mode!r}", "use mode 'size' or 'like'")
+    # MXNet samples at (i + 0.5) * scale - 0.5 unless align_corners (its default).
+    corners = "align_corners" if attrs.bool("align_corners", True) else "half_pixel"
+    return R.image.resize2d(x, tuple(int(v) for v in size), method="linear", coordinate_transformation_mode=corners)
+
+
+def _upsampling(bb, inputs, attrs):
+    kind = attrs.str("sample_type", "nearest")
+    if kind != "nearest" or len(inputs) != 1:
+        unsupported(attrs, f"UpSampling sample_type={kind!r} with {len(inputs)} input(s)", "use nearest, one input")
+    scale = attrs.int("scale", 1)
+    out = inputs[0]
+    for axis in (2, 3):  # nearest with an integer scale repeats each pixel
+        out = R.repeat(out, scale, axis=axis)
+    return out
+
+
 def _fully_connected(bb, inputs, attrs):
     x = inputs[0]
     shape = shape_of(x)
@@ -154,10 +222,17 @@ def _dropout(bb, inputs, attrs):
 
 NN_CONVERTERS = {
     "Convolution": _conv,
+    "Deconvolution": _deconv,
     "BatchNorm": _batch_norm,
+    # At inference SyncBatchNorm is BatchNorm: the statistics are only synchronised in training.
+    "_contrib_SyncBatchNorm": _batch_norm,
+    "L2Normalization": _l2_normalization,
     "Activation": _activation,
     "LeakyReLU": _leaky_relu,
     "Pooling": _pooling,
+    "_contrib_AdaptiveAvgPooling2D": _adaptive_avg_pool,
+    "_contrib_BilinearResize2D": _bilinear_resize,
+    "UpSampling": _upsampling,
     "FullyConnected": _fully_connected,
     "Flatten": _flatten,
     "flatten": _flatten,

@@ -1,0 +1,168 @@
+"""A zoo model's workflow in a few calls: import and summarise it, stage it, offload it, run it.
+
+These are the functions behind ``byoc-workbench import|stages|run MODEL``; the CLI
+only parses arguments. Each goes down the layers: :mod:`.models.zoo` loads and
+imports (through :func:`.models.frontend.from_gluon`), :mod:`.flow` partitions,
+:mod:`.runner` builds and runs, and :mod:`.models.outputs` says what the outputs
+mean for the model's task.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .errors import WorkbenchError
+from .models import images, zoo
+from .models.outputs import Prediction, prediction
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("tvm", "mxnet", "onnxruntime", "tensorrt", "auto")
+
+
+class WorkflowError(WorkbenchError):
+    """A request a model's workflow cannot serve (an unknown backend, a picture too small)."""
+
+
+def relax_op_counts(mod) -> dict[str, int]:
+    """Count the Relax operator calls in ``mod``, most frequent first."""
+    from .draw.profile import profile
+
+    return dict(profile(mod).rows())
+
+
+def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
+    """Import ``model`` and describe the result.
+
+    Returns
+    -------
+    dict
+        ``{"model", "task", "family", "input_shape", "op_count", "ops": {relax op: count},
+        "params": number of scalar weights, "weights": "trained" | "untrained" | path}``.
+    """
+    imported = zoo.import_model(model, weights)
+    ops = relax_op_counts(imported.mod)
+    spec = imported.model.spec
+    return {
+        "model": model,
+        "task": spec.kind,
+        "family": spec.family,
+        "input_shape": list(imported.input_shape),
+        "op_count": sum(ops.values()),
+        "ops": ops,
+        "params": int(sum(int(np.prod(a.shape)) for a in imported.params.values())),
+        "weights": imported.model.weights,
+    }
+
+
+def offload(mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None) -> list:
+    """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
+    rules, pruned (or not), its subgraphs compiled by ``backend``; the last stage is codegen."""
+    from .flow import stages
+    from .flow.rules import get_target
+
+    rules = get_target(target).rules if rules is None else rules
+    return stages.run_stages(mod, rules, stages.no_mac() if prune else stages.keep_all, check=False, backend=backend)
+
+
+def model_input(image, shape) -> tuple:
+    """``(x, picture)``: the picture as GluonCV's ``load_test`` prepares it, cut to ``shape``
+    (N, C, H, W), and the RGB picture cut the same way (for drawing)."""
+    x, picture = images.load_test(image, short=min(int(d) for d in shape[2:]))
+    h, w = (int(d) for d in shape[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        # A wide input (pose's 256x192 is tall) needs the other side long enough too.
+        x, picture = images.load_test(image, short=max(int(d) for d in shape[2:]))
+    if x.shape[2] < h or x.shape[3] < w:
+        raise WorkflowError(f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than {h}x{w}", "pass a larger picture")
+    return np.ascontiguousarray(x[:, :, :h, :w]), np.ascontiguousarray(picture[:h, :w])
+
+
+def run(
+    model: str = zoo.DEFAULT_MODEL,
+    weights=None,
+    image=None,
+    backend: str = "tvm",
+    progress: bool = False,
+    loaded: zoo.LoadedModel | None = None,
+) -> Prediction:
+    """Run a zoo model on one picture and say what it found, as its task does.
+
+    Parameters
+    ----------
+    model : str
+        A name from :data:`byoc_workbench.models.zoo.MODELS`.
+    weights : None, "trained", "untrained" or path
+        See :func:`byoc_workbench.models.zoo.load_model`.
+    image : path, optional
+        JPEG or PNG; None for the default picture (:func:`images.default_image_path`),
+        resized as GluonCV's ``load_test`` does and cut to the model's input shape.
+    backend : {"tvm", "mxnet", "onnxruntime", "tensorrt", "auto"}
+        ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
+        ``mxnet``: run the Gluon block itself (the reference).
+        ``onnxruntime``, ``tensorrt``, ``auto``: partition with upstream's
+        TensorRT rules, prune, and offload the subgraphs through that backend
+        (``auto``: TensorRT where it can run, else ONNX Runtime); TVM runs the rest.
+    progress : bool
+        Progress bars on the build and the run.
+    loaded : LoadedModel, optional
+        An already loaded model, to skip loading.
+
+    Returns
+    -------
+    Prediction
+        The arrays of the model's task (:mod:`byoc_workbench.models.outputs`);
+        ``backend`` says what ran.
+    """
+    if backend not in BACKENDS:
+        raise WorkflowError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    spec = zoo.model_spec(model)
+    if backend == "tensorrt":  # fail in a second, before the model is built and imported
+        from .backends import tensorrt
+
+        tensorrt.check()
+    loaded = loaded or zoo.load_model(model, weights)
+    x, _ = model_input(image, loaded.input_shape)
+    if backend == "mxnet":
+        return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
+    from . import runner
+    from .transforms import prepare
+
+    imported = zoo.import_model(model, loaded=loaded)
+    if backend == "tvm":
+        what, notes = imported.mod, ()
+    else:
+        what = offload(prepare(imported.mod), backend)[-1]
+        notes = what.notes
+    result = runner.build_and_run(what, [x], repeat=1, warmup=0, label=f"{model} on {backend}", progress=progress)
+    return prediction(spec.kind, result.outputs, loaded, result.backend, notes)
+
+
+def mxnet_outputs(block, x) -> list:
+    """The Gluon block's outputs on ``x``, as numpy arrays."""
+    import mxnet as mx
+
+    out = block(mx.nd.array(x))
+    return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def model_workbench(
+    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
+) -> tuple:
+    """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
+
+    The workbench's titles carry the weights' label when they are untrained;
+    ``enabled`` names the rules switched on (all when None).
+    """
+    from .flow import stages
+    from .flow.rules import get_target
+    from .session import Workbench
+    from .transforms import prepare
+
+    imported = imported or zoo.import_model(model or zoo.DEFAULT_MODEL, weights)
+    mark = imported.weights_label if not imported.model.is_trained else ""
+    prune_rule = prune_rule or stages.no_mac()
+    wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
+    return wb, imported
