@@ -10,6 +10,7 @@ mean for the model's task.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -166,3 +167,97 @@ def model_workbench(
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
     return wb, imported
+
+
+#: Why each family partitions as it does for TensorRT's rules, in a sentence (the chooser's caption).
+FAMILY_NOTES = {
+    "SSD": (
+        "The backbone and the class and box heads are one subgraph of convolutions; the anchors' decoding "
+        "is slices and concats (and a lone multiply) in small subgraphs with no multiply-accumulate, "
+        "which prune sends back to the host, where the NMS already is."
+    ),
+    "YOLOv3": (
+        "TensorRT's pattern table has no LeakyReLU, and YOLOv3 puts one after nearly every convolution: "
+        "each stays on the host and cuts the network into a subgraph per convolution, and prune keeps "
+        "every piece that holds one, so the host and TensorRT hand tensors back and forth dozens of times."
+    ),
+    "CenterNet": (
+        "Backbone, upsampling and heads are one subgraph; the decoding (top-k peaks, integer division "
+        "and modulo, gather) is index arithmetic that TensorRT's rules leave out or that prune returns "
+        "to the host."
+    ),
+    "Faster R-CNN": (
+        "The proposal stage (NMS, ROIAlign) runs on the host between two subgraphs of convolutions: "
+        "ResNet's first stages over the picture and its last stage over each proposal, and prune keeps both."
+    ),
+    "FCN": "Every op, bilinear resizing included, is in TensorRT's table: the whole network is one subgraph.",
+    "PSPNet": (
+        "Pyramid pooling is adaptive average pooling and bilinear resizing, both in TensorRT's table: "
+        "the whole network is one subgraph."
+    ),
+    "DeepLabV3": (
+        "ASPP's dilated convolutions and its image pooling are in TensorRT's table: the whole network is one subgraph."
+    ),
+    "Simple Pose": (
+        "A ResNet and three deconvolutions with no post-processing in the graph: one subgraph, nothing pruned."
+    ),
+    "classification": "A plain stack of convolutions and a dense layer: one subgraph, nothing to prune.",
+}
+
+
+@dataclass
+class ZooReport:
+    """What the notebook's model chooser shows for one model: the pure twin of the widget.
+
+    ``stages`` rows are ``(stage, op count, subgraph count)``; ``subgraphs`` rows are
+    ``{"name", "ops", "conv2d", "kept", "top"}`` for the partition stage's subgraphs
+    (``kept``: prune left it offloaded); ``run`` is the offloaded build's
+    :class:`~byoc_workbench.runner.Run` and ``prediction`` its outputs as the task reads them.
+    """
+
+    model: str
+    task: str
+    family: str
+    mark: str
+    stages: list
+    subgraphs: list
+    why: str
+    run: object
+    prediction: Prediction
+    picture: np.ndarray
+
+
+def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False):
+    """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
+
+    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.runner.offload_choice`).
+    """
+    import collections
+
+    from . import runner
+
+    choice = runner.offload_choice()
+    wb, imported = model_workbench(model, weights)
+    spec = imported.model.spec
+    stages = [(s.name, s.op_count, len(s.subgraphs)) for s in wb.stages[:-1]]
+    kept = {sg.name for sg in wb.stage("prune").subgraphs}
+    rows = []
+    for sg in wb.stage("partition").subgraphs:
+        top = collections.Counter(op.removeprefix("relax.") for op in sg.ops).most_common(3)
+        rows.append(
+            {
+                "name": sg.name,
+                "ops": len(sg.ops),
+                "conv2d": sum(op.startswith("relax.nn.conv") for op in sg.ops),
+                "kept": sg.name in kept,
+                "top": ", ".join(f"{op}×{n}" for op, n in top),
+            }
+        )
+    x, picture = model_input(image, imported.input_shape)
+    found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
+    run = runner.build_and_run(
+        found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
+    )
+    result = prediction(spec.kind, run.outputs, imported.model, run.backend, found[-1].notes)
+    why = FAMILY_NOTES.get(spec.family, "")
+    return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)

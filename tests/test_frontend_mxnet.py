@@ -555,11 +555,11 @@ def test_op_inventory_of_ssd_resnet50():
 
 @pytest.mark.mxnet
 def test_import_summary_shape():
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
 
-    summary = ssd.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
-    assert set(summary) == {"model", "op_count", "ops", "params", "weights"}
-    assert summary["weights"] == "untrained"
+    summary = workflow.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
+    assert set(summary) == {"model", "task", "family", "input_shape", "op_count", "ops", "params", "weights"}
+    assert summary["weights"] == "untrained" and summary["task"] == "detection" and summary["family"] == "SSD"
     assert summary["ops"]["relax.nn.conv2d"] == 73
     assert summary["ops"]["relax.vision.non_max_suppression"] == 1
     assert summary["op_count"] == sum(summary["ops"].values())
@@ -568,27 +568,39 @@ def test_import_summary_shape():
 
 
 @pytest.mark.mxnet
-def test_run_rejects_classifier_and_unknown_backend():
+def test_run_rejects_an_unknown_backend_and_model():
+    from byoc_workbench import workflow
     from byoc_workbench.backends import tensorrt
     from byoc_workbench.errors import WorkbenchError
-    from byoc_workbench.models import ssd
+    from byoc_workbench.models import zoo
 
-    with pytest.raises(ssd.SSDError, match="not a detection model"):
-        ssd.run("resnet50_v1", weights="untrained")
-    with pytest.raises(ssd.SSDError, match="Unknown backend 'tvm-cuda'"):
-        ssd.run(backend="tvm-cuda")
+    with pytest.raises(workflow.WorkflowError, match="Unknown backend 'tvm-cuda'"):
+        workflow.run(backend="tvm-cuda")
+    with pytest.raises(zoo.UnknownModelError, match="yolo9000"):
+        workflow.run("yolo9000")
     why = tensorrt.missing()
     if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
         with pytest.raises(WorkbenchError) as err:
-            ssd.run(backend="tensorrt")
+            workflow.run(backend="tensorrt")
         assert err.value.line == why and "\n" not in why and "Fix:" in why
 
 
 @pytest.mark.mxnet
 def test_run_mxnet_backend_marks_untrained_weights():
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
 
-    result = ssd.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
-    assert set(result) == {"ids", "scores", "boxes"}
+    result = workflow.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
+    assert set(result) == {"ids", "scores", "boxes"} and result.task == "detection"
     assert result["ids"].shape == (1, 100, 1) and result["boxes"].shape == (1, 100, 4)
     assert "untrained weights" in result.weights_label
+
+
+@pytest.mark.mxnet
+def test_run_classifier_gives_its_top_five():
+    from byoc_workbench import workflow
+
+    result = workflow.run("mobilenetv3_small", weights="untrained", backend="mxnet")
+    assert result.task == "classification" and result["top5"].shape == (1, 5)
+    assert result.summary().startswith("top 5: ") and len(result.class_names) == 1000
+    probabilities = result["top5_probabilities"][0]
+    assert (np.diff(probabilities) <= 0).all() and 0 < probabilities.sum() <= 1

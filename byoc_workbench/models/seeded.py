@@ -10,6 +10,8 @@ spread out enough that the NMS order is well defined. Everything made from these
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import warnings
 
@@ -120,16 +122,20 @@ def _calibrate_heads(block, traced, params, batch, rng, spreads: dict, backgroun
     outputs = _tap(traced, params, [i for i, _, _ in layers], batch, mx, train=False)
     for (_, weight, bias), kind, out in zip(layers, kinds, outputs):
         axes = tuple(a for a in range(out.ndim) if a != 1)
-        mean, std = out.mean(axis=axes), np.maximum(out.std(axis=axes), 1e-6)
+        mean = out.mean(axis=axes, keepdims=True)
+        # One spread per layer: SSD's coarsest maps give a channel two values on this batch, too
+        # few to measure it alone, and a channel that happened to vary little would be
+        # amplified until it saturates every score on another picture.
+        std = max(float(np.sqrt(np.mean((out - mean) ** 2))), 1e-6)
+        mean = mean.reshape(-1)
         target = np.zeros_like(mean)
         if kind == "class":
             target = rng.uniform(-1.0, 1.0, mean.shape)
             target[::groups] += background_logit  # channel c is anchor c // groups, class c % groups
         gain = spreads[kind] / std
         w, b = params[weight].data().asnumpy(), params[bias].data().asnumpy()
-        shape = (-1,) + (1,) * (w.ndim - 1)
         # An mx.nd array, not numpy: MXNet cannot copy numpy into oneDNN-laid-out memory.
-        params[weight].set_data(mx.nd.array(w * gain.reshape(shape), dtype=params[weight].dtype))
+        params[weight].set_data(mx.nd.array(w * gain, dtype=params[weight].dtype))
         params[bias].set_data(mx.nd.array((b - mean) * gain + target, dtype=params[bias].dtype))
 
 
@@ -167,7 +173,8 @@ def _takes_batch(symbol, data: str, shape) -> bool:
     """Whether the graph runs on a batch of ``shape[0]`` pictures (shape inference, nothing run)."""
     mx = gluon.import_mxnet()
     try:
-        symbol.infer_shape(**{data: tuple(shape)})
+        with contextlib.redirect_stdout(io.StringIO()):  # MXNet prints the arguments before it raises
+            symbol.infer_shape(**{data: tuple(shape)})
     except mx.base.MXNetError:
         return False
     return True

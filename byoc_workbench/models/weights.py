@@ -52,7 +52,7 @@ class ModelSpec:
     input_shape: tuple[int, int, int, int]
     kind: str
     sha1: str  # GluonCV's sha1 of the trained .params file
-    family: str
+    family: str = ""
 
 
 def _specs(kind: str, family: str, shape: tuple, *entries) -> tuple:
