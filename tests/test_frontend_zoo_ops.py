@@ -187,6 +187,28 @@ def test_roi_align_aligned_follows_detectron2():
             assert got[r, c, ph, pw] == pytest.approx(np.mean(samples), rel=1e-4, abs=1e-5)
 
 
+@pytest.mark.parametrize("stride, pad, dilate", [(1, 1, 1), (2, 1, 1), (1, 2, 2)])
+def test_modulated_deformable_conv_matches_mxnet(stride, pad, dilate):
+    """DCNv2, with offsets up to 3 pixels (some taps land outside the picture) and masks in (0, 1)."""
+    mx = pytest.importorskip("mxnet")
+    rng = np.random.RandomState(stride + 2 * pad)
+    data = rng.randn(2, 3, 9, 8).astype("float32")
+    ho, wo = ((9 + 2 * pad - dilate * 2 - 1) // stride + 1), ((8 + 2 * pad - dilate * 2 - 1) // stride + 1)
+    offset = rng.uniform(-3, 3, (2, 18, ho, wo)).astype("float32")
+    mask = rng.uniform(0, 1, (2, 9, ho, wo)).astype("float32")
+    weight, bias = rng.randn(4, 3, 3, 3).astype("float32"), rng.randn(4).astype("float32")
+    kwargs = dict(kernel=(3, 3), stride=(stride,) * 2, pad=(pad,) * 2, dilate=(dilate,) * 2, num_filter=4)
+    args = [mx.nd.array(a) for a in (data, offset, mask, weight, bias)]
+    expected = mx.nd.contrib.ModulatedDeformableConvolution(*args, **kwargs).asnumpy()
+    v = mx.sym.var
+    sym = mx.sym.contrib.ModulatedDeformableConvolution(
+        v("data"), v("offset"), v("mask"), v("weight"), v("bias"), name="dcn", **kwargs
+    )
+    params = {"offset": offset, "mask": mask, "weight": weight, "bias": bias}
+    mod, _ = from_mxnet(sym, params, None, {"data": data.shape})
+    np.testing.assert_allclose(run_tvm(mod, data)[0], expected, rtol=1e-4, atol=1e-4)
+
+
 REFUSALS = {
     "deconv_target_shape": ("Deconvolution", {"kernel": "(2, 2)", "target_shape": "(8, 8)"}, "target_shape"),
     "deconv_3d": ("Deconvolution", {"kernel": "(2, 2, 2)"}, "3-d kernel"),

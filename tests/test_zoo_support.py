@@ -13,7 +13,7 @@ from byoc_workbench.models import support
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = json.loads((ROOT / "docs" / "zoo-support.json").read_text())
 # Cheap to build and trace: one of each status, and a walk through a process of its own.
-SAMPLE = ("simple_pose_resnet18_v1b", "center_net_resnet18_v1b_dcnv2_voc", "ssd_300_vgg16_atrous_voc_int8")
+SAMPLE = ("simple_pose_resnet18_v1b", "simple_pose_resnet18_v1b_int8", "ssd_300_vgg16_atrous_voc_int8")
 WALKED = "yolo3_mobilenet0.25_custom"
 
 

@@ -122,7 +122,7 @@ def check(name: str, task: str = "", family: str = "") -> dict:
         lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
         ``status`` is one of :data:`STATUSES` but ``crashed``.
     """
-    from .frontend import MXNetImportError, find_unsupported, from_mxnet, gluon, op_inventory
+    from .frontend import MXNetImportError, UnsupportedOperatorError, find_unsupported, from_mxnet, gluon, op_inventory
 
     _quiet()
     record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}
@@ -140,6 +140,8 @@ def check(name: str, task: str = "", family: str = "") -> dict:
     record["mxnet_ops"] = sum(op_inventory(traced.graph).values())
     missing = find_unsupported(traced.graph)
     try:
+        if missing:  # found before the weights are read: an int8 model's cannot be, offline
+            raise UnsupportedOperatorError(missing)
         mod, _ = from_mxnet(traced.graph, traced.params(), None, {traced.inputs[0]: shape}, progress=False)
     except MXNetImportError as err:
         record.update(status="refused", ops=sorted(missing), error=f"error: {name}: {err.cause}. Fix: {err.fix}.")

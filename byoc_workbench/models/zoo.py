@@ -260,7 +260,10 @@ def import_model(
     """
     from .frontend import MXNetImportError, from_gluon
 
-    loaded = loaded or load_model(model, weights, input_shape=input_shape)
+    # Only a segmentation model must be built for the input size; the others keep the weights
+    # seeded at their own size, the same whatever size they are imported at.
+    built_for = input_shape if model_spec(model if loaded is None else loaded.name).kind == "segmentation" else None
+    loaded = loaded or load_model(model, weights, input_shape=built_for)
     shape = tuple(input_shape or loaded.input_shape)
     try:
         mod, used = from_gluon(loaded.block, {"data": shape}, bind_params=bind_params)

@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .mxnet_attrs import REQUIRED
-from .mxnet_common import scalar, shape_of, spatial, unsupported
+from .mxnet_common import dtype_of, scalar, shape_of, spatial, unsupported
 
 # Layouts by kernel rank, channels first then channels last (the two MXNet knows).
 _LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
@@ -66,6 +66,50 @@ def _deconv(bb, inputs, attrs):
     if attrs.bool("no_bias", True):
         return out
     return R.add(bb.normalize(out), R.reshape(inputs[2], (1, -1, 1, 1)))
+
+
+def _deformable_conv(bb, inputs, attrs):
+    """DCNv2 (``_contrib_ModulatedDeformableConvolution``, CenterNet's ``dcnv2`` heads), built from
+    Relax ops: each kernel tap samples the data bilinearly at its own offset (``grid_sample``,
+    zeros outside), scaled by its mask, and a matmul sums the taps (im2col)."""
+    data, offset, mask, weight = inputs[:4]
+    kernel, layout = _kernel_and_layout(attrs, data, "ModulatedDeformableConvolution")
+    if len(kernel) != 2 or layout != "NCHW":
+        unsupported(attrs, f"ModulatedDeformableConvolution with a {len(kernel)}-d kernel in layout {layout!r}")
+    groups, deformable = attrs.int("num_group", 1), attrs.int("num_deformable_group", 1)
+    if groups != 1 or deformable != 1:
+        unsupported(attrs, f"ModulatedDeformableConvolution num_group={groups}, num_deformable_group={deformable}")
+    (sh, sw), (ph, pw) = spatial(attrs, "stride", 2, 1), spatial(attrs, "pad", 2, 0)
+    dh, dw = spatial(attrs, "dilate", 2, 1)
+    n, c, h, w = shape_of(data)
+    _, _, ho, wo = shape_of(offset)
+    kh, kw = kernel
+    taps = kh * kw
+    if h < 2 or w < 2:
+        unsupported(attrs, f"ModulatedDeformableConvolution on {h}x{w} data")
+    # Where each tap k = i * kw + j reads without offset; MXNet's offsets are (dy, dx) per tap.
+    i, j = np.divmod(np.arange(taps), kw)
+    base_y = (np.arange(ho) * sh - ph)[None, :, None] + (i * dh)[:, None, None] + np.zeros((1, 1, wo))
+    base_x = (np.arange(wo) * sw - pw)[None, None, :] + (j * dw)[:, None, None] + np.zeros((1, ho, 1))
+    dtype = dtype_of(data)
+    pairs = bb.emit(R.reshape(offset, (n, taps, 2, ho, wo)))
+    grid = []
+    for axis, base, size in ((1, base_x, w), (0, base_y, h)):  # grid_sample wants (x, y)
+        delta = R.squeeze(R.strided_slice(pairs, [2], [axis], [axis + 1]), [2])
+        position = R.add(delta, relax.const(base.astype(dtype)))
+        # align_corners: -1 and 1 are the centres of the first and last pixels.
+        grid.append(bb.emit(R.subtract(R.multiply(position, scalar(2.0 / (size - 1), data)), scalar(1.0, data))))
+    # (N, 2, H, W), x first: the layout TVM 0.27's grid_sample computes with (not the (N, H, W, 2)
+    # its docstring gives).
+    grid = bb.emit(R.reshape(R.stack(grid, axis=1), (n, 2, taps * ho, wo)))
+    sampled = bb.emit(R.image.grid_sample(data, grid, "bilinear", "NCHW", "zeros", True))
+    sampled = bb.emit(R.multiply(R.reshape(sampled, (n, c, taps, ho, wo)), R.reshape(mask, (n, 1, taps, ho, wo))))
+    columns = bb.emit(R.reshape(sampled, (n, c * taps, ho * wo)))
+    out = bb.emit(R.matmul(R.reshape(weight, (shape_of(weight)[0], c * taps)), columns))
+    out = R.reshape(out, (n, shape_of(weight)[0], ho, wo))
+    if attrs.bool("no_bias", False):
+        return out
+    return R.add(bb.normalize(out), R.reshape(inputs[4], (1, -1, 1, 1)))
 
 
 def _batch_norm(bb, inputs, attrs):
@@ -223,6 +267,7 @@ def _dropout(bb, inputs, attrs):
 NN_CONVERTERS = {
     "Convolution": _conv,
     "Deconvolution": _deconv,
+    "_contrib_ModulatedDeformableConvolution": _deformable_conv,
     "BatchNorm": _batch_norm,
     # At inference SyncBatchNorm is BatchNorm: the statistics are only synchronised in training.
     "_contrib_SyncBatchNorm": _batch_norm,
