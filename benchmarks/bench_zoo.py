@@ -70,7 +70,8 @@ def main(argv=None) -> int:
         return 1
     machine = results[0]["machine"]
     load = os.getloadavg()[0]
-    print(f"{machine['cpu']}, {machine['cores']} cores, load average {load:.1f} at the end; {results[0]['weights_label']}")
+    label = results[0]["weights_label"]
+    print(f"{machine['cpu']}, {machine['cores']} cores, load average {load:.1f} at the end; {label}")
     print("| model | family | input | TVM alone | ONNX Runtime, pruned | unpruned | MXNet | same outputs |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:

@@ -27,7 +27,6 @@ MODELS = {
     "psp_resnet50_ade": (1, 3, 96, 96),
     "deeplab_resnet50_ade": (1, 3, 96, 96),
     "simple_pose_resnet50_v1b": (1, 3, 128, 96),
-    "mobile_pose_mobilenetv3_small": (1, 3, 128, 96),
     "mobilenetv3_small": (1, 3, 224, 224),
 }
 # One model per family for the offloaded run (test_backends.py offloads SSD-ResNet50).

@@ -130,8 +130,12 @@ def prediction_png(picture, prediction, class_names=None, mark: str = "", title:
     """:func:`draw_prediction` as PNG bytes, on a figure of its own (nothing shown, no pyplot state)."""
     from matplotlib.figure import Figure
 
-    wide = 1.0 if prediction.task == "detection" else 1.5  # room for the legend or the classes
-    fig = Figure(figsize=(7 * wide, 7 * picture.shape[0] / picture.shape[1]))
+    # The longer side of the picture 6 inches (a tall pose crop must fit a laptop's screen), and
+    # room on the right for the legend or the classes.
+    height, width = picture.shape[:2]
+    scale = 6.0 / max(height, width)
+    extra = 0.0 if prediction.task == "detection" else 3.5
+    fig = Figure(figsize=(width * scale + extra, height * scale))
     draw_prediction(picture, prediction, class_names, mark, title, ax=fig.subplots(), thresh=thresh)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", dpi=dpi)

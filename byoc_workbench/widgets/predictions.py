@@ -18,6 +18,6 @@ def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh
     image = widgets.Image(
         value=viz.prediction_png(picture, prediction, mark=mark, title=title),
         format="png",
-        layout=widgets.Layout(max_width="860px"),
+        layout=widgets.Layout(max_width="860px", max_height="600px", object_fit="contain"),
     )
     return widgets.VBox([widgets.Label(caption), image])
