@@ -19,11 +19,9 @@ reported with its one-line reason; the others still run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -59,37 +57,7 @@ def model_input(image, shape) -> np.ndarray:
     """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W)."""
     from .models import images
 
-    x, _ = images.load_test(image, short=int(shape[2]))
-    h, w = (int(d) for d in shape[2:])
-    if x.shape[2] < h or x.shape[3] < w:
-        raise WorkbenchError(f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than {h}x{w}", "pass a larger picture")
-    return np.ascontiguousarray(x[:, :, :h, :w])
-
-
-def machine() -> dict:
-    """Where the numbers were measured."""
-    import tvm
-
-    info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": _cpu_name(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "tvm": tvm.__version__,
-        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
-    }
-    for name in ("onnxruntime", "mxnet", "tensorrt"):
-        with contextlib.suppress(Exception):
-            info[name] = __import__(name).__version__
-    return info
-
-
-def _cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    return images.load_test(image, short=int(shape[2]), size=shape[2:])[0]
 
 
 def _entry(run: runner.Run) -> dict:
@@ -206,7 +174,7 @@ def bench_ssd(
         "detections_equal": {},
         "weights": "trained" if loaded.is_trained else "untrained",
         "weights_label": loaded.weights_label,
-        "machine": machine(),
+        "machine": runner.machine(),
         "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
         "skipped": {},
     }
