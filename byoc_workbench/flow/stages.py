@@ -20,7 +20,7 @@ from .names import keep_names
 from .partition import partition as _partition
 from .prune import PruneRule, keep_all, no_mac, prune
 from .regions import propose_regions
-from .summary import Subgraph, rule_matches, summarize
+from .summary import Stage, Subgraph, rule_matches, summarize
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
 
@@ -117,10 +117,7 @@ def run_stages(
     ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
-    if backend in ("onnxruntime", "tensorrt", "auto"):
-        from ..backends.onnx import guard_rules
-
-        rules = guard_rules(rules)
+    rules = rules_for(backend, rules)
     prune_rule = prune_rule or no_mac()
     stages = [source] if source is not None else []
 
@@ -141,15 +138,36 @@ def run_stages(
     add("partition", m, regions=regions)
     m, reasons = prune(m, prune_rule)
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
-    offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
-    m, generated, skipped = codegen(m, backend, **(options or {}))
-    if backend is not None:  # what no backend took went back to the host
-        offloaded = [s for s in offloaded if s.name not in skipped]
-    add("codegen", m, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated)
-    for c in stages[-1].changes:
-        if c["kind"] == "removed" and c["from"].function in generated:
-            c["kind"] = "compiled"
+    stages.append(codegen_stage(stages[-1], backend, options))
     return stages
 
 
-__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "check_module"]
+def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None) -> Stage:
+    """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
+    (None: each target's own codegen), with notes on what compiled each one."""
+    offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
+    m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
+    if backend is not None:  # what no backend took went back to the host
+        offloaded = [s for s in offloaded if s.name not in skipped]
+    stage = summarize(
+        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated
+    )
+    for c in stage.changes:
+        if c["kind"] == "removed" and c["from"].function in generated:
+            c["kind"] = "compiled"
+    return stage
+
+
+ONNX_BACKENDS = ("onnxruntime", "tensorrt", "auto")  # their rules never claim what the ONNX translator cannot convert
+
+
+def rules_for(backend: str | None, rules) -> tuple:
+    """``rules`` as the stages use them with ``backend``: guarded for the ONNX-based backends."""
+    if backend in ONNX_BACKENDS:
+        from ..backends.onnx import guard_rules
+
+        return guard_rules(rules)
+    return tuple(rules)
+
+
+__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "codegen_stage", "check_module"]
