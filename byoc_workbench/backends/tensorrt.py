@@ -19,14 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
 import tvm
 
 from ..errors import WorkbenchError, import_optional
 from . import onnx as onnx_translate
-from .registry import Compiled
+from .base import Compiled, cache_dir, register_packed
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +36,7 @@ _KDLCUDA = 2
 
 def engine_dir() -> Path:
     """Where engines are cached: ``$BYOC_WORKBENCH_CACHE/engines``, else ``~/.cache/byoc-workbench/engines``."""
-    root = os.environ.get("BYOC_WORKBENCH_CACHE")
-    path = Path(root) / "engines" if root else Path("~/.cache/byoc-workbench/engines").expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return cache_dir("engines")
 
 
 def _trt():
@@ -193,8 +189,6 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]
     runner = Runner(trt, dev, plan, inputs, outputs)
-    symbol = f"byoc_workbench.tensorrt.{name}.{path.stem.rsplit('-', 1)[-1]}"
-    tvm.register_global_func(symbol, runner, override=True)
     layers = runner.layers()
     header = [
         f"# TensorRT {trt.__version__} engine on {dev.device_name}, {'fp16' if fp16 else 'fp32'}, "
@@ -203,4 +197,4 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
     source = "\n".join(header + body) + "\n\n" + onnx_translate.summary(model)
-    return Compiled(name, symbol, source, len(outputs), "tensorrt")
+    return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))

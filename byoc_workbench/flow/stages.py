@@ -14,7 +14,7 @@ import tvm
 from tvm import relax
 
 from .. import ir, transforms
-from ..backends.registry import describe, run_codegen
+from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
 from .partition import partition as _partition
@@ -112,15 +112,19 @@ def run_stages(
 
     ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
-    own codegen). For the ONNX-based backends, rules never claim a call the
-    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`;
+    own codegen). A chosen backend narrows the rules to what it can compile
+    (:func:`~byoc_workbench.backends.registry.guard`): for the ONNX-based
+    backends, rules never claim a call the ONNX translator cannot convert; a
+    codegen keeps the rules of other targets whose ops it has emitters for,
+    and the annotate stage's notes say how many it kept. ``fuse`` stands in for :func:`fuse_rules`;
     ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
-    if backend in ("onnxruntime", "tensorrt", "auto"):
-        from ..backends.onnx import guard_rules
-
-        rules = guard_rules(rules)
+    rules = tuple(rules)
+    guarded = guard(backend, rules) if backend is not None else rules
+    kept = {r.qualified for r in guarded}
+    dropped = [r.qualified for r in rules if r.qualified not in kept]
+    rules = guarded
     prune_rule = prune_rule or no_mac()
     stages = [source] if source is not None else []
 
@@ -133,7 +137,12 @@ def run_stages(
     add("composite", m)
     m = annotate(m, rules, fuse)
     matches = rule_matches(m, rules)
-    add("annotate", m, notes=unmatched_notes(matches), rule_matches=matches)
+    more = f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""
+    dropped_note = [
+        f"backend {backend} compiles {len(kept)} of the {len(kept) + len(dropped)} rules; "
+        f"left off: {', '.join(dropped[:4])}{more}"
+    ]
+    add("annotate", m, notes=unmatched_notes(matches) + (dropped_note if dropped else []), rule_matches=matches)
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
