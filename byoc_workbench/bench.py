@@ -36,21 +36,25 @@ from .models import matching, zoo
 
 logger = logging.getLogger(__name__)
 
-OFFLOAD = ("onnxruntime", "tensorrt", "auto", "teaching")
-CHOICES = ("tvm", *OFFLOAD)
 CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
 # Issue 7's bar for the offloaded build on a CPU.
 TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
 
 
 def parse_backends(text: str) -> tuple:
-    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in CHOICES]
+    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones.
+
+    Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
+    """
+    from .backends import registry
+    from .backends.codegen import resolve_backend
+
+    names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in registry.choices()]
     if unknown or not names:
         raise WorkbenchError(
             f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
-            f"pass --backends as a comma-separated list of: {', '.join(CHOICES)}",
+            f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
     return tuple(dict.fromkeys(names))
 

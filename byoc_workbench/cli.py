@@ -9,7 +9,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .backends.base import BUILTIN
 from .errors import WorkbenchError
+
+# What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
+BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
 
 
 def load_model(model: str):
@@ -111,10 +115,12 @@ def cmd_import(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
 
+    from .backends.codegen import resolve_backend
     from .models import ssd
 
     if args.save_outputs:
         writable_dir(Path(args.save_outputs).parent, "pass --save-outputs a path in a directory you can write to")
+    args.backend = resolve_backend(args.backend)
     result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     kept = int((np.asarray(result["ids"]) >= 0).sum())
     print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
@@ -169,7 +175,9 @@ def cmd_doctor(args) -> int:
 def _measured(args) -> tuple:
     """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
     from . import timing
+    from .backends.codegen import resolve_backend
 
+    args.backend = resolve_backend(args.backend)
     if args.what == "ssd":
         built, inputs = timing.ssd_build(
             args.backend or "onnxruntime",
@@ -269,10 +277,10 @@ def parser() -> argparse.ArgumentParser:
         else:
             c.add_argument(
                 "--backend",
-                choices=("tvm", "mxnet", "onnxruntime", "tensorrt", "auto"),
                 default="tvm",
-                help="tvm: TVM alone; mxnet: the Gluon block; onnxruntime, tensorrt, auto: the TensorRT subgraph "
-                "offloaded through that backend, TVM for the rest (auto: TensorRT where it runs, else ONNX Runtime)",
+                help=f"mxnet (the Gluon block), {BACKEND_HELP}. tvm: TVM alone; the others: the TensorRT "
+                "subgraphs they can compile offloaded through them, TVM for the rest (auto: TensorRT where it "
+                "runs, else ONNX Runtime)",
             )
             c.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
             c.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz")
@@ -290,7 +298,8 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("what", choices=("demo", "ssd"))
         c.add_argument(
             "--backend",
-            help="auto, tvm, teaching, onnxruntime or tensorrt (default: teaching for demo, onnxruntime for ssd)",
+            help=f"{BACKEND_HELP} (default: teaching for demo, onnxruntime for ssd). A codegen registered "
+            "with rules of its own partitions the demo with them",
         )
         c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
         c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
@@ -309,7 +318,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
-        help="comma-separated: tvm, onnxruntime, tensorrt, auto, teaching (default: tvm,onnxruntime)",
+        help=f"comma-separated: {BACKEND_HELP} (default: tvm,onnxruntime)",
     )
     b.add_argument("--repeat", type=int, default=10, help="timed runs per backend after warm-up (default 10)")
     b.add_argument(

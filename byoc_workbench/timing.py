@@ -551,13 +551,28 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
 
 
 def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
-    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen."""
+    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
+
+    The demo is partitioned with ``byoc-target``'s rules, or with the rules of
+    the backend's own target when it has one (a codegen registered with rules).
+    """
     from .flow import rules, stages
     from .models import demo
 
     prune_rule = stages.no_mac() if prune else stages.keep_all
-    found = stages.run_stages(demo.demo_module(), rules.get_target("byoc-target").rules, prune_rule, backend=backend)
+    target = own_target(backend) or rules.get_target("byoc-target")
+    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend)
     return build(found), demo.demo_inputs()
+
+
+def own_target(backend: str | None):
+    """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
+    from .backends.registry import BACKENDS
+    from .flow import rules
+
+    native = getattr(BACKENDS.get(backend or ""), "native", None)
+    name = next((n for n in rules.TARGETS if native and rules.codegen_name(n) == native), None)
+    return rules.get_target(name) if name else None
 
 
 def ssd_build(

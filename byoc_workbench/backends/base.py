@@ -7,8 +7,10 @@ taking TVM tensors ``(*inputs, *outputs)`` and writing the outputs in place.
 a content-hashed symbol, which the host calls with ``R.call_dps_packed``; it is
 the only place in the package that calls ``tvm.register_global_func``.
 
-This module imports no backend. The backends import it, and
-:mod:`.registry` (which picks backends by name) imports it and them.
+This module imports no backend, and not even TVM until a function is
+registered, so the command line can name the built-in backends without
+loading TVM. The backends import it, and :mod:`.registry` (which picks
+backends by name) imports it and them.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import tvm
 
 CACHE_ENV = "BYOC_WORKBENCH_CACHE"
 
@@ -58,6 +58,8 @@ class Backend:
     native: str | None = None
 
 
+# The backends the package brings, by name; registry.py puts them in BACKENDS in this order.
+BUILTIN = ("teaching", "c", "onnxruntime", "tensorrt")
 # Every backend by name, built-in or registered from a notebook (register_codegen).
 BACKENDS: dict = {}
 # Every symbol registered through register_packed, and the backend it came from.
@@ -72,6 +74,8 @@ def add_backend(backend: Backend) -> Backend:
 
 def register_global(name: str, fn: Callable) -> None:
     """Register ``fn`` as TVM's global function ``name``, replacing an earlier one."""
+    import tvm
+
     tvm.register_global_func(name, fn, override=True)
 
 

@@ -276,7 +276,7 @@ def register_codegen(name: str, emit: dict, language: str = "numpy", rules=None,
     doc : str
         One line shown beside the name.
     """
-    if name in RESERVED or name in _BUILTIN:
+    if name in RESERVED or name in base.BUILTIN:
         raise WorkbenchError(
             f"{name} is {'a backend choice' if name in RESERVED else 'a built-in backend'} already",
             "give your codegen a name of its own, such as mychip",
@@ -286,9 +286,6 @@ def register_codegen(name: str, emit: dict, language: str = "numpy", rules=None,
         _register_target(name, rules, doc)
     base.add_backend(codegen.backend())
     return codegen
-
-
-_BUILTIN = ("teaching", "c", "onnxruntime", "tensorrt")
 
 
 def _register_target(name: str, rules, doc: str) -> None:
@@ -536,3 +533,35 @@ class _Planner:
             op.args = [rename.get(a, a) for a in op.args]
         ops = [s[0] for s in plan.steps if not isinstance(s, str)]
         plan.temps = {op.out: (op.shape, op.dtype) for op in ops if not _GENERATED.match(op.out)}
+
+
+# --- from the command line ------------------------------------------------------------------
+
+
+def load_codegen_file(path) -> Codegen:
+    """Import a user's Python file that calls :func:`register_codegen`; returns the codegen it registered.
+
+    The file must leave exactly one registered codegen among its top-level names
+    (``mychip = register_codegen("mychip", ...)``).
+    """
+    from ..models.demo import import_user_file
+
+    fix = "pass the path of a .py file that calls register_codegen(...) and keeps its result"
+    module = import_user_file(path, "Codegen file", fix)
+    found = {
+        v.name: v for v in vars(module).values() if isinstance(v, Codegen) and base.BACKENDS.get(v.name) is not None
+    }
+    if len(found) != 1:
+        raise WorkbenchError(
+            f"Codegen file {path} registers {len(found) or 'no'} codegen{'s' if len(found) != 1 else ''}"
+            + (f" ({', '.join(found)})" if found else ""),
+            "keep one result of register_codegen at the top level of the file, e.g. mychip = register_codegen(...)",
+        )
+    return next(iter(found.values()))
+
+
+def resolve_backend(value: str | None) -> str | None:
+    """A ``--backend`` value as a backend's name: a ``.py`` file is loaded (:func:`load_codegen_file`)."""
+    if value and value.endswith(".py"):
+        return load_codegen_file(value).name
+    return value

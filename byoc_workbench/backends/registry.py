@@ -51,6 +51,7 @@ BUILTIN = (
     Backend("onnxruntime", _onnxruntime, "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu", _onnx_guard),
     Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
 )
+assert tuple(b.name for b in BUILTIN) == base.BUILTIN
 for _b in BUILTIN:
     add_backend(_b)
 AUTO = ("tensorrt", "onnxruntime", "teaching")  # tried in this order

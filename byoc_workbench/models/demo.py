@@ -82,15 +82,28 @@ def demo_inputs(seed: int = 0) -> list:
 def load_model_file(path: str | Path):
     """Load ``mod`` (and optional ``rules``) from a user's Python file.
 
-    Returns ``(mod, rules_or_None)``. The file is imported as a module that is
-    put in ``sys.modules`` first, because TVMScript reads the source of the
-    classes it parses through their module.
+    Returns ``(mod, rules_or_None)``. See :func:`import_user_file`.
+    """
+    path = Path(path)
+    module = import_user_file(path, "Model file", "pass 'demo' or the path of a .py file that defines mod.")
+    mod = getattr(module, "mod", None)
+    if not isinstance(mod, tvm.IRModule):
+        raise WorkbenchError(
+            f"Model file {path} does not define mod as a tvm.IRModule (got {type(mod).__name__}).",
+            "assign your module to a top-level variable named mod, e.g. mod = MyModule.",
+        )
+    return mod, getattr(module, "rules", None)
+
+
+def import_user_file(path: str | Path, what: str, fix: str):
+    """Import a user's Python file as a module; what it raises is one line naming the file and line.
+
+    The module is put in ``sys.modules`` first, because TVMScript reads the
+    source of the classes it parses through their module.
     """
     path = Path(path)
     if not path.is_file():
-        raise WorkbenchError(
-            f"Model file {path} does not exist.", "pass 'demo' or the path of a .py file that defines mod."
-        )
+        raise WorkbenchError(f"{what} {path} does not exist.", fix)
     name = f"byoc_workbench_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -102,16 +115,10 @@ def load_model_file(path: str | Path):
         line = _user_line(err, path)
         first_line = str(err).splitlines()[0] if str(err) else ""
         raise WorkbenchError(
-            f"Model file {path} raised {type(err).__name__}{line}: {first_line}".rstrip(": "),
+            f"{what} {path} raised {type(err).__name__}{line}: {first_line}".rstrip(": "),
             "run the file with python to see the full traceback, and fix it.",
         ) from None
-    mod = getattr(module, "mod", None)
-    if not isinstance(mod, tvm.IRModule):
-        raise WorkbenchError(
-            f"Model file {path} does not define mod as a tvm.IRModule (got {type(mod).__name__}).",
-            "assign your module to a top-level variable named mod, e.g. mod = MyModule.",
-        )
-    return mod, getattr(module, "rules", None)
+    return module
 
 
 def _user_line(err: BaseException, path: Path) -> str:

@@ -16,8 +16,6 @@ from . import images, zoo
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("tvm", "mxnet", "onnxruntime", "tensorrt", "auto")
-
 
 class SSDError(WorkbenchError):
     """A request the SSD workflow cannot serve (wrong model kind, unknown backend)."""
@@ -147,12 +145,13 @@ def run(
         See :func:`byoc_workbench.models.zoo.load_model`.
     image : path, optional
         JPEG or PNG; None for the default picture (:func:`images.default_image_path`).
-    backend : {"tvm", "mxnet", "onnxruntime", "tensorrt", "auto"}
+    backend : "tvm", "mxnet", or a backend of the registry
         ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
         ``mxnet``: run the Gluon block itself (the reference).
-        ``onnxruntime``, ``tensorrt``, ``auto``: partition with upstream's
-        TensorRT rules, prune, and offload the subgraph through that backend
-        (``auto``: TensorRT where it can run, else ONNX Runtime); TVM runs the rest.
+        ``onnxruntime``, ``tensorrt``, ``auto``, ``c``, ... : partition with
+        upstream's TensorRT rules (those the backend can compile), prune, and
+        offload the subgraphs through that backend (``auto``: TensorRT where it
+        can run, else ONNX Runtime); TVM runs the rest.
     short : int
         Short side of the resized picture (GluonCV's ``load_test``).
     progress : bool
@@ -164,8 +163,10 @@ def run(
         ``ids`` (1, 100, 1), ``scores`` (1, 100, 1), ``boxes`` (1, 100, 4) in the
         resized picture's pixels; rows of -1 are empty. ``backend`` says what ran.
     """
-    if backend not in BACKENDS:
-        raise SSDError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    from ..backends import registry
+
+    if backend not in ("mxnet", *registry.choices()):
+        raise SSDError(f"Unknown backend {backend!r}", f"use one of: mxnet, {', '.join(registry.choices())}")
     if zoo.model_spec(model).kind != "detection":
         detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
         raise SSDError(f"{model} is not a detection model", f"use one of: {', '.join(detection)}")
