@@ -17,10 +17,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import io
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -189,13 +191,57 @@ def _first_error(stderr: str, source: str) -> str:
 # --- loading and running ----------------------------------------------------------------
 
 
-def load(source: str, plan):
-    """Compile (or find in the cache), open and wrap the function: the runner over TVM tensors."""
-    lib = ctypes.CDLL(str(build(source, plan.name)))
-    fn = getattr(lib, function_name(plan.name))
+def _function(lib: Path, plan):
+    fn = getattr(ctypes.CDLL(str(lib)), function_name(plan.name))
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p] * (len(plan.params) + len(plan.constants) + len(plan.outputs))
-    return Runner(fn, plan)
+    return fn
+
+
+def load(source: str, plan):
+    """Compile (or find in the cache), open and wrap the function: the runner over TVM tensors."""
+    return Runner(_function(build(source, plan.name), plan), plan)
+
+
+def trial(source: str, plan, inputs: list) -> list:
+    """Run the function once on NumPy ``inputs`` in a child process; returns its outputs.
+
+    C has no bounds checks: an emitter that indexes past a buffer can crash
+    the process that runs it. Here that process is a fork, so a crash becomes
+    a one-line error and the notebook's kernel lives on.
+    """
+    lib = build(source, plan.name)
+    ins = [np.ascontiguousarray(a, dtype=dtype) for a, (_, _, dtype) in zip(inputs, plan.params)]
+    consts = [np.ascontiguousarray(c) for _, c in plan.constants]
+    outs = [np.zeros(shape, dtype) for _, shape, dtype in plan.outputs]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: call, send the outputs back, and leave without running any cleanup
+        code = 1
+        try:
+            for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL):
+                signal.signal(sig, signal.SIG_DFL)  # no crash handler (TVM's prints a backtrace): just die
+            if _function(lib, plan)(*[a.ctypes.data for a in ins + consts + outs]) == 0:
+                buf = io.BytesIO()
+                np.savez(buf, *outs)
+                with os.fdopen(write, "wb") as pipe:
+                    pipe.write(buf.getvalue())
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise WorkbenchError(
+            f"The C of {plan.name} crashed ({signal.Signals(os.WTERMSIG(status)).name}) on a trial run",
+            "look for an index past the end of a buffer: loops run to op.size, inputs are read at op.index(k)",
+        )
+    if os.WEXITSTATUS(status) != 0 or not data:
+        raise WorkbenchError(f"The C of {plan.name} failed on a trial run", "check that it allocates what it needs")
+    with np.load(io.BytesIO(data)) as saved:
+        return [saved[f"arr_{k}"] for k in range(len(outs))]
 
 
 class Runner:

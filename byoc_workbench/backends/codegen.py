@@ -194,6 +194,21 @@ class Codegen:
         content = source.encode() + b"".join(np.ascontiguousarray(c).tobytes() for _, c in plan.constants)
         return base.register_packed(self.name, name, runner, content, source, len(plan.outputs))
 
+    def trial(self, name: str, func: relax.Function, inputs: list) -> list:
+        """Run one subgraph's generated code once on NumPy ``inputs`` (C: in a child process, so
+        a crash cannot take this one down); returns its outputs. Nothing is registered."""
+        source, plan = self.generate(name, func)
+        language = _language(self.language)
+        try:
+            return language.trial(source, plan, inputs)
+        except WorkbenchError:
+            raise
+        except Exception as err:  # the generated NumPy is the user's code
+            what = f"{type(err).__name__}: {err}".splitlines()[0]
+            raise WorkbenchError(
+                f"The code {self.name} generated for {name} raised {what}", "fix the emitter that wrote it"
+            ) from err
+
     def backend(self, native: str | None = None) -> base.Backend:
         """Its entry in the backend table; subgraphs with ``Codegen == native`` go to it by default."""
         from ..flow.rules import codegen_name
@@ -213,12 +228,21 @@ class Codegen:
                 "fix the emitter; call it on the Op shown by codegen.plan(name, func) to try it alone",
             ) from err
         if not isinstance(code, str) or not code.strip():
-            raise WorkbenchError(
+            raise NoCode(
                 f"The {self.name} emitter for {op.op} returned {type(code).__name__}, not code",
                 "return the code for this one call as a str"
                 + (" (an expression for the result)" if self.language == "numpy" else " (C statements)"),
+                code,
             )
         return code
+
+
+class NoCode(WorkbenchError):
+    """An emitter returned no code (``value`` is what it returned: ``...`` while unwritten, often)."""
+
+    def __init__(self, cause: str, fix: str, value=None):
+        super().__init__(cause, fix)
+        self.value = value
 
 
 def _language(language: str):

@@ -36,11 +36,21 @@ def assemble(plan, pieces: list, codegen: str) -> str:
     return "\n".join(lines + [f"    return {plan.result}", ""])
 
 
-def load(source: str, plan):
-    """Execute the source; returns the runner: a packed function over TVM tensors."""
+def _function(source: str, plan):
     namespace = {"np": np, "math": __import__("math"), "kernels": kernels, "CONST": [c for _, c in plan.constants]}
     exec(compile(source, f"<{plan.name}>", "exec"), namespace)
-    return _runner(namespace[plan.name], len(plan.outputs))
+    return namespace[plan.name]
+
+
+def load(source: str, plan):
+    """Execute the source; returns the runner: a packed function over TVM tensors."""
+    return _runner(_function(source, plan), len(plan.outputs))
+
+
+def trial(source: str, plan, inputs: list) -> list:
+    """Run the function once on NumPy ``inputs``; returns its outputs."""
+    results = _function(source, plan)(*inputs)
+    return [np.asarray(r) for r in (results if len(plan.outputs) > 1 else (results,))]
 
 
 def _runner(fn, num_outputs: int):
