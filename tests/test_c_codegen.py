@@ -183,3 +183,19 @@ def test_static_shapes_only():
 
     with pytest.raises(WorkbenchError, match="needs tensors of static shape in relax.nn.relu"):
         stages.run_stages(Dynamic, CTEST[1:2], stages.keep_all, backend="c")
+
+
+def test_a_fused_c_emitter(demo_mod, byoc, reference_output):
+    from byoc_workbench.backends import c
+
+    fused = register_codegen("cfused", emit={**C.emit, "conv2d_bias_relu": c.conv2d_bias_relu}, language="c")
+    final = stages.run_stages(demo_mod, byoc.rules, backend="cfused")[-1]
+    src = final.generated["byoc_target_1"].source
+    assert "malloc" not in src and "v > 0 ? v : 0" in src, "one kernel, no intermediates"
+    assert (
+        fused.plan("byoc_target_1", timing.stage(stages.run_stages(demo_mod, byoc.rules), "prune").mod["byoc_target_1"])
+        .steps[0][0]
+        .op
+        == "byoc-target.conv2d_bias_relu"
+    )
+    np.testing.assert_allclose(execute.run(final.mod, demo.demo_inputs()), reference_output, rtol=1e-5, atol=1e-5)

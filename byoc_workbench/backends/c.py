@@ -13,6 +13,8 @@ The emitters are public, so an attendee's own C codegen can take some of them
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import WorkbenchError
 from .codegen import Op, make_codegen
 
@@ -121,6 +123,17 @@ for (long b = 0; b < {n}; ++b)
           }}
         }}
   }}""" + (finish if relu else "")
+
+
+def conv2d_bias_relu(op: Op) -> str:
+    """A fused emitter for the ``conv2d_bias_relu`` composite: the convolution, then bias and relu in
+    one pass over the output, where op by op would take two passes and two intermediates."""
+    conv = op.ops[0]
+    body = conv2d(dataclasses.replace(conv, out=op.out, args=op.args[:2], shape=op.shape))
+    _, cout, oh, ow = op.shape
+    out, b = op.out, op.args[2]
+    bias = f"for (long i = 0; i < {op.size}; ++i) {{ {op.ctype} v = {out}[i] + {b}[i / {oh * ow} % {cout}]; "
+    return body + "\n" + bias + f"{out}[i] = v > 0 ? v : 0; }}"
 
 
 EMITTERS = {

@@ -64,7 +64,8 @@ def function_name(name: str) -> str:
 
 def assemble(plan, pieces: list, codegen: str) -> str:
     """The source of ``int <name>(inputs..., constants..., outputs...)``; it returns 0, or -1 when
-    an intermediate cannot be allocated."""
+    an intermediate cannot be allocated. Each intermediate is allocated by the op that computes it
+    and freed after the last op that reads it."""
     params = [f"const {ctype(dtype)}* {name}" for name, _, dtype in plan.params]
     params += [f"const {ctype(str(value.dtype))}* {name}" for name, value in plan.constants]
     params += [f"{ctype(dtype)}* {name}" for name, _, dtype in plan.outputs]
@@ -79,28 +80,36 @@ def assemble(plan, pieces: list, codegen: str) -> str:
         "",
         f"int {function_name(plan.name)}({', '.join(params)}) {{",
     ]
+    ops = [p for p in pieces if not isinstance(p, str)]
+    last_use = {}  # an intermediate is freed after the last op that reads it
+    for k, (op, _) in enumerate(ops):
+        last_use.setdefault(op.out, k)
+        for name in op.args:
+            if name in plan.temps:
+                last_use[name] = k
     if plan.temps:
         lines.append("  int rc = -1;")
-        for name, (shape, dtype) in plan.temps.items():
-            t = ctype(dtype)
-            lines.append(
-                f"  {t}* {name} = ({t}*)malloc(sizeof({t}) * {max(1, _size(shape))});  /* {_ty(shape, dtype)} */"
-            )
-        lines.append(f"  if ({' || '.join(f'!{n}' for n in plan.temps)}) goto done;")
+        lines += [f"  {ctype(dtype)}* {name} = NULL;" for name, (_, dtype) in plan.temps.items()]
+    k = -1
     for piece in pieces:
         if isinstance(piece, str):
             lines.append(f"  /* {piece} */")
             continue
         op, code = piece
-        lines.append(
-            f"  {{ /* {op.out} = {op.op.removeprefix('relax.')}({', '.join(op.args)}): {_ty(op.shape, op.dtype)} */"
-        )
+        k += 1
+        if op.out in plan.temps:
+            t = ctype(op.dtype)
+            size = max(1, _size(op.shape))
+            lines.append(f"  if (!({op.out} = ({t}*)malloc(sizeof({t}) * {size}))) goto done;")
+        args = ", ".join(op.args)
+        lines.append(f"  {{ /* {op.out} = {op.op.removeprefix('relax.')}({args}): {_ty(op.shape, op.dtype)} */")
         lines += [f"    {line}" if line.strip() else "" for line in _dedent(code).splitlines()]
         lines.append("  }")
+        lines += [f"  free({n}); {n} = NULL;" for n, last in last_use.items() if last == k and n in plan.temps]
     for out, src in plan.copies:
         shape, dtype = plan.types[src]
         lines.append(f"  memcpy({out}, {src}, sizeof({ctype(dtype)}) * {_size(shape)});  /* returned as it is */")
-    if plan.temps:
+    if plan.temps:  # after an allocation failed, what is still allocated (free(NULL) does nothing)
         lines += ["  rc = 0;", "done:", *[f"  free({name});" for name in plan.temps], "  return rc;", "}", ""]
     else:
         lines += ["  return 0;", "}", ""]

@@ -352,6 +352,27 @@ class Plan:
     temps: dict = dataclasses.field(default_factory=dict)  # name -> (shape, dtype)
     types: dict = dataclasses.field(default_factory=dict)  # every tensor name -> (shape, dtype)
 
+    def describe(self) -> str:
+        """What each emitter is given, one line per op: the anatomy of the subgraph."""
+
+        def ty(shape, dtype):
+            return f"{dtype}[{', '.join(map(str, shape or ()))}]"
+
+        inputs = [f"{n}: {ty(s, d)}" for n, s, d in self.params] + [
+            f"{n}: {ty(c.shape, c.dtype)} (constant)" for n, c in self.constants
+        ]
+        lines = [f"{self.name}({', '.join(inputs)})"]
+        for step in self.steps:
+            if isinstance(step, str):
+                lines.append(f"  # {step}")
+                continue
+            op = step[0]
+            attrs = f"  attrs {op.attrs}" if op.attrs else ""
+            call = f"{op.out} = {op.op.removeprefix('relax.')}({', '.join(map(str, op.args))})"
+            lines.append(f"  {call} -> {ty(op.shape, op.dtype)}{attrs}")
+        outputs = [n for n, _, _ in self.outputs if n] or [str(self.result)]
+        return "\n".join(lines + [f"  return {', '.join(outputs)}"])
+
 
 def _shape(ty) -> tuple | None:
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
@@ -375,12 +396,13 @@ def _py(value):
 
 
 def attrs_dict(call: relax.Call) -> dict:
-    """A call's attributes as Python values (``strides``, ``padding``, ``axis``, ...)."""
+    """A call's attributes as Python values (``strides``, ``padding``, ``axis``, ...), in declaration order."""
     a = call.attrs
     if a is None:
         return {}
-    keys = a.keys() if hasattr(a, "keys") else [k for k in dir(a) if not k.startswith("_")]
-    return {k: _py(getattr(a, k)) for k in keys if not callable(getattr(a, k))}
+    info = getattr(type(a), "__tvm_ffi_type_info__", None)  # the attribute fields TVM declares
+    keys = [f.name for f in info.fields] if info is not None else a.keys()
+    return {k: _py(getattr(a, k)) for k in keys}
 
 
 class _Names:
