@@ -216,3 +216,16 @@ def test_no_import_circle_between_the_registry_and_the_backends():
 
     for m in graph:
         visit(m, [])
+
+
+def test_the_widget_runs_and_times_a_codegen_of_your_own():
+    """A codegen registered with rules is its target's codegen: the widget compiles with it and times it."""
+    from byoc_workbench.widgets import workbench_widget
+
+    codegen.load_codegen_file(ROOT / "examples" / "mychip_c.py")
+    w = workbench_widget(target="mychip_c", inputs=demo.demo_inputs(), stage="codegen")
+    assert w.workbench is not None, w.status.value
+    assert set(w.view.generated) == {"mychip_c_1", "mychip_c_2"}
+    assert "int mychip_c_2(const float* " in w.view.generated["mychip_c_2"]
+    assert w.set_time(True), w.status.value
+    assert set(w._measured[1].backends.values()) == {"mychip_c"}
