@@ -1,5 +1,6 @@
 """The c codegen: C loops compiled by the system's compiler, run on TVM's buffers, equal to TVM alone."""
 
+import graphs
 import numpy as np
 import pytest
 import tvm
@@ -97,26 +98,12 @@ def test_upstream_run_codegen_drives_relax_ext_c():
     )
 
 
-@pytest.mark.parametrize(
-    "strides,padding,dilation,groups",
-    [((2, 2), (0, 1), (1, 1), 1), ((1, 2), (2, 2, 0, 1), (2, 1), 2), ((1, 1), (1, 1), (1, 1), 4)],
-)
+@pytest.mark.parametrize("strides,padding,dilation,groups", graphs.CONV_CASES)
 def test_conv2d_emitter_matches_tvm(strides, padding, dilation, groups):
-    rng = np.random.RandomState(1)
-    x = rng.randn(1, 8, 11, 9).astype("float32")
-    w = rng.randn(8, 8 // groups, 3, 3).astype("float32")
-    bb = relax.BlockBuilder()
-    xv, wv = relax.Var("x", relax.TensorType(x.shape, "float32")), relax.Var("w", relax.TensorType(w.shape, "float32"))
-    with bb.function("main", [xv, wv]):
-        with bb.dataflow():
-            out = bb.emit_output(
-                relax.op.nn.conv2d(xv, wv, strides=strides, padding=padding, dilation=dilation, groups=groups)
-            )
-        bb.emit_func_output(out)
-    mod = bb.get()
+    mod, inputs = graphs.conv2d_case(strides, padding, dilation, groups)
     final = stages.run_stages(mod, CTEST[:1], stages.keep_all, backend="c")[-1]
     assert list(final.generated) == ["ctest_0"]
-    np.testing.assert_allclose(execute.run(final.mod, [x, w]), execute.run(mod, [x, w]), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(execute.run(final.mod, inputs), execute.run(mod, inputs), rtol=1e-4, atol=1e-4)
 
 
 def test_broadcast_index():

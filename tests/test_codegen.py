@@ -33,25 +33,10 @@ def test_partitioned_demo_matches_tvm_alone(demo_mod, byoc, reference_output):
     assert np.abs(reference_output).max() > 0.1  # the comparison is not between zeros
 
 
-@pytest.mark.parametrize(
-    "strides,padding,dilation,groups",
-    [
-        ((1, 1), (1, 1), (1, 1), 1),
-        ((2, 2), (0, 1), (1, 1), 1),
-        ((1, 2), (2, 2), (2, 1), 2),
-        ((1, 1), (1, 1), (1, 1), 4),
-    ],
-)
+@pytest.mark.parametrize("strides,padding,dilation,groups", graphs.CONV_CASES)
 def test_conv2d_kernel_matches_tvm(strides, padding, dilation, groups):
-    rng = np.random.RandomState(1)
-    x = rng.randn(1, 8, 11, 9).astype("float32")
-    w = rng.randn(8, 8 // groups, 3, 3).astype("float32")
-    bb = relax.BlockBuilder()
-    xv, wv = relax.Var("x", relax.TensorType(x.shape, "float32")), relax.Var("w", relax.TensorType(w.shape, "float32"))
-    with bb.function("main", [xv, wv]):
-        out = bb.emit(relax.op.nn.conv2d(xv, wv, strides=strides, padding=padding, dilation=dilation, groups=groups))
-        bb.emit_func_output(out)
-    expected = execute.run(bb.get(), [x, w])
+    mod, (x, w) = graphs.conv2d_case(strides, padding, dilation, groups)
+    expected = execute.run(mod, [x, w])
     pad = (padding[0], padding[1], padding[0], padding[1])
     got = kernels.conv2d(x, w, strides, pad, dilation, groups)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
