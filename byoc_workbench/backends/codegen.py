@@ -49,12 +49,12 @@ LANGUAGES = ("numpy", "c")
 RESERVED = ("auto", "tvm")  # backend choices that are not backends
 # Names the generated code uses for itself, and the loop variables emitters are free to declare.
 _TAKEN = {
-    "numpy": {"np", "kernels", "CONST", "math"},
+    "numpy": {"np", "kernels", "CONST", "math", "tuple"},
     "c": {
         *"auto break case char const continue default do double else enum extern float for goto if inline int "
         "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
         "volatile while free malloc memcpy memset main".split(),
-        *"i j k n b g o oc ic oh ow kh kw ih iw xg xc wv ow0 ow1 acc".split(),
+        *"i j k n b g o v oc ic oh ow kh kw ih iw xg xc wv ow0 ow1 acc rc done".split(),
     },
 }
 _GENERATED = re.compile(r"^(out|const)\d+$")  # the C function's output and constant parameters
