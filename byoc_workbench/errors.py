@@ -12,6 +12,8 @@ keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 
 
 def _sentence(text: str) -> str:
@@ -50,16 +52,70 @@ class WorkbenchError(Exception):
         return [self.line]
 
 
+def shorten(text: str, limit: int = 300) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary and marked with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:  # a word boundary not far back; else one long token is cut where it must be
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
 def first_line(err: BaseException, last: bool = False, limit: int = 300) -> str:
     """One line of another library's error message, for quoting in a cause.
 
     TVM and MXNet messages carry C++ backtraces; their traceback lines are dropped.
-    TVM says what went wrong first, MXNet last (``last=True``).
+    TVM says what went wrong first, MXNet last (``last=True``). A WorkbenchError
+    gives its cause alone, so the quoting message does not repeat ``error: ... Fix:``.
+    The line is cut at a word boundary, never mid-word.
     """
+    if isinstance(err, WorkbenchError):
+        return shorten(_sentence(err.cause).rstrip("."), limit)
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "[bt]", "Stack trace"))]
     text = (useful or lines or [type(err).__name__])[-1 if last else 0]
-    return text.replace("MXNetError: ", "")[:limit]
+    text = text.replace("MXNetError: ", "")
+    if text.lower().startswith("error: "):  # TVMScript's diagnostics start with their own "error:"
+        text = text[len("error: ") :]
+    return shorten(text, limit)
+
+
+class UserCodeError(WorkbenchError):
+    """An exception raised by the user's own code: a model file, a rule's check, a prune rule."""
+
+
+def user_frame(tb) -> tuple | None:
+    """``(file, line)`` of the innermost traceback frame in the user's code, or None.
+
+    The user's code is whatever lies outside this package and the Python
+    installation (the standard library, site-packages, TVM's compiled FFI).
+    """
+    package = Path(__file__).resolve().parent
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not (name.startswith("<") and name not in ("<stdin>", "<string>")) and not name.endswith((".pxi", ".pyx")):
+            path = Path(name).resolve()
+            if not any(path.is_relative_to(p) for p in (package, *installed)):
+                found = (name, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def user_error(what: str, err: BaseException, fix: str = "") -> UserCodeError:
+    """A one-line :class:`UserCodeError` for ``err``, raised by the user's ``what`` (e.g. ``"rule mychip.add's check"``).
+
+    The line names the exception, its message and the user's file and line;
+    raise it ``from err`` so that ``--traceback`` can show the whole trace.
+    """
+    where = user_frame(err.__traceback__)
+    at = f" at {where[0]}, line {where[1]}" if where else ""
+    message = "" if isinstance(err, SystemExit) else first_line(err)
+    cause = f"{what} raised {type(err).__name__}{at}" + (f": {message}" if message and message != type(err).__name__ else "")
+    return UserCodeError(cause, fix or f"fix {what}{f' in {where[0]}' if where else ''} (--traceback or BYOC_WORKBENCH_DEBUG=1 shows the whole trace)")
 
 
 class MissingDependencyError(WorkbenchError):

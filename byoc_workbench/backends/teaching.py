@@ -55,8 +55,8 @@ def _emit(call: relax.Call, args: list) -> str:
     if name in _UNARY:
         return _UNARY[name].format(args[0])
     attrs = call.attrs
-    if name == "relax.reshape":
-        return f"np.reshape({args[0]}, {_ints(call.args[1].values)})"
+    if name == "relax.reshape":  # the shape argument's text: a tuple, symbolic dimensions included
+        return f"np.reshape({args[0]}, {args[1]})"
     if name == "relax.expand_dims":
         return f"np.expand_dims({args[0]}, axis={_ints(attrs.axis)})"
     if name == "relax.permute_dims":
@@ -135,7 +135,7 @@ def generate_source(name: str, func: relax.Function) -> tuple:
             constants.append(value)
             return f"CONST[{len(constants) - 1}]"
         if isinstance(expr, relax.ShapeExpr):
-            return repr(_ints(expr.values))
+            return _shape_text(name, expr.values, symbolic)
         raise WorkbenchError(
             f"The teaching codegen cannot pass a {type(expr).__name__} as an argument.", "keep such ops on the host."
         )
@@ -146,8 +146,10 @@ def generate_source(name: str, func: relax.Function) -> tuple:
         value = values.get(frame, expr)
         return value if isinstance(value, str) else "(" + "".join(f"{v}, " for v in value).rstrip() + ")"
 
+    symbolic: dict = {}  # a symbolic dimension's name -> the Python variable holding it
     for p in func.params:
         values.bind((), p, names.fresh(p.name))
+        lines += _symbolic_dims(values.get((), p), p.ty, symbolic, names)
     for step in ir.walk(func):
         value = step.value
         if step.descended:
@@ -171,6 +173,36 @@ def generate_source(name: str, func: relax.Function) -> tuple:
         f"def {name}({', '.join(values.get((), p) for p in func.params)}):",
     ]
     return "\n".join(header + lines + [f"    return {text((), func.body.body)}", ""]), constants
+
+
+def _symbolic_dims(param: str, ty, symbolic: dict, names: _Names) -> list:
+    """Lines reading the symbolic dimensions first seen in parameter ``param`` off its array's shape."""
+    shape = getattr(ty, "shape", None)
+    found = [
+        (i, d.name)
+        for i, d in enumerate(getattr(shape, "values", ()))
+        if type(d).__name__ in ("Var", "SizeVar") and d.name not in symbolic
+    ]
+    for _, dim in found:
+        symbolic[dim] = names.fresh(dim)
+    if not found:
+        return []
+    left = ", ".join(symbolic[dim] for _, dim in found)
+    right = ", ".join(f"{param}.shape[{i}]" for i, _ in found)
+    return [f"    {left} = {right}  # symbolic dimension{'s' if len(found) > 1 else ''}"]
+
+
+def _shape_text(name: str, dims, symbolic: dict) -> str:
+    """A shape as a Python tuple, symbolic dimensions written with the variables that hold them."""
+    texts = [ir.prim_text(d, symbolic) for d in dims]
+    free = {v for t in texts for v in re.findall(r"[A-Za-z_]\w*", t)} - set(symbolic.values()) - {"max", "min"}
+    if free:
+        raise WorkbenchError(
+            f"The teaching codegen cannot compute the shape ({', '.join(texts)}) in {name}: "
+            f"{', '.join(sorted(free))} is not the dimension of any input",
+            "give the subgraph's inputs those dimensions, or keep the op on the host",
+        )
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
 
 
 def compile_subgraph(name: str, func: relax.Function) -> Generated:

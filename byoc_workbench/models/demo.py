@@ -18,7 +18,7 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from ..errors import WorkbenchError
+from ..errors import UserCodeError, WorkbenchError, user_error, user_frame
 
 
 @I.ir_module
@@ -84,9 +84,17 @@ def load_model_file(path: str | Path):
 
     Returns ``(mod, rules_or_None)``. The file is imported as a module that is
     put in ``sys.modules`` first, because TVMScript reads the source of the
-    classes it parses through their module.
+    classes it parses through their module. Whatever the file does wrong (it
+    raises, calls ``sys.exit``, defines no ``mod`` or ``rules`` of the wrong
+    kind) is one :class:`WorkbenchError` naming the file and its line.
     """
+    from ..flow.rules import check_rules
+
     path = Path(path)
+    if path.is_dir():
+        raise WorkbenchError(
+            f"Model file {path} is a directory", "pass 'demo' or the path of a .py file that defines mod."
+        )
     if not path.is_file():
         raise WorkbenchError(
             f"Model file {path} does not exist.", "pass 'demo' or the path of a .py file that defines mod."
@@ -97,28 +105,26 @@ def load_model_file(path: str | Path):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as err:  # the user's code can raise anything
+    except WorkbenchError as err:  # e.g. op_rule(...) with an unknown op: its own line, with where it was called
         del sys.modules[name]
-        line = _user_line(err, path)
-        first_line = str(err).splitlines()[0] if str(err) else ""
-        raise WorkbenchError(
-            f"Model file {path} raised {type(err).__name__}{line}: {first_line}".rstrip(": "),
-            "run the file with python to see the full traceback, and fix it.",
-        ) from None
+        where = user_frame(err.__traceback__)
+        at = f" at line {where[1]}" if where and Path(where[0]).resolve() == path.resolve() else ""
+        raise WorkbenchError(f"Model file {path}{at}: {err.cause}", err.fix) from err
+    except (Exception, SystemExit) as err:  # the user's code can raise anything, or exit
+        del sys.modules[name]
+        if isinstance(err, SystemExit):
+            where = user_frame(err.__traceback__)
+            code = "" if err.code is None else repr(err.code)
+            raise UserCodeError(
+                f"Model file {path} called sys.exit({code}){f' at line {where[1]}' if where else ''} while being loaded",
+                "remove the exit, or put it under if __name__ == '__main__': the workbench imports the file",
+            ) from err
+        raise user_error(f"Model file {path}", err, "run the file with python to see the full traceback, and fix it.") from err
     mod = getattr(module, "mod", None)
     if not isinstance(mod, tvm.IRModule):
         raise WorkbenchError(
             f"Model file {path} does not define mod as a tvm.IRModule (got {type(mod).__name__}).",
             "assign your module to a top-level variable named mod, e.g. mod = MyModule.",
         )
-    return mod, getattr(module, "rules", None)
-
-
-def _user_line(err: BaseException, path: Path) -> str:
-    tb = err.__traceback__
-    line = ""
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
-            line = f" at line {tb.tb_lineno}"
-        tb = tb.tb_next
-    return line
+    rules = getattr(module, "rules", None)
+    return mod, None if rules is None else check_rules(rules, f"rules in {path}")

@@ -128,6 +128,8 @@ def build_block(name: str):
 def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
     """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
     path = Path(path)
+    if path.is_dir():
+        raise WeightsError(f"Weights file {path} is a directory", "pass the path of a .params file in it")
     if not path.is_file():
         raise WeightsError(f"Weights file {path} does not exist", "pass the path of a .params file")
     try:
