@@ -318,10 +318,12 @@ def _parents() -> dict:
         help="on an error, print the whole Python trace too (or set BYOC_WORKBENCH_DEBUG=1)",
     )
     zoo = Parser(add_help=False)
-    zoo.add_argument("--model", dest="ssd_model", default=DEFAULT_SSD, help=f"with ssd: the GluonCV model ({DEFAULT_SSD})")
+    zoo.add_argument(
+        "--model", dest="ssd_model", default=DEFAULT_SSD, help=f"with ssd: the GluonCV model ({DEFAULT_SSD})"
+    )
     zoo.add_argument(
         "--weights",
-        help="with ssd: trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)",
+        help="with ssd: trained, untrained, or a .params file (default: the cache, else untrained seeded weights)",
     )
     image = Parser(add_help=False)
     image.add_argument("--image", help="with ssd: a JPEG or PNG (default: the picture shipped with the package)")
@@ -443,10 +445,18 @@ class _WarningLine(logging.Formatter):
         return f"{record.levelname.lower()}: {record.getMessage()}"
 
 
+_HANDLER: list = []  # the handler this module put on the root logger, replaced on each main()
+
+
 def _log_to_stderr(verbose: bool) -> None:
-    handler = logging.StreamHandler()
+    root = logging.getLogger()
+    for old in _HANDLER:
+        root.removeHandler(old)
+    handler = logging.StreamHandler()  # sys.stderr as it is now
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _WarningLine())
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    _HANDLER[:] = [handler]
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def _debug(args=None) -> bool:

@@ -12,6 +12,7 @@ keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -53,14 +54,14 @@ class WorkbenchError(Exception):
 
 
 def shorten(text: str, limit: int = 300) -> str:
-    """``text`` in at most ``limit`` characters, cut at a word boundary and marked with an ellipsis."""
+    """``text`` in at most ``limit`` characters, cut at a word boundary and marked `` […]``."""
     if len(text) <= limit:
         return text
-    cut = text[: limit - 1]
+    cut = text[: limit - 4]
     space = cut.rfind(" ")
     if space > limit // 2:  # a word boundary not far back; else one long token is cut where it must be
         cut = cut[:space]
-    return cut.rstrip(" ,;:.") + "…"
+    return cut.rstrip(" ,;:.") + " […]"
 
 
 def first_line(err: BaseException, last: bool = False, limit: int = 300) -> str:
@@ -79,7 +80,17 @@ def first_line(err: BaseException, last: bool = False, limit: int = 300) -> str:
     text = text.replace("MXNetError: ", "")
     if text.lower().startswith("error: "):  # TVMScript's diagnostics start with their own "error:"
         text = text[len("error: ") :]
-    return shorten(text, limit)
+    text = re.sub(r"In ir\.Op\(.*?name=\"([^\"]+)\".*?support_level=\d+\)", r"In \1", text)  # a whole op's repr
+    text = re.sub(r"T\.int64\((-?\d+)\)", r"\1", text)
+    where = _diagnostic_location(err)
+    if where is None:
+        return shorten(text, limit)
+    return shorten(text.rstrip(" ."), limit - len(where) - 6) + f" (at {where})"
+
+
+def _diagnostic_location(err: BaseException) -> str | None:
+    """Where a TVMScript diagnostic points, ``file.py:6:9`` (its ``--> `` line), or None."""
+    return next((ln.strip()[4:] for ln in str(err).splitlines() if ln.strip().startswith("--> ")), None)
 
 
 class UserCodeError(WorkbenchError):
@@ -97,7 +108,9 @@ def user_frame(tb) -> tuple | None:
     found = None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not (name.startswith("<") and name not in ("<stdin>", "<string>")) and not name.endswith((".pxi", ".pyx")):
+        if name in ("<stdin>", "<string>"):
+            found = (name, tb.tb_lineno)
+        elif not name.startswith("<") and Path(name).is_file():  # C++ frames name sources not on this machine
             path = Path(name).resolve()
             if not any(path.is_relative_to(p) for p in (package, *installed)):
                 found = (name, tb.tb_lineno)
@@ -106,16 +119,20 @@ def user_frame(tb) -> tuple | None:
 
 
 def user_error(what: str, err: BaseException, fix: str = "") -> UserCodeError:
-    """A one-line :class:`UserCodeError` for ``err``, raised by the user's ``what`` (e.g. ``"rule mychip.add's check"``).
+    """A one-line :class:`UserCodeError` for ``err``, raised by the user's ``what`` (``"rule x.y's check"``).
 
     The line names the exception, its message and the user's file and line;
     raise it ``from err`` so that ``--traceback`` can show the whole trace.
     """
     where = user_frame(err.__traceback__)
-    at = f" at {where[0]}, line {where[1]}" if where else ""
-    message = "" if isinstance(err, SystemExit) else first_line(err)
-    cause = f"{what} raised {type(err).__name__}{at}" + (f": {message}" if message and message != type(err).__name__ else "")
-    return UserCodeError(cause, fix or f"fix {what}{f' in {where[0]}' if where else ''} (--traceback or BYOC_WORKBENCH_DEBUG=1 shows the whole trace)")
+    message = first_line(err)
+    at = f" at {where[0]}, line {where[1]}" if where and _diagnostic_location(err) is None else ""
+    said = f": {message}" if message != type(err).__name__ else ""
+    cause = f"{what[:1].upper()}{what[1:]} raised {type(err).__name__}{at}{said}"
+    where_to = f" in {where[0]}" if where else ""
+    return UserCodeError(
+        cause, fix or f"fix {what}{where_to} (--traceback or BYOC_WORKBENCH_DEBUG=1 shows the whole trace)"
+    )
 
 
 class MissingDependencyError(WorkbenchError):

@@ -367,7 +367,7 @@ def _natural(name: str):
 
 
 def type_str(ty) -> str:
-    """``float32[1, 32, 56, 56]`` (``float32[n, 3, h, w]``, ``float32[...]``) for a tensor type; a short text otherwise."""
+    """``float32[1, 32, 56, 56]`` (or ``[n, 3, h, w]``, ``[...]``) for a tensor type; a short text otherwise."""
     if isinstance(ty, relax.TensorType):
         if hasattr(ty.shape, "values"):
             shape = ", ".join(_dim(d) for d in ty.shape.values)

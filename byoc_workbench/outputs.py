@@ -21,9 +21,9 @@ from .errors import WorkbenchError
 written: list = []
 
 
-def _given(path, flag: str) -> Path:
+def _given(path, flag: str, example: str) -> Path:
     if path is None or not str(path).strip():
-        raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} out")
+        raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
     return Path(path).expanduser()
 
 
@@ -58,7 +58,7 @@ def check_dir(path, flag: str = "--out", names=()) -> Path:
         directory that cannot be written, or a directory in the way of one of
         ``names``.
     """
-    out = _given(path, flag)
+    out = _given(path, flag, "out")
     fix = f"pass {flag} a directory you can write to"
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is a file, not a directory", fix)
@@ -81,7 +81,7 @@ def check_file(path, flag: str) -> Path:
         For an empty path, an existing directory, or a parent that is a file
         or cannot be written.
     """
-    out = _given(path, flag)
+    out = _given(path, flag, "out.npz")
     fix = f"pass {flag} the path of a file in a directory you can write to"
     if out.is_dir() or str(path).endswith(os.sep):
         raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")

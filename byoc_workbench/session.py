@@ -18,8 +18,8 @@ from .draw import graph as graph_mod
 from .draw import render
 from .errors import WorkbenchError
 from .flow import stages, summary
-from .flow.reuse import FuseCache
 from .flow.prune import check_prune_rule
+from .flow.reuse import FuseCache
 from .flow.rules import Target, as_target, check_rules, select
 
 

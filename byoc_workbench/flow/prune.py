@@ -68,7 +68,7 @@ def _reason(rule, name: str, ops: list) -> str | None:
     try:
         reason = rule(name, ops)
     except Exception as err:  # the user's prune rule can raise anything
-        raise user_error(f"Prune rule {rule_name(rule)} (on {name})", err) from err
+        raise user_error(f"prune rule {rule_name(rule)} (on {name})", err) from err
     if reason is None or reason is False or reason == "":
         return None
     if reason is True:

@@ -113,7 +113,7 @@ def reported_checks():
         _RAISED.reset(token)
     if raised:
         rule, err = raised[0]
-        raise user_error(f"Rule {rule.qualified}'s check", err) from err
+        raise user_error(f"rule {rule.qualified}'s check", err) from err
 
 
 def pattern_ops(pattern: DFPattern) -> tuple:

@@ -9,8 +9,13 @@ With the counter starting at 0 that makes three convolutions, as in the seed.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
+import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -103,23 +108,19 @@ def load_model_file(path: str | Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except WorkbenchError as err:  # e.g. op_rule(...) with an unknown op: its own line, with where it was called
-        del sys.modules[name]
-        where = user_frame(err.__traceback__)
-        at = f" at line {where[1]}" if where and Path(where[0]).resolve() == path.resolve() else ""
-        raise WorkbenchError(f"Model file {path}{at}: {err.cause}", err.fix) from err
-    except (Exception, SystemExit) as err:  # the user's code can raise anything, or exit
-        del sys.modules[name]
-        if isinstance(err, SystemExit):
-            where = user_frame(err.__traceback__)
-            code = "" if err.code is None else repr(err.code)
-            raise UserCodeError(
-                f"Model file {path} called sys.exit({code}){f' at line {where[1]}' if where else ''} while being loaded",
-                "remove the exit, or put it under if __name__ == '__main__': the workbench imports the file",
-            ) from err
-        raise user_error(f"Model file {path}", err, "run the file with python to see the full traceback, and fix it.") from err
+    failure = None
+    with _native_stderr_held() as held:
+        try:
+            spec.loader.exec_module(module)
+        except (Exception, SystemExit) as err:  # the user's code can raise anything, or exit
+            del sys.modules[name]
+            failure = _load_failure(path, err)
+            # TVMScript's half-built objects warn from C++ when freed: free them now, and drop those warnings.
+            traceback.clear_frames(err.__traceback__)
+            gc.collect()
+            held.dropped = True
+    if failure is not None:
+        raise failure from failure.__cause__
     mod = getattr(module, "mod", None)
     if not isinstance(mod, tvm.IRModule):
         raise WorkbenchError(
@@ -128,3 +129,46 @@ def load_model_file(path: str | Path):
         )
     rules = getattr(module, "rules", None)
     return mod, None if rules is None else check_rules(rules, f"rules in {path}")
+
+
+def _load_failure(path: Path, err: BaseException) -> WorkbenchError:
+    """The one line for a model file that raised or exited while being imported (``err`` as its cause)."""
+    where = user_frame(err.__traceback__)
+    if isinstance(err, WorkbenchError):  # e.g. op_rule(...) with an unknown op: its own line, and where
+        at = f" at line {where[1]}" if where and Path(where[0]).resolve() == path.resolve() else ""
+        failure = WorkbenchError(f"Model file {path}{at}: {err.cause}", err.fix)
+    elif isinstance(err, SystemExit):
+        code = "" if err.code is None else repr(err.code)
+        failure = UserCodeError(
+            f"Model file {path} called sys.exit({code}){f' at line {where[1]}' if where else ''} while being loaded",
+            "remove the exit, or put it under if __name__ == '__main__': the workbench imports the file",
+        )
+    else:
+        failure = user_error(f"Model file {path}", err, "fix the file (--traceback shows the whole trace)")
+    failure.__cause__ = err
+    return failure
+
+
+class _Held:
+    dropped = False  # set when the import failed: its native warnings are noise beside the one-line error
+
+
+@contextlib.contextmanager
+def _native_stderr_held():
+    """Hold back what C++ writes to stderr (file descriptor 2) inside the block, and write it out after,
+    unless the block set ``dropped``."""
+    held = _Held()
+    with tempfile.TemporaryFile() as file:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(file.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            file.seek(0)
+            text = file.read()
+            if text and not held.dropped:
+                sys.stderr.write(text.decode(errors="replace"))

@@ -88,7 +88,9 @@ def resize_short_within(image: np.ndarray, short: int, max_size: int) -> np.ndar
 
     h, w = image.shape[:2]
     if h < 1 or w < 1:
-        raise NotAnImageError(f"The picture is {w}x{h} pixels: it has no pixels to resize", "pass a picture of at least 1x1")
+        raise NotAnImageError(
+            f"The picture is {w}x{h} pixels: it has no pixels to resize", "pass a picture of at least 1x1"
+        )
     size_min, size_max = min(h, w), max(h, w)
     scale = float(short) / float(size_min)
     if np.round(scale * size_max) > max_size:
