@@ -24,6 +24,7 @@ import tvm
 
 from . import execute, ir
 from .backends import registry
+from .errors import WorkbenchError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +69,31 @@ def _bar(total: int, desc: str, progress: bool):
     return tqdm(total=total, desc=desc, leave=False, disable=not progress)
 
 
-def measure(fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress: bool = True) -> Latency:
-    """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed."""
-    if repeat < 1 or warmup < 0:
-        from .errors import WorkbenchError
+class OverBudget(WorkbenchError):
+    """A timed loop would take longer than the time allowed (``--max-seconds``)."""
 
+
+def check_budget(first_s: float, left: int, max_seconds: float | None, desc: str = "runs") -> None:
+    """Refuse, in one line, a loop whose ``left`` runs of ``first_s`` each would take over ``max_seconds``."""
+    if max_seconds is None or first_s * left <= max_seconds:
+        return
+    needed = first_s * left
+    raise OverBudget(
+        f"{desc}: {left} more runs at about {seconds(first_s)} each would take about {seconds(needed)}, "
+        f"over the limit of {seconds(max_seconds)}",
+        f"ask for fewer runs (--repeat, --runs), or pass --max-seconds {int(needed * 1.2) + 1} to allow it",
+    )
+
+
+def measure(
+    fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress: bool = True, max_seconds: float | None = None
+) -> Latency:
+    """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
+
+    With ``max_seconds``, the first call's time estimates the rest, and a loop
+    that would take longer is refused (see :func:`check_budget`).
+    """
+    if repeat < 1 or warmup < 0:
         raise WorkbenchError(
             f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
         )
@@ -81,8 +102,11 @@ def measure(fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress:
         for i in range(warmup + repeat):
             t0 = time.perf_counter()
             fn()
+            elapsed = time.perf_counter() - t0
+            if i == 0:
+                check_budget(elapsed, warmup + repeat - 1, max_seconds, desc)
             if i >= warmup:
-                times.append(time.perf_counter() - t0)
+                times.append(elapsed)
             bar.update()
     return Latency.of(times, warmup)
 
@@ -252,6 +276,7 @@ def build_and_run(
     mark: str = "",
     progress: bool = True,
     options: dict | None = None,
+    max_seconds: float | None = None,
 ) -> Run:
     """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
 
@@ -270,6 +295,8 @@ def build_and_run(
         ``teaching`` or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
     label, mark : str
         What the printout calls this build, and e.g. ``"untrained weights"``.
+    max_seconds : float, optional
+        Refuse the timed runs when the first one says they would take longer.
     """
     mod, generated, skipped = _module_and_generated(what, backend, options or {})
     with _bar(1, f"build {label or 'module'} ({target})", progress) as bar:
@@ -288,7 +315,7 @@ def build_and_run(
     def once():
         last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
 
-    latency = measure(once, repeat, warmup, f"run {label or 'module'}", progress)
+    latency = measure(once, repeat, warmup, f"run {label or 'module'}", progress, max_seconds)
     return Run(
         label or "module",
         ran_on(generated, skipped, target),

@@ -18,8 +18,9 @@ from .draw import graph as graph_mod
 from .draw import render
 from .errors import WorkbenchError
 from .flow import stages, summary
+from .flow.prune import check_prune_rule
 from .flow.reuse import FuseCache
-from .flow.rules import Target, select
+from .flow.rules import Target, as_target, check_rules, select
 
 
 @dataclasses.dataclass
@@ -64,14 +65,15 @@ class Workbench:
     """
 
     def __init__(
-        self, mod: tvm.IRModule, target: Target, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
+        self, mod: tvm.IRModule, target: Target | str, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
     ):
         self.mod = stages.check_module(mod)
         self.mark = mark  # e.g. "untrained weights": every title says it
-        self.target = target
-        self.extra_rules = tuple(extra_rules)  # rules beyond the target's table, e.g. a user's own
+        self.target = as_target(target)
+        self.extra_rules = check_rules(extra_rules, "extra_rules")  # beyond the target's table, e.g. a user's own
+        check_rules(self.all_rules, f"target {self.target.name}'s rules and extra_rules")  # one name, one rule
         self.enabled = self._names(enabled)
-        self.prune_rule = prune_rule or stages.no_mac()
+        self.prune_rule = check_prune_rule(prune_rule)
         self._runs = _Runs(self.mod, self.all_rules)  # shared with the workbenches made from this one
 
     @property
@@ -95,12 +97,14 @@ class Workbench:
 
     def with_rule(self, name: str, on: bool) -> Workbench:
         """A new workbench with rule ``name`` switched on or off."""
+        self._names([name])  # an unknown name is a one-line error, whether switched on or off
         enabled = set(self.enabled)
         (enabled.add if on else enabled.discard)(name)
         return self._with(enabled=self._names(enabled))
 
     def with_prune(self, prune_rule) -> Workbench:
-        return self._with(prune_rule=prune_rule)
+        """A new workbench with another prune rule (see :func:`byoc_workbench.flow.prune.prune`)."""
+        return self._with(prune_rule=check_prune_rule(prune_rule))
 
     @cached_property
     def stages(self) -> list:

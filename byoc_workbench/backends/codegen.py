@@ -351,6 +351,7 @@ class Plan:
     copies: list = dataclasses.field(default_factory=list)  # (output name, source name)
     temps: dict = dataclasses.field(default_factory=dict)  # name -> (shape, dtype)
     types: dict = dataclasses.field(default_factory=dict)  # every tensor name -> (shape, dtype)
+    prologue: list = dataclasses.field(default_factory=list)  # NumPy: lines before the first op
 
     def describe(self) -> str:
         """What each emitter is given, one line per op: the anatomy of the subgraph."""
@@ -374,24 +375,39 @@ class Plan:
         return "\n".join(lines + [f"  return {', '.join(outputs)}"])
 
 
-def _shape(ty) -> tuple | None:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+class Sym(str):
+    """A dimension known only at run time (a batch ``n``), as the text of a Python expression over
+    the variables that hold the symbolic dimensions: ``n``, ``n * h * w * 8``. It prints without
+    quotes, so a shape holding one reads as code: ``(n * h * w * 8,)``."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _dim(d, symbolic: dict):
+    if type(d).__name__ == "IntImm" or isinstance(d, int):
+        return int(getattr(d, "value", d))
+    return Sym(ir.prim_text(d, symbolic))
+
+
+def _shape(ty, symbolic: dict | None = None) -> tuple | None:
+    if not isinstance(ty, relax.TensorType) or not hasattr(ty.shape, "values"):
         return None
-    return tuple(int(d.value) if isinstance(getattr(d, "value", None), int) else str(d) for d in ty.shape.values)
+    return tuple(_dim(d, symbolic or {}) for d in ty.shape.values)
 
 
-def _py(value):
-    """A TVM attribute or argument value as a plain Python value."""
+def _py(value, symbolic: dict | None = None):
+    """A TVM attribute or argument value as a plain Python value (shapes as tuples, see :class:`Sym`)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, relax.ShapeExpr):
-        return tuple(_py(v) for v in value.values)
+        return tuple(_dim(v, symbolic or {}) for v in value.values)
     if isinstance(value, relax.Tuple):
-        return tuple(_py(f) for f in value.fields)
+        return tuple(_py(f, symbolic) for f in value.fields)
     if isinstance(getattr(value, "value", None), (int, float)):  # IntImm, FloatImm, prim values
         return value.value
     if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
-        return tuple(_py(v) for v in value)
+        return tuple(_py(v, symbolic) for v in value)
     return str(value)
 
 
@@ -403,6 +419,13 @@ def attrs_dict(call: relax.Call) -> dict:
     info = getattr(type(a), "__tvm_ffi_type_info__", None)  # the attribute fields TVM declares
     keys = [f.name for f in info.fields] if info is not None else a.keys()
     return {k: _py(getattr(a, k)) for k in keys}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """What a non-tensor argument stands for while the walk goes on (a shape into a composite)."""
+
+    value: object
 
 
 class _Names:
@@ -429,6 +452,8 @@ class _Planner:
         self.constants: list = []
         self.types: dict = {}
         self.values = ir.Values(self._leaf)
+        self.symbolic: dict = {}  # a symbolic dimension's name -> the variable holding it (NumPy)
+        self.prologue: list = []  # NumPy: the lines reading the symbolic dimensions off the inputs
 
     def _leaf(self, expr):
         if isinstance(expr, tvm.ir.expr.Constant) and isinstance(expr.ty, relax.TensorType):
@@ -439,7 +464,9 @@ class _Planner:
             self.constants.append((name, value))
             self.types[name] = (value.shape, str(value.dtype))
             return name
-        return None  # shapes and other non-tensor arguments are read from the call
+        if isinstance(expr, (relax.ShapeExpr, tvm.ir.expr.Constant)):  # a shape, a prim value
+            return _Static(_py(expr, self.symbolic))
+        return None
 
     def _text(self, frame, expr):
         value = self.values.get(frame, expr)
@@ -458,17 +485,46 @@ class _Planner:
             ):
                 tensor_args.append(text)
                 if isinstance(ty, relax.TensorType):
-                    shapes.append(_shape(ty))
+                    shapes.append(_shape(ty, self.symbolic))
                     dtypes.append(str(ty.dtype))
                 else:
-                    shapes.append(tuple(_shape(f) for f in ty.fields))
+                    shapes.append(tuple(_shape(f, self.symbolic) for f in ty.fields))
                     dtypes.append(tuple(str(f.dtype) for f in ty.fields))
-            else:
-                attrs[arg_names[k] if k < len(arg_names) else f"arg{k}"] = _py(a)
+            else:  # a shape or a value, passed into a composite or written at the call
+                value = text.value if isinstance(text, _Static) else _py(a, self.symbolic)
+                attrs[arg_names[k] if k < len(arg_names) else f"arg{k}"] = self._known(value, call)
         ty = step.var.ty
-        shape = _shape(ty) if isinstance(ty, relax.TensorType) else None
+        shape = _shape(ty, self.symbolic) if isinstance(ty, relax.TensorType) else None
         dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
         return Op(name, out, tensor_args, shapes, dtypes, shape, dtype, attrs, language=self.codegen.language)
+
+    def _known(self, value, call):
+        """``value``, unless it is a shape that needs a dimension no input of the subgraph has."""
+        if not isinstance(value, tuple) or self.c:
+            return value
+        names = set(self.symbolic.values())
+        free = {v for d in value if isinstance(d, Sym) for v in re.findall(r"[A-Za-z_]\w*", d)} - names - {"max", "min"}
+        if free:
+            raise WorkbenchError(
+                f"The {self.codegen.name} codegen cannot compute the shape ({', '.join(map(str, value))}) of "
+                f"{call.op.name} in {self.name}: {', '.join(sorted(free))} is not the dimension of any input",
+                "give the subgraph's inputs those dimensions, or keep the op on the host",
+            )
+        return value
+
+    def _read_dims(self, name: str, ty) -> None:
+        """NumPy: the symbolic dimensions first seen in parameter ``name``, read off its array's shape."""
+        found = [
+            (i, d.name)
+            for i, d in enumerate(getattr(getattr(ty, "shape", None), "values", ()))
+            if type(d).__name__ in ("Var", "SizeVar") and d.name not in self.symbolic
+        ]
+        for _, dim in found:
+            self.symbolic[dim] = self.names.fresh(dim)
+        if found:
+            left = ", ".join(self.symbolic[dim] for _, dim in found)
+            right = ", ".join(f"{name}.shape[{i}]" for i, _ in found)
+            self.prologue.append(f"{left} = {right}  # symbolic dimension{'s' if len(found) > 1 else ''}")
 
     def _check_c(self, op: Op) -> None:
         for value, shape in [(op.out, op.shape), *zip(op.args, op.shapes)]:
@@ -493,7 +549,9 @@ class _Planner:
         for p in func.params:
             name = self.names.fresh(p.name)
             self.values.bind((), p, name)
-            params.append((name, _shape(p.ty), str(getattr(p.ty, "dtype", ""))))
+            if not self.c:
+                self._read_dims(name, p.ty)
+            params.append((name, _shape(p.ty, self.symbolic), str(getattr(p.ty, "dtype", ""))))
             self.types[name] = params[-1][1:]
         steps: list = []
 
@@ -545,13 +603,14 @@ class _Planner:
         result = func.body.body
         fields = list(result.fields) if isinstance(result, relax.Tuple) else [result]
         plan = Plan(self.name, self.codegen.language, params, self.constants, steps, None, [], types=self.types)
+        plan.prologue = self.prologue
         if self.c:
             self._bind_outputs(plan, fields)
         else:
             plan.result = self._text((), result)
             ret = func.ret_ty
             types = ret.fields if isinstance(ret, relax.TupleType) else [ret]
-            plan.outputs = [(None, _shape(t), str(getattr(t, "dtype", ""))) for t in types]
+            plan.outputs = [(None, _shape(t, self.symbolic), str(getattr(t, "dtype", ""))) for t in types]
         return plan
 
     def _bind_outputs(self, plan: Plan, fields: list) -> None:
@@ -569,6 +628,11 @@ class _Planner:
                 )
             out = f"out{k}"
             shape, dtype = self.types[value]
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                raise WorkbenchError(
+                    f"The C codegen {self.codegen.name} needs outputs of static shape in {self.name}, got {shape}",
+                    "give the model static shapes, or keep this subgraph on the host",
+                )
             plan.outputs.append((out, shape, dtype))
             if value in computed and value not in rename:
                 rename[value] = out

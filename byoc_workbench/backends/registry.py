@@ -16,6 +16,8 @@ none of them takes. ``tvm`` offloads nothing.
 
 from __future__ import annotations
 
+import difflib
+
 import tvm
 from tvm import relax
 
@@ -63,6 +65,18 @@ def choices() -> tuple:
     return ("auto", "tvm", *BACKENDS)
 
 
+def check_backend(backend: str, also: tuple = ()) -> str:
+    """``backend`` when it names a backend (or one of ``also``), else a one-line error with the nearest name."""
+    known = (*also, *choices())
+    if backend in known:
+        return backend
+    near = difflib.get_close_matches(str(backend), known, n=1)
+    raise WorkbenchError(
+        f"Unknown backend '{backend}'" + (f" (did you mean {near[0]}?)" if near else ""),
+        f"choose one of: {', '.join(known)}, or pass a .py file that calls register_codegen",
+    )
+
+
 def native(codegen: str) -> str | None:
     """The backend a subgraph with ``Codegen == codegen`` goes to when none is chosen."""
     return next((b.name for b in BACKENDS.values() if b.native and b.native == codegen), None)
@@ -79,8 +93,7 @@ def backends_for(backend: str | None, codegen: str) -> tuple:
     if backend is None:
         own = native(codegen)
         return (own,) if own else ()
-    if backend not in choices():
-        raise WorkbenchError(f"Unknown backend '{backend}'.", f"choose one of: {', '.join(choices())}.")
+    check_backend(backend)
     return {"auto": AUTO, "tvm": ()}.get(backend, (backend,))
 
 
@@ -131,6 +144,10 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     generated: dict = {}
     skipped: dict = {}
     for name in ir.subgraph_functions(mod):
+        unknown = unknown_output(mod[name])
+        if unknown:
+            skipped[name] = unknown
+            continue
         result = compile_subgraph(name, mod[name], backend, **options)
         if isinstance(result, Compiled):
             generated[name] = result
@@ -145,6 +162,32 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     return call_packed(mod, generated), generated, skipped
 
 
+# --- shapes known only at run time --------------------------------------------------
+
+
+def unknown_output(func: relax.Function) -> str | None:
+    """Why a subgraph's outputs cannot be allocated before it runs (unknown rank or shape), or None.
+
+    A packed call writes into output buffers the host allocates first, so it
+    needs each output's shape, symbolic dimensions allowed (``n``), not an
+    unknown rank.
+    """
+    ret = func.ret_ty
+    for ty in ret.fields if isinstance(ret, relax.TupleType) else [ret]:
+        if not isinstance(ty, relax.TensorType) or not hasattr(ty.shape, "values"):
+            return (
+                f"its output {ir.type_str(ty)} has no shape known before it runs, and a packed call needs one; "
+                "TVM runs it on the host"
+            )
+    return None
+
+
+def _out_ty(call: relax.Call):
+    """The output types of a call, in the caller's symbolic dimensions (``n``, not the callee's own)."""
+    ret = call.ty
+    return list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+
+
 def call_packed(mod: tvm.IRModule, generated: dict) -> tvm.IRModule:
     """``mod`` with each call to a subgraph in ``generated`` made a call to its packed function."""
 
@@ -152,8 +195,7 @@ def call_packed(mod: tvm.IRModule, generated: dict) -> tvm.IRModule:
         v = binding.value
         if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in generated):
             return None
-        ret = mod[v.op].ret_ty
-        out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+        out_ty = _out_ty(v)
         call = relax.call_dps_packed(generated[v.op.name_hint].symbol, list(v.args), out_ty=out_ty)
         return [relax.VarBinding(binding.var, call)]
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import tvm
 
+from .. import ir
 from ..errors import WorkbenchError, import_optional
 from . import onnx as onnx_translate
 from .base import Compiled, cache_dir, register_packed
@@ -180,8 +181,29 @@ class Runner:
         return json.loads(info).get("Layers", [])
 
 
+def check_static(name: str, func) -> None:
+    """A one-line error unless every input and output of ``func`` has a static shape.
+
+    An engine built from an ONNX graph with dynamic dimensions needs an
+    optimisation profile (the range of shapes it serves); this backend builds
+    engines for one shape, so a symbolic batch ``n`` goes to ONNX Runtime instead.
+    """
+    ret = func.ret_ty
+    types = [(p.name, p.ty) for p in func.params] + [
+        ("output", t) for t in (ret.fields if hasattr(ret, "fields") else [ret])
+    ]
+    dynamic = [f"{n} {ir.type_str(t)}" for n, t in types if not ir.is_static(t)]
+    if dynamic:
+        raise WorkbenchError(
+            f"{name}: a TensorRT engine for dynamic shapes ({', '.join(dynamic)}) needs an optimisation profile, "
+            "which this backend does not build",
+            f"give main's inputs static shapes, {ELSEWHERE} (ONNX Runtime runs dynamic shapes)",
+        )
+
+
 def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKSPACE_BYTES, **options) -> Compiled:
     """Translate ``func`` to ONNX, build (or load) its engine and register it as a packed function."""
+    check_static(name, func)
     trt, dev = check()
     model = onnx_translate.translate(func, name, fp16=fp16)
     data = model.SerializeToString()

@@ -18,8 +18,9 @@ from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
 from .partition import partition as _partition
-from .prune import PruneRule, keep_all, no_mac, prune
+from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
+from .rules import check_rules, reported_checks
 from .summary import Subgraph, rule_matches, summarize
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
@@ -34,6 +35,11 @@ def check_module(mod) -> tvm.IRModule:
         )
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise WorkbenchError("The module has no function named main.", "name the entry function main.")
+    if not isinstance(mod["main"], relax.Function):
+        raise WorkbenchError(
+            f"The module's main is a {type(mod['main']).__name__}, not a Relax function: no BYOC stage applies to it",
+            "write main with @R.function (it may call TIR functions with R.call_tir)",
+        )
     try:
         mod = relax.transform.Normalize()(mod)
         if relax.analysis.well_formed(mod) is False:
@@ -54,12 +60,13 @@ def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
     if not rules:
         return mod
     # Patterns must not match inside composites made earlier, so only host functions are entries.
-    fused = relax.transform.FuseOpsByPattern(
-        [r.fusion_pattern() for r in rules],
-        bind_constants=False,
-        annotate_codegen=False,
-        entry_functions=ir.host_functions(mod),
-    )(mod)
+    with reported_checks():  # a user's check that raises is one line naming its rule
+        fused = relax.transform.FuseOpsByPattern(
+            [r.fusion_pattern() for r in rules],
+            bind_constants=False,
+            annotate_codegen=False,
+            entry_functions=ir.host_functions(mod),
+        )(mod)
     return keep_names(mod, fused)
 
 
@@ -120,12 +127,12 @@ def run_stages(
     ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
-    rules = tuple(rules)
+    rules = check_rules(rules)
     guarded = guard(backend, rules) if backend is not None else rules
     kept = {r.qualified for r in guarded}
     dropped = [r.qualified for r in rules if r.qualified not in kept]
     rules = guarded
-    prune_rule = prune_rule or no_mac()
+    prune_rule = check_prune_rule(prune_rule)
     stages = [source] if source is not None else []
 
     def add(name, m, **kw):

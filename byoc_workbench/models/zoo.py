@@ -125,11 +125,21 @@ def build_block(name: str):
         return model_zoo.get_model(name, pretrained=False, **kwargs)
 
 
-def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
-    """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
+def _weights_file(path: str | os.PathLike) -> Path:
+    """``path`` if it is a file, else a one-line error (checked before the model is built)."""
+    if not str(path).strip():
+        raise WeightsError("The weights path is empty", "pass trained, untrained, or the path of a .params file")
     path = Path(path)
+    if path.is_dir():
+        raise WeightsError(f"Weights file {path} is a directory", "pass the path of a .params file in it")
     if not path.is_file():
         raise WeightsError(f"Weights file {path} does not exist", "pass the path of a .params file")
+    return path
+
+
+def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
+    """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
+    path = _weights_file(path)
     try:
         block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
     except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
@@ -165,6 +175,8 @@ def load_model(
     LoadedModel
     """
     spec = model_spec(name)
+    if weights not in (None, "trained", "untrained"):
+        _weights_file(weights)  # a wrong path fails in a second, before the network is built
     block = build_block(name)
     found = None
     if weights is None:

@@ -21,7 +21,7 @@ import traitlets
 
 from ..errors import WorkbenchError
 from ..flow import stages
-from ..flow.rules import Target, get_target
+from ..flow.rules import Target, as_target
 from ..models import demo
 from ..session import View, Workbench
 from .html import (
@@ -413,9 +413,9 @@ def workbench_widget(
         Display it as the last expression of a cell. Errors show as one red
         line in the widget rather than as a traceback.
     """
-    if isinstance(target, str):
+    if not isinstance(target, Target):
         try:
-            target = get_target(target)
+            target = as_target(target)  # a registered target's name
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
     return WorkbenchWidget(
