@@ -20,6 +20,7 @@ reported with its one-line reason; the others still run.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import logging
 import os
@@ -50,16 +51,14 @@ def parse_backends(text: str) -> tuple:
     from .backends.codegen import resolve_backend
 
     names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
-    if not names:
+    unknown = [n for n in names if n not in registry.choices()]
+    if unknown or not names:
+        near = [m for n in unknown for m in difflib.get_close_matches(n, registry.choices(), n=1)]
         raise WorkbenchError(
-            "No backend given for bench",
-            f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}",
+            f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
+            (f"did you mean {', '.join(near)}? " if near else "")
+            + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
-    for name in names:
-        try:
-            registry.check_backend(name)
-        except WorkbenchError as err:
-            raise WorkbenchError(f"{err.cause} in --backends", err.fix) from None
     return tuple(dict.fromkeys(names))
 
 

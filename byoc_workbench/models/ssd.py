@@ -198,7 +198,10 @@ def run(
     """
     from ..backends import registry
 
-    registry.check_backend(backend, also=("mxnet",))
+    try:
+        registry.check_backend(backend, also=("mxnet",))
+    except WorkbenchError as err:
+        raise SSDError(err.cause, err.fix) from None
     if zoo.model_spec(model).kind != "detection":
         detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
         raise SSDError(f"{model} is not a detection model", f"use one of: {', '.join(detection)}")
