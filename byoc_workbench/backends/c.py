@@ -98,7 +98,8 @@ def conv2d(op: Op, relu: bool = False) -> str:
     t, x, wt, out, groups = op.ctype, op.args[0], op.args[1], op.out, a["groups"]
     row, col = _affine("oh", sh, pt, "kh", dh), _affine("ow", sw, pl, "kw", dw)
     first, last = _affine("ow0", sw, pl, "kw", dw), _affine("(ow1 - 1)", sw, pl, "kw", dw)
-    group = f"oc / {cout // groups} * {cg}" if groups > 1 else "0"
+    # the first input channel the output channel's group reads
+    first_channel = f"(b * {cin} + oc / {cout // groups} * {cg}) * {h * w}" if groups > 1 else f"b * {cin * h * w}"
     finish = f"\nfor (long k = 0; k < {n * cout * oh * ow}; ++k) {out}[k] = {out}[k] > 0 ? {out}[k] : 0;"
     return f"""\
 /* out[b][oc][oh][ow] = sum over ic < {cg}, kh < {kh}, kw < {kw} of
@@ -106,7 +107,7 @@ def conv2d(op: Op, relu: bool = False) -> str:
 for (long b = 0; b < {n}; ++b)
   for (long oc = 0; oc < {cout}; ++oc) {{
     {t}* o = {out} + (b * {cout} + oc) * {oh * ow};
-    const {t}* xg = {x} + (b * {cin} + {group}) * {h * w};
+    const {t}* xg = {x} + {first_channel};
     for (long k = 0; k < {oh * ow}; ++k) o[k] = 0;
     for (long ic = 0; ic < {cg}; ++ic)
       for (long kh = 0; kh < {kh}; ++kh)
