@@ -6,7 +6,7 @@ backend named here first), or a codegen stage (its compiled subgraphs kept).
 It returns a :class:`Run`: the outputs, a :class:`Latency` (median, min,
 max), the runtime's :class:`Structure` (VM functions, TIR kernels, external
 functions and the backend holding each) and the artifact of each subgraph
-(an ONNX summary, a TensorRT engine's layers or the teaching source).
+(an ONNX summary, a TensorRT engine's layers, or generated NumPy or C source).
 
 Every printout names the backend that actually ran (:func:`ran_on`), e.g.
 ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable``.
@@ -239,7 +239,7 @@ class Run:
 
     def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
         """The generated artifact of one subgraph (default: the first), as its backend shows it:
-        an ONNX summary, a TensorRT engine's layers or the teaching source; ``lines`` caps it."""
+        an ONNX summary, a TensorRT engine's layers, or generated NumPy or C source; ``lines`` caps it."""
         if not self.generated:
             return "nothing was offloaded: TVM compiled the whole module"
         name = subgraph or next(iter(self.generated))
@@ -291,8 +291,9 @@ def build_and_run(
         Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
         the first timed run shows a progress bar per VM call.
     backend : str, optional
-        For a partitioned module: ``onnxruntime``, ``tensorrt``, ``auto``,
-        ``teaching`` or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
+        For a partitioned module: any backend of the registry (``onnxruntime``,
+        ``tensorrt``, ``auto``, ``teaching``, ``c``, yours) or ``tvm`` (see
+        :mod:`byoc_workbench.backends.registry`).
     label, mark : str
         What the printout calls this build, and e.g. ``"untrained weights"``.
     max_seconds : float, optional
