@@ -339,6 +339,15 @@ def _change(before: int, after: int) -> str:
     return "more" if after > before else "fewer" if after < before else "same"
 
 
+def rule_off(wb: Workbench, rule) -> Workbench:
+    """Exercise 5's workbench: ``wb`` with ``rule`` switched off, or ``wb`` itself while the answer is ``...``.
+
+    So the notebook runs top to bottom before the attendee answers; the check then says
+    "not answered yet". A rule that does not exist is the one-line error of :meth:`Workbench.with_rule`.
+    """
+    return wb if rule is ... else wb.with_rule(rule, False)
+
+
 def check_ssd_rule_off(wb, partition_change, prune_change) -> Feedback:
     """Exercise 5: the SSD's workbench with one TensorRT rule switched off.
 

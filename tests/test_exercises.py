@@ -117,8 +117,9 @@ def ssd_workbench():
 @pytest.mark.slow
 def test_exercise5_ssd_rule_off(ssd_workbench):
     key = _key("ssd")
+    assert exercises.rule_off(ssd_workbench, ...) is ssd_workbench  # unanswered: the notebook still runs
     fb = exercises.check_ssd_rule_off(
-        ssd_workbench.with_rule(key.rule_off, False), key.partition_change, key.prune_change
+        exercises.rule_off(ssd_workbench, key.rule_off), key.partition_change, key.prune_change
     )
     _passes(fb)
     assert any("none holds a MAC op" in line for line in fb.right)  # the explanation of the new count
