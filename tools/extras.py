@@ -8,8 +8,9 @@ so an extra's packages are installed by name from here.
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 
 def main(names: list) -> int:
