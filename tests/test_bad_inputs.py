@@ -286,6 +286,21 @@ def _load(name):
     return lambda d: demo.load_model_file(d / name)
 
 
+def _build_unknown_rank(d):
+    """Every stage takes a tensor of unknown rank; TVM's own build cannot, and says so in one line."""
+    from tvm import relax
+
+    from byoc_workbench import execute
+
+    x = relax.Var("x", relax.TensorType(dtype="float32", ndim=-1))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(x, x))
+        bb.emit_func_output(out)
+    return execute.run(bb.get(), [np.ones((2, 3), "float32")])
+
+
 API = [
     ("target-int", "api", lambda d: Workbench(demo.demo_module(), 5), ["got int"]),
     ("target-unknown-str", "api", lambda d: Workbench(demo.demo_module(), "byoc"), ["Unknown target 'byoc'"]),
@@ -309,6 +324,7 @@ API = [
     ("op-rule-check-str", "api", lambda d: rules.op_rule("t", "x", "relax.add", check="yes"), ["got str"]),
     ("load-rules-5", "api", _load("rules5.py"), ["got int"]),
     ("load-exit", "api", _load("exit0.py"), ["sys.exit(0)"]),
+    ("build-unknown-rank", "api", _build_unknown_rank, ["unknown rank", "relax.add", "R.Tensor(ndim=4"]),
     (
         "image-zero-size",
         "picture",
