@@ -104,11 +104,29 @@ def _target_and_extra(target_name: str | None, user_rules, model: str = "the mod
     )
 
 
+def _any_workbench(args, enabled, prune_rule) -> tuple:
+    """``(Workbench, model name, collapse)`` for ``args.model``: demo, ssd, a .py file, a .onnx file or --torch."""
+    from .session import Workbench
+
+    if args.model == "ssd":
+        from .models.ssd import model_workbench
+
+        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=enabled)
+        return wb, args.ssd_model, True
+    if is_own(args.model, args):
+        wb = own_workbench(args.model, args, args.target, enabled, prune_rule)
+        return wb, wb.model.name, True
+    if args.model is None:
+        raise WorkbenchError("No model was given", NAME_A_MODEL)
+    mod, user_rules = load_model(args.model)
+    target, extra = _target_and_extra(args.target, user_rules, args.model)
+    return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
+
+
 def cmd_stages(args) -> int:
     from .draw import render
     from .flow import stages, summary
     from .flow.rules import parse_rule_list
-    from .session import Workbench
 
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
     out = outputs.check_dir(args.out, "--out", names)
@@ -116,24 +134,8 @@ def cmd_stages(args) -> int:
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
     if args.format == "svg":
         render.check_dot()
-    collapse = args.model == "ssd"
-    if args.model == "ssd":
-        from .models.ssd import model_workbench
-
-        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
-        model_name, mark = args.ssd_model, wb.mark
-    elif is_own(args.model, args):
-        wb = own_workbench(args.model, args, args.target, wanted, prune_rule)
-        model_name, mark, collapse = wb.model.name, wb.mark, True
-    elif args.model is None:
-        raise WorkbenchError(
-            "No model was given", "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
-        )
-    else:
-        mod, user_rules = load_model(args.model)
-        target, extra = _target_and_extra(args.target, user_rules, args.model)
-        model_name, mark = args.model, ""
-        wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
+    wb, model_name, collapse = _any_workbench(args, wanted, prune_rule)
+    mark = wb.mark
     data = summary.summary_json(model_name, wb.stages)
     if mark:
         data["weights"] = mark
@@ -216,31 +218,14 @@ def cmd_report(args) -> int:
     if out:
         render.check_dot()
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    if args.model == "ssd":
-        from .models.ssd import model_workbench
-
-        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule)
-        name = args.ssd_model
-    elif is_own(args.model, args):
-        wb = own_workbench(args.model, args, args.target, prune_rule=prune_rule)
-        name = wb.model.name
-    elif args.model is None:
-        raise WorkbenchError(
-            "No model was given", "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
-        )
-    else:
-        from .session import Workbench
-
-        mod, user_rules = load_model(args.model)
-        target, extra = _target_and_extra(args.target, user_rules, args.model)
-        wb, name = Workbench(mod, target, prune_rule=prune_rule, extra_rules=extra), args.model
+    wb, name, collapse = _any_workbench(args, None, prune_rule)
     report = partition_report(wb, name)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
     if out:
         with outputs.staged(out) as tmp:
             (tmp / "report.json").write_text(json.dumps(report.to_json(), indent=2))
             (tmp / "report.txt").write_text(report.text() + "\n")
-            render.write(wb.dot("prune", collapse=args.model != "demo"), tmp / "prune.svg", "svg")
+            render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
         print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)
     return 0
 
