@@ -117,7 +117,7 @@ def _any_workbench(args, enabled, prune_rule) -> tuple:
         wb = own_workbench(args.model, args, args.target, enabled, prune_rule)
         return wb, wb.model.name, True
     if args.model is None:
-        raise WorkbenchError("No model was given", NAME_A_MODEL)
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
     mod, user_rules = load_model(args.model)
     target, extra = _target_and_extra(args.target, user_rules, args.model)
     return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
