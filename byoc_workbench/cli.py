@@ -33,6 +33,7 @@ MAX_SECONDS = 600.0
 DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
+NAME_A_MODEL = "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
 
 
 def load_model(model: str):
@@ -44,6 +45,40 @@ def load_model(model: str):
     if model.endswith(".py") or Path(model).exists():
         return demo.load_model_file(model)
     raise WorkbenchError(f"Unknown model '{model}'.", "use demo, ssd, or the path of a .py file that defines mod.")
+
+
+def is_own(what: str | None, args) -> bool:
+    """An ONNX file or ``--torch``: the user's own model (see :mod:`byoc_workbench.byom`)."""
+    return bool(getattr(args, "torch", None)) or (what or "").endswith(".onnx")
+
+
+def _shapes(args):
+    """``--input-shape`` as ``{name: shape}``, one shape, or None."""
+    given = getattr(args, "input_shape", None) or []
+    named = dict(g for g in given if g[0] is not None)
+    plain = [g[1] for g in given if g[0] is None]
+    if plain and (named or len(plain) > 1):
+        raise WorkbenchError(
+            "--input-shape was given without a name for a model with several inputs",
+            "name each: --input-shape data=1,3,224,224",
+        )
+    return plain[0] if plain else (named or None)
+
+
+def own_workbench(what, args, target=None, enabled=None, prune_rule=None):
+    """The workbench of an ONNX file or of ``--torch module:factory`` (default target: tensorrt)."""
+    from .session import Workbench
+
+    target = target or "tensorrt"
+    shapes = _shapes(args)
+    if getattr(args, "torch", None):
+        from .models.torch_import import import_spec
+
+        if what:
+            raise WorkbenchError(f"Both {what} and --torch were given", "give one model: a file, or --torch")
+        model = import_spec(args.torch, shape=shapes if isinstance(shapes, list) else [1, 3, 224, 224])
+        return Workbench.from_model(model, target, enabled, prune_rule)
+    return Workbench.from_onnx(what, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
 
 
 def _target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
@@ -72,11 +107,29 @@ def _target_and_extra(target_name: str | None, user_rules, model: str = "the mod
     )
 
 
+def _any_workbench(args, enabled, prune_rule) -> tuple:
+    """``(Workbench, model name, collapse)`` for ``args.model``: demo, ssd, a .py file, a .onnx file or --torch."""
+    from .session import Workbench
+
+    if args.model == "ssd":
+        from .models.ssd import model_workbench
+
+        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=enabled)
+        return wb, args.ssd_model, True
+    if is_own(args.model, args):
+        wb = own_workbench(args.model, args, args.target, enabled, prune_rule)
+        return wb, wb.model.name, True
+    if args.model is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    mod, user_rules = load_model(args.model)
+    target, extra = _target_and_extra(args.target, user_rules, args.model)
+    return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
+
+
 def cmd_stages(args) -> int:
     from .draw import render
     from .flow import stages, summary
     from .flow.rules import parse_rule_list
-    from .session import Workbench
 
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
     out = outputs.check_dir(args.out, "--out", names)
@@ -84,22 +137,14 @@ def cmd_stages(args) -> int:
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
     if args.format == "svg":
         render.check_dot()
-    if args.model == "ssd":
-        from .models.ssd import model_workbench
-
-        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
-        model_name, mark = args.ssd_model, wb.mark
-    else:
-        mod, user_rules = load_model(args.model)
-        target, extra = _target_and_extra(args.target, user_rules, args.model)
-        model_name, mark = args.model, ""
-        wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
+    wb, model_name, collapse = _any_workbench(args, wanted, prune_rule)
+    mark = wb.mark
     data = summary.summary_json(model_name, wb.stages)
     if mark:
         data["weights"] = mark
     with outputs.staged(out) as tmp:  # all seven diagrams and summary.json, or none of them
         for name, s in zip(names, wb.stages):
-            render.write(wb.dot(s.name, collapse=args.model == "ssd"), tmp / name, args.format)
+            render.write(wb.dot(s.name, collapse=collapse), tmp / name, args.format)
         (tmp / "summary.json").write_text(json.dumps(data, indent=2))
     for s in wb.stages:
         print(
@@ -126,6 +171,9 @@ def cmd_run(args) -> int:
 
     save = outputs.check_file(args.save_outputs, "--save-outputs") if args.save_outputs is not None else None
     args.backend = resolve_backend(args.backend)
+    if is_own(args.what, args):
+        return _run_own(args, save)
+    _ssd_only(args.what, "run")
     result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     kept = int((np.asarray(result["ids"]) >= 0).sum())
     print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
@@ -140,10 +188,72 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _run_own(args, save) -> int:
+    import numpy as np
+
+    from . import byom
+
+    if args.backend == "mxnet":
+        raise WorkbenchError("--backend mxnet runs GluonCV models only", "use tvm, onnxruntime, tensorrt or auto")
+    wb = own_workbench(args.what, args)
+    result = byom.run(wb, args.backend, progress=True)
+    print(byom.run_text(result))
+    if save:
+        buffer = io.BytesIO()
+        np.savez(buffer, **{f"output{k}": o for k, o in enumerate(result["outputs"])})
+        outputs.write_file(save, buffer.getvalue())
+        print(f"saved {len(result['outputs'])} outputs to {save}")
+    return 0 if result["check"]["equal"] else 1
+
+
+def _ssd_only(what, command: str) -> None:
+    if what != "ssd":
+        raise WorkbenchError(
+            f"{command} takes ssd, a .onnx file or --torch module:factory; got {what!r}",
+            f"e.g. byoc-workbench {command} model.onnx",
+        )
+
+
+def cmd_report(args) -> int:
+    from .draw import render
+    from .flow import stages
+    from .flow.report import partition_report
+
+    out = outputs.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
+    if out:
+        render.check_dot()
+    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
+    wb, name, collapse = _any_workbench(args, None, prune_rule)
+    report = partition_report(wb, name)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    if out:
+        with outputs.staged(out) as tmp:
+            (tmp / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+            (tmp / "report.txt").write_text(report.text() + "\n")
+            render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
+        print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args) -> int:
     from . import bench
 
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
+    if is_own(args.what, args):
+        from . import byom
+
+        result = byom.bench(
+            own_workbench(args.what, args),
+            backends,
+            repeat=args.repeat,
+            tvm_repeat=args.tvm_repeat,
+            unpruned=not args.no_unpruned,
+            anchors=not args.no_anchors,
+            max_seconds=args.max_seconds,
+        )
+        print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
+        return 0
+    _ssd_only(args.what, "bench")
     result = bench.bench_ssd(
         backends,
         repeat=args.repeat,
@@ -186,6 +296,14 @@ def _measured(args) -> tuple:
     from .backends.codegen import resolve_backend
 
     args.backend = resolve_backend(args.backend)
+    if is_own(args.what, args):
+        from . import byom
+
+        wb = own_workbench(args.what, args)
+        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune)
+        return timing.build(found, mark=wb.mark), wb.model.inputs, True
+    if args.what not in ("demo", "ssd"):
+        raise WorkbenchError(f"Unknown model {args.what!r}", "use demo, ssd, a .onnx file, or --torch module:factory")
     if args.what == "ssd":
         built, inputs = timing.ssd_build(
             args.backend or "onnxruntime",
@@ -341,7 +459,34 @@ def _parents() -> dict:
         default=MAX_SECONDS,
         help=f"refuse a timed loop estimated, after its first run, to take longer (default {MAX_SECONDS:g})",
     )
-    return {"debug": debug, "zoo": zoo, "image": image, "budget": budget}
+    own = Parser(add_help=False)
+    own.add_argument(
+        "--torch",
+        metavar="MODULE:FACTORY",
+        help="a PyTorch model instead of a file, e.g. torchvision.models:resnet18 (seeded weights, no download; "
+        "needs the [pytorch] extra)",
+    )
+    own.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        action="append",
+        metavar="[NAME=]N,C,H,W",
+        help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch); "
+        "repeat for several inputs",
+    )
+    return {"debug": debug, "zoo": zoo, "image": image, "budget": budget, "own": own}
+
+
+def _input_shape(text: str) -> tuple:
+    """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape such as data=1,3,224,224")
+    return (name or None, shape)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -355,8 +500,10 @@ def parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         return c
 
-    s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo")
-    s.add_argument("model", help="demo, ssd, or a .py file that defines mod (and optionally rules)")
+    s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo", "own")
+    s.add_argument(
+        "model", nargs="?", help="demo, ssd, a .py file that defines mod (and optionally rules), or a .onnx file"
+    )
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
     s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
@@ -373,8 +520,8 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("what", choices=("ssd",))
     i.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
 
-    r = command("run", "run a GluonCV model", cmd_run, "zoo", "image")
-    r.add_argument("what", choices=("ssd",))
+    r = command("run", "run a model and check it against its own framework", cmd_run, "zoo", "image", "own")
+    r.add_argument("what", nargs="?", help="ssd, or a .onnx file (or give --torch)")
     r.add_argument(
         "--backend",
         default="tvm",
@@ -391,8 +538,8 @@ def parser() -> argparse.ArgumentParser:
             cmd_compare,
         ),
     ):
-        c = command(name, helptext, func, "zoo", "image", *(("budget",) if name == "profile" else ()))
-        c.add_argument("what", choices=("demo", "ssd"))
+        c = command(name, helptext, func, "zoo", "image", "own", *(("budget",) if name == "profile" else ()))
+        c.add_argument("what", nargs="?", help="demo, ssd, or a .onnx file (or give --torch)")
         c.add_argument(
             "--backend",
             help=f"{BACKEND_HELP} (default: teaching for demo, onnxruntime for ssd). A codegen registered "
@@ -412,9 +559,15 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--tolerance", type=float, default=1e-3, help="largest relative error (default 1e-3)")
 
     b = command(
-        "bench", "time a model on several backends and two anchors, in one process", cmd_bench, "zoo", "image", "budget"
+        "bench",
+        "time a model on several backends and its anchors, in one process",
+        cmd_bench,
+        "zoo",
+        "image",
+        "budget",
+        "own",
     )
-    b.add_argument("what", choices=("ssd",))
+    b.add_argument("what", nargs="?", help="ssd, or a .onnx file (or give --torch)")
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
@@ -436,6 +589,21 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
     b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
+
+    rp = command(
+        "report",
+        "the partitioning report: what the target takes, what falls back and why (table or JSON)",
+        cmd_report,
+        "zoo",
+        "own",
+    )
+    rp.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    rp.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
+    rp.add_argument("--json", action="store_true", help="print the report as JSON")
+    rp.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
+    rp.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    rp.add_argument("--min-mac-ops", type=_count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")
+    # Issue 16's placement search (`search`) takes the same models: a .onnx file or --torch, through own_workbench.
 
     f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
     f.add_argument("--models", help="comma-separated model names (default: all)")

@@ -483,7 +483,9 @@ def rename_vars(func: relax.Function, names: dict) -> relax.Function:
                 v = relax.If(substitute(v.cond, mapping), v.true_branch, v.false_branch)
             else:
                 v = substitute(v, mapping)
-            out.append(relax.VarBinding(mapping.get(b.var, b.var), v))
+            var = mapping.get(b.var, b.var)
+            # a match_cast defines the symbolic sizes of its type (an NMS's count): keep it one
+            out.append(relax.MatchCast(var, v, b.ty) if isinstance(b, relax.MatchCast) else relax.VarBinding(var, v))
         return out
 
     return rebuild(func, rename, result=lambda expr: substitute(expr, mapping))

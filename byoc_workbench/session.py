@@ -61,8 +61,11 @@ class Workbench:
     """One module, one target, one rule set, and every stage computed from them.
 
     The module is checked once, here; ``with_rule`` and ``with_prune`` make
-    new workbenches that share it.
+    new workbenches that share it. :meth:`from_onnx` and :meth:`from_torch`
+    make one for the user's own model, kept as :attr:`model`.
     """
+
+    model = None  # the OwnModel behind from_onnx / from_torch: example inputs and the reference run
 
     def __init__(
         self, mod: tvm.IRModule, target: Target | str, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
@@ -75,6 +78,45 @@ class Workbench:
         self.enabled = self._names(enabled)
         self.prune_rule = check_prune_rule(prune_rule)
         self._runs = _Runs(self.mod, self.all_rules)  # shared with the workbenches made from this one
+
+    @classmethod
+    def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
+        """A workbench on an imported :class:`~byoc_workbench.models.own.OwnModel`, prepared for the
+        target's patterns (batch norm folded, see :func:`byoc_workbench.transforms.prepare`)."""
+        from .transforms import prepare
+
+        wb = cls(prepare(model.mod), target, enabled, prune_rule, mark=model.mark)
+        wb.model = model
+        return wb
+
+    @classmethod
+    def from_onnx(
+        cls, path, target: Target | str = "tensorrt", input_shapes=None, enabled=None, prune_rule=None, seed: int = 0
+    ) -> Workbench:
+        """A workbench on an ONNX file (see :func:`byoc_workbench.models.onnx_import.import_onnx`).
+
+        ``input_shapes`` fixes the inputs' shapes (``{name: shape}``, or one
+        shape), so that the file's shape arithmetic is folded before import.
+        """
+        from .models.onnx_import import import_onnx
+
+        return cls.from_model(import_onnx(path, input_shapes, seed), target, enabled, prune_rule)
+
+    @classmethod
+    def from_torch(
+        cls, module, example_inputs, target: Target | str = "tensorrt", enabled=None, prune_rule=None, **kw
+    ) -> Workbench:
+        """A workbench on a PyTorch module, through ``torch.export`` (see
+        :func:`byoc_workbench.models.torch_import.import_torch`; ``kw``: its ``name`` and ``mark``)."""
+        from .models.torch_import import import_torch
+
+        return cls.from_model(import_torch(module, example_inputs, **kw), target, enabled, prune_rule)
+
+    def report(self):
+        """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`)."""
+        from .flow.report import partition_report
+
+        return partition_report(self)
 
     @property
     def all_rules(self) -> tuple:

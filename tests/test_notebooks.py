@@ -74,3 +74,17 @@ def test_part2_notebook_runs_and_says_untrained():
     prune = re.search(r"^prune\b[^\n]*?\b(\d+) subgraphs?\b", text, re.MULTILINE)
     assert prune is not None, text[-2000:]
     assert prune.group(1) == "1", prune.group(0)
+
+
+@pytest.mark.slow
+def test_bring_your_own_model_notebook_runs():
+    pytest.importorskip("torch", reason="notebook 05 needs the [pytorch] extra: pip install -e .[pytorch]")
+    pytest.importorskip("torchvision", reason="notebook 05 needs the [pytorch] extra: pip install -e .[pytorch]")
+    nb = _execute("05_bring_your_own_model.ipynb", timeout=600)
+    text = _text(nb)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert (
+        "Partitioning report: resnet18 (PyTorch) for tensorrt" in text and "Partitioning report: resnet18.onnx" in text
+    )
+    assert re.search(r"^onnxruntime +\S+ .*x  equal", text, re.MULTILINE), text[-2000:]  # the speedup, checked
+    assert "seeded weights" in text

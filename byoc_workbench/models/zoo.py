@@ -22,8 +22,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MissingDependencyError, first_line, import_optional
+from ..errors import MissingDependencyError, first_line
 from .frontend import gluon
+from .gluoncv_import import import_gluoncv
 from .seeded import seeded_init
 from .weights import (
     CACHE_ENV,
@@ -116,7 +117,7 @@ def build_block(name: str):
     """The GluonCV network of ``name``, built with no weights (nothing is downloaded)."""
     spec = model_spec(name)
     mx = gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
-    model_zoo = import_optional("gluoncv.model_zoo", gluon.INSTALL_FIX)
+    model_zoo = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX)
     # Classification nets take no pretrained_base argument.
     kwargs = {"pretrained_base": False} if spec.kind == "detection" else {}
     # Gluon numbers blocks per process (ssd0_, ssd1_, ...); a fresh name scope keeps a model's node
