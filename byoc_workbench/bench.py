@@ -19,6 +19,7 @@ reported with its one-line reason; the others still run.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -34,30 +35,54 @@ from .models import matching, zoo
 
 logger = logging.getLogger(__name__)
 
-OFFLOAD = ("onnxruntime", "tensorrt", "auto", "teaching")
-CHOICES = ("tvm", *OFFLOAD)
 CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
 # Issue 7's bar for the offloaded build on a CPU.
 TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
 
 
 def parse_backends(text: str) -> tuple:
-    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in CHOICES]
+    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones.
+
+    Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
+    """
+    from .backends import registry
+    from .backends.codegen import resolve_backend
+
+    names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in registry.choices()]
     if unknown or not names:
+        near = [m for n in unknown for m in difflib.get_close_matches(n, registry.choices(), n=1)]
         raise WorkbenchError(
             f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
-            f"pass --backends as a comma-separated list of: {', '.join(CHOICES)}",
+            (f"did you mean {', '.join(near)}? " if near else "")
+            + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
     return tuple(dict.fromkeys(names))
 
 
 def model_input(image, shape) -> np.ndarray:
-    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W)."""
+    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W).
+
+    A picture narrower or lower than ``shape`` once resized (one far wider than
+    tall, say) is padded at the right and bottom with zeros, the mean colour
+    after normalisation, and a warning says so.
+    """
     from .models import images
 
-    return images.load_test(image, short=int(shape[2]), size=shape[2:])[0]
+    x, _ = images.load_test(image, short=int(shape[2]))
+    h, w = (int(d) for d in shape[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        logger.warning(
+            "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
+            x.shape[3],
+            x.shape[2],
+            w,
+            h,
+        )
+        padded = np.zeros((x.shape[0], x.shape[1], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
+        padded[:, :, : x.shape[2], : x.shape[3]] = x
+        x = padded
+    return np.ascontiguousarray(x[:, :, :h, :w])
 
 
 def _entry(run: runner.Run) -> dict:
@@ -74,7 +99,7 @@ def where_time_goes(found, x, runs: int, top: int = 10, mark: str = "") -> dict:
     return {"end_to_end_s": profile.end_to_end_s, "by_kind": profile.by_kind, "top": rows}
 
 
-def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
+def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
     """``(Latency, outputs)`` of the Gluon block itself, hybridized with static memory."""
     import mxnet as mx
 
@@ -85,7 +110,7 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
     def once():
         out[0] = [o.asnumpy() for o in block(data)]  # asnumpy waits for MXNet's asynchronous engine
 
-    return runner.measure(once, repeat, 2, "run mxnet", progress), out[0]
+    return runner.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
 
 
 def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
@@ -105,7 +130,7 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     return Path(path)
 
 
-def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple:
+def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
     """``(Latency, outputs)`` of ONNX Runtime on an exported model, with the backend's own session options."""
     from .backends import onnxruntime as ort_backend
 
@@ -119,7 +144,7 @@ def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple
     def once():
         out[0] = session.run(None, feed)
 
-    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress), out[0]
+    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress, max_seconds), out[0]
 
 
 def _match(ref, got) -> tuple:
@@ -139,6 +164,7 @@ def bench_ssd(
     anchors: bool = True,
     progress: bool = True,
     where: bool = False,
+    max_seconds: float | None = None,
 ) -> dict:
     """Time the SSD on each of ``backends`` and the anchors; see the module's docstring.
 
@@ -147,7 +173,10 @@ def bench_ssd(
     ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
     found), ``notes``, ``skipped`` (backends that could not run, with why),
     ``targets`` (issue 7's bar, for the first offloading backend) and, with
-    ``where``, ``where_time_goes`` per offloaded build (:func:`where_time_goes`).
+    ``where``, ``where_time_goes`` per offloaded build (:func:`where_time_goes`),
+    and ``warnings`` (outputs that are not finite, see
+    :func:`byoc_workbench.models.ssd.nonfinite_warning`). ``max_seconds``
+    refuses a timed loop that its first run says would take longer.
     """
     from . import transforms
     from .flow.rules import get_target
@@ -158,8 +187,8 @@ def bench_ssd(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
     t0 = time.perf_counter()
+    x = model_input(image, zoo.model_spec(model).input_shape)  # a bad picture fails before the model loads
     loaded = zoo.load_model(model, weights)
-    x = model_input(image, loaded.spec.input_shape)
     imported = ssd.import_model(model, input_shape=x.shape, loaded=loaded)
     prepared = transforms.prepare(imported.mod)
     target_rules = get_target("tensorrt").rules
@@ -184,10 +213,16 @@ def bench_ssd(
         for label, prune in builds:
             try:
                 if name == "tvm":
-                    run = runner.build_and_run(imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress)
+                    run = runner.build_and_run(
+                        imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress, max_seconds=max_seconds
+                    )
                 else:
                     found = ssd.offload(prepared, name, prune, rules=target_rules)
-                    run = runner.build_and_run(found[-1], [x], repeat=repeat, label=label, progress=progress)
+                    run = runner.build_and_run(
+                        found[-1], [x], repeat=repeat, label=label, progress=progress, max_seconds=max_seconds
+                    )
+            except runner.OverBudget:
+                raise  # the user's bound, not this backend's problem
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
@@ -201,14 +236,18 @@ def bench_ssd(
             f"the others {repeat} times after warm-up"
         )
     if anchors:
-        lat, outputs["mxnet"] = mxnet_anchor(loaded.block, x, repeat, progress)
+        lat, outputs["mxnet"] = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
         with tempfile.TemporaryDirectory() as tmp:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{model}.onnx")
-            lat, outputs["onnxruntime_whole_model"] = ort_whole_model_anchor(path, x, repeat, progress)
+            lat, outputs["onnxruntime_whole_model"] = ort_whole_model_anchor(path, x, repeat, progress, max_seconds)
         result["anchors"]["onnxruntime_whole_model"] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
         result["notes"].append(f"onnxruntime_whole_model: {CLASS_AGNOSTIC}")
     _compare(result, outputs)
+    found_bad = (ssd.nonfinite_warning(out, loaded, what=label) for label, out in outputs.items())
+    result["warnings"] = [w for w in found_bad if w]
+    for w in result["warnings"]:
+        logger.warning("%s", w)
     return result
 
 

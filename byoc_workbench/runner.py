@@ -6,7 +6,7 @@ backend named here first), or a codegen stage (its compiled subgraphs kept).
 It returns a :class:`Run`: the outputs, a :class:`Latency` (median, min,
 max), the runtime's :class:`Structure` (VM functions, TIR kernels, external
 functions and the backend holding each) and the artifact of each subgraph
-(an ONNX summary, a TensorRT engine's layers or the teaching source).
+(an ONNX summary, a TensorRT engine's layers, or generated NumPy or C source).
 
 Every printout names the backend that actually ran (:func:`ran_on`), e.g.
 ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable``.
@@ -29,6 +29,7 @@ import tvm
 from . import execute, ir, text
 from . import progress as _progress
 from .backends import registry
+from .errors import WorkbenchError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,16 +68,38 @@ def seconds(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} µs"
 
 
+class OverBudget(WorkbenchError):
+    """A timed loop would take longer than the time allowed (``--max-seconds``)."""
+
+
+def check_budget(first_s: float, left: int, max_seconds: float | None, desc: str = "runs") -> None:
+    """Refuse, in one line, a loop whose ``left`` runs of ``first_s`` each would take over ``max_seconds``."""
+    if max_seconds is None or first_s * left <= max_seconds:
+        return
+    needed = first_s * left
+    raise OverBudget(
+        f"{desc}: {left} more runs at about {seconds(first_s)} each would take about {seconds(needed)}, "
+        f"over the limit of {seconds(max_seconds)}",
+        f"ask for fewer runs (--repeat, --runs), or pass --max-seconds {int(needed * 1.2) + 1} to allow it",
+    )
+
+
 def measure(
-    fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress: bool = True, bar: _progress.Bar | None = None
+    fn,
+    repeat: int = 10,
+    warmup: int = 1,
+    desc: str = "runs",
+    progress: bool = True,
+    max_seconds: float | None = None,
+    bar: _progress.Bar | None = None,
 ) -> Latency:
     """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
 
-    The runs show on ``bar`` (a :func:`byoc_workbench.progress.bar`) when given, else on a bar of their own.
+    With ``max_seconds``, the first call's time estimates the rest, and a loop
+    that would take longer is refused (see :func:`check_budget`). The runs show
+    on ``bar`` (a :func:`byoc_workbench.progress.bar`) when given, else on a bar of their own.
     """
     if repeat < 1 or warmup < 0:
-        from .errors import WorkbenchError
-
         raise WorkbenchError(
             f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
         )
@@ -86,8 +109,11 @@ def measure(
         for i in range(warmup + repeat):
             t0 = time.perf_counter()
             fn()
+            elapsed = time.perf_counter() - t0
+            if i == 0:
+                check_budget(elapsed, warmup + repeat - 1, max_seconds, desc)
             if i >= warmup:
-                times.append(time.perf_counter() - t0)
+                times.append(elapsed)
             shown.update()
         latency = Latency.of(times, warmup)
         if bar is None:
@@ -233,7 +259,7 @@ class Run:
 
     def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
         """The generated artifact of one subgraph (default: the first), as its backend shows it:
-        an ONNX summary, a TensorRT engine's layers or the teaching source; ``lines`` caps it."""
+        an ONNX summary, a TensorRT engine's layers, or generated NumPy or C source; ``lines`` caps it."""
         if not self.generated:
             return "nothing was offloaded: TVM compiled the whole module"
         name = subgraph or next(iter(self.generated))
@@ -270,6 +296,7 @@ def build_and_run(
     mark: str = "",
     progress: bool = True,
     options: dict | None = None,
+    max_seconds: float | None = None,
 ) -> Run:
     """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
 
@@ -284,10 +311,13 @@ def build_and_run(
         Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
         the first timed run shows a progress bar per VM call.
     backend : str, optional
-        For a partitioned module: ``onnxruntime``, ``tensorrt``, ``auto``,
-        ``teaching`` or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
+        For a partitioned module: any backend of the registry (``onnxruntime``,
+        ``tensorrt``, ``auto``, ``teaching``, ``c``, yours) or ``tvm`` (see
+        :mod:`byoc_workbench.backends.registry`).
     label, mark : str
         What the printout calls this build, and e.g. ``"untrained weights"``.
+    max_seconds : float, optional
+        Refuse the timed runs when the first one says they would take longer.
     """
     mod, generated, skipped = _module_and_generated(what, backend, options or {})
     name = label or "module"
@@ -307,7 +337,7 @@ def build_and_run(
         def once():
             last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
 
-        latency = measure(once, repeat, warmup, f"{name}: run", bar=bar)
+        latency = measure(once, repeat, warmup, f"{name}: run", max_seconds=max_seconds, bar=bar)
         counted = f", {calls[0]} VM calls" if calls else ""
         runs = f"{latency.runs} run{'s' if latency.runs != 1 else ''}"
         bar.done = text.wrap(

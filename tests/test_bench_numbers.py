@@ -11,8 +11,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_numbers  # noqa: E402
 
-# A time or a ratio as prose writes it: "0.168 s", "27 s", "2.3 min", "198x" (not "512x512").
-TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|µs|min|minutes|seconds)\b|\b\d+(?:\.\d+)?x\b(?!\d)")
+# A measured time or ratio as prose writes it: "0.168 s", "27 s", "2.3 min", "198x" (not "512x512", and not a
+# session's length in words, "about 20 minutes").
+TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|µs|min)\b|\b\d+(?:\.\d+)?x\b(?!\d)")
 # The seed's own 2020 figures on a T4, quoted as the seed's: not this project's measurements.
 SEED = ("50 ms with TVM CUDA", "25 ms with TensorRT")
 

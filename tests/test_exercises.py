@@ -120,8 +120,9 @@ def ssd_workbench():
 @pytest.mark.slow
 def test_exercise5_ssd_rule_off(ssd_workbench):
     key = _key("ssd")
+    assert exercises.rule_off(ssd_workbench, ...) is ssd_workbench  # unanswered: the notebook still runs
     fb = exercises.check_ssd_rule_off(
-        ssd_workbench.with_rule(key.rule_off, False), key.partition_change, key.prune_change
+        exercises.rule_off(ssd_workbench, key.rule_off), key.partition_change, key.prune_change
     )
     _passes(fb)
     assert any("none holds a MAC op" in line for line in fb.right)  # the explanation of the new count
@@ -155,3 +156,31 @@ def test_ssd_exercise_notebook_runs():
     assert "hint:" not in text  # the hint waits for a wrong answer
     pasted = nb.cells[-len(suggested) :]
     assert len(suggested) >= 2 and all(c.outputs for c in pasted), suggested  # each suggested call shows something
+
+
+codegen_key = _key("codegen")
+
+
+def test_exercise6_c_emitters():
+    fb = exercises.check_emitters(codegen_key.relu, codegen_key.add)
+    _passes(fb)
+    assert fb.emit == {"relu": codegen_key.relu, "add": codegen_key.add}
+    # Unwritten, one forgets broadcasting, one crashes: each said, the c codegen's own stands in, the kernel lives.
+    no_broadcast = lambda op: f"for (long i = 0; i < {op.size}; ++i) {op.out}[i] = {op.args[0]}[i] + {op.args[1]}[i];"  # noqa: E731
+    fb = exercises.check_emitters(..., no_broadcast)
+    _fails(fb, "relu: not written yet", "add: it compiles, but differs from TVM alone")
+    from byoc_workbench.backends import c
+
+    assert fb.emit == {"relu": c.unary, "add": c.binary}
+    fb = exercises.check_emitters(lambda op: f"{op.out}[-100000000] = 0;", lambda op: "not C;")
+    _fails(fb, "relu: The C of probe_0 crashed (SIGSEGV) on a trial run", "add: cc could not compile the C of probe_0")
+
+
+def test_exercise7_reshape_emitter():
+    fb = exercises.check_reshape_emitter(codegen_key.reshape)
+    _passes(fb)
+    assert any("byoc_target_2 holds nn.conv2d, expand_dims, add, nn.relu, reshape" in line for line in fb.right)
+    unanswered = exercises.check_reshape_emitter(...)
+    assert not unanswered.passed and "hint:" not in repr(unanswered)  # the hint waits for a wrong answer
+    half = lambda op: f"memcpy({op.out}, {op.args[0]}, {op.size});"  # noqa: E731  bytes, not elements
+    _fails(exercises.check_reshape_emitter(half), "a subgraph's output differs from TVM alone")

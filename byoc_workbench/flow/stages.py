@@ -14,12 +14,13 @@ import tvm
 from tvm import relax
 
 from .. import ir, transforms
-from ..backends.registry import describe, run_codegen
+from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
 from .partition import partition as _partition
-from .prune import PruneRule, keep_all, no_mac, prune
+from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
+from .rules import check_rules, reported_checks
 from .summary import Stage, Subgraph, rule_matches, summarize
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
@@ -34,6 +35,11 @@ def check_module(mod) -> tvm.IRModule:
         )
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise WorkbenchError("The module has no function named main.", "name the entry function main.")
+    if not isinstance(mod["main"], relax.Function):
+        raise WorkbenchError(
+            f"The module's main is a {type(mod['main']).__name__}, not a Relax function: no BYOC stage applies to it",
+            "write main with @R.function (it may call TIR functions with R.call_tir)",
+        )
     try:
         mod = relax.transform.Normalize()(mod)
         if relax.analysis.well_formed(mod) is False:
@@ -54,12 +60,13 @@ def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
     if not rules:
         return mod
     # Patterns must not match inside composites made earlier, so only host functions are entries.
-    fused = relax.transform.FuseOpsByPattern(
-        [r.fusion_pattern() for r in rules],
-        bind_constants=False,
-        annotate_codegen=False,
-        entry_functions=ir.host_functions(mod),
-    )(mod)
+    with reported_checks():  # a user's check that raises is one line naming its rule
+        fused = relax.transform.FuseOpsByPattern(
+            [r.fusion_pattern() for r in rules],
+            bind_constants=False,
+            annotate_codegen=False,
+            entry_functions=ir.host_functions(mod),
+        )(mod)
     return keep_names(mod, fused)
 
 
@@ -112,13 +119,20 @@ def run_stages(
 
     ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
-    own codegen). For the ONNX-based backends, rules never claim a call the
-    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`;
+    own codegen). A chosen backend narrows the rules to what it can compile
+    (:func:`~byoc_workbench.backends.registry.guard`): for the ONNX-based
+    backends, rules never claim a call the ONNX translator cannot convert; a
+    codegen keeps the rules of other targets whose ops it has emitters for,
+    and the annotate stage's notes say how many it kept. ``fuse`` stands in for :func:`fuse_rules`;
     ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
-    rules = rules_for(backend, rules)
-    prune_rule = prune_rule or no_mac()
+    rules = check_rules(rules)
+    guarded = guard(backend, rules) if backend is not None else rules
+    kept = {r.qualified for r in guarded}
+    dropped = [r.qualified for r in rules if r.qualified not in kept]
+    rules = guarded
+    prune_rule = check_prune_rule(prune_rule)
     stages = [source] if source is not None else []
 
     def add(name, m, **kw):
@@ -130,7 +144,12 @@ def run_stages(
     add("composite", m)
     m = annotate(m, rules, fuse)
     matches = rule_matches(m, rules)
-    add("annotate", m, notes=unmatched_notes(matches), rule_matches=matches)
+    more = f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""
+    dropped_note = [
+        f"backend {backend} compiles {len(kept)} of the {len(kept) + len(dropped)} rules; "
+        f"left off: {', '.join(dropped[:4])}{more}"
+    ]
+    add("annotate", m, notes=unmatched_notes(matches) + (dropped_note if dropped else []), rule_matches=matches)
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
@@ -156,18 +175,6 @@ def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | Non
         if c["kind"] == "removed" and c["from"].function in generated:
             c["kind"] = "compiled"
     return stage
-
-
-ONNX_BACKENDS = ("onnxruntime", "tensorrt", "auto")  # their rules never claim what the ONNX translator cannot convert
-
-
-def rules_for(backend: str | None, rules) -> tuple:
-    """``rules`` as the stages use them with ``backend``: guarded for the ONNX-based backends."""
-    if backend in ONNX_BACKENDS:
-        from ..backends.onnx import guard_rules
-
-        return guard_rules(rules)
-    return tuple(rules)
 
 
 __all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "codegen_stage", "check_module"]

@@ -57,6 +57,8 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     MissingImageError, NotAnImageError
     """
     path = Path(path)
+    if path.is_dir():
+        raise NotAnImageError(f"Image {path} is a directory", "pass the path of a JPEG or PNG file in it")
     if not path.is_file():
         raise MissingImageError(f"Image {path} does not exist", "pass the path of a JPEG or PNG file")
     try:
@@ -85,11 +87,16 @@ def resize_short_within(image: np.ndarray, short: int, max_size: int) -> np.ndar
     import cv2
 
     h, w = image.shape[:2]
+    if h < 1 or w < 1:
+        raise NotAnImageError(
+            f"The picture is {w}x{h} pixels: it has no pixels to resize", "pass a picture of at least 1x1"
+        )
     size_min, size_max = min(h, w), max(h, w)
     scale = float(short) / float(size_min)
     if np.round(scale * size_max) > max_size:
         scale = float(max_size) / float(size_max)
-    new_w, new_h = int(np.round(w * scale)), int(np.round(h * scale))
+    # A side never rounds to 0 pixels: a 3000x1 picture becomes 1024x1, not 1024x0 (which OpenCV refuses).
+    new_w, new_h = max(1, int(np.round(w * scale))), max(1, int(np.round(h * scale)))
     return cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_CUBIC)
 
 

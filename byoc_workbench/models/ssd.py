@@ -16,8 +16,6 @@ from . import images, zoo
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("tvm", "mxnet", "onnxruntime", "tensorrt", "auto")
-
 
 class SSDError(WorkbenchError):
     """A request the SSD workflow cannot serve (wrong model kind, unknown backend)."""
@@ -49,6 +47,7 @@ class Detections(dict):
     weights_label: str = ""
     backend: str = ""  # what ran it, e.g. "onnxruntime (CPU) + tvm (llvm) for the rest"
     notes: tuple = ()  # the codegen stage's note per subgraph
+    warnings: tuple = ()  # e.g. non-finite outputs (see nonfinite_warning)
 
 
 def relax_op_counts(mod) -> dict[str, int]:
@@ -109,11 +108,43 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
     }
 
 
+OUTPUTS = ("ids", "scores", "boxes")
+
+
+def nonfinite_warning(outputs, loaded, names=OUTPUTS, what: str = "") -> str | None:
+    """One line naming the first output holding NaN or infinity and the likely cause, or None.
+
+    Weights that load but are damaged (flipped bits in a ``.params`` file)
+    compute such outputs without any error; the run still finishes.
+    """
+    for name, out in zip(names, outputs):
+        out = np.asarray(out)
+        if not np.issubdtype(out.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(out)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            if loaded.weights == "untrained":
+                cause = "the seeded weights overflow: please report it as a bug"
+            else:
+                cause = f"the weights ({loaded.weights_label}) are likely corrupted, e.g. a damaged .params file"
+            return (
+                f"{what or loaded.name}: output {name} holds {int(bad.sum())} non-finite values "
+                f"(first {out[where]} at {list(where)}); {cause}: fetch it again (byoc-workbench prefetch) "
+                "or compare with --weights untrained"
+            )
+    return None
+
+
 def _detections(outputs, loaded, backend: str = "", notes=()) -> Detections:
     ids, scores, boxes = (np.asarray(o) for o in outputs)
     result = Detections(ids=ids, scores=scores, boxes=boxes)
     result.weights, result.weights_label = loaded.weights, loaded.weights_label
     result.backend, result.notes = backend, tuple(notes)
+    warning = nonfinite_warning((ids, scores, boxes), loaded)
+    result.warnings = (warning,) if warning else ()
+    if warning:
+        logger.warning("%s", warning)
     if not loaded.is_trained:
         logger.warning("detections from %s: %s", loaded.name, loaded.weights_label)
     return result
@@ -147,12 +178,13 @@ def run(
         See :func:`byoc_workbench.models.zoo.load_model`.
     image : path, optional
         JPEG or PNG; None for the default picture (:func:`images.default_image_path`).
-    backend : {"tvm", "mxnet", "onnxruntime", "tensorrt", "auto"}
+    backend : "tvm", "mxnet", or a backend of the registry
         ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
         ``mxnet``: run the Gluon block itself (the reference).
-        ``onnxruntime``, ``tensorrt``, ``auto``: partition with upstream's
-        TensorRT rules, prune, and offload the subgraph through that backend
-        (``auto``: TensorRT where it can run, else ONNX Runtime); TVM runs the rest.
+        ``onnxruntime``, ``tensorrt``, ``auto``, ``c``, ... : partition with
+        upstream's TensorRT rules (those the backend can compile), prune, and
+        offload the subgraphs through that backend (``auto``: TensorRT where it
+        can run, else ONNX Runtime); TVM runs the rest.
     short : int
         Short side of the resized picture (GluonCV's ``load_test``).
     progress : bool
@@ -164,8 +196,12 @@ def run(
         ``ids`` (1, 100, 1), ``scores`` (1, 100, 1), ``boxes`` (1, 100, 4) in the
         resized picture's pixels; rows of -1 are empty. ``backend`` says what ran.
     """
-    if backend not in BACKENDS:
-        raise SSDError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    from ..backends import registry
+
+    try:
+        registry.check_backend(backend, also=("mxnet",))
+    except WorkbenchError as err:
+        raise SSDError(err.cause, err.fix) from None
     if zoo.model_spec(model).kind != "detection":
         detection = [n for n, s in zoo.MODELS.items() if s.kind == "detection"]
         raise SSDError(f"{model} is not a detection model", f"use one of: {', '.join(detection)}")

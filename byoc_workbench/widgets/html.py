@@ -9,7 +9,7 @@ import html
 
 from ..draw.display import code_html, svg_body  # noqa: F401 (the widget takes them from here)
 from ..draw.graph import short_op
-from ..errors import WorkbenchError
+from ..errors import WorkbenchError, shorten
 from ..session import View
 
 NO_SELECTION = (
@@ -78,7 +78,7 @@ def status_line(err: BaseException) -> str:
     text = str(err) if isinstance(err, WorkbenchError) else f"{type(err).__name__}: {str(err)}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     line = lines[0] if lines else type(err).__name__
-    return line if len(line) <= 300 else line[:299] + "…"
+    return shorten(line, 300)
 
 
 def status_html(message: str = "", busy: bool = False) -> str:

@@ -19,10 +19,10 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
-from ..backends.registry import NATIVE
+from ..backends.registry import native
 from ..errors import WorkbenchError
 from ..flow import stages
-from ..flow.rules import Target, get_target
+from ..flow.rules import Target, as_target
 from ..models import demo
 from ..session import View, Workbench
 from .html import (
@@ -444,12 +444,12 @@ def workbench_widget(
         Display it as the last expression of a cell. Errors show as one red
         line in the widget rather than as a traceback.
     """
-    if isinstance(target, str):
+    if not isinstance(target, Target):
         try:
-            target = get_target(target)
+            target = as_target(target)  # a registered target's name
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
-    if backend is None and inputs is not None and target.codegen not in NATIVE:
+    if backend is None and inputs is not None and native(target.codegen) is None:
         from ..runner import offload_choice
 
         backend = offload_choice().backend
