@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
+# Optional extras of pyproject.toml to install too, e.g. `make test EXTRAS=pytorch` (CI does: .ci/run).
+EXTRAS ?=
+STAMP := $(VENV)/.installed-$(shell (cat requirements.txt pyproject.toml; echo "$(EXTRAS)") | sha1sum | cut -c1-12)
 # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
@@ -22,6 +24,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet -r requirements.txt
 	@# setuptools' notice about editable installs is advice for package authors, not for users of make setup.
 	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install --quiet --no-deps -e .
+	@# An extra's packages come pinned from pyproject.toml; the workbench itself is already installed above.
+	$(if $(EXTRAS),$(BIN)/pip install --quiet $$($(BIN)/python tools/extras.py $(EXTRAS)))
 	touch $@
 	@$(MAKE) --no-print-directory git-filter
 
@@ -61,8 +65,12 @@ demo: setup
 	$(BIN)/byoc-workbench stages ssd --target tensorrt --out build/stages-ssd
 	@echo "Executed notebooks (.ipynb and .html) and stage diagrams are in build/"
 
+# Prints the toggle benchmark, then measures what the README, docs and notebooks quote (several minutes):
+# benchmarks/results/bench.json, and every <!-- bench:NAME --> number filled in from it.
 bench: setup
 	$(BIN)/python benchmarks/bench_toggle.py
+	$(BIN)/python tools/bench_numbers.py record
+	$(BIN)/python tools/bench_numbers.py write
 
 lab-fresh:
 	$(BIN)/python tools/lab_copies.py notebooks lab --fresh

@@ -1,13 +1,16 @@
 """Bench one model per family of the zoo, in one process per model, and print the speedup table.
 
 Usage: python benchmarks/bench_zoo.py [--models NAME,...] [--repeat N] [--out FILE.json]
+       python benchmarks/bench_zoo.py --write-only   # docs/zoo.md's table from the committed JSON
 
 Each model goes through ``byoc-workbench bench MODEL`` (:func:`byoc_workbench.bench.bench_model`)
 at its own input size, with seeded weights unless trained ones are cached: TVM alone
 (llvm, untuned, timed once), the offloaded build through ONNX Runtime pruned and
 unpruned, and MXNet hybridized. The table gives each one's median and its speedup over
 TVM alone, from the same run; quote the ratios, not the times (this machine's speed
-drifts about 2x within an hour). Prints the table and writes every model's JSON to --out.
+drifts about 2x within an hour). Prints the table, writes every model's JSON, the machine
+and its load average to --out (``benchmarks/results/zoo.json``, committed) and the table
+into ``docs/zoo.md`` between its markers; ``tests/test_zoo_support.py`` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "zoo.json"
+DOC = ROOT / "docs" / "zoo.md"
+START, END = "<!-- zoo-bench:start -->", "<!-- zoo-bench:end -->"
 # One per family, the cheaper where a family has several.
 MODELS = (
     "ssd_512_resnet50_v1_coco",
@@ -51,13 +57,43 @@ def row(r: dict) -> str:
     )
 
 
+def table(bench: dict) -> str:
+    """The Markdown table of ``bench`` (the JSON this script writes), with the machine it ran on."""
+    results = bench["models"]
+    machine = results[0]["machine"]
+    labels = sorted({r["weights_label"] for r in results})
+    lines = [
+        f"Measured on {machine['cpu']}, {machine['cores']} cores, load average {bench['load_average']:.1f} "
+        f"at the start and {bench['load_average_end']:.1f} at the end, one process per model; "
+        f"{', '.join(labels)}; medians of {bench['repeat']} runs (TVM alone: one), speedups over TVM alone "
+        "from the same run.",
+        "",
+        "| model | family | input | TVM alone | ONNX Runtime, pruned | unpruned | MXNet | same outputs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(lines + [row(r) for r in results])
+
+
+def write_doc(bench: dict) -> None:
+    """``docs/zoo.md`` with its table regenerated from ``bench``."""
+    text = DOC.read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{START}\n{table(bench)}\n{END}{tail}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", help="comma-separated zoo names (default: one per family)")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--out", default="build/bench-zoo.json")
+    p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--write-only", action="store_true", help="only regenerate docs/zoo.md's table from --out")
     args = p.parse_args(argv)
+    if args.write_only:
+        write_doc(json.loads(Path(args.out).read_text()))
+        return 0
     results = []
+    start = os.getloadavg()[0]
     for name in args.models.split(",") if args.models else MODELS:
         cmd = [sys.executable, "-m", "byoc_workbench", "bench", name, "--json", "--repeat", str(args.repeat)]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -65,19 +101,15 @@ def main(argv=None) -> int:
             print(f"{name}: {done.stderr.strip().splitlines()[-1]}", file=sys.stderr)
             continue
         results.append(json.loads(done.stdout))
-        print(f"done {name}", file=sys.stderr)
+        print(f"done {name} (load average {os.getloadavg()[0]:.1f})", file=sys.stderr)
     if not results:
         return 1
-    machine = results[0]["machine"]
-    load = os.getloadavg()[0]
-    label = results[0]["weights_label"]
-    print(f"{machine['cpu']}, {machine['cores']} cores, load average {load:.1f} at the end; {label}")
-    print("| model | family | input | TVM alone | ONNX Runtime, pruned | unpruned | MXNet | same outputs |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        print(row(r))
+    bench = {"repeat": args.repeat, "load_average": start, "load_average_end": os.getloadavg()[0], "models": results}
+    print(table(bench))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    Path(args.out).write_text(json.dumps(bench, indent=1) + "\n")
+    if Path(args.out).resolve() == RESULTS:
+        write_doc(bench)
     return 0
 
 

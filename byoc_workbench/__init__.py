@@ -3,7 +3,8 @@
 The package is laid out by concern:
 
 - ``flow/``: rules, regions, partition, prune, the stages and their summaries;
-- ``backends/``: the codegens (the teaching NumPy codegen and its kernels);
+- ``backends/``: the backends (the teaching NumPy codegen, the C codegen, ONNX Runtime,
+  TensorRT) and the API to write your own (``register_codegen``);
 - ``draw/``: the graph model, DOT/SVG, detections and plots;
 - ``widgets/``: the JupyterLab widgets, thin wrappers over :class:`Workbench`;
 - ``models/``: the demo graph, the model zoo, pictures and the MXNet frontend;
@@ -25,6 +26,8 @@ _LAZY = {
     "get_target": ("byoc_workbench.flow.rules", "get_target"),
     "op_rule": ("byoc_workbench.flow.rules", "op_rule"),
     "pattern_rule": ("byoc_workbench.flow.rules", "pattern_rule"),
+    "register_codegen": ("byoc_workbench.backends.codegen", "register_codegen"),
+    "codegen": ("byoc_workbench.backends.codegen", None),
     "demo": ("byoc_workbench.models.demo", None),
     "workflow": ("byoc_workbench.workflow", None),
     "zoo": ("byoc_workbench.models.zoo", None),

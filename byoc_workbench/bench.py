@@ -22,11 +22,10 @@ reported with its one-line reason; the others still run.
 
 from __future__ import annotations
 
-import contextlib
+import difflib
 import json
 import logging
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -39,49 +38,29 @@ from .models import matching, outputs, zoo
 
 logger = logging.getLogger(__name__)
 
-OFFLOAD = ("onnxruntime", "tensorrt", "auto", "teaching")
-CHOICES = ("tvm", *OFFLOAD)
 CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
 # Issue 7's bar for the offloaded build on a CPU.
 TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
 
 
 def parse_backends(text: str) -> tuple:
-    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in CHOICES]
+    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones.
+
+    Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
+    """
+    from .backends import registry
+    from .backends.codegen import resolve_backend
+
+    names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in registry.choices()]
     if unknown or not names:
+        near = [m for n in unknown for m in difflib.get_close_matches(n, registry.choices(), n=1)]
         raise WorkbenchError(
             f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
-            f"pass --backends as a comma-separated list of: {', '.join(CHOICES)}",
+            (f"did you mean {', '.join(near)}? " if near else "")
+            + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
     return tuple(dict.fromkeys(names))
-
-
-def machine() -> dict:
-    """Where the numbers were measured."""
-    import tvm
-
-    info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": _cpu_name(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "tvm": tvm.__version__,
-        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
-    }
-    for name in ("onnxruntime", "mxnet", "tensorrt"):
-        with contextlib.suppress(Exception):
-            info[name] = __import__(name).__version__
-    return info
-
-
-def _cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def _entry(run: runner.Run) -> dict:
@@ -98,7 +77,7 @@ def where_time_goes(found, x, runs: int, top: int = 10, mark: str = "") -> dict:
     return {"end_to_end_s": profile.end_to_end_s, "by_kind": profile.by_kind, "top": rows}
 
 
-def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
+def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
     """``(Latency, outputs)`` of the Gluon block itself, hybridized with static memory."""
     import mxnet as mx
 
@@ -109,7 +88,7 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True) -> tuple:
     def once():
         out[0] = [o.asnumpy() for o in block(data)]  # asnumpy waits for MXNet's asynchronous engine
 
-    return runner.measure(once, repeat, 2, "run mxnet", progress), out[0]
+    return runner.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
 
 
 def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
@@ -129,7 +108,7 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     return Path(path)
 
 
-def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple:
+def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
     """``(Latency, outputs)`` of ONNX Runtime on an exported model, with the backend's own session options."""
     from .backends import onnxruntime as ort_backend
 
@@ -143,7 +122,7 @@ def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True) -> tuple
     def once():
         out[0] = session.run(None, feed)
 
-    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress), out[0]
+    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress, max_seconds), out[0]
 
 
 def bench_model(
@@ -158,6 +137,7 @@ def bench_model(
     progress: bool = True,
     where: bool = False,
     loaded: zoo.LoadedModel | None = None,
+    max_seconds: float | None = None,
 ) -> dict:
     """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
@@ -167,8 +147,11 @@ def bench_model(
     differs from TVM alone's outputs, per build), ``detections_equal`` for detectors
     (rows of TVM alone's detections found), ``notes``, ``skipped`` (backends and
     anchors that could not run, with why), ``targets`` (issue 7's bar, for the first
-    offloading backend) and, with ``where``, ``where_time_goes`` per offloaded
-    build (:func:`where_time_goes`). ``loaded`` reuses a loaded model.
+    offloading backend), with ``where``, ``where_time_goes`` per offloaded build
+    (:func:`where_time_goes`), and ``warnings`` (outputs that are not finite, see
+    :func:`byoc_workbench.models.outputs.nonfinite_warning`). ``loaded`` reuses a
+    loaded model; ``max_seconds`` refuses a timed loop that its first run says
+    would take longer.
     """
     from . import transforms, workflow
     from .flow.rules import get_target
@@ -178,9 +161,10 @@ def bench_model(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
     t0 = time.perf_counter()
+    shape = loaded.input_shape if loaded else zoo.model_spec(model).input_shape
+    x, _ = workflow.model_input(image, shape)  # a bad picture fails before the model loads
     loaded = loaded or zoo.load_model(model, weights)
     task = loaded.spec.kind
-    x, _ = workflow.model_input(image, loaded.input_shape)
     imported = zoo.import_model(model, loaded=loaded)
     prepared = transforms.prepare(imported.mod)
     target_rules = get_target("tensorrt").rules
@@ -197,7 +181,7 @@ def bench_model(
         "differences": {},
         "weights": "trained" if loaded.is_trained else "untrained",
         "weights_label": loaded.weights_label,
-        "machine": machine(),
+        "machine": runner.machine(),
         "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
         "skipped": {},
     }
@@ -209,10 +193,16 @@ def bench_model(
         for label, prune in builds:
             try:
                 if name == "tvm":
-                    run = runner.build_and_run(imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress)
+                    run = runner.build_and_run(
+                        imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress, max_seconds=max_seconds
+                    )
                 else:
                     stages = workflow.offload(prepared, name, prune, rules=target_rules)
-                    run = runner.build_and_run(stages[-1], [x], repeat=repeat, label=label, progress=progress)
+                    run = runner.build_and_run(
+                        stages[-1], [x], repeat=repeat, label=label, progress=progress, max_seconds=max_seconds
+                    )
+            except runner.OverBudget:
+                raise  # the user's bound, not this backend's problem
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
@@ -226,21 +216,24 @@ def bench_model(
             f"the others {repeat} times after warm-up"
         )
     if anchors:
-        lat, out = mxnet_anchor(loaded.block, x, repeat, progress)
+        lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
         found["mxnet"] = outputs.prediction(task, out, loaded, "mxnet")
-        _ort_anchor(result, found, loaded, x, repeat, progress)
+        _ort_anchor(result, found, loaded, x, repeat, progress, max_seconds)
     _compare(result, found)
+    result["warnings"] = [w for p in found.values() for w in p.warnings]
     return result
 
 
-def _ort_anchor(result: dict, found: dict, loaded, x, repeat: int, progress: bool) -> None:
+def _ort_anchor(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
     """ONNX Runtime on MXNet's own ONNX export of the whole model, where the exporter takes it."""
     label = "onnxruntime_whole_model"
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
-            lat, out = ort_whole_model_anchor(path, x, repeat, progress)
+            lat, out = ort_whole_model_anchor(path, x, repeat, progress, max_seconds)
+        except runner.OverBudget:
+            raise  # the user's bound
         except Exception as err:  # MXNet's exporter and ONNX Runtime refuse ops in their own ways
             result["skipped"][label] = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
             return
@@ -287,7 +280,8 @@ def _compare(result: dict, found: dict) -> None:
 def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
-        f"{result['model']} ({result['family']}, {result['weights_label']}), input {tuple(result['input_shape'])}, "
+        f"{result['model']} ({', '.join(filter(None, (result.get('family'), result['weights_label'])))}), "
+        f"input {tuple(result['input_shape'])}, "
         f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
         f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
     ]
@@ -295,9 +289,9 @@ def report_text(result: dict) -> str:
         for label, e in result[group].items():
             speed = result["speedup_vs_tvm"].get(label)
             same = result.get("detections_equal", {}).get(label) or {True: "yes", False: "no"}.get(
-                result["outputs_match_tvm"].get(label), ""
+                result.get("outputs_match_tvm", {}).get(label), ""
             )
-            if label == "onnxruntime_whole_model" and result["task"] == "detection" and same:
+            if label == "onnxruntime_whole_model" and result.get("task") == "detection" and same:
                 same += " (class-agnostic NMS)"
             lines.append(
                 f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "

@@ -1,15 +1,39 @@
-"""``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools."""
+"""``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools.
+
+Everything a user can get wrong ends in one line, ``error: <cause>. Fix: <fix>.``,
+and exit status 2: bad arguments (argparse's own errors too), bad files, bad
+models. Ctrl-C ends in one line and exit status 130. ``--traceback`` (or
+``BYOC_WORKBENCH_DEBUG=1``) prints the whole trace as well. Output paths are
+checked before any work starts, and results are written atomically
+(:mod:`byoc_workbench.outputs`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import io
 import json
 import logging
+import os
+import re
 import sys
-import tempfile
+import traceback
 from pathlib import Path
 
+from . import outputs
+from .backends.base import BUILTIN
 from .errors import WorkbenchError
+
+# Documented bounds (README, "The command line"): beyond them a run takes hours.
+MAX_REPEAT = 1000
+MAX_TVM_REPEAT = 20
+MAX_RUNS = 1000
+MAX_SECONDS = 600.0
+DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
+# What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
+BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
+NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or --torch module:factory"
 
 
 def load_model(model: str):
@@ -35,75 +59,106 @@ def zoo_model(what: str, model_option: str) -> str | None:
     return what if what in weights.MODELS else None
 
 
-def _target_and_extra(target_name: str | None, user_rules):
-    """The target whose rules apply, plus the user's own rules for it."""
-    from .flow.rules import Rule, Target, get_target
-
-    if user_rules is not None:
-        bad = [r for r in user_rules if not isinstance(r, Rule)]
-        if bad:
-            raise WorkbenchError(
-                f"rules must hold byoc_workbench.flow.rules.Rule values; got {type(bad[0]).__name__}.",
-                "build them with rules.op_rule(...) or rules.pattern_rule(...).",
-            )
-        names = sorted({r.target for r in user_rules})
-        name = target_name or (names[0] if names else "byoc-target")
-        own = tuple(r for r in user_rules if r.target == name)
-        try:
-            return get_target(name), own
-        except WorkbenchError:
-            return Target(name, own, "rules from the model file"), ()
-    return get_target(target_name or "byoc-target"), ()
+def is_own(what: str | None, args) -> bool:
+    """An ONNX file or ``--torch``: the user's own model (see :mod:`byoc_workbench.byom`)."""
+    return bool(getattr(args, "torch", None)) or (what or "").endswith(".onnx")
 
 
-def writable_dir(path: str | Path, fix: str = "pass --out a directory you can write to") -> Path:
-    """``path`` as a directory, created if needed, after checking that a file can be written in it.
+def _shapes(args):
+    """``--input-shape`` as ``{name: shape}``, one shape, or None."""
+    given = getattr(args, "input_shape", None) or []
+    named = dict(g for g in given if g[0] is not None)
+    plain = [g[1] for g in given if g[0] is None]
+    if plain and (named or len(plain) > 1):
+        raise WorkbenchError(
+            "--input-shape was given without a name for a model with several inputs",
+            "name each: --input-shape data=1,3,224,224",
+        )
+    return plain[0] if plain else (named or None)
 
-    Checked before any work starts, so a bad path fails in a second, not after a model build.
+
+def own_workbench(what, args, target=None, enabled=None, prune_rule=None):
+    """The workbench of an ONNX file or of ``--torch module:factory`` (default target: tensorrt)."""
+    from .session import Workbench
+
+    target = target or "tensorrt"
+    shapes = _shapes(args)
+    if getattr(args, "torch", None):
+        from .models.torch_import import import_spec
+
+        if what:
+            raise WorkbenchError(f"Both {what} and --torch were given", "give one model: a file, or --torch")
+        model = import_spec(args.torch, shape=shapes if isinstance(shapes, list) else [1, 3, 224, 224])
+        return Workbench.from_model(model, target, enabled, prune_rule)
+    return Workbench.from_onnx(what, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
+
+
+def _target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
+    """The target whose rules apply, plus the user's own rules for it.
+
+    ``user_rules`` come checked from :func:`byoc_workbench.models.demo.load_model_file`.
+    A target that is neither registered nor named by one of the user's rules is refused:
+    running with no rule at all would look like a model that matches nothing.
     """
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=out).close()
-    except OSError as err:
-        raise WorkbenchError(f"Cannot write to {out} ({err.strerror or err})", fix) from None
-    return out
+    from .flow.rules import TARGETS, Target, get_target
+
+    if user_rules is None:
+        return get_target(target_name or "byoc-target"), ()
+    theirs = sorted({r.target for r in user_rules})
+    name = target_name or (theirs[0] if theirs else "byoc-target")
+    own = tuple(r for r in user_rules if r.target == name)
+    if name in TARGETS:
+        return get_target(name), own
+    if own:
+        return Target(name, own, "rules from the model file"), ()
+    registered = ", ".join(sorted(TARGETS))
+    raise WorkbenchError(
+        f"Unknown target '{name}': the rules in {model} are for {', '.join(theirs) or 'no target'}, "
+        f"and the registered targets are {registered}",
+        f"pass --target {theirs[0] if theirs else 'byoc-target'}",
+    )
+
+
+def _any_workbench(args, enabled, prune_rule) -> tuple:
+    """``(Workbench, name, collapse)`` for ``args.model``: demo, ssd, a zoo model, a .py or .onnx file, --torch."""
+    from .session import Workbench
+
+    zoo_name = zoo_model(args.model, args.ssd_model)
+    if zoo_name:
+        from .workflow import model_workbench
+
+        wb, _ = model_workbench(zoo_name, args.weights, args.target or "tensorrt", prune_rule, enabled=enabled)
+        return wb, zoo_name, True
+    if is_own(args.model, args):
+        wb = own_workbench(args.model, args, args.target, enabled, prune_rule)
+        return wb, wb.model.name, True
+    if args.model is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    mod, user_rules = load_model(args.model)
+    target, extra = _target_and_extra(args.target, user_rules, args.model)
+    return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
 
 
 def cmd_stages(args) -> int:
     from .draw import render
     from .flow import stages, summary
     from .flow.rules import parse_rule_list
-    from .session import Workbench
 
-    if args.min_mac_ops < 0:
-        raise WorkbenchError(
-            f"--min-mac-ops must be 0 or more, got {args.min_mac_ops}",
-            "pass a count of MAC ops such as 1 (the default), or --no-prune to keep every subgraph",
-        )
-    out = writable_dir(args.out)
+    names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
+    out = outputs.check_dir(args.out, "--out", names)
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    zoo_name = zoo_model(args.model, args.ssd_model)
-    if zoo_name:
-        from .workflow import model_workbench
-
-        wb, _ = model_workbench(zoo_name, args.weights, args.target or "tensorrt", prune_rule, enabled=wanted)
-        model_name, mark = zoo_name, wb.mark
-    else:
-        mod, user_rules = load_model(args.model)
-        target, extra = _target_and_extra(args.target, user_rules)
-        model_name, mark = args.model, ""
-        wb = Workbench(mod, target, enabled=wanted, prune_rule=prune_rule, extra_rules=extra)
     if args.format == "svg":
         render.check_dot()
-    for i, s in enumerate(wb.stages):
-        dot = wb.dot(s.name, collapse=bool(zoo_name))
-        render.write(dot, out / f"{i:02d}-{s.name}.{args.format}", args.format)
-    summary = summary.summary_json(model_name, wb.stages)
+    wb, model_name, collapse = _any_workbench(args, wanted, prune_rule)
+    mark = wb.mark
+    data = summary.summary_json(model_name, wb.stages)
     if mark:
-        summary["weights"] = mark
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        data["weights"] = mark
+    with outputs.staged(out) as tmp:  # all seven diagrams and summary.json, or none of them
+        for name, s in zip(names, wb.stages):
+            render.write(wb.dot(s.name, collapse=collapse), tmp / name, args.format)
+        (tmp / "summary.json").write_text(json.dumps(data, indent=2))
     for s in wb.stages:
         print(
             f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}"
@@ -122,7 +177,10 @@ def cmd_import(args) -> int:
 
 
 def _zoo_model(args) -> str:
+    """The zoo model ``args.what`` names, or the one-line error listing the zoo's names."""
     name = zoo_model(args.what, args.ssd_model)
+    if args.what is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
     if name is None:
         from .models import weights
 
@@ -134,18 +192,62 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import workflow
+    from .backends.codegen import resolve_backend
 
+    save = outputs.check_file(args.save_outputs, "--save-outputs") if args.save_outputs is not None else None
+    args.backend = resolve_backend(args.backend)
+    if is_own(args.what, args):
+        return _run_own(args, save)
     model = _zoo_model(args)
-    if args.save_outputs:
-        writable_dir(Path(args.save_outputs).parent, "pass --save-outputs a path in a directory you can write to")
     result = workflow.run(model=model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     print(f"{model} on {args.backend}: {result.summary()} — {result.weights_label}")
     print(f"ran on: {result.backend}")
     for note in result.notes:
         print(f"  {note}")
-    if args.save_outputs:
-        np.savez(args.save_outputs, **result)
-        print(f"saved {', '.join(result)} to {args.save_outputs}")
+    if save is not None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **result)
+        outputs.write_file(save, buffer.getvalue())
+        print(f"saved {', '.join(result)} to {save}")
+    return 0
+
+
+def _run_own(args, save) -> int:
+    import numpy as np
+
+    from . import byom
+
+    if args.backend == "mxnet":
+        raise WorkbenchError("--backend mxnet runs GluonCV models only", "use tvm, onnxruntime, tensorrt or auto")
+    wb = own_workbench(args.what, args)
+    result = byom.run(wb, args.backend, progress=True)
+    print(byom.run_text(result))
+    if save:
+        buffer = io.BytesIO()
+        np.savez(buffer, **{f"output{k}": o for k, o in enumerate(result["outputs"])})
+        outputs.write_file(save, buffer.getvalue())
+        print(f"saved {len(result['outputs'])} outputs to {save}")
+    return 0 if result["check"]["equal"] else 1
+
+
+def cmd_report(args) -> int:
+    from .draw import render
+    from .flow import stages
+    from .flow.report import partition_report
+
+    out = outputs.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
+    if out:
+        render.check_dot()
+    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
+    wb, name, collapse = _any_workbench(args, None, prune_rule)
+    report = partition_report(wb, name)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    if out:
+        with outputs.staged(out) as tmp:
+            (tmp / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+            (tmp / "report.txt").write_text(report.text() + "\n")
+            render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
+        print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)
     return 0
 
 
@@ -153,6 +255,20 @@ def cmd_bench(args) -> int:
     from . import bench
 
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
+    if is_own(args.what, args):
+        from . import byom
+
+        result = byom.bench(
+            own_workbench(args.what, args),
+            backends,
+            repeat=args.repeat,
+            tvm_repeat=args.tvm_repeat,
+            unpruned=not args.no_unpruned,
+            anchors=not args.no_anchors,
+            max_seconds=args.max_seconds,
+        )
+        print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
+        return 0
     result = bench.bench_model(
         _zoo_model(args),
         backends,
@@ -163,6 +279,7 @@ def cmd_bench(args) -> int:
         unpruned=not args.no_unpruned,
         anchors=not args.no_anchors,
         where=args.where,
+        max_seconds=args.max_seconds,
     )
     print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
     return 0
@@ -196,7 +313,15 @@ def cmd_doctor(args) -> int:
 def _measured(args) -> tuple:
     """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
     from . import timing
+    from .backends.codegen import resolve_backend
 
+    args.backend = resolve_backend(args.backend)
+    if is_own(args.what, args):
+        from . import byom
+
+        wb = own_workbench(args.what, args)
+        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune)
+        return timing.build(found, mark=wb.mark), wb.model.inputs, True
     if args.what != "demo":
         built, inputs = timing.model_build(
             args.backend or "onnxruntime",
@@ -210,23 +335,31 @@ def _measured(args) -> tuple:
     return built, inputs, False
 
 
+def _report_dir(args, stem: str):
+    """``--out`` checked for ``stem``.svg and ``stem``.json before any work, or None without ``--out``."""
+    from .draw import render
+
+    if args.out is None:
+        return None
+    out = outputs.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"])
+    render.check_dot()
+    return out
+
+
 def _write_report(out, stem: str, report, data: dict) -> None:
-    (out / f"{stem}.svg").write_text(report.svg)
-    (out / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    with outputs.staged(out) as tmp:
+        (tmp / f"{stem}.svg").write_text(report.svg)
+        (tmp / f"{stem}.json").write_text(json.dumps(data, indent=2))
     print(f"wrote {stem}.svg and {stem}.json to {out}", file=sys.stderr)
 
 
 def cmd_profile(args) -> int:
     from . import timing
-    from .draw import latency, render
+    from .draw import latency
 
-    if args.runs < 1:
-        raise WorkbenchError(f"--runs must be 1 or more, got {args.runs}", "pass --runs 10 or so")
-    out = writable_dir(args.out) if args.out else None
-    if out:
-        render.check_dot()
+    out = _report_dir(args, "profile")
     built, inputs, collapse = _measured(args)
-    profile = timing.profile(built, inputs, runs=args.runs)
+    profile = timing.profile(built, inputs, runs=args.runs, max_seconds=args.max_seconds)
     report = latency.report(built, profile, collapse=collapse)
     data = profile.to_json()
     print(json.dumps(data, indent=2) if args.json else report.text)
@@ -237,15 +370,13 @@ def cmd_profile(args) -> int:
 
 def cmd_compare(args) -> int:
     from . import timing
-    from .draw import latency, render
+    from .draw import latency
 
     if not args.tolerance >= 0:
         raise WorkbenchError(
             f"--tolerance must be 0 or more, got {args.tolerance}", "pass a relative error such as 1e-3"
         )
-    out = writable_dir(args.out) if args.out else None
-    if out:
-        render.check_dot()
+    out = _report_dir(args, "compare")
     built, inputs, collapse = _measured(args)
     numerics = timing.compare(built, inputs, tolerance=args.tolerance)
     data = numerics.to_json()
@@ -255,58 +386,172 @@ def cmd_compare(args) -> int:
     return 1 if numerics.over else 0
 
 
-ZOO_HELP = "ssd (the model of --model), or a zoo model's name (byoc-workbench prefetch --list names them)"
+ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
+
+
+# --- arguments ----------------------------------------------------------------------
+
+
+class UsageError(WorkbenchError):
+    """A command line argparse refused: the option, what was wrong, and what to type."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one ``error: <cause>. Fix: <what to type>.`` line."""
+
+    def error(self, message: str):
+        raise UsageError(message, _usage_fix(self.prog, message))
+
+
+def _usage_fix(prog: str, message: str) -> str:
+    """What to type, for one of argparse's error messages."""
+    help_ = f"`{prog} --help` lists them"
+    if m := re.match(r"the following arguments are required: (.*)", message):
+        return f"add {m.group(1)} ({help_})"
+    if m := re.match(r"unrecognized arguments: (.*)", message):
+        return f"remove {m.group(1)} ({help_})"
+    if m := re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)", message):
+        given, choices = m.group(2), re.findall(r"'([^']*)'", m.group(3))
+        close = difflib.get_close_matches(given, choices, n=1)
+        near = f" (did you mean {close[0]}?)" if close else ""
+        return f"use one of: {', '.join(choices)}{near}"
+    if m := re.match(r"argument (\S+): invalid int value", message):
+        return f"pass {m.group(1)} a whole number, e.g. {m.group(1)} 10"
+    if m := re.match(r"argument (\S+): invalid float value", message):
+        return f"pass {m.group(1)} a number, e.g. {m.group(1)} 1e-3"
+    if m := re.match(r"argument (\S+): \S+ is not (.*)", message):  # from the types below
+        return f"pass {m.group(1)} {m.group(2)}"
+    if m := re.match(r"argument (\S+): expected one argument", message):
+        return f"put a value after {m.group(1)}"
+    if m := re.match(r"ambiguous option: (\S+)", message):
+        return f"spell {m.group(1)} out in full ({help_})"
+    return f"see `{prog} --help`"
+
+
+def _count(lo: int, hi: int | None = None):
+    """An argparse type: a whole number from ``lo`` to ``hi`` (the documented bounds)."""
+    bounds = f"a whole number from {lo} to {hi}" if hi is not None else f"a whole number, {lo} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {bounds}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, such as 1800")
+    return value
+
+
+def _parents() -> dict:
+    """Options shared by several commands, each defined once."""
+    debug = Parser(add_help=False)
+    debug.add_argument(
+        "--traceback",
+        action="store_true",
+        default=argparse.SUPPRESS,  # so a command's default does not hide the top-level flag
+        help="on an error, print the whole Python trace too (or set BYOC_WORKBENCH_DEBUG=1)",
+    )
+    zoo = Parser(add_help=False)
+    zoo.add_argument(
+        "--model", dest="ssd_model", default=DEFAULT_SSD, help=f"with ssd: the GluonCV model ({DEFAULT_SSD})"
+    )
+    zoo.add_argument(
+        "--weights",
+        help="with ssd: trained, untrained, or a .params file (default: the cache, else untrained seeded weights)",
+    )
+    image = Parser(add_help=False)
+    image.add_argument("--image", help="with ssd: a JPEG or PNG (default: the picture shipped with the package)")
+    budget = Parser(add_help=False)
+    budget.add_argument(
+        "--max-seconds",
+        type=_seconds,
+        default=MAX_SECONDS,
+        help=f"refuse a timed loop estimated, after its first run, to take longer (default {MAX_SECONDS:g})",
+    )
+    own = Parser(add_help=False)
+    own.add_argument(
+        "--torch",
+        metavar="MODULE:FACTORY",
+        help="a PyTorch model instead of a file, e.g. torchvision.models:resnet18 (seeded weights, no download; "
+        "needs the [pytorch] extra)",
+    )
+    own.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        action="append",
+        metavar="[NAME=]N,C,H,W",
+        help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch); "
+        "repeat for several inputs",
+    )
+    return {"debug": debug, "zoo": zoo, "image": image, "budget": budget, "own": own}
+
+
+def _input_shape(text: str) -> tuple:
+    """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape such as data=1,3,224,224")
+    return (name or None, shape)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.")
+    common = _parents()
+    p = Parser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.", parents=[common["debug"]])
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    s = sub.add_parser("stages", help="draw every BYOC stage of a model and write summary.json")
-    s.add_argument("model", help="demo, ssd, a zoo model's name, or a .py file that defines mod (and optionally rules)")
+    def command(name, helptext, func, *uses):
+        c = sub.add_parser(name, help=helptext, parents=[common["debug"], *(common[u] for u in uses)])
+        c.set_defaults(func=func)
+        return c
+
+    s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo", "own")
+    s.add_argument(
+        "model",
+        nargs="?",
+        help="demo, ssd, a zoo model's name, a .py file that defines mod (and optionally rules), or a .onnx file",
+    )
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
     s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
     s.add_argument("--format", choices=("svg", "dot"), default="svg")
     s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     s.add_argument(
-        "--min-mac-ops", type=int, default=1, help="prune subgraphs with fewer MAC ops than this (default 1)"
+        "--min-mac-ops",
+        type=_count(0),
+        default=1,
+        help="prune subgraphs with fewer MAC ops than this (default 1)",
     )
-    s.add_argument(
-        "--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the GluonCV model name"
-    )
-    s.add_argument(
-        "--weights",
-        help="with ssd: trained, untrained, or a local .params file "
-        "(default: the cache, else untrained seeded weights)",
-    )
-    s.set_defaults(func=cmd_stages)
 
-    for name, helptext, func in (
-        ("import", "import a GluonCV model into Relax", cmd_import),
-        ("run", "run a GluonCV model", cmd_run),
-    ):
-        c = sub.add_parser(name, help=helptext)
-        c.add_argument("what", help=ZOO_HELP)
-        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the model")
-        c.add_argument(
-            "--weights",
-            help="trained, untrained, or a local .params file (default: the cache, else untrained seeded weights)",
-        )
-        if name == "import":
-            c.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
-        else:
-            c.add_argument(
-                "--backend",
-                choices=("tvm", "mxnet", "onnxruntime", "tensorrt", "auto"),
-                default="tvm",
-                help="tvm: TVM alone; mxnet: the Gluon block; onnxruntime, tensorrt, auto: the TensorRT subgraph "
-                "offloaded through that backend, TVM for the rest (auto: TensorRT where it runs, else ONNX Runtime)",
-            )
-            c.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
-            c.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz")
-        c.set_defaults(func=func)
+    i = command("import", "import a GluonCV model into Relax", cmd_import, "zoo")
+    i.add_argument("what", help=ZOO_HELP)
+    i.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
+
+    r = command("run", "run a model and check it against its own framework", cmd_run, "zoo", "image", "own")
+    r.add_argument("what", nargs="?", help=ZOO_HELP + ", or a .onnx file (or give --torch)")
+    r.add_argument(
+        "--backend",
+        default="tvm",
+        help=f"mxnet (the Gluon block), {BACKEND_HELP}. tvm: TVM alone; the others: the TensorRT subgraphs "
+        "they can compile offloaded through them, TVM for the rest (auto: TensorRT where it runs, else ONNX Runtime)",
+    )
+    r.add_argument("--save-outputs", help="write the outputs (ids, scores and boxes for a detector) to this .npz file")
 
     for name, helptext, func in (
         ("profile", "time every VM call of a partitioned build and draw the latency map", cmd_profile),
@@ -316,69 +561,139 @@ def parser() -> argparse.ArgumentParser:
             cmd_compare,
         ),
     ):
-        c = sub.add_parser(name, help=helptext)
-        c.add_argument("what", help="demo, or " + ZOO_HELP)
+        c = command(name, helptext, func, "zoo", "image", "own", *(("budget",) if name == "profile" else ()))
+        c.add_argument("what", nargs="?", help="demo, " + ZOO_HELP + ", or a .onnx file (or give --torch)")
         c.add_argument(
             "--backend",
-            help="auto, tvm, teaching, onnxruntime or tensorrt (default: teaching for demo, onnxruntime for ssd)",
+            help=f"{BACKEND_HELP} (default: teaching for demo, onnxruntime for ssd). A codegen registered "
+            "with rules of its own partitions the demo with them",
         )
         c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
         c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
         c.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
-        c.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco", help="with ssd: the model")
-        c.add_argument("--weights", help="with ssd: trained, untrained, or a local .params file")
-        c.add_argument("--image", help="with ssd: a JPEG or PNG (default: the picture shipped with the package)")
         if name == "profile":
-            c.add_argument("--runs", type=int, default=10, help="timed runs; each call's median is kept (default 10)")
+            c.add_argument(
+                "--runs",
+                type=_count(1, MAX_RUNS),
+                default=10,
+                help=f"timed runs, 1 to {MAX_RUNS}; each call's median is kept (default 10)",
+            )
         else:
             c.add_argument("--tolerance", type=float, default=1e-3, help="largest relative error (default 1e-3)")
-        c.set_defaults(func=func)
 
-    b = sub.add_parser("bench", help="time a model on several backends and two anchors, in one process")
-    b.add_argument("what", help=ZOO_HELP)
+    b = command(
+        "bench",
+        "time a model on several backends and its anchors, in one process",
+        cmd_bench,
+        "zoo",
+        "image",
+        "budget",
+        "own",
+    )
+    b.add_argument("what", nargs="?", help=ZOO_HELP + ", or a .onnx file (or give --torch)")
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
-        help="comma-separated: tvm, onnxruntime, tensorrt, auto, teaching (default: tvm,onnxruntime)",
+        help=f"comma-separated: {BACKEND_HELP} (default: tvm,onnxruntime)",
     )
-    b.add_argument("--repeat", type=int, default=10, help="timed runs per backend after warm-up (default 10)")
     b.add_argument(
-        "--tvm-repeat", type=int, default=1, help="timed runs of TVM alone, tens of seconds each (default 1)"
+        "--repeat",
+        type=_count(1, MAX_REPEAT),
+        default=10,
+        help=f"timed runs per backend after warm-up, 1 to {MAX_REPEAT} (default 10)",
+    )
+    b.add_argument(
+        "--tvm-repeat",
+        type=_count(1, MAX_TVM_REPEAT),
+        default=1,
+        help=f"timed runs of TVM alone, tens of seconds each, 1 to {MAX_TVM_REPEAT} (default 1)",
     )
     b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")
     b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
     b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
-    b.add_argument("--model", dest="ssd_model", default="ssd_512_resnet50_v1_coco")
-    b.add_argument("--weights", help="trained, untrained, or a local .params file")
-    b.add_argument("--image", help="a JPEG or PNG (default: the picture shipped with the package)")
-    b.set_defaults(func=cmd_bench)
 
-    f = sub.add_parser("prefetch", help="download model weights into the cache ahead of a workshop")
+    rp = command(
+        "report",
+        "the partitioning report: what the target takes, what falls back and why (table or JSON)",
+        cmd_report,
+        "zoo",
+        "own",
+    )
+    rp.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    rp.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
+    rp.add_argument("--json", action="store_true", help="print the report as JSON")
+    rp.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
+    rp.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    rp.add_argument("--min-mac-ops", type=_count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")
+    # Issue 16's placement search (`search`) takes the same models: a .onnx file or --torch, through own_workbench.
+
+    f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
     f.add_argument("--models", help="comma-separated model names (default: all)")
     f.add_argument(
         "--list", action="store_true", help="list the zoo's models, their task and family, and say which are cached"
     )
-    f.set_defaults(func=cmd_prefetch)
 
-    d = sub.add_parser("doctor", help="check this machine for the workshop: what is missing, and how to get it")
+    d = command("doctor", "check this machine for the workshop: what is missing, and how to get it", cmd_doctor)
     d.add_argument("--json", action="store_true", help="print the report as JSON")
-    d.set_defaults(func=cmd_doctor)
     return p
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+class _WarningLine(logging.Formatter):
+    """Warnings as ``warning: <message>``, one line each, like the errors; -v shows every logger's name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+_HANDLER: list = []  # the handler this module put on the root logger, replaced on each main()
+
+
+def _log_to_stderr(verbose: bool) -> None:
+    root = logging.getLogger()
+    for old in _HANDLER:
+        root.removeHandler(old)
+    handler = logging.StreamHandler()  # sys.stderr as it is now
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _WarningLine())
+    _HANDLER[:] = [handler]
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _debug(args=None) -> bool:
+    return os.environ.get("BYOC_WORKBENCH_DEBUG", "").strip() not in ("", "0") or bool(
+        getattr(args, "traceback", False)
     )
+
+
+def _interrupted() -> str:
+    if not outputs.written:
+        return "interrupted; nothing was written."
+    return f"interrupted; wrote {', '.join(str(p) for p in outputs.written)} before that."
+
+
+def main(argv=None) -> int:
+    outputs.written.clear()
+    args = None
     try:
+        args = parser().parse_args(argv)
+        _log_to_stderr(args.verbose)
         return args.func(args)
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
-        # With -v the traceback (and the error it was raised from) is logged too.
-        logging.getLogger(__name__).info("where the error was raised:", exc_info=True)
+        if _debug(args):
+            traceback.print_exception(err)
+        else:  # with -v the trace (and the error it was raised from) is logged too
+            logging.getLogger(__name__).info("where the error was raised:", exc_info=True)
         print(err.line, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if _debug(args):
+            traceback.print_exc()
+        print(_interrupted(), file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-PART1, PART2_CPU, PART2_TRT = "part1", "part2_cpu", "part2_tensorrt"
+PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
 PART_TITLES = {
     PART1: "Part 1 (notebook 01, the demo graph)",
+    PART1_C: "Your own codegen in C (notebook 04)",
     PART2_CPU: "Part 2 on the CPU (the SSD)",
     PART2_TRT: "Part 2 with TensorRT",
 }
@@ -120,6 +121,29 @@ def check_dot() -> Check:
     except (OSError, subprocess.TimeoutExpired) as err:
         return Check("dot", False, f"{path} does not run ({_first_line(err)})", fix)
     return Check("dot", out.returncode == 0, f"{out.stderr.strip() or out.stdout.strip()} at {path}", fix)
+
+
+def check_cc() -> Check:
+    """The C compiler the c codegen calls: found, and able to build a shared library."""
+    import tempfile
+
+    from .backends import c_source  # no TVM: finding and running the compiler only
+
+    try:
+        cmd = c_source.compiler()
+        version = c_source.compiler_version(tuple(cmd))
+    except Exception as err:  # a WorkbenchError names the fix; anything else is reported as it is
+        return Check("cc", False, getattr(err, "cause", _first_line(err)), getattr(err, "fix", c_source.INSTALL))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("#include <math.h>\n#include <stdint.h>\nint probe(void) { return (int)sqrt(4.0); }\n")
+        out = subprocess.run(
+            [*cmd, *c_source.FLAGS, "-o", str(Path(tmp) / "probe.so"), str(src), "-lm"], capture_output=True, text=True
+        )
+    if out.returncode != 0:
+        why = next((ln for ln in out.stderr.splitlines() if "error" in ln), out.stderr.strip()[:200])
+        return Check("cc", False, f"{cmd[0]} cannot build a shared library ({why})", c_source.INSTALL)
+    return Check("cc", True, f"{version} at {cmd[0]}", info={"command": cmd})
 
 
 def check_jupyter() -> Check:
@@ -256,6 +280,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_python,
     check_tvm,
     check_dot,
+    check_cc,
     check_jupyter,
     check_mxnet,
     check_gluoncv,
@@ -270,6 +295,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
 # What each part cannot run without. Part 2 on the CPU also uses onnxruntime when it is there.
 NEEDS = {
     PART1: ("python", "tvm", "dot", "jupyter"),
+    PART1_C: ("python", "tvm", "dot", "jupyter", "cc"),
     PART2_CPU: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy"),
     PART2_TRT: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy", "onnxruntime", "tensorrt", "gpu"),
 }

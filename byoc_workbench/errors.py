@@ -12,6 +12,9 @@ keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import re
+import sys
+from pathlib import Path
 
 
 def _sentence(text: str) -> str:
@@ -50,16 +53,86 @@ class WorkbenchError(Exception):
         return [self.line]
 
 
+def shorten(text: str, limit: int = 300) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary and marked `` […]``."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 4]
+    space = cut.rfind(" ")
+    if space > limit // 2:  # a word boundary not far back; else one long token is cut where it must be
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + " […]"
+
+
 def first_line(err: BaseException, last: bool = False, limit: int = 300) -> str:
     """One line of another library's error message, for quoting in a cause.
 
     TVM and MXNet messages carry C++ backtraces; their traceback lines are dropped.
-    TVM says what went wrong first, MXNet last (``last=True``).
+    TVM says what went wrong first, MXNet last (``last=True``). A WorkbenchError
+    gives its cause alone, so the quoting message does not repeat ``error: ... Fix:``.
+    The line is cut at a word boundary, never mid-word.
     """
+    if isinstance(err, WorkbenchError):
+        return shorten(_sentence(err.cause).rstrip("."), limit)
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "[bt]", "Stack trace"))]
     text = (useful or lines or [type(err).__name__])[-1 if last else 0]
-    return text.replace("MXNetError: ", "")[:limit]
+    text = text.replace("MXNetError: ", "")
+    if text.lower().startswith("error: "):  # TVMScript's diagnostics start with their own "error:"
+        text = text[len("error: ") :]
+    text = re.sub(r"In ir\.Op\(.*?name=\"([^\"]+)\".*?support_level=\d+\)", r"In \1", text)  # a whole op's repr
+    text = re.sub(r"T\.int64\((-?\d+)\)", r"\1", text)
+    where = _diagnostic_location(err)
+    if where is None:
+        return shorten(text, limit)
+    return shorten(text.rstrip(" ."), limit - len(where) - 6) + f" (at {where})"
+
+
+def _diagnostic_location(err: BaseException) -> str | None:
+    """Where a TVMScript diagnostic points, ``file.py:6:9`` (its ``--> `` line), or None."""
+    return next((ln.strip()[4:] for ln in str(err).splitlines() if ln.strip().startswith("--> ")), None)
+
+
+class UserCodeError(WorkbenchError):
+    """An exception raised by the user's own code: a model file, a rule's check, a prune rule."""
+
+
+def user_frame(tb) -> tuple | None:
+    """``(file, line)`` of the innermost traceback frame in the user's code, or None.
+
+    The user's code is whatever lies outside this package and the Python
+    installation (the standard library, site-packages, TVM's compiled FFI).
+    """
+    package = Path(__file__).resolve().parent
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name in ("<stdin>", "<string>"):
+            found = (name, tb.tb_lineno)
+        elif not name.startswith("<") and Path(name).is_file():  # C++ frames name sources not on this machine
+            path = Path(name).resolve()
+            if not any(path.is_relative_to(p) for p in (package, *installed)):
+                found = (name, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def user_error(what: str, err: BaseException, fix: str = "") -> UserCodeError:
+    """A one-line :class:`UserCodeError` for ``err``, raised by the user's ``what`` (``"rule x.y's check"``).
+
+    The line names the exception, its message and the user's file and line;
+    raise it ``from err`` so that ``--traceback`` can show the whole trace.
+    """
+    where = user_frame(err.__traceback__)
+    message = first_line(err)
+    at = f" at {where[0]}, line {where[1]}" if where and _diagnostic_location(err) is None else ""
+    said = f": {message}" if message != type(err).__name__ else ""
+    cause = f"{what[:1].upper()}{what[1:]} raised {type(err).__name__}{at}{said}"
+    where_to = f" in {where[0]}" if where else ""
+    return UserCodeError(
+        cause, fix or f"fix {what}{where_to} (--traceback or BYOC_WORKBENCH_DEBUG=1 shows the whole trace)"
+    )
 
 
 class MissingDependencyError(WorkbenchError):

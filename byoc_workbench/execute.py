@@ -7,6 +7,7 @@ import tvm
 from tvm import relax
 
 from . import ir
+from .errors import WorkbenchError
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -42,9 +43,33 @@ def compile(mod: tvm.IRModule, target: str = "llvm") -> relax.VMExecutable:
     If branches (a reshape in one branch, then a split after the If, for
     one); that pass is only an optimisation, so such modules go without it.
     """
+    _check_ranks(mod)
     disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
     with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
         return tvm.compile(mod, target=target)
+
+
+def _check_ranks(mod: tvm.IRModule) -> None:
+    """Refuse, in one line, an op call on a tensor of unknown rank: TVM cannot lower it.
+
+    Such a call survives every stage (it can be drawn and partitioned), but
+    ``tvm.compile`` stops in VM codegen with an internal error and a C++ trace.
+    """
+    for fname, func in ((gv.name_hint, f) for gv, f in mod.functions.items()):
+        if not isinstance(func, relax.Function):
+            continue
+        for step in ir.walk(func, mod, descend=False, name=fname):
+            if not step.op:
+                continue
+            unknown = [a for a in step.value.args if isinstance(a.ty, relax.TensorType) and a.ty.ndim == -1]
+            if unknown:
+                arg = unknown[0]
+                name = arg.name if ir.is_var(arg) else type(arg).__name__
+                raise WorkbenchError(
+                    f"TVM cannot build {step.value.op.name} in {fname}: its input {name} has unknown rank",
+                    "give the model's inputs a rank, e.g. R.Tensor((n, 3, h, w), 'float32') "
+                    "or R.Tensor(ndim=4, dtype='float32')",
+                )
 
 
 def device(target: str = "llvm") -> tvm.runtime.Device:

@@ -367,9 +367,12 @@ def _natural(name: str):
 
 
 def type_str(ty) -> str:
-    """``float32[1, 32, 56, 56]`` for a tensor type; a short text otherwise."""
+    """``float32[1, 32, 56, 56]`` (or ``[n, 3, h, w]``, ``[...]``) for a tensor type; a short text otherwise."""
     if isinstance(ty, relax.TensorType):
-        shape = "?" if ty.shape is None else ", ".join(_dim(d) for d in ty.shape.values)
+        if hasattr(ty.shape, "values"):
+            shape = ", ".join(_dim(d) for d in ty.shape.values)
+        else:  # unknown: only the rank, or not even that
+            shape = "..." if ty.ndim < 0 else ", ".join("?" * ty.ndim)
         return f"{ty.dtype}[{shape}]"
     if isinstance(ty, relax.TupleType):
         return "(" + ", ".join(type_str(f) for f in ty.fields) + ")"
@@ -377,7 +380,43 @@ def type_str(ty) -> str:
 
 
 def _dim(d) -> str:
-    return str(d.value) if hasattr(d, "value") and isinstance(d.value, int) else str(d)
+    return prim_text(d)
+
+
+# Binary PrimExpr kinds as Python operators, with their precedence (higher binds tighter).
+_PRIM_BINARY = {"Add": ("+", 1), "Sub": ("-", 1), "Mul": ("*", 2), "FloorDiv": ("//", 2), "FloorMod": ("%", 2)}
+
+
+def prim_text(expr, names: dict | None = None) -> str:
+    """A shape dimension as short Python text: ``3``, ``n``, ``n * h * w * 8``, ``max(n, 1)``.
+
+    ``names`` maps a symbolic variable's name to the text to write for it (by
+    default its own name). TVM's printer writes ``T.int64(8)``; diagrams and
+    generated code want ``8``.
+    """
+
+    def text(e, outer: int = 0) -> str:
+        kind = type(e).__name__
+        if isinstance(e, int) or kind == "IntImm":
+            return str(int(getattr(e, "value", e)))
+        if kind in ("Var", "SizeVar"):
+            return (names or {}).get(e.name, e.name)
+        if kind in _PRIM_BINARY:
+            op, prec = _PRIM_BINARY[kind]
+            # The right operand of - // % needs brackets at equal precedence: n - (h - 1).
+            body = f"{text(e.a, prec)} {op} {text(e.b, prec + (kind != 'Add' and kind != 'Mul'))}"
+            return f"({body})" if prec < outer else body
+        if kind in ("Max", "Min"):
+            return f"{kind.lower()}({text(e.a)}, {text(e.b)})"
+        return str(e)
+
+    return text(expr)
+
+
+def is_static(ty) -> bool:
+    """Whether a tensor type has a known shape of plain integers (no symbolic dimension)."""
+    shape = getattr(ty, "shape", None)
+    return shape is not None and all(type(d).__name__ == "IntImm" for d in shape.values)
 
 
 class ModuleEditor:
@@ -444,7 +483,9 @@ def rename_vars(func: relax.Function, names: dict) -> relax.Function:
                 v = relax.If(substitute(v.cond, mapping), v.true_branch, v.false_branch)
             else:
                 v = substitute(v, mapping)
-            out.append(relax.VarBinding(mapping.get(b.var, b.var), v))
+            var = mapping.get(b.var, b.var)
+            # a match_cast defines the symbolic sizes of its type (an NMS's count): keep it one
+            out.append(relax.MatchCast(var, v, b.ty) if isinstance(b, relax.MatchCast) else relax.VarBinding(var, v))
         return out
 
     return rebuild(func, rename, result=lambda expr: substitute(expr, mapping))

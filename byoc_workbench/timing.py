@@ -338,7 +338,9 @@ def _inputs(inputs) -> list:
     return [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.asarray(a)) for a in inputs]
 
 
-def profile(built: Built, inputs, runs: int = 10, warmup: int = 2, entry: str = "main") -> Profile:
+def profile(
+    built: Built, inputs, runs: int = 10, warmup: int = 2, entry: str = "main", max_seconds: float | None = None
+) -> Profile:
     """Time every VM call of ``built`` over ``runs`` runs; see the module's docstring for the attribution.
 
     Parameters
@@ -350,13 +352,21 @@ def profile(built: Built, inputs, runs: int = 10, warmup: int = 2, entry: str = 
     runs, warmup : int
         Timed runs (each also paired with a plain run for the end-to-end
         median), after ``warmup`` untimed ones.
+    max_seconds : float, optional
+        Refuse the runs when the first one says they would take longer
+        (:func:`byoc_workbench.runner.check_budget`).
     """
+    from .runner import check_budget
+
     if runs < 1:
         raise WorkbenchError(f"runs must be 1 or more, got {runs}.", "pass runs=10 or so.")
     fn = built.vm[entry]
     args = _inputs(inputs)
-    for _ in range(warmup):
+    for i in range(warmup):
+        t0 = time.perf_counter()
         fn(*args)
+        if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
+            check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
     recorder = _Recorder(built.functions)
     plain = []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -551,13 +561,28 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
 
 
 def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
-    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen."""
+    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
+
+    The demo is partitioned with ``byoc-target``'s rules, or with the rules of
+    the backend's own target when it has one (a codegen registered with rules).
+    """
     from .flow import rules, stages
     from .models import demo
 
     prune_rule = stages.no_mac() if prune else stages.keep_all
-    found = stages.run_stages(demo.demo_module(), rules.get_target("byoc-target").rules, prune_rule, backend=backend)
+    target = own_target(backend) or rules.get_target("byoc-target")
+    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend)
     return build(found), demo.demo_inputs()
+
+
+def own_target(backend: str | None):
+    """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
+    from .backends.registry import BACKENDS
+    from .flow import rules
+
+    native = getattr(BACKENDS.get(backend or ""), "native", None)
+    name = next((n for n in rules.TARGETS if native and rules.codegen_name(n) == native), None)
+    return rules.get_target(name) if name else None
 
 
 def model_build(
@@ -570,8 +595,12 @@ def model_build(
     (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
     """
     from . import workflow
+    from .models import zoo
 
-    wb = workbench if workbench is not None else workflow.model_workbench(model, weights)[0]
-    found = workflow.offload(wb.mod, backend, prune, rules=wb.rules)
-    shape = [int(d) for d in wb.mod["main"].params[0].ty.shape.values]
-    return build(found, mark=wb.mark), [workflow.model_input(image, shape)[0]]
+    if workbench is None:  # the picture before the 15 s import: a bad one fails first
+        x = workflow.model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)[0]
+        workbench = workflow.model_workbench(model, weights)[0]
+    else:
+        x = workflow.model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
+    found = workflow.offload(workbench.mod, backend, prune, rules=workbench.rules)
+    return build(found, mark=workbench.mark), [x]

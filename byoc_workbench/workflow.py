@@ -20,8 +20,6 @@ from .models.outputs import Prediction, prediction
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("tvm", "mxnet", "onnxruntime", "tensorrt", "auto")
-
 
 class WorkflowError(WorkbenchError):
     """A request a model's workflow cannot serve (an unknown backend, a picture too small)."""
@@ -70,14 +68,30 @@ def offload(mod, backend: str = "onnxruntime", prune: bool = True, target: str =
 
 def model_input(image, shape) -> tuple:
     """``(x, picture)``: the picture as GluonCV's ``load_test`` prepares it, cut to ``shape``
-    (N, C, H, W), and the RGB picture cut the same way (for drawing)."""
+    (N, C, H, W), and the RGB picture cut the same way (for drawing).
+
+    A picture narrower or lower than ``shape`` once resized (one far wider than
+    tall, say) is padded at the right and bottom with zeros, the mean colour
+    after normalisation, and a warning says so.
+    """
     x, picture = images.load_test(image, short=min(int(d) for d in shape[2:]))
     h, w = (int(d) for d in shape[2:])
     if x.shape[2] < h or x.shape[3] < w:
         # A wide input (pose's 256x192 is tall) needs the other side long enough too.
         x, picture = images.load_test(image, short=max(int(d) for d in shape[2:]))
     if x.shape[2] < h or x.shape[3] < w:
-        raise WorkflowError(f"The picture is {x.shape[2]}x{x.shape[3]}, smaller than {h}x{w}", "pass a larger picture")
+        logger.warning(
+            "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
+            x.shape[3],
+            x.shape[2],
+            w,
+            h,
+        )
+        padded = np.zeros((*x.shape[:2], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
+        padded[:, :, : x.shape[2], : x.shape[3]] = x
+        shown = np.zeros((*padded.shape[2:], picture.shape[2]), picture.dtype)
+        shown[: picture.shape[0], : picture.shape[1]] = picture
+        x, picture = padded, shown
     return np.ascontiguousarray(x[:, :, :h, :w]), np.ascontiguousarray(picture[:h, :w])
 
 
@@ -100,12 +114,13 @@ def run(
     image : path, optional
         JPEG or PNG; None for the default picture (:func:`images.default_image_path`),
         resized as GluonCV's ``load_test`` does and cut to the model's input shape.
-    backend : {"tvm", "mxnet", "onnxruntime", "tensorrt", "auto"}
+    backend : "tvm", "mxnet", or a backend of the registry
         ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
         ``mxnet``: run the Gluon block itself (the reference).
-        ``onnxruntime``, ``tensorrt``, ``auto``: partition with upstream's
-        TensorRT rules, prune, and offload the subgraphs through that backend
-        (``auto``: TensorRT where it can run, else ONNX Runtime); TVM runs the rest.
+        ``onnxruntime``, ``tensorrt``, ``auto``, ``c``, ... : partition with
+        upstream's TensorRT rules (those the backend can compile), prune, and
+        offload the subgraphs through that backend (``auto``: TensorRT where it
+        can run, else ONNX Runtime); TVM runs the rest.
     progress : bool
         Progress bars on the build and the run.
     loaded : LoadedModel, optional
@@ -117,15 +132,19 @@ def run(
         The arrays of the model's task (:mod:`byoc_workbench.models.outputs`);
         ``backend`` says what ran.
     """
-    if backend not in BACKENDS:
-        raise WorkflowError(f"Unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    from .backends import registry
+
+    try:
+        registry.check_backend(backend, also=("mxnet",))
+    except WorkbenchError as err:
+        raise WorkflowError(err.cause, err.fix) from None
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
         from .backends import tensorrt
 
         tensorrt.check()
+    x, _ = model_input(image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, weights)
-    x, _ = model_input(image, loaded.input_shape)
     if backend == "mxnet":
         return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
     from . import runner

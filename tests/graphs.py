@@ -38,6 +38,30 @@ def _step(bb, kind, x, w, b):
     raise ValueError(kind)
 
 
+# (strides, padding, dilation, groups) of the conv2d kernels' tests
+CONV_CASES = [
+    ((1, 1), (1, 1), (1, 1), 1),
+    ((2, 2), (0, 1), (1, 1), 1),
+    ((1, 2), (2, 2), (2, 1), 2),
+    ((1, 1), (1, 1), (1, 1), 4),
+]
+
+
+def conv2d_case(strides, padding, dilation, groups) -> tuple:
+    """``(module, [x, w])``: one conv2d on a (1, 8, 11, 9) input, in a dataflow block."""
+    rng = np.random.RandomState(1)
+    x = rng.randn(1, 8, 11, 9).astype("float32")
+    w = rng.randn(8, 8 // groups, 3, 3).astype("float32")
+    bb = relax.BlockBuilder()
+    xv, wv = relax.Var("x", _t(x.shape)), relax.Var("w", _t(w.shape))
+    with bb.function("main", [xv, wv]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(xv, wv, strides=strides, padding=padding, dilation=dilation, groups=groups)
+            out = bb.emit_output(conv)
+        bb.emit_func_output(out)
+    return bb.get(), [x, w]
+
+
 def build(kinds_a, kinds_b=None):
     """A chain of steps; with ``kinds_b`` a diamond: two chains from x joined by add."""
     bb = relax.BlockBuilder()

@@ -7,8 +7,8 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import execute
-from byoc_workbench.backends import kernels
-from byoc_workbench.backends import teaching as codegen
+from byoc_workbench.backends import kernels, registry
+from byoc_workbench.backends.teaching import TEACHING
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import stages
 from byoc_workbench.models import demo
@@ -33,25 +33,10 @@ def test_partitioned_demo_matches_tvm_alone(demo_mod, byoc, reference_output):
     assert np.abs(reference_output).max() > 0.1  # the comparison is not between zeros
 
 
-@pytest.mark.parametrize(
-    "strides,padding,dilation,groups",
-    [
-        ((1, 1), (1, 1), (1, 1), 1),
-        ((2, 2), (0, 1), (1, 1), 1),
-        ((1, 2), (2, 2), (2, 1), 2),
-        ((1, 1), (1, 1), (1, 1), 4),
-    ],
-)
+@pytest.mark.parametrize("strides,padding,dilation,groups", graphs.CONV_CASES)
 def test_conv2d_kernel_matches_tvm(strides, padding, dilation, groups):
-    rng = np.random.RandomState(1)
-    x = rng.randn(1, 8, 11, 9).astype("float32")
-    w = rng.randn(8, 8 // groups, 3, 3).astype("float32")
-    bb = relax.BlockBuilder()
-    xv, wv = relax.Var("x", relax.TensorType(x.shape, "float32")), relax.Var("w", relax.TensorType(w.shape, "float32"))
-    with bb.function("main", [xv, wv]):
-        out = bb.emit(relax.op.nn.conv2d(xv, wv, strides=strides, padding=padding, dilation=dilation, groups=groups))
-        bb.emit_func_output(out)
-    expected = execute.run(bb.get(), [x, w])
+    mod, (x, w) = graphs.conv2d_case(strides, padding, dilation, groups)
+    expected = execute.run(mod, [x, w])
     pad = (padding[0], padding[1], padding[0], padding[1])
     got = kernels.conv2d(x, w, strides, pad, dilation, groups)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
@@ -59,7 +44,7 @@ def test_conv2d_kernel_matches_tvm(strides, padding, dilation, groups):
 
 def test_upstream_run_codegen_drives_the_registered_codegen(byoc):
     """relax.ext.byoc_target works with upstream RunCodegen on a graph without control flow."""
-    codegen.register()
+    assert registry.register_ext("teaching", "byoc_target") == "relax.ext.byoc_target"
     assert tvm.get_global_func("relax.ext.byoc_target", allow_missing=True) is not None
     mod = graphs.build(["conv_bias_relu", "add", "reshape_roundtrip"])
     part = [s for s in stages.run_stages(mod, byoc.rules, stages.keep_all) if s.name == "partition"][0]
@@ -80,7 +65,7 @@ def test_unsupported_op_is_a_clear_error():
             y = bb.emit_output(relax.op.cumsum(x, axis=0))
         bb.emit_func_output(y)
     with pytest.raises(WorkbenchError, match="no NumPy emitter for relax.cumsum") as err:
-        codegen.generate_source("f", bb.get()["f"])
+        TEACHING.generate("f", bb.get()["f"])
     assert "\n" not in str(err.value)
 
 

@@ -79,12 +79,22 @@ def test_json_has_the_same_data(capsys):
     assert cli.main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"checks", "parts", "exit_code"}
-    assert set(data["parts"]) == {"part1", "part2_cpu", "part2_tensorrt"}
+    assert set(data["parts"]) == {"part1", "part1_c", "part2_cpu", "part2_tensorrt"}
     names = [fn.__name__.removeprefix("check_") for fn in doctor.CHECKS]
     assert list(data["checks"]) == names
     for check in data["checks"].values():
         assert set(check) == {"name", "ok", "found", "fix", "seconds", "info"}
         assert check["ok"] or check["fix"], check  # whatever is missing comes with its fix
+
+
+def test_the_c_compiler_is_checked(report, monkeypatch, tmp_path):
+    cc = report["checks"]["cc"]
+    assert cc["ok"] and cc["info"]["command"] and report["parts"]["part1_c"]["ready"]
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check = doctor.check_cc()
+    assert not check.ok and check.found.startswith("No C compiler found")
+    assert "apt-get install gcc" in check.fix and "conda install -c conda-forge compilers" in check.fix
 
 
 def test_missing_dot_means_part1_cannot_run(monkeypatch, tmp_path):

@@ -57,7 +57,9 @@ def _variants(tmp_path):
 @pytest.mark.parametrize("short", [512, 300])
 def test_matches_gluoncv_load_test(tmp_path, short):
     pytest.importorskip("mxnet")
-    from gluoncv.data.transforms.presets import ssd
+    from byoc_workbench.models.gluoncv_import import import_gluoncv
+
+    ssd = import_gluoncv("gluoncv.data.transforms.presets.ssd", "pip install gluoncv")  # beside torch too
 
     for path in _variants(tmp_path):
         x, orig = images.load_test(path, short=short)

@@ -1,4 +1,4 @@
-"""The zoo support walk: its committed records, the README table made from them, and a sample
+"""The zoo support walk: its committed records, the README line and docs/zoo.md table made from them, and a sample
 of the records checked again against today's importer."""
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ SAMPLE = ("simple_pose_resnet18_v1b", "simple_pose_resnet18_v1b_int8", "ssd_300_
 WALKED = "yolo3_mobilenet0.25_custom"
 
 
-def test_readme_table_is_the_one_generated_from_the_records():
-    readme = (ROOT / "README.md").read_text()
-    assert support.replace_table(readme, RECORDS) == readme, "run: python tools/zoo_support.py --readme-only"
+def test_readme_line_and_zoo_table_are_the_ones_generated_from_the_records():
+    readme, doc = (ROOT / "README.md").read_text(), (ROOT / "docs" / "zoo.md").read_text()
+    fix = "run: python tools/zoo_support.py --readme-only"
+    assert support.replace_table(readme, RECORDS, full=False) == readme, fix
+    assert support.replace_table(doc, RECORDS) == doc, fix
+    assert support.summary(RECORDS) in readme and "| detection | YOLOv3 |" in doc
 
 
 def test_no_model_crashed_and_each_refusal_names_the_model_and_its_ops():

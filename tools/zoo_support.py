@@ -1,10 +1,11 @@
 """Walk GluonCV's detection, segmentation and pose zoo through the importer; write what converts.
 
     python tools/zoo_support.py                # every model (about 20 minutes on 2 cores)
-    python tools/zoo_support.py --readme-only  # regenerate the README's table from the JSON
+    python tools/zoo_support.py --readme-only  # regenerate the tables from the JSON
 
 Writes ``docs/zoo-support.json`` (one record per model: its status, the ops that stop it,
-its one-line error) and regenerates the README's support table between its markers.
+its one-line error) and regenerates the support table of ``docs/zoo.md`` and the README's
+line between their markers.
 ``make test`` rechecks a sample of the records (tests/test_zoo_support.py).
 """
 
@@ -22,11 +23,12 @@ from byoc_workbench.models import support  # noqa: E402
 
 RECORDS = ROOT / "docs" / "zoo-support.json"
 README = ROOT / "README.md"
+ZOO_DOC = ROOT / "docs" / "zoo.md"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--readme-only", action="store_true", help="only regenerate the README's table from the JSON")
+    p.add_argument("--readme-only", action="store_true", help="only regenerate the tables from the JSON")
     p.add_argument("--models", help="comma-separated names to recheck; the other records are kept")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds one model may take (default 900)")
     args = p.parse_args(argv)
@@ -39,8 +41,9 @@ def main(argv=None) -> int:
         RECORDS.write_text(json.dumps(records, indent=1) + "\n")
         print(f"wrote {len(records)} records to {RECORDS.relative_to(ROOT)}")
     records = json.loads(RECORDS.read_text())
-    README.write_text(support.replace_table(README.read_text(), records))
-    print(f"regenerated the support table in {README.relative_to(ROOT)}")
+    README.write_text(support.replace_table(README.read_text(), records, full=False))
+    ZOO_DOC.write_text(support.replace_table(ZOO_DOC.read_text(), records))
+    print(f"regenerated the support line in {README.relative_to(ROOT)} and the table in {ZOO_DOC.relative_to(ROOT)}")
     return 0
 
 

@@ -23,7 +23,7 @@ from tvm import relax
 
 from .. import ir
 from ..errors import WorkbenchError, import_optional
-from .onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, static_shape, unsupported
+from .onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "translate", "unsupported"]
 
@@ -160,7 +160,7 @@ class _Translator:
             if not isinstance(p.ty, relax.TensorType):
                 raise WorkbenchError(f"{name}: parameter {p.name} is not a tensor ({p.ty}).", FIX + ".")
             x = self.g.name(f"in{i}_{p.name}")
-            inputs.append(helper.make_tensor_value_info(x, _onnx_type(p.ty.dtype), static_shape(p.ty)))
+            inputs.append(helper.make_tensor_value_info(x, _onnx_type(p.ty.dtype), onnx_dims(p.ty)))
             cast = self.g.dtype(p) != str(p.ty.dtype)
             self.values.bind((), p, self.g.node("Cast", [x], to=_onnx_type("float16")) if cast else x)
         for step in ir.walk(self.func):
@@ -174,7 +174,7 @@ class _Translator:
             elif res in seen:  # a graph output must be a tensor of its own
                 res = self.g.node("Identity", [res], f"out{k}")
             seen.add(res)
-            outputs.append(helper.make_tensor_value_info(res, _onnx_type(ty.dtype), static_shape(ty)))
+            outputs.append(helper.make_tensor_value_info(res, _onnx_type(ty.dtype), onnx_dims(ty)))
         graph = helper.make_graph(self.g.nodes, name, inputs, outputs, self.g.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="byoc_workbench")
         model.ir_version = min(model.ir_version, 9)  # readable by older ONNX Runtime and TensorRT parsers
@@ -209,7 +209,8 @@ def translate(func: relax.Function, name: str = "subgraph", fp16: bool = False):
     Parameters
     ----------
     func : relax.Function
-        A partitioned subgraph (or any Relax function of static shapes without control flow).
+        A partitioned subgraph (or any Relax function without control flow). Symbolic
+        dimensions (``n``) become ONNX's named dynamic dimensions.
     name : str
         The graph's name, used in error messages.
     fp16 : bool

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import tvm_ffi
 from tvm import relax
 
 from .. import ir
@@ -37,6 +38,20 @@ def _ints(values) -> list:
 def static_shape(ty) -> list:
     """The static shape of a tensor type, as ints."""
     return _ints(ty.shape.values)
+
+
+def onnx_dims(ty) -> list | None:
+    """A tensor type's shape for an ONNX value: ints, and names (``n``, ``n * 8``) for symbolic dimensions.
+
+    None for an unknown rank. ONNX Runtime runs named dynamic dimensions as they come.
+    """
+    if not hasattr(ty.shape, "values"):
+        return None
+    return [int(d.value) if type(d).__name__ == "IntImm" else ir.prim_text(d) for d in ty.shape.values]
+
+
+def _dims_static(ty, start: int = 0) -> bool:
+    return all(type(d).__name__ == "IntImm" for d in list(ty.shape.values)[start:])
 
 
 def _dtype_name(dt) -> str:
@@ -82,6 +97,8 @@ def _check_adaptive_pool(call):
     layout = _layout_check(("layout", "NCHW"), ("out_layout", "NCHW"))(call)
     if layout:
         return layout
+    if not (_dims_static(call.args[0].ty, 2) and _dims_static(call.ty, 2)):
+        return "relax.nn.adaptive_avg_pool2d over symbolic spatial dimensions"
     din, dout = static_shape(call.args[0].ty)[2:], static_shape(call.ty)[2:]
     if any(i % o for i, o in zip(din, dout)):
         return f"relax.nn.adaptive_avg_pool2d from {din} to {dout} (only sizes that divide the input)"
@@ -89,6 +106,8 @@ def _check_adaptive_pool(call):
 
 
 def _check_layer_norm(call):
+    if not _dims_static(call.args[1].ty):
+        return "relax.nn.layer_norm with a scale of symbolic shape"
     ndim = call.args[0].ty.ndim
     axes = sorted(a % ndim for a in _ints(call.attrs.axes))
     if axes != list(range(ndim - len(axes), ndim)):
@@ -105,7 +124,7 @@ def _check_resize(call):
     if a.method == "nearest_neighbor" and a.rounding_method not in _NEAREST_MODES:
         # ONNX has no ties-to-even rounding, which Relax's "round" is.
         return f"relax.image.resize2d nearest_neighbor with rounding_method={a.rounding_method}"
-    if not isinstance(call.args[1], relax.ShapeExpr):
+    if not isinstance(call.args[1], relax.ShapeExpr) or not _dims_static(call.ty, 2):
         return "relax.image.resize2d to a size computed at run time"
     return _same_dtype(call)
 
@@ -127,16 +146,50 @@ def _check_integer_divide(call):
     return None
 
 
-def _check_static_shapes(call):
+def _check_known_shapes(call):
+    """Symbolic dimensions (``n``) convert to ONNX's named dimensions; an unknown rank or shape does not."""
     for expr in [*call.args, call]:
         ty = expr.ty
-        if isinstance(ty, relax.TensorType) and (ty.shape is None or not _all_static(ty)):
-            return f"{call.op.name} on a tensor of dynamic shape {ir.type_str(ty)}"
+        if isinstance(ty, relax.TensorType) and not hasattr(ty.shape, "values"):
+            return f"{call.op.name} on a tensor of unknown shape {ir.type_str(ty)}"
     return None
 
 
-def _all_static(ty) -> bool:
-    return all(isinstance(_scalar(d), int) for d in ty.shape.values)
+def _reshape_target(call) -> list | None:
+    """ONNX Reshape's shape for a call: ints, 0 (the input's dimension) and at most one -1; None if it needs more."""
+    out = list(call.ty.shape.values)
+    ins = list(call.args[0].ty.shape.values)
+    target = []
+    for i, d in enumerate(out):
+        if type(d).__name__ == "IntImm":
+            target.append(int(d.value))
+        elif i < len(ins) and tvm_ffi.structural_equal(d, ins[i]):
+            target.append(0)  # ONNX: copy the input's dimension at the same index
+        else:
+            target.append(-1)
+    return target if target.count(-1) <= 1 else None
+
+
+def _check_reshape(call):
+    if _reshape_target(call) is None:
+        return f"relax.reshape to {ir.type_str(call.ty)} (more than one dimension computed at run time)"
+    return None
+
+
+def _check_split(call):
+    axis = int(call.attrs.axis) % call.args[0].ty.ndim
+    if not all(type(f.shape.values[axis]).__name__ == "IntImm" for f in call.ty.fields):
+        return "relax.split along a symbolic dimension"
+    return None
+
+
+def _check_strided_slice(call):
+    try:
+        for v in call.args[1:]:
+            _ints(v)
+    except (TypeError, ValueError, AttributeError):
+        return "relax.strided_slice with bounds computed at run time"
+    return None
 
 
 # --- converters: (graph, call, inputs) -> output name(s) ---------------------------
@@ -205,8 +258,8 @@ def _silu(g, call, x):
 
 
 def _reshape(g, call, x):
-    # The call's type holds the static result shape, with any -1 already resolved.
-    return g.node("Reshape", [x[0], g.int64s(static_shape(call.ty), "shape")])
+    # The call's type holds the result shape, any -1 resolved; symbolic dimensions become 0 or -1.
+    return g.node("Reshape", [x[0], g.int64s(_reshape_target(call), "shape")])
 
 
 def _expand_dims(g, call, x):
@@ -270,8 +323,12 @@ _NEAREST_MODES = ("floor", "ceil", "round_prefer_ceil", "round_prefer_floor")
 
 def _resize2d(g, call, x):
     a = call.attrs
-    sizes = g.int64s(static_shape(call.ty), "sizes")
+    if _dims_static(call.ty):
+        sizes, axes = g.int64s(static_shape(call.ty), "sizes"), {}
+    else:  # a symbolic batch or channel count: resize the spatial axes alone (Resize-18's axes)
+        sizes, axes = g.int64s(_ints(call.ty.shape.values[2:]), "sizes"), {"axes": [2, 3]}
     attrs = dict(
+        **axes,
         mode=_RESIZE_MODES[a.method],
         coordinate_transformation_mode=a.coordinate_transformation_mode,
         cubic_coeff_a=float(a.cubic_alpha),
@@ -348,6 +405,9 @@ CONVERTERS: dict = {
 
 # Why a call to a known op may still not convert; None means it converts.
 CHECKS: dict = {
+    "relax.reshape": _check_reshape,
+    "relax.split": _check_split,
+    "relax.strided_slice": _check_strided_slice,
     "relax.divide": _check_integer_divide,
     "relax.matmul": _same_dtype,
     "relax.nn.conv1d": _conv_check("W", False),
@@ -373,7 +433,7 @@ def unsupported(call: relax.Call) -> str | None:
     name = call.op.name
     if name not in CONVERTERS:
         return f"{name} (no converter)"
-    reason = _check_static_shapes(call)
+    reason = _check_known_shapes(call)
     if reason is None and name in CHECKS:
         reason = CHECKS[name](call)
     return reason

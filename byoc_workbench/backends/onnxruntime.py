@@ -7,7 +7,6 @@ DLPack, so inputs are read and outputs written in place, with no copies.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -16,7 +15,7 @@ import tvm
 from ..errors import WorkbenchError, first_line, import_optional
 from . import onnx as onnx_translate
 from . import phases
-from .registry import Compiled
+from .base import Compiled, register_packed
 
 _KDLCPU = 1
 
@@ -109,10 +108,7 @@ def compile_subgraph(
     model = onnx_translate.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     session = make_session(data, name, threads, spinning)
-    digest = hashlib.sha1(data).hexdigest()[:10]
-    # The digest keeps two modules whose subgraphs share a name from calling each other's session.
-    symbol = f"byoc_workbench.onnxruntime.{name}.{digest}"
     runner = Runner(session)
-    tvm.register_global_func(symbol, runner, override=True)
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
-    return Compiled(name, symbol, header + onnx_translate.summary(model), len(runner.outputs), "onnxruntime")
+    source = header + onnx_translate.summary(model)
+    return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs))

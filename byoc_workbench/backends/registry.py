@@ -1,60 +1,32 @@
 """Backends by name: which codegen compiles each offloaded subgraph.
 
 A backend turns one partitioned function into a packed function registered
-under a content-hashed symbol; the host then calls it with
-``R.call_dps_packed``. Three exist:
+under a content-hashed symbol (:func:`.base.register_packed`); the host then
+calls it with ``R.call_dps_packed``. Four are built in:
 
 - ``teaching``: readable NumPy source (the seed's demo codegen);
+- ``c``: plain C loops, compiled by the system's C compiler;
 - ``onnxruntime``: the subgraph as ONNX, run by an ONNX Runtime session;
 - ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only).
 
-``auto`` tries ``tensorrt``, then ``onnxruntime``, then ``teaching``, and
-leaves to TVM what none of them takes. ``tvm`` offloads nothing.
+Yours join them with :func:`.codegen.register_codegen`. ``auto`` tries
+``tensorrt``, then ``onnxruntime``, then ``teaching``, and leaves to TVM what
+none of them takes. ``tvm`` offloads nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+import difflib
 
 import tvm
 from tvm import relax
 
 from .. import ir
 from ..errors import WorkbenchError
-
-
-@dataclasses.dataclass
-class Compiled:
-    """What a backend made of one subgraph.
-
-    ``source`` is what a reader looks at: generated NumPy source, an ONNX
-    summary or a TensorRT engine's layers. ``tried`` lists the backends that
-    ``auto`` tried first, with why each refused.
-    """
-
-    name: str
-    symbol: str
-    source: str
-    num_outputs: int
-    backend: str
-    tried: list = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(frozen=True)
-class Backend:
-    """A backend: ``compile(name, func, **options) -> Compiled``, raising WorkbenchError when it cannot."""
-
-    name: str
-    compile: Callable
-    doc: str
-
-
-def _teaching(name: str, func: relax.Function, **options) -> Compiled:
-    from . import teaching
-
-    g = teaching.compile_subgraph(name, func)
-    return Compiled(g.name, g.symbol, g.source, g.num_outputs, "teaching")
+from . import base
+from .base import Backend, Compiled, add_backend, register_global
+from .c import C
+from .teaching import TEACHING
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
@@ -69,26 +41,59 @@ def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
     return tensorrt.compile_subgraph(name, func, **options)
 
 
-BACKENDS = {
-    b.name: b
-    for b in (
-        Backend("teaching", _teaching, "readable NumPy source, run in Python (the seed's demo codegen)"),
-        Backend("onnxruntime", _onnxruntime, "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu"),
-        Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)"),
-    )
-}
+def _onnx_guard(rules) -> tuple:
+    from .onnx import guard_rules  # rules never claim a call the ONNX translator cannot convert
+
+    return guard_rules(rules)
+
+
+BUILTIN = (
+    TEACHING.backend(native="byoc_target"),  # the seed's demo target has a codegen of its own
+    C.backend(),
+    Backend("onnxruntime", _onnxruntime, "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu", _onnx_guard),
+    Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
+)
+assert tuple(b.name for b in BUILTIN) == base.BUILTIN
+for _b in BUILTIN:
+    add_backend(_b)
 AUTO = ("tensorrt", "onnxruntime", "teaching")  # tried in this order
-CHOICES = ("auto", "tvm", *BACKENDS)
-# With no backend chosen, a subgraph goes to its target's own codegen, if it has one.
-NATIVE = {"byoc_target": "teaching"}
+BACKENDS = base.BACKENDS  # every backend by name, yours included once registered
+
+
+def choices() -> tuple:
+    """Every backend name a user can choose: ``auto``, ``tvm``, then each backend (yours too)."""
+    return ("auto", "tvm", *BACKENDS)
+
+
+def check_backend(backend: str, also: tuple = ()) -> str:
+    """``backend`` when it names a backend (or one of ``also``), else a one-line error with the nearest name."""
+    known = (*also, *choices())
+    if backend in known:
+        return backend
+    near = difflib.get_close_matches(str(backend), known, n=1)
+    raise WorkbenchError(
+        f"Unknown backend '{backend}'" + (f" (did you mean {near[0]}?)" if near else ""),
+        f"choose one of: {', '.join(known)}, or pass a .py file that calls register_codegen",
+    )
+
+
+def native(codegen: str) -> str | None:
+    """The backend a subgraph with ``Codegen == codegen`` goes to when none is chosen."""
+    return next((b.name for b in BACKENDS.values() if b.native and b.native == codegen), None)
+
+
+def guard(backend: str | None, rules) -> tuple:
+    """``rules`` narrowed to what ``backend`` can compile (for ``auto``: what ONNX can express)."""
+    chosen = BACKENDS.get("onnxruntime" if backend == "auto" else backend or "")
+    return tuple(rules) if chosen is None or chosen.guard is None else chosen.guard(rules)
 
 
 def backends_for(backend: str | None, codegen: str) -> tuple:
     """The backends to try, in order, for a subgraph of ``codegen`` when ``backend`` is chosen."""
     if backend is None:
-        return (NATIVE[codegen],) if codegen in NATIVE else ()
-    if backend not in CHOICES:
-        raise WorkbenchError(f"Unknown backend '{backend}'.", f"choose one of: {', '.join(CHOICES)}.")
+        own = native(codegen)
+        return (own,) if own else ()
+    check_backend(backend)
     return {"auto": AUTO, "tvm": ()}.get(backend, (backend,))
 
 
@@ -125,9 +130,10 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     ----------
     mod : tvm.IRModule
         A partitioned module.
-    backend : None, "auto", "tvm", "teaching", "onnxruntime" or "tensorrt"
+    backend : None, "auto", "tvm", or a backend's name (:func:`choices`)
         None sends each subgraph to its target's own codegen (``byoc_target``
-        to ``teaching``) and leaves the others as they are. A chosen backend
+        to ``teaching``, a registered codegen's target to it) and leaves the
+        others as they are. A chosen backend
         compiles every subgraph, and the subgraphs nobody compiles go back to
         the host, so the module builds.
     **options
@@ -138,6 +144,10 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     generated: dict = {}
     skipped: dict = {}
     for name in ir.subgraph_functions(mod):
+        unknown = unknown_output(mod[name])
+        if unknown:
+            skipped[name] = unknown
+            continue
         result = compile_subgraph(name, mod[name], backend, **options)
         if isinstance(result, Compiled):
             generated[name] = result
@@ -152,6 +162,32 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     return call_packed(mod, generated), generated, skipped
 
 
+# --- shapes known only at run time --------------------------------------------------
+
+
+def unknown_output(func: relax.Function) -> str | None:
+    """Why a subgraph's outputs cannot be allocated before it runs (unknown rank or shape), or None.
+
+    A packed call writes into output buffers the host allocates first, so it
+    needs each output's shape, symbolic dimensions allowed (``n``), not an
+    unknown rank.
+    """
+    ret = func.ret_ty
+    for ty in ret.fields if isinstance(ret, relax.TupleType) else [ret]:
+        if not isinstance(ty, relax.TensorType) or not hasattr(ty.shape, "values"):
+            return (
+                f"its output {ir.type_str(ty)} has no shape known before it runs, and a packed call needs one; "
+                "TVM runs it on the host"
+            )
+    return None
+
+
+def _out_ty(call: relax.Call):
+    """The output types of a call, in the caller's symbolic dimensions (``n``, not the callee's own)."""
+    ret = call.ty
+    return list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+
+
 def call_packed(mod: tvm.IRModule, generated: dict) -> tvm.IRModule:
     """``mod`` with each call to a subgraph in ``generated`` made a call to its packed function."""
 
@@ -159,8 +195,7 @@ def call_packed(mod: tvm.IRModule, generated: dict) -> tvm.IRModule:
         v = binding.value
         if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in generated):
             return None
-        ret = mod[v.op].ret_ty
-        out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+        out_ty = _out_ty(v)
         call = relax.call_dps_packed(generated[v.op.name_hint].symbol, list(v.args), out_ty=out_ty)
         return [relax.VarBinding(binding.var, call)]
 
@@ -181,11 +216,11 @@ def register_ext(backend: str, codegen: str | None = None, **options) -> str:
         for func in functions:
             symbol = ir.func_attr(func, ir.GLOBAL_SYMBOL)
             compiled = BACKENDS[backend].compile(symbol, func, **options)
-            tvm.register_global_func(symbol, tvm.get_global_func(compiled.symbol), override=True)
+            register_global(symbol, tvm.get_global_func(compiled.symbol))
         return []
 
     name = f"relax.ext.{codegen or backend}"
-    tvm.register_global_func(name, ext, override=True)
+    register_global(name, ext)
     return name
 
 

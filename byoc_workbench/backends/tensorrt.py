@@ -19,14 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
 import tvm
 
+from .. import ir
 from ..errors import WorkbenchError, import_optional
 from . import onnx as onnx_translate
-from .registry import Compiled
+from .base import Compiled, cache_dir, register_packed
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +37,7 @@ _KDLCUDA = 2
 
 def engine_dir() -> Path:
     """Where engines are cached: ``$BYOC_WORKBENCH_CACHE/engines``, else ``~/.cache/byoc-workbench/engines``."""
-    root = os.environ.get("BYOC_WORKBENCH_CACHE")
-    path = Path(root) / "engines" if root else Path("~/.cache/byoc-workbench/engines").expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return cache_dir("engines")
 
 
 def _trt():
@@ -184,8 +181,29 @@ class Runner:
         return json.loads(info).get("Layers", [])
 
 
+def check_static(name: str, func) -> None:
+    """A one-line error unless every input and output of ``func`` has a static shape.
+
+    An engine built from an ONNX graph with dynamic dimensions needs an
+    optimisation profile (the range of shapes it serves); this backend builds
+    engines for one shape, so a symbolic batch ``n`` goes to ONNX Runtime instead.
+    """
+    ret = func.ret_ty
+    types = [(p.name, p.ty) for p in func.params] + [
+        ("output", t) for t in (ret.fields if hasattr(ret, "fields") else [ret])
+    ]
+    dynamic = [f"{n} {ir.type_str(t)}" for n, t in types if not ir.is_static(t)]
+    if dynamic:
+        raise WorkbenchError(
+            f"{name}: a TensorRT engine for dynamic shapes ({', '.join(dynamic)}) needs an optimisation profile, "
+            "which this backend does not build",
+            f"give main's inputs static shapes, {ELSEWHERE} (ONNX Runtime runs dynamic shapes)",
+        )
+
+
 def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKSPACE_BYTES, **options) -> Compiled:
     """Translate ``func`` to ONNX, build (or load) its engine and register it as a packed function."""
+    check_static(name, func)
     trt, dev = check()
     model = onnx_translate.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
@@ -193,8 +211,6 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]
     runner = Runner(trt, dev, plan, inputs, outputs)
-    symbol = f"byoc_workbench.tensorrt.{name}.{path.stem.rsplit('-', 1)[-1]}"
-    tvm.register_global_func(symbol, runner, override=True)
     layers = runner.layers()
     header = [
         f"# TensorRT {trt.__version__} engine on {dev.device_name}, {'fp16' if fp16 else 'fp32'}, "
@@ -203,4 +219,4 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
     source = "\n".join(header + body) + "\n\n" + onnx_translate.summary(model)
-    return Compiled(name, symbol, source, len(outputs), "tensorrt")
+    return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))

@@ -15,6 +15,12 @@ cluster into a tree of such blocks, the way Model Explorer shows layers:
 - one MXNet node that became at least :data:`MIN_NODES` Relax ops (box
   decoding, NMS) is a group of its own.
 
+Names imported from ONNX and PyTorch carry their scopes with dots instead
+(``layer1.0.conv1.convolution``, from ``nn_module_stack`` or ONNX's
+``/layer1/layer1.0/conv1/Conv``): there every word before the last is a block,
+whatever it looks like (``0``, ``classification_head``). A cluster whose
+names hold a dot is read that way.
+
 Graphs whose names carry no block prefixes (``relu``, ``lv12``) get no groups.
 Everything here is plain data over node ids, names and edges; no graphviz.
 """
@@ -60,6 +66,17 @@ ROLES = (
     ("multiperclassdecoder", "class decoding"),
     ("normalizedboxcenterdecoder", "box decoding"),
     ("box_nms", "non-maximum suppression"),
+    # torchvision's module names (scoped names)
+    ("layer", "backbone stage"),
+    ("features", "feature extractor"),
+    ("backbone", "backbone"),
+    ("encoder", "transformer encoder"),
+    ("conv_proj", "patch embedding"),
+    ("trunk_output", "backbone stages"),
+    ("classifier", "classifier"),
+    ("head", "heads"),
+    ("classification_head", "class head"),
+    ("regression_head", "box head"),
 )
 
 
@@ -72,10 +89,15 @@ def source_name(name: str) -> str:
         name = stripped
 
 
-def block_path(name: str) -> tuple:
+def block_path(name: str, scoped: bool = False) -> tuple:
     """The Gluon block prefixes around an MXNet node's name, outermost first:
     ``ssd0_resnetv10_stage1_conv0_fwd`` -> ``("ssd0_", "ssd0_resnetv10_", "ssd0_resnetv10_stage1_",
-    "ssd0_resnetv10_stage1_conv0_")``. A word with an index (``stage1``) followed by more words is a block."""
+    "ssd0_resnetv10_stage1_conv0_")``. A word with an index (``stage1``) followed by more words is a block.
+    ``scoped``: dotted module paths, ``layer1.0.conv1.convolution`` -> ``("layer1.", "layer1.0.", "layer1.0.conv1.")``.
+    """
+    if scoped:
+        words = source_name(name).split(".")
+        return tuple(".".join(words[: i + 1]) + "." for i in range(len(words) - 1))
     words = source_name(name).split("_")
     path, prefix = [], ""
     for word in words[:-1]:
@@ -86,13 +108,67 @@ def block_path(name: str) -> tuple:
     return tuple(path)
 
 
+def _word(prefix: str) -> str:
+    """The last block of a prefix: ``ssd0_convpredictor11_`` -> ``convpredictor11``; ``layer1.0.`` -> ``0``."""
+    sep = prefix[-1:]
+    return prefix[:-1].rsplit(sep, 1)[-1] if sep in "._" and sep else prefix
+
+
 def _stem(prefix: str) -> str:
-    """``ssd0_convpredictor11_`` -> ``convpredictor``."""
-    return prefix.rstrip("_").rsplit("_", 1)[-1].rstrip("0123456789")
+    """``ssd0_convpredictor11_`` -> ``convpredictor``; ``head.module_list.3.`` -> ``module_list[]``."""
+    word = _word(prefix)
+    if word.isdigit() and prefix.endswith("."):  # an nn.Sequential or nn.ModuleList child
+        parent = prefix[: -len(word) - 1]
+        return (_word(parent) if parent else "") + "[]"
+    return word.rstrip("0123456789")
+
+
+def _name(prefix: str) -> str:
+    """How a block is labelled: its last word; a numbered child of a list with its list, ``layer1.0``."""
+    word = _word(prefix)
+    if word.isdigit() and prefix.endswith("."):
+        parent = prefix[: -len(word) - 1]
+        return f"{_word(parent)}.{word}" if parent else word
+    return word
 
 
 def role(word: str) -> str:
     return next((r for start, r in ROLES if word.startswith(start)), "")
+
+
+def _block_word(name: str) -> str | None:
+    """The block under the model's own one that ``name`` (an MXNet node, or a block's prefix) sits in
+    (``ssd0_ssdanchorgenerator0_reshape1`` -> ``ssdanchorgenerator0``), else its own name under the model
+    (``ssd0_box_nms0__1`` -> ``box_nms0``); None for a name without Gluon block prefixes."""
+    path = block_path(name)
+    if not path:
+        return None
+    if len(path) > 1:
+        return path[1][len(path[0]) :].rstrip("_")
+    return source_name(name)[len(path[0]) :].rstrip("_") or None
+
+
+def _side(names) -> str:
+    words = list(dict.fromkeys(w for w in map(_block_word, names) if w))
+    stems: dict = collections.defaultdict(list)
+    for w in words:
+        stems[w.rstrip("0123456789") or w].append(w)
+    parts = []
+    for stem, ws in stems.items():
+        part = role(stem) or (f"{stem} ×{len(ws)}" if len(ws) > 1 else ws[0])
+        if part not in parts:
+            parts.append(part)
+    return ", ".join(parts[:3]) + (" …" if len(parts) > 3 else "")
+
+
+def run_title(sources, sinks) -> str:
+    """What a run of ops connects, in block words: ``anchors → box decoding`` for the run that reads
+    the anchor generators' outputs and feeds the box decoder. ``sources`` and ``sinks`` are the MXNet
+    names (or block prefixes) of the nodes that feed the run and read it; "" when none has Gluon names."""
+    a, b = _side(sources), _side(sinks)
+    if not a and not b:
+        return ""
+    return f"{a or 'inputs'} → {b or 'outputs'}"
 
 
 @dataclasses.dataclass
@@ -137,12 +213,15 @@ def find_groups(items: dict, edges, id_prefix) -> dict:
         succ[src].append(dst)
     groups: dict = {}
     for cluster, rows in items.items():
-        nodes = [_Item(i, nid, source_name(name), block_path(name), op) for i, (nid, name, op) in enumerate(rows)]
+        scoped = any("." in name for _, name, _ in rows)
+        nodes = [
+            _Item(i, nid, source_name(name), block_path(name, scoped), op) for i, (nid, name, op) in enumerate(rows)
+        ]
         if not any(n.path for n in nodes):
             continue
         paths = [n.path for n in nodes if n.path]
         depth = _common_depth(paths)
-        _Tree(groups, cluster, succ, id_prefix).level(nodes, depth, None, paths[0][depth - 1] if depth else "")
+        _Tree(groups, cluster, succ, id_prefix, scoped).level(nodes, depth, None, paths[0][depth - 1] if depth else "")
     return _squash(groups)
 
 
@@ -167,8 +246,9 @@ def _common_depth(paths: list) -> int:
 
 
 class _Tree:
-    def __init__(self, groups, cluster, succ, id_prefix):
+    def __init__(self, groups, cluster, succ, id_prefix, scoped=False):
         self.groups, self.cluster, self.succ, self.id_prefix = groups, cluster, succ, id_prefix
+        self.scoped = scoped  # dotted module paths: their words are op names, not Gluon blocks
 
     def new(self, key: str, name: str, parent, first) -> Group:
         gid = f"{self.id_prefix(first.nid)}/{key}"
@@ -208,7 +288,7 @@ class _Tree:
             self.groups[parent].members += rest
 
     def block(self, key: str, members: list, depth: int, parent) -> None:
-        group = self.new(key, key[:-1].rsplit("_", 1)[-1], parent, members[0])
+        group = self.new(key, _name(key), parent, members[0])
         self.level(members, depth + 1, group.id, key)
 
     def families(self, blocks: dict) -> dict:
@@ -243,7 +323,7 @@ class _Tree:
         for n in loose:
             rest = n.source[len(prefix) :] if n.source.startswith(prefix) else n.source
             words = rest.split("_")
-            if n.path and len(words) > 1 and words[0].isalpha():
+            if not self.scoped and n.path and len(words) > 1 and words[0].isalpha():
                 by_word.setdefault(words[0], []).append(n)
         out = []
         taken = set()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import tvm
 
 from .. import ir
-from ..errors import WorkbenchError
+from ..errors import WorkbenchError, user_error
 from .partition import inline_subgraphs
 
 PruneRule = Callable[[str, list], str | None]
@@ -45,12 +45,48 @@ def keep_all(name: str, ops: list) -> str | None:
     return None
 
 
+def rule_name(rule) -> str:
+    """How messages name a prune rule: its docstring's first line for ours, else its Python name."""
+    own = getattr(rule, "__module__", "") == __name__ and (rule.__doc__ or "").strip()
+    return own.splitlines()[0] if own else getattr(rule, "__qualname__", type(rule).__name__)
+
+
+def check_prune_rule(rule) -> PruneRule:
+    """``rule`` if it can be a prune rule (None: :func:`no_mac`), else a one-line error naming the type expected."""
+    if rule is None:
+        return no_mac()
+    if not callable(rule):
+        raise WorkbenchError(
+            f"A prune rule must be a function (name, ops) -> reason or None; got {type(rule).__name__} ({rule!r:.40})",
+            "pass stages.no_mac(), stages.keep_all, or your own def rule(name, ops): ...",
+        )
+    return rule
+
+
+def _reason(rule, name: str, ops: list) -> str | None:
+    """Why ``rule`` returns subgraph ``name`` to the host (None: it stays offloaded)."""
+    try:
+        reason = rule(name, ops)
+    except Exception as err:  # the user's prune rule can raise anything
+        raise user_error(f"prune rule {rule_name(rule)} (on {name})", err) from err
+    if reason is None or reason is False or reason == "":
+        return None
+    if reason is True:
+        return f"rejected by {rule_name(rule)}"
+    if not isinstance(reason, str):
+        raise WorkbenchError(
+            f"Prune rule {rule_name(rule)} returned a {type(reason).__name__} for {name}",
+            "return a reason (a str) to prune the subgraph, or None to keep it",
+        )
+    return reason
+
+
 def prune(mod: tvm.IRModule, rule: PruneRule | None = None) -> tuple:
     """Return to the host every subgraph that ``rule`` rejects; returns ``(module, {name: reason})``."""
-    rule = rule or no_mac()
+    rule = check_prune_rule(rule)
     reasons = {}
     for name in ir.subgraph_functions(mod):
-        reason = rule(name, ir.ops_in(mod[name], mod))
+        reason = _reason(rule, name, ir.ops_in(mod[name], mod))
         if reason:
             reasons[name] = reason
     return inline_subgraphs(mod, reasons), reasons

@@ -7,6 +7,8 @@ CLI and tests can hold different rule sets side by side.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +18,7 @@ from tvm import relax
 from tvm.relax import dpl
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
-from ..errors import WorkbenchError
+from ..errors import WorkbenchError, user_error
 
 CallCheck = Callable[[relax.Call], bool]
 
@@ -64,9 +66,54 @@ class Rule:
     def _context_check(self):
         """``FuseOpsByPattern`` checks a PatternCheckContext; a per-call check sees the matched call."""
         if self.check is None:
-            return self.ctx_check
+            return self.ctx_check  # upstream's or the workbench's own: a bug there keeps its traceback
         call_check = self.check
-        return lambda ctx: bool(call_check(ctx.matched_expr))
+        return _reported(self, lambda ctx: call_check(ctx.matched_expr))
+
+
+# The first exception a rule's check raised inside :func:`reported_checks`, with its rule.
+_RAISED: contextvars.ContextVar = contextvars.ContextVar("byoc_workbench_rule_errors", default=None)
+
+
+def _reported(rule: Rule, check: Callable) -> Callable:
+    """``check`` for ``FuseOpsByPattern``: an exception in it is kept for :func:`reported_checks`.
+
+    Raised inside the pass, an exception would cross TVM's C++ and come back as
+    a bare RuntimeError with a 40-line trace; kept aside, it names the rule.
+    """
+
+    def guarded(ctx) -> bool:
+        try:
+            return bool(check(ctx))
+        except Exception as err:  # the user's check can raise anything
+            raised = _RAISED.get()
+            if raised is None:
+                raise
+            if not raised:
+                raised.append((rule, err))
+            return False
+
+    return guarded
+
+
+@contextlib.contextmanager
+def reported_checks():
+    """Run a pattern pass inside: a rule's check that raised ends it as one line naming the rule.
+
+    Raises
+    ------
+    byoc_workbench.errors.UserCodeError
+        The rule, the exception, and the line of the user's file it came from.
+    """
+    token = _RAISED.set([])
+    try:
+        yield
+        raised = _RAISED.get()
+    finally:
+        _RAISED.reset(token)
+    if raised:
+        rule, err = raised[0]
+        raise user_error(f"rule {rule.qualified}'s check", err) from err
 
 
 def pattern_ops(pattern: DFPattern) -> tuple:
@@ -104,8 +151,23 @@ def _arity(op_name: str) -> int:
     return max(1, int(op.num_inputs))
 
 
+def _check_parts(target, name, check) -> None:
+    for what, value in (("target", target), ("name", name)):
+        if not isinstance(value, str) or not value.strip() or "," in value:
+            raise WorkbenchError(
+                f"A rule's {what} must be a non-empty text without commas; got {value!r}",
+                "name rules like op_rule('mychip', 'add', 'relax.add')",
+            )
+    if check is not None and not callable(check):
+        raise WorkbenchError(
+            f"Rule {target}.{name}'s check must be a function (call) -> bool; got {type(check).__name__}",
+            "pass check=lambda call: ... or leave it out",
+        )
+
+
 def op_rule(target: str, name: str, op: str, check: CallCheck | None = None, doc: str = "") -> Rule:
     """A per-op rule: every call to ``op`` that passes ``check``."""
+    _check_parts(target, name, check)
     try:
         tvm.ir.Op.get(op)
     except Exception:  # TVM raises its own error type for an unknown op
@@ -118,6 +180,7 @@ def op_rule(target: str, name: str, op: str, check: CallCheck | None = None, doc
 
 def pattern_rule(target: str, name: str, pattern, check: CallCheck | None = None, doc: str = "") -> Rule:
     """A per-pattern rule: every match of a :mod:`tvm.relax.dpl` pattern."""
+    _check_parts(target, name, check)
     if not isinstance(pattern, DFPattern):
         raise WorkbenchError(
             f"Rule {target}.{name} is not a valid pattern: got {type(pattern).__name__}.",
@@ -207,15 +270,61 @@ TARGETS = {
 
 def get_target(name: str) -> Target:
     """The registered target called ``name``."""
-    if name not in TARGETS:
-        raise WorkbenchError(f"Unknown target '{name}'.", f"choose one of: {', '.join(sorted(TARGETS))}.")
+    if not isinstance(name, str) or name not in TARGETS:
+        raise WorkbenchError(f"Unknown target {name!r}.", f"choose one of: {', '.join(sorted(TARGETS))}.")
     return TARGETS[name]()
+
+
+def as_target(target) -> Target:
+    """``target`` as a :class:`Target`: one already, or the name of a registered one."""
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, str):
+        return get_target(target)
+    raise WorkbenchError(
+        f"A target must be a Target or the name of one; got {type(target).__name__}",
+        f"pass one of: {', '.join(sorted(TARGETS))}, or rules.Target(name, rules)",
+    )
+
+
+def check_rules(rules, where: str = "rules") -> tuple:
+    """``rules`` as a tuple, or a one-line error: not a list of :class:`Rule`, or two rules of one name."""
+    if isinstance(rules, (Rule, str, bytes, dict)) or not isinstance(rules, Iterable):
+        raise WorkbenchError(
+            f"{where} must be a list of rules; got {type(rules).__name__}",
+            "make it a list of rules.op_rule(...) and rules.pattern_rule(...) values",
+        )
+    rules = tuple(rules)
+    bad = next((r for r in rules if not isinstance(r, Rule)), None)
+    if bad is not None:
+        raise WorkbenchError(
+            f"{where} must hold byoc_workbench.flow.rules.Rule values; got {type(bad).__name__} ({bad!r:.60})",
+            "build each with rules.op_rule(...) or rules.pattern_rule(...)",
+        )
+    seen: set = set()
+    for r in rules:
+        if r.qualified in seen:
+            raise WorkbenchError(
+                f"Two rules are named {r.qualified}: switching one would switch both",
+                "give each rule of a target its own name",
+            )
+        seen.add(r.qualified)
+    return rules
 
 
 def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple:
     """The rules named ``target.rule`` in ``names``, in table order; all when None."""
     if names is None:
         return tuple(rules)
+    if isinstance(names, str):  # "a.x,b.y", as --rules takes them
+        names = parse_rule_list(names)
+    names = list(names) if isinstance(names, Iterable) else [names]
+    odd = next((n for n in names if not isinstance(n, str)), None)
+    if odd is not None:
+        raise WorkbenchError(
+            f"Rule names must be texts like 'byoc-target.add'; got {type(odd).__name__} ({odd!r:.40})",
+            "pass a list of target.rule names, or None for all rules",
+        )
     wanted = [n.strip() for n in names if n.strip()]
     known = {r.qualified: r for r in rules}
     unknown = [n for n in wanted if n not in known]

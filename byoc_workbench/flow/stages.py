@@ -14,13 +14,14 @@ import tvm
 from tvm import relax
 
 from .. import ir, transforms
-from ..backends.registry import describe, run_codegen
+from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
 from .partition import partition as _partition
-from .prune import PruneRule, keep_all, no_mac, prune
+from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
-from .summary import Subgraph, rule_matches, summarize
+from .rules import check_rules, reported_checks
+from .summary import Stage, Subgraph, rule_matches, summarize
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
 
@@ -34,6 +35,11 @@ def check_module(mod) -> tvm.IRModule:
         )
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise WorkbenchError("The module has no function named main.", "name the entry function main.")
+    if not isinstance(mod["main"], relax.Function):
+        raise WorkbenchError(
+            f"The module's main is a {type(mod['main']).__name__}, not a Relax function: no BYOC stage applies to it",
+            "write main with @R.function (it may call TIR functions with R.call_tir)",
+        )
     try:
         mod = relax.transform.Normalize()(mod)
         if relax.analysis.well_formed(mod) is False:
@@ -54,12 +60,13 @@ def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
     if not rules:
         return mod
     # Patterns must not match inside composites made earlier, so only host functions are entries.
-    fused = relax.transform.FuseOpsByPattern(
-        [r.fusion_pattern() for r in rules],
-        bind_constants=False,
-        annotate_codegen=False,
-        entry_functions=ir.host_functions(mod),
-    )(mod)
+    with reported_checks():  # a user's check that raises is one line naming its rule
+        fused = relax.transform.FuseOpsByPattern(
+            [r.fusion_pattern() for r in rules],
+            bind_constants=False,
+            annotate_codegen=False,
+            entry_functions=ir.host_functions(mod),
+        )(mod)
     return keep_names(mod, fused)
 
 
@@ -112,16 +119,20 @@ def run_stages(
 
     ``check=False`` skips :func:`check_module`, for a module already checked.
     ``backend`` and ``options`` go to the codegen stage (None: each target's
-    own codegen). For the ONNX-based backends, rules never claim a call the
-    ONNX translator cannot convert. ``fuse`` stands in for :func:`fuse_rules`;
+    own codegen). A chosen backend narrows the rules to what it can compile
+    (:func:`~byoc_workbench.backends.registry.guard`): for the ONNX-based
+    backends, rules never claim a call the ONNX translator cannot convert; a
+    codegen keeps the rules of other targets whose ops it has emitters for,
+    and the annotate stage's notes say how many it kept. ``fuse`` stands in for :func:`fuse_rules`;
     ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
     """
     mod = check_module(mod) if check else mod
-    if backend in ("onnxruntime", "tensorrt", "auto"):
-        from ..backends.onnx import guard_rules
-
-        rules = guard_rules(rules)
-    prune_rule = prune_rule or no_mac()
+    rules = check_rules(rules)
+    guarded = guard(backend, rules) if backend is not None else rules
+    kept = {r.qualified for r in guarded}
+    dropped = [r.qualified for r in rules if r.qualified not in kept]
+    rules = guarded
+    prune_rule = check_prune_rule(prune_rule)
     stages = [source] if source is not None else []
 
     def add(name, m, **kw):
@@ -133,7 +144,12 @@ def run_stages(
     add("composite", m)
     m = annotate(m, rules, fuse)
     matches = rule_matches(m, rules)
-    add("annotate", m, notes=unmatched_notes(matches), rule_matches=matches)
+    more = f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""
+    dropped_note = [
+        f"backend {backend} compiles {len(kept)} of the {len(kept) + len(dropped)} rules; "
+        f"left off: {', '.join(dropped[:4])}{more}"
+    ]
+    add("annotate", m, notes=unmatched_notes(matches) + (dropped_note if dropped else []), rule_matches=matches)
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
@@ -141,15 +157,24 @@ def run_stages(
     add("partition", m, regions=regions)
     m, reasons = prune(m, prune_rule)
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
-    offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
-    m, generated, skipped = codegen(m, backend, **(options or {}))
-    if backend is not None:  # what no backend took went back to the host
-        offloaded = [s for s in offloaded if s.name not in skipped]
-    add("codegen", m, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated)
-    for c in stages[-1].changes:
-        if c["kind"] == "removed" and c["from"].function in generated:
-            c["kind"] = "compiled"
+    stages.append(codegen_stage(stages[-1], backend, options))
     return stages
 
 
-__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "check_module"]
+def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None) -> Stage:
+    """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
+    (None: each target's own codegen), with notes on what compiled each one."""
+    offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
+    m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
+    if backend is not None:  # what no backend took went back to the host
+        offloaded = [s for s in offloaded if s.name not in skipped]
+    stage = summarize(
+        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated
+    )
+    for c in stage.changes:
+        if c["kind"] == "removed" and c["from"].function in generated:
+            c["kind"] = "compiled"
+    return stage
+
+
+__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "codegen_stage", "check_module"]

@@ -57,6 +57,8 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     MissingImageError, NotAnImageError
     """
     path = Path(path)
+    if path.is_dir():
+        raise NotAnImageError(f"Image {path} is a directory", "pass the path of a JPEG or PNG file in it")
     if not path.is_file():
         raise MissingImageError(f"Image {path} does not exist", "pass the path of a JPEG or PNG file")
     try:
@@ -85,11 +87,16 @@ def resize_short_within(image: np.ndarray, short: int, max_size: int) -> np.ndar
     import cv2
 
     h, w = image.shape[:2]
+    if h < 1 or w < 1:
+        raise NotAnImageError(
+            f"The picture is {w}x{h} pixels: it has no pixels to resize", "pass a picture of at least 1x1"
+        )
     size_min, size_max = min(h, w), max(h, w)
     scale = float(short) / float(size_min)
     if np.round(scale * size_max) > max_size:
         scale = float(max_size) / float(size_max)
-    new_w, new_h = int(np.round(w * scale)), int(np.round(h * scale))
+    # A side never rounds to 0 pixels: a 3000x1 picture becomes 1024x1, not 1024x0 (which OpenCV refuses).
+    new_w, new_h = max(1, int(np.round(w * scale))), max(1, int(np.round(h * scale)))
     return cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_CUBIC)
 
 
@@ -101,7 +108,12 @@ def to_input(image: np.ndarray, mean=MEAN, std=STD) -> np.ndarray:
 
 
 def load_test(
-    path: str | os.PathLike | None = None, short: int = 512, max_size: int = 1024, mean=MEAN, std=STD
+    path: str | os.PathLike | None = None,
+    short: int = 512,
+    max_size: int = 1024,
+    mean=MEAN,
+    std=STD,
+    size: tuple | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load a picture as GluonCV's ``presets.ssd.load_test(path, short)`` does.
 
@@ -111,6 +123,9 @@ def load_test(
         A JPEG or PNG file; None for :func:`default_image_path`.
     short, max_size : int
         Target short side and cap on the long side.
+    size : (height, width), optional
+        Cut the resized picture to its top-left ``size``: the model's own input
+        (512x512 for the SSD), as ``byoc-workbench bench`` measures it.
 
     Returns
     -------
@@ -120,5 +135,13 @@ def load_test(
     """
     path = default_image_path() if path is None else path
     resized = resize_short_within(read_image(path), short, max_size)
+    if size is not None:
+        h, w = (int(d) for d in size)
+        if resized.shape[0] < h or resized.shape[1] < w:
+            raise ImageError(
+                f"The picture is {resized.shape[0]}x{resized.shape[1]} once resized, smaller than {h}x{w}",
+                "pass a larger picture",
+            )
+        resized = np.ascontiguousarray(resized[:h, :w])
     logger.debug("loaded %s as %s", path, resized.shape)
     return to_input(resized, mean, std), resized

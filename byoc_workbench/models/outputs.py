@@ -66,6 +66,7 @@ class Prediction(dict):
     backend: str = ""
     notes: tuple = ()
     class_names: tuple = ()  # what the class ids of a detector, segmenter or classifier stand for
+    warnings: tuple = ()  # e.g. non-finite outputs (see nonfinite_warning)
 
     def summary(self, top: int = 5) -> str:
         """One line saying what the model found, e.g. ``3 detections: person 0.82, ...``."""
@@ -110,6 +111,32 @@ ARRAYS = {
 }
 
 
+def nonfinite_warning(arrays: dict, loaded, what: str = "") -> str | None:
+    """One line naming the first of ``arrays`` (name -> array) holding NaN or infinity and the
+    likely cause, or None.
+
+    Weights that load but are damaged (flipped bits in a ``.params`` file)
+    compute such outputs without any error; the run still finishes.
+    """
+    for name, out in arrays.items():
+        out = np.asarray(out)
+        if not np.issubdtype(out.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(out)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            if loaded.weights == "untrained":
+                cause = "the seeded weights overflow: please report it as a bug"
+            else:
+                cause = f"the weights ({loaded.weights_label}) are likely corrupted, e.g. a damaged .params file"
+            return (
+                f"{what or loaded.name}: output {name} holds {int(bad.sum())} non-finite values "
+                f"(first {out[where]} at {list(where)}); {cause}: fetch it again (byoc-workbench prefetch) "
+                "or compare with --weights untrained"
+            )
+    return None
+
+
 def prediction(task: str, outputs, loaded, backend: str = "", notes=()) -> Prediction:
     """A :class:`Prediction` of ``task`` from a model's raw outputs.
 
@@ -128,6 +155,10 @@ def prediction(task: str, outputs, loaded, backend: str = "", notes=()) -> Predi
     result.weights, result.weights_label = loaded.weights, loaded.weights_label
     result.backend, result.notes = backend, tuple(notes)
     result.class_names = class_names(loaded)
+    warning = nonfinite_warning(result, loaded, what=f"{loaded.name} on {backend}" if backend else "")
+    result.warnings = (warning,) if warning else ()
+    if warning:
+        logger.warning("%s", warning)
     if not loaded.is_trained:
         logger.warning("%s from %s: %s", task, loaded.name, loaded.weights_label)
     return result

@@ -9,7 +9,8 @@
   cannot build it offline (int8 models download their base, custom ones need classes);
 - :func:`walk` runs each check in a process of its own, so that a crash or a hang is
   recorded as such instead of ending the walk;
-- :func:`table` turns the records into the README's support table.
+- :func:`table` turns the records into the support table of ``docs/zoo.md``, and
+  :func:`summary` into the README's line.
 
 ``python tools/zoo_support.py`` walks the whole list and writes ``docs/zoo-support.json``
 and the table; ``make test`` rechecks a sample of the records.
@@ -185,20 +186,22 @@ def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
 START, END = "<!-- zoo-support:start -->", "<!-- zoo-support:end -->"
 
 
+def summary(records: list) -> str:
+    """One line: how many models the walk saw, and how many of them convert, are refused or were not built."""
+    counts = collections.Counter(r["status"] for r in records)
+    return (
+        f"{len(records)} models of GluonCV's detection, segmentation and pose zoo: "
+        + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+        + " (`docs/zoo-support.json` has each model, its input size and its error)."
+    )
+
+
 def table(records: list) -> str:
     """The support table (Markdown): per task and family, how many convert, and what stops the rest."""
     groups: dict = collections.defaultdict(list)
     for r in records:
         groups[(TASKS.index(r["task"]), r["family"])].append(r)
-    counts = collections.Counter(r["status"] for r in records)
-    lines = [
-        f"{len(records)} models of GluonCV's detection, segmentation and pose zoo: "
-        + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
-        + " (`docs/zoo-support.json` has each model, its input size and its error).",
-        "",
-        "| task | family | convert | what stops the others |",
-        "|---|---|---|---|",
-    ]
+    lines = [summary(records), "", "| task | family | convert | what stops the others |", "|---|---|---|---|"]
     for (task, family), rows in sorted(groups.items()):
         ok = sum(r["status"] == "converts" for r in rows)
         stops = collections.Counter()
@@ -212,10 +215,11 @@ def table(records: list) -> str:
     return "\n".join(lines)
 
 
-def replace_table(text: str, records: list) -> str:
-    """``text`` (the README) with the part between :data:`START` and :data:`END` regenerated."""
+def replace_table(text: str, records: list, full: bool = True) -> str:
+    """``text`` with the part between :data:`START` and :data:`END` regenerated: the :func:`table`
+    (docs/zoo.md), or with ``full`` False its :func:`summary` line (the README)."""
     if START not in text or END not in text:
-        raise WorkbenchError(f"The README has no {START} ... {END} markers", "add them where the table belongs")
+        raise WorkbenchError(f"The text has no {START} ... {END} markers", "add them where the table belongs")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table(records)}\n{END}{tail}"
+    return f"{head}{START}\n{table(records) if full else summary(records)}\n{END}{tail}"

@@ -22,8 +22,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MissingDependencyError, first_line, import_optional
+from ..errors import MissingDependencyError, first_line
 from .frontend import gluon
+from .gluoncv_import import import_gluoncv
 from .seeded import seeded_init
 from .weights import (
     CACHE_ENV,
@@ -131,7 +132,7 @@ def build_block(name: str, input_shape=None):
     """
     spec = model_spec(name)
     mx = gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
-    model_zoo = import_optional("gluoncv.model_zoo", gluon.INSTALL_FIX)
+    model_zoo = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX)
     # Classification nets take no pretrained_base argument.
     kwargs = {} if spec.kind == "classification" else {"pretrained_base": False}
     if spec.kind == "segmentation":
@@ -143,11 +144,21 @@ def build_block(name: str, input_shape=None):
         return model_zoo.get_model(name, pretrained=False, **kwargs)
 
 
-def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
-    """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
+def _weights_file(path: str | os.PathLike) -> Path:
+    """``path`` if it is a file, else a one-line error (checked before the model is built)."""
+    if not str(path).strip():
+        raise WeightsError("The weights path is empty", "pass trained, untrained, or the path of a .params file")
     path = Path(path)
+    if path.is_dir():
+        raise WeightsError(f"Weights file {path} is a directory", "pass the path of a .params file in it")
     if not path.is_file():
         raise WeightsError(f"Weights file {path} does not exist", "pass the path of a .params file")
+    return path
+
+
+def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
+    """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
+    path = _weights_file(path)
     try:
         block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
     except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
@@ -190,6 +201,8 @@ def load_model(
     LoadedModel
     """
     spec = model_spec(name)
+    if weights not in (None, "trained", "untrained"):
+        _weights_file(weights)  # a wrong path fails in a second, before the network is built
     shape = tuple(input_shape or spec.input_shape)
     block = block if block is not None else build_block(name, shape)
     found = None

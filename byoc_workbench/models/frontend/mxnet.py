@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from tqdm.auto import tqdm
 from tvm import relax
 
+from ... import progress as _progress
 from ...errors import WorkbenchError, first_line
 from ...ir import rename_vars
+from ..naming import binding_names
 from . import gluon
 from .mxnet_attrs import Attrs
 from .mxnet_common import EXTEND_FIX, MXNetConversionError, MXNetImportError
@@ -199,52 +200,28 @@ def _strip_prefix(params: Mapping | None) -> dict:
 
 
 def _convert_nodes(bb, nodes, values, converters, progress) -> list:
-    """Convert every op node; returns ``[(node name, its output values)]`` in order (see :func:`_node_names`)."""
-    # disable=None lets tqdm show the bar only on a terminal.
-    disable = None if progress is None else not progress
+    """Convert every op node; returns ``[(node name, its output values)]`` in order (see :mod:`..naming`)."""
+    # None: a bar on a terminal or in a notebook (a text line there), none in a pipe.
+    shown = progress if progress is not None else (_progress.in_notebook() or os.isatty(2))
     converted = []
-    for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=disable):
-        if node.op == "null":
-            continue
-        try:
-            inputs = [values[i][k] for i, k in node.inputs]
-            values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
-            converted.append((node.name, values[node.index]))
-        except WorkbenchError:
-            raise
-        except Exception as err:  # TVM's type inference or a converter meeting a case it does not check
-            raise MXNetConversionError(
-                f"Node {node.name!r} ({node.op}) failed to convert: {type(err).__name__}: {first_line(err)}",
-                f"check the node's attributes and input shapes; if MXNet runs it, {EXTEND_FIX}",
-            ) from err
+    with _progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=shown) as bar:
+        for node in nodes:
+            bar.update()
+            if node.op == "null":
+                continue
+            try:
+                inputs = [values[i][k] for i, k in node.inputs]
+                values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
+                converted.append((node.name, values[node.index]))
+            except WorkbenchError:
+                raise
+            except Exception as err:  # TVM's type inference or a converter meeting a case it does not check
+                raise MXNetConversionError(
+                    f"Node {node.name!r} ({node.op}) failed to convert: {type(err).__name__}: {first_line(err)}",
+                    f"check the node's attributes and input shapes; if MXNet runs it, {EXTEND_FIX}",
+                ) from err
+        bar.done = f"MXNet -> Relax: {len(converted)} MXNet ops converted"
     return converted
-
-
-def _node_names(func: relax.Function, converted: list) -> dict:
-    """``{variable: name}`` so each binding carries the name of the MXNet node it came from.
-
-    A node's bindings are the ones emitted while it was converted: those after the
-    previous node's, up to its last output. Its output takes the node's own name
-    (``ssd0_resnetv10_stage1_conv0_fwd``), output k > 0 ``<name>__out<k>`` and
-    the others ``<name>__<k>``; the Gluon block prefixes in these names are what
-    :mod:`byoc_workbench.draw.blocks` groups a diagram by.
-    """
-    bindings = [b for block in func.body.blocks for b in block.bindings]
-    position = {b.var: i for i, b in enumerate(bindings)}
-    names, start = {}, 0
-    for name, outputs in converted:
-        outs = [o for o in outputs if isinstance(o, relax.Var) and position.get(o, -1) >= start]
-        if not outs:
-            continue  # the node passed an earlier value on
-        end = max(position[o] for o in outs)
-        inner = 0
-        for b in bindings[start : end + 1]:
-            k = next((k for k, o in enumerate(outputs) if o.same_as(b.var)), None)
-            if k is None:
-                inner += 1
-            names[b.var] = name if k == 0 else f"{name}__out{k}" if k is not None else f"{name}__{inner}"
-        start = end + 1
-    return names
 
 
 def _outputs_of(bb, result) -> list:
@@ -355,7 +332,7 @@ def from_mxnet(
         raise
     mod = bb.get()
     main = mod["main"]
-    mod[mod.get_global_var("main")] = rename_vars(main, _node_names(main, converted))
+    mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, converted))
     logger.info("imported %d MXNet nodes, %d params", len(nodes), len(used_params))
     return mod, dict(used_params)
 

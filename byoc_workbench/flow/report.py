@@ -1,0 +1,201 @@
+"""The partitioning report: what a target takes from a model, what falls back, and why.
+
+What Torch-TensorRT's dry run prints, for any workbench: per op, how many
+calls the target claims and how many stay on the host; the subgraphs after
+partitioning and after pruning; and for every op left on the host the reason,
+by count of calls:
+
+- ``no rule``: no rule of the target names the op;
+- ``switched off``: the rules that name it are off;
+- ``refused by <rule>'s check``: the rule's pattern matches those calls once
+  its check is lifted (a dtype, a shape, an attribute it does not take);
+- ``<rule>'s pattern does not match``: the rest of the pattern is missing
+  around those calls, or an earlier rule claimed its other ops;
+- ``pruned``: claimed, but its subgraph went back to the host (the prune
+  rule's reason).
+
+:func:`partition_report` returns plain data (:class:`Report`); ``text()`` is
+the table, ``to_json()`` the same as JSON.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from .. import ir
+from .summary import HOST, op_owners
+
+PRUNED = "pruned"
+
+
+@dataclasses.dataclass
+class Report:
+    """See the module's notes. ``ops`` rows: ``{"op", "total", "offloaded", "host", "why": {reason: calls}}``."""
+
+    model: str
+    target: str
+    rules_on: int
+    rules: int
+    ops: list
+    partitioned: list  # subgraphs after partition: {"name", "ops", "mac_ops"}
+    pruned: list  # subgraphs after prune, the same rows
+    pruned_why: dict  # subgraph -> why it went back
+    mark: str = ""
+    notes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def supported(self) -> dict:
+        """``{op: calls the target takes}`` after pruning, most first."""
+        return {r["op"]: r["offloaded"] for r in self.ops if r["offloaded"]}
+
+    @property
+    def unsupported(self) -> dict:
+        """``{op: calls left on the host}``, most first."""
+        return {r["op"]: r["host"] for r in self.ops if r["host"]}
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "target": self.target,
+            "rules_on": self.rules_on,
+            "rules": self.rules,
+            "op_count": sum(r["total"] for r in self.ops),
+            "offloaded": sum(r["offloaded"] for r in self.ops),
+            "on_host": sum(r["host"] for r in self.ops),
+            "supported": self.supported,
+            "unsupported": self.unsupported,
+            "ops": self.ops,
+            "subgraphs_before_prune": self.partitioned,
+            "subgraphs_after_prune": self.pruned,
+            "pruned": self.pruned_why,
+            **({"weights": self.mark} if self.mark else {}),
+            "notes": self.notes,
+        }
+
+    def text(self, width: int = 60) -> str:
+        """The report as a table, like Torch-TensorRT's dry run."""
+        total = sum(r["total"] for r in self.ops)
+        off = sum(r["offloaded"] for r in self.ops)
+        lines = [
+            f"Partitioning report: {self.model} for {self.target} ({self.rules_on} of {self.rules} rules on)"
+            + (f" — {self.mark}" if self.mark else ""),
+            f"{total} op calls of {len(self.ops)} kinds: {self.target} takes {off} "
+            f"({len(self.supported)} kinds), the host keeps {total - off} ({len(self.unsupported)} kinds)",
+            "",
+            f"{'op':32s} {'calls':>5s} {self.target[:8]:>8s} {'host':>5s}  why on the host",
+        ]
+        for r in self.ops:
+            why = "; ".join(f"{n}× {reason}" for reason, n in r["why"].items())
+            lines.append(
+                f"{_short(r['op']):32s} {r['total']:5d} {r['offloaded']:8d} {r['host']:5d}  {why[: width * 3]}"
+            )
+        lines += ["", f"Subgraphs: {len(self.partitioned)} after partition, {len(self.pruned)} after prune"]
+        kept = {s["name"] for s in self.pruned}
+        for s in self.partitioned:
+            fate = "kept" if s["name"] in kept else f"pruned: {self.pruned_why.get(s['name'], '')}"
+            lines.append(f"  {s['name']:16s} {s['ops']:5d} ops, {s['mac_ops']:3d} MAC  {fate}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _short(op: str) -> str:
+    return op.removeprefix("relax.")
+
+
+def _subgraph_rows(stage) -> list:
+    return [
+        {"name": s.name, "ops": len(s.ops), "mac_ops": sum(op in ir.MAC_OPS for op in s.ops)} for s in stage.subgraphs
+    ]
+
+
+def _claimed(mod) -> collections.Counter:
+    """``{op: calls inside a target's composite or subgraph}``."""
+    out: collections.Counter = collections.Counter()
+    for (op, _owner, target), n in op_owners(mod).items():
+        if target != HOST:
+            out[op] += n
+    return out
+
+
+def _per_op(owners) -> tuple:
+    total, host = collections.Counter(), collections.Counter()
+    for (op, _owner, target), n in owners.items():
+        total[op] += n
+        if target == HOST:
+            host[op] += n
+    return total, host
+
+
+def _check_refusals(wb, host_ops: set) -> dict:
+    """``{(rule, op): calls}`` that a rule with a check would claim without it, beyond what it claims with it.
+
+    Each such rule is fused alone, once with its check and once without: a rule
+    that claims more without its check is refused by it that many times.
+    """
+    from .stages import fuse_rules
+
+    out = {}
+    for rule in wb.rules:
+        if not set(rule.ops) & host_ops or (rule.check is None and rule.ctx_check is None):
+            continue
+        unchecked = dataclasses.replace(rule, check=None, ctx_check=None)
+        with_check = _claimed(fuse_rules(wb.mod, [rule]))
+        without = _claimed(fuse_rules(wb.mod, [unchecked]))
+        for op in set(rule.ops) & host_ops:
+            if without[op] > with_check[op]:
+                out[(rule.qualified, op)] = without[op] - with_check[op]
+    return out
+
+
+def partition_report(wb, model: str = "") -> Report:
+    """The partitioning report of a :class:`~byoc_workbench.session.Workbench` (see the module's notes)."""
+    annotate, partition, prune = (wb.stage(n) for n in ("annotate", "partition", "prune"))
+    total, host_after = _per_op(prune.owners)
+    _, host_before = _per_op(annotate.owners)  # before pruning: what no rule claimed
+    refused = _check_refusals(wb, set(host_before))
+    naming: dict = collections.defaultdict(list)  # op -> rules of the target that name it
+    for rule in wb.all_rules:
+        for op in rule.ops:
+            naming[op].append(rule)
+    rows = []
+    for op, n in total.most_common():
+        why: dict = {}
+        unclaimed = min(host_before[op], host_after[op])
+        if host_after[op] > unclaimed:
+            why[PRUNED] = host_after[op] - unclaimed
+        left = unclaimed
+        on = [r for r in naming.get(op, ()) if r.qualified in wb.enabled]
+        if left and not naming.get(op):
+            why["no rule"] = left
+            left = 0
+        elif left and not on:
+            names = ", ".join(r.qualified for r in naming[op])
+            why[f"switched off ({names})"] = left
+            left = 0
+        for rule in on:
+            k = min(left, refused.get((rule.qualified, op), 0))
+            if k:
+                why[f"refused by {rule.qualified}'s check"] = k
+                left -= k
+        if left:
+            names = ", ".join(r.qualified for r in on[:3]) + (", ..." if len(on) > 3 else "")
+            why[f"pattern does not match ({names})"] = left
+        rows.append({"op": op, "total": n, "offloaded": n - host_after[op], "host": host_after[op], "why": why})
+    pruned_why = {}
+    for note in prune.notes:  # "<name> returned to host: <reason>"
+        name, _, reason = note.partition(" returned to host: ")
+        if reason:
+            pruned_why[name] = reason
+    return Report(
+        model=model or getattr(getattr(wb, "model", None), "name", "") or "module",
+        target=wb.target.name,
+        rules_on=len(wb.rules),
+        rules=len(wb.all_rules),
+        ops=rows,
+        partitioned=_subgraph_rows(partition),
+        pruned=_subgraph_rows(prune),
+        pruned_why=pruned_why,
+        mark=wb.mark,
+        notes=list(wb.stage("source").notes),
+    )
