@@ -27,18 +27,18 @@ RESULTS = ROOT / "benchmarks" / "results" / "zoo.json"
 DOC = ROOT / "docs" / "zoo.md"
 START, END = "<!-- zoo-bench:start -->", "<!-- zoo-bench:end -->"
 # One per family, the cheaper where a family has several.
-MODELS = (
-    "ssd_512_resnet50_v1_coco",
+MODELS = (  # the quickest first
+    "mobilenetv3_small",
+    "resnet50_v1",
+    "simple_pose_resnet18_v1b",
     "ssd_300_vgg16_atrous_voc",
     "ssd_512_mobilenet1.0_voc",
     "yolo3_mobilenet1.0_voc",
     "center_net_resnet18_v1b_voc",
-    "faster_rcnn_resnet50_v1b_voc",
+    "ssd_512_resnet50_v1_coco",
     "fcn_resnet50_ade",
     "deeplab_resnet50_ade",
-    "simple_pose_resnet18_v1b",
-    "resnet50_v1",
-    "mobilenetv3_small",
+    "faster_rcnn_resnet50_v1b_voc",
 )
 
 
@@ -53,7 +53,7 @@ def row(r: dict) -> str:
     shape = "x".join(map(str, r["input_shape"][2:]))
     return (
         f"| {r['model']} | {r['family']} | {shape} | {cell(b, 'tvm')} | {cell(b, 'onnxruntime')} | "
-        f"{cell(b, 'onnxruntime_unpruned')} | {cell(a, 'mxnet')} | {same} |"
+        f"{cell(b, 'onnxruntime_unpruned')} | {cell(a, 'mxnet')} | {same} | {r['machine'].get('load_average', '?')} |"
     )
 
 
@@ -63,13 +63,12 @@ def table(bench: dict) -> str:
     machine = results[0]["machine"]
     labels = sorted({r["weights_label"] for r in results})
     lines = [
-        f"Measured on {machine['cpu']}, {machine['cores']} cores, load average {bench['load_average']:.1f} "
-        f"at the start and {bench['load_average_end']:.1f} at the end, one process per model; "
-        f"{', '.join(labels)}; medians of {bench['repeat']} runs (TVM alone: one), speedups over TVM alone "
-        "from the same run.",
+        f"Measured on {machine['cpu']}, {machine['cores']} cores, one process per model, with other work beside "
+        f"it (the load average at each model's start is in its row); {', '.join(labels)}; medians of "
+        f"{bench['repeat']} runs (TVM alone: one), speedups over TVM alone from the same run.",
         "",
-        "| model | family | input | TVM alone | ONNX Runtime, pruned | unpruned | MXNet | same outputs |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | family | input | TVM alone | ONNX Runtime, pruned | unpruned | MXNet | same outputs | load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     return "\n".join(lines + [row(r) for r in results])
 
@@ -80,6 +79,13 @@ def write_doc(bench: dict) -> None:
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     DOC.write_text(f"{head}{START}\n{table(bench)}\n{END}{tail}")
+
+
+def _merged(earlier: list, fresh: list) -> list:
+    """``earlier``'s records with ``fresh``'s in their place (or appended), in :data:`MODELS`'s order."""
+    by = {r["model"]: r for r in earlier} | {r["model"]: r for r in fresh}
+    rank = {name: i for i, name in enumerate(MODELS)}
+    return sorted(by.values(), key=lambda r: rank.get(r["model"], len(rank)))
 
 
 def main(argv=None) -> int:
@@ -94,6 +100,8 @@ def main(argv=None) -> int:
         return 0
     results = []
     start = os.getloadavg()[0]
+    out = Path(args.out)
+    earlier = json.loads(out.read_text())["models"] if args.models and out.is_file() else []
     for name in args.models.split(",") if args.models else MODELS:
         cmd = [sys.executable, "-m", "byoc_workbench", "bench", name, "--json", "--repeat", str(args.repeat)]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -102,14 +110,17 @@ def main(argv=None) -> int:
             continue
         results.append(json.loads(done.stdout))
         print(f"done {name} (load average {os.getloadavg()[0]:.1f})", file=sys.stderr)
+        # Written after each model, so that an interrupted walk keeps what it measured; with --models,
+        # the other models' records of an earlier run are kept.
+        bench = {"repeat": args.repeat, "load_average": start, "load_average_end": os.getloadavg()[0]}
+        bench["models"] = _merged(earlier, results)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(bench, indent=1) + "\n")
+        if Path(args.out).resolve() == RESULTS:
+            write_doc(bench)
     if not results:
         return 1
-    bench = {"repeat": args.repeat, "load_average": start, "load_average_end": os.getloadavg()[0], "models": results}
     print(table(bench))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(bench, indent=1) + "\n")
-    if Path(args.out).resolve() == RESULTS:
-        write_doc(bench)
     return 0
 
 

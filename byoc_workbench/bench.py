@@ -86,7 +86,8 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: floa
     out: list = [None]
 
     def once():
-        out[0] = [o.asnumpy() for o in block(data)]  # asnumpy waits for MXNet's asynchronous engine
+        got = block(data)  # one array (pose, classifiers) or a tuple (detectors, segmentation)
+        out[0] = [o.asnumpy() for o in (got if isinstance(got, (list, tuple)) else [got])]  # waits for MXNet
 
     return runner.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
 

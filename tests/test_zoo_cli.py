@@ -105,3 +105,14 @@ def test_bench_a_classifier_in_bench_ssds_json_shape(capsys):
     assert "onnxruntime_whole_model" in result["anchors"] or "onnxruntime_whole_model" in result["skipped"]
     assert all(result["outputs_match_tvm"].values()) and set(result["outputs_match_tvm"]) >= {"onnxruntime", "mxnet"}
     assert result["speedup_vs_tvm"]["onnxruntime"] > 0
+
+
+@pytest.mark.mxnet
+def test_the_mxnet_anchor_keeps_a_lone_output_whole():
+    """A pose net returns one array, not a tuple: bench's MXNet anchor must not iterate over its batch."""
+    pytest.importorskip("mxnet")
+    from byoc_workbench import bench
+
+    loaded = zoo.load_model(POSE, "untrained")
+    _, out = bench.mxnet_anchor(loaded.block, np.zeros(loaded.input_shape, "float32"), 1, progress=False)
+    assert len(out) == 1 and out[0].shape == (1, 17, 64, 48)

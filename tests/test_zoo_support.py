@@ -75,3 +75,18 @@ def test_the_walk_checks_in_a_process_of_its_own():
     committed = next(r for r in RECORDS if r["name"] == WALKED)
     (found,) = support.walk({WALKED: (committed["task"], committed["family"])}, progress=None)
     assert {k: found[k] for k in ("status", "relax_ops")} == {k: committed[k] for k in ("status", "relax_ops")}
+
+
+def test_zoo_speed_table_is_the_one_generated_from_the_committed_bench():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_zoo
+
+    bench = json.loads(bench_zoo.RESULTS.read_text())
+    doc = bench_zoo.DOC.read_text()
+    assert f"{bench_zoo.START}\n{bench_zoo.table(bench)}\n{bench_zoo.END}" in doc, (
+        "run: python benchmarks/bench_zoo.py --write-only"
+    )
+    families = {r["family"] for r in bench["models"]}
+    assert len(families) >= 6 and all(r["machine"]["cores"] for r in bench["models"])
