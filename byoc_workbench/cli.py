@@ -34,6 +34,8 @@ DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
 NAME_A_MODEL = "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
+PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
+PRECISION_HELP = "with --backend openvino: its inference precision (default f32; bf16 and f16 are faster, less exact)"
 
 
 def load_model(model: str):
@@ -296,11 +298,12 @@ def _measured(args) -> tuple:
     from .backends.codegen import resolve_backend
 
     args.backend = resolve_backend(args.backend)
+    options = {"precision": args.precision} if args.precision else None
     if is_own(args.what, args):
         from . import byom
 
         wb = own_workbench(args.what, args)
-        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune)
+        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune, options)
         return timing.build(found, mark=wb.mark), wb.model.inputs, True
     if args.what not in ("demo", "ssd"):
         raise WorkbenchError(f"Unknown model {args.what!r}", "use demo, ssd, a .onnx file, or --torch module:factory")
@@ -311,9 +314,10 @@ def _measured(args) -> tuple:
             model=args.ssd_model,
             weights=args.weights,
             image=args.image,
+            options=options,
         )
         return built, inputs, True
-    built, inputs = timing.demo_build(args.backend, not args.no_prune)
+    built, inputs = timing.demo_build(args.backend, not args.no_prune, options)
     return built, inputs, False
 
 
@@ -546,6 +550,7 @@ def parser() -> argparse.ArgumentParser:
             "with rules of its own partitions the demo with them",
         )
         c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
+        c.add_argument("--precision", choices=PRECISIONS, help=PRECISION_HELP)
         c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
         c.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
         if name == "profile":

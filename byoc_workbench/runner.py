@@ -184,13 +184,13 @@ def structure(executable, generated: dict | None = None) -> Structure:
 
 
 def describe_backend(compiled) -> str:
-    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``tensorrt`` or ``teaching``."""
+    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``."""
     if compiled.backend == "onnxruntime":
         from .backends import onnxruntime
 
         provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
         return f"onnxruntime ({provider})"
-    return compiled.backend
+    return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
 
 
 def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -> str:
@@ -208,7 +208,7 @@ def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -
             refused.setdefault(backend, why)
     text = ", ".join(names) + f" + tvm ({target}) for the rest"
     for backend, why in refused.items():
-        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime"}.get(backend, backend)
+        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
         text += f" — {pretty} not available: {why}"
     if skipped:
         text += f"; {len(skipped)} subgraph(s) back on tvm"

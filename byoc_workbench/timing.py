@@ -1,11 +1,16 @@
-"""Where the time goes in a partitioned build, and whether each offloaded subgraph computes what TVM computes.
+"""Measurement's one home: where the time goes in a build, whether each offloaded subgraph computes
+what TVM computes, and the record of where it was measured.
 
 :func:`build` compiles the codegen stage's module as ``tvm.compile`` would,
 with one change: every call site of a TIR kernel gets a kernel of its own.
 :func:`profile` then times every call the Relax VM makes (``set_instrument``)
 over several runs, and :func:`compare` reruns each offloaded subgraph with TVM
 alone on the inputs it received. Both return plain data; :mod:`.draw.latency`
-draws it.
+draws it. :func:`machine` and :func:`run_json` are how every measurement is
+written down (``bench``, ``search``, ``benchmarks/gpu_check.py``). Timed loops
+of whole runs are :func:`byoc_workbench.runner.measure`; ``bench``, ``profile``,
+``compare`` and ``search`` all measure through these two modules, and this one
+imports neither ``bench`` nor ``search``.
 
 How a VM call is attributed
 ---------------------------
@@ -42,9 +47,13 @@ own dispatch between calls, and they gain the instrument's own overhead.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import os
+import platform
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import tvm
@@ -72,6 +81,7 @@ class Site:
     function: str = ""  # the host function holding the binding
     var: object = None  # the relax.Var the binding defines, when there is exactly one
     num_outputs: int = 0  # a subgraph's outputs come last in its arguments
+    detail: str = ""  # how its backend runs it, e.g. "CPU, bf16" (Compiled.detail)
 
 
 @dataclasses.dataclass
@@ -264,7 +274,7 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
         where = packed_sites.get(c.symbol, [])
         fname, var = where[0] if len(where) == 1 else ("", None)
         where_to = targets.get(name, c.backend)
-        subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs)
+        subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs, c.detail)
         sites[c.symbol] = subgraphs[name]
     for symbol, where in packed_sites.items():
         if symbol not in sites:
@@ -432,6 +442,7 @@ class SubgraphCheck:
     calls: int
     outputs: list  # OutputError per output
     tolerance: float
+    detail: str = ""  # how the backend ran it, e.g. "CPU, bf16": precision is part of a placement
 
     @property
     def max_abs(self) -> float:
@@ -451,6 +462,7 @@ class SubgraphCheck:
             "name": self.name,
             "target": self.target,
             "backend": self.backend,
+            "detail": self.detail,
             "calls": self.calls,
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
@@ -553,25 +565,69 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
                 if old is None or (max_rel, max_abs) > (old.max_rel, old.max_abs):
                     errors[k] = OutputError(k, tuple(got.shape), max_abs, max_rel)
         outputs = [errors[k] for k in sorted(errors)]
-        rows.append(SubgraphCheck(name, site.target, site.backend, len(seen.get(name, [])), outputs, tolerance))
+        calls = len(seen.get(name, []))
+        rows.append(SubgraphCheck(name, site.target, site.backend, calls, outputs, tolerance, site.detail))
     return Numerics(rows, tolerance, built.mark)
+
+
+# --- the record ------------------------------------------------------------------
+
+
+def machine() -> dict:
+    """Where the numbers were measured: platform, CPU, cores, load average, and the backends' versions."""
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "tvm": tvm.__version__,
+        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
+    }
+    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
+        with contextlib.suppress(Exception):
+            info[name] = __import__(name).__version__
+    with contextlib.suppress(OSError):
+        info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran meanwhile
+    return info
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def run_json(run) -> dict:
+    """A :class:`byoc_workbench.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
+    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
+
+
+def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict:
+    """One build's time per VM call (:func:`profile`): the slowest entries, and the seconds per kind
+    (offloaded subgraph, boundary, host kernel, builtin)."""
+    p = profile(built, inputs, runs=runs)
+    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in p.top(top)]
+    return {"end_to_end_s": p.end_to_end_s, "by_kind": p.by_kind, "top": rows}
 
 
 # --- ready-made builds ---------------------------------------------------------------
 
 
-def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
+def demo_build(backend: str | None = None, prune: bool = True, options: dict | None = None) -> tuple:
     """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
 
     The demo is partitioned with ``byoc-target``'s rules, or with the rules of
     the backend's own target when it has one (a codegen registered with rules).
+    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino).
     """
     from .flow import rules, stages
     from .models import demo
 
     prune_rule = stages.no_mac() if prune else stages.keep_all
     target = own_target(backend) or rules.get_target("byoc-target")
-    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend)
+    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend, options=options)
     return build(found), demo.demo_inputs()
 
 
@@ -586,20 +642,26 @@ def own_target(backend: str | None):
 
 
 def ssd_build(
-    backend: str = "onnxruntime", prune: bool = True, workbench=None, model=None, weights=None, image=None
+    backend: str = "onnxruntime",
+    prune: bool = True,
+    workbench=None,
+    model=None,
+    weights=None,
+    image=None,
+    options: dict | None = None,
 ) -> tuple:
     """``(Built, inputs)`` for the SSD with upstream's TensorRT rules, offloaded through ``backend``.
 
     ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
     (the import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from .bench import model_input
     from .models import ssd, zoo
+    from .models.images import model_input
 
     if workbench is None:
         x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)  # before the 15 s import
         workbench = ssd.model_workbench(model, weights)[0]
     else:
         x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])
-    found = ssd.offload(workbench.mod, backend, prune, rules=workbench.rules)
+    found = ssd.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
     return build(found, mark=workbench.mark), [x]

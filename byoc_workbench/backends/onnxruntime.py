@@ -112,3 +112,20 @@ def compile_subgraph(
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
     source = header + onnx_translate.summary(model)
     return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs))
+
+
+def whole_model(path):
+    """``run(inputs) -> outputs`` for a whole ONNX file, with the same session options (an anchor of ``bench``)."""
+    ort = _ort()
+    so = session_options()
+    so.log_severity_level = 3  # MXNet's export keeps initializers among the inputs; ORT would warn once per weight
+    try:
+        session = ort.InferenceSession(str(path), sess_options=so, providers=providers())
+    except _errors(ort) as err:
+        raise WorkbenchError(f"ONNX Runtime rejected {path}: {first_line(err)}", "check it with onnx.checker") from None
+    names = [i.name for i in session.get_inputs()]
+
+    def run(inputs):
+        return session.run(None, dict(zip(names, inputs)))
+
+    return run
