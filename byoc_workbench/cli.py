@@ -83,34 +83,9 @@ def own_workbench(what, args, target=None, enabled=None, prune_rule=None):
     return Workbench.from_onnx(what, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
 
 
-def _target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
-    """The target whose rules apply, plus the user's own rules for it.
-
-    ``user_rules`` come checked from :func:`byoc_workbench.models.demo.load_model_file`.
-    A target that is neither registered nor named by one of the user's rules is refused:
-    running with no rule at all would look like a model that matches nothing.
-    """
-    from .flow.rules import TARGETS, Target, get_target
-
-    if user_rules is None:
-        return get_target(target_name or "byoc-target"), ()
-    theirs = sorted({r.target for r in user_rules})
-    name = target_name or (theirs[0] if theirs else "byoc-target")
-    own = tuple(r for r in user_rules if r.target == name)
-    if name in TARGETS:
-        return get_target(name), own
-    if own:
-        return Target(name, own, "rules from the model file"), ()
-    registered = ", ".join(sorted(TARGETS))
-    raise WorkbenchError(
-        f"Unknown target '{name}': the rules in {model} are for {', '.join(theirs) or 'no target'}, "
-        f"and the registered targets are {registered}",
-        f"pass --target {theirs[0] if theirs else 'byoc-target'}",
-    )
-
-
 def _any_workbench(args, enabled, prune_rule) -> tuple:
     """``(Workbench, model name, collapse)`` for ``args.model``: demo, ssd, a .py file, a .onnx file or --torch."""
+    from .flow.rules import target_and_extra
     from .session import Workbench
 
     if args.model == "ssd":
@@ -124,7 +99,7 @@ def _any_workbench(args, enabled, prune_rule) -> tuple:
     if args.model is None:
         raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
     mod, user_rules = load_model(args.model)
-    target, extra = _target_and_extra(args.target, user_rules, args.model)
+    target, extra = target_and_extra(args.target, user_rules, args.model)
     return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
 
 

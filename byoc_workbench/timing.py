@@ -320,11 +320,12 @@ class _Recorder:
         return 0
 
     def run(self, vm, fn, args) -> list:
+        """The calls of one run of ``fn``; its result is kept as ``self.result``."""
         self.stack, self.calls, self.marks = [], [], []
         vm.set_instrument(self)
         phases.record(self.marks)
         try:
-            fn(*args)
+            self.result = fn(*args)
         finally:
             phases.record(None)
             vm.set_instrument(_no_instrument)
@@ -349,7 +350,14 @@ def _inputs(inputs) -> list:
 
 
 def profile(
-    built: Built, inputs, runs: int = 10, warmup: int = 2, entry: str = "main", max_seconds: float | None = None
+    built: Built,
+    inputs,
+    runs: int = 10,
+    warmup: int = 2,
+    entry: str = "main",
+    max_seconds: float | None = None,
+    plain: bool = True,
+    outputs: list | None = None,
 ) -> Profile:
     """Time every VM call of ``built`` over ``runs`` runs; see the module's docstring for the attribution.
 
@@ -365,6 +373,11 @@ def profile(
     max_seconds : float, optional
         Refuse the runs when the first one says they would take longer
         (:func:`byoc_workbench.runner.check_budget`).
+    plain : bool
+        False: no plain runs; the end-to-end median is that of the timed runs
+        themselves (for a build whose one run takes tens of seconds).
+    outputs : list, optional
+        Receives the last run's outputs (as NumPy arrays), so a check needs no extra run.
     """
     from .runner import check_budget
 
@@ -378,21 +391,29 @@ def profile(
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
             check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
     recorder = _Recorder(built.functions)
-    plain = []
+    ends = []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn(*args)
-        plain.append(time.perf_counter() - t0)
+        if plain:
+            t0 = time.perf_counter()
+            fn(*args)
+            ends.append(time.perf_counter() - t0)
         rank: collections.Counter = collections.Counter()
-        for call in recorder.run(built.vm, fn, args):
+        t0 = time.perf_counter()
+        calls = recorder.run(built.vm, fn, args)
+        if not plain:
+            ends.append(time.perf_counter() - t0)
+        for call in calls:
             symbol = call[0]
             for phase, seconds in _split(call).items():
                 per_call[(symbol, rank[symbol])][phase].append(seconds)
             rank[symbol] += 1
+    if outputs is not None:
+        result = execute.to_numpy(recorder.result)
+        outputs[:] = result if isinstance(result, list) else [result]
     return Profile(
         _entries(built, per_call),
-        statistics.median(plain),
+        statistics.median(ends),
         runs,
         {name: s.backend for name, s in built.subgraphs.items()},
         built.mark,

@@ -144,7 +144,8 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
         others as they are. A chosen backend
         compiles every subgraph, and the subgraphs nobody compiles go back to
         the host, so the module builds. A dict ``{subgraph: backend}`` (a
-        placement) chooses per subgraph; a subgraph it does not name stays on TVM.
+        placement) chooses per subgraph; a subgraph it does not name stays on
+        TVM, and so does one its backend refuses (the reason is kept).
     **options
         Passed to the backend, e.g. ``fp16=True`` for ``tensorrt``.
 
@@ -157,8 +158,13 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
         if unknown:
             skipped[name] = unknown
             continue
-        chosen = backend.get(name, "tvm") if isinstance(backend, dict) else backend
-        result = compile_subgraph(name, mod[name], chosen, **options)
+        if isinstance(backend, dict):
+            try:
+                result = compile_subgraph(name, mod[name], backend.get(name, "tvm"), **options)
+            except WorkbenchError as err:  # a placement measures what runs: a refusal puts it on the host
+                result = f"{backend[name]} refused: {err.cause}; TVM runs it on the host"
+        else:
+            result = compile_subgraph(name, mod[name], backend, **options)
         if isinstance(result, Compiled):
             generated[name] = result
         else:

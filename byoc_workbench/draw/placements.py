@@ -1,0 +1,110 @@
+"""A search's result for a reader: the best placements as a table, and the model coloured by the chosen backends.
+
+Data first: :func:`rows` turns a :class:`~byoc_workbench.search.core.SearchResult`
+into table rows; :func:`chosen_dot` draws the chosen placement (each
+offloaded subgraph filled in its backend's colour, what stays on TVM as
+host); the text and HTML tables are made from the same rows.
+"""
+
+from __future__ import annotations
+
+import html
+
+from . import graph as graph_mod
+from . import render
+from .display import diagram_html
+
+HEAD = ("placement", "predicted", "measured", "outputs", "what differs from the chosen one")
+SHOWN = 8  # rows in the table
+
+
+def _s(seconds) -> str:
+    from ..runner import seconds as fmt
+
+    return fmt(seconds) if isinstance(seconds, (int, float)) and seconds == seconds else "—"
+
+
+def rows(result, n: int = SHOWN) -> list:
+    """``[(placement, predicted, measured, outputs, what differs)]`` for the best ``n`` placements.
+
+    The chosen one comes first, then the others by measured time where they
+    were measured, else by predicted time.
+    """
+    chosen = result.chosen
+    ordered = sorted(
+        result.placements,
+        key=lambda r: (r is not chosen, r.measured_s is None, r.measured_s or r.predicted_s, r.predicted_s),
+    )
+    out = []
+    for r in ordered[:n]:
+        verdict = "equal" if r.equal else (r.rejected or "not measured") if r.measured_s is not None else "—"
+        name = ("chosen: " if r is chosen else "") + r.what
+        differs = "; ".join(r.differs) if r.differs else ("—" if r is chosen else "the same")
+        out.append((name, _s(r.predicted_s), _s(r.measured_s), verdict, differs))
+    return out
+
+
+def _table_text(head, body) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head, *body])
+
+
+def summary_lines(result) -> list:
+    """What was chosen, against what, in how long, on which machine."""
+    lines = [f"search of {result.model} over {', '.join(result.backends)} (precision {result.precision})"]
+    if result.mark:
+        lines[0] += f" — {result.mark}"
+    c = result.chosen
+    if c is not None:
+        lines.append("chosen: " + ", ".join(f"{k} on {v}" for k, v in c.assign.items()))
+        error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")
+        lines.append(f"predicted {_s(c.predicted_s)}, measured {_s(c.measured_s)} ({error:+.0%} off)")
+    base = ", ".join(f"{k} {_s(v)}" for k, v in result.baseline.items())
+    lines.append(f"baselines: {base}")
+    speed = ", ".join(f"{k.removeprefix('vs_')} {v:.2f}x" for k, v in result.speedup().items())
+    if speed:
+        lines.append(f"chosen is faster than: {speed}")
+    m = result.measurements
+    machine = result.machine
+    load = f", load average {machine['load_average']}" if machine.get("load_average") is not None else ""
+    lines.append(
+        f"searched in {result.search_s:.1f} s: {m['builds']} builds measured, {m['cache_hits']} cache hits; "
+        f"{machine.get('cpu')}, {machine.get('cores')} cores{load}"
+    )
+    lines += [f"note: {n}" for n in result.notes]
+    return lines
+
+
+def result_text(result, n: int = SHOWN) -> str:
+    """The summary and the table of the best placements, as text."""
+    return "\n".join(summary_lines(result)) + "\n\n" + _table_text(HEAD, rows(result, n))
+
+
+def table_html(result, n: int = SHOWN) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in HEAD)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows(result, n)
+    )
+    caption = "<br>".join(html.escape(line) for line in summary_lines(result))
+    return f"<table><caption style='text-align:left'>{caption}</caption><tr>{th}</tr>{body}</table>"
+
+
+def chosen_dot(result, collapse: bool | None = None):
+    """A Digraph of the chosen placement: each offloaded subgraph in its backend's colour, the rest on the host."""
+    from ..search.placement import drawn
+
+    if result.chosen is None or result.plan is None:
+        return None
+    mod, packed = drawn(result.plan, result.chosen.assign)
+    big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
+    g = graph_mod.build_graph(mod, packed=packed, constants=not big)
+    if big:
+        g = graph_mod.fold_chains(g)
+    title = f"{result.model}: the chosen placement, coloured by backend" + (f" — {result.mark}" if result.mark else "")
+    return render.to_dot(g, title=title, show_shapes=not big)
+
+
+def result_html(result) -> str:
+    """The chosen placement's diagram, then the table."""
+    dot = chosen_dot(result)
+    return (diagram_html(render.to_svg(dot)) if dot is not None else "") + table_html(result)

@@ -1,0 +1,484 @@
+"""The placement search: candidates measured, the cheapest placement by a shortest path, then built and checked.
+
+Collage (PLDI 2022; in TVM until Relay was removed) on Relax, measured rather
+than estimated. For a model and a set of backends:
+
+1. **TVM alone**, once: the reference outputs, and each unit's cost on the
+   host from the instrumented run (per member, for the seams). On the SSD
+   one untuned run takes tens of seconds, so it is run once, never more.
+2. **Each backend alone**: every unit offloaded to it, one build per backend.
+3. **The pruning choice**: the default prune rule's placement (units without
+   a multiply-accumulate op on TVM), which also times those units warm on TVM.
+4. **Seams**: each unit with a narrow cut (one tensor crossing) is cut where
+   TVM's time map splits it evenly, and the pieces are measured on each backend
+   in as many builds as there are backends (a Latin square).
+5. **The shortest path** over the graph's order (:mod:`.paths`) ranks every
+   placement these measurements cover, by the sum of its segments' measured
+   costs (crossings included) plus the rest of a build.
+6. The best placements are **built and measured end to end** (until one
+   passes, and at least ``top``); one whose outputs differ from TVM alone's
+   beyond the tolerance is rejected. Of every placement built end to end
+   (the measurement builds are placements too), the fastest that passes is
+   chosen, and its prediction is reported beside its measurement.
+
+Every measurement goes through :func:`.measure.measure` and the content-keyed
+:class:`.measure.Cache`, so a repeat re-measures only what changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import statistics
+import time
+
+from .. import ir
+from ..backends import registry
+from ..errors import WorkbenchError
+from ..flow import prune as prune_mod
+from . import paths
+from .measure import Cache, Cost, Measured, digest, measure
+from .placement import TVM, Plan, Segment
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BACKENDS = ("onnxruntime", "openvino", "tvm")
+MAX_SPLIT_UNITS = 4  # the units cut at seams: the costliest ones
+
+
+class NotCached(WorkbenchError):
+    """``only_cached`` was asked and a measurement the search needs is not in the cache."""
+
+
+@dataclasses.dataclass
+class Row:
+    """One placement in the table: its assignment, predicted and measured time, and its outputs' verdict."""
+
+    assign: dict
+    predicted_s: float
+    measured_s: float | None = None
+    equal: bool | None = None
+    rejected: str = ""
+    what: str = ""  # "rank 1", "each on onnxruntime", "pruned", ...
+    differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """What :func:`search` found; ``to_json()`` is the CLI's ``--json``."""
+
+    model: str
+    backends: tuple
+    precision: str
+    units: list  # {"name", "members", "ops", "seams", "costs": {backend: seconds}}
+    placements: list  # Row, ranked placements first, then the measurement builds
+    chosen: Row | None
+    baseline: dict  # label -> seconds
+    search_s: float
+    machine: dict
+    measurements: dict
+    notes: list
+    mark: str = ""
+    plan: Plan | None = dataclasses.field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        out = {
+            "model": self.model,
+            "backends": list(self.backends),
+            "precision": self.precision,
+            "placements": [r.to_json() for r in self.placements],
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "baseline": self.baseline,
+            "speedup": self.speedup(),
+            "units": self.units,
+            "search_s": self.search_s,
+            "measurements": self.measurements,
+            "machine": self.machine,
+            "notes": self.notes,
+        }
+        if self.mark:
+            out["weights"] = self.mark
+        return out
+
+    def speedup(self) -> dict:
+        """The chosen placement's measured time against each baseline: ``{"vs_<label>": ratio}``."""
+        if self.chosen is None or not self.chosen.measured_s:
+            return {}
+        return {f"vs_{k}": v / self.chosen.measured_s for k, v in self.baseline.items() if v}
+
+    def _repr_html_(self) -> str:
+        from ..draw import placements
+
+        return placements.result_html(self)
+
+    def text(self) -> str:
+        from ..draw import placements
+
+        return placements.result_text(self)
+
+
+def plan_for(subject, backends) -> Plan:
+    """The units of ``subject`` for ``backends``: its rules, narrowed to what every offloading backend compiles."""
+    rules = subject.workbench.rules
+    for b in backends:
+        if b != TVM:
+            rules = registry.guard(b, rules)
+    return Plan(subject.workbench.mod, rules, subject.mark)
+
+
+def check_backends(backends) -> tuple:
+    """``backends`` as a tuple of known names with at least one that offloads, or a one-line error."""
+    names = tuple(dict.fromkeys(b.strip() for b in (backends.split(",") if isinstance(backends, str) else backends)))
+    for b in names:
+        if b in ("auto",):
+            raise WorkbenchError("search takes named backends, not auto", "pass e.g. onnxruntime,openvino,tvm")
+        registry.check_backend(b)
+    if not [b for b in names if b != TVM]:
+        raise WorkbenchError(
+            f"search needs a backend that offloads, got {', '.join(names) or 'none'}",
+            "pass e.g. --backends onnxruntime,openvino,tvm",
+        )
+    return names
+
+
+class _Session:
+    """One search's measurements: what is cached, what was measured, and each segment's cost."""
+
+    def __init__(self, plan: Plan, subject, cache: Cache, options: dict, runs: int, only_cached: bool, progress):
+        self.plan, self.subject, self.cache = plan, subject, cache
+        self.options, self.runs, self.only_cached, self.progress = options, runs, only_cached, progress
+        self.model_key = subject.key()
+        self.reference = None
+        self.records: list = []  # (what, Measured), every build this search used
+        self.costs: dict = {}  # (content, backend) -> Cost
+        self.contents: dict = {}  # label -> content hash, for the labels seen
+        self.built = 0
+
+    def _option_key(self, backend: str) -> dict:
+        return {"precision": self.options.get("precision", "f32")} if backend == "openvino" else {}
+
+    def cost_key(self, content: str, backend: str) -> str:
+        return digest(self.cache.machine, content, backend, self._option_key(backend))
+
+    def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
+        """The measurement of placement ``assign``: from the cache, else built and timed now.
+
+        ``reference=True``: this build is TVM alone, whose outputs every other
+        build is checked against; they are cached with it.
+        """
+        contents = self.plan.contents(assign)
+        self.contents.update(contents)
+        key = digest(self.cache.machine, self.model_key, sorted(assign.items()), contents, self.options)
+        record = self.cache.get("build", key)
+        if reference:
+            self.reference = self.cache.get_arrays(key)
+            record = record if self.reference is not None else None
+        if record is not None:
+            measured = Measured.from_json(record)
+        else:
+            if self.only_cached:
+                raise NotCached(
+                    f"the search needs a measurement that is not cached ({what})",
+                    "run it once with measuring on (byoc-workbench search, or search(..., only_cached=False))",
+                )
+            self._say(f"measuring {what}")
+            measured, outputs, *_ = measure(self.plan, self.subject, assign, self.options, self.runs, self.reference)
+            if reference:
+                self.reference = outputs
+                measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
+                self.cache.put_arrays(key, outputs)
+            self.built += 1
+            self.cache.put("build", key, measured.to_json())
+        for label, cost in measured.costs.items():
+            self._add_cost(contents[label], cost)
+        self.records.append((what, measured))
+        return measured
+
+    def _add_cost(self, content: str, cost: Cost) -> None:
+        """Keep one cost per segment and backend: warm measurements over a cold one, the mean of warm ones."""
+        key = (content, cost.backend)
+        old = self.costs.get(key)
+        if old is None or (cost.warm and not old.warm) or cost.refused:
+            self.costs[key] = cost
+        elif cost.warm == old.warm and not old.refused:
+            mean = Cost(cost.backend, warm=cost.warm)
+            for f in ("compute_s", "in_s", "out_s"):
+                setattr(mean, f, (getattr(old, f) + getattr(cost, f)) / 2)
+            if old.members_s and cost.members_s:
+                mean.members_s = [(a + b) / 2 for a, b in zip(old.members_s, cost.members_s)]
+            self.costs[key] = mean
+        self.cache.put("cost", self.cost_key(*key), self.costs[key].to_json())
+
+    def cost(self, label: str, backend: str) -> float | None:
+        """The measured seconds of a segment on a backend; on TVM, a piece's share of its unit's host time."""
+        seg = self.plan.segment(label)
+        if label in self.contents:
+            found = self.costs.get((self.contents[label], backend))
+            if found is not None:
+                return found.total_s
+        if backend == TVM and not seg.whole:
+            whole = self.costs.get((self.contents.get(seg.unit), TVM))
+            if whole is not None and len(whole.members_s) == seg.size:
+                return sum(whole.members_s[seg.start : seg.stop])
+        return None
+
+    def whole_cost(self, unit: str, backend: str) -> Cost | None:
+        return self.costs.get((self.contents.get(unit), backend))
+
+    def rest_s(self) -> float:
+        """What a build costs besides its segments: the median over the warm builds (all when none is warm)."""
+        rests = [m.rest_s for _, m in self.records if m.warm] or [m.rest_s for _, m in self.records]
+        return statistics.median(rests) if rests else 0.0
+
+    def predicted(self, assign: dict) -> float:
+        total = self.rest_s()
+        for label, backend in assign.items():
+            cost = self.cost(label, backend)
+            total += cost if cost is not None else float("nan")
+        return total
+
+    def _say(self, text: str) -> None:
+        logger.info("search %s: %s", self.subject.name, text)
+        if self.progress:
+            print(f"search: {text}", flush=True)
+
+
+def search(
+    subject,
+    backends=DEFAULT_BACKENDS,
+    precision: str = "f32",
+    runs: int = 10,
+    seams: int = 1,
+    top: int = 3,
+    cache: Cache | None = None,
+    only_cached: bool = False,
+    anchors: bool = True,
+    progress: bool = False,
+) -> SearchResult:
+    """Search placements of ``subject`` over ``backends``; see the module's docstring for the steps.
+
+    Parameters
+    ----------
+    subject : Subject
+        From :func:`.subject.load` (a description) or :func:`.subject.of` (a workbench and inputs).
+    backends : sequence of str or "a,b,c"
+        Backends to place units on; ``tvm`` is the host. At least one must offload.
+    precision : "f32", "bf16" or "f16"
+        OpenVINO's inference precision (the other backends compute in f32).
+    runs : int
+        Instrumented runs per build (each call's median is kept).
+    seams : int
+        Seams per unit cut, 0 for none.
+    top : int
+        Placements built and measured end to end (the chosen one among them).
+    cache : Cache, optional
+        Where measurements are kept (default ``$BYOC_WORKBENCH_CACHE/search``).
+    only_cached : bool
+        Measure nothing: raise :class:`NotCached` when a measurement is missing.
+    anchors : bool
+        Also time the whole-model anchors (ONNX Runtime and OpenVINO on the
+        model's ONNX form, MXNet for the SSD), where the model has them.
+    """
+    from ..backends import openvino
+    from ..timing import machine
+
+    t0 = time.perf_counter()
+    backends = check_backends(backends)
+    openvino.check_precision(precision)
+    if runs < 1 or seams < 0 or top < 1:
+        raise WorkbenchError(
+            f"runs, seams and top must be 1, 0 and 1 or more; got {runs}, {seams}, {top}", "pass 10, 1, 3"
+        )
+    offload = [b for b in backends if b != TVM]
+    cache = cache or Cache()
+    plan = plan_for(subject, backends)
+    units = plan.units
+    notes = []
+    if not units:
+        raise WorkbenchError(
+            f"No rule of target {subject.workbench.target.name} claims an op of {subject.name}: nothing to place",
+            "switch some rules on, or choose another target",
+        )
+    s = _Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
+    # 1. TVM alone, once: the reference and each unit's host cost.
+    alone = s.need({u: TVM for u in units}, "TVM alone, once (the reference)", reference=True)
+    # 2. each backend alone; 3. the pruning choice.
+    alone_on = {b: s.need({u: b for u in units}, f"each unit on {b}") for b in offload}
+    macs = {u: any(op in ir.MAC_OPS for op in plan.regions[u].ops) for u in units}
+    pruned = {u: offload[0] if macs[u] else TVM for u in units}
+    pruned_m = (
+        s.need(pruned, f"pruned ({prune_mod.rule_name(prune_mod.no_mac())}, on {offload[0]})")
+        if TVM in backends
+        else None
+    )
+    # 4. seams where the time map splits a unit evenly; the pieces on each backend.
+    cut = _seams(s, seams)
+    if cut:
+        for k in range(len(offload)):
+            assign = {}
+            for u in units:
+                if u in cut:
+                    nodes = [0, *cut[u], plan.size(u)]
+                    for j in range(len(nodes) - 1):
+                        label = Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label
+                        assign[label] = offload[(j + k) % len(offload)]
+                else:
+                    assign[u] = _best_warm(s, u, backends)
+            s.need(
+                assign,
+                f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)",
+            )
+    # 5. the shortest path over the graph's order.
+    allowed = list(backends) if TVM in backends else [*backends, TVM]  # a unit no backend takes stays on TVM
+    per_unit = []
+    for u in units:
+        found = paths.unit_paths(u, plan.size(u), cut.get(u, ()), allowed, s.cost, k=max(top, 5) * 2)
+        if TVM not in backends:
+            offloaded = [p for p in found if all(b != TVM for _, b in p[1])]
+            found = offloaded or found
+        per_unit.append(found)
+    ranked = paths.k_best(per_unit, max(top, 5) * 2)
+    rest = s.rest_s()
+    # 6. the best ones built and measured end to end, checked against TVM alone.
+    rows, chosen = [], None
+    for rank, (total, path) in enumerate(ranked, 1):
+        row = Row(dict(path), total + rest, what=f"rank {rank}")
+        measured = sum(r.measured_s is not None for r in rows)
+        if chosen is None or measured < top:
+            m = s.need(row.assign, f"the placement ranked {rank}, end to end")
+            row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
+            row.rejected = "" if row.equal else _why_not_equal(m.check)
+            chosen = row if chosen is None and row.equal else chosen
+        elif rank > max(top, 5):
+            break
+        rows.append(row)
+    for what, m in s.records:  # the measurement builds are placements too
+        if not what.startswith("the placement ranked") and not any(r.assign == m.assign for r in rows):
+            equal = _equal(m.check)
+            rows.append(
+                Row(
+                    m.assign,
+                    s.predicted(m.assign),
+                    m.end_to_end_s,
+                    equal,
+                    "" if equal else _why_not_equal(m.check),
+                    what,
+                )
+            )
+    # Let the measurements choose: of every placement built end to end, the fastest whose outputs are TVM alone's.
+    chosen = min((r for r in rows if r.equal and r.measured_s is not None), key=lambda r: r.measured_s, default=None)
+    if chosen is not None:
+        for r in rows:
+            r.differs = paths.differs(r.assign, chosen.assign)
+    baseline = {"tvm": alone.end_to_end_s}
+    if not alone.warm:
+        notes.append(f"tvm: one instrumented run ({alone.end_to_end_s:.1f} s), TVM alone is not run twice")
+    if pruned_m is not None:
+        baseline["pruned"] = pruned_m.end_to_end_s
+    baseline["unpruned"] = alone_on[offload[0]].end_to_end_s
+    for b, m in alone_on.items():
+        baseline[f"{b}_alone"] = m.end_to_end_s
+    if anchors and subject.anchors is not None:
+        baseline.update(_anchors(s, notes))
+    units_json = []
+    for u in units:
+        costs = {b: s.cost(u, b) for b in allowed}
+        ops = list(plan.regions[u].ops)
+        units_json.append(
+            {"name": u, "members": plan.size(u), "ops": len(ops), "seams": list(cut.get(u, ())), "costs": costs}
+        )
+    if chosen is None:
+        notes.append("no placement measured gave TVM alone's outputs: none is chosen")
+    return SearchResult(
+        subject.name,
+        backends,
+        precision,
+        units_json,
+        rows,
+        chosen,
+        baseline,
+        time.perf_counter() - t0,
+        machine(),
+        {
+            "builds": s.built,
+            "cache_hits": cache.hits,
+            "cache_misses": cache.misses,
+            "runs_per_build": runs,
+            "rest_s": rest,
+        },
+        notes,
+        subject.mark,
+        plan,
+    )
+
+
+def _equal(check: dict | None) -> bool:
+    return bool(check and check["equal"])
+
+
+def _why_not_equal(check: dict | None) -> str:
+    if check is None:
+        return "not checked"
+    if "detections_found" in check:
+        return f"detections differ from TVM alone's ({check['detections_found']} found)"
+    return f"outputs differ from TVM alone's: max relative error {check['max_rel']:.2e} over {check['tolerance']:g}"
+
+
+def _best_warm(s: _Session, unit: str, backends) -> str:
+    """The backend with the least cost known from a warm measurement (TVM's cold run aside)."""
+    best = None
+    for b in backends:
+        c = s.whole_cost(unit, b)
+        if c is not None and c.warm and not c.refused and (best is None or c.total_s < best[0]):
+            best = (c.total_s, b)
+    return best[1] if best else next(b for b in backends if b != TVM)
+
+
+def _seams(s: _Session, n: int) -> dict:
+    """``{unit: [seam, ...]}``: narrow cuts where TVM's time map splits the costliest units evenly."""
+    if n == 0:
+        return {}
+    out = {}
+    candidates = []
+    for u in s.plan.units:
+        host = s.whole_cost(u, TVM)
+        if host is None or len(host.members_s) < 2 or not sum(host.members_s) > 0:
+            continue
+        cuts = s.plan.narrow_cuts(u)
+        if not cuts:
+            continue
+        cum = [0.0]
+        for t in host.members_s:
+            cum.append(cum[-1] + t)
+        chosen = []
+        for i in range(1, n + 1):
+            target = cum[-1] * i / (n + 1)
+            c = min((c for c in cuts if c not in chosen), key=lambda c: abs(cum[c] - target), default=None)
+            if c is not None:
+                chosen.append(c)
+        if chosen:
+            candidates.append((cum[-1], u, sorted(chosen)))
+    for _, u, chosen in sorted(candidates, reverse=True)[:MAX_SPLIT_UNITS]:
+        out[u] = chosen
+    return out
+
+
+def _anchors(s: _Session, notes: list) -> dict:
+    key = digest(s.cache.machine, s.model_key, "anchors", s.runs)
+    found = s.cache.get("anchors", key)
+    if found is None:
+        if s.only_cached:
+            raise NotCached("the whole-model anchors are not cached", "run the search once with measuring on")
+        s._say("timing the whole-model anchors")
+        entries, skipped = s.subject.anchors(s.runs)
+        found = {"entries": entries, "skipped": skipped}
+        s.cache.put("anchors", key, found)
+    for label, why in found["skipped"].items():
+        notes.append(f"{label} skipped: {why}")
+    for label, entry in found["entries"].items():
+        if entry.get("note"):
+            notes.append(f"{label}: {entry['note']}")
+    return {label: e["median_s"] for label, e in found["entries"].items()}
