@@ -347,6 +347,64 @@ def cmd_compare(args) -> int:
     return 1 if numerics.over else 0
 
 
+def _description(args) -> dict:
+    """The model ``search`` was given, as a serialisable description (:mod:`byoc_workbench.search.subject`)."""
+    what = args.model
+    if getattr(args, "torch", None):
+        if what:
+            raise WorkbenchError(f"Both {what} and --torch were given", "give one model: a file, or --torch")
+        shape = _shapes(args)
+        return {"kind": "torch", "spec": args.torch, "shape": shape if isinstance(shape, list) else None}
+    if what is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    if what == "demo":
+        return {"kind": "demo"}
+    if what == "ssd":
+        return {"kind": "ssd", "model": args.ssd_model, "weights": args.weights, "image": args.image}
+    if what.endswith(".onnx"):
+        return {"kind": "onnx", "path": what, "input_shapes": _shapes(args)}
+    if what.endswith(".py") or Path(what).exists():
+        return {"kind": "file", "path": what}
+    raise WorkbenchError(f"Unknown model '{what}'", NAME_A_MODEL)
+
+
+def cmd_search(args) -> int:
+    from . import search
+    from .draw import placements, render
+
+    names = ["search.json", "search.txt", "search.svg"]
+    out = outputs.check_dir(args.out, "--out", names) if args.out else None
+    if out:
+        render.check_dot()
+    backends = search.check_backends(args.backends)  # a typo fails before the model loads
+    description = _description(args)
+    if args.target:
+        description["target"] = args.target
+    subject = search.load(description)
+    result = search.search(
+        subject,
+        backends,
+        precision=args.precision or "f32",
+        runs=args.runs,
+        seams=args.seams,
+        top=args.top,
+        cache=search.Cache(enabled=not args.no_cache),
+        only_cached=args.cached,
+        anchors=not args.no_anchors,
+        progress=not args.json,
+    )
+    data = result.to_json()
+    print(json.dumps(data, indent=2) if args.json else result.text())
+    if out:
+        dot = placements.chosen_dot(result)
+        with outputs.staged(out) as tmp:
+            (tmp / "search.json").write_text(json.dumps(data, indent=2))
+            (tmp / "search.txt").write_text(result.text() + "\n")
+            (tmp / "search.svg").write_text(render.to_svg(dot) if dot is not None else "<svg/>")
+        print(f"wrote {', '.join(names)} to {out}", file=sys.stderr)
+    return 0 if result.chosen is not None else 1
+
+
 # --- arguments ----------------------------------------------------------------------
 
 
@@ -583,7 +641,33 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
     rp.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     rp.add_argument("--min-mac-ops", type=_count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")
-    # Issue 16's placement search (`search`) takes the same models: a .onnx file or --torch, through own_workbench.
+
+    se = command(
+        "search",
+        "let the measurements choose: the fastest placement of a model's subgraphs across backends",
+        cmd_search,
+        "zoo",
+        "image",
+        "own",
+    )
+    se.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    se.add_argument(
+        "--backends",
+        default="onnxruntime,openvino,tvm",
+        help="comma-separated backends to place subgraphs on; tvm is the host (default: onnxruntime,openvino,tvm)",
+    )
+    se.add_argument("--precision", choices=PRECISIONS, help="openvino's inference precision (default f32)")
+    se.add_argument("--target", help="the target whose rules make the units (default: tensorrt; byoc-target for demo)")
+    se.add_argument("--runs", type=_count(1, MAX_RUNS), default=10, help="instrumented runs per build (default 10)")
+    se.add_argument("--seams", type=_count(0, 3), default=1, help="seams per unit cut in pieces, 0 to 3 (default 1)")
+    se.add_argument("--top", type=_count(1, 10), default=3, help="placements built end to end, 1 to 10 (default 3)")
+    se.add_argument("--no-cache", action="store_true", help="measure everything again (the cache is still written)")
+    se.add_argument(
+        "--cached", action="store_true", help="measure nothing: use the cache, or fail saying what is missing"
+    )
+    se.add_argument("--no-anchors", action="store_true", help="skip the whole-model anchors")
+    se.add_argument("--json", action="store_true", help="print the result as JSON")
+    se.add_argument("--out", help="a directory for search.json, search.txt and search.svg (the chosen placement)")
 
     f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
     f.add_argument("--models", help="comma-separated model names (default: all)")

@@ -62,13 +62,14 @@ def config(precision: str = "f32", threads: int | None = None) -> dict:
     }
 
 
-def compile_model(model, name: str, precision: str = "f32", threads: int | None = None):
+def compile_model(model, name: str, precision: str = "f32", threads: int | None = None, fix: str = ""):
     """``model`` (ONNX bytes or a file path) compiled for the CPU, or a one-line error if OpenVINO rejects it."""
     settings = config(precision, threads)
     try:
         return core().compile_model(core().read_model(model), "CPU", settings)
-    except RuntimeError as err:  # OpenVINO's errors are RuntimeErrors
-        raise WorkbenchError(f"OpenVINO rejected {name}: {first_line(err)}", onnx_translate.FIX) from None
+    except RuntimeError as err:  # OpenVINO's errors are RuntimeErrors; what went wrong is said last
+        cause = f"OpenVINO rejected {name}: {first_line(err, last=True)}"
+        raise WorkbenchError(cause, fix or onnx_translate.FIX) from None
 
 
 def effective_precision(compiled) -> str:
@@ -157,7 +158,8 @@ def compile_subgraph(
 
 def whole_model(path, precision: str = "f32"):
     """``run(inputs) -> outputs`` for a whole ONNX file on OpenVINO's CPU plugin (an anchor of ``bench``)."""
-    compiled = compile_model(str(path), str(path), precision)
+    fix = "give the file static shapes first (byoc_workbench.models.onnx_import.static_shapes), or skip openvino"
+    compiled = compile_model(str(path), str(path), precision, fix=fix)
     request = compiled.create_infer_request()
 
     def run(inputs):

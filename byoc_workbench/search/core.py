@@ -43,7 +43,7 @@ from .placement import TVM, Plan, Segment
 logger = logging.getLogger(__name__)
 
 DEFAULT_BACKENDS = ("onnxruntime", "openvino", "tvm")
-MAX_SPLIT_UNITS = 4  # the units cut at seams: the costliest ones
+MAX_SPLIT_UNITS = 2  # the units cut at seams: the costliest on TVM's time map
 
 
 class NotCached(WorkbenchError):
@@ -83,6 +83,11 @@ class SearchResult:
     notes: list
     mark: str = ""
     plan: Plan | None = dataclasses.field(default=None, repr=False)
+    session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
+
+    def cost(self, label: str, backend: str) -> float | None:
+        """The measured seconds of a unit or segment on a backend (None: not measured)."""
+        return self.session.cost(label, backend) if self.session is not None else None
 
     def to_json(self) -> dict:
         out = {
@@ -153,15 +158,10 @@ class _Session:
         self.model_key = subject.key()
         self.reference = None
         self.records: list = []  # (what, Measured), every build this search used
+        self.frozen = False  # once placements are ranked, builds check predictions and teach nothing
         self.costs: dict = {}  # (content, backend) -> Cost
         self.contents: dict = {}  # label -> content hash, for the labels seen
         self.built = 0
-
-    def _option_key(self, backend: str) -> dict:
-        return {"precision": self.options.get("precision", "f32")} if backend == "openvino" else {}
-
-    def cost_key(self, content: str, backend: str) -> str:
-        return digest(self.cache.machine, content, backend, self._option_key(backend))
 
     def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
         """The measurement of placement ``assign``: from the cache, else built and timed now.
@@ -171,13 +171,19 @@ class _Session:
         """
         contents = self.plan.contents(assign)
         self.contents.update(contents)
-        key = digest(self.cache.machine, self.model_key, sorted(assign.items()), contents, self.options)
+        # By content: the same subgraphs on the same backends in the same model are the same build,
+        # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
+        placed = sorted((contents[label], backend) for label, backend in assign.items())
+        key = digest(self.cache.machine, self.model_key, placed, self.options)
         record = self.cache.get("build", key)
         if reference:
             self.reference = self.cache.get_arrays(key)
             record = record if self.reference is not None else None
-        if record is not None:
-            measured = Measured.from_json(record)
+        if record is not None:  # its labels may be numbered otherwise: costs go by content (in label order)
+            old = sorted((c, label) for label, c in record["contents"].items())
+            new = sorted((c, label) for label, c in contents.items())
+            costs = {label: record["measured"]["costs"][was] for (_, label), (_, was) in zip(new, old)}
+            measured = Measured.from_json(record["measured"] | {"assign": dict(assign), "costs": costs})
         else:
             if self.only_cached:
                 raise NotCached(
@@ -191,10 +197,11 @@ class _Session:
                 measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
                 self.cache.put_arrays(key, outputs)
             self.built += 1
-            self.cache.put("build", key, measured.to_json())
-        for label, cost in measured.costs.items():
-            self._add_cost(contents[label], cost)
-        self.records.append((what, measured))
+            self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
+        if not self.frozen:
+            for label, cost in measured.costs.items():
+                self._add_cost(contents[label], cost)
+        self.records.append((what, measured, not self.frozen))
         return measured
 
     def _add_cost(self, content: str, cost: Cost) -> None:
@@ -210,7 +217,6 @@ class _Session:
             if old.members_s and cost.members_s:
                 mean.members_s = [(a + b) / 2 for a, b in zip(old.members_s, cost.members_s)]
             self.costs[key] = mean
-        self.cache.put("cost", self.cost_key(*key), self.costs[key].to_json())
 
     def cost(self, label: str, backend: str) -> float | None:
         """The measured seconds of a segment on a backend; on TVM, a piece's share of its unit's host time."""
@@ -230,7 +236,8 @@ class _Session:
 
     def rest_s(self) -> float:
         """What a build costs besides its segments: the median over the warm builds (all when none is warm)."""
-        rests = [m.rest_s for _, m in self.records if m.warm] or [m.rest_s for _, m in self.records]
+        learnt = [m for _, m, learns in self.records if learns]
+        rests = [m.rest_s for m in learnt if m.warm] or [m.rest_s for m in learnt]
         return statistics.median(rests) if rests else 0.0
 
     def predicted(self, assign: dict) -> float:
@@ -342,6 +349,7 @@ def search(
         per_unit.append(found)
     ranked = paths.k_best(per_unit, max(top, 5) * 2)
     rest = s.rest_s()
+    s.frozen = True
     # 6. the best ones built and measured end to end, checked against TVM alone.
     rows, chosen = [], None
     for rank, (total, path) in enumerate(ranked, 1):
@@ -355,8 +363,14 @@ def search(
         elif rank > max(top, 5):
             break
         rows.append(row)
-    for what, m in s.records:  # the measurement builds are placements too
-        if not what.startswith("the placement ranked") and not any(r.assign == m.assign for r in rows):
+    for what, m, _ in s.records:  # the measurement builds are placements too
+        same = next((r for r in rows if r.assign == m.assign), None)
+        if same is not None and not what.startswith("the placement ranked"):
+            same.what += f" = {what}" if what not in same.what else ""
+            if same.measured_s is None:
+                same.measured_s, same.equal = m.end_to_end_s, _equal(m.check)
+                same.rejected = "" if same.equal else _why_not_equal(m.check)
+        elif same is None:
             equal = _equal(m.check)
             rows.append(
                 Row(
@@ -412,6 +426,7 @@ def search(
         notes,
         subject.mark,
         plan,
+        s,
     )
 
 

@@ -17,7 +17,7 @@ import heapq
 import itertools
 import math
 
-from .placement import Segment
+from .placement import TVM, Segment
 
 
 def unit_paths(unit: str, size: int, seams, backends, cost_of, k: int | None = None) -> list:
@@ -36,7 +36,12 @@ def unit_paths(unit: str, size: int, seams, backends, cost_of, k: int | None = N
                 cost = cost_of(label, backend)
                 if cost is None or not math.isfinite(cost):
                     continue
-                found += [(t + cost, path + ((label, backend),)) for t, path in best[i]]
+                # Two pieces side by side on the host are the same build as one: that path is there already.
+                found += [
+                    (t + cost, path + ((label, backend),))
+                    for t, path in best[i]
+                    if not (backend == TVM and path and path[-1][1] == TVM)
+                ]
         best.append(sorted(found)[:k] if k is not None else sorted(found))
     return best[-1]
 
