@@ -80,15 +80,60 @@ def check_search(result, subject, cache):
     assert [r.predicted_s for r in again.placements] == [r.predicted_s for r in result.placements]
 
 
-def test_search_on_the_demo(tmp_path):
+@pytest.fixture(scope="module")
+def demo_search(tmp_path_factory):
     subject = search.load({"kind": "demo"})
-    cache = search.Cache(tmp_path)
-    result = search.search(subject, BACKENDS, runs=3, cache=cache)
+    cache = search.Cache(tmp_path_factory.mktemp("search"))
+    return subject, cache, search.search(subject, BACKENDS, runs=3, cache=cache)
+
+
+def test_search_on_the_demo(demo_search):
+    subject, cache, result = demo_search
     assert [u["name"] for u in result.units] == ["byoc_target_0", "byoc_target_1", "byoc_target_2"]
     assert [u["seams"] for u in result.units] == [[], [], [1]], "the conv+reshape unit is cut between its two"
     assert any("[0:1]" in label for r in result.placements for label in r.assign)
     check_search(result, subject, cache)
     assert "chosen: " in result.text() and "<table>" in result._repr_html_()
+
+
+def test_the_widget_draws_the_picked_placement_in_its_backends_colours(demo_search):
+    from byoc_workbench.widgets.search import search_widget
+
+    _, _, result = demo_search
+    w = search_widget(result)
+    assert w.picker.options[0][0].startswith("chosen: ") and len(w.picker.options) >= 4
+    chosen_svg = w.view.svg
+    assert all(b in chosen_svg for b in set(result.chosen.assign.values()) - {"tvm"})
+    other = next(k for k, (_, assign) in enumerate(w.options) if assign != result.chosen.assign)
+    w.picker.value = other
+    assert w.view.svg != chosen_svg and "placement" in w.table.value
+
+
+def test_cli_search_writes_json_text_and_diagram(tmp_path, monkeypatch, capsys):
+    from byoc_workbench import cli
+
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    args = [
+        "search",
+        "demo",
+        "--backends",
+        "onnxruntime,tvm",
+        "--runs",
+        "2",
+        "--top",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["chosen"]["assign"] and data["baseline"]["tvm"] > 0
+    assert json.loads((tmp_path / "o" / "search.json").read_text()) == data
+    assert (tmp_path / "o" / "search.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert cli.main(["search", "demo", "--backends", "onnxruntime,tvm", "--runs", "2", "--top", "1", "--cached"]) == 0
+    assert "0 builds measured" in capsys.readouterr().out
+    assert cli.main(["search", "demo", "--backends", "tvm"]) == 2
+    assert "needs a backend that offloads" in capsys.readouterr().err
 
 
 def test_search_on_a_small_conv_model(tmp_path):

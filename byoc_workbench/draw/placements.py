@@ -24,19 +24,22 @@ def _s(seconds) -> str:
     return fmt(seconds) if isinstance(seconds, (int, float)) and seconds == seconds else "—"
 
 
+def ordered(result) -> list:
+    """The placements as the table shows them: the chosen one, then the measured by time, then the rest."""
+    return sorted(
+        result.placements,
+        key=lambda r: (r is not result.chosen, r.measured_s is None, r.measured_s or r.predicted_s, r.predicted_s),
+    )
+
+
 def rows(result, n: int = SHOWN) -> list:
     """``[(placement, predicted, measured, outputs, what differs)]`` for the best ``n`` placements.
 
-    The chosen one comes first, then the others by measured time where they
-    were measured, else by predicted time.
+    In :func:`ordered`'s order.
     """
     chosen = result.chosen
-    ordered = sorted(
-        result.placements,
-        key=lambda r: (r is not chosen, r.measured_s is None, r.measured_s or r.predicted_s, r.predicted_s),
-    )
     out = []
-    for r in ordered[:n]:
+    for r in ordered(result)[:n]:
         verdict = "equal" if r.equal else (r.rejected or "not measured") if r.measured_s is not None else "—"
         name = ("chosen: " if r is chosen else "") + r.what
         differs = "; ".join(r.differs) if r.differs else ("—" if r is chosen else "the same")
@@ -89,19 +92,29 @@ def table_html(result, n: int = SHOWN) -> str:
     return f"<table><caption style='text-align:left'>{caption}</caption><tr>{th}</tr>{body}</table>"
 
 
-def chosen_dot(result, collapse: bool | None = None):
-    """A Digraph of the chosen placement: each offloaded subgraph in its backend's colour, the rest on the host."""
+def placement_dot(result, assign: dict, title: str = "", collapse: bool | None = None):
+    """A Digraph of one placement of ``result``: each offloaded subgraph in its backend's colour, the rest host.
+
+    Large models (over 100 ops in units) are drawn collapsed: constants hidden, long runs of ops folded.
+    """
     from ..search.placement import drawn
 
-    if result.chosen is None or result.plan is None:
-        return None
-    mod, packed = drawn(result.plan, result.chosen.assign)
+    mod, packed = drawn(result.plan, assign)
     big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
     g = graph_mod.build_graph(mod, packed=packed, constants=not big)
     if big:
         g = graph_mod.fold_chains(g)
-    title = f"{result.model}: the chosen placement, coloured by backend" + (f" — {result.mark}" if result.mark else "")
-    return render.to_dot(g, title=title, show_shapes=not big)
+    title = title or f"{result.model}: a placement, coloured by backend"
+    return render.to_dot(g, title=title + (f" — {result.mark}" if result.mark else ""), show_shapes=not big)
+
+
+def chosen_dot(result, collapse: bool | None = None):
+    """:func:`placement_dot` of the chosen placement, or None when none was chosen."""
+    if result.chosen is None or result.plan is None:
+        return None
+    return placement_dot(
+        result, result.chosen.assign, f"{result.model}: the chosen placement, coloured by backend", collapse
+    )
 
 
 def result_html(result) -> str:
