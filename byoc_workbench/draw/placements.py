@@ -121,3 +121,19 @@ def result_html(result) -> str:
     """The chosen placement's diagram, then the table."""
     dot = chosen_dot(result)
     return (diagram_html(render.to_svg(dot)) if dot is not None else "") + table_html(result)
+
+
+def unit_lines(result, units=None) -> list:
+    """One line per unit: what it cost measured on each backend, and where the chosen placement put it.
+
+    e.g. ``tensorrt_2 (1 ops): onnxruntime 0.46 ms, openvino 0.87 ms, tvm 0.10 ms -> tvm``.
+    """
+    chosen = result.chosen.assign if result.chosen else {}
+    out = []
+    for u in result.units:
+        if units is not None and u["name"] not in units:
+            continue
+        costs = ", ".join(f"{b} {_s(c)}" for b, c in u["costs"].items() if c is not None)
+        placed = " + ".join(f"{k} on {v}" for k, v in chosen.items() if k.split("[", 1)[0] == u["name"])
+        out.append(f"{u['name']} ({u['ops']} ops): {costs} -> {placed or 'not placed'}")
+    return out
