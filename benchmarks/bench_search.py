@@ -19,7 +19,9 @@ fastest whole-model anchor (bar: 1.3x) and against the best of pruned,
 unpruned and each backend alone (bar: no slower), the predicted time against
 the measured one (bar: within 15%), whether the detections equal TVM alone's,
 and the search's and the repeat's wall time (bars: 3 minutes, 20 s), with
-the load average before and after.
+the load average before and after; and the floor by construction: the
+backbone alone on its fastest backend against the fastest anchor (no
+placement can beat that ratio, even with everything else free).
 """
 
 from __future__ import annotations
@@ -59,7 +61,15 @@ def verdicts(search: dict, bench: dict, search_wall: float, repeat_wall: float) 
     fastest_anchor = min(anchors.items(), key=lambda kv: kv[1]) if anchors else (None, float("nan"))
     best_simple = min(simple.items(), key=lambda kv: kv[1])
     error = abs(chosen["predicted_s"] - measured) / measured
+    # The floor by construction: the costliest unit (the backbone) on its fastest backend, everything else free.
+    big = max(search["units"], key=lambda u: min(c for c in u["costs"].values() if c is not None))
+    floor = min(c for c in big["costs"].values() if c is not None)
     return {
+        "floor": {
+            "unit": big["name"],
+            "s": floor,
+            "best_possible_vs_fastest_anchor": fastest_anchor[1] / floor,
+        },
         "chosen_s": measured,
         "fastest_anchor": {"name": fastest_anchor[0], "s": fastest_anchor[1], "ratio": fastest_anchor[1] / measured},
         "best_simple": {"name": best_simple[0], "s": best_simple[1], "ratio": best_simple[1] / measured},
@@ -108,6 +118,11 @@ def main(argv=None) -> int:
         f"search {search_wall:.0f} s wall ({search['search_s']:.0f} s searching), repeat {repeat_wall:.1f} s "
         f"({report['repeat_builds']} builds)",
     ]
+    fl = report["floor"]
+    lines.append(
+        f"floor: {fl['unit']} alone on its fastest backend takes {fl['s']:.3f} s, so no placement can be more than "
+        f"{fl['best_possible_vs_fastest_anchor']:.2f}x faster than the fastest anchor, even with the rest free"
+    )
     lines += [f"  {'met ' if ok else 'MISS'}  {bar}" for bar, ok in report["met"].items()]
     print("\n".join(lines))
     if args.out:

@@ -17,9 +17,10 @@ than estimated. For a model and a set of backends:
    costs (crossings included) plus the rest of a build.
 6. The best placements are **built and measured end to end** (until one
    passes, and at least ``top``); one whose outputs differ from TVM alone's
-   beyond the tolerance is rejected. Of every placement built end to end
-   (the measurement builds are placements too), the fastest that passes is
-   chosen, and its prediction is reported beside its measurement.
+   beyond the tolerance is rejected. The first that passes, in the shortest
+   path's order, is chosen, and its prediction is reported beside its
+   measurement (the measured time of near-ties is the machine's noise, so it
+   ranks nothing).
 
 Every measurement goes through :func:`.measure.measure` and the content-keyed
 :class:`.measure.Cache`, so a repeat re-measures only what changed.
@@ -382,8 +383,6 @@ def search(
                     what,
                 )
             )
-    # Let the measurements choose: of every placement built end to end, the fastest whose outputs are TVM alone's.
-    chosen = min((r for r in rows if r.equal and r.measured_s is not None), key=lambda r: r.measured_s, default=None)
     if chosen is not None:
         for r in rows:
             r.differs = paths.differs(r.assign, chosen.assign)
