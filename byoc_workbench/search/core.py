@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import statistics
+import sys
 import time
 
 from .. import ir
@@ -251,7 +252,7 @@ class _Session:
     def _say(self, text: str) -> None:
         logger.info("search %s: %s", self.subject.name, text)
         if self.progress:
-            print(f"search: {text}", flush=True)
+            print(f"search: {text}", file=sys.stderr, flush=True)
 
 
 def search(
@@ -324,65 +325,15 @@ def search(
     )
     # 4. seams where the time map splits a unit evenly; the pieces on each backend.
     cut = _seams(s, seams)
-    if cut:
-        for k in range(len(offload)):
-            assign = {}
-            for u in units:
-                if u in cut:
-                    nodes = [0, *cut[u], plan.size(u)]
-                    for j in range(len(nodes) - 1):
-                        label = Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label
-                        assign[label] = offload[(j + k) % len(offload)]
-                else:
-                    assign[u] = _best_warm(s, u, backends)
-            s.need(
-                assign,
-                f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)",
-            )
+    _measure_pieces(s, cut, offload, backends)
     # 5. the shortest path over the graph's order.
     allowed = list(backends) if TVM in backends else [*backends, TVM]  # a unit no backend takes stays on TVM
-    per_unit = []
-    for u in units:
-        found = paths.unit_paths(u, plan.size(u), cut.get(u, ()), allowed, s.cost, k=max(top, 5) * 2)
-        if TVM not in backends:
-            offloaded = [p for p in found if all(b != TVM for _, b in p[1])]
-            found = offloaded or found
-        per_unit.append(found)
-    ranked = paths.k_best(per_unit, max(top, 5) * 2)
+    ranked = _ranked(s, cut, allowed, TVM in backends, max(top, 5) * 2)
     rest = s.rest_s()
     s.frozen = True
     # 6. the best ones built and measured end to end, checked against TVM alone.
-    rows, chosen = [], None
-    for rank, (total, path) in enumerate(ranked, 1):
-        row = Row(dict(path), total + rest, what=f"rank {rank}")
-        measured = sum(r.measured_s is not None for r in rows)
-        if chosen is None or measured < top:
-            m = s.need(row.assign, f"the placement ranked {rank}, end to end")
-            row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
-            row.rejected = "" if row.equal else _why_not_equal(m.check)
-            chosen = row if chosen is None and row.equal else chosen
-        elif rank > max(top, 5):
-            break
-        rows.append(row)
-    for what, m, _ in s.records:  # the measurement builds are placements too
-        same = next((r for r in rows if r.assign == m.assign), None)
-        if same is not None and not what.startswith("the placement ranked"):
-            same.what += f" = {what}" if what not in same.what else ""
-            if same.measured_s is None:
-                same.measured_s, same.equal = m.end_to_end_s, _equal(m.check)
-                same.rejected = "" if same.equal else _why_not_equal(m.check)
-        elif same is None:
-            equal = _equal(m.check)
-            rows.append(
-                Row(
-                    m.assign,
-                    s.predicted(m.assign),
-                    m.end_to_end_s,
-                    equal,
-                    "" if equal else _why_not_equal(m.check),
-                    what,
-                )
-            )
+    rows, chosen = _end_to_end(s, ranked, rest, top)
+    rows += _measurement_rows(s, rows)
     if chosen is not None:
         for r in rows:
             r.differs = paths.differs(r.assign, chosen.assign)
@@ -427,6 +378,69 @@ def search(
         plan,
         s,
     )
+
+
+def _measure_pieces(s: _Session, cut: dict, offload: list, backends) -> None:
+    """The units cut at seams, their pieces on each offloading backend: one build per backend (a Latin square)."""
+    plan = s.plan
+    for k in range(len(offload) if cut else 0):
+        assign = {}
+        for u in plan.units:
+            if u not in cut:
+                assign[u] = _best_warm(s, u, backends)
+                continue
+            nodes = [0, *cut[u], plan.size(u)]
+            for j in range(len(nodes) - 1):
+                assign[Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label] = offload[(j + k) % len(offload)]
+        s.need(assign, f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)")
+
+
+def _ranked(s: _Session, cut: dict, allowed: list, host_allowed: bool, k: int) -> list:
+    """The ``k`` cheapest placements by the measured costs: ``[(seconds, ((label, backend), ...))]``."""
+    per_unit = []
+    for u in s.plan.units:
+        found = paths.unit_paths(u, s.plan.size(u), cut.get(u, ()), allowed, s.cost, k=k)
+        if not host_allowed:  # tvm was not asked for: only where no backend takes a unit
+            found = [p for p in found if all(b != TVM for _, b in p[1])] or found
+        per_unit.append(found)
+    return paths.k_best(per_unit, k)
+
+
+def _end_to_end(s: _Session, ranked: list, rest: float, top: int) -> tuple:
+    """``(rows, chosen)``: the best placements built end to end until one passes and ``top`` are measured."""
+    rows, chosen = [], None
+    for rank, (total, path) in enumerate(ranked, 1):
+        row = Row(dict(path), total + rest, what=f"rank {rank}")
+        if chosen is None or sum(r.measured_s is not None for r in rows) < top:
+            _verdict(row, s.need(row.assign, f"the placement ranked {rank}, end to end"))
+            chosen = row if chosen is None and row.equal else chosen
+        elif rank > max(top, 5):
+            break
+        rows.append(row)
+    return rows, chosen
+
+
+def _measurement_rows(s: _Session, rows: list) -> list:
+    """The measurement builds as placements too (named on a ranked row they coincide with)."""
+    more = []
+    for what, m, learns in s.records:
+        if not learns:  # a ranked placement's own end-to-end build
+            continue
+        same = next((r for r in rows + more if r.assign == m.assign), None)
+        if same is None:
+            more.append(_verdict(Row(m.assign, s.predicted(m.assign), what=what), m))
+        elif what not in same.what:
+            same.what += f" = {what}"
+            if same.measured_s is None:
+                _verdict(same, m)
+    return more
+
+
+def _verdict(row: Row, m: Measured) -> Row:
+    """``row`` with the measured time of ``m`` and whether its outputs are TVM alone's."""
+    row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
+    row.rejected = "" if row.equal else _why_not_equal(m.check)
+    return row
 
 
 def _equal(check: dict | None) -> bool:
