@@ -207,7 +207,7 @@ def bench_ssd(
         "detections_equal": {},
         "weights": "trained" if loaded.is_trained else "untrained",
         "weights_label": loaded.weights_label,
-        "machine": timing.machine(),
+        "machine": runner.machine(),
         "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
         "skipped": {},
     }
@@ -294,7 +294,7 @@ def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
         f"{result['model']} ({result['weights_label']}), input {tuple(result['input_shape'])}, "
-        f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
+        + runner.machine_line(result["machine"]),
         f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same detections  ran on",
     ]
     for group in ("backends", "anchors"):

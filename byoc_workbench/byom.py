@@ -116,7 +116,8 @@ def bench(
     ``detections_equal`` (here: ``equal``, or the largest relative error).
     """
     from .models.own import check_outputs
-    from .timing import machine, run_json
+    from .runner import machine
+    from .timing import run_json
 
     model = _model(wb)
     result: dict = {

@@ -47,7 +47,7 @@ class Feedback:
         lines = [f"{self.exercise}: {'solved' if self.passed else 'not yet'}"]
         lines += [f"  right: {x}" for x in self.right]
         lines += [f"  wrong: {x}" for x in self.wrong]
-        if self.wrong and self.hint:
+        if self.hint and any(w != _NOT_ANSWERED for w in self.wrong):  # a hint after a wrong answer, not before
             lines.append(f"  hint:  {self.hint}")
         return "\n".join(lines)
 

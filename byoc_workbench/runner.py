@@ -14,15 +14,20 @@ Every printout names the backend that actually ran (:func:`ran_on`), e.g.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import platform
 import re
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import tvm
 
-from . import execute, ir
+from . import execute, ir, text
+from . import progress as _progress
 from .backends import registry
 from .errors import WorkbenchError
 
@@ -63,12 +68,6 @@ def seconds(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} µs"
 
 
-def _bar(total: int, desc: str, progress: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, disable=not progress)
-
-
 class OverBudget(WorkbenchError):
     """A timed loop would take longer than the time allowed (``--max-seconds``)."""
 
@@ -86,19 +85,27 @@ def check_budget(first_s: float, left: int, max_seconds: float | None, desc: str
 
 
 def measure(
-    fn, repeat: int = 10, warmup: int = 1, desc: str = "runs", progress: bool = True, max_seconds: float | None = None
+    fn,
+    repeat: int = 10,
+    warmup: int = 1,
+    desc: str = "runs",
+    progress: bool = True,
+    max_seconds: float | None = None,
+    bar: _progress.Bar | None = None,
 ) -> Latency:
     """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
 
     With ``max_seconds``, the first call's time estimates the rest, and a loop
-    that would take longer is refused (see :func:`check_budget`).
+    that would take longer is refused (see :func:`check_budget`). The runs show
+    on ``bar`` (a :func:`byoc_workbench.progress.bar`) when given, else on a bar of their own.
     """
     if repeat < 1 or warmup < 0:
         raise WorkbenchError(
             f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
         )
     times = []
-    with _bar(warmup + repeat, desc, progress) as bar:
+    with contextlib.nullcontext(bar) if bar is not None else _progress.bar(enabled=progress) as shown:
+        shown.phase(desc, warmup + repeat, "run")
         for i in range(warmup + repeat):
             t0 = time.perf_counter()
             fn()
@@ -107,8 +114,11 @@ def measure(
                 check_budget(elapsed, warmup + repeat - 1, max_seconds, desc)
             if i >= warmup:
                 times.append(elapsed)
-            bar.update()
-    return Latency.of(times, warmup)
+            shown.update()
+        latency = Latency.of(times, warmup)
+        if bar is None:
+            shown.done = f"{desc}: {latency}"
+    return latency
 
 
 # --- what was built -----------------------------------------------------------------
@@ -138,12 +148,19 @@ class Structure:
         libs = ", ".join(self.libraries) or "none"
         out = [
             f"{self.executable}",
-            f"  VM functions ({len(self.functions)}): {', '.join(self.functions)}",
-            f"  |- {libs} library: {len(self.kernels)} TIR kernels" + _sample(self.kernels),
+            text.wrap(f"  VM functions ({len(self.functions)}): {', '.join(self.functions)}", indent="  |    "),
+            text.wrap(
+                f"  |- {libs} library: {len(self.kernels)} TIR kernels" + _sample(self.kernels), indent="  |    "
+            ),
             f"  |- external functions ({len(self.externals)}):" + ("" if self.externals else " none"),
         ]
-        out += [f"  |    {e.subgraph:14s} held by {e.backend:28s} as {e.symbol}" for e in self.externals]
-        out.append(f"  |- TVM runtime builtins ({len(self.builtins)})" + _sample(self.builtins))
+        out += [
+            text.wrap(f"  |    {e.subgraph} held by {e.backend}, as {e.symbol}", indent="  |      ")
+            for e in self.externals
+        ]
+        out.append(
+            text.wrap(f"  |- TVM runtime builtins ({len(self.builtins)})" + _sample(self.builtins), indent="  |    ")
+        )
         return out
 
     def __str__(self) -> str:
@@ -234,8 +251,11 @@ class Run:
     mark: str = ""  # e.g. "untrained weights"
 
     def line(self) -> str:
+        """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.text.WIDTH`."""
         mark = f" — {self.mark}" if self.mark else ""
-        return f"{self.label} [{self.backend}]: build {seconds(self.build_s)}, {self.latency}{mark}"
+        return text.wrap(
+            f"{self.label} [{self.backend}]: build {seconds(self.build_s)}, {self.latency}{mark}", indent="  "
+        )
 
     def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
         """The generated artifact of one subgraph (default: the first), as its backend shows it:
@@ -300,25 +320,31 @@ def build_and_run(
         Refuse the timed runs when the first one says they would take longer.
     """
     mod, generated, skipped = _module_and_generated(what, backend, options or {})
-    with _bar(1, f"build {label or 'module'} ({target})", progress) as bar:
+    name = label or "module"
+    with _progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, target)
         vm = tvm.relax.VirtualMachine(executable, execute.device(target))
         build_s = time.perf_counter() - t0
-        bar.update()
-    dev = execute.device(target)
-    args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
-    fn = vm["main"]
-    if warmup == 0 and progress:
-        fn = _first_call_with_progress(vm, executable, fn, label)
-    last: list = [None]
+        dev = execute.device(target)
+        args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
+        fn = vm["main"]
+        calls: list = []  # VM calls of the first run, when they are counted
+        if warmup == 0 and progress:
+            fn = _first_call_with_progress(vm, executable, fn, name, bar, calls)
+        last: list = [None]
 
-    def once():
-        last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
+        def once():
+            last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
 
-    latency = measure(once, repeat, warmup, f"run {label or 'module'}", progress, max_seconds)
+        latency = measure(once, repeat, warmup, f"{name}: run", max_seconds=max_seconds, bar=bar)
+        counted = f", {calls[0]} VM calls" if calls else ""
+        runs = f"{latency.runs} run{'s' if latency.runs != 1 else ''}"
+        bar.done = text.wrap(
+            f"{name}: built in {seconds(build_s)}; {runs}, median {seconds(latency.median_s)}{counted}", indent="  "
+        )
     return Run(
-        label or "module",
+        name,
         ran_on(generated, skipped, target),
         latency,
         build_s,
@@ -331,9 +357,9 @@ def build_and_run(
     )
 
 
-def _first_call_with_progress(vm, executable, fn, label: str):
-    """``fn`` whose first call shows a bar over the VM calls ``main`` makes (a slow baseline:
-    tens of seconds); later calls run without the instrument."""
+def _first_call_with_progress(vm, executable, fn, name: str, bar: _progress.Bar, calls: list):
+    """``fn`` whose first call counts the VM calls ``main`` makes on ``bar`` (a slow baseline:
+    tens of seconds) and appends their number to ``calls``; later calls run without the instrument."""
     expected = sum(
         1 for ln in executable.as_text().split("@main:", 1)[-1].split("\n@", 1)[0].splitlines() if "call" in ln
     )
@@ -343,18 +369,25 @@ def _first_call_with_progress(vm, executable, fn, label: str):
         if not state["first"]:
             return fn(*args)
         state["first"] = False
-        with _bar(expected, f"{label or 'module'}: VM calls of one run", True) as bar:
+        tq = bar.tq
+        runs = (tq.desc, tq.total, tq.unit) if tq is not None else None
+        bar.phase(f"{name}: VM calls of run 1", expected, "call")
+        count = [0]
 
-            def instrument(func, name, before, ret, *a):
-                if not before:
-                    bar.update()
-                return 0
+        def instrument(func, symbol, before, ret, *a):
+            if not before:
+                count[0] += 1
+                bar.update()
+            return 0
 
-            vm.set_instrument(instrument)
-            try:
-                return fn(*args)
-            finally:
-                vm.set_instrument(lambda *a: 0)
+        vm.set_instrument(instrument)
+        try:
+            return fn(*args)
+        finally:
+            vm.set_instrument(lambda *a: 0)
+            calls.append(count[0])
+            if runs is not None:
+                bar.phase(*runs)  # back to counting runs
 
     return wrapped
 
@@ -380,28 +413,83 @@ def offload_choice() -> Choice:
         return Choice(
             "tensorrt", "cuda", "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
         )
-    cause = why.split(" Fix:")[0].removeprefix("error: ")
-    return Choice(
-        "onnxruntime",
-        "llvm",
-        f"No TensorRT here ({cause}) The offloaded subgraphs run on ONNX Runtime (CPU), the rest on TVM (llvm), "
-        "and every timing says so.",
+    cause = why.split(" Fix:")[0].removeprefix("error: ")  # one sentence, which may hold parentheses itself
+    line = (
+        f"No TensorRT here: {cause} The offloaded subgraphs run on ONNX Runtime (CPU), the rest on TVM (llvm), "
+        "and every timing says so."
     )
+    return Choice("onnxruntime", "llvm", text.wrap(line))
+
+
+def machine() -> dict:
+    """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU and the backends' versions."""
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "tvm": tvm.__version__,
+        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
+    }
+    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
+        with contextlib.suppress(Exception):
+            info[name] = __import__(name).__version__
+    with contextlib.suppress(OSError):
+        info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran while measuring
+    return info
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine_line(info: dict | None = None) -> str:
+    """``AMD EPYC 7B13, 2 cores, load average 2.9``: the machine a ratio comes from."""
+    info = info or machine()
+    load = f", load average {info['load_average']:g}" if info.get("load_average") is not None else ""
+    gpu = f", {info['gpu']}" if info.get("gpu") else ""
+    return f"{info['cpu']}, {info['cores']} cores{gpu}{load}"
+
+
+def _what_ran(backend: str) -> tuple:
+    """``ran_on``'s phrase split into what ran and why the others did not."""
+    ran, _, why = backend.partition(" — ")
+    return ran, why
 
 
 def speedup_table(runs, baseline: Run | None = None) -> str:
-    """A text table of several runs: latency, speedup over ``baseline`` (default: the first), and what ran each."""
+    """A text table of several runs: latency, speedup over ``baseline`` (default: the first) and what ran
+    each; under it, why a backend did not run, the machine, and the weights' mark."""
     runs = list(runs)
     base = baseline or runs[0]
     marks = {r.mark for r in runs if r.mark}
-    head = f"{'build':28s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'speedup':>8s}  ran on"
+    width = max(12, *(len(r.label) for r in runs))
+    head = f"{'build':{width}s} {'median':>8s} {'min':>8s} {'runs':>4s} {'speedup':>7s}  ran on"
     lines = [head]
+    whys = []
     for r in runs:
         lat = r.latency
-        lines.append(
-            f"{r.label:28s} {seconds(lat.median_s):>9s} {seconds(lat.min_s):>9s} {seconds(lat.max_s):>9s} "
-            f"{lat.runs:4d} {base.latency.median_s / lat.median_s:7.1f}x  {r.backend}"
+        ran, why = _what_ran(r.backend)
+        if why and why not in whys:
+            whys.append(why)
+        row = (
+            f"{r.label:{width}s} {seconds(lat.median_s):>8s} {seconds(lat.min_s):>8s} "
+            f"{lat.runs:4d} {base.latency.median_s / lat.median_s:6.1f}x  "
         )
+        # What ran goes under the row when the line would be too long for a notebook.
+        lines.append(row + ran if len(row + ran) <= text.WIDTH else f"{row.rstrip()}\n    ran on {ran}")
+    lines += [text.wrap(w, indent="  ", first="note: ") for w in whys]
+    lines.append(
+        text.wrap(
+            f"speedup over {base.label}, measured here ({machine_line()}): it depends on the machine "
+            "and on what else runs on it.",
+            indent="  ",
+        )
+    )
     if marks:
         lines.append(f"[{'; '.join(sorted(marks))}]")
     return "\n".join(lines)
@@ -437,8 +525,9 @@ def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
 def subgraph_cost_line(cost: dict, backend: str) -> str:
     offloaded = cost["compute_s"] + cost["boundary_s"]
     verdict = "costs more offloaded" if offloaded > cost["host_s"] else "costs less offloaded"
-    return (
+    return text.wrap(
         f"{cost['subgraph']}: offloaded to {backend} {seconds(offloaded)} per run "
         f"({seconds(cost['compute_s'])} compute + {seconds(cost['boundary_s'])} crossing in and out); "
-        f"the same ops on TVM {seconds(cost['host_s'])} ({cost['host_kernels']} kernels): it {verdict}"
+        f"the same ops on TVM {seconds(cost['host_s'])} ({cost['host_kernels']} kernels): it {verdict}",
+        indent="  ",
     )

@@ -14,6 +14,7 @@ from functools import cached_property
 
 import tvm
 
+from .backends.registry import guard
 from .draw import graph as graph_mod
 from .draw import render
 from .errors import WorkbenchError
@@ -37,6 +38,7 @@ class View:
     generated: dict  # subgraph name -> source
     # target -> {op: count} of the ops each offload target holds at this stage (claimed, grouped or lifted)
     claimed: dict = dataclasses.field(default_factory=dict)
+    measured: bool = False  # the SVG is the latency map of a measured build
 
 
 def why_unclaimed(target: Target, enabled: set) -> dict:
@@ -68,16 +70,26 @@ class Workbench:
     model = None  # the OwnModel behind from_onnx / from_torch: example inputs and the reference run
 
     def __init__(
-        self, mod: tvm.IRModule, target: Target | str, enabled=None, prune_rule=None, extra_rules=(), mark: str = ""
+        self,
+        mod: tvm.IRModule,
+        target: Target | str,
+        enabled=None,
+        prune_rule=None,
+        extra_rules=(),
+        mark: str = "",
+        backend: str | None = None,
     ):
         self.mod = stages.check_module(mod)
         self.mark = mark  # e.g. "untrained weights": every title says it
         self.target = as_target(target)
         self.extra_rules = check_rules(extra_rules, "extra_rules")  # beyond the target's table, e.g. a user's own
         check_rules(self.all_rules, f"target {self.target.name}'s rules and extra_rules")  # one name, one rule
+        self.backend = backend  # what compiles the codegen stage's subgraphs; None: each target's own codegen
+        # The rules as run_stages has them for this backend: narrowed to what it can compile.
+        self._stage_rules = guard(backend, self.all_rules) if backend is not None else self.all_rules
         self.enabled = self._names(enabled)
         self.prune_rule = check_prune_rule(prune_rule)
-        self._runs = _Runs(self.mod, self.all_rules)  # shared with the workbenches made from this one
+        self._runs = _Runs(self.mod, self._stage_rules)  # shared with the workbenches made from this one
 
     @classmethod
     def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
@@ -133,7 +145,8 @@ class Workbench:
     def _with(self, **changes) -> Workbench:
         """A copy with ``changes``, sharing the checked module; its stages are computed afresh."""
         wb = object.__new__(Workbench)
-        wb.__dict__.update({k: v for k, v in self.__dict__.items() if k != "stages"})  # drop the cached stages
+        cached = ("stages", "_planned")
+        wb.__dict__.update({k: v for k, v in self.__dict__.items() if k not in cached})
         wb.__dict__.update(changes)
         return wb
 
@@ -149,8 +162,8 @@ class Workbench:
         return self._with(prune_rule=check_prune_rule(prune_rule))
 
     @cached_property
-    def stages(self) -> list:
-        """Every stage for the enabled rules.
+    def _planned(self) -> tuple:
+        """``(key, stages)``: every stage for the enabled rules, the codegen stage by each target's own codegen.
 
         Rules that name no op of the module can never match, so the stages are
         computed for the others and kept (see :class:`_Runs`): switching such a
@@ -158,9 +171,10 @@ class Workbench:
         stage's match counts and notes depend on every enabled rule.
         """
         fuse = self._runs.fuse
-        effective = tuple(r for r in self.rules if fuse.can_match(r))
+        effective = tuple(r for r in self._stage_rules if r.qualified in self.enabled and fuse.can_match(r))
+        key = (tuple(r.qualified for r in effective), self.prune_rule)
         run = self._runs.get(
-            (tuple(r.qualified for r in effective), self.prune_rule),
+            key,
             lambda: stages.run_stages(
                 self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=self._runs.source()
             ),
@@ -168,10 +182,25 @@ class Workbench:
         annotate = run[2]
         matches = {r.qualified: annotate.rule_matches.get(r.qualified, 0) for r in self.rules}
         annotate = dataclasses.replace(annotate, rule_matches=matches, notes=stages.unmatched_notes(matches))
-        return [*run[:2], annotate, *run[3:]]
+        return key, [*run[:2], annotate, *run[3:]]
+
+    @cached_property
+    def stages(self) -> list:
+        """Every stage for the enabled rules, the codegen stage compiled by :attr:`backend`.
+
+        Compiling is the slow part (seconds on the SSD), so with a backend it
+        happens when the codegen stage is first asked for, once per rule set.
+        """
+        key, planned = self._planned
+        if self.backend is None:
+            return planned
+        codegen = self._runs.get((*key, self.backend), lambda: stages.codegen_stage(planned[-2], self.backend))
+        return [*planned[:-1], codegen]
 
     def stage(self, name: str) -> summary.Stage:
-        for s in self.stages:
+        if name == "codegen":
+            return self.stages[-1]
+        for s in self._planned[1]:
             if s.name == name:
                 return s
         raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
@@ -180,10 +209,10 @@ class Workbench:
         """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
         constants and folds long data-movement runs."""
         s = self.stage(name)
-        # The codegen stage's calls name a generated symbol; this says which subgraph each one runs.
-        codegen = self.stage("codegen")
-        subgraphs = {sg.name: sg for sg in codegen.subgraphs}
-        packed = {c.symbol: subgraphs[n] for n, c in codegen.generated.items() if n in subgraphs}
+        packed = {}
+        if name == "codegen":  # its calls name a generated symbol; this says which subgraph each one runs
+            subgraphs = {sg.name: sg for sg in s.subgraphs}
+            packed = {c.symbol: subgraphs[n] for n, c in s.generated.items() if n in subgraphs}
         # Stages before merge are laid out in the regions merge will draw: stepping on, the boxes appear.
         early = stages.STAGES.index(name) <= stages.STAGES.index("merge")
         g = graph_mod.build_graph(

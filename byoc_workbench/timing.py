@@ -1,16 +1,18 @@
-"""Measurement's one home: where the time goes in a build, whether each offloaded subgraph computes
-what TVM computes, and the record of where it was measured.
+"""Where the time goes in a build, and whether each offloaded subgraph computes what TVM computes.
 
 :func:`build` compiles the codegen stage's module as ``tvm.compile`` would,
 with one change: every call site of a TIR kernel gets a kernel of its own.
 :func:`profile` then times every call the Relax VM makes (``set_instrument``)
 over several runs, and :func:`compare` reruns each offloaded subgraph with TVM
 alone on the inputs it received. Both return plain data; :mod:`.draw.latency`
-draws it. :func:`machine` and :func:`run_json` are how every measurement is
-written down (``bench``, ``search``, ``benchmarks/gpu_check.py``). Timed loops
-of whole runs are :func:`byoc_workbench.runner.measure`; ``bench``, ``profile``,
-``compare`` and ``search`` all measure through these two modules, and this one
-imports neither ``bench`` nor ``search``.
+draws it.
+
+Measurement lives in two modules and no third: :mod:`byoc_workbench.runner`
+times whole runs (:func:`~byoc_workbench.runner.measure`) and records where
+(:func:`~byoc_workbench.runner.machine`); this one times every VM call and
+writes a run down (:func:`run_json`). ``bench``, ``profile``, ``compare``,
+``search`` and ``benchmarks/gpu_check.py`` all measure through them; neither
+imports ``bench`` or ``search``.
 
 How a VM call is attributed
 ---------------------------
@@ -47,13 +49,9 @@ own dispatch between calls, and they gain the instrument's own overhead.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
-import os
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import tvm
@@ -592,32 +590,6 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
 
 
 # --- the record ------------------------------------------------------------------
-
-
-def machine() -> dict:
-    """Where the numbers were measured: platform, CPU, cores, load average, and the backends' versions."""
-    info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": _cpu_name(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "tvm": tvm.__version__,
-        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
-    }
-    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
-        with contextlib.suppress(Exception):
-            info[name] = __import__(name).__version__
-    with contextlib.suppress(OSError):
-        info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran meanwhile
-    return info
-
-
-def _cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def run_json(run) -> dict:

@@ -149,3 +149,50 @@ def test_an_opened_run_wraps_into_rows():
     assert sum(rows.values()) == 121
     dot = render.to_dot(opened).source
     assert dot.count("style=invis") == len(opened.below) > 0
+
+
+def test_an_opened_run_draws_one_edge_per_neighbour_at_its_border():
+    g = wide_run(40)
+    (fold,) = graph.fold_chains(g).node_by_kind("fold")
+    opened = graph.fold_chains(g, keep_open=[fold.id])
+    cluster = f"x_{fold.id}"
+    into = [e for e in opened.edges if e.src == "main/x"]
+    assert len(into) == 1 and into[0].to_cluster == cluster, "80 slices reading x: one edge into the box"
+    dot = render.to_dot(opened).source
+    assert f'lhead="cluster_{cluster}"' in dot
+    members = {n for n, node in opened.nodes.items() if node.cluster == cluster}
+    assert len(members) == 121, "every op of the run is still drawn"
+    out = [e for e in opened.edges if e.src in members and e.dst not in members]
+    assert len(out) == len({e.dst for e in out}), "one edge out of the box per reader"
+
+
+def test_a_fold_is_named_after_the_blocks_it_connects():
+    names = ["ssd0_ssdanchorgenerator0_reshape1", "ssd0_ssdanchorgenerator1_reshape1"]
+    assert blocks.run_title(names, ["ssd0_normalizedboxcenterdecoder0_box_decode0__1"]) == "anchors → box decoding"
+    assert blocks.run_title(["ssd0_multiperclassdecoder0_"], ["ssd0_box_nms0__1"]) == (
+        "class decoding → non-maximum suppression"
+    )
+    assert blocks.run_title(["ssd0_foo0_conv0_fwd", "ssd0_foo1_conv0_fwd"], ["ssd0_softmax0"]) == "foo ×2 → softmax0"
+    assert blocks.run_title(["lv3"], ["lv9"]) == "", "a graph without Gluon names keeps plain folds"
+    g = Graph(clusters={"fn_main": graph.Cluster("fn_main", "fn main", "function")})
+    for k in range(6):
+        g.nodes[f"main/ssd0_ssdanchorgenerator{k}_reshape1"] = Node(
+            f"main/ssd0_ssdanchorgenerator{k}_reshape1", "op", "reshape", op="relax.nn.conv2d", cluster="fn_main"
+        )
+    prev = None
+    for k in range(9):
+        nid = f"main/ssd0_reshape{k}"
+        g.nodes[nid] = Node(nid, "op", "reshape", op="relax.reshape", cluster="fn_main")
+        if k < 6:
+            g.edges.append(Edge(f"main/ssd0_ssdanchorgenerator{k}_reshape1", nid))
+        if prev:
+            g.edges.append(Edge(prev, nid))
+        prev = nid
+    g.nodes["main/ssd0_normalizedboxcenterdecoder0_box_decode0"] = Node(
+        "main/ssd0_normalizedboxcenterdecoder0_box_decode0", "op", "decode", op="relax.nn.conv2d", cluster="fn_main"
+    )
+    g.edges.append(Edge(prev, "main/ssd0_normalizedboxcenterdecoder0_box_decode0"))
+    (fold,) = [n for n in graph.fold_chains(g).nodes.values() if n.kind == "fold" and n.op == "folded"]
+    assert fold.label.startswith("anchors → box decoding\n9 ops"), fold.label
+    opened = graph.fold_chains(g, keep_open=[fold.id])
+    assert opened.clusters[f"x_{fold.id}"].label == "anchors → box decoding — 9 ops"

@@ -47,33 +47,13 @@ def test_codegen_notebook_runs():
     assert len(diffs) == 2 and all(float(d) < 1e-5 for d in diffs), diffs
     assert "byoc_target_2: nn.conv2d, expand_dims, add, nn.relu, reshape" in text  # the reshape joined the subgraph
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
-    assert all(f"<td>{label}</td>" in html for label in ("TVM alone", "NumPy (teaching)", "C (mychip)"))
+    assert all(
+        re.search(rf"<td[^>]*>{re.escape(label)}</td>", html)
+        for label in ("TVM alone", "NumPy (teaching)", "C (mychip)")
+    )
 
 
-@pytest.mark.mxnet
-@pytest.mark.slow
-def test_part2_notebook_runs_and_says_untrained():
-    pytest.importorskip("mxnet")
-    nb = _execute("02_ssd_tensorrt.ipynb", timeout=900)
-    text = _text(nb)
-    assert "untrained weights" in text  # offline: the seeded weights, and the notebook says so
-    # Without TensorRT the same flow runs on ONNX Runtime: said at the top and on every timed build.
-    from byoc_workbench.backends import tensorrt
-
-    ran = "tensorrt" if tensorrt.missing() is None else "onnxruntime (CPU) + tvm (llvm) for the rest"
-    if tensorrt.missing() is not None:
-        assert "The offloaded subgraphs run on ONNX Runtime (CPU)" in text
-    table = re.search(r"^build +median.*?\n((?:.*\n)+?)\[untrained weights", text, re.MULTILINE)
-    assert table is not None, text[-3000:]
-    rows = table.group(1).splitlines()
-    assert [r.split()[0] for r in rows] == ["TVM", "offloaded,", "offloaded,"]
-    assert re.search(r"tvm alone \((llvm|cuda)\)$", rows[0]) and all(ran in r for r in rows[1:])
-    assert re.search(r"^tensorrt_2: offloaded to \S+.* the same ops on TVM", text, re.MULTILINE)
-    assert "held by " + ran.split(" + ")[0] in text  # the runtime's structure
-    # The stage table's prune line, e.g. "prune       583 ops    1 subgraphs": the backbone alone is left.
-    prune = re.search(r"^prune\b[^\n]*?\b(\d+) subgraphs?\b", text, re.MULTILINE)
-    assert prune is not None, text[-2000:]
-    assert prune.group(1) == "1", prune.group(0)
+# Notebook 02 runs top to bottom once, in JupyterLab: tests/test_browser.py (test_nb02_*) checks its outputs.
 
 
 @pytest.mark.slow

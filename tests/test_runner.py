@@ -59,6 +59,38 @@ def test_codegen_stage_keeps_its_compiled_subgraphs(found, reference_output):
     assert "def " in run.artifact()  # readable NumPy source
 
 
+def test_printouts_fit_a_notebook_line_and_nest_no_parentheses(demo_mod):
+    from byoc_workbench import text
+
+    line = runner.offload_choice().line
+    assert all(len(ln) <= text.WIDTH for ln in line.splitlines()), line
+    depth, deepest = 0, 0
+    for ch in line:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        deepest = max(deepest, depth)
+    assert deepest <= 1 and depth == 0, line
+    run = runner.build_and_run(demo_mod, demo.demo_inputs(), repeat=1, label="x" * 40, progress=False)
+    run.backend += " — TensorRT not available: " + "a long reason " * 12
+    for printout in (run.line(), runner.speedup_table([run, run])):
+        assert all(len(ln) <= text.WIDTH for ln in printout.splitlines()), printout
+    table = runner.speedup_table([run, run])
+    assert table.count("note: TensorRT not available:") == 1  # why TensorRT did not run, said once under the rows
+    assert "depends on the machine" in table and " cores" in table
+
+
+def test_a_finished_bar_in_a_terminal_leaves_nothing(capsys):
+    from byoc_workbench import progress
+
+    assert not progress.in_notebook()
+    with progress.bar(3, "work", enabled=True) as bar:
+        bar.update()
+        bar.phase("more work", 2, "call")
+        bar.update(2)
+        bar.done = "work: done"
+    out = capsys.readouterr()
+    assert out.out == "" and "work: done" not in out.err  # a terminal bar is cleared; the line is a notebook's
+
+
 def test_auto_says_what_ran_and_what_refused(found):
     from byoc_workbench.backends import tensorrt
 
@@ -108,10 +140,11 @@ def test_threshold_view_is_the_sliders_pure_twin():
     boxes = np.arange(16, dtype="float32").reshape(1, 4, 4)
     view = viz.at_threshold(ids, scores, boxes, ["person", "bicycle"], 0.5, mark="untrained weights")
     assert [(n, round(s, 2)) for n, s, _ in view["shown"]] == [("person", 0.9), ("bicycle", 0.55)]
-    assert view["caption"] == "2 of 2 detections with score >= 0.50: person 0.90, bicycle 0.55 — untrained weights"
+    assert view["caption"] == "showing all 2 detections with score ≥ 0.50 — untrained weights"
     low = viz.at_threshold(ids, scores, boxes, ["person"], 0.3, top=1)
     assert low["found"] == 3 and [n for n, _, _ in low["shown"]] == ["person"]
-    assert viz.at_threshold(ids, scores, boxes, (), 0.95)["caption"] == "0 of 0 detections with score >= 0.95"
+    assert low["caption"] == "showing 1 of 3 detections with score ≥ 0.30"
+    assert viz.at_threshold(ids, scores, boxes, (), 0.95)["caption"] == "showing 0 detections with score ≥ 0.95"
     assert viz.at_threshold(ids, scores, boxes, (), 0.5)["shown"][1][0] == "class 1"
 
 
@@ -122,12 +155,15 @@ def test_slider_redraws_on_a_new_threshold():
     picture = np.zeros((40, 40, 3), "uint8")
     dets = {"ids": np.zeros((1, 3, 1)), "scores": np.array([[[0.9], [0.6], [0.3]]]), "boxes": np.ones((1, 3, 4))}
     w = detections_slider(picture, dets, ["person"], thresh=0.5, mark="untrained weights")
-    slider, caption, image = w.children
-    assert caption.value.startswith("2 of 2 detections with score >= 0.50") and "untrained weights" in caption.value
+    slider, caption, body = w.children
+    image, table = body.children
+    assert caption.value == "showing all 2 detections with score ≥ 0.50 — untrained weights"
     first = image.value
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    assert table.value.count("<tr>") == 3  # the head and both boxes, by the rank drawn on each
     slider.value = 0.2
-    assert caption.value.startswith("3 of 3 detections with score >= 0.20") and image.value != first
+    assert caption.value.startswith("showing all 3 detections with score ≥ 0.20") and image.value != first
+    assert table.value.count("<tr>") == 4
 
 
 def test_bench_parses_backends_in_one_line():

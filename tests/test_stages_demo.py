@@ -121,3 +121,20 @@ def test_select_by_qualified_name(byoc):
 def test_no_mac_refuses_a_count_that_is_not_a_whole_number(bad):
     with pytest.raises(WorkbenchError, match="min_mac_ops must be a whole number"):
         stages.no_mac(bad)
+
+
+def test_the_stage_printout_shows_every_note_broken_between_words(demo_mod, byoc):
+    from byoc_workbench import text
+
+    found = stages.run_stages(demo_mod, byoc.rules, stages.no_mac())
+    found[5].notes.append("tensorrt_3 returned to host: " + "no multiply-accumulate op among its slices " * 4)
+    printed = summary.stages_text(found)
+    lines = printed.splitlines()
+    assert [ln.split()[0] for ln in lines if not ln.startswith(" ")] == list(stages.STAGES)
+    assert all(len(ln) <= text.WIDTH for ln in lines), printed
+    words = " ".join(ln.strip(" -") for ln in lines if ln.startswith(" "))
+    for note in (n for s in found for n in s.notes):
+        assert " ".join(note.split()) in words, note  # every note, whole: no word cut in two
+    found[5].notes[:] = [f"note {k}" for k in range(12)]
+    assert "… and 4 more notes" in summary.stages_text(found)
+    assert "note" not in summary.stages_text(found, notes=False).replace("notes", "")

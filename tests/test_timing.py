@@ -5,7 +5,9 @@ consistency only: entries add up to the end-to-end median within 15%, the
 map's nodes hold exactly the entries' time.
 """
 
+import html
 import json
+import re
 
 import numpy as np
 import pytest
@@ -129,7 +131,11 @@ def test_demo_report_tables(demo):
     built = demo[0]
     r = latency.report(built, p, n)
     assert r.text.splitlines()[0].startswith("entries sum")
-    assert "<table>" in r.tables_html and "vs TVM alone" in r.tables_html
+    assert r.tables_html.count("<table") == 2 and "vs TVM alone" in r.tables_html
+    # Every column is explained under its table; times never wrap ("694 / ms"); names wrap, whole in a tooltip.
+    assert latency.TOP_KEY in html.unescape(r.tables_html) and latency.CHECK_KEY in html.unescape(r.tables_html)
+    assert re.search(r'<td style="white-space:nowrap;text-align:right">[\d.]+ ms</td>', r.tables_html)
+    assert f'title="{p.entries[0].name}"' in html.unescape(r.tables_html)
     top = latency.top_text(p, 3).splitlines()
     assert len(top) == 2 + 1 + 3 and p.entries[0].name in top[3]
     rows = latency.builds_rows({"this": p})
@@ -240,10 +246,14 @@ def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
         latency.time_view(wb.with_rule("byoc-target.add", False), built, p)
 
 
-def test_lesson_puts_builds_side_by_side():
+def test_lesson_stacks_the_builds_and_shows_each_table_once():
     builds = {"pruned": timing.demo_build(), "unpruned": timing.demo_build(prune=False)}
     lesson = latency.lesson(builds, runs=3, compare=["unpruned"])
     assert list(lesson.profiles) == ["pruned", "unpruned"] and list(lesson.numerics) == ["unpruned"]
     page = lesson._repr_html_()
     assert page.count("<svg") == 2 and "pruned: measured" in page and "calls crossing" in page
-    assert "byoc_target_0" in lesson.numerics_html()  # the unpruned build's tiny subgraph is checked too
+    assert "display:flex" not in page, "one map under the other: side by side they are too small to read"
+    assert page.index("pruned: measured") < page.index("unpruned: measured")
+    assert page.count("Offloaded subgraphs vs TVM alone") == 1, "the numerics table comes once"
+    assert "byoc_target_0" in page.split("unpruned: measured")[1]  # the unpruned build's tiny subgraph is checked
+    assert latency.BUILDS_KEY in html.unescape(page), "the builds table says what entries are"

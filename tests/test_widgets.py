@@ -214,7 +214,12 @@ def test_summary_caps_a_big_subgraph_and_the_table_keeps_every_op(partition_view
     assert line.startswith("prune: 1 subgraph (tensorrt_0: 505 ops: add ×133, reshape ×77, nn.conv2d ×73,")
     assert "… and 9 more kinds" in line and "… and 35 more notes" in line
     assert len(line) < 300, len(line)
-    assert subgraph_table_html([row]).count("nn.conv2d") == 73
+    table = subgraph_table_html([row])
+    summary, full = table.split("</summary>")
+    assert "add ×133, reshape ×77, nn.conv2d ×73" in summary and "<details" in summary  # counts, not a wall
+    assert full.count("nn.conv2d") == 73, "the whole list in order, one click away"
+    small = subgraph_table_html([{**row, "op_count": 2, "ops": ["relax.add", "relax.nn.relu"]}])
+    assert "add, nn.relu" in small and "<details" not in small
 
 
 def test_details_summarise_a_big_subgraph_by_op_counts():

@@ -122,6 +122,41 @@ def role(word: str) -> str:
     return next((r for start, r in ROLES if word.startswith(start)), "")
 
 
+def _block_word(name: str) -> str | None:
+    """The block under the model's own one that ``name`` (an MXNet node, or a block's prefix) sits in
+    (``ssd0_ssdanchorgenerator0_reshape1`` -> ``ssdanchorgenerator0``), else its own name under the model
+    (``ssd0_box_nms0__1`` -> ``box_nms0``); None for a name without Gluon block prefixes."""
+    path = block_path(name)
+    if not path:
+        return None
+    if len(path) > 1:
+        return path[1][len(path[0]) :].rstrip("_")
+    return source_name(name)[len(path[0]) :].rstrip("_") or None
+
+
+def _side(names) -> str:
+    words = list(dict.fromkeys(w for w in map(_block_word, names) if w))
+    stems: dict = collections.defaultdict(list)
+    for w in words:
+        stems[w.rstrip("0123456789") or w].append(w)
+    parts = []
+    for stem, ws in stems.items():
+        part = role(stem) or (f"{stem} ×{len(ws)}" if len(ws) > 1 else ws[0])
+        if part not in parts:
+            parts.append(part)
+    return ", ".join(parts[:3]) + (" …" if len(parts) > 3 else "")
+
+
+def run_title(sources, sinks) -> str:
+    """What a run of ops connects, in block words: ``anchors → box decoding`` for the run that reads
+    the anchor generators' outputs and feeds the box decoder. ``sources`` and ``sinks`` are the MXNet
+    names (or block prefixes) of the nodes that feed the run and read it; "" when none has Gluon names."""
+    a, b = _side(sources), _side(sinks)
+    if not a and not b:
+        return ""
+    return f"{a or 'inputs'} → {b or 'outputs'}"
+
+
 @dataclasses.dataclass
 class Group:
     """A block of a drawn cluster: its node ``members`` (not those of its subgroups) and ``children``."""

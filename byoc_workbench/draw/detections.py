@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 from .render import target_color
@@ -23,6 +25,14 @@ def named(rows, class_names=()) -> list:
     return [(class_names[c] if 0 <= c < len(class_names) else f"class {c}", s, b) for c, s, b in rows]
 
 
+def caption(shown: int, found: int, thresh: float) -> str:
+    """``showing 20 of 100 detections with score ≥ 0.50``, or ``showing all 15 …`` when every one is shown."""
+    if shown == found:
+        many = f"all {found} detections" if found > 1 else f"{found} detection{'s' if found != 1 else ''}"
+        return f"showing {many} with score ≥ {thresh:.2f}"
+    return f"showing {shown} of {found} detections with score ≥ {thresh:.2f}"
+
+
 def at_threshold(ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = "") -> dict:
     """What the score slider shows at ``thresh`` (the pure twin of the notebook's slider).
 
@@ -32,10 +42,64 @@ def at_threshold(ids, scores, boxes, class_names=(), thresh: float = 0.5, top: i
     """
     found = detections_above(ids, scores, boxes, thresh)
     shown = named(found[:top], class_names)
-    caption = f"{len(shown)} of {len(found)} detections with score >= {thresh:.2f}"
-    if shown:
-        caption += ": " + ", ".join(f"{n} {s:.2f}" for n, s, _ in shown[:5]) + (" …" if len(shown) > 5 else "")
-    return {"shown": shown, "found": len(found), "caption": caption + (f" — {mark}" if mark else ""), "mark": mark}
+    text = caption(len(shown), len(found), thresh)
+    return {"shown": shown, "found": len(found), "caption": text + (f" — {mark}" if mark else ""), "mark": mark}
+
+
+# Label size in points (the picture is drawn FIGURE_IN inches wide, so a point is width / (72 * FIGURE_IN) pixels).
+FIGURE_IN = 7.0
+FONT_PT = 8.0
+CHAR_PT = 0.62 * FONT_PT  # a DejaVu Sans character, on average
+LINE_PT = 1.45 * FONT_PT  # the text and its box's padding
+
+
+def label_text(rank: int, name: str, score: float) -> str:
+    return f"{rank} {name} {score:.2f}"
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+LABELS_MAX = 8  # labels on the picture at most; the table beside it lists every box
+
+
+def place_labels(boxes, texts, width: int, height: int, most: int = LABELS_MAX) -> list:
+    """Where each box's label goes, in picture pixels: ``(x, y)`` of its top-left corner, or None where
+    every spot near the box is taken by a label placed before it (best score first), or ``most``
+    labels are placed already.
+
+    The spots tried: above the box's top-left corner, inside it, below it, and the same on the right.
+    """
+    unit = width / (72 * FIGURE_IN)  # picture pixels per point
+    placed, spots = [], []
+    for (x0, y0, x1, y1), text in zip(boxes, texts):
+        w, h = len(text) * CHAR_PT * unit, LINE_PT * unit
+        found = None
+        if len(placed) >= most:
+            spots.append(None)
+            continue
+        for x, y in ((x0, y0 - h), (x0, y0), (x0, y1), (x1 - w, y0 - h), (x1 - w, y0), (x1 - w, y1 - h)):
+            x, y = min(max(x, 0.0), max(width - w, 0.0)), min(max(y, 0.0), max(height - h, 0.0))
+            rect = (x, y, x + w, y + h)
+            gap = (x - 2 * unit, y - 2 * unit, x + w + 2 * unit, y + h + 2 * unit)  # a little air between labels
+            if not any(_overlaps(gap, r) for r in placed):
+                found = (x, y)
+                placed.append(rect)
+                break
+        spots.append(found)
+    return spots
+
+
+def marks_box(boxes, width: int, height: int) -> tuple:
+    """The centre ``(x, y)`` of the boxes' area, clipped to the picture, where a watermark goes."""
+    if not boxes:
+        return width / 2, height / 2
+    x0 = max(0.0, min(b[0] for b in boxes))
+    y0 = max(0.0, min(b[1] for b in boxes))
+    x1 = min(float(width), max(b[2] for b in boxes))
+    y1 = min(float(height), max(b[3] for b in boxes))
+    return (x0 + x1) / 2, (y0 + y1) / 2
 
 
 def draw_detections(
@@ -50,36 +114,44 @@ def draw_detections(
     title: str = "",
     ax=None,
 ):
-    """Draw the ``top`` best detections scoring at least ``thresh``; ``mark`` (e.g.
-    "untrained weights") is written across the picture."""
+    """Draw the ``top`` best detections scoring at least ``thresh``, each box with its rank; a label
+    ("3 person 0.61") where it fits without covering another one (the rest are listed by
+    :func:`table_html`). ``mark`` (e.g. "untrained weights") is written across the boxes' area."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 7 * image.shape[0] / image.shape[1]))
+        _, ax = plt.subplots(figsize=(FIGURE_IN, FIGURE_IN * image.shape[0] / image.shape[1]))
+    height, width = image.shape[:2]
     ax.imshow(image)
     ax.axis("off")
     found = detections_above(ids, scores, boxes, thresh)
-    rows = found[:top]
-    for name, score, (x0, y0, x1, y1) in named(rows, class_names):
-        color = target_color(name) if not name.startswith("#") else name
-        color = _rgb(color)
+    rows = named(found[:top], class_names)
+    texts = [label_text(k + 1, name, score) for k, (name, score, _) in enumerate(rows)]
+    spots = place_labels([b for _, _, b in rows], texts, width, height)
+    for (name, _score, (x0, y0, x1, y1)), text, spot in zip(rows, texts, spots):
+        color = _rgb(target_color(name))
         ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor=color, linewidth=2))
-        ax.text(
-            x0,
-            y0 - 2,
-            f"{name} {score:.2f}",
-            fontsize=8,
-            color="white",
-            bbox=dict(facecolor=color, alpha=0.8, pad=1, edgecolor="none"),
-        )
-    shown = f"{len(rows)} of {len(found)} detections with score >= {thresh}"
+        if spot is not None:
+            ax.text(
+                spot[0],
+                spot[1],
+                text,
+                fontsize=FONT_PT,
+                color="white",
+                va="top",
+                bbox=dict(facecolor=color, alpha=0.85, pad=1, edgecolor="none"),
+            )
+    labelled = sum(s is not None for s in spots)
+    shown = caption(len(rows), len(found), thresh)
+    if labelled < len(rows):
+        shown += f"; {labelled} labelled here, all {len(rows)} in the table"
     ax.set_title(f"{title}\n{shown}" if title else shown, fontsize=10)
     if mark:
+        cx, cy = marks_box([b for _, _, b in rows], width, height)
         ax.text(
-            0.5,
-            0.5,
+            cx,
+            cy,
             mark.upper(),
-            transform=ax.transAxes,
             ha="center",
             va="center",
             rotation=30,
@@ -87,8 +159,25 @@ def draw_detections(
             color="#c92a2a",
             alpha=0.55,
             fontweight="bold",
+            clip_on=True,
         )
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
     return ax
+
+
+def table_html(rows) -> str:
+    """The detections shown (``at_threshold(...)["shown"]``) as a table: rank (as on the picture), class,
+    score and box."""
+    body = "".join(
+        f"<tr><td>{k}</td><td>{html.escape(name)}</td><td>{score:.2f}</td>"
+        f"<td style='white-space:nowrap'>{', '.join(f'{v:.0f}' for v in box)}</td></tr>"
+        for k, (name, score, box) in enumerate(rows, 1)
+    )
+    return (
+        '<table class="byoc-detections" style="font-size:12px"><tr><th>#</th><th>class</th><th>score</th>'
+        f"<th>box (x0, y0, x1, y1 px)</th></tr>{body}</table>"
+    )
 
 
 def detections_png(image, ids, scores, boxes, class_names=(), thresh=0.5, top=20, mark="", title="", dpi=100) -> bytes:
@@ -97,7 +186,7 @@ def detections_png(image, ids, scores, boxes, class_names=(), thresh=0.5, top=20
 
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 7 * image.shape[0] / image.shape[1]))
+    fig = Figure(figsize=(FIGURE_IN, FIGURE_IN * image.shape[0] / image.shape[1]))
     draw_detections(image, ids, scores, boxes, class_names, thresh, top, mark, title, ax=fig.subplots())
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", dpi=dpi)

@@ -66,3 +66,25 @@ class Diagram:
 
     def _repr_html_(self) -> str:
         return diagram_html(self.svg)
+
+
+def code_html(text: str, css: str = "byoc-code") -> str:
+    """Source text in a ``<pre>`` that keeps its lines whole and scrolls, never breaking a line in two."""
+    return (
+        f'<pre class="{css}" style="max-height:420px;overflow:auto;white-space:pre;font-size:12px;margin:0">'
+        f"{html.escape(text)}</pre>"
+    )
+
+
+@dataclass(frozen=True)
+class Code:
+    """Source text (TVMScript, a backend's artifact) as written: long lines scroll sideways instead of
+    being broken mid-word. ``display(Code(mod.script()))``."""
+
+    text: str
+
+    def _repr_html_(self) -> str:
+        return code_html(self.text)
+
+    def __repr__(self) -> str:
+        return self.text

@@ -43,7 +43,8 @@ class Edge:
     label: str = ""
     crosses: bool = False  # data crosses a target boundary
     kind: str = "data"  # or "call": from a call node to the function it calls
-    to_cluster: str | None = None  # a call edge ends at the callee's cluster
+    to_cluster: str | None = None  # drawn ending at this cluster's border (a callee, an opened run)
+    from_cluster: str | None = None  # drawn starting at this cluster's border (an opened run)
 
 
 @dataclasses.dataclass
@@ -471,7 +472,7 @@ def _remap(g: Graph, nodes: dict, rename: dict, clusters: dict, below=()) -> Gra
         seen.add((src, dst))
         a, b = nodes[src], nodes[dst]
         crosses = e.kind == "data" and a.target != b.target and a.kind != "const"
-        out.edges.append(Edge(src, dst, e.label, crosses, e.kind, e.to_cluster))
+        out.edges.append(dataclasses.replace(e, src=src, dst=dst, crosses=crosses))
     out.sites = {key: rename.get(nid, nid) for key, nid in g.sites.items() if rename.get(nid, nid) in nodes}
     out.below = list(below) + [pair for pair in g.below if pair[0] in nodes and pair[1] in nodes]
     return out
@@ -654,11 +655,13 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
     opened = {}
     for fid, ids in taken.items():
         first = g.nodes[ids[0]]
+        title = _fold_title(g, set(ids))
         if fid in keep_open:
-            clusters[f"x_{fid}"] = Cluster(f"x_{fid}", f"{len(ids)} ops", "fold", first.cluster, first.target)
+            label = f"{title} — {len(ids)} ops" if title else f"{len(ids)} ops"
+            clusters[f"x_{fid}"] = Cluster(f"x_{fid}", label, "fold", first.cluster, first.target)
             opened.update({m: f"x_{fid}" for m in ids})
             continue
-        nodes[fid] = _group_node(fid, "", [g.nodes[m] for m in ids], first.cluster, "folded")
+        nodes[fid] = _group_node(fid, title, [g.nodes[m] for m in ids], first.cluster, "folded")
         rename.update({m: fid for m in ids})
     out: dict = {}
     for nid, n in g.nodes.items():
@@ -667,4 +670,39 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
             out.setdefault(fid, nodes[fid])
         else:
             out[nid] = dataclasses.replace(n, cluster=opened[nid]) if nid in opened else n
-    return wrap_rows(_remap(g, out, rename, clusters))
+    g = _remap(g, out, rename, clusters)
+    return wrap_rows(_one_edge_per_neighbour(g, set(opened.values())))
+
+
+def _fold_title(g: Graph, members: set) -> str:
+    """What a folded run connects, from the blocks around it (``anchors → box decoding``); "" for a
+    graph without Gluon block names."""
+    around = {"in": [], "out": []}
+    for e in g.edges:
+        if e.kind != "data":
+            continue
+        if e.dst in members and e.src not in members and g.nodes[e.src].kind != "const":
+            around["in"].append(e.src.rsplit("/", 1)[-1])
+        elif e.src in members and e.dst not in members:
+            around["out"].append(e.dst.rsplit("/", 1)[-1])
+    return blocks.run_title(around["in"], around["out"])
+
+
+def _one_edge_per_neighbour(g: Graph, opened: set) -> Graph:
+    """``g`` with the data edges between an opened run (a cluster in ``opened``) and each node outside
+    it drawn once, at the run's border: 80 slices reading one tensor are one edge into the box, not 80
+    lines across the diagram."""
+    if not opened:
+        return g
+    seen: set = set()
+    edges = []
+    for e in g.edges:
+        a, b = g.nodes[e.src].cluster, g.nodes[e.dst].cluster
+        if e.kind == "data" and (a in opened) != (b in opened):
+            key = (e.src, b) if b in opened else (a, e.dst)
+            if key in seen:
+                continue
+            seen.add(key)
+            e = dataclasses.replace(e, to_cluster=b if b in opened else None, from_cluster=a if a in opened else None)
+        edges.append(e)
+    return dataclasses.replace(g, edges=edges)

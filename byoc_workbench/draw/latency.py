@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import html
 import math
+import re
 
 from .. import timing
 from . import graph as graph_mod
@@ -32,6 +33,8 @@ MAX_DECADES = 5  # the scale spans at most 1e5 from the slowest node down
 def ms(seconds: float) -> str:
     """Milliseconds with three significant digits: ``12.3 ms``, ``0.0451 ms``."""
     value = seconds * 1e3
+    if value >= 1000:  # "1030 ms", not "1.03e+03 ms"
+        return f"{value:.0f} ms"
     return f"{value:.3g} ms" if value >= 1e-3 or value == 0 else f"{value:.2e} ms"
 
 
@@ -130,7 +133,7 @@ def _with_boundaries(g: graph_mod.Graph, boundary: dict, times: dict, calls: dic
 
 def _edge(g: graph_mod.Graph, e: graph_mod.Edge, src: str, dst: str) -> graph_mod.Edge:
     crosses = e.kind == "data" and g.nodes[src].target != g.nodes[dst].target and g.nodes[src].kind != "const"
-    return graph_mod.Edge(src, dst, e.label, crosses, e.kind, e.to_cluster)
+    return dataclasses.replace(e, src=src, dst=dst, crosses=crosses)
 
 
 def shade(
@@ -264,7 +267,26 @@ def _what(e: timing.Entry) -> str:
 
 
 TOP_HEAD = ("time", "share", "calls", "kind", "target", "entry", "op or backend")
-CHECK_HEAD = ("subgraph", "target", "backend", "calls", "max abs err", "max rel err", "")
+TOP_KEY = (
+    "time: median per run; share: of the sum of all entries; calls: VM calls per run; kind: kernel (a TIR "
+    "kernel TVM compiled), subgraph (a backend computing), boundary (tensors handed into or out of a backend), "
+    "builtin (the VM's own work); entry: the VM call, named after its Relax variable or subgraph; op or backend: "
+    "the Relax op a kernel computes, or what ran a subgraph."
+)
+CHECK_HEAD = ("subgraph", "target", "backend", "calls", "max abs err", "max rel err", "verdict")
+CHECK_KEY = (
+    "Each offloaded subgraph rerun with TVM alone on the inputs it received. calls: how often it ran in one run; "
+    "max abs err and max rel err: the largest difference from TVM alone over its outputs (relative to the "
+    "largest |TVM output|); verdict: ok, OVER the tolerance, or not called."
+)
+BUILDS_HEAD = ("build", "end-to-end", "entries", "subgraphs", "offloaded compute", "boundary", "calls crossing", "host")
+BUILDS_KEY = (
+    "end-to-end: median of whole runs; entries: the sum of every VM call timed one by one (timing each call "
+    "adds a little, so it differs from end-to-end); subgraphs: how many are offloaded; offloaded compute: the "
+    "backend computing; boundary: tensors handed into and out of the backend; calls crossing: calls into a "
+    "backend per run; host: TVM's kernels and the VM's own work."
+)
+_NUMERIC = re.compile(r"^[\d.e+-]+\s*(ms|s|µs|%|x)?$|^\d+$")
 
 
 def _check_rows(numerics: timing.Numerics) -> list:
@@ -287,14 +309,27 @@ def _text_table(head: tuple, rows: list) -> str:
     return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head, *rows])
 
 
-def _html_table(head: tuple, rows: list, caption: str, flagged=()) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+def _cell(x) -> str:
+    """A table cell: numbers and times on one line, right-aligned; names wrap anywhere, whole in a tooltip."""
+    text = str(x)
+    if _NUMERIC.match(text):
+        return f'<td style="white-space:nowrap;text-align:right">{html.escape(text)}</td>'
+    return f'<td style="overflow-wrap:anywhere;text-align:left" title="{html.escape(text)}">{html.escape(text)}</td>'
+
+
+def _html_table(head: tuple, rows: list, caption: str, flagged=(), key: str = "") -> str:
+    """A table as wide as its output at most, every cell in sight; ``key`` explains the columns under it."""
+    th = "".join(f'<th style="white-space:nowrap;text-align:left">{html.escape(h)}</th>' for h in head)
     flag = f' style="color:{OVER};font-weight:bold"'
     body = "".join(
-        f"<tr{flag if k in flagged else ''}>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>"
-        for k, row in enumerate(rows)
+        f"<tr{flag if k in flagged else ''}>" + "".join(_cell(x) for x in row) + "</tr>" for k, row in enumerate(rows)
     )
-    return f"<table><caption style='text-align:left'>{html.escape(caption)}</caption><tr>{th}</tr>{body}</table>"
+    note = f'<p class="byoc-table-key" style="color:#495057;font-size:12px;margin:2px 0 10px">{html.escape(key)}</p>'
+    return (
+        '<table class="byoc-table" style="max-width:100%;table-layout:auto;margin:0">'
+        f"<caption style='text-align:left;caption-side:top'>{html.escape(caption)}</caption><tr>{th}</tr>{body}"
+        f"</table>{note if key else ''}"
+    )
 
 
 def _share_line(profile: timing.Profile) -> str:
@@ -310,7 +345,7 @@ def top_text(profile: timing.Profile, n: int = 10) -> str:
 
 def top_html(profile: timing.Profile, n: int = 10) -> str:
     caption = f"{summary_line(profile)}. By target: {_share_line(profile)}. The {n} slowest entries:"
-    return _html_table(TOP_HEAD, _top_rows(profile, n), caption)
+    return _html_table(TOP_HEAD, _top_rows(profile, n), caption, key=TOP_KEY)
 
 
 def numerics_text(numerics: timing.Numerics) -> str:
@@ -327,7 +362,7 @@ def numerics_html(numerics: timing.Numerics) -> str:
     )
     caption += f" [{numerics.mark}]" if numerics.mark else ""
     flagged = {k for k, r in enumerate(numerics.rows) if r.over}
-    return _html_table(CHECK_HEAD, _check_rows(numerics), caption, flagged)
+    return _html_table(CHECK_HEAD, _check_rows(numerics), caption, flagged, key=CHECK_KEY)
 
 
 def builds_rows(profiles: dict) -> list:
@@ -352,7 +387,6 @@ def builds_rows(profiles: dict) -> list:
 
 
 def builds_html(profiles: dict) -> str:
-    head = ("build", "end-to-end", "entries", "subgraphs", "offloaded compute", "boundary", "calls crossing", "host")
     rows = [
         (
             r["build"],
@@ -366,7 +400,7 @@ def builds_html(profiles: dict) -> str:
         )
         for r in builds_rows(profiles)
     ]
-    return _html_table(head, rows, "The same model, built several ways: where the time goes")
+    return _html_table(BUILDS_HEAD, rows, "The same model, built several ways: where the time goes", key=BUILDS_KEY)
 
 
 @dataclasses.dataclass
@@ -406,13 +440,13 @@ def report(
     return Report(dot, "\n\n".join(texts), tables)
 
 
-def side_by_side(reports: dict) -> str:
-    """HTML with the maps of several builds (``{label: Report}``) next to each other."""
-    cells = "".join(
-        f'<div style="flex:1;min-width:0"><h4>{html.escape(label)}</h4>{diagram_html(r.svg)}{r.tables_html}</div>'
+def stacked(reports: dict) -> str:
+    """HTML with the maps of several builds (``{label: Report}``), one under the other, each as wide as
+    the output: side by side, two maps of a large model are too small to read on a projector."""
+    return "".join(
+        f'<div class="byoc-report"><h4>{html.escape(label)}</h4>{diagram_html(r.svg)}{r.tables_html}</div>'
         for label, r in reports.items()
     )
-    return f'<div style="display:flex;gap:16px;align-items:flex-start">{cells}</div>'
 
 
 def time_view(
@@ -443,17 +477,15 @@ def time_view(
 
 @dataclasses.dataclass
 class Lesson:
-    """Several builds of one model, measured: a table of where the time goes, and their maps side by side."""
+    """Several builds of one model, measured: a table of where the time goes, then each build's map with
+    its slowest calls (and, for those compared, each subgraph against TVM alone), one under the other."""
 
     profiles: dict  # label -> Profile
     numerics: dict  # label -> Numerics, for the builds compared
     reports: dict  # label -> Report
 
-    def numerics_html(self) -> str:
-        return "".join(f"<h4>{html.escape(k)}</h4>{numerics_html(n)}" for k, n in self.numerics.items())
-
     def _repr_html_(self) -> str:
-        return builds_html(self.profiles) + side_by_side(self.reports)
+        return f'<div class="byoc-lesson">{builds_html(self.profiles)}{stacked(self.reports)}</div>'
 
 
 def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, collapse: bool = False) -> Lesson:
@@ -464,8 +496,7 @@ def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, co
 
         builds = {"pruned": timing.ssd_build(workbench=wb), "unpruned": timing.ssd_build(prune=False, workbench=wb)}
         lesson = latency.lesson(builds, compare=["pruned"], collapse=True)
-        lesson                                   # the table, then both maps
-        HTML(lesson.numerics_html())             # each offloaded subgraph vs TVM alone
+        lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
     """
     profiles, numerics, reports = {}, {}, {}
     for label, (built, inputs) in builds.items():

@@ -150,6 +150,10 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             dot.edge(e.src, e.dst, label="calls", style="dotted", color="#868e96", lhead=f"cluster_{e.to_cluster}")
             continue
         attrs = {"style": "dashed", "color": "#c92a2a", "penwidth": "1.5"} if e.crosses else {}
+        if e.to_cluster:  # drawn to the border of an opened run (one edge for all its readers)
+            attrs["lhead"] = f"cluster_{e.to_cluster}"
+        if e.from_cluster:
+            attrs["ltail"] = f"cluster_{e.from_cluster}"
         dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
     for upper, lower in graph.below:  # wide ranks wrapped into rows
         dot.edge(upper, lower, style="invis")

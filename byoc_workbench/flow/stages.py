@@ -24,7 +24,7 @@ from .partition import partition as _partition
 from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
 from .rules import check_rules, reported_checks
-from .summary import Subgraph, rule_matches, summarize
+from .summary import Stage, Subgraph, rule_matches, summarize
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
 
@@ -160,15 +160,24 @@ def run_stages(
     add("partition", m, regions=regions)
     m, reasons = prune(m, prune_rule)
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
-    offloaded = stages[-1].subgraphs  # compiled now, or listed as skipped in the notes
-    m, generated, skipped = codegen(m, backend, **(options or {}))
+    stages.append(codegen_stage(stages[-1], backend, options))
+    return stages
+
+
+def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None) -> Stage:
+    """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
+    (None: each target's own codegen), with notes on what compiled each one."""
+    offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
+    m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
     if backend is not None:  # what no backend took went back to the host
         offloaded = [s for s in offloaded if s.name not in skipped]
-    add("codegen", m, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated)
-    for c in stages[-1].changes:
+    stage = summarize(
+        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated
+    )
+    for c in stage.changes:
         if c["kind"] == "removed" and c["from"].function in generated:
             c["kind"] = "compiled"
-    return stages
+    return stage
 
 
 def restage(stages: list, regions: list, names: dict, backend: dict, options: dict | None = None) -> list:
@@ -191,10 +200,19 @@ def restage(stages: list, regions: list, names: dict, backend: dict, options: di
     m = inline_subgraphs(m, on_host)
     add("prune", m, notes=[f"{n} placed on tvm" for n in on_host])
     offloaded = {n: backend[n] for n in ir.subgraph_functions(m)}
-    m, generated, skipped = codegen(m, offloaded, **(options or {}))
-    placed = [dataclasses.replace(s, target=offloaded[s.name]) for s in kept[-1].subgraphs if s.name not in skipped]
-    add("codegen", m, subgraphs=placed, notes=describe(generated, skipped), generated=generated)
-    return kept
+    stage = codegen_stage(kept[-1], offloaded, options)
+    stage.subgraphs = [dataclasses.replace(s, target=offloaded[s.name]) for s in stage.subgraphs]
+    return [*kept, stage]
 
 
-__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "restage", "run_stages", "check_module"]
+__all__ = [
+    "STAGES",
+    "PruneRule",
+    "keep_all",
+    "no_mac",
+    "prune",
+    "restage",
+    "run_stages",
+    "codegen_stage",
+    "check_module",
+]

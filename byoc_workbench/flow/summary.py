@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 
 import tvm
 
-from .. import ir
+from .. import ir, text
 from ..transforms import prepared
 
 HOST = "host"
@@ -156,3 +157,36 @@ def summary_json(model: str, stages: list) -> dict:
     """The CLI's summary.json; ``prepare`` says what was done to the module before the source stage."""
     step = prepared(stages[0].mod) if stages else None
     return {"model": model, **({"prepare": step} if step else {}), "stages": [s.to_json() for s in stages]}
+
+
+NOTES_SHOWN = 8  # notes printed per stage before "… and N more notes"
+
+
+def stages_text(stages: list, notes: bool = True) -> str:
+    """The stages as a notebook prints them: one line per stage (op count, subgraphs), then its notes,
+    each broken between words at :data:`byoc_workbench.text.WIDTH`; past :data:`NOTES_SHOWN` notes
+    a stage says how many more there are."""
+    lines = []
+    for s in stages:
+        n = len(s.subgraphs)
+        lines.append(f"{s.name:10s} {s.op_count:4d} ops  {n:3d} subgraph{'s' if n != 1 else ''}")
+        if not notes:
+            continue
+        grouped = _grouped_notes(s.notes)
+        lines += [text.wrap(note, indent="      ", first="    - ") for note in grouped[:NOTES_SHOWN]]
+        if len(grouped) > NOTES_SHOWN:
+            lines.append(f"    … and {len(grouped) - NOTES_SHOWN} more notes (stage.notes has them all)")
+    return "\n".join(lines)
+
+
+def _grouped_notes(notes) -> list:
+    """``notes`` with the rules that matched nothing said in one note: a big target has dozens."""
+    unmatched = [m[1] for m in (_UNMATCHED.fullmatch(n) for n in notes) if m]
+    rest = [n for n in notes if not _UNMATCHED.fullmatch(n)]
+    if len(unmatched) < 2:
+        return list(notes)
+    listed = ", ".join(unmatched[:4]) + (f" … and {len(unmatched) - 4} more" if len(unmatched) > 4 else "")
+    return [f"{len(unmatched)} rules matched nothing: {listed}", *rest]
+
+
+_UNMATCHED = re.compile(r"rule (\S+) matched nothing")

@@ -108,7 +108,12 @@ def to_input(image: np.ndarray, mean=MEAN, std=STD) -> np.ndarray:
 
 
 def load_test(
-    path: str | os.PathLike | None = None, short: int = 512, max_size: int = 1024, mean=MEAN, std=STD
+    path: str | os.PathLike | None = None,
+    short: int = 512,
+    max_size: int = 1024,
+    mean=MEAN,
+    std=STD,
+    size: tuple | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load a picture as GluonCV's ``presets.ssd.load_test(path, short)`` does.
 
@@ -118,6 +123,9 @@ def load_test(
         A JPEG or PNG file; None for :func:`default_image_path`.
     short, max_size : int
         Target short side and cap on the long side.
+    size : (height, width), optional
+        Cut the resized picture to its top-left ``size``: the model's own input
+        (512x512 for the SSD), as ``byoc-workbench bench`` measures it.
 
     Returns
     -------
@@ -127,6 +135,14 @@ def load_test(
     """
     path = default_image_path() if path is None else path
     resized = resize_short_within(read_image(path), short, max_size)
+    if size is not None:
+        h, w = (int(d) for d in size)
+        if resized.shape[0] < h or resized.shape[1] < w:
+            raise ImageError(
+                f"The picture is {resized.shape[0]}x{resized.shape[1]} once resized, smaller than {h}x{w}",
+                "pass a larger picture",
+            )
+        resized = np.ascontiguousarray(resized[:h, :w])
     logger.debug("loaded %s as %s", path, resized.shape)
     return to_input(resized, mean, std), resized
 

@@ -21,8 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
+from .. import progress
 from ..errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -176,10 +175,11 @@ def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, leave=False) as bar:
+            with progress.bar(total, target.name, "B", unit_scale=True) as bar:
                 for chunk in iter(lambda: response.read(1 << 20), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
+                bar.done = f"downloaded {target.name}"
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
         raise DownloadError(

@@ -53,7 +53,7 @@ def measure_candidate(description: dict) -> dict:
     Ray task: ``ray.get([ray.remote(measure_candidate).remote(d) for d in descriptions])``.
     """
     from ..errors import WorkbenchError
-    from ..timing import machine
+    from ..runner import machine
 
     if not isinstance(description, dict) or "model" not in description:
         raise WorkbenchError("A candidate's description needs a model", 'pass {"model": {"kind": "demo"}, ...}')

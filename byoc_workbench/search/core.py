@@ -292,7 +292,7 @@ def search(
         model's ONNX form, MXNet for the SSD), where the model has them.
     """
     from ..backends import openvino
-    from ..timing import machine
+    from ..runner import machine
 
     t0 = time.perf_counter()
     backends = check_backends(backends)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import timing
+from .. import runner, timing
 from ..backends.base import cache_dir
 from ..flow.stages import STAGES
 from .placement import TVM, inlined
@@ -153,7 +153,7 @@ def _refusals(codegen) -> dict:
 
 def machine_key() -> dict:
     """What a cached time depends on besides the code: the CPU, its cores and the runtimes' versions."""
-    info = timing.machine()
+    info = runner.machine()
     return {k: info.get(k) for k in ("cpu", "cores", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")}
 
 

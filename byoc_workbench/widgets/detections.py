@@ -32,13 +32,19 @@ def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, 
     caption = widgets.Label()
     # An Image widget takes the PNG directly: no Output widget, whose capture of the inline
     # backend stalled a kernel for 40 s (stream flushes timing out) under nbclient.
-    picture_widget = widgets.Image(format="png", layout=widgets.Layout(max_width="720px"))
+    picture_widget = widgets.Image(format="png", layout=widgets.Layout(max_width="640px"))
+    table = widgets.HTML(layout=widgets.Layout(max_height="520px", overflow="auto", margin="0 0 0 12px"))
+    table.add_class("byoc-detections-table")
 
     def show(change=None):
         t = slider.value
-        caption.value = viz.at_threshold(ids, scores, boxes, class_names, t, top, mark)["caption"]
+        view = viz.at_threshold(ids, scores, boxes, class_names, t, top, mark)
+        caption.value = view["caption"]
         picture_widget.value = viz.detections_png(picture, ids, scores, boxes, class_names, t, **drawing)
+        table.value = viz.table_html(view["shown"])
 
     slider.observe(show, names="value")
     show()
-    return widgets.VBox([slider, caption, picture_widget])
+    # The table beside the picture holds every box shown, by the rank drawn on it, labelled or not.
+    body = widgets.HBox([picture_widget, table], layout=widgets.Layout(align_items="flex-start"))
+    return widgets.VBox([slider, caption, body])

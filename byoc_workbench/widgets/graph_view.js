@@ -155,6 +155,7 @@ function render({ model, el }) {
     view = { s, x: px - (px - view.x) * k, y: py - (py - view.y) * k };
     mode = "free";
     apply();
+    ensureNodes();
   };
 
   const button = (text, title, cls, action) => {
@@ -172,6 +173,7 @@ function render({ model, el }) {
   button("fit", "show the whole diagram", "byoc-zoom-fit", () => {
     mode = "fit";
     fitWhole();
+    ensureNodes();
   });
   button("100%", "labels at their full size", "byoc-zoom-100", () => zoomAt(1 / view.s, ...centre()));
   button("−", "zoom out", "byoc-zoom-out", () => zoomAt(0.8, ...centre()));
@@ -208,6 +210,25 @@ function render({ model, el }) {
     });
   };
 
+  // Never an empty box: when a zoom or a redraw leaves no node in sight (the blank middle of a wide
+  // diagram at 100%), the node nearest the middle of the box is moved to the middle, at the same scale.
+  function ensureNodes() {
+    if (!frame.clientWidth || !svgEl() || showsNodes()) return;
+    const fr = frame.getBoundingClientRect();
+    const [mx, my] = [fr.left + fr.width / 2, fr.top + fr.height / 2];
+    let best = null;
+    for (const g of nodes()) {
+      const r = g.getBoundingClientRect();
+      if (!r.width && !r.height) continue;
+      const [cx, cy] = [r.left + r.width / 2, r.top + r.height / 2];
+      const d = Math.hypot(cx - mx, cy - my);
+      if (!best || d < best.d) best = { d, dx: mx - cx, dy: my - cy };
+    }
+    if (!best) return;
+    view = { ...view, x: view.x + best.dx, y: view.y + best.dy };
+    apply(0.5);
+  }
+
   // After a double-click opens a group: its cluster's top at the top of the box, at
   // a readable scale, centred when it fits across, else its left edge at the left
   // of the box. False when the drawing holds no group opened by a double-click.
@@ -234,7 +255,10 @@ function render({ model, el }) {
   };
 
   const draw = () => {
-    const held = mode === "fit" ? [] : anchors();
+    // A view the user has not moved is redone for the new drawing (a toggle changes its size); a
+    // moved one holds on to its nodes; "fit" fits again.
+    const sel = findNode(model.get("selected"));
+    const held = mode === "fit" || (mode === "first" && !sel) ? [] : anchors();
     const scale = view.s;
     viewport.innerHTML = model.get("svg") || "";
     frame.style.height = `${model.get("height")}px`;
@@ -260,6 +284,7 @@ function render({ model, el }) {
     } else firstView();
     // Never an empty box: when the held place shows no node, start afresh.
     if (frame.clientWidth && !showsNodes()) firstView();
+    ensureNodes();
   };
 
   const onWheel = (e) => {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import html
 
-from ..draw.display import svg_body  # noqa: F401 (the widget takes it from here)
+from ..draw.display import code_html, svg_body  # noqa: F401 (the widget takes them from here)
 from ..draw.graph import short_op
 from ..errors import WorkbenchError, shorten
 from ..session import View
@@ -81,10 +81,12 @@ def status_line(err: BaseException) -> str:
     return shorten(line, 300)
 
 
-def status_html(message: str = "") -> str:
-    """The status area: empty, or one red line."""
+def status_html(message: str = "", busy: bool = False) -> str:
+    """The status area: empty, one red line, or (``busy``) one grey line saying what is being done."""
     if not message:
         return ""
+    if busy:
+        return f'<div class="byoc-busy" style="color:#495057">⏳ {esc(message)}</div>'
     return f'<div style="color:#c92a2a;font-weight:600">⚠ {esc(message)}</div>'
 
 
@@ -116,14 +118,26 @@ def subgraph_table_html(rows: list) -> str:
             '<div class="byoc-subgraphs byoc-empty">'
             "<i>No subgraphs at this stage: everything runs on the host.</i></div>"
         )
-    head = "<tr><th>subgraph</th><th>target</th><th>ops</th><th>op list</th></tr>"
+    head = "<tr><th>subgraph</th><th>target</th><th>ops</th><th>ops by kind (click for the list in order)</th></tr>"
     body = "".join(
         f'<tr data-subgraph="{esc(r["name"])}"><td><code>{esc(r["name"])}</code></td><td>{esc(r["target"])}</td>'
-        f'<td style="text-align:right">{int(r["op_count"])}</td>'
-        f"<td>{esc(', '.join(short_op(o) for o in r['ops']))}</td></tr>"
+        f'<td style="text-align:right">{int(r["op_count"])}</td><td>{op_list_html(r["ops"])}</td></tr>'
         for r in rows
     )
     return f'<table class="byoc-subgraphs">{head}{body}</table>'
+
+
+def op_list_html(ops) -> str:
+    """A few ops by name in order; more as counts by kind (``add ×125, conv2d ×73``), the whole list
+    in order one click away."""
+    ops = list(ops)
+    names = ", ".join(short_op(o) for o in ops)
+    if len(ops) <= OPS_LISTED:
+        return esc(names)
+    return (
+        f'<details class="byoc-op-list"><summary>{esc(op_counts(ops))}</summary>'
+        f'<div class="byoc-op-list-all">{esc(names)}</div></details>'
+    )
 
 
 def claimed_html(claimed: dict) -> str:
@@ -158,11 +172,6 @@ def lines_html(lines: list, empty: str, css: str) -> str:
     if not lines:
         return f'<div class="{css}"><i>{esc(empty)}</i></div>'
     return f'<ul class="{css}">' + "".join(f"<li><code>{esc(ln)}</code></li>" for ln in lines) + "</ul>"
-
-
-def code_html(text: str, css: str = "byoc-code") -> str:
-    """Source text in a scrollable ``<pre>``."""
-    return f'<pre class="{css}" style="max-height:420px;overflow:auto;font-size:12px;margin:0">{esc(text)}</pre>'
 
 
 def generated_html(generated: dict, stage: str) -> str:

@@ -19,6 +19,7 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
+from ..backends.registry import native
 from ..errors import WorkbenchError
 from ..flow import stages
 from ..flow.rules import Target, as_target
@@ -110,9 +111,11 @@ class WorkbenchWidget(W.VBox):
         collapse: bool = False,
         mark: str = "",
         inputs=None,
+        backend: str | None = None,
     ):
         self.target = target
         self.inputs = inputs  # what the "time" view runs the build on
+        self._syncing = False  # set while the controls are put back to what is shown
         self._measured: tuple | None = None  # (workbench, profile, svg) of the last measurement
         self.collapse = collapse
         self.workbench: Workbench | None = None
@@ -123,7 +126,7 @@ class WorkbenchWidget(W.VBox):
         try:
             if error is not None:
                 raise error
-            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark=mark)
+            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark=mark, backend=backend)
         except Exception as err:  # a bad module or rule must not break the cell
             self._error(err)
         rules = self.workbench.all_rules if self.workbench else tuple(target.rules) + tuple(extra_rules)
@@ -273,16 +276,28 @@ class WorkbenchWidget(W.VBox):
     # --- wiring ------------------------------------------------------------------------
 
     def _guard(self, action) -> bool:
-        """Run ``action``; on any error keep the old state and show one line."""
-        if self.workbench is None:
+        """Run ``action``; on any error keep the old state, with the controls showing it, and one line."""
+        if self.workbench is None or self._syncing:
             return False
         try:
             action()
         except Exception as err:  # the widget must show every error, never raise into the frontend
             self._error(err)
+            self._sync_controls()
             return False
         self.status.value = ""
         return True
+
+    def _sync_controls(self) -> None:
+        """The stage bar and the time button back on what the diagram shows, without redrawing."""
+        if self.view is None:
+            return
+        self._syncing = True
+        try:
+            self.stage_picker.value = self.view.stage
+            self.time_button.value = self.view.measured
+        finally:
+            self._syncing = False
 
     def _error(self, err: BaseException) -> None:
         log.debug("workbench widget error", exc_info=err)
@@ -309,12 +324,14 @@ class WorkbenchWidget(W.VBox):
         from ..draw import latency
 
         if self._measured is None or self._measured[0] is not wb:
+            what = f"{wb.backend} + TVM" if wb.backend else "TVM"
+            self.status.value = status_html(f"building with {what} and measuring 5 runs …", busy=True)
             built = timing.build(wb.stages)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
         svg = latency.time_view(wb, built, profile, expand=tuple(sorted(expand)), collapse=self.collapse)
         notes = [f"measured: {latency.summary_line(profile)}", *view.notes]
-        return dataclasses.replace(view, svg=svg, notes=notes)
+        return dataclasses.replace(view, svg=svg, notes=notes, measured=True)
 
     def _toggle(self, node_id: str) -> None:
         key = expand_key(self.view.nodes.get(node_id) if self.view else None) or self._opened_key(node_id)
@@ -364,6 +381,12 @@ class WorkbenchWidget(W.VBox):
         self.set_prune(change["new"])
 
     def _on_stage(self, change) -> None:
+        if change["new"] != "codegen" and self.time_button.value and not self._syncing:
+            self._syncing = True  # the time view is the codegen stage's: leaving it switches it off
+            try:
+                self.time_button.value = False
+            finally:
+                self._syncing = False
         self._guard(self._redraw)
 
     def _on_select(self, change) -> None:
@@ -384,6 +407,7 @@ def workbench_widget(
     collapse: bool = False,
     mark: str = "",
     inputs=None,
+    backend: str | None = None,
 ) -> WorkbenchWidget:
     """The interactive workbench for ``mod`` (default: the seed's demo graph).
 
@@ -406,6 +430,13 @@ def workbench_widget(
     inputs : list of numpy arrays, optional
         Inputs of ``main``; with them the "time" button shows the codegen
         stage's build measured, each node shaded by its time.
+    backend : str, optional
+        What compiles the codegen stage's subgraphs (``onnxruntime``,
+        ``tensorrt``, ``auto``, ``teaching``, ``tvm``). By default the target's
+        own codegen (the teaching one for ``byoc-target``); for a target
+        without one (``tensorrt``), given ``inputs``, what
+        :func:`byoc_workbench.runner.offload_choice` picks: TensorRT where it
+        can run, else ONNX Runtime.
 
     Returns
     -------
@@ -418,6 +449,10 @@ def workbench_widget(
             target = as_target(target)  # a registered target's name
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
+    if backend is None and inputs is not None and native(target.codegen) is None:
+        from ..runner import offload_choice
+
+        backend = offload_choice().backend
     return WorkbenchWidget(
         demo.demo_module() if mod is None else mod,
         target,
@@ -428,4 +463,5 @@ def workbench_widget(
         collapse=collapse,
         mark=mark,
         inputs=inputs,
+        backend=backend,
     )

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from tqdm.auto import tqdm
 from tvm import relax
 
+from ... import progress as _progress
 from ...errors import WorkbenchError, first_line
 from ...ir import rename_vars
 from ..naming import binding_names
@@ -195,23 +195,26 @@ def _strip_prefix(params: Mapping | None) -> dict:
 
 def _convert_nodes(bb, nodes, values, converters, progress) -> list:
     """Convert every op node; returns ``[(node name, its output values)]`` in order (see :mod:`..naming`)."""
-    # disable=None lets tqdm show the bar only on a terminal.
-    disable = None if progress is None else not progress
+    # None: a bar on a terminal or in a notebook (a text line there), none in a pipe.
+    shown = progress if progress is not None else (_progress.in_notebook() or os.isatty(2))
     converted = []
-    for node in tqdm(nodes, desc="MXNet -> Relax", unit="op", leave=False, disable=disable):
-        if node.op == "null":
-            continue
-        try:
-            inputs = [values[i][k] for i, k in node.inputs]
-            values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
-            converted.append((node.name, values[node.index]))
-        except WorkbenchError:
-            raise
-        except Exception as err:  # TVM's type inference or a converter meeting a case it does not check
-            raise MXNetConversionError(
-                f"Node {node.name!r} ({node.op}) failed to convert: {type(err).__name__}: {first_line(err)}",
-                f"check the node's attributes and input shapes; if MXNet runs it, {EXTEND_FIX}",
-            ) from err
+    with _progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=shown) as bar:
+        for node in nodes:
+            bar.update()
+            if node.op == "null":
+                continue
+            try:
+                inputs = [values[i][k] for i, k in node.inputs]
+                values[node.index] = _outputs_of(bb, converters[node.op](bb, inputs, Attrs(node.attrs, node.name)))
+                converted.append((node.name, values[node.index]))
+            except WorkbenchError:
+                raise
+            except Exception as err:  # TVM's type inference or a converter meeting a case it does not check
+                raise MXNetConversionError(
+                    f"Node {node.name!r} ({node.op}) failed to convert: {type(err).__name__}: {first_line(err)}",
+                    f"check the node's attributes and input shapes; if MXNet runs it, {EXTEND_FIX}",
+                ) from err
+        bar.done = f"MXNet -> Relax: {len(converted)} MXNet ops converted"
     return converted
 
 
