@@ -624,7 +624,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"timed runs of TVM alone, tens of seconds each, 1 to {MAX_TVM_REPEAT} (default 1)",
     )
     b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")
-    b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
+    b.add_argument(
+        "--no-anchors", action="store_true", help="skip the whole-model anchors (MXNet, ONNX Runtime, OpenVINO)"
+    )
     b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from .. import text
 from . import graph as graph_mod
 from . import render
 from .display import diagram_html
@@ -53,7 +54,9 @@ def _table_text(head, body) -> str:
 
 
 def summary_lines(result) -> list:
-    """What was chosen, against what, in how long, on which machine."""
+    """What was chosen, against what, in how long (and where most of that went), on which machine."""
+    from .. import runner
+
     lines = [f"search of {result.model} over {', '.join(result.backends)} (precision {result.precision})"]
     if result.mark:
         lines[0] += f" — {result.mark}"
@@ -68,12 +71,13 @@ def summary_lines(result) -> list:
     if speed:
         lines.append(f"chosen is faster than: {speed}")
     m = result.measurements
-    machine = result.machine
-    load = f", load average {machine['load_average']}" if machine.get("load_average") is not None else ""
     lines.append(
         f"searched in {result.search_s:.1f} s: {m['builds']} builds measured, {m['cache_hits']} cache hits; "
-        f"{machine.get('cpu')}, {machine.get('cores')} cores{load}"
+        f"{runner.machine_line(result.machine)}"
     )
+    slowest = sorted(m.get("steps", ()), key=lambda st: -st["s"])[:3]
+    if slowest:
+        lines.append(text.wrap("most of it: " + "; ".join(f"{st['what']} {st['s']:.1f} s" for st in slowest)))
     lines += [f"note: {n}" for n in result.notes]
     return lines
 

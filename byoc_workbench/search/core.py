@@ -164,6 +164,7 @@ class _Session:
         self.costs: dict = {}  # (content, backend) -> Cost
         self.contents: dict = {}  # label -> content hash, for the labels seen
         self.built = 0
+        self.steps: list = []  # {"what", "s", "cached"}: where the search's time went
 
     def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
         """The measurement of placement ``assign``: from the cache, else built and timed now.
@@ -171,6 +172,7 @@ class _Session:
         ``reference=True``: this build is TVM alone, whose outputs every other
         build is checked against; they are cached with it.
         """
+        t0 = time.perf_counter()
         contents = self.plan.contents(assign)
         self.contents.update(contents)
         # By content: the same subgraphs on the same backends in the same model are the same build,
@@ -204,6 +206,7 @@ class _Session:
             for label, cost in measured.costs.items():
                 self._add_cost(contents[label], cost)
         self.records.append((what, measured, not self.frozen))
+        self.steps.append({"what": what, "s": round(time.perf_counter() - t0, 3), "cached": record is not None})
         return measured
 
     def _add_cost(self, content: str, cost: Cost) -> None:
@@ -312,6 +315,7 @@ def search(
             "switch some rules on, or choose another target",
         )
     s = _Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
+    s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     # 1. TVM alone, once: the reference and each unit's host cost.
     alone = s.need({u: TVM for u in units}, "TVM alone, once (the reference)", reference=True)
     # 2. each backend alone; 3. the pruning choice.
@@ -334,6 +338,11 @@ def search(
     # 6. the best ones built and measured end to end, checked against TVM alone.
     rows, chosen = _end_to_end(s, ranked, rest, top)
     rows += _measurement_rows(s, rows)
+    if chosen is None:  # every ranked placement broke the outputs: the cheapest measured build that did not
+        passed = [r for r in rows if r.equal and r.measured_s is not None]
+        chosen = min(passed, key=lambda r: r.predicted_s) if passed else None
+        if chosen is not None:
+            notes.append(f"no ranked placement gave TVM alone's outputs: chosen instead, {chosen.what}")
     if chosen is not None:
         for r in rows:
             r.differs = paths.differs(r.assign, chosen.assign)
@@ -346,7 +355,9 @@ def search(
     for b, m in alone_on.items():
         baseline[f"{b}_alone"] = m.end_to_end_s
     if anchors and subject.anchors is not None:
+        t_anchors = time.perf_counter()
         baseline.update(_anchors(s, notes))
+        s.steps.append({"what": "the whole-model anchors", "s": round(time.perf_counter() - t_anchors, 3)})
     units_json = []
     for u in units:
         costs = {b: s.cost(u, b) for b in allowed}
@@ -372,6 +383,7 @@ def search(
             "cache_misses": cache.misses,
             "runs_per_build": runs,
             "rest_s": rest,
+            "steps": s.steps,
         },
         notes,
         subject.mark,
