@@ -128,7 +128,8 @@ def result_html(result) -> str:
 
 
 def unit_lines(result, units=None) -> list:
-    """One line per unit: what it cost measured on each backend, and where the chosen placement put it.
+    """One line per unit (wrapped at :data:`byoc_workbench.text.WIDTH`): what it cost measured on each
+    backend, and where the chosen placement put it.
 
     e.g. ``tensorrt_2 (1 ops): onnxruntime 0.46 ms, openvino 0.87 ms, tvm 0.10 ms -> tvm``.
     """
@@ -139,5 +140,5 @@ def unit_lines(result, units=None) -> list:
             continue
         costs = ", ".join(f"{b} {_s(c)}" for b, c in u["costs"].items() if c is not None)
         placed = " + ".join(f"{k} on {v}" for k, v in chosen.items() if k.split("[", 1)[0] == u["name"])
-        out.append(f"{u['name']} ({u['ops']} ops): {costs} -> {placed or 'not placed'}")
+        out.append(text.wrap(f"{u['name']} ({u['ops']} ops): {costs} -> {placed or 'not placed'}", indent="  "))
     return out
