@@ -8,8 +8,8 @@ On one input (the picture cut to the model's input shape, 512x512 for the SSD),
   with upstream's TensorRT rules and pruned, plus the same build unpruned
   (``<backend>_unpruned``: every subgraph offloaded, the SSD's lone ``multiply`` too);
 - the anchors: MXNet's own hybridized model (static memory), and ONNX Runtime
-  on the whole model as MXNet's ONNX exporter writes it, where that exporter
-  takes the model. It makes ``box_nms`` class-agnostic, so its detections differ
+  and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter writes it,
+  where that exporter takes the model. It makes ``box_nms`` class-agnostic, so their detections differ
   from TVM's by design.
 
 It checks each backend's outputs against TVM alone's as the model's task reads
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import runner
+from . import runner, timing
 from .errors import WorkbenchError, first_line
 from .models import matching, outputs, zoo
 
@@ -61,20 +61,6 @@ def parse_backends(text: str) -> tuple:
             + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
     return tuple(dict.fromkeys(names))
-
-
-def _entry(run: runner.Run) -> dict:
-    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
-
-
-def where_time_goes(found, x, runs: int, top: int = 10, mark: str = "") -> dict:
-    """One offloaded build's time per VM call (:func:`byoc_workbench.timing.profile`): the slowest
-    entries, and the seconds per kind (offloaded subgraph, boundary, host kernel, builtin)."""
-    from . import timing
-
-    profile = timing.profile(timing.build(found, mark=mark), [x], runs=runs)
-    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in profile.top(top)]
-    return {"end_to_end_s": profile.end_to_end_s, "by_kind": profile.by_kind, "top": rows}
 
 
 def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
@@ -109,21 +95,62 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     return Path(path)
 
 
-def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
-    """``(Latency, outputs)`` of ONNX Runtime on an exported model, with the backend's own session options."""
-    from .backends import onnxruntime as ort_backend
+WHOLE_MODEL = ("onnxruntime", "openvino")  # the backends that run a whole ONNX file as an anchor
 
-    ort = ort_backend._ort()
-    so = ort_backend.session_options()
-    so.log_severity_level = 3  # the export keeps initializers among the inputs; ORT warns once per weight
-    session = ort.InferenceSession(str(path), sess_options=so, providers=ort_backend.providers())
-    feed = {session.get_inputs()[0].name: x}
-    out: list = [None]
 
-    def once():
-        out[0] = session.run(None, feed)
+def whole_model_anchors(
+    path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
+) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX file.
 
-    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress, max_seconds), out[0]
+    Labels are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
+    session options; OpenVINO at f32 (it would silently run bf16 on CPUs that have
+    it). Both get the file with its inputs fixed at the shapes of ``inputs`` and its
+    shape arithmetic folded (:func:`byoc_workbench.models.onnx_import.static_shapes`):
+    OpenVINO's CPU plugin cannot compile the dynamic anchor slices of MXNet's SSD
+    export, and ONNX Runtime folds the same arithmetic itself anyway. A backend
+    that is not installed, or that rejects the file, is skipped with its one-line reason.
+    """
+    from .backends import onnxruntime, openvino
+
+    makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
+    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
+    entries, outputs, skipped = {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
+        folded = _static(path, inputs, Path(tmp) / Path(path).name)
+        for backend in backends:
+            label = f"{backend}_whole_model"
+            try:
+                run = makers[backend](folded)
+            except WorkbenchError as err:
+                skipped[label] = err.line
+                continue
+            out: list = [None]
+
+            def once(run=run, out=out):
+                out[0] = run(inputs)
+
+            lat = runner.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
+            entries[label] = lat.to_json() | {"ran_on": f"{ran_on[backend]} on {Path(path).name}"}
+            outputs[label] = out[0]
+    return entries, outputs, skipped
+
+
+def _static(path, inputs, to: Path) -> Path:
+    """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, saved at ``to``."""
+    import onnx
+
+    from .models import onnx_import
+
+    model = onnx.load(str(path))
+    names = list(onnx_import.graph_inputs(model))
+    try:
+        folded = onnx_import.static_shapes(model, {n: list(np.shape(x)) for n, x in zip(names, inputs)})
+    except WorkbenchError as err:  # the backends then get the file as it is, and say what they make of it
+        logger.warning("%s kept as it is: %s", path, err.cause)
+        return Path(path)
+    onnx.save(folded, str(to))
+    return to
 
 
 def bench_model(
@@ -149,7 +176,7 @@ def bench_model(
     (rows of TVM alone's detections found), ``notes``, ``skipped`` (backends and
     anchors that could not run, with why), ``targets`` (issue 7's bar, for the first
     offloading backend), with ``where``, ``where_time_goes`` per offloaded build
-    (:func:`where_time_goes`), and ``warnings`` (outputs that are not finite, see
+    (:func:`byoc_workbench.timing.where_time_goes`), and ``warnings`` (outputs that are not finite, see
     :func:`byoc_workbench.models.outputs.nonfinite_warning`). ``loaded`` reuses a
     loaded model; ``max_seconds`` refuses a timed loop that its first run says
     would take longer.
@@ -207,10 +234,11 @@ def bench_model(
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
-            result["backends"][label] = _entry(run)
+            result["backends"][label] = timing.run_json(run)
             found[label] = outputs.prediction(task, run.outputs, loaded, run.backend)
             if where and name != "tvm":
-                result.setdefault("where_time_goes", {})[label] = where_time_goes(stages, x, repeat, mark=mark)
+                built = timing.build(stages, mark=mark)
+                result.setdefault("where_time_goes", {})[label] = timing.where_time_goes(built, [x], repeat)
     if "tvm" in result["backends"]:
         result["notes"].append(
             f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up: tens of seconds a run; "
@@ -220,28 +248,33 @@ def bench_model(
         lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
         found["mxnet"] = outputs.prediction(task, out, loaded, "mxnet")
-        _ort_anchor(result, found, loaded, x, repeat, progress, max_seconds)
+        _onnx_anchors(result, found, loaded, x, repeat, progress, max_seconds)
     _compare(result, found)
     result["warnings"] = [w for p in found.values() for w in p.warnings]
     return result
 
 
-def _ort_anchor(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
-    """ONNX Runtime on MXNet's own ONNX export of the whole model, where the exporter takes it."""
-    label = "onnxruntime_whole_model"
+def _onnx_anchors(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
+    """ONNX Runtime and OpenVINO on MXNet's own ONNX export of the whole model, where the exporter takes it."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
-            lat, out = ort_whole_model_anchor(path, x, repeat, progress, max_seconds)
+            entries, more, skipped = whole_model_anchors(path, [x], repeat, progress, max_seconds)
         except runner.OverBudget:
             raise  # the user's bound
-        except Exception as err:  # MXNet's exporter and ONNX Runtime refuse ops in their own ways
-            result["skipped"][label] = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+        except Exception as err:  # MXNet's exporter and the runtimes refuse ops in their own ways
+            for backend in WHOLE_MODEL:
+                result["skipped"][f"{backend}_whole_model"] = (
+                    f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+                )
             return
-    result["anchors"][label] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
-    found[label] = outputs.prediction(loaded.spec.kind, out, loaded, "onnxruntime")
-    if loaded.spec.kind == "detection":
-        result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
+    result["skipped"].update(skipped)
+    for label, entry in entries.items():
+        backend = label.removesuffix("_whole_model")
+        result["anchors"][label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
+        found[label] = outputs.prediction(loaded.spec.kind, more[label], loaded, backend)
+        if loaded.spec.kind == "detection":
+            result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
 
 
 def _compare(result: dict, found: dict) -> None:
@@ -282,8 +315,7 @@ def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
         f"{result['model']} ({', '.join(filter(None, (result.get('family'), result['weights_label'])))}), "
-        f"input {tuple(result['input_shape'])}, "
-        f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
+        f"input {tuple(result['input_shape'])}, " + runner.machine_line(result["machine"]),
         f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
     ]
     for group in ("backends", "anchors"):
@@ -292,7 +324,7 @@ def report_text(result: dict) -> str:
             same = result.get("detections_equal", {}).get(label) or {True: "yes", False: "no"}.get(
                 result.get("outputs_match_tvm", {}).get(label), ""
             )
-            if label == "onnxruntime_whole_model" and result.get("task") == "detection" and same:
+            if label.endswith("_whole_model") and result.get("task") == "detection" and same:
                 same += " (class-agnostic NMS)"
             lines.append(
                 f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import WorkbenchError
-from .models import images, zoo
+from .models import zoo
+from .models.images import model_input
 from .models.outputs import Prediction, prediction
 
 logger = logging.getLogger(__name__)
@@ -56,43 +57,17 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
     }
 
 
-def offload(mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None) -> list:
+def offload(
+    mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
+) -> list:
     """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
-    rules, pruned (or not), its subgraphs compiled by ``backend``; the last stage is codegen."""
+    rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
     from .flow import stages
     from .flow.rules import get_target
 
     rules = get_target(target).rules if rules is None else rules
-    return stages.run_stages(mod, rules, stages.no_mac() if prune else stages.keep_all, check=False, backend=backend)
-
-
-def model_input(image, shape) -> tuple:
-    """``(x, picture)``: the picture as GluonCV's ``load_test`` prepares it, cut to ``shape``
-    (N, C, H, W), and the RGB picture cut the same way (for drawing).
-
-    A picture narrower or lower than ``shape`` once resized (one far wider than
-    tall, say) is padded at the right and bottom with zeros, the mean colour
-    after normalisation, and a warning says so.
-    """
-    x, picture = images.load_test(image, short=min(int(d) for d in shape[2:]))
-    h, w = (int(d) for d in shape[2:])
-    if x.shape[2] < h or x.shape[3] < w:
-        # A wide input (pose's 256x192 is tall) needs the other side long enough too.
-        x, picture = images.load_test(image, short=max(int(d) for d in shape[2:]))
-    if x.shape[2] < h or x.shape[3] < w:
-        logger.warning(
-            "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
-            x.shape[3],
-            x.shape[2],
-            w,
-            h,
-        )
-        padded = np.zeros((*x.shape[:2], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
-        padded[:, :, : x.shape[2], : x.shape[3]] = x
-        shown = np.zeros((*padded.shape[2:], picture.shape[2]), picture.dtype)
-        shown[: picture.shape[0], : picture.shape[1]] = picture
-        x, picture = padded, shown
-    return np.ascontiguousarray(x[:, :, :h, :w]), np.ascontiguousarray(picture[:h, :w])
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    return stages.run_stages(mod, rules, prune_rule, check=False, backend=backend, options=options)
 
 
 def run(
