@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from byoc_workbench.models import ssd, zoo  # noqa: E402
+from byoc_workbench import workflow  # noqa: E402
+from byoc_workbench.models import zoo  # noqa: E402
 from byoc_workbench.models.frontend import from_mxnet  # noqa: E402
 
 
@@ -38,7 +39,7 @@ def main() -> None:
     t3 = time.perf_counter()
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    ops = ssd.relax_op_counts(mod)
+    ops = workflow.relax_op_counts(mod)
 
     from byoc_workbench import transforms  # noqa: E402
     from byoc_workbench.draw import render

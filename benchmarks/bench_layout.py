@@ -55,7 +55,7 @@ def main():
     args = p.parse_args()
     report("demo", Workbench(demo.demo_module(), rules.get_target("byoc-target")), False)
     if not args.no_ssd:
-        from byoc_workbench.models.ssd import model_workbench
+        from byoc_workbench.workflow import model_workbench
 
         report("SSD (collapsed, as the widget draws it)", model_workbench(weights="untrained")[0], True)
 

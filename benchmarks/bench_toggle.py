@@ -48,7 +48,7 @@ def bench_demo(stage, repeat):
 
 
 def bench_ssd(stage):
-    from byoc_workbench.models.ssd import model_workbench
+    from byoc_workbench.workflow import model_workbench
 
     t0 = time.perf_counter()
     wb, _ = model_workbench(weights="untrained")

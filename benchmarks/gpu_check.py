@@ -124,13 +124,12 @@ def _model(found: dict, want: str, weights):
     import numpy as np
 
     if want != "demo" and found["mxnet"] is not None and found["gluoncv"] is not None:
-        from byoc_workbench import transforms
-        from byoc_workbench.models import matching, ssd, zoo
-        from byoc_workbench.models.images import model_input
+        from byoc_workbench import transforms, workflow
+        from byoc_workbench.models import matching, zoo
 
         loaded = zoo.load_model(weights=weights)
-        x = model_input(None, loaded.spec.input_shape)
-        imported = ssd.import_model(input_shape=x.shape, loaded=loaded)
+        x, _ = workflow.model_input(None, loaded.input_shape)
+        imported = zoo.import_model(input_shape=x.shape, loaded=loaded)
         label = f"{zoo.DEFAULT_MODEL} ({loaded.weights_label})"
         return label, imported.mod, transforms.prepare(imported.mod), [x], matching.same_detections
     if want == "ssd":

@@ -8,7 +8,8 @@ The package is laid out by concern:
 - ``draw/``: the graph model, DOT/SVG, detections and plots;
 - ``widgets/``: the JupyterLab widgets, thin wrappers over :class:`Workbench`;
 - ``models/``: the demo graph, the model zoo, pictures and the MXNet frontend;
-- ``ir``, ``transforms``, ``errors``, ``execute``, ``session`` and ``cli`` at the top.
+- ``ir``, ``transforms``, ``errors``, ``execute``, ``session``, ``workflow`` (a zoo model's
+  import, stages and run) and ``cli`` at the top.
 
 Importing the package imports nothing heavy: the short names below
 (``from byoc_workbench import Workbench, demo``) load their module on first use.
@@ -28,7 +29,7 @@ _LAZY = {
     "register_codegen": ("byoc_workbench.backends.codegen", "register_codegen"),
     "codegen": ("byoc_workbench.backends.codegen", None),
     "demo": ("byoc_workbench.models.demo", None),
-    "ssd": ("byoc_workbench.models.ssd", None),
+    "workflow": ("byoc_workbench.workflow", None),
     "zoo": ("byoc_workbench.models.zoo", None),
     "images": ("byoc_workbench.models.images", None),
     "stages": ("byoc_workbench.flow.stages", None),

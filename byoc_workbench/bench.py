@@ -1,18 +1,20 @@
-"""``byoc-workbench bench ssd``: the offloaded SSD against TVM alone and two anchors, in one process.
+"""``byoc-workbench bench MODEL``: a zoo model offloaded, against TVM alone and two anchors, in one process.
 
-On one input (the picture cut to the model's 512x512), :func:`bench_ssd` times:
+On one input (the picture cut to the model's input shape, 512x512 for the SSD),
+:func:`bench_model` times:
 
 - each backend: ``tvm`` (TVM alone, llvm, untuned), and each offloading
-  backend (``onnxruntime``, ``tensorrt``, ``auto``) on the SSD partitioned
+  backend (``onnxruntime``, ``tensorrt``, ``auto``) on the model partitioned
   with upstream's TensorRT rules and pruned, plus the same build unpruned
-  (``<backend>_unpruned``: every subgraph offloaded, the lone ``multiply`` too);
+  (``<backend>_unpruned``: every subgraph offloaded, the SSD's lone ``multiply`` too);
 - the anchors: MXNet's own hybridized model (static memory), and ONNX Runtime
-  and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter writes it.
-  That exporter makes ``box_nms`` class-agnostic, so their detections differ
+  and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter writes it,
+  where that exporter takes the model. It makes ``box_nms`` class-agnostic, so their detections differ
   from TVM's by design.
 
-It checks each backend's detections against TVM alone's as a set
-(:mod:`byoc_workbench.models.matching`). TVM alone takes tens of seconds per
+It checks each backend's outputs against TVM alone's as the model's task reads
+them (:func:`byoc_workbench.models.matching.differences`: detections as a set,
+masks, keypoints and top-5 classes up to ties). TVM alone takes tens of seconds per
 run on a laptop, so it is timed ``tvm_repeat`` times (default once), and the
 output says so. A backend that cannot run here (TensorRT without a GPU) is
 reported with its one-line reason; the others still run.
@@ -31,9 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from . import runner, timing
-from .errors import WorkbenchError
-from .models import matching, zoo
-from .models.images import model_input
+from .errors import WorkbenchError, first_line
+from .models import matching, outputs, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: floa
     out: list = [None]
 
     def once():
-        out[0] = [o.asnumpy() for o in block(data)]  # asnumpy waits for MXNet's asynchronous engine
+        got = block(data)  # one array (pose, classifiers) or a tuple (detectors, segmentation)
+        out[0] = [o.asnumpy() for o in (got if isinstance(got, (list, tuple)) else [got])]  # waits for MXNet
 
     return runner.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
 
@@ -151,67 +153,69 @@ def _static(path, inputs, to: Path) -> Path:
     return to
 
 
-def _match(ref, got) -> tuple:
-    rows = len(np.asarray(ref[0])[0])
-    missing = len(matching.unmatched(ref, got))
-    return matching.same_detections(ref, got), f"{rows - missing}/{rows}"
-
-
-def bench_ssd(
+def bench_model(
+    model: str = zoo.DEFAULT_MODEL,
     backends=("tvm", "onnxruntime"),
     repeat: int = 10,
     tvm_repeat: int = 1,
-    model: str = zoo.DEFAULT_MODEL,
     weights=None,
     image=None,
     unpruned: bool = True,
     anchors: bool = True,
     progress: bool = True,
     where: bool = False,
+    loaded: zoo.LoadedModel | None = None,
     max_seconds: float | None = None,
 ) -> dict:
-    """Time the SSD on each of ``backends`` and the anchors; see the module's docstring.
+    """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
-    Returns the JSON of ``byoc-workbench bench ssd --json``: ``backends``,
-    ``anchors``, ``speedup_vs_tvm``, ``outputs_match_tvm``, ``weights``,
-    ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
-    found), ``notes``, ``skipped`` (backends that could not run, with why),
-    ``targets`` (issue 7's bar, for the first offloading backend) and, with
-    ``where``, ``where_time_goes`` per offloaded build (:func:`byoc_workbench.timing.where_time_goes`),
-    and ``warnings`` (outputs that are not finite, see
-    :func:`byoc_workbench.models.ssd.nonfinite_warning`). ``max_seconds``
-    refuses a timed loop that its first run says would take longer.
+    Returns the JSON of ``byoc-workbench bench MODEL --json``: ``model``, ``task``,
+    ``family``, ``input_shape``, ``backends``, ``anchors``, ``speedup_vs_tvm``,
+    ``outputs_match_tvm``, ``weights``, ``machine``, plus ``differences`` (what
+    differs from TVM alone's outputs, per build), ``detections_equal`` for detectors
+    (rows of TVM alone's detections found), ``notes``, ``skipped`` (backends and
+    anchors that could not run, with why), ``targets`` (issue 7's bar, for the first
+    offloading backend), with ``where``, ``where_time_goes`` per offloaded build
+    (:func:`byoc_workbench.timing.where_time_goes`), and ``warnings`` (outputs that are not finite, see
+    :func:`byoc_workbench.models.outputs.nonfinite_warning`). ``loaded`` reuses a
+    loaded model; ``max_seconds`` refuses a timed loop that its first run says
+    would take longer.
     """
-    from . import transforms
+    from . import transforms, workflow
     from .flow.rules import get_target
-    from .models import ssd
 
     if repeat < 1 or tvm_repeat < 1:
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
     t0 = time.perf_counter()
-    x = model_input(image, zoo.model_spec(model).input_shape)  # a bad picture fails before the model loads
-    loaded = zoo.load_model(model, weights)
-    imported = ssd.import_model(model, input_shape=x.shape, loaded=loaded)
+    shape = loaded.input_shape if loaded else zoo.model_spec(model).input_shape
+    x, _ = workflow.model_input(image, shape)  # a bad picture fails before the model loads
+    loaded = loaded or zoo.load_model(model, weights)
+    task = loaded.spec.kind
+    imported = zoo.import_model(model, loaded=loaded)
     prepared = transforms.prepare(imported.mod)
     target_rules = get_target("tensorrt").rules
     mark = "" if loaded.is_trained else loaded.weights_label
     result: dict = {
         "model": model,
+        "task": task,
+        "family": loaded.spec.family,
         "input_shape": list(x.shape),
         "backends": {},
         "anchors": {},
         "speedup_vs_tvm": {},
         "outputs_match_tvm": {},
-        "detections_equal": {},
+        "differences": {},
         "weights": "trained" if loaded.is_trained else "untrained",
         "weights_label": loaded.weights_label,
         "machine": runner.machine(),
         "notes": [f"import and prepare: {time.perf_counter() - t0:.1f} s"],
         "skipped": {},
     }
-    outputs: dict = {}
+    if task == "detection":
+        result["detections_equal"] = {}
+    found: dict = {}
     for name in backends:
         builds = [(name, True)] if name == "tvm" else [(name, True)] + ([(f"{name}_unpruned", False)] * unpruned)
         for label, prune in builds:
@@ -221,9 +225,9 @@ def bench_ssd(
                         imported.mod, [x], tvm_repeat, 0, label="tvm alone", progress=progress, max_seconds=max_seconds
                     )
                 else:
-                    found = ssd.offload(prepared, name, prune, rules=target_rules)
+                    stages = workflow.offload(prepared, name, prune, rules=target_rules)
                     run = runner.build_and_run(
-                        found[-1], [x], repeat=repeat, label=label, progress=progress, max_seconds=max_seconds
+                        stages[-1], [x], repeat=repeat, label=label, progress=progress, max_seconds=max_seconds
                     )
             except runner.OverBudget:
                 raise  # the user's bound, not this backend's problem
@@ -231,9 +235,9 @@ def bench_ssd(
                 result["skipped"][label] = err.line
                 break
             result["backends"][label] = timing.run_json(run)
-            outputs[label] = run.outputs
+            found[label] = outputs.prediction(task, run.outputs, loaded, run.backend)
             if where and name != "tvm":
-                built = timing.build(found, mark=mark)
+                built = timing.build(stages, mark=mark)
                 result.setdefault("where_time_goes", {})[label] = timing.where_time_goes(built, [x], repeat)
     if "tvm" in result["backends"]:
         result["notes"].append(
@@ -241,35 +245,52 @@ def bench_ssd(
             f"the others {repeat} times after warm-up"
         )
     if anchors:
-        lat, outputs["mxnet"] = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
+        lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
-        with tempfile.TemporaryDirectory() as tmp:
-            path = export_onnx(loaded, x.shape, Path(tmp) / f"{model}.onnx")
-            entries, more, skipped = whole_model_anchors(path, [x], repeat, progress, max_seconds)
-        for label, entry in entries.items():
-            result["anchors"][label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
-            result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
-        outputs.update(more)
-        result["skipped"].update(skipped)
-    _compare(result, outputs)
-    found_bad = (ssd.nonfinite_warning(out, loaded, what=label) for label, out in outputs.items())
-    result["warnings"] = [w for w in found_bad if w]
-    for w in result["warnings"]:
-        logger.warning("%s", w)
+        found["mxnet"] = outputs.prediction(task, out, loaded, "mxnet")
+        _onnx_anchors(result, found, loaded, x, repeat, progress, max_seconds)
+    _compare(result, found)
+    result["warnings"] = [w for p in found.values() for w in p.warnings]
     return result
 
 
-def _compare(result: dict, outputs: dict) -> None:
-    """Speedups and detection checks against TVM alone, and issue 7's targets."""
+def _onnx_anchors(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
+    """ONNX Runtime and OpenVINO on MXNet's own ONNX export of the whole model, where the exporter takes it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
+            entries, more, skipped = whole_model_anchors(path, [x], repeat, progress, max_seconds)
+        except runner.OverBudget:
+            raise  # the user's bound
+        except Exception as err:  # MXNet's exporter and the runtimes refuse ops in their own ways
+            for backend in WHOLE_MODEL:
+                result["skipped"][f"{backend}_whole_model"] = (
+                    f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+                )
+            return
+    result["skipped"].update(skipped)
+    for label, entry in entries.items():
+        backend = label.removesuffix("_whole_model")
+        result["anchors"][label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
+        found[label] = outputs.prediction(loaded.spec.kind, more[label], loaded, backend)
+        if loaded.spec.kind == "detection":
+            result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
+
+
+def _compare(result: dict, found: dict) -> None:
+    """Speedups and output checks against TVM alone, and issue 7's targets."""
     timed = {**result["backends"], **result["anchors"]}
-    ref = outputs.get("tvm")
+    ref = found.get("tvm")
     for label, entry in timed.items():
         if label == "tvm" or ref is None:
             continue
         result["speedup_vs_tvm"][label] = timed["tvm"]["median_s"] / entry["median_s"]
-        same, found = _match(ref, outputs[label])
-        result["outputs_match_tvm"][label] = same
-        result["detections_equal"][label] = found
+        differ = matching.differences(ref, found[label])
+        result["outputs_match_tvm"][label] = not differ
+        result["differences"][label] = differ
+        if "detections_equal" in result:
+            rows = len(np.asarray(ref["ids"])[0])
+            result["detections_equal"][label] = f"{rows - len(matching.unmatched(ref, found[label]))}/{rows}"
     offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)
     if offloaded is None:
         return
@@ -293,15 +314,17 @@ def _compare(result: dict, outputs: dict) -> None:
 def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
-        f"{result['model']} ({result['weights_label']}), input {tuple(result['input_shape'])}, "
-        + runner.machine_line(result["machine"]),
-        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same detections  ran on",
+        f"{result['model']} ({', '.join(filter(None, (result.get('family'), result['weights_label'])))}), "
+        f"input {tuple(result['input_shape'])}, " + runner.machine_line(result["machine"]),
+        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
     ]
     for group in ("backends", "anchors"):
         for label, e in result[group].items():
             speed = result["speedup_vs_tvm"].get(label)
-            same = result["detections_equal"].get(label, "")
-            if label.endswith("_whole_model") and same:
+            same = result.get("detections_equal", {}).get(label) or {True: "yes", False: "no"}.get(
+                result.get("outputs_match_tvm", {}).get(label), ""
+            )
+            if label.endswith("_whole_model") and result.get("task") == "detection" and same:
                 same += " (class-agnostic NMS)"
             lines.append(
                 f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "

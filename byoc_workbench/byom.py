@@ -110,7 +110,7 @@ def bench(
     """Time the model on each of ``backends`` and the anchors, in one process, each checked against the reference.
 
     Returns the JSON of ``byoc-workbench bench model.onnx --json``, in the
-    layout of :func:`byoc_workbench.bench.bench_ssd` (so
+    layout of :func:`byoc_workbench.bench.bench_model` (so
     :func:`byoc_workbench.bench.report_text` prints it): ``backends``,
     ``anchors``, ``speedup_vs_tvm``, ``outputs_match_reference`` and
     ``detections_equal`` (here: ``equal``, or the largest relative error).

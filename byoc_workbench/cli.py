@@ -33,7 +33,7 @@ MAX_SECONDS = 600.0
 DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
-NAME_A_MODEL = "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
+NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or --torch module:factory"
 PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
 PRECISION_HELP = "with --backend openvino: its inference precision (default f32; bf16 and f16 are faster, less exact)"
 
@@ -46,7 +46,19 @@ def load_model(model: str):
         return demo.demo_module(), None
     if model.endswith(".py") or Path(model).exists():
         return demo.load_model_file(model)
-    raise WorkbenchError(f"Unknown model '{model}'.", "use demo, ssd, or the path of a .py file that defines mod.")
+    raise WorkbenchError(
+        f"Unknown model '{model}'.", "use demo, ssd, a zoo model's name, or the path of a .py file that defines mod."
+    )
+
+
+def zoo_model(what: str, model_option: str) -> str | None:
+    """The zoo model a command names: ``ssd`` stands for ``--model`` (SSD-ResNet50 by default),
+    a zoo model's name for itself; None for anything else (``demo``, a file)."""
+    from .models import weights
+
+    if what == "ssd":
+        return model_option
+    return what if what in weights.MODELS else None
 
 
 def is_own(what: str | None, args) -> bool:
@@ -84,15 +96,16 @@ def own_workbench(what, args, target=None, enabled=None, prune_rule=None):
 
 
 def _any_workbench(args, enabled, prune_rule) -> tuple:
-    """``(Workbench, model name, collapse)`` for ``args.model``: demo, ssd, a .py file, a .onnx file or --torch."""
+    """``(Workbench, name, collapse)`` for ``args.model``: demo, ssd, a zoo model, a .py or .onnx file, --torch."""
     from .flow.rules import target_and_extra
     from .session import Workbench
 
-    if args.model == "ssd":
-        from .models.ssd import model_workbench
+    zoo_name = zoo_model(args.model, args.ssd_model)
+    if zoo_name:
+        from .workflow import model_workbench
 
-        wb, _ = model_workbench(args.ssd_model, args.weights, args.target or "tensorrt", prune_rule, enabled=enabled)
-        return wb, args.ssd_model, True
+        wb, _ = model_workbench(zoo_name, args.weights, args.target or "tensorrt", prune_rule, enabled=enabled)
+        return wb, zoo_name, True
     if is_own(args.model, args):
         wb = own_workbench(args.model, args, args.target, enabled, prune_rule)
         return wb, wb.model.name, True
@@ -133,35 +146,46 @@ def cmd_stages(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .models import ssd
+    from . import workflow
 
-    summary = ssd.import_summary(model=args.ssd_model, weights=args.weights)
+    summary = workflow.import_summary(model=_zoo_model(args), weights=args.weights)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _zoo_model(args) -> str:
+    """The zoo model ``args.what`` names, or the one-line error listing the zoo's names."""
+    name = zoo_model(args.what, args.ssd_model)
+    if args.what is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    if name is None:
+        from .models import weights
+
+        weights.model_spec(args.what)  # the one-line error that lists the zoo's names
+    return name
 
 
 def cmd_run(args) -> int:
     import numpy as np
 
+    from . import workflow
     from .backends.codegen import resolve_backend
-    from .models import ssd
 
     save = outputs.check_file(args.save_outputs, "--save-outputs") if args.save_outputs is not None else None
     args.backend = resolve_backend(args.backend)
     if is_own(args.what, args):
         return _run_own(args, save)
-    _ssd_only(args.what, "run")
-    result = ssd.run(model=args.ssd_model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
-    kept = int((np.asarray(result["ids"]) >= 0).sum())
-    print(f"{args.ssd_model} on {args.backend}: {kept} detections — {result.weights_label}")
+    model = _zoo_model(args)
+    result = workflow.run(model=model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
+    print(f"{model} on {args.backend}: {result.summary()} — {result.weights_label}")
     print(f"ran on: {result.backend}")
     for note in result.notes:
         print(f"  {note}")
     if save is not None:
         buffer = io.BytesIO()
-        np.savez(buffer, ids=result["ids"], scores=result["scores"], boxes=result["boxes"])
+        np.savez(buffer, **result)
         outputs.write_file(save, buffer.getvalue())
-        print(f"saved ids, scores and boxes to {save}")
+        print(f"saved {', '.join(result)} to {save}")
     return 0
 
 
@@ -181,14 +205,6 @@ def _run_own(args, save) -> int:
         outputs.write_file(save, buffer.getvalue())
         print(f"saved {len(result['outputs'])} outputs to {save}")
     return 0 if result["check"]["equal"] else 1
-
-
-def _ssd_only(what, command: str) -> None:
-    if what != "ssd":
-        raise WorkbenchError(
-            f"{command} takes ssd, a .onnx file or --torch module:factory; got {what!r}",
-            f"e.g. byoc-workbench {command} model.onnx",
-        )
 
 
 def cmd_report(args) -> int:
@@ -230,12 +246,11 @@ def cmd_bench(args) -> int:
         )
         print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
         return 0
-    _ssd_only(args.what, "bench")
-    result = bench.bench_ssd(
+    result = bench.bench_model(
+        _zoo_model(args),
         backends,
         repeat=args.repeat,
         tvm_repeat=args.tvm_repeat,
-        model=args.ssd_model,
         weights=args.weights,
         image=args.image,
         unpruned=not args.no_unpruned,
@@ -250,6 +265,11 @@ def cmd_bench(args) -> int:
 def cmd_prefetch(args) -> int:
     from .models import zoo
 
+    if args.list:
+        for name, spec in zoo.MODELS.items():
+            state = "cached" if zoo.cached_weights(name) else "not cached"
+            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
+        return 0
     report = zoo.prefetch(args.models.split(",") if args.models else None)
     for name, r in report.items():
         if r["ok"]:
@@ -280,13 +300,11 @@ def _measured(args) -> tuple:
         wb = own_workbench(args.what, args)
         found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune, options)
         return timing.build(found, mark=wb.mark), wb.model.inputs, True
-    if args.what not in ("demo", "ssd"):
-        raise WorkbenchError(f"Unknown model {args.what!r}", "use demo, ssd, a .onnx file, or --torch module:factory")
-    if args.what == "ssd":
-        built, inputs = timing.ssd_build(
+    if args.what != "demo":
+        built, inputs = timing.model_build(
             args.backend or "onnxruntime",
             not args.no_prune,
-            model=args.ssd_model,
+            model=_zoo_model(args),
             weights=args.weights,
             image=args.image,
             options=options,
@@ -347,6 +365,9 @@ def cmd_compare(args) -> int:
     return 1 if numerics.over else 0
 
 
+ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
+
+
 def _description(args) -> dict:
     """The model ``search`` was given, as a serialisable description (:mod:`byoc_workbench.search.subject`)."""
     what = args.model
@@ -359,8 +380,9 @@ def _description(args) -> dict:
         raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
     if what == "demo":
         return {"kind": "demo"}
-    if what == "ssd":
-        return {"kind": "ssd", "model": args.ssd_model, "weights": args.weights, "image": args.image}
+    zoo_name = zoo_model(what, args.ssd_model)
+    if zoo_name:
+        return {"kind": "ssd", "model": zoo_name, "weights": args.weights, "image": args.image}
     if what.endswith(".onnx"):
         return {"kind": "onnx", "path": what, "input_shapes": _shapes(args)}
     if what.endswith(".py") or Path(what).exists():
@@ -539,7 +561,9 @@ def parser() -> argparse.ArgumentParser:
 
     s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo", "own")
     s.add_argument(
-        "model", nargs="?", help="demo, ssd, a .py file that defines mod (and optionally rules), or a .onnx file"
+        "model",
+        nargs="?",
+        help="demo, ssd, a zoo model's name, a .py file that defines mod (and optionally rules), or a .onnx file",
     )
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
@@ -554,18 +578,18 @@ def parser() -> argparse.ArgumentParser:
     )
 
     i = command("import", "import a GluonCV model into Relax", cmd_import, "zoo")
-    i.add_argument("what", choices=("ssd",))
+    i.add_argument("what", help=ZOO_HELP)
     i.add_argument("--summary", action="store_true", help="print the JSON summary (the default output)")
 
     r = command("run", "run a model and check it against its own framework", cmd_run, "zoo", "image", "own")
-    r.add_argument("what", nargs="?", help="ssd, or a .onnx file (or give --torch)")
+    r.add_argument("what", nargs="?", help=ZOO_HELP + ", or a .onnx file (or give --torch)")
     r.add_argument(
         "--backend",
         default="tvm",
         help=f"mxnet (the Gluon block), {BACKEND_HELP}. tvm: TVM alone; the others: the TensorRT subgraphs "
         "they can compile offloaded through them, TVM for the rest (auto: TensorRT where it runs, else ONNX Runtime)",
     )
-    r.add_argument("--save-outputs", help="write ids, scores and boxes to this .npz file")
+    r.add_argument("--save-outputs", help="write the outputs (ids, scores and boxes for a detector) to this .npz file")
 
     for name, helptext, func in (
         ("profile", "time every VM call of a partitioned build and draw the latency map", cmd_profile),
@@ -576,7 +600,7 @@ def parser() -> argparse.ArgumentParser:
         ),
     ):
         c = command(name, helptext, func, "zoo", "image", "own", *(("budget",) if name == "profile" else ()))
-        c.add_argument("what", nargs="?", help="demo, ssd, or a .onnx file (or give --torch)")
+        c.add_argument("what", nargs="?", help="demo, " + ZOO_HELP + ", or a .onnx file (or give --torch)")
         c.add_argument(
             "--backend",
             help=f"{BACKEND_HELP} (default: teaching for demo, onnxruntime for ssd). A codegen registered "
@@ -605,7 +629,7 @@ def parser() -> argparse.ArgumentParser:
         "budget",
         "own",
     )
-    b.add_argument("what", nargs="?", help="ssd, or a .onnx file (or give --torch)")
+    b.add_argument("what", nargs="?", help=ZOO_HELP + ", or a .onnx file (or give --torch)")
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
@@ -637,7 +661,7 @@ def parser() -> argparse.ArgumentParser:
         "zoo",
         "own",
     )
-    rp.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    rp.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
     rp.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
     rp.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
@@ -652,7 +676,7 @@ def parser() -> argparse.ArgumentParser:
         "image",
         "own",
     )
-    se.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    se.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
     se.add_argument(
         "--backends",
         default="onnxruntime,openvino,tvm",
@@ -673,6 +697,9 @@ def parser() -> argparse.ArgumentParser:
 
     f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
     f.add_argument("--models", help="comma-separated model names (default: all)")
+    f.add_argument(
+        "--list", action="store_true", help="list the zoo's models, their task and family, and say which are cached"
+    )
 
     d = command("doctor", "check this machine for the workshop: what is missing, and how to get it", cmd_doctor)
     d.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -266,8 +266,8 @@ def check_weights() -> Check:
     from .models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
 
     cache = zoo.cache_dir()
-    models, lines = {}, []
-    for name in zoo.MODELS:
+    models, by_state = {}, {}
+    for name, spec in zoo.MODELS.items():
         path = cache / zoo.params_file_name(name)
         if zoo.cached_weights(name) is not None:
             state = "trained (sha1 checked)"
@@ -275,8 +275,10 @@ def check_weights() -> Check:
             state = "wrong sha1, ignored"
         else:
             state = "not cached"
-        models[name] = {"state": state, "path": str(path)}
-        lines.append(f"{name}: {state}")
+        models[name] = {"state": state, "path": str(path), "task": spec.kind, "family": spec.family}
+        by_state.setdefault(state, []).append(name)
+    # Grouped by state: the zoo has two dozen models, and the line names each.
+    lines = [f"{state} ({len(names)}): {', '.join(names)}" for state, names in by_state.items()]
     ok = all(m["state"].startswith("trained") for m in models.values())
     fix = (
         ""

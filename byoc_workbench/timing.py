@@ -634,7 +634,7 @@ def own_target(backend: str | None):
     return rules.get_target(name) if name else None
 
 
-def ssd_build(
+def model_build(
     backend: str = "onnxruntime",
     prune: bool = True,
     workbench=None,
@@ -643,18 +643,19 @@ def ssd_build(
     image=None,
     options: dict | None = None,
 ) -> tuple:
-    """``(Built, inputs)`` for the SSD with upstream's TensorRT rules, offloaded through ``backend``.
+    """``(Built, inputs)`` for a zoo model (the SSD by default) with upstream's TensorRT rules,
+    offloaded through ``backend``.
 
-    ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
-    (the import takes about 15 s); the picture is cut to the model's input shape.
+    ``workbench`` reuses a :func:`byoc_workbench.workflow.model_workbench`
+    (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from .models import ssd, zoo
-    from .models.images import model_input
+    from . import workflow
+    from .models import zoo
 
-    if workbench is None:
-        x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)  # before the 15 s import
-        workbench = ssd.model_workbench(model, weights)[0]
+    if workbench is None:  # the picture before the 15 s import: a bad one fails first
+        x = workflow.model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)[0]
+        workbench = workflow.model_workbench(model, weights)[0]
     else:
-        x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])
-    found = ssd.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
+        x = workflow.model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
+    found = workflow.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
     return build(found, mark=workbench.mark), [x]

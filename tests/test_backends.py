@@ -163,9 +163,9 @@ def test_the_registry_names_every_choice():
 def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds():
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
     from byoc_workbench import transforms
-    from byoc_workbench.models import matching, ssd
+    from byoc_workbench.models import matching, zoo
 
-    imported = ssd.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
+    imported = zoo.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
     prepared = transforms.prepare(imported.mod)
     final = codegen_stage(prepared, rules.get_target("tensorrt").rules, "onnxruntime")
     assert [(n, g.backend) for n, g in final.generated.items()] == [("tensorrt_0", "onnxruntime")]

@@ -178,13 +178,13 @@ CLI = [
     ("tolerance-text", "cli", ["compare", "demo", "--tolerance", "abc"], ["invalid float value", "a number"]),
     ("tolerance-negative", "cli", ["compare", "demo", "--tolerance", "-1"], ["--tolerance must be 0 or more"]),
     ("tolerance-nan", "cli", ["compare", "demo", "--tolerance", "nan"], ["--tolerance must be 0 or more"]),
-    ("import-what", "cli", ["import", "ssdd"], ["invalid choice: 'ssdd'", "use one of: ssd"]),
+    ("import-what", "cli", ["import", "ssdd"], ["Unknown model 'ssdd'", "use one of: ssd_512_resnet50_v1_coco"]),
     ("unknown-model", "cli", ["stages", "nope", "--out", "{d}/o"], ["Unknown model 'nope'"]),
     ("unknown-target", "cli", ["stages", "demo", "--out", "{d}/o", "--target", "tensorrtt"], ["Unknown target"]),
     ("unknown-rule", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "byoc-target.nope"], ["nope"]),
     ("rule-without-target", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "add"], ["target.rule"]),
     ("zoo-model-typo", "cli", ["run", "ssd", "--model", "ssd_512_resnet"], ["Unknown model"]),
-    ("not-a-detector", "cli", ["run", "ssd", "--model", "resnet50_v1"], ["not a detection model"]),
+    ("bench-unknown-model", "cli", ["bench", "yolo9000"], ["Unknown model 'yolo9000'", "simple_pose_resnet18_v1b"]),
     # output paths: refused before any work, nothing written
     ("out-empty", "output", ["stages", "demo", "--out", ""], ["--out is empty"]),
     ("out-is-a-file", "output", ["stages", "demo", "--out", "{d}/a_file"], ["is a file, not a directory"]),
@@ -371,7 +371,8 @@ def test_pictures_of_any_shape_are_accepted(d):
     assert x.shape == (1, 3, 1, 1024) and resized.shape == (1, 1024, 3)
     assert images.load_test(d / "tall.png")[0].shape == (1, 3, 1024, 1)
     assert images.load_test(d / "dot.png")[0].shape == (1, 3, 512, 512)
-    cut = images.model_input(d / "wide.png", (1, 3, 512, 512))
+    cut, shown = images.model_input(d / "wide.png", (1, 3, 512, 512))
+    assert shown.shape == (512, 512, 3) and not shown[1:].any()
     assert cut.shape == (1, 3, 512, 512) and np.all(cut[:, :, 1:] == 0) and np.any(cut[:, :, 0] != 0)
 
 
@@ -410,18 +411,19 @@ def test_causes_are_cut_at_a_word_and_nested_errors_not_repeated():
 
 
 def test_nonfinite_outputs_give_one_warning_and_the_run_finishes(d):
-    from byoc_workbench.models import ssd, zoo
+    from byoc_workbench.models import outputs, zoo
 
-    loaded = zoo.LoadedModel("ssd_512_resnet50_v1_coco", None, str(d / "flipped.params"), None)
+    name = "ssd_512_resnet50_v1_coco"
+    loaded = zoo.LoadedModel(name, None, str(d / "flipped.params"), zoo.model_spec(name))
     ids, scores = np.zeros((1, 4, 1), "float32"), np.ones((1, 4, 1), "float32")
     boxes = np.ones((1, 4, 4), "float32")
     boxes[0, 2, 1] = np.inf
-    result = ssd._detections([ids, scores, boxes], loaded)
+    result = outputs.prediction("detection", [ids, scores, boxes], loaded)
     assert len(result.warnings) == 1
     (line,) = result.warnings
     assert "output boxes holds 1 non-finite values (first inf at [0, 2, 1])" in line
     assert "flipped.params" in line and "corrupted" in line and "\n" not in line
-    assert ssd._detections([ids, scores, np.ones((1, 4, 4), "float32")], loaded).warnings == ()
+    assert outputs.prediction("detection", [ids, scores, np.ones((1, 4, 4), "float32")], loaded).warnings == ()
 
 
 # --- what needs a real process ---------------------------------------------------------------

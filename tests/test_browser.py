@@ -48,6 +48,10 @@ from byoc_workbench.session import Workbench
 from byoc_workbench.widgets import workbench_widget
 display(workbench_widget())
 Diagram(Workbench(demo.demo_module(), get_target("byoc-target")).view("partition").svg)"""
+# Notebook 06's chooser on its cheapest model.
+ZOO_CELL = """\
+from byoc_workbench.widgets.zoo_chooser import zoo_chooser
+zoo_chooser(value="simple_pose_resnet18_v1b")"""
 NB02 = Path(__file__).resolve().parents[1] / "notebooks" / "02_ssd_tensorrt.ipynb"
 NB02_TIMEOUT_MS = 900_000  # notebook 02 top to bottom: TVM alone runs once (tens of seconds), then the builds
 
@@ -75,6 +79,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     (root / "demo.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
     shutil.copy(NB02, root / "nb02.ipynb")  # notebook 02 as committed, run top to bottom as a user would
+    (root / "zoo.ipynb").write_text(json.dumps(_notebook(ZOO_CELL)))
     home = tmp_path_factory.mktemp("jupyter-home")
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
@@ -691,6 +696,34 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
         if page.locator(".byoc-collapse").is_enabled():
             page.locator(".byoc-collapse").click()
         stage.click()
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_zoo_chooser_reads_at_1366(browser, lab):
+    """Notebook 06's chooser: the dropdown, the stage and subgraph tables and the model's picture
+    fit a 1366-px-wide screen, and the picture is seen whole in a 768-px-tall one."""
+    pytest.importorskip("mxnet", reason="the chooser needs mxnet and gluoncv")
+    pg = browser.new_page(viewport=VIEWPORTS["1366"])
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.goto(lab["url"].format("zoo"))
+    pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
+    pg.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").first.click()
+    pg.keyboard.press("Shift+Enter")
+    picture = pg.locator(".jp-OutputArea .widget-image").first
+    picture.wait_for(timeout=300_000)  # a kernel start, then the import, the partition and a build
+    picture.scroll_into_view_if_needed()
+    pg.wait_for_timeout(300)
+    BUILD.mkdir(exist_ok=True)
+    pg.screenshot(path=str(BUILD / "widget-zoo-1366.png"))
+    area = pg.locator(".jp-OutputArea").first.bounding_box()
+    for part in (".widget-dropdown", ".byoc-subgraphs", ".widget-image"):
+        box = pg.locator(f".jp-OutputArea {part}").first.bounding_box()
+        assert box["width"] > 50 and box["x"] + box["width"] <= area["x"] + area["width"] + 1, (part, box, area)
+    shown = picture.bounding_box()
+    assert shown["height"] <= VIEWPORTS["1366"]["height"], shown
+    assert "simple_pose_resnet18_v1b" in pg.locator(".jp-OutputArea").first.inner_text()
+    pg.close()
 
 
 # --- notebook 02, run top to bottom once (issue 18: Part 2 reads as well as Part 1) ---------

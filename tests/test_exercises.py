@@ -110,7 +110,7 @@ def test_exercise4_own_graph():
 @pytest.fixture(scope="module")
 def ssd_workbench():
     pytest.importorskip("mxnet")
-    from byoc_workbench.models.ssd import model_workbench
+    from byoc_workbench.workflow import model_workbench
 
     wb, _ = model_workbench(weights="untrained")
     return wb

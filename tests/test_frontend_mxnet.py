@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 from messages import one_line
+from mxnet_check import chain_graph, check_symbol, mxnet_or_skip, run_tvm
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models.frontend import (
@@ -26,28 +27,11 @@ from byoc_workbench.models.frontend.mxnet_tensor import mxnet_reshape_shape
 RTOL, ATOL = 1e-3, 1e-4
 
 
-def _graph(ops):
-    """A symbol JSON: one 'data' input feeding a chain of (op, name, attrs) nodes."""
-    nodes = [{"op": "null", "name": "data", "inputs": []}]
-    for op, name, attrs in ops:
-        nodes.append({"op": op, "name": name, "attrs": attrs, "inputs": [[len(nodes) - 1, 0, 0]]})
-    return {"nodes": nodes, "arg_nodes": [0], "heads": [[len(nodes) - 1, 0, 0]]}
-
-
-def _run_tvm(mod, *inputs):
-    import tvm
-    from tvm import relax
-
-    vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(np.asarray(x)) for x in inputs])
-    return [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
-
-
 # --- no mxnet needed ------------------------------------------------------------------
 
 
 def test_every_unsupported_op_is_listed_in_one_error():
-    graph = _graph([("FooOp", "foo_a", {}), ("relu", "r", {}), ("BarOp", "bar", {}), ("FooOp", "foo_b", {})])
+    graph = chain_graph([("FooOp", "foo_a", {}), ("relu", "r", {}), ("BarOp", "bar", {}), ("FooOp", "foo_b", {})])
     with pytest.raises(UnsupportedOperatorError) as info:
         from_mxnet(graph, {}, {}, {"data": (1, 3)})
     err = info.value
@@ -59,7 +43,7 @@ def test_every_unsupported_op_is_listed_in_one_error():
 
 
 def test_error_lists_ops_deleted_from_a_copy_of_the_table():
-    graph = _graph([("Flatten", "f", {}), ("softmax", "s", {"axis": "-1"}), ("relu", "r", {})])
+    graph = chain_graph([("Flatten", "f", {}), ("softmax", "s", {"axis": "-1"}), ("relu", "r", {})])
     table = dict(CONVERTERS)
     del table["Flatten"], table["softmax"]
     assert find_unsupported(graph, table) == {"Flatten": ["f"], "softmax": ["s"]}
@@ -70,7 +54,7 @@ def test_error_lists_ops_deleted_from_a_copy_of_the_table():
 
 
 def test_input_without_shape_or_value_is_a_clear_error():
-    graph = _graph([("relu", "r", {})])
+    graph = chain_graph([("relu", "r", {})])
     with pytest.raises(MXNetImportError, match="shape_dict"):
         from_mxnet(graph, {}, {}, {"x": (1, 3)})
 
@@ -106,13 +90,13 @@ def test_converter_refuses_what_it_cannot_convert(case):
     """Each refusal is a one-line WorkbenchError that names the node, never a crash."""
     op, attrs, shape, text = REFUSALS[case]
     with pytest.raises(MXNetImportError) as info:
-        from_mxnet(_graph([(op, "node_x", attrs)]), {}, {}, {"data": shape})
+        from_mxnet(chain_graph([(op, "node_x", attrs)]), {}, {}, {"data": shape})
     message = one_line(info)
     assert "'node_x'" in message and text in message
 
 
 def _malformed(change):
-    graph = _graph([("relu", "r", {}), ("relu", "s", {})])
+    graph = chain_graph([("relu", "r", {}), ("relu", "s", {})])
     change(graph)
     return graph
 
@@ -173,39 +157,11 @@ def test_params_bound_or_kept_as_inputs():
     assert len(bound["main"].params) == 1 and len(free["main"].params) == 3
     assert list(params) == ["w", "b"]
     expected = x @ w.T + b
-    np.testing.assert_allclose(_run_tvm(bound, x)[0], expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(_run_tvm(free, x, w, b)[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_tvm(bound, x)[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_tvm(free, x, w, b)[0], expected, rtol=1e-5, atol=1e-6)
 
 
 # --- single ops against MXNet ---------------------------------------------------------
-
-
-def _mx():
-    return pytest.importorskip("mxnet")
-
-
-def _check_symbol(sym, shapes, rng, params=None, rtol=1e-5, atol=1e-5, int_inputs=()):
-    """Run ``sym`` in MXNet and through the importer in TVM, compare every output."""
-    mx = _mx()
-    values = {}
-    known = {n: np.shape(v) for n, v in (params or {}).items()}
-    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes, **known)
-    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
-        values[name] = (params or {}).get(name)
-        if values[name] is None:
-            values[name] = rng.uniform(0.5, 1.5, shape) if name.endswith("var") else rng.randn(*shape)
-        values[name] = np.asarray(values[name], dtype="float32")
-    # A Group lists a shared input once per output, so bind by position.
-    args = [mx.nd.array(values[n]) for n in sym.list_arguments()]
-    aux = [mx.nd.array(values[n]) for n in sym.list_auxiliary_states()]
-    expected = [o.asnumpy() for o in sym.bind(mx.cpu(), args, aux_states=aux).forward(is_train=False)]
-    weights = {n: v for n, v in values.items() if n not in shapes}
-    mod, _ = from_mxnet(sym, weights, None, shapes)
-    got = _run_tvm(mod, *[values[n] for n in shapes])
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        assert g.shape == e.shape
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
 
 
 def _op_cases():
@@ -311,10 +267,10 @@ def _op_cases():
 @pytest.mark.mxnet
 @pytest.mark.parametrize("case", sorted(_op_cases()))
 def test_op_matches_mxnet(case):
-    mx = _mx()
+    mx = mxnet_or_skip()
     sym = _op_cases()[case](mx.sym, mx.sym.var("data"))
     shape = _CASE_SHAPES.get(case, (2, 4, 6, 8))
-    _check_symbol(sym, {"data": shape}, np.random.RandomState(zlib.crc32(case.encode())))
+    check_symbol(sym, {"data": shape}, np.random.RandomState(zlib.crc32(case.encode())))
 
 
 _CASE_SHAPES = {
@@ -331,7 +287,7 @@ _CASE_SHAPES = {
 
 @pytest.mark.mxnet
 def test_round_takes_halves_away_from_zero_as_mxnet_does():
-    mx = _mx()
+    mx = mxnet_or_skip()
     halves = np.arange(-6, 7) + 0.5
     # 0.49999997 is the float32 below 0.5: |x| + 0.5 would round up to 1 there.
     edges = np.array([0.49999997, -0.49999997, 0.0, 1e7 + 1, -3.7, 3.2], dtype="float32")
@@ -339,13 +295,13 @@ def test_round_takes_halves_away_from_zero_as_mxnet_does():
     expected = mx.nd.round(mx.nd.array(x)).asnumpy()
     assert expected[:4].tolist() == [-6, -5, -4, -3]  # -5.5, -4.5, -3.5, -2.5: away from zero, not to even
     mod, _ = from_mxnet(mx.sym.round(mx.sym.var("data")), {}, {}, {"data": x.shape})
-    np.testing.assert_array_equal(_run_tvm(mod, x)[0], expected)
+    np.testing.assert_array_equal(run_tvm(mod, x)[0], expected)
 
 
 @pytest.mark.mxnet
 @pytest.mark.parametrize("fmt, clip", [("center", -1.0), ("corner", 1.0)])
 def test_box_decode_matches_mxnet(fmt, clip):
-    mx = _mx()
+    mx = mxnet_or_skip()
     rng = np.random.RandomState(0)
     anchors = rng.uniform(10, 60, (1, 50, 4))
     if fmt == "corner":
@@ -353,7 +309,7 @@ def test_box_decode_matches_mxnet(fmt, clip):
     sym = mx.sym.contrib.box_decode(
         mx.sym.var("data"), mx.sym.var("anchors"), std0=0.1, std1=0.1, std2=0.2, std3=0.2, clip=clip, format=fmt
     )
-    _check_symbol(sym, {"data": (2, 50, 4)}, rng, params={"anchors": anchors}, rtol=1e-5, atol=1e-4)
+    check_symbol(sym, {"data": (2, 50, 4)}, rng, params={"anchors": anchors}, rtol=1e-5, atol=1e-4)
 
 
 def _nms_data(rng, batch=2, n=60, classes=3):
@@ -394,7 +350,7 @@ NMS_CASES = {
 @pytest.mark.mxnet
 @pytest.mark.parametrize("case", sorted(NMS_CASES))
 def test_box_nms_matches_mxnet(case):
-    mx = _mx()
+    mx = mxnet_or_skip()
     rng = np.random.RandomState(sorted(NMS_CASES).index(case))
     data = _nms_data(rng)
     if NMS_CASES[case].get("in_format") == "center":
@@ -403,7 +359,7 @@ def test_box_nms_matches_mxnet(case):
     sym = mx.sym.contrib.box_nms(mx.sym.var("data"), **NMS_CASES[case])
     expected = sym.bind(mx.cpu(), {"data": mx.nd.array(data)}).forward(is_train=False)[0].asnumpy()
     mod, _ = from_mxnet(sym, {}, {}, {"data": data.shape})
-    got = _run_tvm(mod, data.astype("float32"))[0]
+    got = run_tvm(mod, data.astype("float32"))[0]
     assert (expected[..., 1] > 0).sum() > 5, "the case keeps some boxes"
     np.testing.assert_array_equal(got[..., 0], expected[..., 0])
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
@@ -411,7 +367,7 @@ def test_box_nms_matches_mxnet(case):
 
 @pytest.mark.mxnet
 def test_from_gluon_matches_the_block():
-    mx = _mx()
+    mx = mxnet_or_skip()
     net = mx.gluon.nn.HybridSequential()
     net.add(
         mx.gluon.nn.Conv2D(4, 3, padding=1),
@@ -428,12 +384,12 @@ def test_from_gluon_matches_the_block():
 
     mod, params = from_gluon(net, {"data": x.shape})
     assert params, "weights came along"
-    np.testing.assert_allclose(_run_tvm(mod, x)[0], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_tvm(mod, x)[0], expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.mxnet
 def test_from_gluon_with_the_wrong_input_shape_is_one_line():
-    mx = _mx()
+    mx = mxnet_or_skip()
     from byoc_workbench.models.frontend import from_gluon
 
     net = mx.gluon.nn.Conv2D(4, 3, in_channels=3)
@@ -476,7 +432,7 @@ def _in_dtype(graph, dtype):
 
 
 def _mxnet_outputs(graph, params, x, dtype):
-    mx = _mx()
+    mx = mxnet_or_skip()
     sym = mx.sym.load_json(json.dumps(graph))
     args = {n: mx.nd.array(x if n == "data" else params[n], dtype=dtype) for n in sym.list_arguments()}
     aux = {n: mx.nd.array(params[n], dtype=dtype) for n in sym.list_auxiliary_states()}
@@ -489,7 +445,7 @@ def _compare(name, size, dtype):
     graph, n_raw = _with_nms_input(_in_dtype(graph, dtype))
     x = np.random.RandomState(1).uniform(-2, 2, (1, 3, size, size)).astype(dtype)
     mod, _ = from_mxnet(graph, params, None, {"data": x.shape}, dtype=dtype)
-    return _run_tvm(mod, x), _mxnet_outputs(graph, params, x, dtype), n_raw
+    return run_tvm(mod, x), _mxnet_outputs(graph, params, x, dtype), n_raw
 
 
 def _assert_detections(got, expected, box_atol=ATOL):
@@ -576,7 +532,7 @@ def test_ssd_resnet50_at_512_on_the_default_picture(dtype):
     x, _ = images.load_test(None, short=512)
     x = x.astype(dtype)
     mod, _ = from_mxnet(graph, params, None, {"data": x.shape}, dtype=dtype)
-    got = _run_tvm(mod, x)
+    got = run_tvm(mod, x)
     expected = _mxnet_outputs(graph, params, x, dtype)
     if dtype == "float64":
         _assert_detections(got, expected)
@@ -599,11 +555,11 @@ def test_op_inventory_of_ssd_resnet50():
 
 @pytest.mark.mxnet
 def test_import_summary_shape():
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
 
-    summary = ssd.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
-    assert set(summary) == {"model", "op_count", "ops", "params", "weights"}
-    assert summary["weights"] == "untrained"
+    summary = workflow.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
+    assert set(summary) == {"model", "task", "family", "input_shape", "op_count", "ops", "params", "weights"}
+    assert summary["weights"] == "untrained" and summary["task"] == "detection" and summary["family"] == "SSD"
     assert summary["ops"]["relax.nn.conv2d"] == 73
     assert summary["ops"]["relax.vision.non_max_suppression"] == 1
     assert summary["op_count"] == sum(summary["ops"].values())
@@ -612,27 +568,39 @@ def test_import_summary_shape():
 
 
 @pytest.mark.mxnet
-def test_run_rejects_classifier_and_unknown_backend():
+def test_run_rejects_an_unknown_backend_and_model():
+    from byoc_workbench import workflow
     from byoc_workbench.backends import tensorrt
     from byoc_workbench.errors import WorkbenchError
-    from byoc_workbench.models import ssd
+    from byoc_workbench.models import zoo
 
-    with pytest.raises(ssd.SSDError, match="not a detection model"):
-        ssd.run("resnet50_v1", weights="untrained")
-    with pytest.raises(ssd.SSDError, match="Unknown backend 'tvm-cuda'"):
-        ssd.run(backend="tvm-cuda")
+    with pytest.raises(workflow.WorkflowError, match="Unknown backend 'tvm-cuda'"):
+        workflow.run(backend="tvm-cuda")
+    with pytest.raises(zoo.UnknownModelError, match="yolo9000"):
+        workflow.run("yolo9000")
     why = tensorrt.missing()
     if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
         with pytest.raises(WorkbenchError) as err:
-            ssd.run(backend="tensorrt")
+            workflow.run(backend="tensorrt")
         assert err.value.line == why and "\n" not in why and "Fix:" in why
 
 
 @pytest.mark.mxnet
 def test_run_mxnet_backend_marks_untrained_weights():
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
 
-    result = ssd.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
-    assert set(result) == {"ids", "scores", "boxes"}
+    result = workflow.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
+    assert set(result) == {"ids", "scores", "boxes"} and result.task == "detection"
     assert result["ids"].shape == (1, 100, 1) and result["boxes"].shape == (1, 100, 4)
     assert "untrained weights" in result.weights_label
+
+
+@pytest.mark.mxnet
+def test_run_classifier_gives_its_top_five():
+    from byoc_workbench import workflow
+
+    result = workflow.run("mobilenetv3_small", weights="untrained", backend="mxnet")
+    assert result.task == "classification" and result["top5"].shape == (1, 5)
+    assert result.summary().startswith("top 5: ") and len(result.class_names) == 1000
+    probabilities = result["top5_probabilities"][0]
+    assert (np.diff(probabilities) <= 0).all() and 0 < probabilities.sum() <= 1

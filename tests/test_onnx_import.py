@@ -189,11 +189,12 @@ def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, na
 def test_ssd_report_from_onnx_matches_the_gluon_import(exported):
     """The same ops on the TensorRT side and the same subgraphs after pruning; the README explains
     the extra subgraphs before pruning (MXNet's exporter spells box decoding and NMS differently)."""
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
+    from byoc_workbench.models import zoo
 
     loaded, path = exported("ssd_512_resnet50_v1_coco")
     onnx_report = Workbench.from_onnx(path).report()
-    gluon_report = ssd.model_workbench(imported=ssd.import_model(loaded.name, loaded=loaded))[0].report()
+    gluon_report = workflow.model_workbench(imported=zoo.import_model(loaded.name, loaded=loaded))[0].report()
     assert len(onnx_report.pruned) == len(gluon_report.pruned) == 1
     core = ("relax.nn.conv2d", "relax.nn.relu", "relax.permute_dims", "relax.reshape", "relax.concat")
     for op in core:

@@ -103,7 +103,7 @@ def test_openvino_runs_mxnets_own_ssd_export(tmp_path):
     from byoc_workbench.models.images import model_input
 
     loaded = zoo.load_model("ssd_512_mobilenet1.0_coco", "untrained")
-    x = model_input(None, loaded.spec.input_shape)
+    x, _ = model_input(None, loaded.spec.input_shape)
     path = bench.export_onnx(loaded, x.shape, tmp_path / "ssd.onnx")
     with pytest.raises(WorkbenchError, match="OpenVINO rejected"):
         bov.whole_model(path)  # as MXNet writes it

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.mxnet
 
 @pytest.fixture(scope="module")
 def ssd_wb():
-    from byoc_workbench.models.ssd import model_workbench
+    from byoc_workbench.workflow import model_workbench
 
     return model_workbench(weights="untrained")
 
@@ -70,9 +70,9 @@ def test_no_label_reaches_graphvizs_limit_even_uncollapsed(ssd_wb):
 
 def test_prepare_keeps_what_the_model_computes():
     from byoc_workbench import transforms
-    from byoc_workbench.models import ssd
+    from byoc_workbench.models import zoo
 
-    imported = ssd.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
+    imported = zoo.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
     x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
     before = execute.run(imported.mod, [x])
     after = execute.run(transforms.prepare(imported.mod), [x])

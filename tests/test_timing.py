@@ -210,12 +210,12 @@ def test_ssd_onnxruntime_profile_and_compare():
     """SSD with onnxruntime, seeded weights, float32: pruned and unpruned maps; errors under 1e-3."""
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
-    from byoc_workbench.models import ssd
+    from byoc_workbench import workflow
 
-    wb, _ = ssd.model_workbench(weights="untrained")
+    wb, _ = workflow.model_workbench(weights="untrained")
     profiles = {}
     for label in ("pruned", "unpruned"):
-        built, inputs = timing.ssd_build("onnxruntime", prune=label == "pruned", workbench=wb)
+        built, inputs = timing.model_build("onnxruntime", prune=label == "pruned", workbench=wb)
         p = steady_profile(built, inputs, runs=5, tries=2)
         check_ratio(p)
         assert all(e.calls == 1 for e in p.entries if e.kind == "kernel")  # one kernel per call site

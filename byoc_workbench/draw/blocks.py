@@ -40,12 +40,26 @@ MIN_FAMILY = 3  # copies of one block side by side that become a family
 _SUFFIX = re.compile(r"(?:_outs|_scaled|_bn|__(?:out)?\d+|~\d+)$")
 _BLOCK = re.compile(r"[A-Za-z]+\d+")
 
-# Roles of well-known GluonCV blocks, by the start of their name without its index.
+# Roles of well-known GluonCV blocks, by the start of their name without its index. The first
+# match wins, so a longer name comes before a name it starts with (rpnproposal before rpn).
 ROLES = (
     ("resnet", "backbone"),
     ("mobilenet", "backbone"),
     ("vgg", "backbone"),
+    ("darknet", "backbone"),
     ("stage", "backbone stage"),
+    ("layers", "backbone stage"),
+    ("deconvresnet", "backbone and upsampling"),
+    ("yolodetectionblock", "detection blocks"),
+    ("yolooutput", "outputs and box decoding"),
+    ("centernetdecoder", "peak decoding"),
+    ("rpnproposal", "proposal decoding"),
+    ("rpnanchorgenerator", "anchors"),
+    ("rpn", "region proposals"),
+    ("bboxcliptoimage", "box clipping"),
+    ("fcnhead", "segmentation head"),
+    ("pyramidpooling", "pyramid pooling"),
+    ("aspp", "atrous spatial pyramid pooling"),
     ("expand", "extra feature layers"),
     ("convpredictor", "class and box heads"),
     ("ssdanchorgenerator", "anchors"),

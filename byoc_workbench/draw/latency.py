@@ -494,7 +494,7 @@ def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, co
 
     For notebook 02::
 
-        builds = {"pruned": timing.ssd_build(workbench=wb), "unpruned": timing.ssd_build(prune=False, workbench=wb)}
+        builds = {"pruned": timing.model_build(workbench=wb), "unpruned": timing.model_build(prune=False, workbench=wb)}
         lesson = latency.lesson(builds, compare=["pruned"], collapse=True)
         lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
     """

@@ -147,15 +147,19 @@ def load_test(
     return to_input(resized, mean, std), resized
 
 
-def model_input(image, shape) -> np.ndarray:
-    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W).
+def model_input(image, shape) -> tuple:
+    """``(x, picture)``: the picture as GluonCV's ``load_test`` prepares it, cut to ``shape``
+    (N, C, H, W), and the RGB picture cut the same way (for drawing).
 
     A picture narrower or lower than ``shape`` once resized (one far wider than
     tall, say) is padded at the right and bottom with zeros, the mean colour
     after normalisation, and a warning says so.
     """
-    x, _ = load_test(image, short=int(shape[2]))
+    x, picture = load_test(image, short=min(int(d) for d in shape[2:]))
     h, w = (int(d) for d in shape[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        # A wide input (pose's 256x192 is tall) needs the other side long enough too.
+        x, picture = load_test(image, short=max(int(d) for d in shape[2:]))
     if x.shape[2] < h or x.shape[3] < w:
         logger.warning(
             "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
@@ -164,7 +168,9 @@ def model_input(image, shape) -> np.ndarray:
             w,
             h,
         )
-        padded = np.zeros((x.shape[0], x.shape[1], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
+        padded = np.zeros((*x.shape[:2], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
         padded[:, :, : x.shape[2], : x.shape[3]] = x
-        x = padded
-    return np.ascontiguousarray(x[:, :, :h, :w])
+        shown = np.zeros((*padded.shape[2:], picture.shape[2]), picture.dtype)
+        shown[: picture.shape[0], : picture.shape[1]] = picture
+        x, picture = padded, shown
+    return np.ascontiguousarray(x[:, :, :h, :w]), np.ascontiguousarray(picture[:h, :w])

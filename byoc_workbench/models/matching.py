@@ -1,8 +1,10 @@
-"""Whether two runs of a detector found the same objects.
+"""Whether two runs of a model gave the same outputs: the same objects, mask, keypoints or classes.
 
-Rows are matched as a set, not by position: with near-equal scores (untrained
-weights give many) NMS may emit tied detections in another order when two
-builds round floats differently, e.g. TVM alone against an offloaded build.
+Detections are matched as a set, not by position: with near-equal scores
+(untrained weights give many) NMS may emit tied detections in another order when
+two builds round floats differently, e.g. TVM alone against an offloaded build.
+Likewise a mask pixel, a keypoint or a top-5 class may differ only where two
+scores are closer than float32 noise.
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ def _rows(detections) -> tuple:
     return ids.reshape(len(ids), -1)[:, 0], scores.reshape(len(scores), -1)[:, 0], boxes.reshape(len(boxes), -1)
 
 
-def unmatched(ref, got, score_tol: float = 1e-4, box_tol: float = 0.05) -> list:
+def unmatched(ref, got, score_tol: float = 1e-4, box_tol: float = 0.05, box_rtol: float = 0.0) -> list:
     """Rows of ``ref`` with no equal row in ``got``: same class id, score within
-    ``score_tol``, every box coordinate within ``box_tol`` pixels. Each row of
-    ``got`` matches at most one row of ``ref``."""
+    ``score_tol``, every box coordinate within ``box_tol`` pixels plus ``box_rtol``
+    of its size. Each row of ``got`` matches at most one row of ``ref``."""
     ids, scores, boxes = _rows(ref)
     ids2, scores2, boxes2 = _rows(got)
     free = np.ones(len(ids2), dtype=bool)
     missing = []
     for i in range(len(ids)):
         ok = free & (ids2 == ids[i]) & (np.abs(scores2 - scores[i]) <= score_tol)
-        ok &= np.abs(boxes2 - boxes[i]).max(axis=1) <= box_tol
+        ok &= (np.abs(boxes2 - boxes[i]) <= box_tol + box_rtol * np.abs(boxes[i])).all(axis=1)
         hits = np.flatnonzero(ok)
         if len(hits):
             free[hits[0]] = False
@@ -40,3 +42,67 @@ def unmatched(ref, got, score_tol: float = 1e-4, box_tol: float = 0.05) -> list:
 def same_detections(ref, got, score_tol: float = 1e-4, box_tol: float = 0.05) -> bool:
     """Both runs hold the same detections (see :func:`unmatched`), in any order."""
     return len(_rows(ref)[0]) == len(_rows(got)[0]) and not unmatched(ref, got, score_tol, box_tol)
+
+
+# The project's float32 tolerance against MXNet, and between builds (see the README).
+RTOL, ATOL, BOX_ATOL = 1e-3, 1e-4, 0.05
+
+
+def _close(name: str, ref, got, rtol: float, atol: float) -> list:
+    ref, got = np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    if ref.shape != got.shape:
+        return [f"{name}: shape {got.shape}, expected {ref.shape}"]
+    # Summation order changes a float32 result in proportion to the tensor's scale, not to each
+    # element's: a logit near zero after a 2048-channel conv is as noisy as a large one.
+    bad = np.abs(got - ref) > atol + rtol * (np.abs(ref) + np.abs(ref).max(initial=0.0))
+    if bad.any():
+        worst = float(np.abs(got - ref).max())
+        return [f"{name}: {int(bad.sum())} of {bad.size} values differ (largest by {worst:.3g})"]
+    return []
+
+
+def _ties_only(name: str, scores, picked_ref, picked_got, tol: float) -> list:
+    """Where two picks along the last axis of ``scores`` differ (argmaxes, top-5), ``ref``'s
+    scores at both must be within ``tol``: the two builds only broke a tie differently."""
+    scores = np.asarray(scores, dtype=np.float64)
+    picked_ref, picked_got = np.asarray(picked_ref), np.asarray(picked_got)
+    differ = picked_ref != picked_got
+    at_ref = np.take_along_axis(scores, picked_ref, -1)
+    at_got = np.take_along_axis(scores, picked_got, -1)
+    real = differ & (np.abs(at_ref - at_got) > tol)
+    return [f"{name}: {int(real.sum())} of {differ.size} differ beyond a tie"] if real.any() else []
+
+
+def differences(ref: dict, got: dict, rtol: float = RTOL, atol: float = ATOL, box_atol: float = BOX_ATOL) -> list:
+    """What differs between two :class:`~byoc_workbench.models.outputs.Prediction` of one task, one
+    line each; ``[]`` when they agree to the tolerances.
+
+    Detections: as a set (:func:`unmatched`), scores within ``atol``, boxes within
+    ``box_atol`` pixels plus ``rtol``. Masks, keypoints and top-5 classes: equal except
+    where ``ref``'s two candidates score within float32 noise of each other; the scores and
+    heatmaps themselves to ``rtol``/``atol``.
+    """
+    task = getattr(ref, "task", "") or "detection"
+    if task == "detection":
+        rows = len(_rows(ref)[0])
+        missing = unmatched(ref, got, atol, box_atol, rtol)
+        if len(_rows(got)[0]) != rows or missing:
+            return [f"detections: {rows - len(missing)} of {rows} found"]
+        return []
+    key = "heatmaps" if task == "pose" else "scores"
+    scores = np.asarray(ref[key])
+    found = _close(key, scores, got[key], rtol, atol)
+    tol = 2 * (atol + rtol * float(np.abs(scores).max()))
+    if task == "segmentation":  # each pixel's class: argmax over the class axis
+        by_pixel = np.moveaxis(scores, 1, -1)
+        return found + _ties_only("mask pixels", by_pixel, ref["mask"][..., None], got["mask"][..., None], tol)
+    if task == "pose":  # each keypoint's heatmap peak
+        flat = scores.reshape(*scores.shape[:2], -1)
+        peaks = [np.asarray(p["heatmaps"]).reshape(flat.shape).argmax(-1)[..., None] for p in (ref, got)]
+        return found + _ties_only("keypoints", flat, *peaks, tol)
+    return found + _ties_only("top-5 classes", scores, ref["top5"], got["top5"], tol)
+
+
+def same_outputs(ref: dict, got: dict, **tolerances) -> bool:
+    """Both predictions agree (see :func:`differences`)."""
+    return not differences(ref, got, **tolerances)

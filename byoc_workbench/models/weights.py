@@ -35,26 +35,98 @@ APACHE_REPO_URL = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/"
 DOWNLOAD_TIMEOUT_S = 10.0
 
 
+#: The tasks a zoo model can have, and what its outputs are drawn as.
+TASKS = ("detection", "segmentation", "pose", "classification")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """What the workbench knows about one zoo model."""
+    """What the workbench knows about one zoo model.
+
+    ``kind`` is its task (one of :data:`TASKS`); ``family`` its architecture
+    (``"SSD"``, ``"YOLOv3"``...), which decides how it partitions.
+    """
 
     name: str
     input_shape: tuple[int, int, int, int]
-    kind: str  # "detection" or "classification"
+    kind: str
     sha1: str  # GluonCV's sha1 of the trained .params file
+    family: str = ""
 
 
+def _specs(kind: str, family: str, shape: tuple, *entries) -> tuple:
+    return tuple(ModelSpec(name, (1, 3, *shape), kind, sha1, family) for name, sha1 in entries)
+
+
+# Each family's models at the input size GluonCV's demos use. Segmentation models
+# are built for their input size (their upsampling is fixed when they are built).
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec(
-            "ssd_512_resnet50_v1_coco", (1, 3, 512, 512), "detection", "c48351620d4f0cbc49e4f7a84c8e67ef8fdc6e09"
+        *_specs(
+            "detection",
+            "SSD",
+            (512, 512),
+            ("ssd_512_resnet50_v1_coco", "c48351620d4f0cbc49e4f7a84c8e67ef8fdc6e09"),
+            ("ssd_512_mobilenet1.0_coco", "da9756faa5b9b4e34dedcf83ee0733d5895796ad"),
+            ("ssd_512_mobilenet1.0_voc", "37c180765a4eb3e67751d6bacac47bb9156f5fff"),
+            ("ssd_512_vgg16_atrous_voc", "daf8181b615b480236fcb8474545077891276945"),
         ),
-        ModelSpec(
-            "ssd_512_mobilenet1.0_coco", (1, 3, 512, 512), "detection", "da9756faa5b9b4e34dedcf83ee0733d5895796ad"
+        *_specs(
+            "detection",
+            "SSD",
+            (300, 300),
+            ("ssd_300_vgg16_atrous_voc", "0e169fbb64efdee6985c3c175ec4298c4bda0298"),
+            ("ssd_300_vgg16_atrous_coco", "b302ad8a8660345c368448141d8acf30b5a3801d"),
         ),
-        ModelSpec("resnet50_v1", (1, 3, 224, 224), "classification", "cc729d95031ca98cf2ff362eb57dee4d9994e4b2"),
+        *_specs(
+            "detection",
+            "YOLOv3",
+            (416, 416),
+            ("yolo3_darknet53_coco", "09767802230b45af1c27697a2dad6d1ebaacc1e2"),
+            ("yolo3_mobilenet1.0_coco", "66dbbae67be8f1e3cd3c995ce626a2bdc89769c6"),
+            ("yolo3_mobilenet1.0_voc", "3b47835ac3dd80f29576633949aa58aee3094353"),
+        ),
+        *_specs(
+            "detection",
+            "CenterNet",
+            (512, 512),
+            ("center_net_resnet18_v1b_voc", "38c509d456a6e14e4c54e961ed43bffe8cf62840"),
+            ("center_net_resnet18_v1b_coco", "dccae71d1f069343326750bc9b0508a2a760dd80"),
+            ("center_net_mobilenetv3_small_duc_voc", "8a8e9cbcbac3a496f0904dc22e148b1978ea672f"),
+        ),
+        *_specs(
+            "detection",
+            "Faster R-CNN",
+            (512, 512),
+            ("faster_rcnn_resnet50_v1b_voc", "447328d89d70ae1e2ca49226b8d834e5a5456df3"),
+            ("faster_rcnn_resnet50_v1b_coco", "5b4690fb7c5b62c44fb36c67d0642b633697f1bb"),
+        ),
+        *_specs("segmentation", "FCN", (480, 480), ("fcn_resnet50_ade", "3479525af7bdbf345e74e150aaae2e48174c0c5f")),
+        *_specs("segmentation", "PSPNet", (480, 480), ("psp_resnet50_ade", "3f220f537400dfa607c3d041ed3b172db39b0b01")),
+        *_specs(
+            "segmentation",
+            "DeepLabV3",
+            (480, 480),
+            ("deeplab_resnet50_ade", "c7789b237adc7253405bee57c84d53b15db45942"),
+        ),
+        *_specs(
+            "pose",
+            "Simple Pose",
+            (256, 192),
+            ("simple_pose_resnet18_v1b", "f63d42ac8f83b239d4e08b636b888b8e50cd066d"),
+            ("simple_pose_resnet50_v1b", "e2c7b1adea31264bc9220511308b4efa89c6fc50"),
+            ("mobile_pose_mobilenetv3_small", "c2a11fae8970c2c2e79e2b77a4c4d62e3d3e054f"),
+        ),
+        *_specs(
+            "classification",
+            "classification",
+            (224, 224),
+            ("resnet50_v1", "cc729d95031ca98cf2ff362eb57dee4d9994e4b2"),
+            ("resnet18_v1", "a0666292f0a30ff61f857b0b66efc0228eb6a54b"),
+            ("mobilenetv2_1.0", "f9952bcde7a7982947ac5240546e1c1c8f057370"),
+            ("mobilenetv3_small", "10430433698d18f49991e4a366c9fce8f9286298"),
+        ),
     )
 }
 

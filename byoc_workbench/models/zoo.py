@@ -31,6 +31,7 @@ from .weights import (
     DEFAULT_MODEL,
     MODELS,
     REPO_ENV,
+    TASKS,
     DownloadError,
     ModelSpec,
     UnknownModelError,
@@ -51,8 +52,10 @@ __all__ = [
     "MODELS",
     "REPO_ENV",
     "DownloadError",
+    "ImportedModel",
     "LoadedModel",
     "MissingDependencyError",
+    "ModelImportError",
     "ModelSpec",
     "UnknownModelError",
     "WeightsError",
@@ -61,6 +64,7 @@ __all__ = [
     "cache_dir",
     "cached_weights",
     "download_weights",
+    "import_model",
     "load_model",
     "load_params_file",
     "model_spec",
@@ -68,6 +72,7 @@ __all__ = [
     "prefetch",
     "seeded_init",
     "symbol_and_params",
+    "TASKS",
     "weights_url",
 ]
 
@@ -90,6 +95,8 @@ class LoadedModel:
     spec : ModelSpec
     seed : int or None
         The seed of an untrained initialisation.
+    input_shape : tuple
+        ``(1, 3, H, W)`` the block was built for (segmentation) and calibrated on (seeded weights).
     """
 
     name: str
@@ -97,6 +104,10 @@ class LoadedModel:
     weights: str
     spec: ModelSpec
     seed: int | None = None
+    input_shape: tuple = ()  # what it was built and calibrated for; the spec's by default
+
+    def __post_init__(self):
+        self.input_shape = tuple(self.input_shape or self.spec.input_shape)
 
     @property
     def is_trained(self) -> bool:
@@ -113,13 +124,20 @@ class LoadedModel:
         return f"weights from {self.weights}"
 
 
-def build_block(name: str):
-    """The GluonCV network of ``name``, built with no weights (nothing is downloaded)."""
+def build_block(name: str, input_shape=None):
+    """The GluonCV network of ``name``, built with no weights (nothing is downloaded).
+
+    A segmentation model fixes its upsampling to its input size when it is built, so it
+    is built for ``input_shape`` (default: the model's own, :attr:`ModelSpec.input_shape`).
+    """
     spec = model_spec(name)
     mx = gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
     model_zoo = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX)
     # Classification nets take no pretrained_base argument.
-    kwargs = {"pretrained_base": False} if spec.kind == "detection" else {}
+    kwargs = {} if spec.kind == "classification" else {"pretrained_base": False}
+    if spec.kind == "segmentation":
+        height, width = (input_shape or spec.input_shape)[2:]
+        kwargs.update(height=height, width=width, crop_size=height)
     # Gluon numbers blocks per process (ssd0_, ssd1_, ...); a fresh name scope keeps a model's node
     # names, and so the diagrams' node and block ids, the same however many models came before.
     with mx.name.NameManager():
@@ -156,6 +174,8 @@ def load_model(
     weights: str | os.PathLike | None = None,
     cache: str | os.PathLike | None = None,
     seed: int = 0,
+    input_shape=None,
+    block=None,
 ) -> LoadedModel:
     """Build a zoo model with its weights.
 
@@ -170,6 +190,11 @@ def load_model(
     cache : path, optional
         See :func:`cache_dir`.
     seed : int
+    input_shape : tuple, optional
+        ``(1, 3, H, W)``; the model's own (:attr:`ModelSpec.input_shape`) by default.
+    block : mxnet.gluon.HybridBlock, optional
+        ``name``'s network as :func:`build_block` gives it, perhaps reconfigured (fewer
+        proposals, say); built here when None.
 
     Returns
     -------
@@ -178,7 +203,8 @@ def load_model(
     spec = model_spec(name)
     if weights not in (None, "trained", "untrained"):
         _weights_file(weights)  # a wrong path fails in a second, before the network is built
-    block = build_block(name)
+    shape = tuple(input_shape or spec.input_shape)
+    block = block if block is not None else build_block(name, shape)
     found = None
     if weights is None:
         found = cached_weights(name, cache)
@@ -186,17 +212,77 @@ def load_model(
         if not found:
             logger.warning("no trained weights for %s in %s; using %s", name, cache_dir(cache), UNTRAINED_LABEL)
     if weights == "untrained":
-        seeded_init(block, seed, spec.input_shape)
-        loaded = LoadedModel(name, block, "untrained", spec, seed)
+        seeded_init(block, seed, shape)
+        loaded = LoadedModel(name, block, "untrained", spec, seed, shape)
     elif weights == "trained":
         # found: already verified above, not hashed again (a 100 MB file for the SSD)
         load_params_file(block, found or download_weights(name, cache), name)
-        loaded = LoadedModel(name, block, "trained", spec)
+        loaded = LoadedModel(name, block, "trained", spec, input_shape=shape)
     else:
         load_params_file(block, weights, name)
-        loaded = LoadedModel(name, block, os.fspath(weights), spec)
+        loaded = LoadedModel(name, block, os.fspath(weights), spec, input_shape=shape)
     block.hybridize()
     return loaded
+
+
+@dataclass
+class ImportedModel:
+    """A zoo model imported into Relax, with where its weights came from."""
+
+    mod: object  # tvm.IRModule
+    params: dict
+    model: LoadedModel
+    input_shape: tuple
+
+    @property
+    def weights_label(self) -> str:
+        """See :attr:`LoadedModel.weights_label`."""
+        return self.model.weights_label
+
+
+class ModelImportError(ZooError):
+    """A zoo model the importer refuses; the message names the model and the op."""
+
+
+def import_model(
+    model: str = DEFAULT_MODEL,
+    weights=None,
+    input_shape=None,
+    bind_params: bool = True,
+    loaded: LoadedModel | None = None,
+) -> ImportedModel:
+    """Load a zoo model and import it into Relax with :func:`~byoc_workbench.models.frontend.from_gluon`.
+
+    Parameters
+    ----------
+    model : str
+        A name from :data:`MODELS`.
+    weights : None, "trained", "untrained" or path
+        See :func:`load_model`.
+    input_shape : tuple, optional
+        ``(1, 3, H, W)``; defaults to the loaded model's.
+    bind_params : bool
+        Bind the weights as constants (True) or keep them as inputs of ``main``.
+    loaded : LoadedModel, optional
+        An already loaded model, to skip loading.
+
+    Raises
+    ------
+    ModelImportError
+        One line naming the model and what stopped the importer (the ops it lacks).
+    """
+    from .frontend import MXNetImportError, from_gluon
+
+    # Only a segmentation model must be built for the input size; the others keep the weights
+    # seeded at their own size, the same whatever size they are imported at.
+    built_for = input_shape if model_spec(model if loaded is None else loaded.name).kind == "segmentation" else None
+    loaded = loaded or load_model(model, weights, input_shape=built_for)
+    shape = tuple(input_shape or loaded.input_shape)
+    try:
+        mod, used = from_gluon(loaded.block, {"data": shape}, bind_params=bind_params)
+    except MXNetImportError as err:
+        raise ModelImportError(f"{loaded.name}: {err.cause}", err.fix) from err
+    return ImportedModel(mod, used, loaded, shape)
 
 
 def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
@@ -205,5 +291,5 @@ def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
     The block is traced once on zeros (:func:`byoc_workbench.models.frontend.gluon.trace`)
     if it has not run since it was hybridized.
     """
-    traced = gluon.trace(model.block, [model.spec.input_shape])
+    traced = gluon.trace(model.block, [model.input_shape])
     return traced.graph, traced.params()

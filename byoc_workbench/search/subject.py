@@ -109,12 +109,14 @@ def load(description: dict) -> Subject:
 
 
 def _ssd(d: dict, target, enabled) -> Subject:
-    from ..models import ssd, zoo
+    from .. import workflow
+    from ..models import zoo
     from ..models.images import model_input
 
     name = d.get("model") or zoo.DEFAULT_MODEL
-    x = model_input(d.get("image"), zoo.model_spec(name).input_shape)  # a bad picture fails before the import
-    wb, imported = ssd.model_workbench(name, d.get("weights"), target or "tensorrt", enabled=enabled)
+    spec = zoo.model_spec(name)
+    x, _ = model_input(d.get("image"), spec.input_shape)  # a bad picture fails before the import
+    wb, imported = workflow.model_workbench(name, d.get("weights"), target or "tensorrt", enabled=enabled)
 
     def anchors(repeat: int) -> tuple:
         import tempfile
@@ -132,7 +134,7 @@ def _ssd(d: dict, target, enabled) -> Subject:
             entries[label] = entry | {"note": bench.CLASS_AGNOSTIC}
         return entries, skipped
 
-    return Subject(name, wb, [x], d, detection=True, anchors=anchors)
+    return Subject(name, wb, [x], d, detection=spec.kind == "detection", anchors=anchors)
 
 
 def _file_anchors(path, inputs):

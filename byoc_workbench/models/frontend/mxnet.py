@@ -2,7 +2,7 @@
 
 Relax has no MXNet frontend, so the workbench carries its own. The importer is a
 table that maps an MXNet op name to a converter (see ``mxnet_nn``,
-``mxnet_tensor`` and ``mxnet_detection``). Before anything is converted the whole
+``mxnet_tensor``, ``mxnet_index`` and ``mxnet_detection``). Before anything is converted the whole
 graph is checked, and every op missing from the table is reported in one error.
 
 The symbol is read as JSON, so importing a symbol needs neither mxnet nor
@@ -33,6 +33,7 @@ from . import gluon
 from .mxnet_attrs import Attrs
 from .mxnet_common import EXTEND_FIX, MXNetConversionError, MXNetImportError
 from .mxnet_detection import DETECTION_CONVERTERS
+from .mxnet_index import INDEX_CONVERTERS
 from .mxnet_nn import NN_CONVERTERS
 from .mxnet_tensor import TENSOR_CONVERTERS
 
@@ -41,7 +42,12 @@ logger = logging.getLogger(__name__)
 Converter = Callable[[relax.BlockBuilder, list, Attrs], object]
 
 #: The converter table: MXNet op name -> converter(bb, inputs, attrs).
-CONVERTERS: dict[str, Converter] = {**NN_CONVERTERS, **TENSOR_CONVERTERS, **DETECTION_CONVERTERS}
+CONVERTERS: dict[str, Converter] = {
+    **NN_CONVERTERS,
+    **TENSOR_CONVERTERS,
+    **INDEX_CONVERTERS,
+    **DETECTION_CONVERTERS,
+}
 
 SYMBOL_FIX = "pass the -symbol.json that MXNet wrote (Symbol.save or HybridBlock.export)"
 

@@ -1,4 +1,4 @@
-"""Converters for MXNet's detection ops: ``_contrib_box_decode`` and ``_contrib_box_nms``.
+"""Converters for MXNet's detection ops: ``_contrib_box_decode``, ``_contrib_box_nms`` and ``ROIAlign``.
 
 ``box_nms`` is built from Relax's MXNet-style ``get_valid_counts`` and
 ``non_max_suppression``, which keep MXNet's output layout: kept boxes first,
@@ -7,9 +7,11 @@ sorted by score, every other row filled with -1.
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import relax
 from tvm.relax import op as R
 
+from .mxnet_attrs import REQUIRED
 from .mxnet_common import dtype_of, scalar, shape_of, unsupported
 
 
@@ -139,7 +141,34 @@ def _box_nms(bb, inputs, attrs):
     return out if len(shape) == 3 else R.reshape(out, shape)
 
 
+def _roi_align(bb, inputs, attrs):
+    # rois are (n, 5) rows of (batch index, x0, y0, x1, y1), as Relax's roi_align takes them.
+    if attrs.bool("position_sensitive", False):
+        unsupported(attrs, "ROIAlign with position_sensitive=True")
+    pooled = tuple(int(v) for v in attrs.tuple("pooled_size", REQUIRED))
+    scale = attrs.float("spatial_scale", REQUIRED)
+    data, rois = inputs
+    aligned = attrs.bool("aligned", False)
+    if aligned:
+        # MXNet's aligned mode (Detectron2's) samples half a feature pixel earlier; Relax's
+        # aligned only drops the 1-pixel minimum size. Shift the corners by half a pixel.
+        shift = np.array([0.0] + [0.5 / scale] * 4, dtype=dtype_of(rois))
+        rois = R.subtract(rois, relax.const(shift, dtype_of(rois)))
+    pooled = pooled * 2 if len(pooled) == 1 else pooled
+    # MXNet gives zeros for a row whose batch index is negative (FPN marks the ROIs of the other
+    # pyramid levels so); Relax would read before the first picture. Point those rows at picture 0
+    # and zero their output.
+    index = bb.emit(R.strided_slice(rois, [1], [0], [1]))
+    skipped = bb.emit(R.less(index, scalar(0.0, rois)))
+    rois = R.concat([R.maximum(index, scalar(0.0, rois)), R.strided_slice(rois, [1], [1], [5])], axis=1)
+    out = bb.emit(
+        R.vision.roi_align(data, rois, pooled, scale, sample_ratio=attrs.int("sample_ratio", -1), aligned=aligned)
+    )
+    return R.where(R.reshape(skipped, (-1, 1, 1, 1)), R.zeros_like(out), out)
+
+
 DETECTION_CONVERTERS = {
+    "_contrib_ROIAlign": _roi_align,
     "_contrib_box_decode": _box_decode,
     "_contrib_box_nms": _box_nms,
     "_contrib_box_non_maximum_suppression": _box_nms,

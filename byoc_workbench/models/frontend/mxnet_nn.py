@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .mxnet_attrs import REQUIRED
-from .mxnet_common import scalar, shape_of, spatial, unsupported
+from .mxnet_common import dtype_of, scalar, shape_of, spatial, unsupported
 
 # Layouts by kernel rank, channels first then channels last (the two MXNet knows).
 _LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
@@ -48,6 +48,70 @@ def _conv(bb, inputs, attrs):
     return R.add(out, R.reshape(inputs[2], bias_shape))
 
 
+def _deconv(bb, inputs, attrs):
+    # MXNet's Deconvolution is the gradient of Convolution: weight (C_in, C_out / groups, *k).
+    kernel, layout = _kernel_and_layout(attrs, inputs[0], "Deconvolution")
+    rank = len(kernel)
+    if rank != 2 or layout != "NCHW":
+        unsupported(attrs, f"Deconvolution with a {rank}-d kernel in layout {layout!r}", "use a 2-d NCHW Deconvolution")
+    if attrs.tuple("target_shape", ()):
+        unsupported(attrs, "Deconvolution with target_shape", "give pad and adj instead")
+    strides, padding = spatial(attrs, "stride", rank, 1), spatial(attrs, "pad", rank, 0)
+    dilation, output_padding = spatial(attrs, "dilate", rank, 1), spatial(attrs, "adj", rank, 0)
+    groups = attrs.int("num_group", 1)
+    out = R.nn.conv2d_transpose(
+        inputs[0], inputs[1], strides, padding, output_padding, dilation, groups, "NCHW", "IOHW"
+    )
+    # Unlike Convolution, Deconvolution has no bias unless told otherwise.
+    if attrs.bool("no_bias", True):
+        return out
+    return R.add(bb.normalize(out), R.reshape(inputs[2], (1, -1, 1, 1)))
+
+
+def _deformable_conv(bb, inputs, attrs):
+    """DCNv2 (``_contrib_ModulatedDeformableConvolution``, CenterNet's ``dcnv2`` heads), built from
+    Relax ops: each kernel tap samples the data bilinearly at its own offset (``grid_sample``,
+    zeros outside), scaled by its mask, and a matmul sums the taps (im2col)."""
+    data, offset, mask, weight = inputs[:4]
+    kernel, layout = _kernel_and_layout(attrs, data, "ModulatedDeformableConvolution")
+    if len(kernel) != 2 or layout != "NCHW":
+        unsupported(attrs, f"ModulatedDeformableConvolution with a {len(kernel)}-d kernel in layout {layout!r}")
+    groups, deformable = attrs.int("num_group", 1), attrs.int("num_deformable_group", 1)
+    if groups != 1 or deformable != 1:
+        unsupported(attrs, f"ModulatedDeformableConvolution num_group={groups}, num_deformable_group={deformable}")
+    (sh, sw), (ph, pw) = spatial(attrs, "stride", 2, 1), spatial(attrs, "pad", 2, 0)
+    dh, dw = spatial(attrs, "dilate", 2, 1)
+    n, c, h, w = shape_of(data)
+    _, _, ho, wo = shape_of(offset)
+    kh, kw = kernel
+    taps = kh * kw
+    if h < 2 or w < 2:
+        unsupported(attrs, f"ModulatedDeformableConvolution on {h}x{w} data")
+    # Where each tap k = i * kw + j reads without offset; MXNet's offsets are (dy, dx) per tap.
+    i, j = np.divmod(np.arange(taps), kw)
+    base_y = (np.arange(ho) * sh - ph)[None, :, None] + (i * dh)[:, None, None] + np.zeros((1, 1, wo))
+    base_x = (np.arange(wo) * sw - pw)[None, None, :] + (j * dw)[:, None, None] + np.zeros((1, ho, 1))
+    dtype = dtype_of(data)
+    pairs = bb.emit(R.reshape(offset, (n, taps, 2, ho, wo)))
+    grid = []
+    for axis, base, size in ((1, base_x, w), (0, base_y, h)):  # grid_sample wants (x, y)
+        delta = R.squeeze(R.strided_slice(pairs, [2], [axis], [axis + 1]), [2])
+        position = R.add(delta, relax.const(base.astype(dtype)))
+        # align_corners: -1 and 1 are the centres of the first and last pixels.
+        grid.append(bb.emit(R.subtract(R.multiply(position, scalar(2.0 / (size - 1), data)), scalar(1.0, data))))
+    # (N, 2, H, W), x first: the layout TVM 0.27's grid_sample computes with (not the (N, H, W, 2)
+    # its docstring gives).
+    grid = bb.emit(R.reshape(R.stack(grid, axis=1), (n, 2, taps * ho, wo)))
+    sampled = bb.emit(R.image.grid_sample(data, grid, "bilinear", "NCHW", "zeros", True))
+    sampled = bb.emit(R.multiply(R.reshape(sampled, (n, c, taps, ho, wo)), R.reshape(mask, (n, 1, taps, ho, wo))))
+    columns = bb.emit(R.reshape(sampled, (n, c * taps, ho * wo)))
+    out = bb.emit(R.matmul(R.reshape(weight, (shape_of(weight)[0], c * taps)), columns))
+    out = R.reshape(out, (n, shape_of(weight)[0], ho, wo))
+    if attrs.bool("no_bias", False):
+        return out
+    return R.add(bb.normalize(out), R.reshape(inputs[4], (1, -1, 1, 1)))
+
+
 def _batch_norm(bb, inputs, attrs):
     data, gamma, beta, mean, var = inputs
     # Inference uses the moving statistics whatever use_global_stats says; momentum only
@@ -59,6 +123,18 @@ def _batch_norm(bb, inputs, attrs):
         gamma = R.ones_like(gamma)
     out = R.nn.batch_norm(data, gamma, beta, mean, var, axis=axis, epsilon=eps, training=False)
     return bb.emit(relax.TupleGetItem(bb.emit(out), 0))
+
+
+def _l2_normalization(bb, inputs, attrs):
+    # x / sqrt(sum(x^2) + eps) over each instance, each position's channels, or each channel's positions.
+    x = inputs[0]
+    ndim = len(shape_of(x))
+    mode = attrs.str("mode", "instance")
+    axes = {"instance": range(1, ndim), "channel": [1], "spatial": range(2, ndim)}.get(mode)
+    if axes is None:
+        unsupported(attrs, f"L2Normalization mode={mode!r}")
+    total = R.sum(R.multiply(x, x), axis=list(axes), keepdims=True)
+    return R.divide(x, R.sqrt(R.add(total, scalar(attrs.float("eps", 1e-10), x))))
 
 
 def _activation(bb, inputs, attrs):
@@ -118,6 +194,42 @@ def _pooling(bb, inputs, attrs):
     unsupported(attrs, f"Pooling pool_type={kind!r}")
 
 
+def _adaptive_avg_pool(bb, inputs, attrs):
+    size = attrs.tuple("output_size", ()) or (1,)
+    size = tuple(int(v) for v in (size * 2 if len(size) == 1 else size))
+    return R.nn.adaptive_avg_pool2d(inputs[0], size)
+
+
+def _bilinear_resize(bb, inputs, attrs):
+    x = inputs[0]
+    height, width = shape_of(x)[2:]
+    mode = attrs.str("mode", "size")
+    if mode == "like":
+        size = shape_of(inputs[1])[2:]
+    elif mode == "size":
+        scale_h, scale_w = attrs.float("scale_height"), attrs.float("scale_width")
+        if scale_h is not None or scale_w is not None:
+            size = (int(height * (scale_h or 1.0)), int(width * (scale_w or 1.0)))
+        else:
+            size = (attrs.int("height", height), attrs.int("width", width))
+    else:
+        unsupported(attrs, f"BilinearResize2D mode={mode!r}", "use mode 'size' or 'like'")
+    # MXNet samples at (i + 0.5) * scale - 0.5 unless align_corners (its default).
+    corners = "align_corners" if attrs.bool("align_corners", True) else "half_pixel"
+    return R.image.resize2d(x, tuple(int(v) for v in size), method="linear", coordinate_transformation_mode=corners)
+
+
+def _upsampling(bb, inputs, attrs):
+    kind = attrs.str("sample_type", "nearest")
+    if kind != "nearest" or len(inputs) != 1:
+        unsupported(attrs, f"UpSampling sample_type={kind!r} with {len(inputs)} input(s)", "use nearest, one input")
+    scale = attrs.int("scale", 1)
+    out = inputs[0]
+    for axis in (2, 3):  # nearest with an integer scale repeats each pixel
+        out = R.repeat(out, scale, axis=axis)
+    return out
+
+
 def _fully_connected(bb, inputs, attrs):
     x = inputs[0]
     shape = shape_of(x)
@@ -154,10 +266,18 @@ def _dropout(bb, inputs, attrs):
 
 NN_CONVERTERS = {
     "Convolution": _conv,
+    "Deconvolution": _deconv,
+    "_contrib_ModulatedDeformableConvolution": _deformable_conv,
     "BatchNorm": _batch_norm,
+    # At inference SyncBatchNorm is BatchNorm: the statistics are only synchronised in training.
+    "_contrib_SyncBatchNorm": _batch_norm,
+    "L2Normalization": _l2_normalization,
     "Activation": _activation,
     "LeakyReLU": _leaky_relu,
     "Pooling": _pooling,
+    "_contrib_AdaptiveAvgPooling2D": _adaptive_avg_pool,
+    "_contrib_BilinearResize2D": _bilinear_resize,
+    "UpSampling": _upsampling,
     "FullyConnected": _fully_connected,
     "Flatten": _flatten,
     "flatten": _flatten,

@@ -7,6 +7,7 @@ so adding an op of a known family is one table entry.
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax
 from tvm.relax import op as R
 
 from .mxnet_attrs import REQUIRED
@@ -190,8 +191,12 @@ def _slice_like(bb, inputs, attrs):
 
 def _where(bb, inputs, attrs):
     cond, x, y = inputs
+    rank = len(shape_of(x))
+    if len(shape_of(cond)) == 1 < rank:
+        # A 1-d condition picks whole rows of x or y (FPN's choice of pyramid level per ROI).
+        cond = R.reshape(cond, (-1,) + (1,) * (rank - 1))
     # MXNet takes any nonzero condition as true.
-    return R.where(R.not_equal(cond, scalar(0, cond)), x, y)
+    return R.where(R.not_equal(cond, scalar(0, inputs[0])), x, y)
 
 
 def _arange(bb, inputs, attrs):
@@ -206,6 +211,109 @@ def _arange(bb, inputs, attrs):
     start, stop, step = (int(v) if float(v).is_integer() else v for v in (start, stop, step))
     out = R.arange(start, stop, step, dtype=dtype)
     return R.repeat(out, repeat, axis=0) if repeat > 1 else out
+
+
+def _tile(bb, inputs, attrs):
+    return R.tile(inputs[0], [int(r) for r in attrs.tuple("reps", REQUIRED)])
+
+
+def _repeat(bb, inputs, attrs):
+    axis = attrs.int("axis")
+    x = inputs[0]
+    if axis is None:  # MXNet flattens first, as numpy does
+        x = R.reshape(x, (-1,))
+        axis = 0
+    return R.repeat(x, attrs.int("repeats", REQUIRED), axis=axis)
+
+
+def _reverse(bb, inputs, attrs):
+    out = inputs[0]
+    for axis in attrs.tuple("axis", REQUIRED):
+        out = R.flip(out, int(axis))
+    return out
+
+
+def _swap_axis(bb, inputs, attrs):
+    ndim = len(shape_of(inputs[0]))
+    axes = list(range(ndim))
+    a, b = norm_axis(attrs.int("dim1", 0), ndim), norm_axis(attrs.int("dim2", 0), ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return R.permute_dims(inputs[0], axes)
+
+
+def _broadcast_axis(bb, inputs, attrs):
+    shape = list(shape_of(inputs[0]))
+    for axis, size in zip(attrs.tuple("axis", ()), attrs.tuple("size", ())):
+        shape[norm_axis(int(axis), len(shape))] = int(size)
+    return R.broadcast_to(inputs[0], shape)
+
+
+def _like_shape(attrs, lhs, rhs, prefix: str) -> list:
+    """The target shape of ``*_like``: ``rhs``'s, or ``lhs``'s with the chosen axes taken from ``rhs``."""
+    lhs_shape, rhs_shape = list(shape_of(lhs)), list(shape_of(rhs))
+    if prefix == "broadcast":
+        lhs_axes, rhs_axes = attrs.tuple("lhs_axes"), attrs.tuple("rhs_axes")
+        if lhs_axes is None:
+            return rhs_shape
+        for a, b in zip(lhs_axes, rhs_axes):
+            lhs_shape[norm_axis(int(a), len(lhs_shape))] = rhs_shape[norm_axis(int(b), len(rhs_shape))]
+        return lhs_shape
+
+    # reshape_like: lhs[lhs_begin:lhs_end] is replaced by rhs[rhs_begin:rhs_end].
+    def span(shape, begin, end):
+        begin = 0 if begin is None else norm_axis(begin, len(shape))
+        end = len(shape) if end is None else norm_axis(end, len(shape))
+        return begin, end
+
+    lb, le = span(lhs_shape, attrs.int("lhs_begin"), attrs.int("lhs_end"))
+    rb, re_ = span(rhs_shape, attrs.int("rhs_begin"), attrs.int("rhs_end"))
+    return lhs_shape[:lb] + rhs_shape[rb:re_] + lhs_shape[le:]
+
+
+def _broadcast_like(bb, inputs, attrs):
+    return R.broadcast_to(inputs[0], _like_shape(attrs, inputs[0], inputs[1], "broadcast"))
+
+
+def _reshape_like(bb, inputs, attrs):
+    return R.reshape(inputs[0], _like_shape(attrs, inputs[0], inputs[1], "reshape"))
+
+
+def _add_n(bb, inputs, attrs):
+    out = inputs[0]
+    for x in inputs[1:]:
+        out = R.add(out, x)
+    return out
+
+
+def _log2(bb, inputs, attrs):
+    # Relax has no log2; log(x) / log(2) in float64 rounds to log2 in float32, so a floor of it
+    # (FPN's choice of pyramid level) agrees with MXNet's log2f.
+    x = inputs[0]
+    dtype = dtype_of(x)
+    wide = bb.normalize(R.astype(x, "float64")) if dtype == "float32" else x
+    out = R.divide(R.log(wide), scalar(float(np.log(2.0)), wide))
+    return R.astype(out, dtype) if dtype == "float32" else out
+
+
+def _batch_dot(bb, inputs, attrs):
+    a, b = inputs
+    if attrs.bool("transpose_a", False):
+        a = R.permute_dims(a, [0, 2, 1])
+    if attrs.bool("transpose_b", False):
+        b = R.permute_dims(b, [0, 2, 1])
+    return R.matmul(a, b)
+
+
+def _filled(value=None):
+    """``_zeros``/``_ones``/``_full``: a constant of the node's shape and dtype."""
+
+    def convert(bb, inputs, attrs):
+        shape = tuple(int(d) for d in attrs.tuple("shape", REQUIRED))
+        fill = attrs.float("value", REQUIRED) if value is None else value
+        dtype = attrs.str("dtype", "float32")
+        return relax.const(np.full(shape, fill, dtype=dtype), dtype)
+
+    return convert
 
 
 def _clip(bb, inputs, attrs):
@@ -248,7 +356,8 @@ def _rpower_scalar(bb, inputs, attrs):
 # --- the table -------------------------------------------------------------------------
 
 _BINARY = {"add": R.add, "sub": R.subtract, "mul": R.multiply, "div": R.divide}
-_BROADCAST = {**_BINARY, "maximum": R.maximum, "minimum": R.minimum, "power": R.power}
+# MXNet's mod takes the divisor's sign, as floor_mod does.
+_BROADCAST = {**_BINARY, "maximum": R.maximum, "minimum": R.minimum, "power": R.power, "mod": R.floor_mod}
 _COMPARE = {
     "greater": R.greater,
     "greater_equal": R.greater_equal,
@@ -278,6 +387,9 @@ TENSOR_CONVERTERS = {
     "_mul_scalar": with_scalar(R.multiply),
     "_div_scalar": with_scalar(R.divide),
     "_rdiv_scalar": with_scalar(R.divide, reverse=True),
+    "_mod": binary(R.floor_mod),
+    "_mod_scalar": with_scalar(R.floor_mod),
+    "_rmod_scalar": with_scalar(R.floor_mod, reverse=True),
     "_maximum_scalar": with_scalar(R.maximum),
     "_minimum_scalar": with_scalar(R.minimum),
     "_power_scalar": _power_scalar,
@@ -318,6 +430,22 @@ TENSOR_CONVERTERS = {
     "ones_like": _like(R.ones_like),
     "where": _where,
     "_arange": _arange,
+    "tile": _tile,
+    "repeat": _repeat,
+    "reverse": _reverse,
+    "SwapAxis": _swap_axis,
+    "swapaxes": _swap_axis,
+    "broadcast_axis": _broadcast_axis,
+    "broadcast_axes": _broadcast_axis,
+    "broadcast_like": _broadcast_like,
+    "reshape_like": _reshape_like,
+    "add_n": _add_n,
+    "ElementWiseSum": _add_n,
+    "log2": _log2,
+    "batch_dot": _batch_dot,
+    "_zeros": _filled(0.0),
+    "_ones": _filled(1.0),
+    "_full": _filled(),
     "clip": _clip,
     "Cast": _cast,
     "cast": _cast,

@@ -1,0 +1,225 @@
+"""Which of GluonCV's detection, segmentation and pose models the importer takes, and what stops the rest.
+
+- :func:`zoo_names` lists those tasks' models from GluonCV's own list
+  (``gluoncv.model_zoo.get_model_list``), each with its task and family, read from
+  the module its factory lives in;
+- :func:`check` builds one with no weights (nothing is downloaded), traces it at its
+  own input size and imports it: ``converts``, or ``refused`` with the one-line
+  error naming the model and the ops it lacks, or ``not built`` where GluonCV itself
+  cannot build it offline (int8 models download their base, custom ones need classes);
+- :func:`walk` runs each check in a process of its own, so that a crash or a hang is
+  recorded as such instead of ending the walk;
+- :func:`table` turns the records into the support table of ``docs/zoo.md``, and
+  :func:`summary` into the README's line.
+
+``python tools/zoo_support.py`` walks the whole list and writes ``docs/zoo-support.json``
+and the table; ``make test`` rechecks a sample of the records.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import subprocess
+import sys
+import time
+
+from .. import ir
+from ..errors import WorkbenchError, first_line
+
+TASKS = ("detection", "segmentation", "pose")
+# The factory's module (gluoncv.model_zoo.<module>), first match wins -> (task, family).
+FAMILIES = (
+    ("ssd", "detection", "SSD"),
+    ("yolo3", "detection", "YOLOv3"),
+    ("faster_rcnn", "detection", "Faster R-CNN"),
+    ("mask_rcnn", "detection", "Mask R-CNN"),
+    ("center_net", "detection", "CenterNet"),
+    ("deeplabv3b_plus", "segmentation", "DeepLabV3+"),
+    ("deeplabv3", "segmentation", "DeepLabV3"),
+    ("fcn", "segmentation", "FCN"),
+    ("pspnet", "segmentation", "PSPNet"),
+    ("icnet", "segmentation", "ICNet"),
+    ("fastscnn", "segmentation", "Fast-SCNN"),
+    ("danet", "segmentation", "DANet"),
+    ("mobile_pose", "pose", "Mobile Pose"),
+    ("simple_pose", "pose", "Simple Pose"),
+    ("alpha_pose", "pose", "AlphaPose"),
+)
+# GluonCV's int8 models live in one module: their names say what they are.
+_INT8 = (("ssd", "detection", "SSD"), ("fcn", "segmentation", "FCN"), ("psp", "segmentation", "PSPNet"))
+_INT8 += (("deeplab", "segmentation", "DeepLabV3"), ("pose", "pose", "Simple Pose"))
+STATUSES = ("converts", "refused", "not built", "crashed")
+
+
+def _family(name: str, module: str):
+    if module.endswith("quantized"):
+        found = next(((t, f"{fam} (int8)") for key, t, fam in _INT8 if key in name), None)
+        return found
+    return next(((t, fam) for key, t, fam in FAMILIES if key in module), None)
+
+
+def zoo_names() -> dict:
+    """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
+    from ..errors import import_optional
+    from .frontend import gluon
+
+    gluon.import_mxnet()
+    registry = import_optional("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
+    found = {}
+    for name in registry.get_model_list():
+        family = _family(name, registry._models[name].__module__)
+        if family:
+            found[name] = family
+    return found
+
+
+def input_shape(name: str, block) -> tuple:
+    """The input a model is traced at: its own size (GluonCV's demos' for detectors)."""
+    if "pose" in name:
+        return (1, 3, 320, 256) if name.startswith("alpha_pose") else (1, 3, 256, 192)
+    if name.startswith("ssd_300"):
+        return (1, 3, 300, 300)
+    crop = getattr(block, "crop_size", None)
+    return (1, 3, crop, crop) if crop else (1, 3, 512, 512)
+
+
+def _build(name: str):
+    from gluoncv.model_zoo import get_model
+
+    from .frontend import gluon
+
+    mx = gluon.import_mxnet()
+    kwargs = {"pretrained": False, "pretrained_base": False}
+    if "custom" in name:
+        kwargs["classes"] = ("object",)  # a custom model is GluonCV's architecture for your own classes
+    with mx.name.NameManager():
+        try:
+            return get_model(name, **kwargs)
+        except TypeError as err:
+            if "pretrained_base" not in str(err):
+                raise
+            del kwargs["pretrained_base"]
+            return get_model(name, **kwargs)
+
+
+@functools.cache
+def _quiet():
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+
+def check(name: str, task: str = "", family: str = "") -> dict:
+    """Build ``name`` with no weights, trace it and import it; the record of what happened.
+
+    Returns
+    -------
+    dict
+        ``{"name", "task", "family", "status", "input_shape", "ops" (the MXNet ops it
+        lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
+        ``status`` is one of :data:`STATUSES` but ``crashed``.
+    """
+    from .frontend import MXNetImportError, UnsupportedOperatorError, find_unsupported, from_mxnet, gluon, op_inventory
+
+    _quiet()
+    record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}
+    record.update(error="", mxnet_ops=0, relax_ops=0)
+    start = time.perf_counter()
+    try:
+        block = _build(name)
+        block.initialize()
+        shape = input_shape(name, block)
+        record["input_shape"] = list(shape)
+        traced = gluon.trace(block, [shape])
+    except Exception as err:  # GluonCV and MXNet fail in many ways (TypeError, MXNetError...) before the importer runs
+        record.update(status="not built", error=f"{name}: GluonCV cannot build it here ({first_line(err, limit=160)})")
+        return _timed(record, start)
+    record["mxnet_ops"] = sum(op_inventory(traced.graph).values())
+    missing = find_unsupported(traced.graph)
+    try:
+        if missing:  # found before the weights are read: an int8 model's cannot be, offline
+            raise UnsupportedOperatorError(missing)
+        mod, _ = from_mxnet(traced.graph, traced.params(), None, {traced.inputs[0]: shape}, progress=False)
+    except MXNetImportError as err:
+        record.update(status="refused", ops=sorted(missing), error=f"error: {name}: {err.cause}. Fix: {err.fix}.")
+        return _timed(record, start)
+    record.update(status="converts", relax_ops=len(ir.ops_in(mod["main"], mod)))
+    return _timed(record, start)
+
+
+def _timed(record: dict, start: float) -> dict:
+    record["seconds"] = round(time.perf_counter() - start, 1)
+    return record
+
+
+def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
+    """:func:`check` each of ``names`` (``{name: (task, family)}``) in a process of its own.
+
+    A process that dies (a segfault) or hangs past ``timeout`` seconds gives a
+    ``crashed`` record with what it printed last; nothing stops the walk.
+    """
+    records = []
+    for i, (name, (task, family)) in enumerate(names.items()):
+        code = f"import json, sys; from {__name__} import check; print(json.dumps(check(*sys.argv[1:])))"
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code, name, task, family], capture_output=True, text=True, timeout=timeout
+            )
+            lines = done.stdout.strip().splitlines()
+            record = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+            why = f"exit status {done.returncode}: {first_line(done.stderr.strip() or 'no output', last=True)}"
+        except subprocess.TimeoutExpired:
+            record, why = None, f"no answer after {timeout:.0f} s"
+        if record is None:
+            record = {"name": name, "task": task, "family": family, "status": "crashed", "input_shape": None}
+            record.update(ops=[], error=f"{name}: the check {why}", mxnet_ops=0, relax_ops=0, seconds=None)
+        records.append(record)
+        if progress:
+            progress(f"[{i + 1}/{len(names)}] {name}: {record['status']} {' '.join(record['ops'])}")
+    return records
+
+
+START, END = "<!-- zoo-support:start -->", "<!-- zoo-support:end -->"
+
+
+def summary(records: list) -> str:
+    """One line: how many models the walk saw, and how many of them convert, are refused or were not built."""
+    counts = collections.Counter(r["status"] for r in records)
+    return (
+        f"{len(records)} models of GluonCV's detection, segmentation and pose zoo: "
+        + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+        + " (`docs/zoo-support.json` has each model, its input size and its error)."
+    )
+
+
+def table(records: list) -> str:
+    """The support table (Markdown): per task and family, how many convert, and what stops the rest."""
+    groups: dict = collections.defaultdict(list)
+    for r in records:
+        groups[(TASKS.index(r["task"]), r["family"])].append(r)
+    lines = [summary(records), "", "| task | family | convert | what stops the others |", "|---|---|---|---|"]
+    for (task, family), rows in sorted(groups.items()):
+        ok = sum(r["status"] == "converts" for r in rows)
+        stops = collections.Counter()
+        for r in rows:
+            if r["status"] == "refused":
+                stops.update(r["ops"])
+            elif r["status"] != "converts":
+                stops[r["status"]] += 1
+        why = ", ".join(f"`{op}` ({n})" if op not in STATUSES else f"{op} ({n})" for op, n in sorted(stops.items()))
+        lines.append(f"| {TASKS[task]} | {family} | {ok} of {len(rows)} | {why or '—'} |")
+    return "\n".join(lines)
+
+
+def replace_table(text: str, records: list, full: bool = True) -> str:
+    """``text`` with the part between :data:`START` and :data:`END` regenerated: the :func:`table`
+    (docs/zoo.md), or with ``full`` False its :func:`summary` line (the README)."""
+    if START not in text or END not in text:
+        raise WorkbenchError(f"The text has no {START} ... {END} markers", "add them where the table belongs")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table(records) if full else summary(records)}\n{END}{tail}"

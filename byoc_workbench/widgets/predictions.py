@@ -1,0 +1,23 @@
+"""A zoo model's outputs on its picture, whatever its task; the pure twins are in :mod:`..draw.predictions`."""
+
+from __future__ import annotations
+
+from ..draw import predictions as viz
+from .detections import detections_slider
+
+
+def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh: float = 0.5):
+    """Detections under the score slider (:func:`.detections.detections_slider`); a mask, keypoints
+    or top-5 classes as a picture with a one-line caption. ``mark`` (e.g. "untrained weights") is
+    written across the picture and in the caption."""
+    if prediction.task == "detection":
+        return detections_slider(picture, prediction, prediction.class_names, thresh, mark=mark, title=title)
+    import ipywidgets as widgets
+
+    caption = prediction.summary() + (f" — {mark}" if mark else "")
+    image = widgets.Image(
+        value=viz.prediction_png(picture, prediction, mark=mark, title=title),
+        format="png",
+        layout=widgets.Layout(max_width="860px", max_height="600px", object_fit="contain"),
+    )
+    return widgets.VBox([widgets.Label(caption), image])

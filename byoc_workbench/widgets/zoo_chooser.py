@@ -1,0 +1,76 @@
+"""A dropdown over the zoo's models: picking one imports it and redraws its partition and its run.
+
+The pure twin is :func:`byoc_workbench.workflow.zoo_report`; this module only lays it out.
+"""
+
+from __future__ import annotations
+
+from .. import workflow
+from ..models import zoo
+from .html import esc, status_html, status_line
+from .predictions import prediction_view
+
+
+def stages_html(report: workflow.ZooReport) -> str:
+    """The stage table: ops and subgraphs per stage, up to prune."""
+    rows = "".join(
+        f"<tr><td>{esc(name)}</td><td style='text-align:right'>{ops}</td><td style='text-align:right'>{n}</td></tr>"
+        for name, ops, n in report.stages
+    )
+    return f"<table class='byoc-subgraphs'><tr><th>stage</th><th>ops</th><th>subgraphs</th></tr>{rows}</table>"
+
+
+def subgraphs_html(report: workflow.ZooReport, limit: int = 30) -> str:
+    """The partition stage's subgraphs, and whether prune kept each offloaded."""
+    rows = "".join(
+        f"<tr><td><code>{esc(r['name'])}</code></td><td style='text-align:right'>{r['ops']}</td>"
+        f"<td style='text-align:right'>{r['conv2d']}</td><td>{'offloaded' if r['kept'] else 'back to the host'}</td>"
+        f"<td>{esc(r['top'])}</td></tr>"
+        for r in report.subgraphs[:limit]
+    )
+    more = len(report.subgraphs) - limit
+    tail = f"<tr><td colspan='5'><i>… {more} more</i></td></tr>" if more > 0 else ""
+    head = "<tr><th>subgraph</th><th>ops</th><th>conv</th><th>after prune</th><th>most frequent ops</th></tr>"
+    return f"<table class='byoc-subgraphs'>{head}{rows}{tail}</table>"
+
+
+def zoo_chooser(models=None, value: str | None = None, weights=None, backend: str | None = None):
+    """The chooser: a dropdown over ``models`` (default: every model of :data:`zoo.MODELS`).
+
+    Picking a model imports it, partitions it with TensorRT's rules, prunes it, runs it
+    offloaded and shows the counts, the subgraphs, why its family partitions so, and its
+    outputs as its task reads them. A model that cannot be imported says why in one line.
+    The returned box's ``report`` attribute holds the last :class:`~byoc_workbench.workflow.ZooReport`.
+    """
+    import ipywidgets as widgets
+
+    from ..errors import WorkbenchError
+
+    names = list(models or zoo.MODELS)
+    labels = [(f"{n}  ({zoo.MODELS[n].family}, {zoo.MODELS[n].kind})", n) for n in names]
+    dropdown = widgets.Dropdown(
+        options=labels, value=value or names[0], description="model", layout=widgets.Layout(width="560px")
+    )
+    status, why = widgets.HTML(), widgets.HTML()
+    stages, subgraphs, run = widgets.HTML(), widgets.HTML(), widgets.VBox([])
+    box = widgets.VBox([dropdown, status, why, widgets.HBox([stages, subgraphs]), run])
+    box.report = None
+
+    def show(change=None):
+        status.value = f"<i>importing {esc(dropdown.value)}, partitioning it and running it…</i>"
+        try:
+            report = workflow.zoo_report(dropdown.value, weights, backend)
+        except WorkbenchError as err:
+            status.value = status_html(status_line(err))
+            return
+        box.report = report
+        mark = f" — <b style='color:#c92a2a'>{esc(report.mark)}</b>" if report.mark else ""
+        status.value = f"<b>{esc(report.model)}</b>: {esc(report.run.line())}{mark}"
+        why.value = f"<p style='max-width:900px'><b>{esc(report.family)}</b>: {esc(report.why)}</p>"
+        stages.value, subgraphs.value = stages_html(report), subgraphs_html(report)
+        title = f"{report.model} [{report.run.backend}]"
+        run.children = [prediction_view(report.picture, report.prediction, report.mark, title)]
+
+    dropdown.observe(show, names="value")
+    show()
+    return box

@@ -1,0 +1,257 @@
+"""A zoo model's workflow in a few calls: import and summarise it, stage it, offload it, run it.
+
+These are the functions behind ``byoc-workbench import|stages|run MODEL``; the CLI
+only parses arguments. Each goes down the layers: :mod:`.models.zoo` loads and
+imports (through :func:`.models.frontend.from_gluon`), :mod:`.flow` partitions,
+:mod:`.runner` builds and runs, and :mod:`.models.outputs` says what the outputs
+mean for the model's task.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import WorkbenchError
+from .models import zoo
+from .models.images import model_input
+from .models.outputs import Prediction, prediction
+
+logger = logging.getLogger(__name__)
+
+
+class WorkflowError(WorkbenchError):
+    """A request a model's workflow cannot serve (an unknown backend, a picture too small)."""
+
+
+def relax_op_counts(mod) -> dict[str, int]:
+    """Count the Relax operator calls in ``mod``, most frequent first."""
+    from .draw.profile import profile
+
+    return dict(profile(mod).rows())
+
+
+def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
+    """Import ``model`` and describe the result.
+
+    Returns
+    -------
+    dict
+        ``{"model", "task", "family", "input_shape", "op_count", "ops": {relax op: count},
+        "params": number of scalar weights, "weights": "trained" | "untrained" | path}``.
+    """
+    imported = zoo.import_model(model, weights)
+    ops = relax_op_counts(imported.mod)
+    spec = imported.model.spec
+    return {
+        "model": model,
+        "task": spec.kind,
+        "family": spec.family,
+        "input_shape": list(imported.input_shape),
+        "op_count": sum(ops.values()),
+        "ops": ops,
+        "params": int(sum(int(np.prod(a.shape)) for a in imported.params.values())),
+        "weights": imported.model.weights,
+    }
+
+
+def offload(
+    mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
+) -> list:
+    """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
+    rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
+    from .flow import stages
+    from .flow.rules import get_target
+
+    rules = get_target(target).rules if rules is None else rules
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    return stages.run_stages(mod, rules, prune_rule, check=False, backend=backend, options=options)
+
+
+def run(
+    model: str = zoo.DEFAULT_MODEL,
+    weights=None,
+    image=None,
+    backend: str = "tvm",
+    progress: bool = False,
+    loaded: zoo.LoadedModel | None = None,
+) -> Prediction:
+    """Run a zoo model on one picture and say what it found, as its task does.
+
+    Parameters
+    ----------
+    model : str
+        A name from :data:`byoc_workbench.models.zoo.MODELS`.
+    weights : None, "trained", "untrained" or path
+        See :func:`byoc_workbench.models.zoo.load_model`.
+    image : path, optional
+        JPEG or PNG; None for the default picture (:func:`images.default_image_path`),
+        resized as GluonCV's ``load_test`` does and cut to the model's input shape.
+    backend : "tvm", "mxnet", or a backend of the registry
+        ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
+        ``mxnet``: run the Gluon block itself (the reference).
+        ``onnxruntime``, ``tensorrt``, ``auto``, ``c``, ... : partition with
+        upstream's TensorRT rules (those the backend can compile), prune, and
+        offload the subgraphs through that backend (``auto``: TensorRT where it
+        can run, else ONNX Runtime); TVM runs the rest.
+    progress : bool
+        Progress bars on the build and the run.
+    loaded : LoadedModel, optional
+        An already loaded model, to skip loading.
+
+    Returns
+    -------
+    Prediction
+        The arrays of the model's task (:mod:`byoc_workbench.models.outputs`);
+        ``backend`` says what ran.
+    """
+    from .backends import registry
+
+    try:
+        registry.check_backend(backend, also=("mxnet",))
+    except WorkbenchError as err:
+        raise WorkflowError(err.cause, err.fix) from None
+    spec = zoo.model_spec(model)
+    if backend == "tensorrt":  # fail in a second, before the model is built and imported
+        from .backends import tensorrt
+
+        tensorrt.check()
+    x, _ = model_input(image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
+    loaded = loaded or zoo.load_model(model, weights)
+    if backend == "mxnet":
+        return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
+    from . import runner
+    from .transforms import prepare
+
+    imported = zoo.import_model(model, loaded=loaded)
+    if backend == "tvm":
+        what, notes = imported.mod, ()
+    else:
+        what = offload(prepare(imported.mod), backend)[-1]
+        notes = what.notes
+    result = runner.build_and_run(what, [x], repeat=1, warmup=0, label=f"{model} on {backend}", progress=progress)
+    return prediction(spec.kind, result.outputs, loaded, result.backend, notes)
+
+
+def mxnet_outputs(block, x) -> list:
+    """The Gluon block's outputs on ``x``, as numpy arrays."""
+    import mxnet as mx
+
+    out = block(mx.nd.array(x))
+    return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def model_workbench(
+    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
+) -> tuple:
+    """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
+
+    The workbench's titles carry the weights' label when they are untrained;
+    ``enabled`` names the rules switched on (all when None).
+    """
+    from .flow import stages
+    from .flow.rules import get_target
+    from .session import Workbench
+    from .transforms import prepare
+
+    imported = imported or zoo.import_model(model or zoo.DEFAULT_MODEL, weights)
+    mark = imported.weights_label if not imported.model.is_trained else ""
+    prune_rule = prune_rule or stages.no_mac()
+    wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
+    return wb, imported
+
+
+#: Why each family partitions as it does for TensorRT's rules, in a sentence (the chooser's caption).
+FAMILY_NOTES = {
+    "SSD": (
+        "The backbone and the class and box heads are one subgraph of convolutions; the anchors' decoding "
+        "is slices and concats (and a lone multiply) in small subgraphs with no multiply-accumulate, "
+        "which prune sends back to the host, where the NMS already is."
+    ),
+    "YOLOv3": (
+        "TensorRT's pattern table has no LeakyReLU, and YOLOv3 puts one after nearly every convolution: "
+        "each stays on the host and cuts the network into a subgraph per convolution, and prune keeps "
+        "every piece that holds one, so the host and TensorRT hand tensors back and forth dozens of times."
+    ),
+    "CenterNet": (
+        "Backbone, upsampling and heads are one subgraph; the decoding (top-k peaks, integer division "
+        "and modulo, gather) is index arithmetic that TensorRT's rules leave out or that prune returns "
+        "to the host."
+    ),
+    "Faster R-CNN": (
+        "The proposal stage (NMS, ROIAlign) runs on the host between two subgraphs of convolutions: "
+        "ResNet's first stages over the picture and its last stage over each proposal, and prune keeps both."
+    ),
+    "FCN": "Every op, bilinear resizing included, is in TensorRT's table: the whole network is one subgraph.",
+    "PSPNet": (
+        "Pyramid pooling is adaptive average pooling and bilinear resizing, both in TensorRT's table: "
+        "the whole network is one subgraph."
+    ),
+    "DeepLabV3": (
+        "ASPP's dilated convolutions and its image pooling are in TensorRT's table: the whole network is one subgraph."
+    ),
+    "Simple Pose": (
+        "A ResNet and three deconvolutions with no post-processing in the graph: one subgraph, nothing pruned."
+    ),
+    "classification": "A plain stack of convolutions and a dense layer: one subgraph, nothing to prune.",
+}
+
+
+@dataclass
+class ZooReport:
+    """What the notebook's model chooser shows for one model: the pure twin of the widget.
+
+    ``stages`` rows are ``(stage, op count, subgraph count)``; ``subgraphs`` rows are
+    ``{"name", "ops", "conv2d", "kept", "top"}`` for the partition stage's subgraphs
+    (``kept``: prune left it offloaded); ``run`` is the offloaded build's
+    :class:`~byoc_workbench.runner.Run` and ``prediction`` its outputs as the task reads them.
+    """
+
+    model: str
+    task: str
+    family: str
+    mark: str
+    stages: list
+    subgraphs: list
+    why: str
+    run: object
+    prediction: Prediction
+    picture: np.ndarray
+
+
+def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False):
+    """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
+
+    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.runner.offload_choice`).
+    """
+    import collections
+
+    from . import runner
+
+    choice = runner.offload_choice()
+    wb, imported = model_workbench(model, weights)
+    spec = imported.model.spec
+    stages = [(s.name, s.op_count, len(s.subgraphs)) for s in wb.stages[:-1]]
+    kept = {sg.name for sg in wb.stage("prune").subgraphs}
+    rows = []
+    for sg in wb.stage("partition").subgraphs:
+        top = collections.Counter(op.removeprefix("relax.") for op in sg.ops).most_common(3)
+        rows.append(
+            {
+                "name": sg.name,
+                "ops": len(sg.ops),
+                "conv2d": sum(op.startswith("relax.nn.conv") for op in sg.ops),
+                "kept": sg.name in kept,
+                "top": ", ".join(f"{op}×{n}" for op, n in top),
+            }
+        )
+    x, picture = model_input(image, imported.input_shape)
+    found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
+    run = runner.build_and_run(
+        found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
+    )
+    result = prediction(spec.kind, run.outputs, imported.model, run.backend, found[-1].notes)
+    why = FAMILY_NOTES.get(spec.family, "")
+    return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)
