@@ -92,9 +92,8 @@ def measure(wb_factory, toggle: str = TOGGLE) -> dict:
 def child(size: int) -> dict:
     """Run in a fresh process: the numbers of the synthetic model of ``size`` ops."""
     from byoc_workbench.models.synthetic import residual_model
-    from byoc_workbench.session import Workbench
+    from byoc_workbench.session import Workbench  # imported before the baseline memory is read
 
-    Workbench  # imported before the baseline memory is read
     mod = residual_model(size)
     return measure(lambda: Workbench(mod, "tensorrt"))
 

@@ -99,9 +99,8 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
         region_of = {v: r for r in regions if r.func == fname for v in r.members}
         if not region_of:
             continue
-        users = ir.users(mod[fname])
 
-        def rewrite(is_df, bindings, region_of=region_of, users=users):
+        def rewrite(is_df, bindings, region_of=region_of):
             by_region: dict = {}  # region id -> (index of its first binding, its bindings), in order
             for j, b in enumerate(bindings):
                 region = region_of.get(b.var)
@@ -112,10 +111,9 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
             units = []
             for rid, (first, members) in by_region.items():
                 inside = {b.var for b in members}
-                outputs = [
-                    b.var for b in members if any(u is None or u.var not in inside for u in users.get(b.var, ()))
-                ]
-                sub, inputs = _region_function(mod, members, region_of[members[0].var], outputs, names[rid], placed)
+                region = region_of[members[0].var]
+                outputs = list(region.outputs)  # propose_regions found who reads what
+                sub, inputs = _region_function(mod, members, region, outputs, names[rid], placed)
                 gv = editor.add(names[rid], sub)
                 call = relax.Call(gv, list(inputs))
                 if len(outputs) == 1:
