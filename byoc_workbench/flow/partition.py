@@ -42,7 +42,7 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
             args = [ir.substitute(a, mapping) for a in value.args]
-            local = relax.utils.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
+            local = ir.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
             placed.add(value.op.name_hint)
             value = relax.Call(local, args)
         else:

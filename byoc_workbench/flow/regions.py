@@ -199,9 +199,7 @@ def propose_regions(mod: tvm.IRModule) -> list:
                             ops_of[s.callee] = ir.ops_in(s.callee, mod)
                         ops.extend(ops_of[s.callee])
                 inside = {s.var for s in group}
-                outputs = [
-                    s.var for s in group if any(u is None or u.var not in inside for u in users.get(s.var, ()))
-                ]
+                outputs = [s.var for s in group if any(u is None or u.var not in inside for u in users.get(s.var, ()))]
                 regions.append(
                     Region(
                         id=len(regions),
