@@ -119,9 +119,7 @@ def test_regions_are_those_of_the_transitive_search_on_random_dags(ops, mask):
     mod = stages.check_module(random_dag(ops))
     annotated = stages.annotate(stages.composite(mod, chosen), chosen)
     for steps, users in each_block(annotated):
-        assert names(regions._block_groups(annotated, steps, users)) == names(
-            reference_groups(annotated, steps, users)
-        )
+        assert names(regions._block_groups(annotated, steps, users)) == names(reference_groups(annotated, steps, users))
     merged = stages.run_stages(mod, chosen, stages.keep_all)[3]
     assert not graphs.region_cycle(merged.mod, merged.regions)
 
