@@ -325,8 +325,8 @@ def called_function(mod, call, local: dict):
     return callee(mod, call)
 
 
-def calls_between_functions(mod: tvm.IRModule) -> dict:
-    """``{function: {functions it calls}}`` over the module's Relax functions."""
+def calls_between_functions(mod: tvm.IRModule, names=None) -> dict:
+    """``{function: {functions it calls}}`` over the module's Relax functions (or those ``names``)."""
     return {
         gv.name_hint: {
             s.value.op.name_hint
@@ -334,7 +334,7 @@ def calls_between_functions(mod: tvm.IRModule) -> dict:
             if isinstance(s.value, relax.Call) and isinstance(s.value.op, tvm.ir.GlobalVar)
         }
         for gv, func in mod.functions.items()
-        if isinstance(func, relax.Function)
+        if isinstance(func, relax.Function) and (names is None or gv.name_hint in names)
     }
 
 

@@ -131,8 +131,9 @@ def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
 
         editor.update(fname, ir.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
-    # Composites now live inside the subgraphs as local functions.
-    called = set().union(*ir.calls_between_functions(new_mod).values())
+    # Composites now live inside the subgraphs as local functions: only host functions still call global ones.
+    calls = ir.calls_between_functions(new_mod, ir.host_functions(new_mod))
+    called = set().union(*calls.values())
     unused = [
         gv.name_hint
         for gv, f in new_mod.functions.items()

@@ -7,6 +7,7 @@ import dataclasses
 import re
 
 import tvm
+import tvm_ffi
 
 from .. import ir, text
 from ..transforms import prepared
@@ -70,7 +71,8 @@ def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
 
     ``memo`` keeps each function's walk across the stages of one run: a function
     the stage before left as it was (most subgraphs, from partition to codegen) is
-    not walked again.
+    not walked again. Subgraphs are known by their structure (the passes after
+    partition rebuild every function object); host functions by identity.
     """
     counts: collections.Counter = collections.Counter()
     subgraphs = []
@@ -78,7 +80,7 @@ def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
 
     def visit(name, target):
         func = mod[name]
-        key = (name, func)
+        key = (name, func if target is not None else tvm_ffi.structural_hash(func))
         if key not in memo:
             memo[key] = [(s.op, s.path, s.composite) for s in ir.walk(func, mod, name=name) if s.op]
         found = memo[key]
