@@ -152,7 +152,7 @@ def bench(
     ``anchors``, ``speedup_vs_tvm``, ``outputs_match_reference`` and
     ``detections_equal`` (here: ``equal``, or the largest relative error).
     """
-    from .bench import machine
+    from .runner import machine
     from .models.own import check_outputs
 
     model = _model(wb)
