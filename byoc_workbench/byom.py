@@ -152,8 +152,8 @@ def bench(
     ``anchors``, ``speedup_vs_tvm``, ``outputs_match_reference`` and
     ``detections_equal`` (here: ``equal``, or the largest relative error).
     """
-    from .runner import machine
     from .models.own import check_outputs
+    from .runner import machine
 
     model = _model(wb)
     result: dict = {
