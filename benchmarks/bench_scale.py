@@ -57,10 +57,11 @@ def _first_group(view) -> str | None:
     return next((nid for nid, d in view.nodes.items() if d["kind"] in ("fold", "subgraph")), None)
 
 
-def measure(wb_factory, toggle: str = TOGGLE) -> dict:
-    """One model's numbers: ``wb_factory()`` makes its workbench."""
+def measure(wb_factory, toggle: str = TOGGLE, base: float | None = None) -> dict:
+    """One model's numbers: ``wb_factory()`` makes its workbench; ``base`` is the resident set before
+    the model was built (default: now)."""
     load = os.getloadavg()[0]
-    base = _rss_mb()
+    base = _rss_mb() if base is None else base
     wb, made = _timed(wb_factory)
     _, staged = _timed(lambda: wb.stages)
     view, first = _timed(lambda: wb.view("partition", collapse=True))
@@ -100,12 +101,15 @@ def child(size: int) -> dict:
 
 def child_real() -> dict:
     """The SSD-ResNet50 (untrained weights) as notebook 02 has it: its workbench made from the imported module."""
+    import mxnet  # noqa: F401  (imported before the baseline memory is read, as TVM is)
+
     from byoc_workbench.models import ssd
     from byoc_workbench.session import Workbench
 
+    base = _rss_mb()
     wb, _ = ssd.model_workbench(weights="untrained")
     mod, target, mark = wb.mod, wb.target, wb.mark
-    return measure(lambda: Workbench(mod, target, mark=mark))
+    return measure(lambda: Workbench(mod, target, mark=mark), base=base)
 
 
 def in_child(arg: str) -> dict | None:
