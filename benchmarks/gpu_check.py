@@ -124,11 +124,12 @@ def _model(found: dict, want: str, weights):
     import numpy as np
 
     if want != "demo" and found["mxnet"] is not None and found["gluoncv"] is not None:
-        from byoc_workbench import bench, transforms
+        from byoc_workbench import transforms
         from byoc_workbench.models import matching, ssd, zoo
+        from byoc_workbench.models.images import model_input
 
         loaded = zoo.load_model(weights=weights)
-        x = bench.model_input(None, loaded.spec.input_shape)
+        x = model_input(None, loaded.spec.input_shape)
         imported = ssd.import_model(input_shape=x.shape, loaded=loaded)
         label = f"{zoo.DEFAULT_MODEL} ({loaded.weights_label})"
         return label, imported.mod, transforms.prepare(imported.mod), [x], matching.same_detections
@@ -160,6 +161,7 @@ def measure(found: dict, report: dict, args) -> None:
     from byoc_workbench import runner
     from byoc_workbench.errors import WorkbenchError
     from byoc_workbench.flow import rules, stages
+    from byoc_workbench.timing import run_json
 
     name, mod, prepared, inputs, same = _model(found, args.model, args.weights)
     report["model"] = name
@@ -169,7 +171,7 @@ def measure(found: dict, report: dict, args) -> None:
     base_label = f"tvm_{args.target}"
     try:
         base = runner.build_and_run(mod, inputs, repeat=args.repeat, warmup=3, target=args.target, label=base_label)
-        results[base_label] = base.latency.to_json() | {"build_s": base.build_s, "ran_on": base.backend}
+        results[base_label] = run_json(base)
         outputs[base_label] = base.outputs
     except Exception as err:  # noqa: BLE001 - one line, then the backends still run
         report["errors"][base_label] = _first_line(err)
@@ -198,7 +200,7 @@ def measure(found: dict, report: dict, args) -> None:
             except Exception as err:  # noqa: BLE001
                 report["errors"][label] = _first_line(err)
                 break
-            results[label] = run.latency.to_json() | {"build_s": run.build_s, "ran_on": run.backend}
+            results[label] = run_json(run)
             results[label]["structure"] = run.structure.lines()
             outputs[label] = run.outputs
     if not backends:

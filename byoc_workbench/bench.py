@@ -7,8 +7,9 @@ On one input (the picture cut to the model's 512x512), :func:`bench_ssd` times:
   with upstream's TensorRT rules and pruned, plus the same build unpruned
   (``<backend>_unpruned``: every subgraph offloaded, the lone ``multiply`` too);
 - the anchors: MXNet's own hybridized model (static memory), and ONNX Runtime
-  on the whole model as MXNet's ONNX exporter writes it. That exporter makes
-  ``box_nms`` class-agnostic, so its detections differ from TVM's by design.
+  and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter writes it.
+  That exporter makes ``box_nms`` class-agnostic, so their detections differ
+  from TVM's by design.
 
 It checks each backend's detections against TVM alone's as a set
 (:mod:`byoc_workbench.models.matching`). TVM alone takes tens of seconds per
@@ -29,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import runner
+from . import runner, timing
 from .errors import WorkbenchError
 from .models import matching, zoo
+from .models.images import model_input
 
 logger = logging.getLogger(__name__)
 
@@ -58,45 +60,6 @@ def parse_backends(text: str) -> tuple:
             + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
         )
     return tuple(dict.fromkeys(names))
-
-
-def model_input(image, shape) -> np.ndarray:
-    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W).
-
-    A picture narrower or lower than ``shape`` once resized (one far wider than
-    tall, say) is padded at the right and bottom with zeros, the mean colour
-    after normalisation, and a warning says so.
-    """
-    from .models import images
-
-    x, _ = images.load_test(image, short=int(shape[2]))
-    h, w = (int(d) for d in shape[2:])
-    if x.shape[2] < h or x.shape[3] < w:
-        logger.warning(
-            "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
-            x.shape[3],
-            x.shape[2],
-            w,
-            h,
-        )
-        padded = np.zeros((x.shape[0], x.shape[1], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
-        padded[:, :, : x.shape[2], : x.shape[3]] = x
-        x = padded
-    return np.ascontiguousarray(x[:, :, :h, :w])
-
-
-def _entry(run: runner.Run) -> dict:
-    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
-
-
-def where_time_goes(found, x, runs: int, top: int = 10, mark: str = "") -> dict:
-    """One offloaded build's time per VM call (:func:`byoc_workbench.timing.profile`): the slowest
-    entries, and the seconds per kind (offloaded subgraph, boundary, host kernel, builtin)."""
-    from . import timing
-
-    profile = timing.profile(timing.build(found, mark=mark), [x], runs=runs)
-    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in profile.top(top)]
-    return {"end_to_end_s": profile.end_to_end_s, "by_kind": profile.by_kind, "top": rows}
 
 
 def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
@@ -130,21 +93,62 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     return Path(path)
 
 
-def ort_whole_model_anchor(path, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
-    """``(Latency, outputs)`` of ONNX Runtime on an exported model, with the backend's own session options."""
-    from .backends import onnxruntime as ort_backend
+WHOLE_MODEL = ("onnxruntime", "openvino")  # the backends that run a whole ONNX file as an anchor
 
-    ort = ort_backend._ort()
-    so = ort_backend.session_options()
-    so.log_severity_level = 3  # the export keeps initializers among the inputs; ORT warns once per weight
-    session = ort.InferenceSession(str(path), sess_options=so, providers=ort_backend.providers())
-    feed = {session.get_inputs()[0].name: x}
-    out: list = [None]
 
-    def once():
-        out[0] = session.run(None, feed)
+def whole_model_anchors(
+    path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
+) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX file.
 
-    return runner.measure(once, repeat, 2, "run onnxruntime whole model", progress, max_seconds), out[0]
+    Labels are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
+    session options; OpenVINO at f32 (it would silently run bf16 on CPUs that have
+    it). Both get the file with its inputs fixed at the shapes of ``inputs`` and its
+    shape arithmetic folded (:func:`byoc_workbench.models.onnx_import.static_shapes`):
+    OpenVINO's CPU plugin cannot compile the dynamic anchor slices of MXNet's SSD
+    export, and ONNX Runtime folds the same arithmetic itself anyway. A backend
+    that is not installed, or that rejects the file, is skipped with its one-line reason.
+    """
+    from .backends import onnxruntime, openvino
+
+    makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
+    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
+    entries, outputs, skipped = {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
+        folded = _static(path, inputs, Path(tmp) / Path(path).name)
+        for backend in backends:
+            label = f"{backend}_whole_model"
+            try:
+                run = makers[backend](folded)
+            except WorkbenchError as err:
+                skipped[label] = err.line
+                continue
+            out: list = [None]
+
+            def once(run=run, out=out):
+                out[0] = run(inputs)
+
+            lat = runner.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
+            entries[label] = lat.to_json() | {"ran_on": f"{ran_on[backend]} on {Path(path).name}"}
+            outputs[label] = out[0]
+    return entries, outputs, skipped
+
+
+def _static(path, inputs, to: Path) -> Path:
+    """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, saved at ``to``."""
+    import onnx
+
+    from .models import onnx_import
+
+    model = onnx.load(str(path))
+    names = list(onnx_import.graph_inputs(model))
+    try:
+        folded = onnx_import.static_shapes(model, {n: list(np.shape(x)) for n, x in zip(names, inputs)})
+    except WorkbenchError as err:  # the backends then get the file as it is, and say what they make of it
+        logger.warning("%s kept as it is: %s", path, err.cause)
+        return Path(path)
+    onnx.save(folded, str(to))
+    return to
 
 
 def _match(ref, got) -> tuple:
@@ -173,7 +177,7 @@ def bench_ssd(
     ``machine``, plus ``detections_equal`` (rows of TVM alone's detections
     found), ``notes``, ``skipped`` (backends that could not run, with why),
     ``targets`` (issue 7's bar, for the first offloading backend) and, with
-    ``where``, ``where_time_goes`` per offloaded build (:func:`where_time_goes`),
+    ``where``, ``where_time_goes`` per offloaded build (:func:`byoc_workbench.timing.where_time_goes`),
     and ``warnings`` (outputs that are not finite, see
     :func:`byoc_workbench.models.ssd.nonfinite_warning`). ``max_seconds``
     refuses a timed loop that its first run says would take longer.
@@ -226,10 +230,11 @@ def bench_ssd(
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
-            result["backends"][label] = _entry(run)
+            result["backends"][label] = timing.run_json(run)
             outputs[label] = run.outputs
             if where and name != "tvm":
-                result.setdefault("where_time_goes", {})[label] = where_time_goes(found, x, repeat, mark=mark)
+                built = timing.build(found, mark=mark)
+                result.setdefault("where_time_goes", {})[label] = timing.where_time_goes(built, [x], repeat)
     if "tvm" in result["backends"]:
         result["notes"].append(
             f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up: tens of seconds a run; "
@@ -240,9 +245,12 @@ def bench_ssd(
         result["anchors"]["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
         with tempfile.TemporaryDirectory() as tmp:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{model}.onnx")
-            lat, outputs["onnxruntime_whole_model"] = ort_whole_model_anchor(path, x, repeat, progress, max_seconds)
-        result["anchors"]["onnxruntime_whole_model"] = lat.to_json() | {"ran_on": "onnxruntime, MXNet's ONNX export"}
-        result["notes"].append(f"onnxruntime_whole_model: {CLASS_AGNOSTIC}")
+            entries, more, skipped = whole_model_anchors(path, [x], repeat, progress, max_seconds)
+        for label, entry in entries.items():
+            result["anchors"][label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
+            result["notes"].append(f"{label}: {CLASS_AGNOSTIC}")
+        outputs.update(more)
+        result["skipped"].update(skipped)
     _compare(result, outputs)
     found_bad = (ssd.nonfinite_warning(out, loaded, what=label) for label, out in outputs.items())
     result["warnings"] = [w for w in found_bad if w]
@@ -286,14 +294,14 @@ def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
     lines = [
         f"{result['model']} ({result['weights_label']}), input {tuple(result['input_shape'])}, "
-        f"{result['machine']['cpu']}, {result['machine']['cores']} cores",
+        + runner.machine_line(result["machine"]),
         f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same detections  ran on",
     ]
     for group in ("backends", "anchors"):
         for label, e in result[group].items():
             speed = result["speedup_vs_tvm"].get(label)
             same = result["detections_equal"].get(label, "")
-            if label == "onnxruntime_whole_model" and same:
+            if label.endswith("_whole_model") and same:
                 same += " (class-agnostic NMS)"
             lines.append(
                 f"{label:26s} {runner.seconds(e['median_s']):>9s} {runner.seconds(e['min_s']):>9s} "

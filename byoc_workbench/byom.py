@@ -18,8 +18,6 @@ from .errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
 
-OPENVINO_FIX = "pip install openvino (optional: an anchor of bench for ONNX files)"
-
 
 def _model(wb):
     if wb.model is None:
@@ -30,12 +28,12 @@ def _model(wb):
     return wb.model
 
 
-def offloaded(wb, backend: str = "onnxruntime", prune: bool = True) -> list:
+def offloaded(wb, backend: str = "onnxruntime", prune: bool = True, options: dict | None = None) -> list:
     """The workbench's stages with its rules, pruned by its prune rule (or not), compiled by ``backend``."""
     from .flow import stages
 
     prune_rule = wb.prune_rule if prune else stages.keep_all
-    return stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend)
+    return stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend, options=options)
 
 
 def build_run(wb, backend: str, prune: bool = True, repeat: int = 1, warmup: int = 0, **kw) -> runner.Run:
@@ -86,52 +84,17 @@ def run_text(result: dict) -> str:
 
 def _anchors(model, repeat: int, progress: bool, max_seconds) -> tuple:
     """``({label: entry}, {label: outputs}, {label: why skipped})`` of the whole-model anchors."""
-    entries, outputs, skipped = {}, {}, {}
     if model.kind == "onnx":
-        out: list = [None]
+        from .bench import whole_model_anchors
 
-        def once():
-            out[0] = model.reference(model.inputs)
-
-        lat = runner.measure(once, repeat, 2, "run onnxruntime whole model", progress, max_seconds)
-        entries["onnxruntime_whole_model"] = lat.to_json() | {"ran_on": f"onnxruntime on {model.name}"}
-        outputs["onnxruntime_whole_model"] = out[0]
-        try:
-            lat, outputs["openvino_whole_model"] = openvino_anchor(model, repeat, progress, max_seconds)
-            entries["openvino_whole_model"] = lat.to_json() | {"ran_on": f"openvino (CPU, f32) on {model.name}"}
-        except WorkbenchError as err:
-            skipped["openvino_whole_model"] = err.line
-    else:
-        out = [None]
-
-        def once():
-            out[0] = model.reference(model.inputs)
-
-        lat = runner.measure(once, repeat, 2, "run eager pytorch", progress, max_seconds)
-        entries["pytorch_eager"] = lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}
-        outputs["pytorch_eager"] = out[0]
-    return entries, outputs, skipped
-
-
-def openvino_anchor(model, repeat: int, progress: bool = True, max_seconds=None) -> tuple:
-    """``(Latency, outputs)`` of OpenVINO on the original ONNX file, on the CPU, in f32.
-
-    OpenVINO infers in bf16 by default on CPUs that have it: about 2x faster
-    and far from float32 (0.43 relative error measured on the SSD), so the
-    precision is set.
-    """
-    from .errors import import_optional
-
-    ov = import_optional("openvino", OPENVINO_FIX)
-    compiled = ov.Core().compile_model(str(model.path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    request = compiled.create_infer_request()
+        return whole_model_anchors(model.path, model.inputs, repeat, progress, max_seconds)
     out: list = [None]
 
     def once():
-        result = request.infer(list(model.inputs))
-        out[0] = [result[o] for o in compiled.outputs]
+        out[0] = model.reference(model.inputs)
 
-    return runner.measure(once, repeat, 2, "run openvino whole model", progress, max_seconds), out[0]
+    lat = runner.measure(once, repeat, 2, "run eager pytorch", progress, max_seconds)
+    return {"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {}
 
 
 def bench(
@@ -154,6 +117,7 @@ def bench(
     """
     from .models.own import check_outputs
     from .runner import machine
+    from .timing import run_json
 
     model = _model(wb)
     result: dict = {
@@ -183,7 +147,7 @@ def bench(
             except WorkbenchError as err:
                 result["skipped"][label] = err.line
                 break
-            result["backends"][label] = run_.latency.to_json() | {"ran_on": run_.backend, "build_s": run_.build_s}
+            result["backends"][label] = run_json(run_)
             outputs[label] = run_.outputs
     if anchors:
         entries, more, skipped = _anchors(model, repeat, progress, max_seconds)

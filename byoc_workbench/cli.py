@@ -34,6 +34,8 @@ DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
 NAME_A_MODEL = "name one: demo, ssd, a .py or .onnx file, or --torch module:factory"
+PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
+PRECISION_HELP = "with --backend openvino: its inference precision (default f32; bf16 and f16 are faster, less exact)"
 
 
 def load_model(model: str):
@@ -81,34 +83,9 @@ def own_workbench(what, args, target=None, enabled=None, prune_rule=None):
     return Workbench.from_onnx(what, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
 
 
-def _target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
-    """The target whose rules apply, plus the user's own rules for it.
-
-    ``user_rules`` come checked from :func:`byoc_workbench.models.demo.load_model_file`.
-    A target that is neither registered nor named by one of the user's rules is refused:
-    running with no rule at all would look like a model that matches nothing.
-    """
-    from .flow.rules import TARGETS, Target, get_target
-
-    if user_rules is None:
-        return get_target(target_name or "byoc-target"), ()
-    theirs = sorted({r.target for r in user_rules})
-    name = target_name or (theirs[0] if theirs else "byoc-target")
-    own = tuple(r for r in user_rules if r.target == name)
-    if name in TARGETS:
-        return get_target(name), own
-    if own:
-        return Target(name, own, "rules from the model file"), ()
-    registered = ", ".join(sorted(TARGETS))
-    raise WorkbenchError(
-        f"Unknown target '{name}': the rules in {model} are for {', '.join(theirs) or 'no target'}, "
-        f"and the registered targets are {registered}",
-        f"pass --target {theirs[0] if theirs else 'byoc-target'}",
-    )
-
-
 def _any_workbench(args, enabled, prune_rule) -> tuple:
     """``(Workbench, model name, collapse)`` for ``args.model``: demo, ssd, a .py file, a .onnx file or --torch."""
+    from .flow.rules import target_and_extra
     from .session import Workbench
 
     if args.model == "ssd":
@@ -122,7 +99,7 @@ def _any_workbench(args, enabled, prune_rule) -> tuple:
     if args.model is None:
         raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
     mod, user_rules = load_model(args.model)
-    target, extra = _target_and_extra(args.target, user_rules, args.model)
+    target, extra = target_and_extra(args.target, user_rules, args.model)
     return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
 
 
@@ -332,11 +309,12 @@ def _measured(args) -> tuple:
     from .backends.codegen import resolve_backend
 
     args.backend = resolve_backend(args.backend)
+    options = {"precision": args.precision} if args.precision else None
     if is_own(args.what, args):
         from . import byom
 
         wb = own_workbench(args.what, args)
-        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune)
+        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune, options)
         return timing.build(found, mark=wb.mark), wb.model.inputs, True
     if args.what not in ("demo", "ssd"):
         raise WorkbenchError(f"Unknown model {args.what!r}", "use demo, ssd, a .onnx file, or --torch module:factory")
@@ -347,9 +325,10 @@ def _measured(args) -> tuple:
             model=args.ssd_model,
             weights=args.weights,
             image=args.image,
+            options=options,
         )
         return built, inputs, True
-    built, inputs = timing.demo_build(args.backend, not args.no_prune)
+    built, inputs = timing.demo_build(args.backend, not args.no_prune, options)
     return built, inputs, False
 
 
@@ -402,6 +381,64 @@ def cmd_compare(args) -> int:
     if out:
         _write_report(out, "compare", latency.report(built, numerics=numerics, collapse=collapse), data)
     return 1 if numerics.over else 0
+
+
+def _description(args) -> dict:
+    """The model ``search`` was given, as a serialisable description (:mod:`byoc_workbench.search.subject`)."""
+    what = args.model
+    if getattr(args, "torch", None):
+        if what:
+            raise WorkbenchError(f"Both {what} and --torch were given", "give one model: a file, or --torch")
+        shape = _shapes(args)
+        return {"kind": "torch", "spec": args.torch, "shape": shape if isinstance(shape, list) else None}
+    if what is None:
+        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    if what == "demo":
+        return {"kind": "demo"}
+    if what == "ssd":
+        return {"kind": "ssd", "model": args.ssd_model, "weights": args.weights, "image": args.image}
+    if what.endswith(".onnx"):
+        return {"kind": "onnx", "path": what, "input_shapes": _shapes(args)}
+    if what.endswith(".py") or Path(what).exists():
+        return {"kind": "file", "path": what}
+    raise WorkbenchError(f"Unknown model '{what}'", NAME_A_MODEL)
+
+
+def cmd_search(args) -> int:
+    from . import search
+    from .draw import placements, render
+
+    names = ["search.json", "search.txt", "search.svg"]
+    out = outputs.check_dir(args.out, "--out", names) if args.out else None
+    if out:
+        render.check_dot()
+    backends = search.check_backends(args.backends)  # a typo fails before the model loads
+    description = _description(args)
+    if args.target:
+        description["target"] = args.target
+    subject = search.load(description)
+    result = search.search(
+        subject,
+        backends,
+        precision=args.precision or "f32",
+        runs=args.runs,
+        seams=args.seams,
+        top=args.top,
+        cache=search.Cache(enabled=not args.no_cache),
+        only_cached=args.cached,
+        anchors=not args.no_anchors,
+        progress=not args.json,
+    )
+    data = result.to_json()
+    print(json.dumps(data, indent=2) if args.json else result.text())
+    if out:
+        dot = placements.chosen_dot(result)
+        with outputs.staged(out) as tmp:
+            (tmp / "search.json").write_text(json.dumps(data, indent=2))
+            (tmp / "search.txt").write_text(result.text() + "\n")
+            (tmp / "search.svg").write_text(render.to_svg(dot) if dot is not None else "<svg/>")
+        print(f"wrote {', '.join(names)} to {out}", file=sys.stderr)
+    return 0 if result.chosen is not None else 1
 
 
 # --- arguments ----------------------------------------------------------------------
@@ -588,6 +625,7 @@ def parser() -> argparse.ArgumentParser:
             "with rules of its own partitions the demo with them",
         )
         c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
+        c.add_argument("--precision", choices=PRECISIONS, help=PRECISION_HELP)
         c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
         c.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
         if name == "profile":
@@ -628,7 +666,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"timed runs of TVM alone, tens of seconds each, 1 to {MAX_TVM_REPEAT} (default 1)",
     )
     b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")
-    b.add_argument("--no-anchors", action="store_true", help="skip MXNet and ONNX Runtime on the whole model")
+    b.add_argument(
+        "--no-anchors", action="store_true", help="skip the whole-model anchors (MXNet, ONNX Runtime, OpenVINO)"
+    )
     b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
 
@@ -645,7 +685,33 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
     rp.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     rp.add_argument("--min-mac-ops", type=_count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")
-    # Issue 16's placement search (`search`) takes the same models: a .onnx file or --torch, through own_workbench.
+
+    se = command(
+        "search",
+        "let the measurements choose: the fastest placement of a model's subgraphs across backends",
+        cmd_search,
+        "zoo",
+        "image",
+        "own",
+    )
+    se.add_argument("model", nargs="?", help="demo, ssd, a .py file, or a .onnx file (or give --torch)")
+    se.add_argument(
+        "--backends",
+        default="onnxruntime,openvino,tvm",
+        help="comma-separated backends to place subgraphs on; tvm is the host (default: onnxruntime,openvino,tvm)",
+    )
+    se.add_argument("--precision", choices=PRECISIONS, help="openvino's inference precision (default f32)")
+    se.add_argument("--target", help="the target whose rules make the units (default: tensorrt; byoc-target for demo)")
+    se.add_argument("--runs", type=_count(1, MAX_RUNS), default=10, help="instrumented runs per build (default 10)")
+    se.add_argument("--seams", type=_count(0, 3), default=1, help="seams per unit cut in pieces, 0 to 3 (default 1)")
+    se.add_argument("--top", type=_count(1, 10), default=3, help="placements built end to end, 1 to 10 (default 3)")
+    se.add_argument("--no-cache", action="store_true", help="measure everything again (the cache is still written)")
+    se.add_argument(
+        "--cached", action="store_true", help="measure nothing: use the cache, or fail saying what is missing"
+    )
+    se.add_argument("--no-anchors", action="store_true", help="skip the whole-model anchors")
+    se.add_argument("--json", action="store_true", help="print the result as JSON")
+    se.add_argument("--out", help="a directory for search.json, search.txt and search.svg (the chosen placement)")
 
     f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
     f.add_argument("--models", help="comma-separated model names (default: all)")

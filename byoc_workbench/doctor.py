@@ -196,6 +196,25 @@ def check_onnxruntime() -> Check:
     )
 
 
+def check_openvino() -> Check:
+    """The openvino backend, and the precision its CPU plugin would pick by itself (the backend always sets f32)."""
+    fix = "pip install openvino==2026.4.1 (the openvino backend, search's second CPU backend and bench's anchor)"
+    try:
+        import openvino
+    except Exception as err:
+        return Check("openvino", False, f"cannot import openvino ({_first_line(err)})", fix)
+    try:
+        capabilities = list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    except Exception as err:  # a broken plugin: the backend cannot compile anything
+        return Check("openvino", False, f"OpenVINO's CPU plugin fails ({_first_line(err)})", fix)
+    native = "bf16" if "BF16" in capabilities else "f32"
+    found = (
+        f"{openvino.__version__.split('-')[0]}, CPU plugin ({', '.join(capabilities)}); "
+        f"by default it would infer in {native}, the backend sets f32 unless --precision says otherwise"
+    )
+    return Check("openvino", True, found, info={"capabilities": capabilities, "default_precision": native})
+
+
 def check_tensorrt() -> Check:
     fix = "on a machine with an NVIDIA GPU: pip install -e .[tensorrt] (NVIDIA's wheels, from pypi.nvidia.com)"
     if importlib.util.find_spec("tensorrt") is None:
@@ -284,6 +303,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_gluoncv,
     check_numpy,
     check_onnxruntime,
+    check_openvino,
     check_tensorrt,
     check_gpu,
     check_chromium,
@@ -321,12 +341,13 @@ def verdicts(checks: dict) -> dict:
             "missing": missing,
             "fixes": {n: checks[n].fix for n in missing},
         }
-    ort = checks["onnxruntime"]
-    parts[PART2_CPU]["backend"] = (
-        "onnxruntime (CPUExecutionProvider)"
-        if ort.ok
-        else "teaching (NumPy) or TVM alone: slow, tens of seconds per picture"
-    )
+    ort, ov = checks["onnxruntime"], checks.get("openvino")
+    if ort.ok:
+        parts[PART2_CPU]["backend"] = "onnxruntime (CPUExecutionProvider)"
+    elif ov is not None and ov.ok:
+        parts[PART2_CPU]["backend"] = "openvino (CPU, f32)"
+    else:
+        parts[PART2_CPU]["backend"] = "teaching (NumPy) or TVM alone: slow, tens of seconds per picture"
     parts[PART2_TRT]["backend"] = "tensorrt"
     cached = checks["weights"].info.get("models", {}).get(checks["weights"].info.get("default"), {})
     trained = cached.get("state", "").startswith("trained")

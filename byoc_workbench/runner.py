@@ -201,13 +201,13 @@ def structure(executable, generated: dict | None = None) -> Structure:
 
 
 def describe_backend(compiled) -> str:
-    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``tensorrt`` or ``teaching``."""
+    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``."""
     if compiled.backend == "onnxruntime":
         from .backends import onnxruntime
 
         provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
         return f"onnxruntime ({provider})"
-    return compiled.backend
+    return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
 
 
 def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -> str:
@@ -225,7 +225,7 @@ def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -
             refused.setdefault(backend, why)
     text = ", ".join(names) + f" + tvm ({target}) for the rest"
     for backend, why in refused.items():
-        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime"}.get(backend, backend)
+        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
         text += f" — {pretty} not available: {why}"
     if skipped:
         text += f"; {len(skipped)} subgraph(s) back on tvm"
@@ -431,7 +431,7 @@ def machine() -> dict:
         "tvm": tvm.__version__,
         "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
     }
-    for name in ("onnxruntime", "mxnet", "tensorrt"):
+    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
         with contextlib.suppress(Exception):
             info[name] = __import__(name).__version__
     with contextlib.suppress(OSError):

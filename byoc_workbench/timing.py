@@ -1,4 +1,4 @@
-"""Where the time goes in a partitioned build, and whether each offloaded subgraph computes what TVM computes.
+"""Where the time goes in a build, and whether each offloaded subgraph computes what TVM computes.
 
 :func:`build` compiles the codegen stage's module as ``tvm.compile`` would,
 with one change: every call site of a TIR kernel gets a kernel of its own.
@@ -6,6 +6,13 @@ with one change: every call site of a TIR kernel gets a kernel of its own.
 over several runs, and :func:`compare` reruns each offloaded subgraph with TVM
 alone on the inputs it received. Both return plain data; :mod:`.draw.latency`
 draws it.
+
+Measurement lives in two modules and no third: :mod:`byoc_workbench.runner`
+times whole runs (:func:`~byoc_workbench.runner.measure`) and records where
+(:func:`~byoc_workbench.runner.machine`); this one times every VM call and
+writes a run down (:func:`run_json`). ``bench``, ``profile``, ``compare``,
+``search`` and ``benchmarks/gpu_check.py`` all measure through them; neither
+imports ``bench`` or ``search``.
 
 How a VM call is attributed
 ---------------------------
@@ -72,6 +79,7 @@ class Site:
     function: str = ""  # the host function holding the binding
     var: object = None  # the relax.Var the binding defines, when there is exactly one
     num_outputs: int = 0  # a subgraph's outputs come last in its arguments
+    detail: str = ""  # how its backend runs it, e.g. "CPU, bf16" (Compiled.detail)
 
 
 @dataclasses.dataclass
@@ -264,7 +272,7 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
         where = packed_sites.get(c.symbol, [])
         fname, var = where[0] if len(where) == 1 else ("", None)
         where_to = targets.get(name, c.backend)
-        subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs)
+        subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs, c.detail)
         sites[c.symbol] = subgraphs[name]
     for symbol, where in packed_sites.items():
         if symbol not in sites:
@@ -310,11 +318,12 @@ class _Recorder:
         return 0
 
     def run(self, vm, fn, args) -> list:
+        """The calls of one run of ``fn``; its result is kept as ``self.result``."""
         self.stack, self.calls, self.marks = [], [], []
         vm.set_instrument(self)
         phases.record(self.marks)
         try:
-            fn(*args)
+            self.result = fn(*args)
         finally:
             phases.record(None)
             vm.set_instrument(_no_instrument)
@@ -339,7 +348,14 @@ def _inputs(inputs) -> list:
 
 
 def profile(
-    built: Built, inputs, runs: int = 10, warmup: int = 2, entry: str = "main", max_seconds: float | None = None
+    built: Built,
+    inputs,
+    runs: int = 10,
+    warmup: int = 2,
+    entry: str = "main",
+    max_seconds: float | None = None,
+    plain: bool = True,
+    outputs: list | None = None,
 ) -> Profile:
     """Time every VM call of ``built`` over ``runs`` runs; see the module's docstring for the attribution.
 
@@ -355,6 +371,11 @@ def profile(
     max_seconds : float, optional
         Refuse the runs when the first one says they would take longer
         (:func:`byoc_workbench.runner.check_budget`).
+    plain : bool
+        False: no plain runs; the end-to-end median is that of the timed runs
+        themselves (for a build whose one run takes tens of seconds).
+    outputs : list, optional
+        Receives the last run's outputs (as NumPy arrays), so a check needs no extra run.
     """
     from .runner import check_budget
 
@@ -368,21 +389,29 @@ def profile(
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
             check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
     recorder = _Recorder(built.functions)
-    plain = []
+    ends = []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn(*args)
-        plain.append(time.perf_counter() - t0)
+        if plain:
+            t0 = time.perf_counter()
+            fn(*args)
+            ends.append(time.perf_counter() - t0)
         rank: collections.Counter = collections.Counter()
-        for call in recorder.run(built.vm, fn, args):
+        t0 = time.perf_counter()
+        calls = recorder.run(built.vm, fn, args)
+        if not plain:
+            ends.append(time.perf_counter() - t0)
+        for call in calls:
             symbol = call[0]
             for phase, seconds in _split(call).items():
                 per_call[(symbol, rank[symbol])][phase].append(seconds)
             rank[symbol] += 1
+    if outputs is not None:
+        result = execute.to_numpy(recorder.result)
+        outputs[:] = result if isinstance(result, list) else [result]
     return Profile(
         _entries(built, per_call),
-        statistics.median(plain),
+        statistics.median(ends),
         runs,
         {name: s.backend for name, s in built.subgraphs.items()},
         built.mark,
@@ -432,6 +461,7 @@ class SubgraphCheck:
     calls: int
     outputs: list  # OutputError per output
     tolerance: float
+    detail: str = ""  # how the backend ran it, e.g. "CPU, bf16": precision is part of a placement
 
     @property
     def max_abs(self) -> float:
@@ -451,6 +481,7 @@ class SubgraphCheck:
             "name": self.name,
             "target": self.target,
             "backend": self.backend,
+            "detail": self.detail,
             "calls": self.calls,
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
@@ -553,25 +584,43 @@ def compare(built: Built, inputs, tolerance: float = 1e-3, entry: str = "main", 
                 if old is None or (max_rel, max_abs) > (old.max_rel, old.max_abs):
                     errors[k] = OutputError(k, tuple(got.shape), max_abs, max_rel)
         outputs = [errors[k] for k in sorted(errors)]
-        rows.append(SubgraphCheck(name, site.target, site.backend, len(seen.get(name, [])), outputs, tolerance))
+        calls = len(seen.get(name, []))
+        rows.append(SubgraphCheck(name, site.target, site.backend, calls, outputs, tolerance, site.detail))
     return Numerics(rows, tolerance, built.mark)
+
+
+# --- the record ------------------------------------------------------------------
+
+
+def run_json(run) -> dict:
+    """A :class:`byoc_workbench.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
+    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
+
+
+def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict:
+    """One build's time per VM call (:func:`profile`): the slowest entries, and the seconds per kind
+    (offloaded subgraph, boundary, host kernel, builtin)."""
+    p = profile(built, inputs, runs=runs)
+    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in p.top(top)]
+    return {"end_to_end_s": p.end_to_end_s, "by_kind": p.by_kind, "top": rows}
 
 
 # --- ready-made builds ---------------------------------------------------------------
 
 
-def demo_build(backend: str | None = None, prune: bool = True) -> tuple:
+def demo_build(backend: str | None = None, prune: bool = True, options: dict | None = None) -> tuple:
     """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
 
     The demo is partitioned with ``byoc-target``'s rules, or with the rules of
     the backend's own target when it has one (a codegen registered with rules).
+    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino).
     """
     from .flow import rules, stages
     from .models import demo
 
     prune_rule = stages.no_mac() if prune else stages.keep_all
     target = own_target(backend) or rules.get_target("byoc-target")
-    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend)
+    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend, options=options)
     return build(found), demo.demo_inputs()
 
 
@@ -586,20 +635,26 @@ def own_target(backend: str | None):
 
 
 def ssd_build(
-    backend: str = "onnxruntime", prune: bool = True, workbench=None, model=None, weights=None, image=None
+    backend: str = "onnxruntime",
+    prune: bool = True,
+    workbench=None,
+    model=None,
+    weights=None,
+    image=None,
+    options: dict | None = None,
 ) -> tuple:
     """``(Built, inputs)`` for the SSD with upstream's TensorRT rules, offloaded through ``backend``.
 
     ``workbench`` reuses a :func:`byoc_workbench.models.ssd.model_workbench`
     (the import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from .bench import model_input
     from .models import ssd, zoo
+    from .models.images import model_input
 
     if workbench is None:
         x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)  # before the 15 s import
         workbench = ssd.model_workbench(model, weights)[0]
     else:
         x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])
-    found = ssd.offload(workbench.mod, backend, prune, rules=workbench.rules)
+    found = ssd.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
     return build(found, mark=workbench.mark), [x]

@@ -152,10 +152,10 @@ def test_tensorrt_fp16_is_in_the_graph(demo_mod, byoc, reference_output, tmp_pat
 
 
 def test_the_registry_names_every_choice():
-    assert registry.choices()[:6] == ("auto", "tvm", "teaching", "c", "onnxruntime", "tensorrt")
+    assert registry.choices()[:7] == ("auto", "tvm", "teaching", "c", "onnxruntime", "openvino", "tensorrt")
     assert registry.backends_for(None, "byoc_target") == ("teaching",)
     assert registry.backends_for(None, "tensorrt") == ()
-    assert registry.backends_for("auto", "tensorrt") == ("tensorrt", "onnxruntime", "teaching")
+    assert registry.backends_for("auto", "tensorrt") == ("tensorrt", "onnxruntime", "openvino", "teaching")
 
 
 @pytest.mark.slow

@@ -364,8 +364,6 @@ def test_the_table_covers_every_kind_and_at_least_60_inputs():
 
 def test_pictures_of_any_shape_are_accepted(d):
     """3000x1 crashed OpenCV's resize; now it resizes as GluonCV's rules say, and bench pads it to 512x512."""
-    from byoc_workbench import bench
-
     _picture(d / "wide.png", 1, 3000)
     _picture(d / "tall.png", 3000, 1)
     _picture(d / "dot.png", 1, 1)
@@ -373,7 +371,7 @@ def test_pictures_of_any_shape_are_accepted(d):
     assert x.shape == (1, 3, 1, 1024) and resized.shape == (1, 1024, 3)
     assert images.load_test(d / "tall.png")[0].shape == (1, 3, 1024, 1)
     assert images.load_test(d / "dot.png")[0].shape == (1, 3, 512, 512)
-    cut = bench.model_input(d / "wide.png", (1, 3, 512, 512))
+    cut = images.model_input(d / "wide.png", (1, 3, 512, 512))
     assert cut.shape == (1, 3, 512, 512) and np.all(cut[:, :, 1:] == 0) and np.any(cut[:, :, 0] != 0)
 
 

@@ -741,7 +741,14 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
         for o in getattr(c, "outputs", ())
         if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
     ]
-    assert len(widgets) == 2, "two widgets: the workbench and the detections' slider, no progress bars"
+    # The search's cells read the cache: the search widget and each unit's costs, or one line saying why not.
+    searched = "Not searched here" not in flat
+    assert (
+        re.search(r"tensorrt_3 \(241 ops\): onnxruntime .* -> tensorrt_3", flat)
+        if searched
+        else "SEARCH = True" in flat
+    )
+    assert len(widgets) == 2 + searched, "the workbench, the detections' slider and the search's, no progress bars"
 
 
 # Lines of printouts (<pre> outputs; log lines on stderr aside) that the page shows broken in two: their text's
@@ -886,6 +893,7 @@ def test_nb02_detections_read_in_a_room(nb02):
 @pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
+    # Locators keep to the workbench: with the search cached, the search widget draws a diagram too.
     page, _nb = nb02
     page.locator(".byoc-stage button", has_text="prune").click()
     tab = page.locator(".byoc-subgraph-table")
@@ -893,8 +901,8 @@ def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     sync_api.expect(tab.locator("details summary")).to_contain_text("nn.conv2d ×73")
     assert tab.bounding_box()["height"] < 200, "the Subgraphs tab is a summary, not two screens of ops"
     page.screenshot(path=str(BUILD / "nb02-subgraphs-tab-1366.png"))
-    page.locator(".byoc-zoom-fit").click()
-    node = page.locator(".byoc-graph g.node", has_text="tensorrt_0").first
+    page.locator(".byoc-workbench .byoc-zoom-fit").click()
+    node = page.locator(".byoc-workbench .byoc-graph g.node", has_text="tensorrt_0").first
     node.click()
     details = page.locator(".byoc-details")
     sync_api.expect(details).to_contain_text("ops inside")
@@ -922,14 +930,27 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     sync_api.expect(active).to_have_text("codegen")  # the stage bar, the caption and the diagram agree
     sync_api.expect(page.locator(".byoc-summary")).to_contain_text("codegen:")
     sync_api.expect(page.locator(".byoc-stage-help")).to_contain_text("codegen compiles each subgraph")
-    assert "— measured" in page.locator(".byoc-graph svg").inner_html()
+    assert "— measured" in page.locator(".byoc-workbench .byoc-graph svg").inner_html()
     page.locator(".byoc-graph-widget").scroll_into_view_if_needed()
-    page.locator(".byoc-zoom-100").click()  # labels and times at full size
+    page.locator(".byoc-workbench .byoc-zoom-100").click()  # labels and times at full size
     page.wait_for_timeout(500)
     assert page.evaluate(_NODES_IN_BOX) > 0
     page.screenshot(path=str(BUILD / "nb02-widget-time-1366.png"))
     page.locator(".byoc-stage button", has_text="prune").click()  # leaving codegen switches the time view off
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_nb02_search_widget_draws_the_chosen_placement(nb02):
+    page, nb = nb02
+    if "Not searched here" in " ".join(_outputs_text(nb).split()):
+        pytest.skip("the search is not cached here: notebook 02 said so in one line and measured nothing")
+    graph = page.locator(".byoc-graph").nth(1)  # the first is the workbench's
+    graph.scroll_into_view_if_needed()
+    graph.locator("svg g.node").first.wait_for()
+    assert "chosen" in graph.locator("svg").inner_html(), "the diagram shows the chosen placement"
+    page.screenshot(path=str(BUILD / "nb02-search-1366.png"))
 
 
 @pytest.mark.slow

@@ -131,3 +131,13 @@ def test_binder_files_agree_with_requirements():
     assert tuple(int(p) for p in pins["numpy"].split(".")[:2]) < (1, 24)
     apt = [line.partition("#")[0].strip() for line in (root / "apt.txt").read_text().splitlines()]
     assert "graphviz" in apt
+
+
+def test_openvino_is_checked_with_the_precision_it_would_pick(report):
+    ov = report["checks"]["openvino"]
+    if importlib.util.find_spec("openvino") is None:
+        assert not ov["ok"] and "pip install openvino" in ov["fix"]
+        return
+    assert ov["ok"], ov
+    assert ov["info"]["default_precision"] == ("bf16" if "BF16" in ov["info"]["capabilities"] else "f32")
+    assert "the backend sets f32" in ov["found"]

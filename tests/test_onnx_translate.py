@@ -2,9 +2,11 @@
 
 For each rule a tiny Relax function that the rule's pattern matches goes
 through the workbench's stages with that one rule, each subgraph is
-translated to ONNX and run by ONNX Runtime, and the result is compared with
-TVM alone.
+translated to ONNX and run by ONNX Runtime, and by OpenVINO at f32, and the
+result is compared with TVM alone.
 """
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -156,7 +158,13 @@ def flat(x):
 TRT_RULES = {r.name: r for r in rules.tensorrt_rules()}
 
 
-def offload_and_compare(rule_name, case):
+HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
+NEEDS_OPENVINO = pytest.mark.skipif(not HAS_OPENVINO, reason="openvino is not installed (pip install openvino)")
+# backend -> (options, tolerance): OpenVINO at f32 sums in another order than TVM (1e-4, as the issue allows).
+BACKENDS = {"onnxruntime": ({}, 1e-5), "openvino": ({"precision": "f32"}, 1e-4)}
+
+
+def offload_and_compare(rule_name, case, backend="onnxruntime"):
     make, shapes, low_high = case
     mod = module(make, shapes)
     st = stages.run_stages(mod, [TRT_RULES[rule_name]], stages.keep_all)
@@ -165,15 +173,16 @@ def offload_and_compare(rule_name, case):
     assert subgraphs, f"rule {rule_name} matched nothing"
     for name in subgraphs:  # each subgraph is a valid ONNX model that ONNX Runtime loads
         bo._onnx().checker.check_model(bo.translate(partitioned[name], name))
-    offloaded, generated, skipped = registry.run_codegen(partitioned, "onnxruntime")
+    options, tol = BACKENDS[backend]
+    offloaded, generated, skipped = registry.run_codegen(partitioned, backend, **options)
     assert sorted(generated) == subgraphs and not skipped
-    assert all(g.backend == "onnxruntime" for g in generated.values())
+    assert all(g.backend == backend for g in generated.values())
     x = inputs(shapes, low_high)
     expected, got = flat(execute.run(mod, x)), flat(execute.run(offloaded, x))
     assert len(expected) == len(got)
     for e, g in zip(expected, got):
         assert e.shape == g.shape and e.dtype == g.dtype
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
 
 
 def test_the_cases_cover_the_whole_tensorrt_table():
@@ -193,10 +202,17 @@ def test_tensorrt_rule_offloaded_to_onnxruntime_equals_tvm(rule_name):
     offload_and_compare(rule_name, CASES[rule_name])
 
 
+@NEEDS_OPENVINO
+@pytest.mark.parametrize("rule_name", sorted(CASES))
+def test_tensorrt_rule_offloaded_to_openvino_at_f32_equals_tvm(rule_name):
+    offload_and_compare(rule_name, CASES[rule_name], "openvino")
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", pytest.param("openvino", marks=NEEDS_OPENVINO)])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_attribute_variants_equal_tvm(variant):
+def test_attribute_variants_equal_tvm(variant, backend):
     rule_name, case = VARIANTS[variant]
-    offload_and_compare(rule_name, case)
+    offload_and_compare(rule_name, case, backend)
 
 
 def test_unconvertible_ops_are_all_named_in_one_line():

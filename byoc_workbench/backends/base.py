@@ -39,6 +39,7 @@ class Compiled:
     num_outputs: int
     backend: str
     tried: list = dataclasses.field(default_factory=list)
+    detail: str = ""  # how the backend runs it, when that matters: e.g. "CPU, f32" for openvino
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Backend:
 
 
 # The backends the package brings, by name; registry.py puts them in BACKENDS in this order.
-BUILTIN = ("teaching", "c", "onnxruntime", "tensorrt")
+BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt")
 # Every backend by name, built-in or registered from a notebook (register_codegen).
 BACKENDS: dict = {}
 # Every symbol registered through register_packed, and the backend it came from.
@@ -80,7 +81,7 @@ def register_global(name: str, fn: Callable) -> None:
 
 
 def register_packed(
-    backend: str, name: str, runner: Callable, content: bytes, source: str, num_outputs: int
+    backend: str, name: str, runner: Callable, content: bytes, source: str, num_outputs: int, detail: str = ""
 ) -> Compiled:
     """Register ``runner`` for subgraph ``name`` and return its :class:`Compiled` record.
 
@@ -93,7 +94,7 @@ def register_packed(
     symbol = f"byoc_workbench.{backend}.{name}.{digest}"
     register_global(symbol, runner)
     REGISTERED[symbol] = backend
-    return Compiled(name, symbol, source, num_outputs, backend)
+    return Compiled(name, symbol, source, num_outputs, backend, detail=detail)
 
 
 def cache_dir(kind: str) -> Path:

@@ -47,6 +47,7 @@ def session_options(threads: int | None = None, spinning: bool = False):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads or _cores()
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    so.log_severity_level = 3  # its warnings (shape merging in small subgraphs) are noise to a reader; errors stay
     return so
 
 
@@ -112,3 +113,19 @@ def compile_subgraph(
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
     source = header + onnx_translate.summary(model)
     return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs))
+
+
+def whole_model(path):
+    """``run(inputs) -> outputs`` for a whole ONNX file, with the same session options (an anchor of ``bench``)."""
+    ort = _ort()
+    so = session_options()  # quiet: MXNet's export keeps initializers among the inputs, ORT would warn per weight
+    try:
+        session = ort.InferenceSession(str(path), sess_options=so, providers=providers())
+    except _errors(ort) as err:
+        raise WorkbenchError(f"ONNX Runtime rejected {path}: {first_line(err)}", "check it with onnx.checker") from None
+    names = [i.name for i in session.get_inputs()]
+
+    def run(inputs):
+        return session.run(None, dict(zip(names, inputs)))
+
+    return run

@@ -7,11 +7,12 @@ calls it with ``R.call_dps_packed``. Four are built in:
 - ``teaching``: readable NumPy source (the seed's demo codegen);
 - ``c``: plain C loops, compiled by the system's C compiler;
 - ``onnxruntime``: the subgraph as ONNX, run by an ONNX Runtime session;
+- ``openvino``: the same ONNX, compiled by OpenVINO for the CPU (f32 unless ``precision`` says);
 - ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only).
 
 Yours join them with :func:`.codegen.register_codegen`. ``auto`` tries
-``tensorrt``, then ``onnxruntime``, then ``teaching``, and leaves to TVM what
-none of them takes. ``tvm`` offloads nothing.
+``tensorrt``, then ``onnxruntime``, then ``openvino``, then ``teaching``, and
+leaves to TVM what none of them takes. ``tvm`` offloads nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
     return onnxruntime.compile_subgraph(name, func, **options)
 
 
+def _openvino(name: str, func: relax.Function, **options) -> Compiled:
+    from . import openvino
+
+    return openvino.compile_subgraph(name, func, **options)
+
+
 def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
     from . import tensorrt
 
@@ -51,12 +58,13 @@ BUILTIN = (
     TEACHING.backend(native="byoc_target"),  # the seed's demo target has a codegen of its own
     C.backend(),
     Backend("onnxruntime", _onnxruntime, "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu", _onnx_guard),
+    Backend("openvino", _openvino, "OpenVINO on the CPU from the same ONNX (f32 unless precision= says)", _onnx_guard),
     Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
 )
 assert tuple(b.name for b in BUILTIN) == base.BUILTIN
 for _b in BUILTIN:
     add_backend(_b)
-AUTO = ("tensorrt", "onnxruntime", "teaching")  # tried in this order
+AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
 BACKENDS = base.BACKENDS  # every backend by name, yours included once registered
 
 
@@ -130,12 +138,14 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
     ----------
     mod : tvm.IRModule
         A partitioned module.
-    backend : None, "auto", "tvm", or a backend's name (:func:`choices`)
+    backend : None, "auto", "tvm", a backend's name (:func:`choices`), or a dict
         None sends each subgraph to its target's own codegen (``byoc_target``
         to ``teaching``, a registered codegen's target to it) and leaves the
         others as they are. A chosen backend
         compiles every subgraph, and the subgraphs nobody compiles go back to
-        the host, so the module builds.
+        the host, so the module builds. A dict ``{subgraph: backend}`` (a
+        placement) chooses per subgraph; a subgraph it does not name stays on
+        TVM, and so does one its backend refuses (the reason is kept).
     **options
         Passed to the backend, e.g. ``fp16=True`` for ``tensorrt``.
 
@@ -148,7 +158,13 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
         if unknown:
             skipped[name] = unknown
             continue
-        result = compile_subgraph(name, mod[name], backend, **options)
+        if isinstance(backend, dict):
+            try:
+                result = compile_subgraph(name, mod[name], backend.get(name, "tvm"), **options)
+            except WorkbenchError as err:  # a placement measures what runs: a refusal puts it on the host
+                result = f"{backend[name]} refused: {err.cause}; TVM runs it on the host"
+        else:
+            result = compile_subgraph(name, mod[name], backend, **options)
         if isinstance(result, Compiled):
             generated[name] = result
         else:

@@ -294,7 +294,7 @@ def _check_rows(numerics: timing.Numerics) -> list:
         (
             r.name,
             r.target,
-            r.backend,
+            f"{r.backend} ({r.detail})" if r.detail else r.backend,
             str(r.calls),
             f"{r.max_abs:.2e}",
             f"{r.max_rel:.2e}",

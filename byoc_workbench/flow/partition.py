@@ -85,14 +85,15 @@ def _topo_units(units: list) -> list:
     return [units[k] for k in done]
 
 
-def partition(mod: tvm.IRModule, regions: list) -> tvm.IRModule:
-    """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order."""
+def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tvm.IRModule:
+    """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order,
+    unless ``names`` (``{region id: name}``) names it."""
     editor = ir.ModuleEditor(mod)
-    names: dict = {}
+    given, names = names or {}, {}
     counters: dict = {}
     for region in regions:
         cg = codegen_name(region.target)
-        names[region.id] = f"{cg}_{counters.get(cg, 0)}"
+        names[region.id] = given.get(region.id) or f"{cg}_{counters.get(cg, 0)}"
         counters[cg] = counters.get(cg, 0) + 1
     placed: set = set()
     for fname in ir.host_functions(mod):

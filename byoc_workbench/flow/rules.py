@@ -341,3 +341,27 @@ def parse_rule_list(text: str | None) -> list | None:
     if text is None:
         return None
     return [n for n in (p.strip() for p in text.split(",")) if n]
+
+
+def target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
+    """The target whose rules apply, plus the user's own rules for it.
+
+    ``user_rules`` come checked from :func:`byoc_workbench.models.demo.load_model_file`.
+    A target that is neither registered nor named by one of the user's rules is refused:
+    running with no rule at all would look like a model that matches nothing.
+    """
+    if user_rules is None:
+        return get_target(target_name or "byoc-target"), ()
+    theirs = sorted({r.target for r in user_rules})
+    name = target_name or (theirs[0] if theirs else "byoc-target")
+    own = tuple(r for r in user_rules if r.target == name)
+    if name in TARGETS:
+        return get_target(name), own
+    if own:
+        return Target(name, own, "rules from the model file"), ()
+    registered = ", ".join(sorted(TARGETS))
+    raise WorkbenchError(
+        f"Unknown target '{name}': the rules in {model} are for {', '.join(theirs) or 'no target'}, "
+        f"and the registered targets are {registered}",
+        f"pass --target {theirs[0] if theirs else 'byoc-target'}",
+    )

@@ -10,6 +10,8 @@ kernels under content-hashed names.
 
 from __future__ import annotations
 
+import dataclasses
+
 import tvm
 from tvm import relax
 
@@ -17,6 +19,7 @@ from .. import ir, transforms
 from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .names import keep_names
+from .partition import inline_subgraphs
 from .partition import partition as _partition
 from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
@@ -95,9 +98,9 @@ def merge(mod: tvm.IRModule) -> tuple:
     return mod, propose_regions(mod)
 
 
-def partition(mod: tvm.IRModule, regions) -> tvm.IRModule:
-    """Lift each region into a global function with ``Codegen`` and ``global_symbol``."""
-    return _partition(mod, regions)
+def partition(mod: tvm.IRModule, regions, names: dict | None = None) -> tvm.IRModule:
+    """Lift each region into a global function with ``Codegen`` and ``global_symbol`` (named as ``names`` says)."""
+    return _partition(mod, regions, names)
 
 
 def codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:
@@ -179,4 +182,39 @@ def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | Non
     return stage
 
 
-__all__ = ["STAGES", "PruneRule", "keep_all", "no_mac", "prune", "run_stages", "codegen_stage", "check_module"]
+def restage(stages: list, regions: list, names: dict, backend: dict, options: dict | None = None) -> list:
+    """``stages`` (from :func:`run_stages`) redone from partition on, for a placement.
+
+    ``regions`` (e.g. the merge stage's, some cut in pieces) are lifted as
+    ``names`` says (``{region id: function}``); each subgraph then goes to the
+    backend ``backend`` names for it, and one it places on ``tvm`` returns to
+    the host at the prune stage. The codegen stage's subgraphs carry their
+    backend as their target, so a diagram colours each by the backend that runs it.
+    """
+    kept = list(stages[: STAGES.index("partition")])
+
+    def add(name, m, **kw):
+        kept.append(summarize(name, m, kept[-1], **kw))
+
+    m = partition(kept[STAGES.index("annotate")].mod, regions, names)
+    add("partition", m, regions=regions)
+    on_host = [n for n in ir.subgraph_functions(m) if backend.get(n, "tvm") == "tvm"]
+    m = inline_subgraphs(m, on_host)
+    add("prune", m, notes=[f"{n} placed on tvm" for n in on_host])
+    offloaded = {n: backend[n] for n in ir.subgraph_functions(m)}
+    stage = codegen_stage(kept[-1], offloaded, options)
+    stage.subgraphs = [dataclasses.replace(s, target=offloaded[s.name]) for s in stage.subgraphs]
+    return [*kept, stage]
+
+
+__all__ = [
+    "STAGES",
+    "PruneRule",
+    "keep_all",
+    "no_mac",
+    "prune",
+    "restage",
+    "run_stages",
+    "codegen_stage",
+    "check_module",
+]

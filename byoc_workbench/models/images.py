@@ -145,3 +145,26 @@ def load_test(
         resized = np.ascontiguousarray(resized[:h, :w])
     logger.debug("loaded %s as %s", path, resized.shape)
     return to_input(resized, mean, std), resized
+
+
+def model_input(image, shape) -> np.ndarray:
+    """The picture, as ``load_test`` prepares it, cut to ``shape`` (N, C, H, W).
+
+    A picture narrower or lower than ``shape`` once resized (one far wider than
+    tall, say) is padded at the right and bottom with zeros, the mean colour
+    after normalisation, and a warning says so.
+    """
+    x, _ = load_test(image, short=int(shape[2]))
+    h, w = (int(d) for d in shape[2:])
+    if x.shape[2] < h or x.shape[3] < w:
+        logger.warning(
+            "the picture is %dx%d once resized, smaller than the model's %dx%d: padded with the mean colour",
+            x.shape[3],
+            x.shape[2],
+            w,
+            h,
+        )
+        padded = np.zeros((x.shape[0], x.shape[1], max(h, x.shape[2]), max(w, x.shape[3])), x.dtype)
+        padded[:, :, : x.shape[2], : x.shape[3]] = x
+        x = padded
+    return np.ascontiguousarray(x[:, :, :h, :w])

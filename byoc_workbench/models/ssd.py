@@ -150,14 +150,17 @@ def _detections(outputs, loaded, backend: str = "", notes=()) -> Detections:
     return result
 
 
-def offload(mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None) -> list:
+def offload(
+    mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
+) -> list:
     """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
-    rules, pruned (or not), its subgraphs compiled by ``backend``; the last stage is codegen."""
+    rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
     from ..flow import stages
     from ..flow.rules import get_target
 
     rules = get_target(target).rules if rules is None else rules
-    return stages.run_stages(mod, rules, stages.no_mac() if prune else stages.keep_all, check=False, backend=backend)
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    return stages.run_stages(mod, rules, prune_rule, check=False, backend=backend, options=options)
 
 
 def run(

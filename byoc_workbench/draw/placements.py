@@ -1,0 +1,144 @@
+"""A search's result for a reader: the best placements as a table, and the model coloured by the chosen backends.
+
+Data first: :func:`rows` turns a :class:`~byoc_workbench.search.core.SearchResult`
+into table rows; :func:`chosen_dot` draws the chosen placement (each
+offloaded subgraph filled in its backend's colour, what stays on TVM as
+host); the text and HTML tables are made from the same rows.
+"""
+
+from __future__ import annotations
+
+import html
+
+from .. import text
+from . import graph as graph_mod
+from . import render
+from .display import diagram_html
+
+HEAD = ("placement", "predicted", "measured", "outputs", "what differs from the chosen one")
+SHOWN = 8  # rows in the table
+
+
+def _s(seconds) -> str:
+    from ..runner import seconds as fmt
+
+    return fmt(seconds) if isinstance(seconds, (int, float)) and seconds == seconds else "—"
+
+
+def ordered(result) -> list:
+    """The placements as the table shows them: the chosen one, then the measured by time, then the rest."""
+    return sorted(
+        result.placements,
+        key=lambda r: (r is not result.chosen, r.measured_s is None, r.measured_s or r.predicted_s, r.predicted_s),
+    )
+
+
+def rows(result, n: int = SHOWN) -> list:
+    """``[(placement, predicted, measured, outputs, what differs)]`` for the best ``n`` placements.
+
+    In :func:`ordered`'s order.
+    """
+    chosen = result.chosen
+    out = []
+    for r in ordered(result)[:n]:
+        verdict = "equal" if r.equal else (r.rejected or "not measured") if r.measured_s is not None else "—"
+        name = ("chosen: " if r is chosen else "") + r.what
+        differs = "; ".join(r.differs) if r.differs else ("—" if r is chosen else "the same")
+        out.append((name, _s(r.predicted_s), _s(r.measured_s), verdict, differs))
+    return out
+
+
+def _table_text(head, body) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head, *body])
+
+
+def summary_lines(result) -> list:
+    """What was chosen, against what, in how long (and where most of that went), on which machine."""
+    from .. import runner
+
+    lines = [f"search of {result.model} over {', '.join(result.backends)} (precision {result.precision})"]
+    if result.mark:
+        lines[0] += f" — {result.mark}"
+    c = result.chosen
+    if c is not None:
+        lines.append("chosen: " + ", ".join(f"{k} on {v}" for k, v in c.assign.items()))
+        error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")
+        lines.append(f"predicted {_s(c.predicted_s)}, measured {_s(c.measured_s)} ({error:+.0%} off)")
+    base = ", ".join(f"{k} {_s(v)}" for k, v in result.baseline.items())
+    lines.append(f"baselines: {base}")
+    speed = ", ".join(f"{k.removeprefix('vs_')} {v:.2f}x" for k, v in result.speedup().items())
+    if speed:
+        lines.append(f"chosen is faster than: {speed}")
+    m = result.measurements
+    lines.append(
+        f"searched in {result.search_s:.1f} s: {m['builds']} builds measured, {m['cache_hits']} cache hits; "
+        f"{runner.machine_line(result.machine)}"
+    )
+    slowest = sorted(m.get("steps", ()), key=lambda st: -st["s"])[:3]
+    if slowest:
+        lines.append(text.wrap("most of it: " + "; ".join(f"{st['what']} {st['s']:.1f} s" for st in slowest)))
+    lines += [f"note: {n}" for n in result.notes]
+    return lines
+
+
+def result_text(result, n: int = SHOWN) -> str:
+    """The summary and the table of the best placements, as text."""
+    return "\n".join(summary_lines(result)) + "\n\n" + _table_text(HEAD, rows(result, n))
+
+
+def table_html(result, n: int = SHOWN) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in HEAD)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows(result, n)
+    )
+    caption = "<br>".join(html.escape(line) for line in summary_lines(result))
+    return f"<table><caption style='text-align:left'>{caption}</caption><tr>{th}</tr>{body}</table>"
+
+
+def placement_dot(result, assign: dict, title: str = "", collapse: bool | None = None):
+    """A Digraph of one placement of ``result``: each offloaded subgraph in its backend's colour, the rest host.
+
+    Large models (over 100 ops in units) are drawn collapsed: constants hidden, long runs of ops folded.
+    """
+    from ..search.placement import drawn
+
+    mod, packed = drawn(result.plan, assign)
+    big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
+    g = graph_mod.build_graph(mod, packed=packed, constants=not big)
+    if big:
+        g = graph_mod.fold_chains(g)
+    title = title or f"{result.model}: a placement, coloured by backend"
+    return render.to_dot(g, title=title + (f" — {result.mark}" if result.mark else ""), show_shapes=not big)
+
+
+def chosen_dot(result, collapse: bool | None = None):
+    """:func:`placement_dot` of the chosen placement, or None when none was chosen."""
+    if result.chosen is None or result.plan is None:
+        return None
+    return placement_dot(
+        result, result.chosen.assign, f"{result.model}: the chosen placement, coloured by backend", collapse
+    )
+
+
+def result_html(result) -> str:
+    """The chosen placement's diagram, then the table."""
+    dot = chosen_dot(result)
+    return (diagram_html(render.to_svg(dot)) if dot is not None else "") + table_html(result)
+
+
+def unit_lines(result, units=None) -> list:
+    """One line per unit (wrapped at :data:`byoc_workbench.text.WIDTH`): what it cost measured on each
+    backend, and where the chosen placement put it.
+
+    e.g. ``tensorrt_2 (1 ops): onnxruntime 0.46 ms, openvino 0.87 ms, tvm 0.10 ms -> tvm``.
+    """
+    chosen = result.chosen.assign if result.chosen else {}
+    out = []
+    for u in result.units:
+        if units is not None and u["name"] not in units:
+            continue
+        costs = ", ".join(f"{b} {_s(c)}" for b, c in u["costs"].items() if c is not None)
+        placed = " + ".join(f"{k} on {v}" for k, v in chosen.items() if k.split("[", 1)[0] == u["name"])
+        out.append(text.wrap(f"{u['name']} ({u['ops']} ops): {costs} -> {placed or 'not placed'}", indent="  "))
+    return out
