@@ -65,10 +65,11 @@ demo: setup
 	$(BIN)/byoc-workbench stages ssd --target tensorrt --out build/stages-ssd
 	@echo "Executed notebooks (.ipynb and .html) and stage diagrams are in build/"
 
-# Prints the toggle benchmark, then measures what the README, docs and notebooks quote (several minutes):
+# Prints the toggle and scale benchmarks (the scale one also writes benchmarks/results/scale.json), then measures what the README, docs and notebooks quote (several minutes):
 # benchmarks/results/bench.json, and every <!-- bench:NAME --> number filled in from it.
 bench: setup
 	$(BIN)/python benchmarks/bench_toggle.py
+	$(BIN)/python benchmarks/bench_scale.py --json benchmarks/results/scale.json
 	$(BIN)/python tools/bench_numbers.py record
 	$(BIN)/python tools/bench_numbers.py write
 

@@ -116,6 +116,24 @@ def _any_workbench(args, enabled, prune_rule) -> tuple:
     return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), args.model, False
 
 
+FULL_OPS = 300  # a model of at most this many ops is drawn whole by default; past it, collapsed
+
+
+def _file_part(node_id: str) -> str:
+    """A node id as part of a file name: ``main/stage0.`` -> ``main-stage0``."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", node_id).strip("-")
+
+
+GROUP_FILES = 24  # at most this many top-level groups get a file of their own
+
+
+def top_groups(g) -> list:
+    """The closed groups (folded blocks and runs) of a collapsed graph's top level, in drawing order:
+    those drawn in a function's box, or in a box merge will draw, not inside an opened call."""
+    top = {c.id for c in g.clusters.values() if c.kind in ("function", "layout", "region")}
+    return [n.id for n in g.nodes.values() if n.kind == "fold" and n.cluster in top]
+
+
 def cmd_stages(args) -> int:
     from .draw import render
     from .flow import stages, summary
@@ -132,16 +150,34 @@ def cmd_stages(args) -> int:
     data = summary.summary_json(model_name, wb.stages)
     if mark:
         data["weights"] = mark
-    with outputs.staged(out) as tmp:  # all seven diagrams and summary.json, or none of them
+    ops = wb.stages[0].op_count
+    collapse = not args.full and (collapse or ops > FULL_OPS)
+    if args.full:
+        print(f"drawing the full pictures: every stage with all its {ops:,} ops laid out at once")
+    elif collapse:
+        print(f"a full picture would lay out all {ops:,} ops of each stage at once: --full draws them")
+    # Beside the collapsed views, each top-level group of the source stage (the model's own blocks) opened.
+    groups = top_groups(wb.graph("source", collapse=True)) if collapse else []
+    if len(groups) > GROUP_FILES:
+        print(
+            f"the source stage has {len(groups)} top-level groups: none gets a file of its own (at most {GROUP_FILES})"
+        )
+        groups = []
+    extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
+    outputs.check_dir(args.out, "--out", [n for n, _ in extra])
+    with outputs.staged(out) as tmp:  # every diagram and summary.json, or none of them
         for name, s in zip(names, wb.stages):
             render.write(wb.dot(s.name, collapse=collapse), tmp / name, args.format)
+        for name, gid in extra:
+            render.write(wb.dot("source", expand=(gid,), collapse=True), tmp / name, args.format)
         (tmp / "summary.json").write_text(json.dumps(data, indent=2))
     for s in wb.stages:
         print(
             f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}"
             + "".join(f"\n  note: {n}" for n in s.notes)
         )
-    print(f"wrote {len(wb.stages)} diagrams and summary.json to {out}")
+    opened = f", {len(extra)} opened groups" if extra else ""
+    print(f"wrote {len(wb.stages)} {'collapsed ' if collapse else ''}diagrams{opened} and summary.json to {out}")
     return 0
 
 
@@ -569,6 +605,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
     s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
     s.add_argument("--format", choices=("svg", "dot"), default="svg")
+    s.add_argument(
+        "--full",
+        action="store_true",
+        help=f"draw each stage whole, every op at once (default: collapsed past {FULL_OPS} ops, "
+        "each top-level group in a file of its own)",
+    )
     s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
     s.add_argument(
         "--min-mac-ops",

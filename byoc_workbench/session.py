@@ -29,7 +29,6 @@ class View:
     stage: str
     svg: str
     dot: str
-    script: str
     subgraphs: list  # rows: {"name", "target", "ops", "op_count"}
     changes: list  # lines
     notes: list  # lines
@@ -39,6 +38,12 @@ class View:
     # target -> {op: count} of the ops each offload target holds at this stage (claimed, grouped or lifted)
     claimed: dict = dataclasses.field(default_factory=dict)
     measured: bool = False  # the SVG is the latency map of a measured build
+    mod: tvm.IRModule | None = dataclasses.field(default=None, repr=False, compare=False)  # the stage's module
+
+    @cached_property
+    def script(self) -> str:
+        """The stage's module as TVMScript, printed when first asked for (a second on 6,000 ops)."""
+        return self.mod.script(show_meta=False) if self.mod is not None else ""
 
 
 def why_unclaimed(target: Target, enabled: set) -> dict:
@@ -244,7 +249,6 @@ class Workbench:
             stage=name,
             svg=render.to_svg(dot) if svg else "",
             dot=dot.source,
-            script=s.mod.script(show_meta=False),
             subgraphs=[{"name": x.name, "target": x.target, "op_count": len(x.ops), "ops": x.ops} for x in s.subgraphs],
             changes=[summary.describe_change(c) for c in s.changes],
             notes=list(s.notes),
@@ -252,6 +256,7 @@ class Workbench:
             rule_matches=dict(annotate.rule_matches),
             generated={k: v.source for k, v in s.generated.items()},
             claimed=claimed_ops(s),
+            mod=s.mod,
         )
 
 

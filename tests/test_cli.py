@@ -168,3 +168,28 @@ def test_part1_needs_no_mxnet(tmp_path):
     assert (tmp_path / "summary.json").exists()
     err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "mxnet==1.9.1" in one_line(err[0]) and "Python 3.11" in err[0]
+
+
+def test_stages_of_a_big_file_are_drawn_collapsed_with_each_group_opened(tmp_path, capsys):
+    """Past 300 ops: the collapsed views, each top-level block in a file of its own; --full: all of it at once."""
+    from byoc_workbench.models.synthetic import model_source
+
+    model = tmp_path / "residual.py"
+    model.write_text(model_source(400).replace("residual_model(400)", "residual_model(400, blocks_per_stage=50)"))
+    out = tmp_path / "out"
+    assert run(["stages", str(model), "--target", "tensorrt", "--format", "dot", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "a full picture would lay out all 400 ops of each stage at once: --full draws them" in printed
+    groups = sorted(p.name for p in out.glob("00-source--*.dot"))
+    assert groups == [f"00-source--main-stage{k}.dot" for k in (0, 1)]
+    collapsed = (out / "00-source.dot").read_text()
+    opened = (out / groups[1]).read_text()
+    assert "main/stage1.block7." not in collapsed and "main/stage1.block7." in opened  # its blocks, folded
+    assert "main/stage0.block7." not in opened  # the other group stays closed
+
+    full = tmp_path / "full"
+    assert run(["stages", str(model), "--target", "tensorrt", "--format", "dot", "--full", "--out", str(full)]) == 0
+    assert "drawing the full pictures" in capsys.readouterr().out
+    assert not list(full.glob("00-source--*"))
+    whole = (full / "00-source.dot").read_text()
+    assert "stage0.block7.conv" in whole and "stage1.block7.conv" in whole

@@ -89,7 +89,8 @@ def test_cli_stages_ssd(tmp_path):
     by = {s["name"]: s for s in summary["stages"]}
     assert len(by["partition"]["subgraphs"]) >= 2 and len(by["prune"]["subgraphs"]) == 1
     assert by["prune"]["subgraphs"][0]["ops"].count("relax.nn.conv2d") == 73
-    assert len(list(tmp_path.glob("*.svg"))) == 7
+    assert len([p for p in tmp_path.glob("*.svg") if "--" not in p.name]) == 7  # each stage, collapsed
+    assert list(tmp_path.glob("00-source--*.svg"))  # and each top-level block of the source stage, opened
     assert "resnetv10 — backbone" in (tmp_path / "00-source.svg").read_text(), "the CLI draws Gluon blocks too"
     assert list(summary)[:2] == ["model", "prepare"]
     assert summary["prepare"]["op_count_before"] == 654

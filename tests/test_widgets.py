@@ -458,3 +458,12 @@ def test_collapse_all_is_disabled_until_a_call_is_open(widget):
     assert not widget.collapse_button.disabled and "1 opened call" in widget.collapse_button.tooltip
     widget.collapse_button.click()
     assert widget.expand == frozenset() and widget.collapse_button.disabled
+
+
+def test_tvmscript_tab_prints_when_opened_and_follows_a_toggle(widget):
+    """Printing a module takes a second on 6,000 ops: the tab prints it only while it is open."""
+    assert widget.script.value == ""  # the Subgraphs tab is open
+    widget.tabs.selected_index = widget.tabs.children.index(widget.script)
+    assert "def main" in widget.script.value and "byoc_target_0" in widget.script.value
+    widget.set_rules([r.qualified for r in get_target("byoc-target").rules], False)
+    assert "def main" in widget.script.value and "byoc_target_0" not in widget.script.value

@@ -42,7 +42,7 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
             args = [ir.substitute(a, mapping) for a in value.args]
-            local = relax.utils.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
+            local = ir.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
             placed.add(value.op.name_hint)
             value = relax.Call(local, args)
         else:
@@ -100,9 +100,8 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
         region_of = {v: r for r in regions if r.func == fname for v in r.members}
         if not region_of:
             continue
-        users = ir.users(mod[fname])
 
-        def rewrite(is_df, bindings, region_of=region_of, users=users):
+        def rewrite(is_df, bindings, region_of=region_of):
             by_region: dict = {}  # region id -> (index of its first binding, its bindings), in order
             for j, b in enumerate(bindings):
                 region = region_of.get(b.var)
@@ -113,10 +112,9 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
             units = []
             for rid, (first, members) in by_region.items():
                 inside = {b.var for b in members}
-                outputs = [
-                    b.var for b in members if any(u is None or u.var not in inside for u in users.get(b.var, ()))
-                ]
-                sub, inputs = _region_function(mod, members, region_of[members[0].var], outputs, names[rid], placed)
+                region = region_of[members[0].var]
+                outputs = list(region.outputs)  # propose_regions found who reads what
+                sub, inputs = _region_function(mod, members, region, outputs, names[rid], placed)
                 gv = editor.add(names[rid], sub)
                 call = relax.Call(gv, list(inputs))
                 if len(outputs) == 1:
@@ -134,8 +132,9 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
 
         editor.update(fname, ir.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
-    # Composites now live inside the subgraphs as local functions.
-    called = set().union(*ir.calls_between_functions(new_mod).values())
+    # Composites now live inside the subgraphs as local functions: only host functions still call global ones.
+    calls = ir.calls_between_functions(new_mod, ir.host_functions(new_mod))
+    called = set().union(*calls.values())
     unused = [
         gv.name_hint
         for gv, f in new_mod.functions.items()

@@ -81,12 +81,16 @@ def _reason(rule, name: str, ops: list) -> str | None:
     return reason
 
 
-def prune(mod: tvm.IRModule, rule: PruneRule | None = None) -> tuple:
-    """Return to the host every subgraph that ``rule`` rejects; returns ``(module, {name: reason})``."""
+def prune(mod: tvm.IRModule, rule: PruneRule | None = None, ops: dict | None = None) -> tuple:
+    """Return to the host every subgraph that ``rule`` rejects; returns ``(module, {name: reason})``.
+
+    ``ops`` may give each subgraph's ops (``{name: [op, ...]}``, as the partition stage's summary
+    lists them), so that they are not listed again."""
     rule = check_prune_rule(rule)
+    ops = ops or {}
     reasons = {}
     for name in ir.subgraph_functions(mod):
-        reason = _reason(rule, name, ir.ops_in(mod[name], mod))
+        reason = _reason(rule, name, list(ops[name]) if name in ops else ir.ops_in(mod[name], mod))
         if reason:
             reasons[name] = reason
     return inline_subgraphs(mod, reasons), reasons

@@ -41,6 +41,7 @@ class Region:
     members: tuple  # the variables its bindings bind, in binding order (claimed calls and tuple plumbing)
     ops: tuple  # every Relax op inside, composites expanded
     composites: tuple  # composite names of the claimed calls
+    outputs: tuple = ()  # the members read outside the region (or returned), in binding order
 
     @property
     def vars(self) -> tuple:
@@ -58,17 +59,26 @@ def target_of(mod: tvm.IRModule, value) -> str | None:
 
 
 class _Groups:
-    """Union-find over the variables of one block, with transitive group dependencies."""
+    """Union-find over the variables of one block, with the direct dependencies between groups.
+
+    Whether one group depends on another is answered on demand by a walk up the
+    direct dependencies, which skips every group that lies wholly before the one
+    asked about (a binding only reads bindings before it). Keeping transitive sets
+    instead costs quadratic time and memory on a long chain of regions.
+    """
 
     def __init__(self):
         self.parent: dict = {}
-        self.deps: dict = {}
+        self.preds: dict = {}  # root -> variables (of other groups) its bindings read
         self.target: dict = {}
+        self.first: dict = {}  # root -> index of its first binding
+        self.last: dict = {}  # root -> index of its last binding
 
-    def add(self, v, target):
+    def add(self, v, target, index: int):
         self.parent[v] = v
-        self.deps[v] = set()
+        self.preds[v] = set()
         self.target[v] = target
+        self.first[v] = self.last[v] = index
 
     def find(self, v):
         while self.parent[v] != v:
@@ -80,13 +90,28 @@ class _Groups:
         src, dst = self.find(src), self.find(dst)
         if src == dst:
             return
+        small, big = sorted((self.preds.pop(src), self.preds[dst]), key=len)
+        big |= small
+        self.preds[dst] = big
         self.parent[src] = dst
-        self.deps[dst] |= self.deps.pop(src)
-        self.deps[dst].discard(dst)
-        for deps in self.deps.values():
-            if src in deps:
-                deps.discard(src)
-                deps.add(dst)
+        self.first[dst] = min(self.first[dst], self.first.pop(src))
+        self.last[dst] = max(self.last[dst], self.last.pop(src))
+
+    def depends(self, group, on) -> bool:
+        """Whether root ``group`` reads, directly or through other groups, a binding of root ``on``."""
+        start = self.first[on]
+        seen = {group}
+        todo = [group]
+        while todo:
+            g = todo.pop()
+            for p in self.preds[g]:
+                p = self.find(p)
+                if p == on:
+                    return True
+                if p not in seen and self.last[p] > start:
+                    seen.add(p)
+                    todo.append(p)
+        return False
 
 
 def _only_projected(var, users) -> bool:
@@ -117,7 +142,7 @@ def _block_groups(mod, steps, users) -> list:
     """For one block's steps: ``(target, [steps])`` for each group of claimed calls."""
     groups = _Groups()
     producer: dict = {}
-    for step in steps:
+    for index, step in enumerate(steps):
         v = step.var
         tgt = target_of(mod, step.value)
         arg_groups = []
@@ -127,22 +152,22 @@ def _block_groups(mod, steps, users) -> list:
                 if g not in arg_groups:
                     arg_groups.append(g)
         plumbing = _plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
-        groups.add(v, tgt if plumbing is None else groups.target[plumbing])
+        groups.add(v, tgt if plumbing is None else groups.target[plumbing], index)
         home = v
         if plumbing is not None:
             groups.merge(v, plumbing)
             home = groups.find(plumbing)
         elif tgt is not None:
-            parent_deps = set().union(*(groups.deps[g] for g in arg_groups)) if arg_groups else set()
-            joinable = [g for g in arg_groups if groups.target[g] == tgt and g not in parent_deps]
+            # Joining a group another argument depends on would make a cycle through that argument.
+            joinable = [
+                g
+                for g in arg_groups
+                if groups.target[g] == tgt and not any(groups.depends(h, g) for h in arg_groups if h != g)
+            ]
             for g in joinable:
                 groups.merge(g, home)
                 home = groups.find(home)
-        for g in arg_groups:
-            g = groups.find(g)
-            if g != home:
-                groups.deps[home].add(g)
-                groups.deps[home] |= groups.deps[g]
+        groups.preds[home].update(g for g in arg_groups if groups.find(g) != home)
         producer[v] = v
     members: dict = {}
     for step in steps:
@@ -157,6 +182,7 @@ def _block_groups(mod, steps, users) -> list:
 def propose_regions(mod: tvm.IRModule) -> list:
     """Every region of every host function, numbered in module order (main first)."""
     regions: list = []
+    ops_of: dict = {}  # composite function -> its ops: FuseOpsByPattern gives identical matches one function
     for fname in ir.host_functions(mod):
         func = mod[fname]
         users = ir.users(func)
@@ -169,7 +195,11 @@ def propose_regions(mod: tvm.IRModule) -> list:
                 for s in group:
                     if s.callee is not None:
                         composites.append(ir.func_attr(s.callee, ir.COMPOSITE))
-                        ops.extend(ir.ops_in(s.callee, mod))
+                        if s.callee not in ops_of:
+                            ops_of[s.callee] = ir.ops_in(s.callee, mod)
+                        ops.extend(ops_of[s.callee])
+                inside = {s.var for s in group}
+                outputs = [s.var for s in group if any(u is None or u.var not in inside for u in users.get(s.var, ()))]
                 regions.append(
                     Region(
                         id=len(regions),
@@ -179,6 +209,7 @@ def propose_regions(mod: tvm.IRModule) -> list:
                         members=tuple(s.var for s in group),
                         ops=tuple(ops),
                         composites=tuple(composites),
+                        outputs=tuple(outputs),
                     )
                 )
     return regions

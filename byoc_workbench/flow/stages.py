@@ -137,9 +137,10 @@ def run_stages(
     rules = guarded
     prune_rule = check_prune_rule(prune_rule)
     stages = [source] if source is not None else []
+    memo: dict = {}  # each function's walk, kept while the stages after leave it unchanged
 
     def add(name, m, **kw):
-        stages.append(summarize(name, m, stages[-1] if stages else None, **kw))
+        stages.append(summarize(name, m, stages[-1] if stages else None, memo=memo, **kw))
 
     if not stages:
         add("source", mod, notes=(transforms.prepared(mod) or {}).get("notes", ()))  # e.g. batch-norm folding
@@ -158,21 +159,22 @@ def run_stages(
     add("merge", m, subgraphs=region_subgraphs, regions=regions)
     m = partition(m, regions)
     add("partition", m, regions=regions)
-    m, reasons = prune(m, prune_rule)
+    m, reasons = prune(m, prune_rule, ops={s.name: s.ops for s in stages[-1].subgraphs})
     add("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
-    stages.append(codegen_stage(stages[-1], backend, options))
+    stages.append(codegen_stage(stages[-1], backend, options, memo))
     return stages
 
 
-def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None) -> Stage:
+def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None, memo=None) -> Stage:
     """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
-    (None: each target's own codegen), with notes on what compiled each one."""
+    (None: each target's own codegen), with notes on what compiled each one; ``memo`` as for
+    :func:`~byoc_workbench.flow.summary.summarize`."""
     offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
     m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
     if backend is not None:  # what no backend took went back to the host
         offloaded = [s for s in offloaded if s.name not in skipped]
     stage = summarize(
-        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated
+        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated, memo=memo
     )
     for c in stage.changes:
         if c["kind"] == "removed" and c["from"].function in generated:

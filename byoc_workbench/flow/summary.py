@@ -7,6 +7,7 @@ import dataclasses
 import re
 
 import tvm
+import tvm_ffi
 
 from .. import ir, text
 from ..transforms import prepared
@@ -65,13 +66,24 @@ def op_owners(mod: tvm.IRModule) -> collections.Counter:
     return _census(mod)[0]
 
 
-def _census(mod: tvm.IRModule) -> tuple:
-    """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module."""
+def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
+    """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module.
+
+    ``memo`` keeps each function's walk across the stages of one run: a function
+    the stage before left as it was (most subgraphs, from partition to codegen) is
+    not walked again. Subgraphs are known by their structure (the passes after
+    partition rebuild every function object); host functions by identity.
+    """
     counts: collections.Counter = collections.Counter()
     subgraphs = []
+    memo = {} if memo is None else memo
 
     def visit(name, target):
-        found = [(s.op, s.path, s.composite) for s in ir.walk(mod[name], mod, name=name) if s.op]
+        func = mod[name]
+        key = (name, func if target is not None else tvm_ffi.structural_hash(func))
+        if key not in memo:
+            memo[key] = [(s.op, s.path, s.composite) for s in ir.walk(func, mod, name=name) if s.op]
+        found = memo[key]
         if target is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
             first = next((c for _, _, c in found if c), None)
             target = first.split(".", 1)[0] if first else ir.func_attr(mod[name], ir.CODEGEN)
@@ -119,14 +131,18 @@ def describe_change(c: dict) -> str:
     return f"{c['op']} ×{c['count']} added in {c['to']}"
 
 
-def summarize(name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None) -> Stage:
+def summarize(
+    name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None, memo=None
+) -> Stage:
+    """The :class:`Stage` of ``mod``, its changes counted against ``previous``; ``memo`` (a dict shared
+    by the stages of one run) keeps the walks of the functions a stage leaves as they were."""
     # Stages that leave the module as it was (merge, or annotate without per-op rules) share its count.
-    owners, found = (previous.owners, None) if previous is not None and previous.mod is mod else _census(mod)
+    owners, found = (previous.owners, None) if previous is not None and previous.mod is mod else _census(mod, memo)
     per_target = collections.Counter()
     for (_, _, tgt), n in owners.items():
         per_target[tgt] += n
     if subgraphs is None:
-        subgraphs = found if found is not None else _census(mod)[1]
+        subgraphs = found if found is not None else _census(mod, memo)[1]
     return Stage(
         name=name,
         mod=mod,

@@ -120,6 +120,7 @@ class WorkbenchWidget(W.VBox):
         self.collapse = collapse
         self.workbench: Workbench | None = None
         self.view: View | None = None
+        self._script_of: View | None = None  # the view the TVMScript tab shows
         self.expand: frozenset = frozenset()
         self.status = W.HTML("").add_class("byoc-status")
         self._pruning = prune_rule if prune_rule not in (None, stages.keep_all) else stages.no_mac()
@@ -197,6 +198,7 @@ class WorkbenchWidget(W.VBox):
         self.tabs = W.Tab(children=[self.subgraph_table, self.changes, self.notes, self.script, self.generated])
         self.tabs.titles = ("Subgraphs", "Diff", "Notes", "TVMScript", "Generated code")
         self.tabs.add_class("byoc-tabs")
+        self.tabs.observe(lambda _change: self._show_script(), names="selected_index")
 
         super().__init__(
             [
@@ -350,6 +352,14 @@ class WorkbenchWidget(W.VBox):
             key = cluster[len("x_") :] if cluster.startswith("x_") else None
         return key if key in self.expand else None
 
+    def _show_script(self) -> None:
+        """Print the TVMScript tab when it is open (printing takes a second on 6,000 ops)."""
+        shown = self.tabs.selected_index == self.tabs.children.index(self.script)
+        if self.view is None or not shown or self._script_of is self.view:
+            return
+        self._script_of = self.view
+        self.script.value = code_html(self.view.script, "byoc-tvmscript")
+
     def _show(self, view: View) -> None:
         """Show ``view``; the selection stays while its node is still drawn."""
         self.view = view
@@ -360,7 +370,8 @@ class WorkbenchWidget(W.VBox):
         self.subgraph_table.value = subgraphs_tab_html(view)
         self.changes.value = lines_html(view.changes, "No op changed owner since the stage before.", "byoc-diff")
         self.notes.value = lines_html(view.notes, "No notes.", "byoc-note-list")
-        self.script.value = code_html(view.script, "byoc-tvmscript")
+        self._script_of = None
+        self._show_script()
         self.generated.value = generated_html(view.generated, view.stage)
         opened = len(self.expand)
         self.collapse_button.disabled = not opened

@@ -1,0 +1,237 @@
+"""How the workbench grows with the model: stages, first view, one toggle and memory, from 1,000 to 12,000 ops.
+
+Run: .venv/bin/python benchmarks/bench_scale.py [--sizes 1000,3000,6000,12000] [--no-real] [--no-cli] [--json PATH]
+
+Each size is a synthetic residual network (``byoc_workbench.models.synthetic``: conv2d + bias +
+relu + add blocks, 1,000 ops a stage) with upstream TVM's TensorRT rules, measured through
+``Workbench`` in a fresh process of its own (so that peak memory is that size's):
+
+- all stages: ``Workbench(mod, "tensorrt")`` (the module checked) and every stage computed;
+- first view: the partition stage as the widget first draws it (collapsed), SVG included;
+- one toggle, redrawn: ``tensorrt.nn.relu`` switched off (every block changes: the one subgraph
+  becomes one per block), every stage recomputed and the first view drawn again;
+- open one group: the first view with its first top-level group opened, SVG included;
+- peak memory: the process's peak resident set (TVM itself included; the line says how much
+  the process held before the model was built).
+
+The last columns give each time's fitted exponent (the slope of log time over log ops, least
+squares, from this one run): 1.0 is linear. Then the largest real model the workbench imports
+(SSD-ResNet50, when mxnet is installed), and ``byoc-workbench stages FILE.py --out DIR`` on a
+3,000-op file. The load average is printed beside every number: on a shared machine, rerun it
+idle. Prints numbers; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SIZES = (1000, 3000, 6000, 12000)
+TOGGLE = "tensorrt.nn.relu"
+COLUMNS = ("stages_s", "first_view_s", "toggle_s", "open_group_s")
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _first_group(view) -> str | None:
+    """The id of the first closed group (a block or a folded run) the view draws, if any."""
+    return next((nid for nid, d in view.nodes.items() if d["kind"] in ("fold", "subgraph")), None)
+
+
+def measure(wb_factory, toggle: str = TOGGLE, base: float | None = None) -> dict:
+    """One model's numbers: ``wb_factory()`` makes its workbench; ``base`` is the resident set before
+    the model was built (default: now)."""
+    load = os.getloadavg()[0]
+    base = _rss_mb() if base is None else base
+    wb, made = _timed(wb_factory)
+    _, staged = _timed(lambda: wb.stages)
+    view, first = _timed(lambda: wb.view("partition", collapse=True))
+    group = _first_group(view)
+    opened = None
+    if group is not None:
+        opened = _timed(lambda: wb.view("partition", expand=(group,), collapse=True))[1]
+    wb2, toggled = _timed(lambda: wb.with_rule(toggle, False))
+    t0 = time.perf_counter()
+    _ = wb2.stages
+    view2 = wb2.view("partition", collapse=True)
+    toggled += time.perf_counter() - t0
+    return {
+        "ops": wb.stage("source").op_count,
+        "load_average": round(load, 2),
+        "stages_s": made + staged,
+        "first_view_s": first,
+        "first_view_nodes": len(view.nodes),
+        "toggle_s": toggled,
+        "toggle_view_nodes": len(view2.nodes),
+        "subgraphs_after_toggle": len(wb2.stage("partition").subgraphs),
+        "open_group_s": opened,
+        "opened_group": group,
+        "peak_mb": _rss_mb(),
+        "before_model_mb": base,
+    }
+
+
+def child(size: int) -> dict:
+    """Run in a fresh process: the numbers of the synthetic model of ``size`` ops."""
+    from byoc_workbench.models.synthetic import residual_model
+    from byoc_workbench.session import Workbench  # imported before the baseline memory is read
+
+    mod = residual_model(size)
+    return measure(lambda: Workbench(mod, "tensorrt"))
+
+
+def child_real() -> dict:
+    """The SSD-ResNet50 (untrained weights) as notebook 02 has it: its workbench made from the imported module."""
+    import mxnet  # noqa: F401  (imported before the baseline memory is read, as TVM is)
+
+    from byoc_workbench.models import ssd
+    from byoc_workbench.session import Workbench
+
+    base = _rss_mb()
+    wb, _ = ssd.model_workbench(weights="untrained")
+    mod, target, mark = wb.mod, wb.target, wb.mark
+    return measure(lambda: Workbench(mod, target, mark=mark), base=base)
+
+
+def in_child(arg: str) -> dict | None:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", arg], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    if done.returncode != 0:
+        print(f"  {arg}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def exponent(rows: list, key: str) -> float | None:
+    """The least-squares slope of log(time) over log(ops)."""
+    pts = [(math.log(r["ops"]), math.log(r[key])) for r in rows if r.get(key)]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def cli_run(ops: int) -> dict:
+    """``byoc-workbench stages FILE.py --out DIR`` on a synthetic file of ``ops`` ops: its wall time."""
+    from byoc_workbench.models.synthetic import model_source
+
+    exe = Path(sys.executable).with_name("byoc-workbench")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / f"residual_{ops}.py"
+        model.write_text(model_source(ops))
+        load = os.getloadavg()[0]
+        cmd = [str(exe), "stages", str(model), "--target", "tensorrt", "--out", str(Path(tmp) / "out")]
+        done, wall = _timed(lambda: subprocess.run(cmd, capture_output=True, text=True, check=False))
+        files = sorted((Path(tmp) / "out").glob("*")) if done.returncode == 0 else []
+        return {
+            "ops": ops,
+            "load_average": round(load, 2),
+            "wall_s": wall,
+            "ok": done.returncode == 0,
+            "files": len(files),
+            "mb": sum(f.stat().st_size for f in files) / 2**20,
+            "tail": done.stdout.strip().splitlines()[-3:] if done.returncode == 0 else done.stderr[-800:],
+        }
+
+
+def _s(x) -> str:
+    return "     -" if x is None else f"{x:6.2f}"
+
+
+def table(rows: list, real: dict | None) -> str:
+    head = "     ops | all stages | first view | toggle, redrawn | open a group | peak MB (before model) | load"
+    lines = [head, "-" * len(head)]
+    for r in rows + ([real] if real else []):
+        name = f"{r['ops']:>8,}" if r is not real else f"SSD {r['ops']:,}"
+        lines.append(
+            f"{name:>8} | {_s(r['stages_s'])} s   | {_s(r['first_view_s'])} s   | {_s(r['toggle_s'])} s        "
+            f"| {_s(r['open_group_s'])} s     | {r['peak_mb']:6.0f} ({r['before_model_mb']:4.0f})          "
+            f"| {r['load_average']:.2f}"
+        )
+    fits = {k: exponent(rows, k) for k in COLUMNS}
+    mem = exponent([{**r, "mem": max(r["peak_mb"] - r["before_model_mb"], 1)} for r in rows], "mem")
+    lines.append(
+        "exponent | "
+        + " | ".join(f"{'-' if fits[k] is None else f'{fits[k]:.2f}':>10}" for k in COLUMNS)
+        + f" | memory above the baseline: {'-' if mem is None else f'{mem:.2f}'}"
+    )
+    lines.append(
+        "first view lays out "
+        + ", ".join(f"{r['first_view_nodes']} nodes at {r['ops']:,} ops" for r in rows)
+        + f"; after the toggle, {', '.join(str(r['toggle_view_nodes']) for r in rows)}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    p.add_argument("--no-real", action="store_true", help="skip the SSD (needs mxnet; about a minute)")
+    p.add_argument("--no-cli", action="store_true", help="skip the stages command on a 3,000-op file")
+    p.add_argument("--json", help="also write the numbers to this file")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child_real() if args.child == "real" else child(int(args.child))))
+        return
+    rows = []
+    for size in map(int, args.sizes.split(",")):
+        r = in_child(str(size))
+        if r:
+            rows.append(r)
+            print(f"  {size:,} ops measured (load average {r['load_average']:.2f})", file=sys.stderr)
+    real = None
+    if not args.no_real:
+        try:
+            import mxnet  # noqa: F401
+        except ImportError:
+            print("  SSD skipped: mxnet is not installed", file=sys.stderr)
+        else:
+            real = in_child("real")
+    print(table(rows, real))
+    cli = None if args.no_cli else cli_run(3000)
+    if cli:
+        print(
+            f"stages FILE.py --out DIR on {cli['ops']:,} ops: {cli['wall_s']:.1f} s, {cli['files']} files, "
+            f"{cli['mb']:.1f} MB (load average {cli['load_average']:.2f}){'' if cli['ok'] else ' FAILED'}"
+        )
+        for line in cli["tail"] if isinstance(cli["tail"], list) else [cli["tail"]]:
+            print(f"  {line}")
+    if args.json:
+        out = {
+            "how": "benchmarks/bench_scale.py",
+            "cpu_count": os.cpu_count(),
+            "toggle": TOGGLE,
+            "rows": rows,
+            "real": real,
+            "cli": cli,
+            "exponents": {k: exponent(rows, k) for k in COLUMNS},
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Speed must not change a partition: the linear region search against the transitive one it replaced,
+and a workbench's cached toggles against every stage computed from scratch."""
+
+import graphs
+import pytest
+import tvm_ffi
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tvm import relax
+
+from byoc_workbench import ir
+from byoc_workbench.flow import regions, rules, stages
+from byoc_workbench.models.synthetic import residual_model
+from byoc_workbench.session import Workbench
+
+
+def reference_groups(mod, steps, users) -> list:
+    """The region search as it was before issue 19: every group keeps the transitive set of the groups
+    it depends on, rewritten at every merge (quadratic on long chains, and the meaning to keep)."""
+    parent, deps, target, producer = {}, {}, {}, {}
+
+    def find(v):
+        while parent[v] != v:
+            v = parent[v]
+        return v
+
+    def merge(src, dst):
+        src, dst = find(src), find(dst)
+        if src != dst:
+            parent[src] = dst
+            deps[dst] |= deps.pop(src)
+            deps[dst].discard(dst)
+            for d in deps.values():
+                if src in d:
+                    d.discard(src)
+                    d.add(dst)
+
+    class Groups:  # what regions._plumbing_home reads
+        def find(self, v):
+            return find(v)
+
+        @property
+        def target(self):
+            return target
+
+    groups = Groups()
+    for step in steps:
+        v, tgt = step.var, regions.target_of(mod, step.value)
+        arg_groups = []
+        for var in ir.reads(step.value):
+            if var in producer and find(producer[var]) not in arg_groups:
+                arg_groups.append(find(producer[var]))
+        plumbing = regions._plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
+        parent[v], deps[v], target[v] = v, set(), tgt if plumbing is None else target[plumbing]
+        home = v
+        if plumbing is not None:
+            merge(v, plumbing)
+            home = find(plumbing)
+        elif tgt is not None:
+            parent_deps = set().union(*(deps[g] for g in arg_groups)) if arg_groups else set()
+            for g in [g for g in arg_groups if target[g] == tgt and g not in parent_deps]:
+                merge(g, home)
+                home = find(home)
+        for g in arg_groups:
+            g = find(g)
+            if g != home:
+                deps[home].add(g)
+                deps[home] |= deps[g]
+        producer[v] = v
+    members: dict = {}
+    for step in steps:
+        members.setdefault(find(step.var), []).append(step)
+    return [(target[root], group) for root, group in members.items() if target[root] is not None]
+
+
+def each_block(mod):
+    for fname in ir.host_functions(mod):
+        users = ir.users(mod[fname])
+        blocks: dict = {}
+        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
+            blocks.setdefault(step.block, []).append(step)
+        for steps in blocks.values():
+            yield steps, users
+
+
+def names(groups):
+    return [(tgt, [s.var.name for s in group]) for tgt, group in groups]
+
+
+def random_dag(ops):
+    """A block of ``ops`` (op, i, j) bindings, each reading two earlier values (by index, modulo);
+    the values nothing reads are returned, as a tuple (no dead code)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(graphs.SHAPE, graphs.F32))
+    make = {"add": relax.op.add, "multiply": relax.op.multiply, "relu": lambda a, _b: relax.op.nn.relu(a)}
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            values, read = [x], {0}
+            for op, i, j in ops:
+                i, j = i % len(values), j % len(values)
+                read |= {i, j} if op != "relu" else {i}
+                values.append(bb.emit(make[op](values[i], values[j])))
+            out = bb.emit_output(relax.Tuple([v for k, v in enumerate(values) if k not in read]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+dags = st.lists(
+    st.tuples(st.sampled_from(["add", "multiply", "relu"]), st.integers(0, 30), st.integers(0, 30)),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=dags, mask=st.lists(st.booleans(), min_size=3, max_size=3))
+def test_regions_are_those_of_the_transitive_search_on_random_dags(ops, mask):
+    chosen = [r for r, on in zip(graphs.two_target_rules(), mask) if on]
+    mod = stages.check_module(random_dag(ops))
+    annotated = stages.annotate(stages.composite(mod, chosen), chosen)
+    for steps, users in each_block(annotated):
+        assert names(regions._block_groups(annotated, steps, users)) == names(reference_groups(annotated, steps, users))
+    merged = stages.run_stages(mod, chosen, stages.keep_all)[3]
+    assert not graphs.region_cycle(merged.mod, merged.regions)
+
+
+def test_the_reference_is_exercised_by_cycles():
+    """The two-target graph where joining would make a cycle: both searches refuse it."""
+    chosen = graphs.two_target_rules()
+    mod = stages.check_module(graphs.cyclic_two_targets())
+    annotated = stages.annotate(stages.composite(mod, chosen), chosen)
+    ((steps, users),) = each_block(annotated)
+    new = names(regions._block_groups(annotated, steps, users))
+    assert new == names(reference_groups(annotated, steps, users))
+    assert len([g for g in new if g[0] == "tgta"]) == 2  # x3 did not join x1's region
+
+
+@pytest.fixture(scope="module")
+def residual():
+    mod = stages.check_module(residual_model(48, blocks_per_stage=4))
+    wb = Workbench(mod, "tensorrt")
+    matched = [r.qualified for r in wb.target.rules if wb._runs.fuse.can_match(r)]
+    return wb, matched
+
+
+def structure(stage):
+    return (
+        [(s.name, s.target, list(s.ops)) for s in stage.subgraphs],
+        [(r.target, r.vars, tuple(v.name for v in r.outputs)) for r in stage.regions],
+        stage.op_count,
+        stage.ops_per_target,
+    )
+
+
+FLIPS: list = []  # every flip checked, so the last test can say how many
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.integers(0, 10**6), min_size=10, max_size=10))
+def test_toggled_workbench_equals_the_stages_from_scratch(residual, flips):
+    wb, matched = residual
+    target = rules.get_target("tensorrt")
+    for k in flips:
+        name = matched[k % len(matched)]
+        wb = wb.with_rule(name, name not in wb.enabled)
+        chosen = [r for r in target.rules if r.qualified in wb.enabled]
+        fresh = stages.run_stages(residual_model(48, blocks_per_stage=4), chosen)
+        for got, want in zip(wb.stages, fresh, strict=True):
+            assert got.name == want.name
+            assert tvm_ffi.structural_equal(got.mod, want.mod), (got.name, sorted(wb.enabled))
+            assert structure(got) == structure(want), got.name
+        FLIPS.append(name)
+
+
+def test_at_least_200_flips_were_checked():
+    if not FLIPS:
+        pytest.skip("runs after test_toggled_workbench_equals_the_stages_from_scratch")
+    assert len(FLIPS) >= 200, len(FLIPS)
+    assert len(set(FLIPS)) > 1
