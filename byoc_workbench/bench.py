@@ -137,7 +137,8 @@ def whole_model_anchors(
 
 
 def _static(path, inputs, to: Path) -> Path:
-    """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, saved at ``to``."""
+    """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, its weights
+    constants (not graph inputs), saved at ``to``."""
     import onnx
 
     from .models import onnx_import
@@ -149,6 +150,12 @@ def _static(path, inputs, to: Path) -> Path:
     except WorkbenchError as err:  # the backends then get the file as it is, and say what they make of it
         logger.warning("%s kept as it is: %s", path, err.cause)
         return Path(path)
+    # MXNet's exporter lists every weight among the graph's inputs, and an input may change at run time, so
+    # ONNX Runtime would keep each batch norm apart from its convolution: the weights are constants here.
+    weights = {t.name for t in folded.graph.initializer}
+    real = [v for v in folded.graph.input if v.name not in weights]
+    del folded.graph.input[:]
+    folded.graph.input.extend(real)
     onnx.save(folded, str(to))
     return to
 
