@@ -175,9 +175,10 @@ def test_bench_parses_backends_in_one_line():
 
 def test_bench_speedups_checks_and_targets():
     """The comparisons behind the JSON, on made-up latencies and real detection arrays."""
-    dets = [np.array([[[1.0], [2.0]]]), np.array([[[0.9], [0.8]]]), np.array([[[0, 0, 5, 5], [1, 1, 9, 9]]], "f")]
-    moved = [d.copy() for d in dets]
-    moved[2][0, 1, 0] += 1.0
+    arrays = [np.array([[[1.0], [2.0]]]), np.array([[[0.9], [0.8]]]), np.array([[[0, 0, 5, 5], [1, 1, 9, 9]]], "f")]
+    dets = dict(zip(("ids", "scores", "boxes"), arrays))  # as outputs.prediction gives them
+    moved = {k: a.copy() for k, a in dets.items()}
+    moved["boxes"][0, 1, 0] += 1.0
     result = {
         "backends": {
             "tvm": {"median_s": 30.0},
@@ -187,6 +188,7 @@ def test_bench_speedups_checks_and_targets():
         "anchors": {"mxnet": {"median_s": 0.31}, "onnxruntime_whole_model": {"median_s": 0.2}},
         "speedup_vs_tvm": {},
         "outputs_match_tvm": {},
+        "differences": {},
         "detections_equal": {},
     }
     bench._compare(
@@ -207,6 +209,7 @@ def test_bench_speedups_checks_and_targets():
         "onnxruntime_whole_model": False,
     }
     assert result["detections_equal"]["onnxruntime_unpruned"] == "1/2"
+    assert result["differences"]["onnxruntime"] == [] and result["differences"]["onnxruntime_unpruned"]
     t = result["targets"]
     assert t["backend"] == "onnxruntime" and t["at_least_50x_faster_than_tvm"] and t["faster_than_mxnet"]
     assert t["vs_onnxruntime_whole_model"] == pytest.approx(1.5) and not t["within_1.3x_of_onnxruntime_whole_model"]

@@ -179,6 +179,12 @@ def _block_groups(mod, steps, users) -> list:
     return out
 
 
+def outputs_of(members, users: dict) -> tuple:
+    """The ``members`` read outside them (or returned), in binding order; ``users`` is :func:`ir.users`'s."""
+    inside = set(members)
+    return tuple(v for v in members if any(u is None or u.var not in inside for u in users.get(v, ())))
+
+
 def propose_regions(mod: tvm.IRModule) -> list:
     """Every region of every host function, numbered in module order (main first)."""
     regions: list = []
@@ -198,18 +204,17 @@ def propose_regions(mod: tvm.IRModule) -> list:
                         if s.callee not in ops_of:
                             ops_of[s.callee] = ir.ops_in(s.callee, mod)
                         ops.extend(ops_of[s.callee])
-                inside = {s.var for s in group}
-                outputs = [s.var for s in group if any(u is None or u.var not in inside for u in users.get(s.var, ()))]
+                members = tuple(s.var for s in group)
                 regions.append(
                     Region(
                         id=len(regions),
                         target=tgt,
                         func=fname,
                         scope=tuple(p.kind for p in group[0].path if p.kind in ("then", "else")),
-                        members=tuple(s.var for s in group),
+                        members=members,
                         ops=tuple(ops),
                         composites=tuple(composites),
-                        outputs=tuple(outputs),
+                        outputs=outputs_of(members, users),
                     )
                 )
     return regions

@@ -23,6 +23,7 @@ from .. import ir
 from ..errors import WorkbenchError
 from ..flow import stages as flow_stages
 from ..flow.partition import partition
+from ..flow.regions import outputs_of
 from ..flow.rules import codegen_name
 
 TVM = "tvm"
@@ -119,13 +120,18 @@ class Plan:
         """``(module, regions, names)``: the annotated module partitioned into ``segments`` (kept per cut)."""
         key = tuple(s.label for s in segments)
         if key not in self._partitions:
-            regions, names = [], {}
+            annotate = self.base[flow_stages.STAGES.index("annotate")]
+            regions, names, users = [], {}, {}
             for k, s in enumerate(segments):
                 region = self.regions[s.unit]
                 members = region.members[s.start : s.stop]
-                regions.append(dataclasses.replace(region, id=k, members=members, ops=(), composites=()))
+                if region.func not in users:
+                    users[region.func] = ir.users(annotate.mod[region.func])
+                outputs = outputs_of(members, users[region.func])  # a piece's own: read by the next piece too
+                regions.append(
+                    dataclasses.replace(region, id=k, members=members, ops=(), composites=(), outputs=outputs)
+                )
                 names[k] = s.function
-            annotate = self.base[flow_stages.STAGES.index("annotate")]
             self._partitions[key] = (partition(annotate.mod, regions, names), regions, names)
         return self._partitions[key]
 
