@@ -13,7 +13,7 @@ from byoc_workbench.models import matching, outputs, weights, zoo
 def _predict(task, raw, shape=(1, 3, 64, 48)):
     """A prediction of ``task`` from arrays made here, as a zoo model of that task would give it."""
     if task == "classification":
-        pytest.importorskip("gluoncv", reason="ImageNet's class names come from gluoncv")
+        pytest.importorskip("mxnet", reason="ImageNet's class names come from gluoncv")
     spec = next(s for s in weights.MODELS.values() if s.kind == task)
     return outputs.prediction(task, raw, zoo.LoadedModel(spec.name, None, "untrained", spec, 0, shape))
 

@@ -211,7 +211,9 @@ def class_names(loaded) -> tuple:
     if names is not None:
         return tuple(names)
     if loaded.spec.kind == "classification":
-        from gluoncv.data.imagenet.classification import ImageNet1kAttr
+        from .frontend.gluon import INSTALL_FIX
+        from .gluoncv_import import import_gluoncv
 
-        return tuple(ImageNet1kAttr().classes)
+        imagenet = import_gluoncv("gluoncv.data.imagenet.classification", INSTALL_FIX)
+        return tuple(imagenet.ImageNet1kAttr().classes)
     return ()

@@ -62,11 +62,11 @@ def _family(name: str, module: str):
 
 def zoo_names() -> dict:
     """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
-    from ..errors import import_optional
     from .frontend import gluon
+    from .gluoncv_import import import_gluoncv
 
     gluon.import_mxnet()
-    registry = import_optional("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
+    registry = import_gluoncv("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
     found = {}
     for name in registry.get_model_list():
         family = _family(name, registry._models[name].__module__)
@@ -86,11 +86,11 @@ def input_shape(name: str, block) -> tuple:
 
 
 def _build(name: str):
-    from gluoncv.model_zoo import get_model
-
     from .frontend import gluon
+    from .gluoncv_import import import_gluoncv
 
     mx = gluon.import_mxnet()
+    get_model = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX).get_model  # torch beside it: see there
     kwargs = {"pretrained": False, "pretrained_base": False}
     if "custom" in name:
         kwargs["classes"] = ("object",)  # a custom model is GluonCV's architecture for your own classes
