@@ -317,7 +317,7 @@ def search(
     s = _Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     # 1. TVM alone, once: the reference and each unit's host cost.
-    alone = s.need({u: TVM for u in units}, "TVM alone, once (the reference)", reference=True)
+    alone = s.need({u: TVM for u in units}, "TVM alone, once: the reference", reference=True)
     # 2. each backend alone; 3. the pruning choice.
     alone_on = {b: s.need({u: b for u in units}, f"each unit on {b}") for b in offload}
     macs = {u: any(op in ir.MAC_OPS for op in plan.regions[u].ops) for u in units}
