@@ -261,20 +261,24 @@ def bench_model(
     return result
 
 
-def _onnx_anchors(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
-    """ONNX Runtime and OpenVINO on MXNet's own ONNX export of the whole model, where the exporter takes it."""
+def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})``: :func:`whole_model_anchors` on MXNet's
+    own ONNX export of ``loaded`` (:func:`export_onnx`), each anchor skipped with why where the exporter
+    or a runtime refuses the model."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
-            entries, more, skipped = whole_model_anchors(path, [x], repeat, progress, max_seconds)
+            return whole_model_anchors(path, [x], repeat, progress, max_seconds)
         except runner.OverBudget:
             raise  # the user's bound
         except Exception as err:  # MXNet's exporter and the runtimes refuse ops in their own ways
-            for backend in WHOLE_MODEL:
-                result["skipped"][f"{backend}_whole_model"] = (
-                    f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
-                )
-            return
+            why = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+            return {}, {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
+
+
+def _onnx_anchors(result: dict, found: dict, loaded, x, repeat: int, progress: bool, max_seconds=None) -> None:
+    """ONNX Runtime and OpenVINO on MXNet's own ONNX export of the whole model, where the exporter takes it."""
+    entries, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
     result["skipped"].update(skipped)
     for label, entry in entries.items():
         backend = label.removesuffix("_whole_model")

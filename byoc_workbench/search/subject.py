@@ -119,17 +119,12 @@ def _ssd(d: dict, target, enabled) -> Subject:
     wb, imported = workflow.model_workbench(name, d.get("weights"), target or "tensorrt", enabled=enabled)
 
     def anchors(repeat: int) -> tuple:
-        import tempfile
-        from pathlib import Path
-
         from .. import bench
 
-        entries, skipped = {}, {}
+        entries = {}
         lat, _ = bench.mxnet_anchor(imported.model.block, x, repeat, progress=False)
         entries["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
-        with tempfile.TemporaryDirectory() as tmp:
-            path = bench.export_onnx(imported.model, x.shape, Path(tmp) / f"{name}.onnx")
-            found, _, skipped = bench.whole_model_anchors(path, [x], repeat, progress=False)
+        found, _, skipped = bench.export_anchors(imported.model, x, repeat, progress=False)
         for label, entry in found.items():
             entries[label] = entry | {"note": bench.CLASS_AGNOSTIC}
         return entries, skipped
