@@ -429,7 +429,7 @@ def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
     code from ``codegen`` run once (:meth:`Codegen.trial`, so a crash in C is one line) against TVM alone."""
     from . import execute
     from .flow.partition import flatten_subgraphs
-    from .timing import output_error
+    from .models.matching import output_error
 
     pruned = next(s for s in stages.run_stages(mod, rules, prune) if s.name == "prune")
     flat = flatten_subgraphs(pruned.mod)

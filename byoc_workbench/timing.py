@@ -60,6 +60,7 @@ from tvm import relax
 from . import execute, ir
 from .backends import phases
 from .errors import WorkbenchError
+from .models.matching import output_error
 
 HOST = "host"
 BOUNDARY = "boundary"
@@ -516,24 +517,6 @@ class Numerics:
         if self.mark:
             out["weights"] = self.mark
         return out
-
-
-def output_error(got: np.ndarray, ref: np.ndarray) -> tuple:
-    """``(max_abs, max_rel)`` of ``got`` against ``ref``; ``max_rel`` divides by ``max |ref|``,
-    so values near zero do not blow it up. A NaN where the other has none is an infinite error."""
-    got = np.asarray(got, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return float("inf"), float("inf")
-    if got.size == 0:
-        return 0.0, 0.0
-    nan = np.isnan(got) != np.isnan(ref)
-    if nan.any():
-        return float("inf"), float("inf")
-    diff = np.abs(np.nan_to_num(got - ref, nan=0.0))
-    max_abs = float(diff.max())
-    scale = float(np.abs(np.nan_to_num(ref, nan=0.0)).max())
-    return max_abs, (max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf")))
 
 
 def capture(built: Built, inputs, entry: str = "main") -> dict:

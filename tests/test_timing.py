@@ -19,6 +19,7 @@ from byoc_workbench import cli, ir, timing
 from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
+from byoc_workbench.models import matching
 from byoc_workbench.models.demo import demo_inputs
 
 RATIO = 0.15  # entries vs end-to-end median
@@ -187,7 +188,7 @@ def test_build_refuses_subgraphs_no_backend_compiled(demo_mod):
     ],
 )
 def test_output_error(got, ref, expected):
-    assert timing.output_error(np.array(got), np.array(ref)) == pytest.approx(expected)
+    assert matching.output_error(np.array(got), np.array(ref)) == pytest.approx(expected)
 
 
 def test_cli_profile_and_compare_demo(tmp_path, capsys):

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import WorkbenchError
 
 #: Equal to the reference: the largest error at most this fraction of the output's largest magnitude
-#: (:func:`byoc_workbench.timing.output_error`), as ``compare`` checks each subgraph.
+#: (:func:`byoc_workbench.models.matching.output_error`), as ``compare`` checks each subgraph.
 TOLERANCE = 1e-3
 
 
@@ -76,7 +76,7 @@ def as_list(outputs) -> list:
 
 def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = False) -> dict:
     """Each output of ``got`` against ``ref`` (see :data:`TOLERANCE`); detections are matched as sets."""
-    from ..timing import output_error
+    from .matching import output_error
 
     ref, got = as_list(ref), as_list(got)
     if len(ref) != len(got):
