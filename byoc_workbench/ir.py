@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from functools import cached_property
 
 import tvm
 from tvm import relax
@@ -38,21 +39,40 @@ MAC_OPS = frozenset(
 )
 
 
+_VARS = (relax.Var, relax.DataflowVar)
+
+
 def is_var(expr) -> bool:
-    return isinstance(expr, (relax.Var, relax.DataflowVar))
+    return type(expr) in _VARS or isinstance(expr, _VARS)  # the exact type first: isinstance goes through abc
 
 
-def substitute(expr, mapping: dict):
-    """``expr`` with every variable in ``mapping`` replaced (ANF expressions only)."""
+def substitute(expr, mapping: dict, same_types: bool = False):
+    """``expr`` with every variable in ``mapping`` replaced (ANF expressions only).
+
+    ``same_types`` says that each variable's replacement has its type (a fresh copy
+    of it): the new expression then keeps the old one's type, so that
+    ``Normalize`` has nothing to infer (inferring is most of its time: a second
+    on 6,000 ops).
+    """
     if is_var(expr) or isinstance(expr, tvm.ir.GlobalVar):
         return mapping.get(expr, expr)
     if isinstance(expr, relax.Call):
         op = substitute(expr.op, mapping) if isinstance(expr.op, tvm.ir.GlobalVar) else expr.op
-        return relax.Call(op, [substitute(a, mapping) for a in expr.args], expr.attrs, expr.ty_args)
-    if isinstance(expr, relax.Tuple):
-        return relax.Tuple([substitute(f, mapping) for f in expr.fields])
-    if isinstance(expr, relax.TupleGetItem):
-        return relax.TupleGetItem(substitute(expr.tuple_value, mapping), expr.index)
+        new = relax.Call(op, [substitute(a, mapping, same_types) for a in expr.args], expr.attrs, expr.ty_args)
+    elif isinstance(expr, relax.Tuple):
+        new = relax.Tuple([substitute(f, mapping, same_types) for f in expr.fields])
+    elif isinstance(expr, relax.TupleGetItem):
+        new = relax.TupleGetItem(substitute(expr.tuple_value, mapping, same_types), expr.index)
+    else:
+        return expr
+    return typed(new, expr.ty) if same_types else new
+
+
+def typed(expr, ty):
+    """``expr`` (just built) given the type ``ty``, when ``ty`` is known: what ``Normalize`` would infer."""
+    # The bare Type is what an expression not yet inferred has; some constructors infer on their own.
+    if type(ty) is not tvm.ir.Type and type(expr.ty) is tvm.ir.Type:
+        relax.expr._update_type(expr, ty)
     return expr
 
 
@@ -161,18 +181,20 @@ class Step:
     descended: bool = False
     block: relax.BindingBlock | None = dataclasses.field(default=None, compare=False, repr=False)
 
-    @property
+    # Read once: each read through the FFI makes a new Python object, and a dict keyed by
+    # variables compares a new object by value (microseconds), the same object by identity.
+    @cached_property
     def var(self):
         return self.binding.var
 
-    @property
+    @cached_property
     def value(self):
         return self.binding.value
 
-    @property
+    @cached_property
     def op(self) -> str | None:
         """The Relax op's name when the binding calls an op, else None."""
-        v = self.binding.value
+        v = self.value
         return v.op.name if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) else None
 
     @property
@@ -296,6 +318,22 @@ def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     return [s.op for s in walk(func, mod) if s.op]
 
 
+_COMPOSITE_OPS: dict = {}  # handle -> (composite function, its ops), as _TYPE_TEXT keeps types
+
+
+def composite_ops(func: relax.Function) -> list:
+    """The ops a composite (or other local) function computes, in order: :func:`ops_in` kept per
+    function, which never changes. A diagram lists them on each of thousands of composite calls,
+    and FuseOpsByPattern gives identical matches one function."""
+    handle = func.__chandle__()
+    kept = _COMPOSITE_OPS.get(handle)
+    if kept is None:
+        if len(_COMPOSITE_OPS) >= 16384:
+            _COMPOSITE_OPS.clear()
+        kept = _COMPOSITE_OPS[handle] = (func, ops_in(func))
+    return list(kept[1])
+
+
 def reads(value) -> list:
     """Variables a binding's value reads; for an If, its condition and its branches' results."""
     if isinstance(value, relax.If):
@@ -366,8 +404,28 @@ def _natural(name: str):
     return (head, int(tail) if tail else -1)
 
 
+# The text of each type object drawn lately, keyed by its handle (types are not hashable), with the
+# type itself, which keeps it alive: no other object can take its handle while it is here. A stage's
+# variables keep their type objects from stage to stage, and reading a shape through the FFI costs
+# a microsecond a dimension, on every node of every diagram.
+_TYPE_TEXT: dict = {}
+
+
 def type_str(ty) -> str:
     """``float32[1, 32, 56, 56]`` (or ``[n, 3, h, w]``, ``[...]``) for a tensor type; a short text otherwise."""
+    handle = ty.__chandle__() if hasattr(ty, "__chandle__") else None
+    kept = _TYPE_TEXT.get(handle) if handle is not None else None
+    if kept is not None:
+        return kept[1]
+    text = _type_text(ty)
+    if handle is not None:
+        if len(_TYPE_TEXT) >= 65536:
+            _TYPE_TEXT.clear()
+        _TYPE_TEXT[handle] = (ty, text)
+    return text
+
+
+def _type_text(ty) -> str:
     if isinstance(ty, relax.TensorType):
         if hasattr(ty.shape, "values"):
             shape = ", ".join(_dim(d) for d in ty.shape.values)
@@ -484,12 +542,12 @@ def copy_with_new_vars(func: relax.Function) -> relax.Function:
     def fresh(is_df, block):
         out = []
         for b in block:
-            value = substitute(b.value, mapping)
+            value = substitute(b.value, mapping, same_types=True)
             mapping[b.var] = fresh_var(b.var, dataflow=isinstance(b.var, relax.DataflowVar))
             out.append(relax.VarBinding(mapping[b.var], value))
         return out
 
-    body = map_blocks(func.body, fresh, result=lambda expr: substitute(expr, mapping))
+    body = map_blocks(func.body, fresh, result=lambda expr: substitute(expr, mapping, same_types=True))
     return relax.Function([mapping[p] for p in func.params], body, func.ret_ty, func.is_pure, func.attrs)
 
 
@@ -504,13 +562,13 @@ def rename_vars(func: relax.Function, names: dict) -> relax.Function:
             if isinstance(v, relax.If):
                 v = relax.If(substitute(v.cond, mapping), v.true_branch, v.false_branch)
             else:
-                v = substitute(v, mapping)
+                v = substitute(v, mapping, same_types=True)
             var = mapping.get(b.var, b.var)
             # a match_cast defines the symbolic sizes of its type (an NMS's count): keep it one
             out.append(relax.MatchCast(var, v, b.ty) if isinstance(b, relax.MatchCast) else relax.VarBinding(var, v))
         return out
 
-    return rebuild(func, rename, result=lambda expr: substitute(expr, mapping))
+    return rebuild(func, rename, result=lambda expr: substitute(expr, mapping, same_types=True))
 
 
 def map_bindings(mod: tvm.IRModule, fn: Callable, remove=()) -> tvm.IRModule:

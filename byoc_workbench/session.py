@@ -46,6 +46,9 @@ class View:
         return self.mod.script(show_meta=False) if self.mod is not None else ""
 
 
+_ANNOTATE = stages.STAGES.index("annotate")
+
+
 def why_unclaimed(target: Target, enabled: set) -> dict:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}
@@ -150,7 +153,7 @@ class Workbench:
     def _with(self, **changes) -> Workbench:
         """A copy with ``changes``, sharing the checked module; its stages are computed afresh."""
         wb = object.__new__(Workbench)
-        cached = ("stages", "_planned")
+        cached = ("_planned", "_annotate")
         wb.__dict__.update({k: v for k, v in self.__dict__.items() if k not in cached})
         wb.__dict__.update(changes)
         return wb
@@ -168,7 +171,8 @@ class Workbench:
 
     @cached_property
     def _planned(self) -> tuple:
-        """``(key, stages)``: every stage for the enabled rules, the codegen stage by each target's own codegen.
+        """``(key, run)``: the stages for the enabled rules (a :class:`_Run`, computed as far as asked),
+        the codegen stage by each target's own codegen.
 
         Rules that name no op of the module can never match, so the stages are
         computed for the others and kept (see :class:`_Runs`): switching such a
@@ -178,37 +182,43 @@ class Workbench:
         fuse = self._runs.fuse
         effective = tuple(r for r in self._stage_rules if r.qualified in self.enabled and fuse.can_match(r))
         key = (tuple(r.qualified for r in effective), self.prune_rule)
+        source = self._runs.source()
         run = self._runs.get(
             key,
-            lambda: stages.run_stages(
-                self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=self._runs.source()
+            lambda: _Run(
+                stages.iter_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=source)
             ),
         )
-        annotate = run[2]
-        matches = {r.qualified: annotate.rule_matches.get(r.qualified, 0) for r in self.rules}
-        annotate = dataclasses.replace(annotate, rule_matches=matches, notes=stages.unmatched_notes(matches))
-        return key, [*run[:2], annotate, *run[3:]]
+        return key, run
 
     @cached_property
+    def _annotate(self) -> summary.Stage:
+        """The annotate stage, its match counts and notes for every enabled rule."""
+        run = self._planned[1].upto(_ANNOTATE)
+        matches = {r.qualified: run.rule_matches.get(r.qualified, 0) for r in self.rules}
+        return dataclasses.replace(run, rule_matches=matches, notes=stages.unmatched_notes(matches))
+
+    @property
     def stages(self) -> list:
         """Every stage for the enabled rules, the codegen stage compiled by :attr:`backend`.
 
         Compiling is the slow part (seconds on the SSD), so with a backend it
         happens when the codegen stage is first asked for, once per rule set.
+        A stage is computed when it, or one after it, is first asked for: a
+        toggle redrawn at the partition stage does not prune or compile.
         """
-        key, planned = self._planned
-        if self.backend is None:
-            return planned
-        codegen = self._runs.get((*key, self.backend), lambda: stages.codegen_stage(planned[-2], self.backend))
-        return [*planned[:-1], codegen]
+        return [self.stage(name) for name in stages.STAGES]
 
     def stage(self, name: str) -> summary.Stage:
-        if name == "codegen":
-            return self.stages[-1]
-        for s in self._planned[1]:
-            if s.name == name:
-                return s
-        raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
+        if name not in stages.STAGES:
+            raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
+        if name == "annotate":
+            return self._annotate
+        if name == "codegen" and self.backend is not None:
+            key, run = self._planned
+            pruned = run.upto(stages.STAGES.index("prune"))
+            return self._runs.get((*key, self.backend), lambda: stages.codegen_stage(pruned, self.backend))
+        return self._planned[1].upto(stages.STAGES.index(name))
 
     def graph(self, name: str, expand=(), collapse: bool = False) -> graph_mod.Graph:
         """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
@@ -228,6 +238,8 @@ class Workbench:
             why_unclaimed=why_unclaimed(self.target, self.enabled),
             packed=packed,
             constants=not collapse,
+            # partition and prune summarize each subgraph as the drawing would (target, ops)
+            subgraphs=s.subgraphs if name in ("partition", "prune") else (),
         )
         return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
 
@@ -260,6 +272,27 @@ class Workbench:
         )
 
 
+class _Run:
+    """One rule set's stages (from :func:`~byoc_workbench.flow.stages.iter_stages`), computed as far as asked."""
+
+    def __init__(self, more):
+        self.done: list = []
+        self._more = more
+        self._error: BaseException | None = None
+
+    def upto(self, index: int) -> summary.Stage:
+        """Stage ``index``, computing those before it that are not yet; a stage that raised raises again."""
+        while len(self.done) <= index:
+            if self._error is not None:
+                raise self._error
+            try:
+                self.done.append(next(self._more))
+            except BaseException as err:  # kept so that asking again says the same, not "no such stage"
+                self._error = err
+                raise
+        return self.done[index]
+
+
 class _Runs:
     """Stage runs per rule set, most recent last, shared by a workbench and those made from it.
 
@@ -275,9 +308,9 @@ class _Runs:
 
     def source(self):
         """The source stage of any earlier run: no rule changes it."""
-        return next((run[0] for run in self._runs.values()), None)
+        return next((run.done[0] for run in self._runs.values() if isinstance(run, _Run) and run.done), None)
 
-    def get(self, key, compute) -> list:
+    def get(self, key, compute):
         if key not in self._runs:
             self._runs[key] = compute()
             while len(self._runs) > self.size:

@@ -52,14 +52,23 @@ Diagram(Workbench(demo.demo_module(), get_target("byoc-target")).view("partition
 ZOO_CELL = """\
 from byoc_workbench.widgets.zoo_chooser import zoo_chooser
 zoo_chooser(value="simple_pose_resnet18_v1b")"""
+# Issue 19: a model of 6,000 ops (six stages of 250 residual blocks, 1,000 ops a stage), made in one
+# cell and shown by the next, so that the second cell's time is the widget's own.
+BIG_CELLS = [
+    "from byoc_workbench.models.synthetic import residual_model\n"
+    "from byoc_workbench.widgets import workbench_widget\n"
+    "mod = residual_model(6000)",
+    'workbench_widget(mod, "tensorrt", collapse=True)',
+]
 NB02 = Path(__file__).resolve().parents[1] / "notebooks" / "02_ssd_tensorrt.ipynb"
 NB02_TIMEOUT_MS = 900_000  # notebook 02 top to bottom: TVM alone runs once (tens of seconds), then the builds
 
 
-def _notebook(source: str) -> dict:
+def _notebook(*sources: str) -> dict:
     return {
         "cells": [
-            {"cell_type": "code", "execution_count": None, "id": "wb", "metadata": {}, "outputs": [], "source": source}
+            {"cell_type": "code", "execution_count": None, "id": f"c{k}", "metadata": {}, "outputs": [], "source": src}
+            for k, src in enumerate(sources)
         ],
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
         "nbformat": 4,
@@ -80,6 +89,7 @@ def lab(tmp_path_factory):
     (root / "demo.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
     shutil.copy(NB02, root / "nb02.ipynb")  # notebook 02 as committed, run top to bottom as a user would
     (root / "zoo.ipynb").write_text(json.dumps(_notebook(ZOO_CELL)))
+    (root / "big.ipynb").write_text(json.dumps(_notebook(*BIG_CELLS)))
     home = tmp_path_factory.mktemp("jupyter-home")
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
@@ -1012,3 +1022,70 @@ def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     print(f"after a reload: {broken.count()} 'Error displaying widget'")
     assert broken.count() == 0
     page.screenshot(path=str(BUILD / "nb02-reloaded-1366.png"), full_page=False)
+
+
+# --- a model of 6,000 ops (issue 19: the cost of a view is what is on screen) -------------
+
+
+def _run_cell(pg, index: int) -> None:
+    """Run code cell ``index`` as a user does (click it, Shift+Enter) and wait until it has run."""
+    cell = pg.locator(".jp-Notebook .jp-CodeCell").nth(index)
+    for _attempt in range(3):
+        _accept_kernel(pg)
+        cell.locator(".jp-InputArea-editor").click()
+        pg.keyboard.press("Shift+Enter")
+        try:
+            cell.locator(".jp-InputPrompt", has_text="[*]").or_(
+                cell.locator(".jp-InputPrompt", has_text=f"[{index + 1}]")
+            ).wait_for(timeout=15_000)
+            return
+        except sync_api.TimeoutError:
+            continue
+    raise AssertionError(f"cell {index} did not start")
+
+
+def test_a_6000_op_model_opens_on_its_blocks_and_they_open_readable(browser, lab, tmp_path_factory):
+    """The widget on 6,000 ops: what it draws is what is on screen (a handful of blocks), so its
+    first view, a 1,000-op block opened, and a toggle that splits the one subgraph into 1,501 each
+    draw a small picture with readable labels. The times are printed (the scale benchmark keeps them)."""
+    pg = browser.new_page(viewport=VIEWPORTS["1366"])
+    pg.set_default_timeout(TIMEOUT_MS)
+    try:
+        pg.goto(lab["url"].format("big"))
+        pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
+        _run_cell(pg, 0)
+        pg.locator(".jp-Notebook .jp-CodeCell").nth(0).locator(".jp-InputPrompt", has_text="[1]").wait_for()
+        pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
+        t0 = time.time()
+        _run_cell(pg, 1)
+        _wait_for_diagram(pg, lab, tmp_path_factory)
+        print(f"6,000 ops: first view drawn {time.time() - t0:.2f} s after its cell ran (stages to partition included)")
+        pg.locator(".byoc-graph-widget").scroll_into_view_if_needed()
+        pg.wait_for_timeout(500)
+        pg.screenshot(path=str(BUILD / "widget-6000ops-1366.png"))
+        nodes = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
+        assert 0 < nodes <= 12, f"the first view of 6,000 ops draws {nodes} nodes"
+        assert _median(_label_heights(pg)) >= MIN_LABEL_PX
+
+        # relu off: the one subgraph becomes 1,501 (one per block, and the last add), drawn inside the blocks.
+        t0 = time.time()
+        pg.get_by_label("tensorrt.nn.relu", exact=True).click()
+        sync_api.expect(pg.locator(".byoc-summary")).to_contain_text("partition: 1501 subgraphs", timeout=TIMEOUT_MS)
+        pg.locator('.byoc-graph g.node[id="main/stage1."]').wait_for()
+        print(f"6,000 ops: relu switched off and redrawn in {time.time() - t0:.2f} s (click to drawn)")
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(BUILD / "widget-6000ops-toggled-1366.png"))
+        nodes = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
+        assert 0 < nodes <= 12, f"1,501 subgraphs drawn as {nodes} nodes"
+        assert pg.evaluate(_NODES_IN_BOX) > 0 and _median(_label_heights(pg)) >= MIN_LABEL_PX
+        pg.get_by_label("tensorrt.nn.relu", exact=True).click()  # back on: the run before, kept
+        sync_api.expect(pg.locator(".byoc-summary")).to_contain_text("partition: 1 subgraph", timeout=TIMEOUT_MS)
+
+        # Before the partition, the model is its six stages of 1,000 ops; one opens to its 250 blocks.
+        pg.locator(".byoc-stage button", has_text="source").click()
+        pg.locator('.byoc-graph g.node[id="main/stage1."]').wait_for()
+        size = _open_group(pg, "main/stage1.", "widget-6000ops-stage1-1366.png")
+        assert size["nodes"] >= 200, f"stage1 opens to its blocks: {size}"
+    finally:
+        pg.close()

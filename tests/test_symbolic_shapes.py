@@ -10,7 +10,9 @@ import json
 
 import numpy as np
 import pytest
+import tvm_ffi
 from messages import one_line
+from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
@@ -167,3 +169,13 @@ def test_tensorrt_refuses_dynamic_shapes_in_one_line_and_auto_moves_on(conv_resh
     dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["n", 3, "h", "w"]
     assert [d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim] == ["n * h * w * 8"]
+
+
+@pytest.mark.parametrize("target", ["byoc-target", "tensorrt"])
+def test_every_stage_has_the_types_tvm_infers(target, conv_reshape):
+    """The stages' own rewrites give new expressions the types of those they replace, so that
+    Normalize has nothing to infer: with symbolic sizes (n, h, w) inside and outside If
+    branches, those types must be what Normalize would infer."""
+    for mod in (BatchedDemo, conv_reshape[1]):
+        for s in stages.run_stages(mod, rules.get_target(target).rules, stages.keep_all):
+            assert tvm_ffi.structural_equal(relax.transform.Normalize()(s.mod), s.mod), s.name

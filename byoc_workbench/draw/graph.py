@@ -110,8 +110,9 @@ class _Walk:
 
 
 class _Builder:
-    def __init__(self, mod, regions, expand, why_unclaimed, packed, constants=True, layout_only=False):
+    def __init__(self, mod, regions, expand, why_unclaimed, packed, constants=True, layout_only=False, known=None):
         self.mod = mod
+        self.known = known or {}  # subgraph name -> (target, ops), from the stage's summary
         self.layout_only = layout_only  # regions group nodes for the layout, unseen and uncoloured
         self.constants = constants
         self.g = Graph()
@@ -322,7 +323,7 @@ class _Builder:
             ty=ty,
             input_types=[ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")],
             rule=comp,
-            ops=ir.ops_in(step.callee, self.mod),
+            ops=ir.composite_ops(step.callee),
             expandable=True,
         )
         if not step.descended:
@@ -336,8 +337,7 @@ class _Builder:
         """A call to a subgraph function: one node, or (opened) a walk of its body in a cluster."""
         v, func = step.value, step.callee
         name = ir.callee_name(v)
-        target = ir.subgraph_target(self.mod, name)
-        ops = ir.ops_in(func, self.mod)
+        target, ops = self.known.get(name) or (ir.subgraph_target(self.mod, name), ir.ops_in(func, self.mod))
         label = f"{name}\n{_op_counts(ops)}"
         types = [ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")]
         node = Node(nid, "subgraph", label, target=target, op=name, cluster=cluster, ty=ty, input_types=types)
@@ -374,7 +374,14 @@ def _op_counts(ops, per_line: int = 4) -> str:
 
 
 def build_graph(
-    mod: tvm.IRModule, regions=None, expand=(), why_unclaimed=None, packed=None, constants=True, layout_only=False
+    mod: tvm.IRModule,
+    regions=None,
+    expand=(),
+    why_unclaimed=None,
+    packed=None,
+    constants=True,
+    layout_only=False,
+    subgraphs=(),
 ) -> Graph:
     """The graph of a stage's module.
 
@@ -386,9 +393,12 @@ def build_graph(
     ``packed`` maps a generated symbol to the subgraph it runs (a record with
     ``name`` and ``target``); ``constants=False`` leaves constant arguments out (a model's
     weights). With ``layout_only`` the regions are clusters the reader does not see (kind
-    ``layout``): a stage before merge is laid out as the merge stage will be.
+    ``layout``): a stage before merge is laid out as the merge stage will be. ``subgraphs``
+    (the stage's :class:`~byoc_workbench.flow.summary.Subgraph` records) give each subgraph's
+    target and ops, which are otherwise found by walking it again.
     """
-    builder = _Builder(mod, regions, expand, why_unclaimed, packed, constants, layout_only)
+    known = {sg.name: (sg.target, list(sg.ops)) for sg in subgraphs}
+    builder = _Builder(mod, regions, expand, why_unclaimed, packed, constants, layout_only, known)
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()
@@ -445,15 +455,18 @@ def _moves_data(n: Node) -> bool:
 
 
 def _ops_of(nodes) -> list:
-    return [op for n in nodes for op in (n.ops if n.kind in ("composite", "fold") else [n.op] if n.op else [])]
+    return [
+        op for n in nodes for op in (n.ops if n.kind in ("composite", "fold", "subgraph") else [n.op] if n.op else [])
+    ]
 
 
 def _group_node(nid: str, title: str, members: list, cluster: str, what: str) -> Node:
     """A closed group drawn as one node (``what``: "block" or "folded"): its ops counted, its main target's colour."""
     ops = _ops_of(members)
-    by_target = collections.Counter()
+    by_target = collections.Counter()  # ops per target; a group of no op (tuples) by its nodes
     for m in members:
-        by_target[m.target] += len(_ops_of([m])) or 1
+        by_target[m.target] += len(_ops_of([m]))
+    by_target = +by_target or collections.Counter(m.target for m in members)
     target = by_target.most_common(1)[0][0]
     mix = "\n" + ", ".join(f"{t} {n}" for t, n in by_target.most_common()) if len(by_target) > 1 else ""
     head = f"{title}\n{len(ops)} ops" if title else f"{len(ops)} ops"
@@ -479,6 +492,10 @@ def _remap(g: Graph, nodes: dict, rename: dict, clusters: dict, below=()) -> Gra
 
 
 BLOCK_KINDS = ("op", "composite", "tuple", "item")  # what a Gluon block can hold
+# Past this many subgraph calls in one view, blocks hold them too: a rule toggle that splits one
+# subgraph into one per block (1,500 on 6,000 ops) still opens on the model's few top blocks.
+# Below it, each subgraph stays a node of its own, where the reader looks for it (the SSD has 5).
+MANY_SUBGRAPHS = 24
 
 
 def fold_blocks(g: Graph, keep_open=()) -> Graph:
@@ -490,8 +507,10 @@ def fold_blocks(g: Graph, keep_open=()) -> Graph:
     Graphs whose names carry no Gluon block prefixes come back unchanged.
     """
     items: dict = {}
+    many = sum(n.kind == "subgraph" for n in g.nodes.values()) > MANY_SUBGRAPHS
+    kinds = BLOCK_KINDS + (("subgraph",) if many else ())
     for n in g.nodes.values():
-        if n.kind in BLOCK_KINDS and "/" in n.id:
+        if n.kind in kinds and "/" in n.id:
             items.setdefault(n.cluster, []).append((n.id, n.id.rsplit("/", 1)[1], n.op))
     groups = blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: nid.rsplit("/", 1)[0])
     if not groups:

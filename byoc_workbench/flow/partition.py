@@ -12,6 +12,7 @@ where the upstream passes fail (control flow, recursion).
 
 from __future__ import annotations
 
+import collections
 import heapq
 
 import tvm
@@ -22,12 +23,40 @@ from .regions import Region
 from .rules import codegen_name
 
 
-def _region_function(mod, members: list, region: Region, outputs: list, name: str, placed: set):
+class _Copies:
+    """Copies of composite functions with fresh variables, one per placement after the first.
+
+    FuseOpsByPattern gives identical matches one function (all 1,500 convolutions of a
+    6,000-op model), but a variable may be bound only once in a module, so each placement
+    after the first takes a copy. Copies are kept across partitions (IR never changes, and
+    within one module each copy is placed once): a rule toggle takes the copies the run
+    before it made instead of making 4,500 again.
+    """
+
+    _pool: collections.OrderedDict = collections.OrderedDict()  # composite -> its copies, made so far
+    KEPT = 512  # composites whose copies are kept
+
+    def __init__(self):
+        self._used: dict = {}  # composite -> placements in this module
+
+    def take(self, composite: relax.Function) -> relax.Function:
+        k = self._used.get(composite, 0)
+        self._used[composite] = k + 1
+        if k == 0:
+            return composite
+        pool = self._pool.setdefault(composite, [])
+        self._pool.move_to_end(composite)
+        while len(self._pool) > self.KEPT:
+            self._pool.popitem(last=False)
+        while len(pool) < k:
+            pool.append(ir.copy_with_new_vars(composite))
+        return pool[k - 1]
+
+
+def _region_function(mod, members: list, region: Region, outputs: list, name: str, copies: _Copies):
     """The lifted function of a region (its member bindings, in order) and the variables it takes.
 
-    A composite becomes a local function. FuseOpsByPattern gives identical matches one function,
-    so a composite already ``placed`` elsewhere is copied with fresh variables: a variable may
-    be bound only once in a module."""
+    A composite becomes a local function, a copy of it where it is placed twice (see :class:`_Copies`)."""
     defined = {b.var for b in members}
     inputs = []
     for b in members:
@@ -41,12 +70,11 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         value = b.value
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
-            args = [ir.substitute(a, mapping) for a in value.args]
-            local = ir.copy_with_new_vars(composite) if value.op.name_hint in placed else composite
-            placed.add(value.op.name_hint)
-            value = relax.Call(local, args)
+            args = [ir.substitute(a, mapping, same_types=True) for a in value.args]
+            local = copies.take(composite)
+            value = ir.typed(relax.Call(local, args), value.ty)
         else:
-            value = ir.substitute(value, mapping)
+            value = ir.substitute(value, mapping, same_types=True)
         new_var = ir.fresh_var(b.var, dataflow=b.var not in outputs)
         mapping[b.var] = new_var
         new_bindings.append(relax.VarBinding(new_var, value))
@@ -95,7 +123,7 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
         cg = codegen_name(region.target)
         names[region.id] = given.get(region.id) or f"{cg}_{counters.get(cg, 0)}"
         counters[cg] = counters.get(cg, 0) + 1
-    placed: set = set()
+    copies = _Copies()
     for fname in ir.host_functions(mod):
         region_of = {v: r for r in regions if r.func == fname for v in r.members}
         if not region_of:
@@ -114,16 +142,18 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                 inside = {b.var for b in members}
                 region = region_of[members[0].var]
                 outputs = list(region.outputs)  # propose_regions found who reads what
-                sub, inputs = _region_function(mod, members, region, outputs, names[rid], placed)
+                sub, inputs = _region_function(mod, members, region, outputs, names[rid], copies)
                 gv = editor.add(names[rid], sub)
-                call = relax.Call(gv, list(inputs))
+                call = ir.typed(relax.Call(gv, list(inputs)), sub.ret_ty)
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
                 else:
                     # Named after its first output, so the name stays when other regions come and go.
                     tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", sub.ret_ty)
                     new = [relax.VarBinding(tup, call)]
-                    new += [relax.VarBinding(o, relax.TupleGetItem(tup, k)) for k, o in enumerate(outputs)]
+                    new += [
+                        relax.VarBinding(o, ir.typed(relax.TupleGetItem(tup, k), o.ty)) for k, o in enumerate(outputs)
+                    ]
                 units.append({"bindings": new, "defines": list(inside), "reads": inputs, "order": first})
             for j, b in enumerate(bindings):
                 if b.var not in region_of:

@@ -188,7 +188,6 @@ def outputs_of(members, users: dict) -> tuple:
 def propose_regions(mod: tvm.IRModule) -> list:
     """Every region of every host function, numbered in module order (main first)."""
     regions: list = []
-    ops_of: dict = {}  # composite function -> its ops: FuseOpsByPattern gives identical matches one function
     for fname in ir.host_functions(mod):
         func = mod[fname]
         users = ir.users(func)
@@ -201,9 +200,7 @@ def propose_regions(mod: tvm.IRModule) -> list:
                 for s in group:
                     if s.callee is not None:
                         composites.append(ir.func_attr(s.callee, ir.COMPOSITE))
-                        if s.callee not in ops_of:
-                            ops_of[s.callee] = ir.ops_in(s.callee, mod)
-                        ops.extend(ops_of[s.callee])
+                        ops.extend(ir.composite_ops(s.callee))
                 members = tuple(s.var for s in group)
                 regions.append(
                     Region(

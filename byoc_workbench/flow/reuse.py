@@ -93,7 +93,10 @@ class FuseCache:
             v = binding.value
             if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in drop:
                 params, value = drop[v.op.name_hint]
-                return [relax.VarBinding(binding.var, ir.substitute(value, dict(zip(params, v.args))))]
+                # The call's variable has the value's type in this function (a composite's own types may
+                # name its own symbolic sizes), so Normalize has nothing to infer.
+                inlined = ir.typed(ir.substitute(value, dict(zip(params, v.args))), binding.var.ty)
+                return [relax.VarBinding(binding.var, inlined)]
             return None
 
         return ir.map_bindings(fused, inline, remove=sorted(drop))
