@@ -134,18 +134,9 @@ def codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:
     return run_codegen(mod, backend, **options)
 
 
-def run_stages(
-    mod: tvm.IRModule,
-    rules,
-    prune_rule: PruneRule | None = None,
-    check: bool = True,
-    backend: str | None = None,
-    options: dict | None = None,
-    fuse=None,
-    source=None,
-) -> list:
-    """Run every stage for ``rules``; returns one :class:`Stage` per step (see :func:`iter_stages`)."""
-    return list(iter_stages(mod, rules, prune_rule, check, backend, options, fuse, source))
+def run_stages(mod: tvm.IRModule, rules, *args, **kw) -> list:
+    """Run every stage for ``rules``; one :class:`Stage` per step (:func:`iter_stages`'s, same arguments)."""
+    return list(iter_stages(mod, rules, *args, **kw))
 
 
 def iter_stages(
