@@ -153,7 +153,7 @@ class Workbench:
     def _with(self, **changes) -> Workbench:
         """A copy with ``changes``, sharing the checked module; its stages are computed afresh."""
         wb = object.__new__(Workbench)
-        cached = ("_planned", "_annotate")
+        cached = ("_planned", "_annotate", "_graphs")
         wb.__dict__.update({k: v for k, v in self.__dict__.items() if k not in cached})
         wb.__dict__.update(changes)
         return wb
@@ -222,7 +222,31 @@ class Workbench:
 
     def graph(self, name: str, expand=(), collapse: bool = False) -> graph_mod.Graph:
         """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
-        constants and folds long data-movement runs."""
+        constants and folds long data-movement runs.
+
+        The graph with no call opened is kept per stage (see :meth:`_closed_graph`): opening
+        or closing a block or a folded run only folds it again, and only opening a composite or
+        a subgraph call walks the module again.
+        """
+        base = self._closed_graph(name, collapse)
+        g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
+        return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
+
+    def _closed_graph(self, name: str, collapse: bool) -> graph_mod.Graph:
+        """The stage's graph with no call opened, kept for the last few stages drawn. Composite and
+        annotate draw one graph when the annotate stage leaves the module as it was."""
+        s = self.stage(name)
+        same = name == "annotate" and s.mod is self.stage("composite").mod
+        key = ("composite" if same else name, collapse)
+        kept = self.__dict__.setdefault("_graphs", collections.OrderedDict())
+        if key not in kept:
+            kept[key] = self._build_graph(name, (), collapse)
+            while len(kept) > 4:  # a 6,000-op graph is megabytes
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+        return kept[key]
+
+    def _build_graph(self, name: str, expand, collapse: bool) -> graph_mod.Graph:
         s = self.stage(name)
         packed = {}
         if name == "codegen":  # its calls name a generated symbol; this says which subgraph each one runs
@@ -230,7 +254,7 @@ class Workbench:
             packed = {c.symbol: subgraphs[n] for n, c in s.generated.items() if n in subgraphs}
         # Stages before merge are laid out in the regions merge will draw: stepping on, the boxes appear.
         early = stages.STAGES.index(name) <= stages.STAGES.index("merge")
-        g = graph_mod.build_graph(
+        return graph_mod.build_graph(
             s.mod,
             regions=self.stage("merge").regions if early else None,
             layout_only=name != "merge",
@@ -241,7 +265,6 @@ class Workbench:
             # partition and prune summarize each subgraph as the drawing would (target, ops)
             subgraphs=s.subgraphs if name in ("partition", "prune") else (),
         )
-        return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
 
     def title(self, name: str) -> str:
         return f"{name} — target {self.target.name}" + (f" — {self.mark}" if self.mark else "")

@@ -230,3 +230,27 @@ def test_every_stage_is_well_formed_with_the_types_tvm_infers(which, demo_mod):
     for s in stages.run_stages(mod, rules.get_target(target).rules, stages.no_mac()):
         relax.analysis.well_formed(s.mod)  # raises on the first type that disagrees
         assert tvm_ffi.structural_equal(relax.transform.Normalize()(s.mod), s.mod), s.name
+
+
+def test_opening_a_block_folds_the_kept_graph_and_opening_a_call_walks_again(monkeypatch):
+    """A view's cost is what is opened: a block or folded run opens on the graph kept for the stage,
+    a composite or subgraph call is walked; each draws what a fresh workbench draws."""
+    from byoc_workbench.draw import graph as graph_mod
+
+    mod = residual_model(400, blocks_per_stage=25)
+    wb = Workbench(mod, "tensorrt")
+    built = []
+    real = graph_mod.build_graph
+    monkeypatch.setattr(graph_mod, "build_graph", lambda *a, **k: built.append(k["expand"]) or real(*a, **k))
+    views = [
+        ("source", ()),
+        ("source", ("main/stage1.",)),
+        ("composite", ("main/stage1.",)),
+        ("annotate", ()),  # the module composite left: its graph
+        ("partition", ("main/out",)),  # the subgraph call: walked again, opened
+    ]
+    got = [wb.dot(name, expand=expand, collapse=True).source for name, expand in views]
+    assert built == [(), (), (), ("main/out",)], built  # source, composite, partition closed, then opened
+    monkeypatch.undo()
+    for (name, expand), dot in zip(views, got):
+        assert dot == Workbench(mod, "tensorrt").dot(name, expand=expand, collapse=True).source, (name, expand)
