@@ -83,5 +83,9 @@ def test_bench_json_shape_on_a_small_ssd(capsys):
         assert result["skipped"] == {"tensorrt": tensorrt.missing()}
     where = result["where_time_goes"]
     assert list(where) == ["onnxruntime", "onnxruntime_unpruned"]
-    assert where["onnxruntime"]["top"][0]["kind"] == "subgraph"  # the backbone in ONNX Runtime leads
+    top = where["onnxruntime"]["top"]
+    assert [t["time_s"] for t in top] == sorted((t["time_s"] for t in top), reverse=True)
+    # The backbone in ONNX Runtime is among the slowest pieces; which one leads a single run is timing
+    # (the 241-piece concat TVM runs after pruning is sometimes slower), so that is not asserted.
+    assert ("tensorrt_0", "subgraph") in [(t["name"], t["kind"]) for t in top[:3]], top
     assert {"subgraph", "kernel", "boundary"} <= set(where["onnxruntime"]["by_kind"])
