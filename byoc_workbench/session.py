@@ -186,7 +186,7 @@ class Workbench:
         run = self._runs.get(
             key,
             lambda: _Run(
-                stages.iter_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=source)
+                lambda: stages.iter_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=source)
             ),
         )
         return key, run
@@ -298,20 +298,25 @@ class Workbench:
 class _Run:
     """One rule set's stages (from :func:`~byoc_workbench.flow.stages.iter_stages`), computed as far as asked."""
 
-    def __init__(self, more):
+    def __init__(self, start):
+        self._start = start  # () -> the stages' generator
         self.done: list = []
-        self._more = more
-        self._error: BaseException | None = None
+        self._more = start()
+        self._error: Exception | None = None
 
     def upto(self, index: int) -> summary.Stage:
-        """Stage ``index``, computing those before it that are not yet; a stage that raised raises again."""
+        """Stage ``index``, computing those before it that are not yet; a stage that raised raises again.
+        An interrupt (Ctrl-C, a kernel interrupt) is not an answer: the next ask starts the run over."""
         while len(self.done) <= index:
             if self._error is not None:
                 raise self._error
             try:
                 self.done.append(next(self._more))
-            except BaseException as err:  # kept so that asking again says the same, not "no such stage"
+            except Exception as err:  # kept so that asking again says the same, not "no such stage"
                 self._error = err
+                raise
+            except BaseException:  # the generator is closed: start again when asked again
+                self.done, self._more = [], self._start()
                 raise
         return self.done[index]
 

@@ -205,6 +205,23 @@ def test_a_stage_that_raises_raises_again_when_asked_again(monkeypatch):
     assert wb.stage("merge").name == "merge"  # the stages before it are kept
 
 
+def test_an_interrupted_stage_is_computed_again_when_asked_again(monkeypatch):
+    """Ctrl-C (a kernel interrupt) in a long stage is not its answer: asking again computes it."""
+    wb = Workbench(residual_model(16), "tensorrt")
+    real, calls = stages.partition, []
+
+    def interrupted_once(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(stages, "partition", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        wb.stage("partition")
+    assert wb.stage("partition").name == "partition" and len(calls) == 2
+
+
 def test_many_subgraphs_fold_into_the_blocks_and_a_few_stay_nodes():
     """Switching relu off splits the one subgraph into one per block; the collapsed view still opens
     on the model's blocks, and each block says its ops by target (tuple items are no ops)."""
