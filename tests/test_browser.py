@@ -179,21 +179,28 @@ def _open(browser, lab, name: str, tmp_path_factory):
     pg.goto(lab["url"].format(name))
     pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
     _accept_kernel(pg)
-    # Run the cell once the kernel is idle; press again if the keypress was lost while Lab was still loading.
     pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    for _attempt in range(3):
-        _accept_kernel(pg)
-        pg.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").first.click()
-        pg.keyboard.press("Shift+Enter")
-        try:
-            pg.locator(".jp-Cell .jp-InputPrompt", has_text="[1]").or_(
-                pg.locator(".jp-Cell .jp-InputPrompt", has_text="[*]")
-            ).first.wait_for(timeout=15_000)
-            break
-        except sync_api.TimeoutError:
-            continue
+    _run_cell(pg, 0)
     _wait_for_diagram(pg, lab, tmp_path_factory)
     return pg, _first_views(pg, name)
+
+
+def _run_cell(pg, index: int) -> None:
+    """Run code cell ``index`` as a user does (click it, Shift+Enter) and wait until it has started; press
+    again if the keypress was lost while Lab was still connecting its kernel (the cell then stays ``[ ]``)."""
+    cell = pg.locator(".jp-Notebook .jp-CodeCell").nth(index)
+    for _attempt in range(3):
+        _accept_kernel(pg)
+        cell.locator(".jp-InputArea-editor").click()
+        pg.keyboard.press("Shift+Enter")
+        try:
+            cell.locator(".jp-InputPrompt", has_text="[*]").or_(
+                cell.locator(".jp-InputPrompt", has_text=f"[{index + 1}]")
+            ).wait_for(timeout=15_000)
+            return
+        except sync_api.TimeoutError:
+            continue
+    raise AssertionError(f"cell {index} did not start")
 
 
 def _accept_kernel(pg) -> None:
@@ -729,9 +736,9 @@ def test_zoo_chooser_reads_at_1366(browser, lab):
     pg = browser.new_page(viewport=VIEWPORTS["1366"])
     pg.set_default_timeout(TIMEOUT_MS)
     pg.goto(lab["url"].format("zoo"))
+    pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
     pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    pg.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").first.click()
-    pg.keyboard.press("Shift+Enter")
+    _run_cell(pg, 0)
     picture = pg.locator(".jp-OutputArea .widget-image").first
     picture.wait_for(timeout=300_000)  # a kernel start, then the import, the partition and a build
     picture.scroll_into_view_if_needed()
@@ -1025,23 +1032,6 @@ def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
 
 
 # --- a model of 6,000 ops (issue 19: the cost of a view is what is on screen) -------------
-
-
-def _run_cell(pg, index: int) -> None:
-    """Run code cell ``index`` as a user does (click it, Shift+Enter) and wait until it has run."""
-    cell = pg.locator(".jp-Notebook .jp-CodeCell").nth(index)
-    for _attempt in range(3):
-        _accept_kernel(pg)
-        cell.locator(".jp-InputArea-editor").click()
-        pg.keyboard.press("Shift+Enter")
-        try:
-            cell.locator(".jp-InputPrompt", has_text="[*]").or_(
-                cell.locator(".jp-InputPrompt", has_text=f"[{index + 1}]")
-            ).wait_for(timeout=15_000)
-            return
-        except sync_api.TimeoutError:
-            continue
-    raise AssertionError(f"cell {index} did not start")
 
 
 def test_a_6000_op_model_opens_on_its_blocks_and_they_open_readable(browser, lab, tmp_path_factory):
