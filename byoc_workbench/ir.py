@@ -481,26 +481,37 @@ class ModuleEditor:
     """Adds, replaces and removes functions of a copy of a module.
 
     New functions are added through a BlockBuilder so that their GlobalVars
-    carry a type, which the calls built to them need.
+    carry a type, which the calls built to them need. Only what was added or
+    replaced is normalized: every other function stays the very object it was,
+    so what is kept per function (walks, attributes, composite copies) stays valid.
     """
 
     def __init__(self, mod: tvm.IRModule):
         self._bb = relax.BlockBuilder(mod.clone())
+        self._changed: set = set()
 
     def global_var(self, name: str) -> tvm.ir.GlobalVar:
         return self._bb.get().get_global_var(name)
 
     def add(self, name: str, func: relax.Function) -> tvm.ir.GlobalVar:
-        return self._bb.add_func(func, name)
+        gv = self._bb.add_func(func, name)
+        self._changed.add(gv.name_hint)
+        return gv
 
     def update(self, name: str, func: relax.Function) -> None:
         self._bb.update_func(self.global_var(name), func)
+        self._changed.add(name)
 
     def finish(self, remove=()) -> tvm.IRModule:
         mod = self._bb.get()
         for name in remove:
             del mod[mod.get_global_var(name)]
-        return relax.transform.Normalize()(mod)
+        # Normalize makes every function anew, changed or not: put the unchanged ones back.
+        normalized = relax.transform.Normalize()(mod)
+        for gv, func in mod.functions.items():
+            if gv.name_hint not in self._changed:
+                normalized.update_func(normalized.get_global_var(gv.name_hint), func)
+        return normalized
 
 
 def map_blocks(body: relax.SeqExpr, fn: Callable, result: Callable | None = None) -> relax.SeqExpr:

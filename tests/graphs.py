@@ -115,6 +115,26 @@ def cyclic_two_targets():
     return bb.get()
 
 
+def stale_dependency_two_targets():
+    """x1 = a(x); x2 = b(x); x3 = a(x, x2); x4 = b(x1, x2); x5 = a(x1, x3).
+
+    x4 joins x2's region after x3 has read it, so x3 comes to depend on x1: x5 may join x3, not x1
+    too ({x1, x3, x5} would feed {x2, x4} and read it back). A search that kept each group's
+    dependencies as a set computed once, when the group was made, joined all three."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _t(SHAPE))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            x1 = bb.emit(relax.op.add(x, x))
+            x2 = bb.emit(relax.op.multiply(x, x))
+            x3 = bb.emit(relax.op.add(x, x2))
+            x4 = bb.emit(relax.op.multiply(x1, x2))
+            x5 = bb.emit(relax.op.add(x1, x3))
+            out = bb.emit_output(relax.Tuple([x4, x5]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def multi_output_region():
     """A tgta region {add, add} whose two values are both used by host ops."""
     bb = relax.BlockBuilder()

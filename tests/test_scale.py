@@ -15,25 +15,29 @@ from byoc_workbench.session import Workbench
 
 
 def reference_groups(mod, steps, users) -> list:
-    """The region search as it was before issue 19: every group keeps the transitive set of the groups
-    it depends on, rewritten at every merge (quadratic on long chains, and the meaning to keep)."""
-    parent, deps, target, producer = {}, {}, {}, {}
+    """The region search by brute force: whether one group depends on another is found by a walk of
+    every binding made so far, from scratch, at every question (cubic, and plainly right). The linear
+    search keeps direct dependencies and prunes its walk; this is the meaning it must keep."""
+    parent, target, producer, done = {}, {}, {}, []
 
     def find(v):
         while parent[v] != v:
             v = parent[v]
         return v
 
-    def merge(src, dst):
-        src, dst = find(src), find(dst)
-        if src != dst:
-            parent[src] = dst
-            deps[dst] |= deps.pop(src)
-            deps[dst].discard(dst)
-            for d in deps.values():
-                if src in d:
-                    d.discard(src)
-                    d.add(dst)
+    def depends(group, on) -> bool:
+        reads: dict = {}  # root -> the roots its bindings read
+        for s in done:
+            reads.setdefault(find(s.var), set()).update(find(producer[v]) for v in ir.reads(s.value) if v in producer)
+        seen, todo = {group}, [group]
+        while todo:
+            for p in reads.get(todo.pop(), ()):
+                if p == on:
+                    return True
+                if p not in seen:
+                    seen.add(p)
+                    todo.append(p)
+        return False
 
     class Groups:  # what regions._plumbing_home reads
         def find(self, v):
@@ -51,22 +55,17 @@ def reference_groups(mod, steps, users) -> list:
             if var in producer and find(producer[var]) not in arg_groups:
                 arg_groups.append(find(producer[var]))
         plumbing = regions._plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
-        parent[v], deps[v], target[v] = v, set(), tgt if plumbing is None else target[plumbing]
-        home = v
+        parent[v], target[v] = v, tgt if plumbing is None else target[plumbing]
         if plumbing is not None:
-            merge(v, plumbing)
-            home = find(plumbing)
+            parent[v] = find(plumbing)
         elif tgt is not None:
-            parent_deps = set().union(*(deps[g] for g in arg_groups)) if arg_groups else set()
-            for g in [g for g in arg_groups if target[g] == tgt and g not in parent_deps]:
-                merge(g, home)
-                home = find(home)
-        for g in arg_groups:
-            g = find(g)
-            if g != home:
-                deps[home].add(g)
-                deps[home] |= deps[g]
+            joinable = [
+                g for g in arg_groups if target[g] == tgt and not any(depends(h, g) for h in arg_groups if h != g)
+            ]
+            for g in joinable:
+                parent[find(g)] = find(v)
         producer[v] = v
+        done.append(step)
     members: dict = {}
     for step in steps:
         members.setdefault(find(step.var), []).append(step)
@@ -133,6 +132,21 @@ def test_the_reference_is_exercised_by_cycles():
     new = names(regions._block_groups(annotated, steps, users))
     assert new == names(reference_groups(annotated, steps, users))
     assert len([g for g in new if g[0] == "tgta"]) == 2  # x3 did not join x1's region
+
+
+def test_a_dependency_made_after_a_group_is_seen():
+    """x3 comes to depend on x1 only when x4 joins x2's region, after x3 was made: x5 joins x3 and not
+    x1, and the partition has no cycle (the transitive search this one replaced joined all three)."""
+    chosen = graphs.two_target_rules()
+    mod = stages.check_module(graphs.stale_dependency_two_targets())
+    annotated = stages.annotate(stages.composite(mod, chosen), chosen)
+    ((steps, users),) = each_block(annotated)
+    found = names(regions._block_groups(annotated, steps, users))
+    assert found == names(reference_groups(annotated, steps, users))
+    assert sorted(found) == [("tgta", ["lv"]), ("tgta", ["lv2", "lv4"]), ("tgtb", ["lv1", "lv3"])]
+    merged = stages.run_stages(mod, chosen, stages.keep_all)
+    assert not graphs.region_cycle(merged[3].mod, merged[3].regions)
+    assert len(merged[4].subgraphs) == 3
 
 
 @pytest.fixture(scope="module")
