@@ -291,20 +291,20 @@ class Values:
         self._results: dict = {}
 
     def bind(self, frame: tuple, var, value) -> None:
-        self._values[(frame, var)] = value
+        self._values[_handles(frame, var)] = value
 
     def enter(self, step: Step, args: list) -> None:
         """At a descended call: the callee's parameters take ``args``, in order."""
         inner = step.callee_frame
         for p, a in zip(step.callee.params, args):
-            self._values[(inner, p)] = a
-        self._results[(step.frame, step.var)] = (inner, step.callee.body.body)
+            self._values[_handles(inner, p)] = a
+        self._results[_handles(step.frame, step.var)] = (inner, step.callee.body.body)
 
     def get(self, frame: tuple, expr, default=None):
         """The value of an ANF expression: a variable's, ``pack`` of the fields'
         values for a Tuple, else ``leaf(expr)`` (constants, shapes)."""
         if is_var(expr):
-            key = (frame, expr)
+            key = _handles(frame, expr)
             if key in self._results:
                 return self.get(*self._results[key], default)
             return self._values.get(key, default)
@@ -313,25 +313,39 @@ class Values:
         return self._leaf(expr)
 
 
+def _handles(frame: tuple, var) -> tuple:
+    """A :class:`Values` key by object handles: a dict keyed by variables compares each new Python
+    object for one by value, through the FFI (microseconds). The walked function keeps them alive."""
+    return tuple(v.__chandle__() for v in frame), var.__chandle__()
+
+
 def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     """Every Relax op called in ``func``, in order, looking inside composite and local functions."""
     return [s.op for s in walk(func, mod) if s.op]
 
 
-_COMPOSITE_OPS: dict = {}  # handle -> (composite function, its ops), as _TYPE_TEXT keeps types
+_COMPOSITE_OPS: dict = {}  # handle -> (composite function, its composite_steps), as _TYPE_TEXT keeps types
 
 
-def composite_ops(func: relax.Function) -> list:
-    """The ops a composite (or other local) function computes, in order: :func:`ops_in` kept per
-    function, which never changes. A diagram lists them on each of thousands of composite calls,
-    and FuseOpsByPattern gives identical matches one function."""
+def composite_steps(func: relax.Function) -> list:
+    """``(op, calls, composite)`` for each op a composite (or other local) function computes, in
+    order, as a walk inside it sees them: ``calls`` names the calls around the op within the
+    function, ``composite`` is the innermost composite within it (None if none). Kept per
+    function, which never changes: a diagram or a stage's census reads them on each of
+    thousands of composite calls, and FuseOpsByPattern gives identical matches one function."""
     handle = func.__chandle__()
     kept = _COMPOSITE_OPS.get(handle)
     if kept is None:
         if len(_COMPOSITE_OPS) >= 16384:
             _COMPOSITE_OPS.clear()
-        kept = _COMPOSITE_OPS[handle] = (func, ops_in(func))
-    return list(kept[1])
+        steps = [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walk(func) if s.op]
+        kept = _COMPOSITE_OPS[handle] = (func, steps)
+    return kept[1]
+
+
+def composite_ops(func: relax.Function) -> list:
+    """The ops a composite (or other local) function computes, in order (:func:`composite_steps`)."""
+    return [op for op, _, _ in composite_steps(func)]
 
 
 def reads(value) -> list:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tvm import relax
 
 from byoc_workbench import ir
-from byoc_workbench.flow import regions, rules, stages
+from byoc_workbench.flow import regions, rules, stages, summary
 from byoc_workbench.models.synthetic import residual_model
 from byoc_workbench.session import Workbench
 
@@ -285,3 +285,54 @@ def test_opening_a_block_folds_the_kept_graph_and_opening_a_call_walks_again(mon
     monkeypatch.undo()
     for (name, expand), dot in zip(views, got):
         assert dot == Workbench(mod, "tensorrt").dot(name, expand=expand, collapse=True).source, (name, expand)
+
+
+LOCAL_FUNCTION = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        @R.function
+        def inner(y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+            z = R.add(y, y)
+            w = R.nn.relu(z)
+            return w
+        a = inner(x)
+        b = R.add(a, x)
+        return b
+"""
+
+
+def census_by_walk(mod):
+    """Each stage's op owners as the walk into every call sees them (how the census counted them
+    before it read a composite's ops from the copy kept per function)."""
+    import collections
+
+    counts = collections.Counter()
+    for name in ir.host_functions(mod) + ir.subgraph_functions(mod):
+        walked = [s for s in ir.walk(mod[name], mod, name=name) if s.op]
+        first = next((s.composite for s in walked if s.composite), None)
+        own = "host" if name in ir.host_functions(mod) else (first.split(".")[0] if first else None)
+        for s in walked:
+            owner = summary.Owner(name, tuple(p.name for p in s.path if p.kind == "call"))
+            counts[(s.op, owner, s.composite.split(".")[0] if s.composite else own)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("which", ["demo", "residual", "branches and a loop", "a local function"])
+def test_the_census_counts_what_the_walk_into_every_call_sees(which, demo_mod):
+    """Every stage's op owners (what the stage table, the changes and the diagrams' captions read)
+    equal a count by the full walk, through composites, branches, a recursive loop and a local function."""
+    cf = graphs.control_flow(["conv_relu"], (["split_subtract"], ["add"], 0.0), (2, ["conv_bias_relu"], ["add"]))
+    mod, target = {
+        "demo": (demo_mod, "byoc-target"),
+        "residual": (residual_model(48, blocks_per_stage=4), "tensorrt"),
+        "branches and a loop": (graphs.parse(cf), "byoc-target"),
+        "a local function": (graphs.parse(LOCAL_FUNCTION), "byoc-target"),
+    }[which]
+    chosen = rules.get_target(target).rules + (graphs.CF_EXTRA_RULES if which == "branches and a loop" else ())
+    for s in stages.run_stages(mod, chosen, stages.keep_all):
+        assert s.owners == census_by_walk(s.mod), s.name
+        assert [(g.name, g.ops) for g in s.subgraphs] == [
+            (n, [w.op for w in ir.walk(s.mod[n], s.mod) if w.op]) for n in ir.subgraph_functions(s.mod)
+        ] or s.name in ("merge", "codegen"), s.name

@@ -119,24 +119,26 @@ class _Builder:
         self.expand = set(expand or ())
         self.why = why_unclaimed or {}
         self.packed = packed or {}
-        self.region_of = {v: r for r in regions or () for v in r.members}
+        # Keyed by handle, as ir.Values is: a new Python object for a variable compares by value through the FFI.
+        self.region_of = {v.__chandle__(): r for r in regions or () for v in r.members}
         # A stage before merge holds other variables with the same names (composite calls keep them).
         self.region_named = {(r.func, v.name): r for r in regions or () for v in r.members}
-        self.ids: dict = {}
+        self.ids: dict = {}  # (prefix, variable's handle) -> node id
+        self.vars: dict = {}  # (prefix, variable's handle) -> the variable
         self.taken: set = set()
         self.calls: list = []
 
     def node_id(self, prefix: str, var) -> str:
         """``<function or opened call>/<variable>``, then ``~k`` for the k-th reuse of a name:
         the same value keeps its id when rules change, so a selection survives a toggle."""
-        key = (prefix, var)
+        key = (prefix, var.__chandle__())
         if key not in self.ids:
             base = f"{prefix}/{var.name}"
             nid, k = base, 1
             while nid in self.taken:
                 nid, k = f"{base}~{k}", k + 1
             self.taken.add(nid)
-            self.ids[key] = nid
+            self.ids[key], self.vars[key] = nid, var
         return self.ids[key]
 
     def add_node(self, node: Node) -> str:
@@ -271,7 +273,7 @@ class _Builder:
             return None
         if self.layout_only:
             return self.region_named.get((step.function, step.var.name))
-        return self.region_of.get(step.var)
+        return self.region_of.get(step.var.__chandle__())
 
     def call(self, w: _Walk, step, nid, cluster, ty) -> str:
         v = step.value
@@ -402,7 +404,7 @@ def build_graph(
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()
-    builder.g.sites = {key: nid for key, nid in builder.ids.items() if nid in builder.g.nodes}
+    builder.g.sites = {(key[0], builder.vars[key]): nid for key, nid in builder.ids.items() if nid in builder.g.nodes}
     return builder.g
 
 

@@ -23,9 +23,11 @@ from .. import ir
 
 
 def _key(value, seen: dict):
-    """A hashable key for an ANF value, reading variables through ``seen``."""
+    """A hashable key for an ANF value, reading variables through ``seen`` (keyed by handle: both
+    modules are alive while names are matched, and a variable's handle is compared without the FFI)."""
     if ir.is_var(value):
-        return seen.get(value, value)
+        mapped = seen.get(value.__chandle__(), value)
+        return mapped.__chandle__() if ir.is_var(mapped) else mapped
     if isinstance(value, relax.Call):
         op = ir.callee_name(value)
         attrs = tvm_ffi.structural_hash(value.attrs) if value.attrs is not None else None
@@ -38,7 +40,7 @@ def _key(value, seen: dict):
         return ("shape", tuple(str(v) for v in value.values))
     if isinstance(value, relax.If):
         return ("if", _key(value.cond, seen))
-    return value  # constants: FuseOpsByPattern passes the same object on
+    return value  # constants (FuseOpsByPattern passes the same object on) and integers, equal by value
 
 
 def _renames(before: relax.Function, after: relax.Function, mod: tvm.IRModule) -> dict:
@@ -46,7 +48,7 @@ def _renames(before: relax.Function, after: relax.Function, mod: tvm.IRModule) -
     produced: dict = {}
     for s in ir.walk(before, descend=False):
         produced.setdefault(_key(s.value, {}), []).append(s.var)
-    seen = dict(zip(after.params, before.params))
+    seen = {a.__chandle__(): b for a, b in zip(after.params, before.params)}
 
     def match(value):
         candidates = produced.get(_key(value, seen))
@@ -55,21 +57,25 @@ def _renames(before: relax.Function, after: relax.Function, mod: tvm.IRModule) -
     names = {}
     for s in ir.walk(after, mod, descend=False):
         if s.callee is not None and ir.func_attr(s.callee, ir.COMPOSITE):
-            inner = {p: seen.get(a, a) if ir.is_var(a) else a for p, a in zip(s.callee.params, s.value.args)}
+            inner = {
+                p.__chandle__(): seen.get(a.__chandle__(), a) if ir.is_var(a) else a
+                for p, a in zip(s.callee.params, s.value.args)
+            }
             for b in ir.walk(s.callee, descend=False):
                 found = produced.get(_key(b.value, inner))
                 if found:
-                    inner[b.var] = found.pop(0)
-            found = inner.get(s.callee.body.body)
+                    inner[b.var.__chandle__()] = found.pop(0)
+            result = s.callee.body.body
+            found = inner.get(result.__chandle__()) if ir.is_var(result) else None
             if found is None or not ir.is_var(found):
                 continue
-            seen[s.var] = found
+            seen[s.var.__chandle__()] = found
             if found.name != s.var.name:
                 names[s.var] = found.name
         else:
             found = match(s.value)
             if found is not None:
-                seen[s.var] = found
+                seen[s.var.__chandle__()] = found
     return names
 
 

@@ -59,34 +59,38 @@ def target_of(mod: tvm.IRModule, value) -> str | None:
 
 
 class _Groups:
-    """Union-find over the variables of one block, with the direct dependencies between groups.
+    """Union-find over the bindings of one block (by index), with the direct dependencies between groups.
 
     Whether one group depends on another is answered on demand by a walk up the
     direct dependencies, which skips every group that lies wholly before the one
     asked about (a binding only reads bindings before it). Keeping transitive sets
-    instead costs quadratic time and memory on a long chain of regions.
+    instead costs quadratic time and memory on a long chain of regions. Bindings are
+    known by their index: comparing two Relax variables goes through the FFI.
     """
 
     def __init__(self):
-        self.parent: dict = {}
-        self.preds: dict = {}  # root -> variables (of other groups) its bindings read
+        self.parent: list = []
+        self.preds: dict = {}  # root -> indices (of bindings of other groups) its bindings read
         self.target: dict = {}
         self.first: dict = {}  # root -> index of its first binding
         self.last: dict = {}  # root -> index of its last binding
 
-    def add(self, v, target, index: int):
-        self.parent[v] = v
-        self.preds[v] = set()
-        self.target[v] = target
-        self.first[v] = self.last[v] = index
+    def add(self, target) -> int:
+        k = len(self.parent)
+        self.parent.append(k)
+        self.preds[k] = set()
+        self.target[k] = target
+        self.first[k] = self.last[k] = k
+        return k
 
-    def find(self, v):
-        while self.parent[v] != v:
-            self.parent[v] = self.parent[self.parent[v]]
-            v = self.parent[v]
-        return v
+    def find(self, k: int) -> int:
+        parent = self.parent
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
 
-    def merge(self, src, dst):
+    def merge(self, src: int, dst: int) -> None:
         src, dst = self.find(src), self.find(dst)
         if src == dst:
             return
@@ -97,7 +101,7 @@ class _Groups:
         self.first[dst] = min(self.first[dst], self.first.pop(src))
         self.last[dst] = max(self.last[dst], self.last.pop(src))
 
-    def depends(self, group, on) -> bool:
+    def depends(self, group: int, on: int) -> bool:
         """Whether root ``group`` reads, directly or through other groups, a binding of root ``on``."""
         start = self.first[on]
         seen = {group}
@@ -141,21 +145,20 @@ def _plumbing_home(groups, value, var, users, producer):
 def _block_groups(mod, steps, users) -> list:
     """For one block's steps: ``(target, [steps])`` for each group of claimed calls."""
     groups = _Groups()
-    producer: dict = {}
+    producer: dict = {}  # variable -> the index of the binding that binds it
     for index, step in enumerate(steps):
-        v = step.var
         tgt = target_of(mod, step.value)
         arg_groups = []
         for var in ir.reads(step.value):
-            if var in producer:
-                g = groups.find(producer[var])
+            k = producer.get(var)
+            if k is not None:
+                g = groups.find(k)
                 if g not in arg_groups:
                     arg_groups.append(g)
-        plumbing = _plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
-        groups.add(v, tgt if plumbing is None else groups.target[plumbing], index)
-        home = v
+        plumbing = _plumbing_home(groups, step.value, step.var, users, producer) if tgt is None else None
+        home = groups.add(tgt if plumbing is None else groups.target[plumbing])
         if plumbing is not None:
-            groups.merge(v, plumbing)
+            groups.merge(home, plumbing)
             home = groups.find(plumbing)
         elif tgt is not None:
             # Joining a group another argument depends on would make a cycle through that argument.
@@ -168,10 +171,10 @@ def _block_groups(mod, steps, users) -> list:
                 groups.merge(g, home)
                 home = groups.find(home)
         groups.preds[home].update(g for g in arg_groups if groups.find(g) != home)
-        producer[v] = v
+        producer[step.var] = index
     members: dict = {}
-    for step in steps:
-        members.setdefault(groups.find(step.var), []).append(step)
+    for index, step in enumerate(steps):
+        members.setdefault(groups.find(index), []).append(step)
     out = []
     for root, group in members.items():  # dicts keep insertion order: groups by first member
         if groups.target[root] is not None:

@@ -19,6 +19,7 @@ from tvm import relax
 from .. import ir, transforms
 from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
+from .fusion import fuse_single_ops
 from .names import keep_names
 from .partition import inline_subgraphs
 from .partition import partition as _partition
@@ -85,9 +86,13 @@ def _types_agree(mod: tvm.IRModule) -> bool:
 
 
 def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
-    """``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name."""
+    """``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name:
+    built directly where every rule is one op (:mod:`~byoc_workbench.flow.fusion`), else upstream's pass."""
     if not rules:
         return mod
+    fused = fuse_single_ops(mod, rules)  # the same module, without inferring every call's type again
+    if fused is not None:
+        return fused
     # Patterns must not match inside composites made earlier, so only host functions are entries.
     with reported_checks():  # a user's check that raises is one line naming its rule
         fused = relax.transform.FuseOpsByPattern(

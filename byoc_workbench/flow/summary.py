@@ -7,7 +7,6 @@ import dataclasses
 import re
 
 import tvm
-import tvm_ffi
 
 from .. import ir, text
 from ..transforms import prepared
@@ -69,10 +68,9 @@ def op_owners(mod: tvm.IRModule) -> collections.Counter:
 def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
     """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module.
 
-    ``memo`` keeps each function's walk across the stages of one run: a function
-    the stage before left as it was (most subgraphs, from partition to codegen) is
-    not walked again. Subgraphs are known by their structure (the passes after
-    partition rebuild every function object); host functions by identity.
+    ``memo`` keeps each function's count across the stages of one run: a function
+    the stage before left as it was (the host functions partition does not touch,
+    the subgraphs from partition to codegen) is not walked again.
     """
     counts: collections.Counter = collections.Counter()
     subgraphs = []
@@ -80,23 +78,54 @@ def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
 
     def visit(name, target):
         func = mod[name]
-        key = (name, func if target is not None else tvm_ffi.structural_hash(func))
+        key = (name, func)
         if key not in memo:
-            memo[key] = [(s.op, s.path, s.composite) for s in ir.walk(func, mod, name=name) if s.op]
-        found = memo[key]
-        if target is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
-            first = next((c for _, _, c in found if c), None)
-            target = first.split(".", 1)[0] if first else ir.func_attr(mod[name], ir.CODEGEN)
-            subgraphs.append(Subgraph(name, target, [op for op, _, _ in found]))
-        for op, path, composite in found:
-            owner = Owner(name, tuple(p.name for p in path if p.kind == "call"))
-            counts[(op, owner, composite.split(".", 1)[0] if composite else target)] += 1
+            found = _function_ops(func, mod, name)
+            own = target
+            if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
+                first = next((c for _, _, c in found if c), None)
+                own = first.split(".", 1)[0] if first else ir.func_attr(func, ir.CODEGEN)
+            here = collections.Counter(
+                (op, Owner(name, calls), composite.split(".", 1)[0] if composite else own)
+                for op, calls, composite in found
+            )
+            memo[key] = (own, [op for op, _, _ in found], here)
+        own, ops, here = memo[key]
+        if target is None:
+            subgraphs.append(Subgraph(name, own, list(ops)))
+        counts.update(here)
 
     for name in ir.host_functions(mod):
         visit(name, HOST)
     for name in ir.subgraph_functions(mod):
         visit(name, None)
     return counts, subgraphs
+
+
+def _function_ops(func, mod, name) -> list:
+    """``(op, calls, composite)`` for each op of ``func``, as :func:`ir.walk` descending into every call
+    sees them (``calls``: the names of the calls around the op). A composite's own are read from
+    :func:`ir.composite_steps`, which keeps them per function: thousands of calls share a few."""
+    steps = list(ir.walk(func, mod, descend=False, name=name))
+    local = [
+        s
+        for s in steps
+        if s.callee is not None
+        and not ir.func_attr(s.callee, ir.COMPOSITE)
+        and not isinstance(s.value.op, tvm.ir.GlobalVar)
+    ]
+    if local:  # calls to local functions (a loop written as one): the walk itself goes in
+        walked = ir.walk(func, mod, name=name)
+        return [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walked if s.op]
+    found = []
+    for s in steps:
+        if s.op:
+            found.append((s.op, (), None))
+        elif s.callee is not None:
+            comp = ir.func_attr(s.callee, ir.COMPOSITE)
+            if comp:
+                found.extend((op, (comp, *calls), inner or comp) for op, calls, inner in ir.composite_steps(s.callee))
+    return found
 
 
 def diff(before: collections.Counter, after: collections.Counter) -> list:

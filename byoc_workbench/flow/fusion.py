@@ -1,0 +1,198 @@
+"""The composite stage for rules that each claim one op, built directly: what ``FuseOpsByPattern`` gives.
+
+Upstream's pass makes a function for every match and infers the type of the
+call inside it again; TVM's conv2d inference alone costs about a millisecond,
+so the 1,500 convolutions of a 6,000-op model cost 1.5 s of the pass's 2.5 s.
+Here every call keeps the type it has, and matches that would make the same
+function share it, as upstream's do (the BlockBuilder keeps one of each). The
+composite calls keep the variables they had, so no renaming is needed after.
+
+:func:`fuse_single_ops` answers only where it gives upstream's module, up to
+the names of the composite functions' parameters (here the arguments' names,
+upstream's its own ``lv``): every rule one op with wildcard arguments and no
+check, host functions of dataflow blocks with no branch, local function, dead
+binding or symbolic size in a claimed call. Anything else returns None, and the
+caller runs upstream's pass (:func:`byoc_workbench.flow.stages.fuse_rules`).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import relax
+from tvm.relax import dpl
+
+from .. import ir
+
+
+def single_op(rule) -> tuple | None:
+    """``(op, arity)`` when ``rule`` claims single calls of one op with any arguments and has no check."""
+    if rule.check is not None or rule.ctx_check is not None or rule.annotations:
+        return None
+    if rule.kind == "op":
+        pattern = rule.fusion_pattern().pattern
+    else:
+        pattern = rule.pattern
+    if not (
+        type(pattern) is dpl.CallPattern
+        and type(pattern.op) is dpl.ExprPattern
+        and isinstance(pattern.op.expr, tvm.ir.Op)
+        and all(type(a) is dpl.WildcardPattern for a in pattern.args or ())
+    ):
+        return None
+    return pattern.op.expr.name, len(pattern.args or ())
+
+
+def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
+    """``mod`` with each call a rule claims made a call to a ``Composite`` function, or None where
+    upstream's pass must run instead (see the module's notes). The first rule that claims an op wins."""
+    claims: dict = {}
+    for rule in rules:
+        key = single_op(rule)
+        if key is None:
+            return None
+        claims.setdefault(key, rule)
+    hosts = ir.host_functions(mod)
+    bodies = {}
+    for name in hosts:
+        body = _fused_body(mod[name], claims)
+        if body is None:
+            return None
+        bodies[name] = body
+    editor = ir.ModuleEditor(mod)
+    made: dict = {}  # signature -> the composite's GlobalVar
+    changed = False
+    for name in hosts:
+        func, blocks = mod[name], []
+        for block, matches in bodies[name]:
+            if not matches:
+                blocks.append(block)
+                continue
+            bindings = list(block.bindings)
+            for k, (rule, leaves, signature, value) in matches.items():
+                gv = made.get(signature)
+                if gv is None:
+                    gv = made[signature] = editor.add(_name(rule), _composite(rule, value, leaves))
+                bindings[k] = relax.VarBinding(bindings[k].var, ir.typed(relax.Call(gv, list(leaves)), value.ty))
+            blocks.append(relax.DataflowBlock(bindings))
+        if any(matches for _, matches in bodies[name]):
+            changed = True
+            body = relax.SeqExpr(blocks, func.body.body)
+            editor.update(name, relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
+    return editor.finish() if changed else mod
+
+
+def _name(rule) -> str:
+    """Upstream's name for a one-op composite, ``fused_relax_nn_conv2d`` (the BlockBuilder numbers repeats)."""
+    return "fused_" + rule.ops[0].replace(".", "_")
+
+
+def _fused_body(func, claims: dict):
+    """``[(block, {binding index: (rule, leaves, signature, value)})]`` for ``func``, or None where
+    upstream's pass could differ: a branch, a local function, a dead binding upstream would drop,
+    an argument of a kind not handled, or a symbolic size in a claimed call."""
+    out = []
+    for block in func.body.blocks:
+        matches: dict = {}
+        dataflow = isinstance(block, relax.DataflowBlock)
+        read: set = set()
+        defined = []
+        for k, b in enumerate(block.bindings):
+            value = b.value
+            if isinstance(value, (relax.If, relax.Function)):
+                return None
+            if not dataflow:
+                continue
+            read.update(v.__chandle__() for v in ir.reads(value))
+            if ir.is_var(b.var) and isinstance(b.var, relax.DataflowVar):
+                defined.append(b.var)
+            if type(b) is not relax.VarBinding or type(value) is not relax.Call or not isinstance(value.op, tvm.ir.Op):
+                continue
+            rule = claims.get((value.op.name, len(value.args)))
+            if rule is None:
+                continue
+            found = _signature(rule, value)
+            if found is None:
+                return None
+            matches[k] = (rule, *found, value)
+        if any(v.__chandle__() not in read for v in defined):
+            return None  # upstream drops dead bindings from the blocks it rewrites
+        out.append((block, matches))
+    return out
+
+
+def _signature(rule, call):
+    """``(leaves, signature)``: the call's variables and constants, each once and in order (the
+    composite's parameters, upstream's ``bind_constants=False``), and what makes two matches the
+    same function; None for an argument left to upstream's pass (a symbolic size, a function)."""
+    leaves, where = [], {}
+    if not _static(call.ty):
+        return None
+
+    def arg(expr):
+        if ir.is_var(expr) or _tensor_constant(expr):
+            if not _static(expr.ty):
+                return None
+            h = expr.__chandle__()
+            if h not in where:
+                where[h] = len(leaves)
+                leaves.append(expr)
+            kind = "c" if _tensor_constant(expr) else "v"
+            return ("param", where[h], kind, tvm_ffi.structural_hash(expr.ty))
+        if isinstance(expr, relax.Tuple):
+            fields = tuple(arg(f) for f in expr.fields)
+            return None if None in fields else ("tuple", fields)
+        if isinstance(expr, relax.ShapeExpr) and all(type(d).__name__ == "IntImm" for d in expr.values):
+            return ("leaf", tvm_ffi.structural_hash(expr))
+        if type(expr).__name__ in _LEAVES:
+            return ("leaf", tvm_ffi.structural_hash(expr))
+        return None
+
+    args = tuple(arg(a) for a in call.args)
+    if None in args:
+        return None
+    attrs = tvm_ffi.structural_hash(call.attrs) if call.attrs is not None else None
+    extra = tuple(tvm_ffi.structural_hash(t) for t in call.ty_args) if call.ty_args else ()
+    return leaves, (rule.qualified, call.op.name, attrs, args, extra, tvm_ffi.structural_hash(call.ty))
+
+
+_LEAVES = ("IntImm", "FloatImm", "StringImm", "DataTypeImm")  # values written in the call, kept in the composite
+
+
+def _tensor_constant(expr) -> bool:
+    """A tensor constant (a parameter of the composite); IntImm and FloatImm are Constants too, written inline."""
+    return isinstance(expr, tvm.ir.expr.Constant) and isinstance(expr.ty, relax.TensorType)
+
+
+def _static(ty) -> bool:
+    if isinstance(ty, relax.TupleType):
+        return all(_static(f) for f in ty.fields)
+    return ir.is_static(ty) or not isinstance(ty, relax.TensorType)
+
+
+def _composite(rule, call, leaves) -> relax.Function:
+    """The function upstream makes for one match: a parameter per leaf (constants ``param_0``, ...),
+    the call on them, in a dataflow block whose output is ``gv``."""
+    params, consts = [], 0
+    mapping = {}
+    for leaf in leaves:
+        if _tensor_constant(leaf):
+            name, consts = f"param_{consts}", consts + 1
+        else:
+            name = leaf.name
+        p = relax.Var(name, leaf.ty)
+        params.append(p)
+        mapping[leaf.__chandle__()] = p
+
+    def arg(expr):
+        if ir.is_var(expr) or _tensor_constant(expr):
+            return mapping[expr.__chandle__()]
+        if isinstance(expr, relax.Tuple):
+            return ir.typed(relax.Tuple([arg(f) for f in expr.fields]), expr.ty)
+        return expr
+
+    inner = ir.typed(relax.Call(call.op, [arg(a) for a in call.args], call.attrs, call.ty_args), call.ty)
+    gv = relax.Var("gv", call.ty)
+    body = relax.SeqExpr([relax.DataflowBlock([relax.VarBinding(gv, inner)])], gv)
+    func = relax.Function(params, body, call.ty, True)
+    return func.with_attrs({ir.COMPOSITE: rule.qualified, "Primitive": True})
