@@ -10,7 +10,6 @@ from tvm.relax.dpl import is_op, wildcard
 
 from byoc_workbench import ir, transforms
 from byoc_workbench.flow import fusion, rules, stages
-from byoc_workbench.flow.names import keep_names
 from byoc_workbench.models.synthetic import residual_model
 
 SHAPE = (1, 4, 8, 8)
@@ -24,16 +23,6 @@ class Module:
             R.output(z)
         return z
 """
-
-
-def upstream(mod, chosen):
-    fused = relax.transform.FuseOpsByPattern(
-        [r.fusion_pattern() for r in chosen],
-        bind_constants=False,
-        annotate_codegen=False,
-        entry_functions=ir.host_functions(mod),
-    )(mod)
-    return keep_names(mod, fused)
 
 
 def canonical(mod):
@@ -99,7 +88,7 @@ def test_the_direct_fusion_equals_upstreams(which):
     chosen = one_op_rules(mod)
     ours = fusion.fuse_single_ops(mod, chosen)
     assert ours is not None, "the direct fusion left this module to upstream"
-    theirs = upstream(mod, chosen)
+    theirs = stages.fuse_upstream(mod, chosen)
     assert canonical(ours) == canonical(theirs)
     assert len(canonical(ours)[1]) > 3  # identical matches share a function, as upstream's do
     relax.analysis.well_formed(ours)  # types included: each call kept the type it had
@@ -135,4 +124,4 @@ def test_what_upstream_might_do_otherwise_is_left_to_it():
     assert fusion.fuse_single_ops(stages.check_module(graphs.parse(SYMBOLIC)), [add]) is None
     # Upstream's own result on each of these is what the stage gets.
     for mod, chosen in ((_module(_dead), [add, relu]), (simple, [checked])):
-        assert canonical(stages.fuse_rules(mod, chosen)) == canonical(upstream(mod, chosen))
+        assert canonical(stages.fuse_rules(mod, chosen)) == canonical(stages.fuse_upstream(mod, chosen))

@@ -123,28 +123,30 @@ def test_regions_are_those_of_the_transitive_search_on_random_dags(ops, mask):
     assert not graphs.region_cycle(merged.mod, merged.regions)
 
 
-def test_the_reference_is_exercised_by_cycles():
-    """The two-target graph where joining would make a cycle: both searches refuse it."""
+def both_searches(source):
+    """The one block's groups by the linear search and by the reference, on ``source`` annotated with
+    the two-target rules, and the checked module."""
     chosen = graphs.two_target_rules()
-    mod = stages.check_module(graphs.cyclic_two_targets())
+    mod = stages.check_module(source)
     annotated = stages.annotate(stages.composite(mod, chosen), chosen)
     ((steps, users),) = each_block(annotated)
-    new = names(regions._block_groups(annotated, steps, users))
-    assert new == names(reference_groups(annotated, steps, users))
+    return names(regions._block_groups(annotated, steps, users)), names(reference_groups(annotated, steps, users)), mod
+
+
+def test_the_reference_is_exercised_by_cycles():
+    """The two-target graph where joining would make a cycle: both searches refuse it."""
+    new, reference, _mod = both_searches(graphs.cyclic_two_targets())
+    assert new == reference
     assert len([g for g in new if g[0] == "tgta"]) == 2  # x3 did not join x1's region
 
 
 def test_a_dependency_made_after_a_group_is_seen():
     """x3 comes to depend on x1 only when x4 joins x2's region, after x3 was made: x5 joins x3 and not
     x1, and the partition has no cycle (the transitive search this one replaced joined all three)."""
-    chosen = graphs.two_target_rules()
-    mod = stages.check_module(graphs.stale_dependency_two_targets())
-    annotated = stages.annotate(stages.composite(mod, chosen), chosen)
-    ((steps, users),) = each_block(annotated)
-    found = names(regions._block_groups(annotated, steps, users))
-    assert found == names(reference_groups(annotated, steps, users))
+    found, reference, mod = both_searches(graphs.stale_dependency_two_targets())
+    assert found == reference
     assert sorted(found) == [("tgta", ["lv"]), ("tgta", ["lv2", "lv4"]), ("tgtb", ["lv1", "lv3"])]
-    merged = stages.run_stages(mod, chosen, stages.keep_all)
+    merged = stages.run_stages(mod, graphs.two_target_rules(), stages.keep_all)
     assert not graphs.region_cycle(merged[3].mod, merged[3].regions)
     assert len(merged[4].subgraphs) == 3
 

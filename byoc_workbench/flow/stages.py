@@ -91,8 +91,11 @@ def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
     if not rules:
         return mod
     fused = fuse_single_ops(mod, rules)  # the same module, without inferring every call's type again
-    if fused is not None:
-        return fused
+    return fused if fused is not None else fuse_upstream(mod, rules)
+
+
+def fuse_upstream(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """Upstream's ``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name."""
     # Patterns must not match inside composites made earlier, so only host functions are entries.
     with reported_checks():  # a user's check that raises is one line naming its rule
         fused = relax.transform.FuseOpsByPattern(
