@@ -105,20 +105,39 @@ def fresh_var(like, name: str | None = None, dataflow: bool = True):
     return cls(name or like.name, like.ty)
 
 
-_ATTRS: dict = {}  # function -> its attributes as Python strings; functions never change
+class PerObject:
+    """What is computed from an IR object, kept per object: IR never changes once built.
+
+    Keyed by the object's handle, with the object itself, which keeps it alive (no other object can
+    take its handle while it is here): a dict keyed by the objects would compare each new Python
+    object for one by value, through the FFI, and some (types) are not hashable at all. Past
+    ``limit`` objects it starts again.
+    """
+
+    def __init__(self, compute: Callable, limit: int):
+        self._compute = compute
+        self._limit = limit
+        self._kept: dict = {}
+
+    def __call__(self, obj):
+        handle = obj.__chandle__()
+        kept = self._kept.get(handle)
+        if kept is None:
+            if len(self._kept) >= self._limit:
+                self._kept.clear()
+            kept = self._kept[handle] = (obj, self._compute(obj))
+        return kept[1]
+
+
+# A function's attributes as Python strings: asked thousands of times per rule toggle, 4x slower through the FFI.
+_attrs_of = PerObject(lambda f: {} if f.attrs is None else {str(k): str(v) for k, v in f.attrs.items()}, 8192)
 
 
 def func_attr(func, key: str):
     """A function attribute as a Python string, or None."""
     if not isinstance(func, relax.Function):
         return None
-    attrs = _ATTRS.get(func)
-    if attrs is None:  # asked thousands of times per rule toggle; reading through the FFI is 4x slower
-        attrs = {} if func.attrs is None else {str(k): str(v) for k, v in func.attrs.items()}
-        if len(_ATTRS) >= 8192:
-            _ATTRS.clear()
-        _ATTRS[func] = attrs
-    return attrs.get(key)
+    return _attrs_of(func).get(key)
 
 
 def callee(mod: tvm.IRModule, call):
@@ -324,23 +343,20 @@ def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     return [s.op for s in walk(func, mod) if s.op]
 
 
-_COMPOSITE_OPS: dict = {}  # handle -> (composite function, its composite_steps), as _TYPE_TEXT keeps types
+def _steps_inside(func) -> list:
+    return [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walk(func) if s.op]
+
+
+_composite_steps = PerObject(_steps_inside, 16384)
 
 
 def composite_steps(func: relax.Function) -> list:
     """``(op, calls, composite)`` for each op a composite (or other local) function computes, in
     order, as a walk inside it sees them: ``calls`` names the calls around the op within the
     function, ``composite`` is the innermost composite within it (None if none). Kept per
-    function, which never changes: a diagram or a stage's census reads them on each of
-    thousands of composite calls, and FuseOpsByPattern gives identical matches one function."""
-    handle = func.__chandle__()
-    kept = _COMPOSITE_OPS.get(handle)
-    if kept is None:
-        if len(_COMPOSITE_OPS) >= 16384:
-            _COMPOSITE_OPS.clear()
-        steps = [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walk(func) if s.op]
-        kept = _COMPOSITE_OPS[handle] = (func, steps)
-    return kept[1]
+    function: a diagram or a stage's census reads them on each of thousands of composite calls,
+    and FuseOpsByPattern gives identical matches one function."""
+    return _composite_steps(func)
 
 
 def composite_ops(func: relax.Function) -> list:
@@ -418,25 +434,12 @@ def _natural(name: str):
     return (head, int(tail) if tail else -1)
 
 
-# The text of each type object drawn lately, keyed by its handle (types are not hashable), with the
-# type itself, which keeps it alive: no other object can take its handle while it is here. A stage's
-# variables keep their type objects from stage to stage, and reading a shape through the FFI costs
-# a microsecond a dimension, on every node of every diagram.
-_TYPE_TEXT: dict = {}
-
-
 def type_str(ty) -> str:
-    """``float32[1, 32, 56, 56]`` (or ``[n, 3, h, w]``, ``[...]``) for a tensor type; a short text otherwise."""
-    handle = ty.__chandle__() if hasattr(ty, "__chandle__") else None
-    kept = _TYPE_TEXT.get(handle) if handle is not None else None
-    if kept is not None:
-        return kept[1]
-    text = _type_text(ty)
-    if handle is not None:
-        if len(_TYPE_TEXT) >= 65536:
-            _TYPE_TEXT.clear()
-        _TYPE_TEXT[handle] = (ty, text)
-    return text
+    """``float32[1, 32, 56, 56]`` (or ``[n, 3, h, w]``, ``[...]``) for a tensor type; a short text otherwise.
+
+    Kept per type object: a stage's variables keep their types from stage to stage, and reading a
+    shape through the FFI costs a microsecond a dimension, on every node of every diagram."""
+    return _type_texts(ty) if hasattr(ty, "__chandle__") else _type_text(ty)
 
 
 def _type_text(ty) -> str:
@@ -449,6 +452,9 @@ def _type_text(ty) -> str:
     if isinstance(ty, relax.TupleType):
         return "(" + ", ".join(type_str(f) for f in ty.fields) + ")"
     return str(ty)
+
+
+_type_texts = PerObject(_type_text, 65536)
 
 
 def _dim(d) -> str:

@@ -131,10 +131,9 @@ def _function_ops(func, mod, name) -> list:
 def diff(before: collections.Counter, after: collections.Counter) -> list:
     """What happened to ops between two stages: moved, added or removed, by owner."""
     changes = []
-    ops = sorted({k[0] for k in before} | {k[0] for k in after})
-    for op in ops:
-        b = collections.Counter({k[1]: n for k, n in before.items() if k[0] == op})
-        a = collections.Counter({k[1]: n for k, n in after.items() if k[0] == op})
+    by_op_before, by_op_after = _by_op(before), _by_op(after)
+    for op in sorted(by_op_before.keys() | by_op_after.keys()):
+        b, a = by_op_before.get(op, collections.Counter()), by_op_after.get(op, collections.Counter())
         gone = list((b - a).items())
         new = list((a - b).items())
         while gone and new:
@@ -147,6 +146,14 @@ def diff(before: collections.Counter, after: collections.Counter) -> list:
         changes += [{"kind": "removed", "op": op, "count": n, "from": src} for src, n in gone]
         changes += [{"kind": "added", "op": op, "count": n, "to": dst} for dst, n in new]
     return changes
+
+
+def _by_op(owners: collections.Counter) -> dict:
+    """``{op: Counter of owners}``: one pass, where a pass per op costs ops x owners."""
+    out: dict = {}
+    for (op, owner, _target), n in owners.items():
+        out.setdefault(op, collections.Counter())[owner] += n
+    return out
 
 
 def describe_change(c: dict) -> str:
