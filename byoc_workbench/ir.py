@@ -343,19 +343,21 @@ def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
     return [s.op for s in walk(func, mod) if s.op]
 
 
-def _steps_inside(func) -> list:
-    return [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walk(func) if s.op]
+def op_places(func, mod: tvm.IRModule | None = None, name: str = "") -> list:
+    """``(op, calls, composite)`` for each op :func:`walk` finds in ``func``, in order: ``calls``
+    names the calls around it (composite names, or local functions'), ``composite`` is the
+    innermost composite holding it (None if none)."""
+    steps = walk(func, mod, name=name)
+    return [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in steps if s.op]
 
 
-_composite_steps = PerObject(_steps_inside, 16384)
+_composite_steps = PerObject(op_places, 16384)
 
 
 def composite_steps(func: relax.Function) -> list:
-    """``(op, calls, composite)`` for each op a composite (or other local) function computes, in
-    order, as a walk inside it sees them: ``calls`` names the calls around the op within the
-    function, ``composite`` is the innermost composite within it (None if none). Kept per
-    function: a diagram or a stage's census reads them on each of thousands of composite calls,
-    and FuseOpsByPattern gives identical matches one function."""
+    """:func:`op_places` of a composite (or other local) function, kept per function: a diagram or a
+    stage's census reads them on each of thousands of composite calls, and FuseOpsByPattern gives
+    identical matches one function."""
     return _composite_steps(func)
 
 

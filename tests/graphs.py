@@ -4,6 +4,8 @@ import numpy as np
 import tvm
 import tvm.script
 from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
 
 from byoc_workbench import ir
 from byoc_workbench.flow.rules import op_rule
@@ -309,9 +311,7 @@ def control_flow(prefix=(), branch=None, loop=None, suffix=()) -> str:
 
 
 def parse(script: str):
-    from tvm.script import ir as I  # noqa: F401  the script names I and R
-    from tvm.script import relax as R  # noqa: F401
-
+    """A module from TVMScript text (it names I and R, imported above)."""
     return tvm.script.from_source(script)
 
 
@@ -337,3 +337,19 @@ def region_cycle(mod, regions) -> bool:
         return False
 
     return any(n not in state and cyclic(n) for n in list(edges))
+
+
+# A local function called twice: two frames of one function (ir.walk, the census).
+@I.ir_module
+class Twice:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        @R.function
+        def double(y: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+            z = R.add(y, y)
+            return z
+
+        a = double(x)
+        b = double(a)
+        c = R.multiply(b, R.const(3.0, "float32"))
+        return c

@@ -1,26 +1,10 @@
 """ir.walk: the one traversal every analysis, pass, codegen and drawing uses."""
 
+import graphs
 from tvm import relax
-from tvm.script import ir as I
-from tvm.script import relax as R
 
 from byoc_workbench import ir
 from byoc_workbench.flow import stages
-
-
-@I.ir_module
-class Twice:
-    @R.function
-    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
-        @R.function
-        def double(y: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
-            z = R.add(y, y)
-            return z
-
-        a = double(x)
-        b = double(a)
-        c = R.multiply(b, R.const(3.0, "float32"))
-        return c
 
 
 def annotated(demo_mod, byoc):
@@ -84,12 +68,12 @@ def test_descend_can_be_switched_off_or_chosen_per_call(demo_mod, byoc):
 
 
 def test_values_keep_two_calls_of_one_local_function_apart():
-    func = Twice["main"]
+    func = graphs.Twice["main"]
     values = ir.Values(leaf=lambda e: "3")
     for p in func.params:
         values.bind((), p, p.name)
     symbol = {"relax.add": "+", "relax.multiply": "*"}
-    for s in ir.walk(func, Twice):
+    for s in ir.walk(func, graphs.Twice):
         args = [values.get(s.frame, a) for a in s.value.args]
         if s.descended:
             values.enter(s, args)

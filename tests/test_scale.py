@@ -289,22 +289,6 @@ def test_opening_a_block_folds_the_kept_graph_and_opening_a_call_walks_again(mon
         assert dot == Workbench(mod, "tensorrt").dot(name, expand=expand, collapse=True).source, (name, expand)
 
 
-LOCAL_FUNCTION = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
-        @R.function
-        def inner(y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
-            z = R.add(y, y)
-            w = R.nn.relu(z)
-            return w
-        a = inner(x)
-        b = R.add(a, x)
-        return b
-"""
-
-
 def census_by_walk(mod):
     """Each stage's op owners as the walk into every call sees them (how the census counted them
     before it read a composite's ops from the copy kept per function)."""
@@ -321,7 +305,7 @@ def census_by_walk(mod):
     return counts
 
 
-@pytest.mark.parametrize("which", ["demo", "residual", "branches and a loop", "a local function"])
+@pytest.mark.parametrize("which", ["demo", "residual", "branches and a loop", "a local function called twice"])
 def test_the_census_counts_what_the_walk_into_every_call_sees(which, demo_mod):
     """Every stage's op owners (what the stage table, the changes and the diagrams' captions read)
     equal a count by the full walk, through composites, branches, a recursive loop and a local function."""
@@ -330,7 +314,7 @@ def test_the_census_counts_what_the_walk_into_every_call_sees(which, demo_mod):
         "demo": (demo_mod, "byoc-target"),
         "residual": (residual_model(48, blocks_per_stage=4), "tensorrt"),
         "branches and a loop": (graphs.parse(cf), "byoc-target"),
-        "a local function": (graphs.parse(LOCAL_FUNCTION), "byoc-target"),
+        "a local function called twice": (graphs.Twice, "byoc-target"),
     }[which]
     chosen = rules.get_target(target).rules + (graphs.CF_EXTRA_RULES if which == "branches and a loop" else ())
     for s in stages.run_stages(mod, chosen, stages.keep_all):

@@ -123,8 +123,7 @@ class _Builder:
         self.region_of = {v.__chandle__(): r for r in regions or () for v in r.members}
         # A stage before merge holds other variables with the same names (composite calls keep them).
         self.region_named = {(r.func, v.name): r for r in regions or () for v in r.members}
-        self.ids: dict = {}  # (prefix, variable's handle) -> node id
-        self.vars: dict = {}  # (prefix, variable's handle) -> the variable
+        self.ids: dict = {}  # (prefix, variable's handle) -> (node id, the variable)
         self.taken: set = set()
         self.calls: list = []
 
@@ -138,8 +137,8 @@ class _Builder:
             while nid in self.taken:
                 nid, k = f"{base}~{k}", k + 1
             self.taken.add(nid)
-            self.ids[key], self.vars[key] = nid, var
-        return self.ids[key]
+            self.ids[key] = (nid, var)
+        return self.ids[key][0]
 
     def add_node(self, node: Node) -> str:
         self.g.nodes[node.id] = node
@@ -404,7 +403,7 @@ def build_graph(
     for name in ir.host_functions(mod):
         builder.function(name)
     builder.link_calls()
-    builder.g.sites = {(key[0], builder.vars[key]): nid for key, nid in builder.ids.items() if nid in builder.g.nodes}
+    builder.g.sites = {(key[0], var): nid for key, (nid, var) in builder.ids.items() if nid in builder.g.nodes}
     return builder.g
 
 

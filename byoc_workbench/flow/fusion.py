@@ -61,8 +61,9 @@ def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
         bodies[name] = body
     editor = ir.ModuleEditor(mod)
     made: dict = {}  # signature -> the composite's GlobalVar
-    changed = False
     for name in hosts:
+        if not any(matches for _, matches in bodies[name]):
+            continue
         func, blocks = mod[name], []
         for block, matches in bodies[name]:
             if not matches:
@@ -75,11 +76,9 @@ def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
                     gv = made[signature] = editor.add(_name(rule), _composite(rule, value, leaves))
                 bindings[k] = relax.VarBinding(bindings[k].var, ir.typed(relax.Call(gv, list(leaves)), value.ty))
             blocks.append(relax.DataflowBlock(bindings))
-        if any(matches for _, matches in bodies[name]):
-            changed = True
-            body = relax.SeqExpr(blocks, func.body.body)
-            editor.update(name, relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
-    return editor.finish() if changed else mod
+        body = relax.SeqExpr(blocks, func.body.body)
+        editor.update(name, relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
+    return editor.finish() if made else mod
 
 
 def _name(rule) -> str:
@@ -104,7 +103,7 @@ def _fused_body(func, claims: dict):
             if not dataflow:
                 continue
             read.update(v.__chandle__() for v in ir.reads(value))
-            if ir.is_var(b.var) and isinstance(b.var, relax.DataflowVar):
+            if isinstance(b.var, relax.DataflowVar):
                 defined.append(b.var)
             if type(b) is not relax.VarBinding or type(value) is not relax.Call or not isinstance(value.op, tvm.ir.Op):
                 continue

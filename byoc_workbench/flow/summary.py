@@ -115,8 +115,7 @@ def _function_ops(func, mod, name) -> list:
         and not isinstance(s.value.op, tvm.ir.GlobalVar)
     ]
     if local:  # calls to local functions (a loop written as one): the walk itself goes in
-        walked = ir.walk(func, mod, name=name)
-        return [(s.op, tuple(p.name for p in s.path if p.kind == "call"), s.composite) for s in walked if s.op]
+        return ir.op_places(func, mod, name)
     found = []
     for s in steps:
         if s.op:
