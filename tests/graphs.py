@@ -123,18 +123,16 @@ def stale_dependency_two_targets():
     x4 joins x2's region after x3 has read it, so x3 comes to depend on x1: x5 may join x3, not x1
     too ({x1, x3, x5} would feed {x2, x4} and read it back). A search that kept each group's
     dependencies as a set computed once, when the group was made, joined all three."""
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", _t(SHAPE))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            x1 = bb.emit(relax.op.add(x, x))
-            x2 = bb.emit(relax.op.multiply(x, x))
-            x3 = bb.emit(relax.op.add(x, x2))
-            x4 = bb.emit(relax.op.multiply(x1, x2))
-            x5 = bb.emit(relax.op.add(x1, x3))
-            out = bb.emit_output(relax.Tuple([x4, x5]))
-        bb.emit_func_output(out)
-    return bb.get()
+
+    def body(bb, x):
+        x1 = bb.emit(relax.op.add(x, x))
+        x2 = bb.emit(relax.op.multiply(x, x))
+        x3 = bb.emit(relax.op.add(x, x2))
+        x4 = bb.emit(relax.op.multiply(x1, x2))
+        x5 = bb.emit(relax.op.add(x1, x3))
+        return relax.Tuple([x4, x5])
+
+    return one_block(body)
 
 
 def multi_output_region():
@@ -161,14 +159,19 @@ SPLIT_RULES = (
 )
 
 
-def _tuple_graph(body):
+def one_block(body, shape=SHAPE):
+    """``main(x)`` of one dataflow block: ``body(bb, x)`` emits the bindings and returns the output."""
     bb = relax.BlockBuilder()
-    x = relax.Var("x", _t((1, 8)))
+    x = relax.Var("x", _t(shape))
     with bb.function("main", [x]):
         with bb.dataflow():
             out = bb.emit_output(body(bb, x))
         bb.emit_func_output(out)
     return bb.get()
+
+
+def _tuple_graph(body):
+    return one_block(body, (1, 8))
 
 
 def _split(bb, x):

@@ -97,13 +97,7 @@ def test_the_direct_fusion_equals_upstreams(which):
 
 
 def _module(build):
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(SHAPE, "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(build(bb, x))
-        bb.emit_func_output(out)
-    return stages.check_module(bb.get())
+    return stages.check_module(graphs.one_block(build))
 
 
 def _dead(bb, x):
