@@ -49,13 +49,15 @@ def is_var(expr) -> bool:
 def substitute(expr, mapping: dict, same_types: bool = False):
     """``expr`` with every variable in ``mapping`` replaced (ANF expressions only).
 
+    ``mapping`` is keyed by handle (see :func:`by_handle`): a dict keyed by variables compares each
+    new Python object for one by value, through the FFI, a few microseconds a lookup.
     ``same_types`` says that each variable's replacement has its type (a fresh copy
     of it): the new expression then keeps the old one's type, so that
     ``Normalize`` has nothing to infer (inferring is most of its time: a second
     on 6,000 ops).
     """
     if is_var(expr) or isinstance(expr, tvm.ir.GlobalVar):
-        return mapping.get(expr, expr)
+        return mapping.get(expr.__chandle__(), expr)
     if isinstance(expr, relax.Call):
         op = substitute(expr.op, mapping) if isinstance(expr.op, tvm.ir.GlobalVar) else expr.op
         new = relax.Call(op, [substitute(a, mapping, same_types) for a in expr.args], expr.attrs, expr.ty_args)
@@ -66,6 +68,11 @@ def substitute(expr, mapping: dict, same_types: bool = False):
     else:
         return expr
     return typed(new, expr.ty) if same_types else new
+
+
+def by_handle(pairs) -> dict:
+    """``{handle: new}`` from ``(variable, new)`` pairs: the mapping :func:`substitute` takes."""
+    return {v.__chandle__(): new for v, new in pairs}
 
 
 def typed(expr, ty):
@@ -79,10 +86,13 @@ def typed(expr, ty):
 def free_vars(expr) -> list:
     """Variables that ``expr`` reads, in first-use order (ANF expressions only)."""
     out: list = []
+    seen: set = set()
 
     def visit(e):
         if is_var(e):
-            if not any(e.same_as(v) for v in out):
+            h = e.__chandle__()
+            if h not in seen:
+                seen.add(h)
                 out.append(e)
         elif isinstance(e, relax.Call):
             for a in e.args:
@@ -193,6 +203,10 @@ class Step:
     """
 
     binding: relax.Binding
+    # The binding's, read once by the walk: each read through the FFI makes a new Python object, and
+    # a dict keyed by variables compares a new object by value (microseconds), the same by identity.
+    var: relax.Var = dataclasses.field(compare=False, repr=False)
+    value: relax.Expr = dataclasses.field(compare=False, repr=False)
     callee: relax.Function | None
     composite: str | None
     path: tuple  # of Place, outermost first
@@ -200,21 +214,18 @@ class Step:
     descended: bool = False
     block: relax.BindingBlock | None = dataclasses.field(default=None, compare=False, repr=False)
 
-    # Read once: each read through the FFI makes a new Python object, and a dict keyed by
-    # variables compares a new object by value (microseconds), the same object by identity.
     @cached_property
-    def var(self):
-        return self.binding.var
-
-    @cached_property
-    def value(self):
-        return self.binding.value
+    def reads(self) -> list:
+        """The variables the binding reads (:func:`reads`), found once per step."""
+        return reads(self.value)
 
     @cached_property
     def op(self) -> str | None:
         """The Relax op's name when the binding calls an op, else None."""
-        v = self.value
-        return v.op.name if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) else None
+        if not isinstance(self.value, relax.Call):
+            return None
+        op = self.value.op
+        return op.name if isinstance(op, tvm.ir.Op) else None
 
     @property
     def function(self) -> str:
@@ -261,21 +272,21 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
     for block in seq.blocks:
         dataflow = isinstance(block, relax.DataflowBlock)
         for b in block.bindings:
-            v = b.value
+            var, v = b.var, b.value
             if isinstance(v, relax.Function):
-                local[b.var] = v
+                local[var.__chandle__()] = v
                 continue
             if isinstance(v, relax.If):
-                yield Step(b, None, composite, path, dataflow, block=block)
+                yield Step(b, var, v, None, composite, path, dataflow, block=block)
                 yield from _walk_seq(
-                    v.true_branch, mod, descend, path + (Place("then", b.var.name, b.var),), composite, local, stack
+                    v.true_branch, mod, descend, path + (Place("then", var.name, var),), composite, local, stack
                 )
                 yield from _walk_seq(
-                    v.false_branch, mod, descend, path + (Place("else", b.var.name, b.var),), composite, local, stack
+                    v.false_branch, mod, descend, path + (Place("else", var.name, var),), composite, local, stack
                 )
                 continue
             inner = called_function(mod, v, local) if isinstance(v, relax.Call) else None
-            step = Step(b, inner, composite, path, dataflow, block=block)
+            step = Step(b, var, v, inner, composite, path, dataflow, block=block)
             comp = func_attr(inner, COMPOSITE)
             # Global functions other than composites are walked on their own; recursion stops here.
             can = (
@@ -285,7 +296,7 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
             )
             if can and (descend(step) if callable(descend) else descend):
                 yield dataclasses.replace(step, descended=True)
-                place = Place("call", comp or callee_name(v), b.var)
+                place = Place("call", comp or callee_name(v), var)
                 yield from _walk_seq(
                     inner.body, mod, descend, path + (place,), comp or composite, local, stack + (inner,)
                 )
@@ -373,23 +384,24 @@ def reads(value) -> list:
     return free_vars(value)
 
 
-def users(func: relax.Function) -> dict:
-    """``{var: [Step, ...]}``: the bindings that read each variable, through If branches;
-    ``None`` stands for the function's result."""
+def users(func: relax.Function, steps=None) -> dict:
+    """``{variable's handle: [Step, ...]}``: the bindings that read each variable, through If branches;
+    ``None`` stands for the function's result. ``steps``: the caller's ``walk(func, descend=False)``."""
     out: dict = {}
-    for step in walk(func, descend=False):
-        for v in reads(step.value):
-            out.setdefault(v, []).append(step)
+    for step in walk(func, descend=False) if steps is None else steps:
+        for v in step.reads:
+            out.setdefault(v.__chandle__(), []).append(step)
     for v in free_vars(func.body.body):
-        out.setdefault(v, []).append(None)
+        out.setdefault(v.__chandle__(), []).append(None)
     return out
 
 
 def called_function(mod, call, local: dict):
-    """The function a call reaches: a global, a local function bound to a variable, or inline."""
+    """The function a call reaches: a global, a local function bound to a variable (``local``: by the
+    variable's handle), or inline."""
     op = call.op
     if is_var(op):
-        return local.get(op)
+        return local.get(op.__chandle__())
     if isinstance(op, tvm.ir.GlobalVar) and mod is None:
         return None
     return callee(mod, call)
@@ -494,46 +506,63 @@ def prim_text(expr, names: dict | None = None) -> str:
 
 
 def is_static(ty) -> bool:
-    """Whether a tensor type has a known shape of plain integers (no symbolic dimension)."""
+    """Whether a tensor type has a known shape of plain integers (no symbolic dimension); kept per type
+    object, as :func:`type_str` is (each dimension is read through the FFI)."""
+    return _static_types(ty) if hasattr(ty, "__chandle__") else _is_static(ty)
+
+
+def _is_static(ty) -> bool:
     shape = getattr(ty, "shape", None)
     return shape is not None and all(type(d).__name__ == "IntImm" for d in shape.values)
+
+
+_static_types = PerObject(_is_static, 65536)
 
 
 class ModuleEditor:
     """Adds, replaces and removes functions of a copy of a module.
 
-    New functions are added through a BlockBuilder so that their GlobalVars
-    carry a type, which the calls built to them need. Only what was added or
-    replaced is normalized: every other function stays the very object it was,
-    so what is kept per function (walks, attributes, composite copies) stays valid.
+    A new function gets a GlobalVar of its type, which the calls built to it need. Only what was
+    added or replaced is normalized, in a module of its own: every other function stays the very
+    object it was, so what is kept per function (walks, attributes, composite copies) stays valid.
+    (A BlockBuilder would do the same, but hashes every function it is given, and the whole module
+    first: half of partition's time on 6,000 ops.)
     """
 
     def __init__(self, mod: tvm.IRModule):
-        self._bb = relax.BlockBuilder(mod.clone())
-        self._changed: set = set()
+        self._mod = mod.clone()
+        self._names = {gv.name_hint for gv in mod.get_global_vars()}
+        self._made: dict = {}  # name -> (GlobalVar, function, whether it is in normal form already)
 
     def global_var(self, name: str) -> tvm.ir.GlobalVar:
-        return self._bb.get().get_global_var(name)
+        return self._made[name][0] if name in self._made else self._mod.get_global_var(name)
 
-    def add(self, name: str, func: relax.Function) -> tvm.ir.GlobalVar:
-        gv = self._bb.add_func(func, name)
-        self._changed.add(gv.name_hint)
+    def add(self, name: str, func: relax.Function, normal: bool = False) -> tvm.ir.GlobalVar:
+        """Add ``func`` under ``name``, or ``name1``, ``name2``... where the name is taken (as a BlockBuilder
+        names). ``normal`` says that ``func`` is in normal form already, every expression typed and each
+        local function bound to a variable: it is kept as it is (Normalize would make its local functions anew)."""
+        unique, k = name, 0
+        while unique in self._names:
+            k += 1
+            unique = f"{name}{k}"
+        gv = tvm.ir.GlobalVar(unique)
+        relax.expr._update_type(gv, func.ty)
+        self._names.add(unique)
+        self._made[unique] = (gv, func, normal)
         return gv
 
     def update(self, name: str, func: relax.Function) -> None:
-        self._bb.update_func(self.global_var(name), func)
-        self._changed.add(name)
+        self._made[name] = (self.global_var(name), func, False)
 
     def finish(self, remove=()) -> tvm.IRModule:
-        mod = self._bb.get()
+        mod = self._mod
+        todo = tvm.IRModule({gv: func for gv, func, normal in self._made.values() if not normal})
+        normalized = relax.transform.Normalize()(todo)
+        for gv, func, normal in self._made.values():
+            mod[gv] = func if normal else normalized[gv]
         for name in remove:
             del mod[mod.get_global_var(name)]
-        # Normalize makes every function anew, changed or not: put the unchanged ones back.
-        normalized = relax.transform.Normalize()(mod)
-        for gv, func in mod.functions.items():
-            if gv.name_hint not in self._changed:
-                normalized.update_func(normalized.get_global_var(gv.name_hint), func)
-        return normalized
+        return mod
 
 
 def map_blocks(body: relax.SeqExpr, fn: Callable, result: Callable | None = None) -> relax.SeqExpr:
@@ -564,29 +593,31 @@ def rebuild(func: relax.Function, fn: Callable, result: Callable | None = None) 
 
 def copy_with_new_vars(func: relax.Function) -> relax.Function:
     """``func`` with new variables for its parameters and bindings, so that it can be bound a second
-    time in one module. Upstream's ``relax.utils.copy_with_new_vars`` takes 2 ms on a one-op composite,
-    which partition pays per region; this takes a tenth of that on the flat functions composites are,
-    and hands anything else (branches, local functions, match_cast) to upstream."""
+    time in one module; every expression keeps its type (Normalize has nothing to do). Upstream's
+    ``relax.utils.copy_with_new_vars`` takes 2 ms on a one-op composite, which partition pays per
+    region; this takes a tenth of that on the flat functions composites are, and hands anything else
+    (branches, local functions, match_cast) to upstream."""
     bindings = [b for block in func.body.blocks for b in block.bindings]
     if not all(type(b) is relax.VarBinding and not isinstance(b.value, (relax.If, relax.Function)) for b in bindings):
         return relax.utils.copy_with_new_vars(func)
-    mapping = {p: fresh_var(p, dataflow=isinstance(p, relax.DataflowVar)) for p in func.params}
+    params = [fresh_var(p, dataflow=isinstance(p, relax.DataflowVar)) for p in func.params]
+    mapping = by_handle(zip(func.params, params))
 
     def fresh(is_df, block):
         out = []
         for b in block:
             value = substitute(b.value, mapping, same_types=True)
-            mapping[b.var] = fresh_var(b.var, dataflow=isinstance(b.var, relax.DataflowVar))
-            out.append(relax.VarBinding(mapping[b.var], value))
+            var = mapping[b.var.__chandle__()] = fresh_var(b.var, dataflow=isinstance(b.var, relax.DataflowVar))
+            out.append(relax.VarBinding(var, value))
         return out
 
     body = map_blocks(func.body, fresh, result=lambda expr: substitute(expr, mapping, same_types=True))
-    return relax.Function([mapping[p] for p in func.params], body, func.ret_ty, func.is_pure, func.attrs)
+    return relax.Function(params, typed(body, func.body.ty), func.ret_ty, func.is_pure, func.attrs)
 
 
 def rename_vars(func: relax.Function, names: dict) -> relax.Function:
     """``func`` with each variable in ``names`` bound under its new name; every use follows."""
-    mapping = {v: fresh_var(v, name, dataflow=isinstance(v, relax.DataflowVar)) for v, name in names.items()}
+    mapping = by_handle((v, fresh_var(v, name, dataflow=isinstance(v, relax.DataflowVar))) for v, name in names.items())
 
     def rename(is_df, bindings):
         out = []
@@ -596,7 +627,7 @@ def rename_vars(func: relax.Function, names: dict) -> relax.Function:
                 v = relax.If(substitute(v.cond, mapping), v.true_branch, v.false_branch)
             else:
                 v = substitute(v, mapping, same_types=True)
-            var = mapping.get(b.var, b.var)
+            var = mapping.get(b.var.__chandle__(), b.var)
             # a match_cast defines the symbolic sizes of its type (an NMS's count): keep it one
             out.append(relax.MatchCast(var, v, b.ty) if isinstance(b, relax.MatchCast) else relax.VarBinding(var, v))
         return out

@@ -222,7 +222,7 @@ def _one_kernel_per_site(mod: tvm.IRModule) -> tuple:
                 gv = _kernel(b.value)
                 if gv is not None:
                     if uses[gv.name_hint]:
-                        # A distinct attribute keeps the BlockBuilder from merging the copies back together.
+                        # A distinct attribute names the site: no pass that shares equal functions merges the copies.
                         name = f"{gv.name_hint}_site{uses[gv.name_hint]}"
                         new_gv = editor.add(name, mod[gv].with_attr("byoc_workbench.call_site", name))
                         v = b.value

@@ -136,8 +136,9 @@ def _signature(rule, call):
             if h not in where:
                 where[h] = len(leaves)
                 leaves.append(expr)
-            kind = "c" if _tensor_constant(expr) else "v"
-            return ("param", where[h], kind, tvm_ffi.structural_hash(expr.ty))
+            # A constant's parameter is named param_k, a variable's after it, but structural equality
+            # (the BlockBuilder's, which shares equal functions) ignores names: the first match names it.
+            return ("param", where[h], tvm_ffi.structural_hash(expr.ty))
         if isinstance(expr, relax.Tuple):
             fields = tuple(arg(f) for f in expr.fields)
             return None if None in fields else ("tuple", fields)

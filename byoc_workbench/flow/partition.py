@@ -33,19 +33,21 @@ class _Copies:
     before it made instead of making 4,500 again.
     """
 
-    _pool: collections.OrderedDict = collections.OrderedDict()  # composite -> its copies, made so far
+    # composite's handle -> (composite, its copies made so far); the composite kept alive keeps its handle its own
+    _pool: collections.OrderedDict = collections.OrderedDict()
     KEPT = 512  # composites whose copies are kept
 
     def __init__(self):
-        self._used: dict = {}  # composite -> placements in this module
+        self._used: dict = {}  # composite's handle -> placements in this module
 
     def take(self, composite: relax.Function) -> relax.Function:
-        k = self._used.get(composite, 0)
-        self._used[composite] = k + 1
+        h = composite.__chandle__()
+        k = self._used.get(h, 0)
+        self._used[h] = k + 1
         if k == 0:
             return composite
-        pool = self._pool.setdefault(composite, [])
-        self._pool.move_to_end(composite)
+        _, pool = self._pool.setdefault(h, (composite, []))
+        self._pool.move_to_end(h)
         while len(self._pool) > self.KEPT:
             self._pool.popitem(last=False)
         while len(pool) < k:
@@ -57,14 +59,17 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
     """The lifted function of a region (its member bindings, in order) and the variables it takes.
 
     A composite becomes a local function, a copy of it where it is placed twice (see :class:`_Copies`)."""
-    defined = {b.var for b in members}
-    inputs = []
+    defined = {b.var.__chandle__() for b in members}
+    inputs, seen = [], set()
     for b in members:
         for v in ir.free_vars(b.value):
-            if v not in defined and v not in inputs:
+            h = v.__chandle__()
+            if h not in defined and h not in seen:
+                seen.add(h)
                 inputs.append(v)
-    mapping = {v: relax.Var(v.name, v.ty) for v in inputs}
-    params = [mapping[v] for v in inputs]
+    params = [relax.Var(v.name, v.ty) for v in inputs]
+    mapping = ir.by_handle(zip(inputs, params))  # keyed by handle, as everything here (see ir.by_handle)
+    out_handles = {o.__chandle__() for o in outputs}
     new_bindings = []
     for b in members:
         value = b.value
@@ -72,27 +77,36 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
             args = [ir.substitute(a, mapping, same_types=True) for a in value.args]
             local = copies.take(composite)
-            value = ir.typed(relax.Call(local, args), value.ty)
+            # Bound to a variable of its own, as Normalize would bind it, so that Normalize is not run
+            # here: it would make every local function anew, and what is kept per function with it.
+            lv = relax.DataflowVar("lv", local.ty)
+            new_bindings.append(relax.VarBinding(lv, local))
+            value = ir.typed(relax.Call(lv, args), value.ty)
         else:
             value = ir.substitute(value, mapping, same_types=True)
-        new_var = ir.fresh_var(b.var, dataflow=b.var not in outputs)
-        mapping[b.var] = new_var
+        h = b.var.__chandle__()
+        new_var = mapping[h] = ir.fresh_var(b.var, dataflow=h not in out_handles)
         new_bindings.append(relax.VarBinding(new_var, value))
-    outs = [mapping[o] for o in outputs]
-    result = outs[0] if len(outs) == 1 else relax.Tuple(outs)
+    outs = [mapping[o.__chandle__()] for o in outputs]
     ret_ty = outs[0].ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs])
-    func = relax.Function(params, relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
+    result = outs[0] if len(outs) == 1 else ir.typed(relax.Tuple(outs), ret_ty)
+    body = ir.typed(relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
+    func = relax.Function(params, body, ret_ty)
     func = func.with_attrs({ir.CODEGEN: codegen_name(region.target), ir.GLOBAL_SYMBOL: name})
     return func, inputs
 
 
 def _topo_units(units: list) -> list:
-    """Order units (lists of bindings) so each comes after what it reads, keeping source order."""
-    unit_of = {}
+    """Order units (lists of bindings) so each comes after what it reads, keeping source order; a unit
+    ``defines`` variables by handle and ``reads`` variables."""
+    unit_of = {}  # variable's handle -> its unit
     for k, unit in enumerate(units):
-        for b in unit["defines"]:
-            unit_of[b] = k
-    deps = {k: {unit_of[v] for v in unit["reads"] if v in unit_of and unit_of[v] != k} for k, unit in enumerate(units)}
+        for h in unit["defines"]:
+            unit_of[h] = k
+    deps = {
+        k: {unit_of[h] for h in map(_handle, unit["reads"]) if h in unit_of and unit_of[h] != k}
+        for k, unit in enumerate(units)
+    }
     users = {k: [] for k in range(len(units))}
     for k, ds in deps.items():
         for d in ds:
@@ -125,25 +139,26 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
         counters[cg] = counters.get(cg, 0) + 1
     copies = _Copies()
     for fname in ir.host_functions(mod):
-        region_of = {v: r for r in regions if r.func == fname for v in r.members}
+        region_of = {v.__chandle__(): r for r in regions if r.func == fname for v in r.members}
         if not region_of:
             continue
 
         def rewrite(is_df, bindings, region_of=region_of):
             by_region: dict = {}  # region id -> (index of its first binding, its bindings), in order
-            for j, b in enumerate(bindings):
-                region = region_of.get(b.var)
+            handles = [b.var.__chandle__() for b in bindings]
+            for j, (b, h) in enumerate(zip(bindings, handles)):
+                region = region_of.get(h)
                 if region is not None:
                     by_region.setdefault(region.id, (j, []))[1].append(b)
             if not by_region:
                 return bindings
             units = []
             for rid, (first, members) in by_region.items():
-                inside = {b.var for b in members}
-                region = region_of[members[0].var]
+                inside = [b.var.__chandle__() for b in members]
+                region = region_of[inside[0]]
                 outputs = list(region.outputs)  # propose_regions found who reads what
                 sub, inputs = _region_function(mod, members, region, outputs, names[rid], copies)
-                gv = editor.add(names[rid], sub)
+                gv = editor.add(names[rid], sub, normal=True)
                 call = ir.typed(relax.Call(gv, list(inputs)), sub.ret_ty)
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
@@ -154,10 +169,10 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                     new += [
                         relax.VarBinding(o, ir.typed(relax.TupleGetItem(tup, k), o.ty)) for k, o in enumerate(outputs)
                     ]
-                units.append({"bindings": new, "defines": list(inside), "reads": inputs, "order": first})
-            for j, b in enumerate(bindings):
-                if b.var not in region_of:
-                    units.append({"bindings": [b], "defines": [b.var], "reads": _reads(b), "order": j})
+                units.append({"bindings": new, "defines": inside, "reads": inputs, "order": first})
+            for j, (b, h) in enumerate(zip(bindings, handles)):
+                if h not in region_of:
+                    units.append({"bindings": [b], "defines": [h], "reads": _reads(b), "order": j})
             return [b for unit in _topo_units(units) for b in unit["bindings"]]
 
         editor.update(fname, ir.rebuild(mod[fname], rewrite))
@@ -175,15 +190,19 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
     return new_mod
 
 
+def _handle(var) -> int:
+    return var.__chandle__()
+
+
 def _reads(binding) -> list:
     """Variables a binding reads from outside itself; an If reads what its branches read."""
     value = binding.value
     if not isinstance(value, relax.If):
         return ir.free_vars(value)
     inner = [s for branch in (value.true_branch, value.false_branch) for s in ir.walk(branch, descend=False)]
-    defined = {s.var for s in inner}
+    defined = {s.var.__chandle__() for s in inner}
     reads = ir.reads(value) + [v for s in inner for v in ir.reads(s.value)]
-    return [v for v in reads if v not in defined]
+    return [v for v in reads if v.__chandle__() not in defined]
 
 
 def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
@@ -223,7 +242,7 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
             continue
         name = names.get((s.frame, s.var))
         var = result_var if (s.frame, s.var) == final else ir.fresh_var(s.var, name, dataflow=is_df)
-        value = ir.substitute(s.value, {v: values.get(s.frame, v) for v in ir.free_vars(s.value)})
+        value = ir.substitute(s.value, ir.by_handle((v, values.get(s.frame, v)) for v in ir.free_vars(s.value)))
         out.append(relax.VarBinding(var, value))
         values.bind(s.frame, s.var, var)
     if not any(b.var.same_as(result_var) for b in out):

@@ -120,12 +120,13 @@ class _Groups:
 
 def _only_projected(var, users) -> bool:
     """Whether every use of a tuple is a projection (else the tuple would escape a region)."""
-    uses = users.get(var, ())
+    uses = users.get(var.__chandle__(), ())
     return bool(uses) and all(u is not None and isinstance(u.value, relax.TupleGetItem) for u in uses)
 
 
 def _plumbing_home(groups, value, var, users, producer):
-    """The claimed group a Tuple, TupleGetItem or alias binding joins, or None."""
+    """The claimed group a Tuple, TupleGetItem or alias binding joins, or None (``users`` as
+    :func:`ir.users` gives them; ``producer`` maps a variable's handle to its binding's group)."""
     if isinstance(value, relax.TupleGetItem):
         src = value.tuple_value
         fields = [src] if ir.is_var(src) and _only_projected(src, users) else []
@@ -135,7 +136,10 @@ def _plumbing_home(groups, value, var, users, producer):
         fields = [value]
     else:
         return None
-    homes = {groups.find(producer[f]) if ir.is_var(f) and f in producer else None for f in fields}
+    homes = set()
+    for f in fields:
+        k = producer.get(f.__chandle__()) if ir.is_var(f) else None
+        homes.add(None if k is None else groups.find(k))
     if len(homes) != 1:
         return None
     (home,) = homes
@@ -145,12 +149,12 @@ def _plumbing_home(groups, value, var, users, producer):
 def _block_groups(mod, steps, users) -> list:
     """For one block's steps: ``(target, [steps])`` for each group of claimed calls."""
     groups = _Groups()
-    producer: dict = {}  # variable -> the index of the binding that binds it
+    producer: dict = {}  # variable's handle -> the index of the binding that binds it
     for index, step in enumerate(steps):
         tgt = target_of(mod, step.value)
         arg_groups = []
-        for var in ir.reads(step.value):
-            k = producer.get(var)
+        for var in step.reads:
+            k = producer.get(var.__chandle__())
             if k is not None:
                 g = groups.find(k)
                 if g not in arg_groups:
@@ -171,7 +175,7 @@ def _block_groups(mod, steps, users) -> list:
                 groups.merge(g, home)
                 home = groups.find(home)
         groups.preds[home].update(g for g in arg_groups if groups.find(g) != home)
-        producer[step.var] = index
+        producer[step.var.__chandle__()] = index
     members: dict = {}
     for index, step in enumerate(steps):
         members.setdefault(groups.find(index), []).append(step)
@@ -184,8 +188,12 @@ def _block_groups(mod, steps, users) -> list:
 
 def outputs_of(members, users: dict) -> tuple:
     """The ``members`` read outside them (or returned), in binding order; ``users`` is :func:`ir.users`'s."""
-    inside = set(members)
-    return tuple(v for v in members if any(u is None or u.var not in inside for u in users.get(v, ())))
+    inside = {v.__chandle__() for v in members}
+
+    def read_outside(v) -> bool:
+        return any(u is None or u.var.__chandle__() not in inside for u in users.get(v.__chandle__(), ()))
+
+    return tuple(v for v in members if read_outside(v))
 
 
 def propose_regions(mod: tvm.IRModule) -> list:
@@ -193,10 +201,11 @@ def propose_regions(mod: tvm.IRModule) -> list:
     regions: list = []
     for fname in ir.host_functions(mod):
         func = mod[fname]
-        users = ir.users(func)
+        steps = list(ir.walk(func, mod, descend=False, name=fname))
+        users = ir.users(func, steps)
         blocks: dict = {}
-        for step in ir.walk(func, mod, descend=False, name=fname):
-            blocks.setdefault(step.block, []).append(step)
+        for step in steps:
+            blocks.setdefault(step.block.__chandle__(), []).append(step)
         for steps in blocks.values():
             for tgt, group in _block_groups(mod, steps, users):
                 ops, composites = [], []

@@ -95,7 +95,7 @@ class FuseCache:
                 params, value = drop[v.op.name_hint]
                 # The call's variable has the value's type in this function (a composite's own types may
                 # name its own symbolic sizes), so Normalize has nothing to infer.
-                inlined = ir.typed(ir.substitute(value, dict(zip(params, v.args))), binding.var.ty)
+                inlined = ir.typed(ir.substitute(value, ir.by_handle(zip(params, v.args))), binding.var.ty)
                 return [relax.VarBinding(binding.var, inlined)]
             return None
 

@@ -133,17 +133,18 @@ def diff(before: collections.Counter, after: collections.Counter) -> list:
     by_op_before, by_op_after = _by_op(before), _by_op(after)
     for op in sorted(by_op_before.keys() | by_op_after.keys()):
         b, a = by_op_before.get(op, collections.Counter()), by_op_after.get(op, collections.Counter())
-        gone = list((b - a).items())
-        new = list((a - b).items())
-        while gone and new:
-            (src, n1), (dst, n2) = gone[0], new[0]
+        gone = [list(g) for g in (b - a).items()]
+        new = [list(x) for x in (a - b).items()]
+        i = j = 0  # pair them off in order, first to first, each pair moving what both still have
+        while i < len(gone) and j < len(new):
+            (src, n1), (dst, n2) = gone[i], new[j]
             n = min(n1, n2)
             changes.append({"kind": "moved", "op": op, "count": n, "from": src, "to": dst})
-            gone[0], new[0] = (src, n1 - n), (dst, n2 - n)
-            gone = [g for g in gone if g[1]]
-            new = [x for x in new if x[1]]
-        changes += [{"kind": "removed", "op": op, "count": n, "from": src} for src, n in gone]
-        changes += [{"kind": "added", "op": op, "count": n, "to": dst} for dst, n in new]
+            gone[i][1], new[j][1] = n1 - n, n2 - n
+            i += gone[i][1] == 0
+            j += new[j][1] == 0
+        changes += [{"kind": "removed", "op": op, "count": n, "from": src} for src, n in gone[i:]]
+        changes += [{"kind": "added", "op": op, "count": n, "to": dst} for dst, n in new[j:]]
     return changes
 
 
