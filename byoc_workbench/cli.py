@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import io
+import itertools
 import json
 import logging
 import os
@@ -40,12 +41,14 @@ PRECISION_HELP = "with --backend openvino: its inference precision (default f32;
 
 def load_model(model: str):
     """``(module, user_rules)`` for ``demo`` or a Python file defining ``mod``."""
-    from .models import demo
-
     if model == "demo":
+        from .models import demo
+
         return demo.demo_module(), None
     if model.endswith(".py") or Path(model).exists():
-        return demo.load_model_file(model)
+        from .models.user_file import load_model_file
+
+        return load_model_file(model)
     raise WorkbenchError(
         f"Unknown model '{model}'.", "use demo, ssd, a zoo model's name, or the path of a .py file that defines mod."
     )
@@ -166,10 +169,9 @@ def cmd_stages(args) -> int:
     extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
     outputs.check_dir(args.out, "--out", [n for n, _ in extra])
     with outputs.staged(out) as tmp:  # every diagram and summary.json, or none of them
-        for name, s in zip(names, wb.stages):
-            render.write(wb.dot(s.name, collapse=collapse), tmp / name, args.format)
-        for name, gid in extra:
-            render.write(wb.dot("source", expand=(gid,), collapse=True), tmp / name, args.format)
+        stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
+        group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
+        render.write_all(itertools.chain(stage_views, group_views), args.format)
         (tmp / "summary.json").write_text(json.dumps(data, indent=2))
     for s in wb.stages:
         print(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import cached_property
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 COMPOSITE = "Composite"
@@ -192,9 +193,9 @@ class Place:
     var: relax.Var | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False)  # a walk makes tens of thousands: a frozen one costs 3 times as much to make
 class Step:
-    """One binding, where it sits, and what it calls.
+    """One binding, where it sits, and what it calls (a record: nothing changes it once the walk made it).
 
     ``callee`` is the relax.Function a call reaches (a global, a local function
     bound to a variable, or one written inline), else None. ``composite`` is
@@ -232,7 +233,7 @@ class Step:
         """The name of the walked function (as given to :func:`walk`)."""
         return self.path[0].name
 
-    @property
+    @cached_property
     def frame(self) -> tuple:
         """The calls this binding sits inside, as their bound variables: two calls of
         one local function give their bindings two frames."""
@@ -346,7 +347,8 @@ class Values:
 def _handles(frame: tuple, var) -> tuple:
     """A :class:`Values` key by object handles: a dict keyed by variables compares each new Python
     object for one by value, through the FFI (microseconds). The walked function keeps them alive."""
-    return tuple(v.__chandle__() for v in frame), var.__chandle__()
+    # Most bindings sit in no call: a generator over an empty frame is most of this function's time.
+    return (tuple(v.__chandle__() for v in frame) if frame else ()), var.__chandle__()
 
 
 def ops_in(func: relax.Function, mod: tvm.IRModule | None = None) -> list:
@@ -468,7 +470,24 @@ def _type_text(ty) -> str:
     return str(ty)
 
 
-_type_texts = PerObject(_type_text, 65536)
+_by_structure: dict = {}  # structural hash -> (a type, its text)
+
+
+def _shared_text(ty) -> str:
+    """The text of ``ty``, shared by the types structurally equal to it: thousands of variables have
+    equal types that are not one object, and hashing one (4 µs) is a ninth of writing its text."""
+    key = tvm_ffi.structural_hash(ty)
+    seen = _by_structure.get(key)
+    if seen is not None and tvm_ffi.structural_equal(seen[0], ty):
+        return seen[1]
+    if len(_by_structure) >= 16384:
+        _by_structure.clear()
+    text = _type_text(ty)
+    _by_structure[key] = (ty, text)
+    return text
+
+
+_type_texts = PerObject(_shared_text, 65536)
 
 
 def _dim(d) -> str:

@@ -31,7 +31,7 @@ from PIL import Image
 from byoc_workbench import cli, runner
 from byoc_workbench.errors import WorkbenchError, first_line, shorten
 from byoc_workbench.flow import rules, stages
-from byoc_workbench.models import demo, images
+from byoc_workbench.models import demo, images, user_file
 from byoc_workbench.session import Workbench
 
 MODEL = """
@@ -283,7 +283,7 @@ def _raising_prune(name, ops):
 
 
 def _load(name):
-    return lambda d: demo.load_model_file(d / name)
+    return lambda d: user_file.load_model_file(d / name)
 
 
 def _build_unknown_rank(d):

@@ -21,7 +21,7 @@ from byoc_workbench import errors
 from byoc_workbench.draw import render
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
-from byoc_workbench.models import demo
+from byoc_workbench.models import user_file
 from byoc_workbench.session import Workbench
 
 PACKAGE = Path(byoc_workbench.__file__).parent
@@ -161,7 +161,7 @@ def test_python_model_file_that_raises(tmp_path):
     path = tmp_path / "broken.py"
     path.write_text("x = 1\nraise RuntimeError('boom')\n")
     with pytest.raises(WorkbenchError) as err:
-        demo.load_model_file(path)
+        user_file.load_model_file(path)
     text = one_line(err)
     assert "RuntimeError" in text and "line 2" in text and "boom" in text
 
@@ -170,7 +170,7 @@ def test_model_file_without_mod(tmp_path):
     path = tmp_path / "empty.py"
     path.write_text("y = 2\n")
     with pytest.raises(WorkbenchError) as err:
-        demo.load_model_file(path)
+        user_file.load_model_file(path)
     assert "does not define mod" in one_line(err)
 
 

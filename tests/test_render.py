@@ -2,6 +2,9 @@
 
 import re
 
+import graphviz
+import pytest
+
 from byoc_workbench.draw import graph, render
 from byoc_workbench.session import Workbench
 
@@ -149,3 +152,18 @@ def test_stepping_through_stages_keeps_left_and_right(demo_mod, byoc):
                 x[o.get("id", o["name"])] = (x0 + x1) / 2
         assert sorted(inputs, key=x.__getitem__) == inputs, s.name
         assert sorted(branches, key=x.__getitem__) == branches, s.name
+
+
+def test_write_all_lays_out_in_the_background_what_to_svg_would(demo_mod, byoc, tmp_path):
+    """The CLI's files: each SVG is what to_svg gives for its diagram, drawn while the next is laid out;
+    a diagram dot cannot lay out names its file."""
+    w = wb(demo_mod, byoc)
+    dots = [w.dot(s) for s in ("source", "merge", "partition")]
+    paths = [tmp_path / f"{k}.svg" for k in range(len(dots))]
+    render.write_all(zip(dots, paths))
+    for dot, path in zip(dots, paths):
+        assert path.read_text() == render.to_svg(dot)
+    broken = graphviz.Digraph()
+    broken.body.append("a -> {{ b")
+    with pytest.raises(RuntimeError, match="bad.svg"):
+        render.write_all([(dots[0], tmp_path / "ok.svg"), (broken, tmp_path / "bad.svg")])

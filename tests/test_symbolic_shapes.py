@@ -21,7 +21,7 @@ from byoc_workbench import cli, execute, runner
 from byoc_workbench.backends import onnx, registry, tensorrt
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, stages
-from byoc_workbench.models import demo
+from byoc_workbench.models import demo, user_file
 from byoc_workbench.session import Workbench
 
 
@@ -92,7 +92,7 @@ mod = Dyn
 def conv_reshape(tmp_path_factory):
     path = tmp_path_factory.mktemp("sym") / "dyn.py"
     path.write_text(CONV_RESHAPE)
-    mod, _ = demo.load_model_file(path)
+    mod, _ = user_file.load_model_file(path)
     return path, mod
 
 

@@ -654,7 +654,7 @@ def load_codegen_file(path) -> Codegen:
     The file must leave exactly one registered codegen among its top-level names
     (``mychip = register_codegen("mychip", ...)``).
     """
-    from ..models.demo import import_user_file
+    from ..models.user_file import import_user_file
 
     fix = "pass the path of a .py file that calls register_codegen(...) and keeps its result"
     module = import_user_file(path, "Codegen file", fix)

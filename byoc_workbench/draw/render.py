@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import graphviz
@@ -217,6 +219,34 @@ def to_svg(dot: graphviz.Digraph) -> str:
     except graphviz.ExecutableNotFound:
         check_dot()
         raise
+
+
+def write_all(diagrams, fmt: str = "svg") -> None:
+    """Write each ``(dot, path)`` of ``diagrams`` as :func:`write` does. ``diagrams`` may be drawn as it
+    is read: for SVG, ``dot`` lays out each one in the background, as many at once as there are cores,
+    while the next one is drawn."""
+    if fmt != "svg":
+        for dot, path in diagrams:
+            write(dot, path, fmt)
+        return
+    check_dot()
+    running: list = []
+
+    def finish(proc, path):
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise RuntimeError(f"dot failed on {path}: {err.decode(errors='replace').strip()}")
+
+    for dot, path in diagrams:
+        while len(running) >= (os.cpu_count() or 1):
+            finish(*running.pop(0))
+        cmd = ["dot", f"-K{dot.engine}", "-Tsvg", "-o", str(path)]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdin.write(dot.source.encode(dot.encoding or "utf-8"))
+        proc.stdin.close()
+        running.append((proc, path))
+    for proc, path in running:
+        finish(proc, path)
 
 
 def write(dot: graphviz.Digraph, path: Path, fmt: str = "svg") -> Path:

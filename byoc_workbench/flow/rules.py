@@ -346,7 +346,7 @@ def parse_rule_list(text: str | None) -> list | None:
 def target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
     """The target whose rules apply, plus the user's own rules for it.
 
-    ``user_rules`` come checked from :func:`byoc_workbench.models.demo.load_model_file`.
+    ``user_rules`` come checked from :func:`byoc_workbench.models.user_file.load_model_file`.
     A target that is neither registered nor named by one of the user's rules is refused:
     running with no rule at all would look like a model that matches nothing.
     """

@@ -145,11 +145,11 @@ def _file_anchors(path, inputs):
 def _file(d: dict, target, enabled) -> Subject:
     """A ``.py`` file defining ``mod`` (and perhaps ``rules``): inputs are seeded from ``main``'s shapes."""
     from ..flow.rules import target_and_extra
-    from ..models import demo
     from ..models.own import seeded_inputs
+    from ..models.user_file import load_model_file
     from ..session import Workbench
 
-    mod, user_rules = demo.load_model_file(d["path"])
+    mod, user_rules = load_model_file(d["path"])
     tgt, extra = target_and_extra(target, user_rules, d["path"])
     wb = Workbench(mod, tgt, enabled, extra_rules=extra)
     params = wb.mod["main"].params
