@@ -43,8 +43,15 @@ MAC_OPS = frozenset(
 _VARS = (relax.Var, relax.DataflowVar)
 
 
+_IS_VAR: dict = {}  # Python class -> whether it is a variable's: isinstance goes through abc (half a microsecond)
+
+
 def is_var(expr) -> bool:
-    return type(expr) in _VARS or isinstance(expr, _VARS)  # the exact type first: isinstance goes through abc
+    t = type(expr)
+    known = _IS_VAR.get(t)
+    if known is None:
+        known = _IS_VAR[t] = issubclass(t, _VARS)
+    return known
 
 
 def substitute(expr, mapping: dict, same_types: bool = False):

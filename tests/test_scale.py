@@ -16,7 +16,7 @@ from byoc_workbench.models.synthetic import residual_model
 from byoc_workbench.session import Workbench
 
 
-def reference_groups(mod, steps, users) -> list:
+def reference_groups(steps, users) -> list:
     """The region search by brute force: whether one group depends on another is found by a walk of
     every binding made so far, from scratch, at every question (cubic, and plainly right). The linear
     search keeps direct dependencies and prunes its walk; this is the meaning it must keep."""
@@ -53,7 +53,7 @@ def reference_groups(mod, steps, users) -> list:
 
     groups = Groups()
     for step in steps:
-        v, tgt = step.var, regions.target_of(mod, step.value)
+        v, tgt = step.var, regions.target_of(step)
         arg_groups = []
         for var in ir.reads(step.value):
             k = var.__chandle__()
@@ -123,7 +123,7 @@ def test_regions_are_those_of_the_transitive_search_on_random_dags(ops, mask):
     mod = stages.check_module(random_dag(ops))
     annotated = stages.annotate(stages.composite(mod, chosen), chosen)
     for steps, users in each_block(annotated):
-        assert names(regions._block_groups(annotated, steps, users)) == names(reference_groups(annotated, steps, users))
+        assert names(regions._block_groups(steps, users)) == names(reference_groups(steps, users))
     merged = stages.run_stages(mod, chosen, stages.keep_all)[3]
     assert not graphs.region_cycle(merged.mod, merged.regions)
 
@@ -135,7 +135,7 @@ def both_searches(source):
     mod = stages.check_module(source)
     annotated = stages.annotate(stages.composite(mod, chosen), chosen)
     ((steps, users),) = each_block(annotated)
-    return names(regions._block_groups(annotated, steps, users)), names(reference_groups(annotated, steps, users)), mod
+    return names(regions._block_groups(steps, users)), names(reference_groups(steps, users)), mod
 
 
 def test_the_reference_is_exercised_by_cycles():

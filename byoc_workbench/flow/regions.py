@@ -49,12 +49,9 @@ class Region:
         return tuple(v.name for v in self.members)
 
 
-def target_of(mod: tvm.IRModule, value) -> str | None:
-    """The target claiming a binding's value: the prefix of its composite name."""
-    if not isinstance(value, relax.Call):
-        return None
-    func = ir.callee(mod, value)
-    name = ir.func_attr(func, ir.COMPOSITE) if func is not None else None
+def target_of(step: ir.Step) -> str | None:
+    """The target claiming a binding (a step of a walk given the module): the prefix of its composite's name."""
+    name = ir.func_attr(step.callee, ir.COMPOSITE) if step.callee is not None else None
     return name.split(".", 1)[0] if name else None
 
 
@@ -146,12 +143,12 @@ def _plumbing_home(groups, value, var, users, producer):
     return home if home is not None and groups.target[home] is not None else None
 
 
-def _block_groups(mod, steps, users) -> list:
-    """For one block's steps: ``(target, [steps])`` for each group of claimed calls."""
+def _block_groups(steps, users) -> list:
+    """For one block's steps (of a walk given the module): ``(target, [steps])`` for each group of claimed calls."""
     groups = _Groups()
     producer: dict = {}  # variable's handle -> the index of the binding that binds it
     for index, step in enumerate(steps):
-        tgt = target_of(mod, step.value)
+        tgt = target_of(step)
         arg_groups = []
         for var in step.reads:
             k = producer.get(var.__chandle__())
@@ -207,7 +204,7 @@ def propose_regions(mod: tvm.IRModule) -> list:
         for step in steps:
             blocks.setdefault(step.block.__chandle__(), []).append(step)
         for steps in blocks.values():
-            for tgt, group in _block_groups(mod, steps, users):
+            for tgt, group in _block_groups(steps, users):
                 ops, composites = [], []
                 for s in group:
                     if s.callee is not None:
