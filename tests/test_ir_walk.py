@@ -87,3 +87,19 @@ def test_calls_between_functions_and_subgraph_target(demo_mod, byoc):
     final = stages.run_stages(demo_mod, byoc.rules, stages.keep_all)
     part = next(s for s in final if s.name == "partition").mod
     assert [ir.subgraph_target(part, n) for n in ir.subgraph_functions(part)] == ["byoc-target"] * 3
+
+
+def test_a_per_object_cache_keeps_what_was_asked_for_lately():
+    """Past its limit a PerObject forgets the objects not asked for lately, not all of them at once:
+    one asked for on every pass is computed once."""
+    computed = []
+    cache = ir.PerObject(lambda ty: computed.append(ty) or ty.ndim, limit=4)
+    hot = relax.TensorType((1, 2), "float32")
+    cold = [relax.TensorType((k,), "float32") for k in range(12)]
+    for ty in cold:
+        assert cache(hot) == 2 and cache(ty) == 1
+    assert sum(c.same_as(hot) for c in computed) == 1
+    assert len(computed) == 13
+    assert cache(cold[-1]) == 1 and len(computed) == 13  # the latest are kept
+    cache(cold[0])
+    assert len(computed) == 14  # the oldest went

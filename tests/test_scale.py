@@ -2,6 +2,7 @@
 and a workbench's cached toggles against every stage computed from scratch."""
 
 import collections
+import gc
 
 import graphs
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from tvm import relax
 
 from byoc_workbench import ir
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import regions, rules, stages, summary
 from byoc_workbench.models.synthetic import residual_model
 from byoc_workbench.session import Workbench
@@ -354,3 +356,23 @@ def test_the_stage_diff_turns_one_census_into_the_other(before, after):
         if c["kind"] in ("moved", "added"):
             have[(c["op"], c["to"])] += c["count"]
     assert +have == collections.Counter({(op, o): n for (op, o, _), n in a.items()})
+
+
+def test_the_cycle_collector_is_paused_only_while_a_workbench_computes(demo_mod, byoc):
+    """A stage or a diagram pauses Python's cycle collector (a full collection walks every object
+    alive: a third of a toggle on 12,000 ops); it is running again after, after an error too, and a
+    collector the user had switched off stays off."""
+    wb = Workbench(demo_mod, byoc)
+    seen = []
+    wb._build_graph = lambda *a, _build=wb._build_graph: (seen.append(gc.isenabled()), _build(*a))[1]
+    wb.view("merge")
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(WorkbenchError):
+        wb.view("no-such-stage")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        wb.view("partition")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
