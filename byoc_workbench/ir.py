@@ -384,6 +384,13 @@ def composite_steps(func: relax.Function) -> list:
     return _composite_steps(func)
 
 
+def call_places(composite: relax.Function) -> list:
+    """The :func:`composite_steps` of a call to ``composite`` as its caller's walk sees them: each op's
+    calls begin with the composite's name, and an op in no inner composite is in this one."""
+    comp = func_attr(composite, COMPOSITE)
+    return [(op, (comp, *calls), inner or comp) for op, calls, inner in composite_steps(composite)]
+
+
 def composite_ops(func: relax.Function) -> list:
     """The ops a composite (or other local) function computes, in order (:func:`composite_steps`)."""
     return [op for op, _, _ in composite_steps(func)]

@@ -127,16 +127,22 @@ def _topo_units(units: list) -> list:
     return [units[k] for k in done]
 
 
-def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tvm.IRModule:
-    """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order,
-    unless ``names`` (``{region id: name}``) names it."""
-    editor = ir.ModuleEditor(mod)
-    given, names = names or {}, {}
-    counters: dict = {}
+def subgraph_names(regions: list, given: dict | None = None) -> dict:
+    """``{region id: name}``: the function each region is lifted into, ``<codegen>_<k>`` numbered in
+    region order per codegen, unless ``given`` (``{region id: name}``) names it."""
+    given, names, counters = given or {}, {}, {}
     for region in regions:
         cg = codegen_name(region.target)
         names[region.id] = given.get(region.id) or f"{cg}_{counters.get(cg, 0)}"
         counters[cg] = counters.get(cg, 0) + 1
+    return names
+
+
+def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tvm.IRModule:
+    """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order,
+    unless ``names`` (``{region id: name}``) names it."""
+    editor = ir.ModuleEditor(mod)
+    names = subgraph_names(regions, names)
     copies = _Copies()
     for fname in ir.host_functions(mod):
         region_of = {v.__chandle__(): r for r in regions if r.func == fname for v in r.members}

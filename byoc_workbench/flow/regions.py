@@ -42,6 +42,8 @@ class Region:
     ops: tuple  # every Relax op inside, composites expanded
     composites: tuple  # composite names of the claimed calls
     outputs: tuple = ()  # the members read outside the region (or returned), in binding order
+    # (op, calls, composite) for each op, as the stage census finds them in the function partition lifts
+    places: tuple = ()
 
     @property
     def vars(self) -> tuple:
@@ -205,11 +207,12 @@ def propose_regions(mod: tvm.IRModule) -> list:
             blocks.setdefault(step.block.__chandle__(), []).append(step)
         for steps in blocks.values():
             for tgt, group in _block_groups(steps, users):
-                ops, composites = [], []
+                places, composites = [], []
                 for s in group:
                     if s.callee is not None:
-                        composites.append(ir.func_attr(s.callee, ir.COMPOSITE))
-                        ops.extend(ir.composite_ops(s.callee))
+                        comp = ir.func_attr(s.callee, ir.COMPOSITE)
+                        composites.append(comp)
+                        places += ir.call_places(s.callee)
                 members = tuple(s.var for s in group)
                 regions.append(
                     Region(
@@ -218,9 +221,10 @@ def propose_regions(mod: tvm.IRModule) -> list:
                         func=fname,
                         scope=tuple(p.kind for p in group[0].path if p.kind in ("then", "else")),
                         members=members,
-                        ops=tuple(ops),
+                        ops=tuple(op for op, _, _ in places),
                         composites=tuple(composites),
                         outputs=outputs_of(members, users),
+                        places=tuple(places),
                     )
                 )
     return regions

@@ -21,7 +21,7 @@ from ..backends.registry import describe, guard, run_codegen
 from ..errors import WorkbenchError
 from .fusion import fuse_single_ops
 from .names import keep_names
-from .partition import inline_subgraphs
+from .partition import inline_subgraphs, subgraph_names
 from .partition import partition as _partition
 from .prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from .regions import propose_regions
@@ -208,7 +208,10 @@ def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     yield summary("merge", m, subgraphs=region_subgraphs, regions=regions)
     m = partition(m, regions)
-    partitioned = summary("partition", m, regions=regions)
+    # Each subgraph's ops are its region's: the census need not walk the functions partition made.
+    by_id = {r.id: r for r in regions}
+    lifted = {name: by_id[rid].places for rid, name in subgraph_names(regions).items()}
+    partitioned = summary("partition", m, regions=regions, lifted=lifted)
     yield partitioned
     m, reasons = prune(m, prune_rule, ops={s.name: s.ops for s in partitioned.subgraphs})
     yield summary("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])

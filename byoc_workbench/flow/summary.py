@@ -65,13 +65,16 @@ def op_owners(mod: tvm.IRModule) -> collections.Counter:
     return _census(mod)[0]
 
 
-def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
+def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = None) -> tuple:
     """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module.
 
     ``memo`` keeps each function's count across the stages of one run: a function
     the stage before left as it was (the host functions partition does not touch,
-    the subgraphs from partition to codegen) is not walked again.
+    the subgraphs from partition to codegen) is not walked again. ``lifted`` gives the
+    ``(op, calls, composite)`` places of subgraph functions known without a walk (partition's,
+    from its regions: :attr:`~byoc_workbench.flow.regions.Region.places`).
     """
+    lifted = lifted or {}
     counts: collections.Counter = collections.Counter()
     subgraphs = []
     memo = {} if memo is None else memo
@@ -80,7 +83,7 @@ def _census(mod: tvm.IRModule, memo: dict | None = None) -> tuple:
         func = mod[name]
         key = (name, func)
         if key not in memo:
-            found = _function_ops(func, mod, name)
+            found = lifted[name] if target is None and name in lifted else _function_ops(func, mod, name)
             own = target
             if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
                 first = next((c for _, _, c in found if c), None)
@@ -120,10 +123,8 @@ def _function_ops(func, mod, name) -> list:
     for s in steps:
         if s.op:
             found.append((s.op, (), None))
-        elif s.callee is not None:
-            comp = ir.func_attr(s.callee, ir.COMPOSITE)
-            if comp:
-                found.extend((op, (comp, *calls), inner or comp) for op, calls, inner in ir.composite_steps(s.callee))
+        elif s.callee is not None and ir.func_attr(s.callee, ir.COMPOSITE):
+            found.extend(ir.call_places(s.callee))
     return found
 
 
@@ -168,17 +169,19 @@ def describe_change(c: dict) -> str:
 
 
 def summarize(
-    name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None, memo=None
+    name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None, memo=None, lifted=None
 ) -> Stage:
     """The :class:`Stage` of ``mod``, its changes counted against ``previous``; ``memo`` (a dict shared
-    by the stages of one run) keeps the walks of the functions a stage leaves as they were."""
+    by the stages of one run) keeps the walks of the functions a stage leaves as they were, and
+    ``lifted`` gives the op places of the subgraphs partition made (see :func:`_census`)."""
     # Stages that leave the module as it was (merge, or annotate without per-op rules) share its count.
-    owners, found = (previous.owners, None) if previous is not None and previous.mod is mod else _census(mod, memo)
+    same = previous is not None and previous.mod is mod
+    owners, found = (previous.owners, None) if same else _census(mod, memo, lifted)
     per_target = collections.Counter()
     for (_, _, tgt), n in owners.items():
         per_target[tgt] += n
     if subgraphs is None:
-        subgraphs = found if found is not None else _census(mod, memo)[1]
+        subgraphs = found if found is not None else _census(mod, memo, lifted)[1]
     return Stage(
         name=name,
         mod=mod,

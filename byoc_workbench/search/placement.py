@@ -129,7 +129,9 @@ class Plan:
                     users[region.func] = ir.users(annotate.mod[region.func])
                 outputs = outputs_of(members, users[region.func])  # a piece's own: read by the next piece too
                 regions.append(
-                    dataclasses.replace(region, id=k, members=members, ops=(), composites=(), outputs=outputs)
+                    dataclasses.replace(
+                        region, id=k, members=members, ops=(), composites=(), outputs=outputs, places=()
+                    )
                 )
                 names[k] = s.function
             self._partitions[key] = (partition(annotate.mod, regions, names), regions, names)
