@@ -196,14 +196,16 @@ def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
     m = composite(mod, rules, fuse)
     yield summary("composite", m)
     m = annotate(m, rules, fuse)
-    matches = rule_matches(m, rules)
+    annotated = summary("annotate", m)
+    matches = rule_matches(annotated, rules)
     more = f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""
     dropped_note = [
         f"backend {backend} compiles {len(kept)} of the {len(kept) + len(dropped)} rules; "
         f"left off: {', '.join(dropped[:4])}{more}"
     ]
-    notes = unmatched_notes(matches) + (dropped_note if dropped else [])
-    yield summary("annotate", m, notes=notes, rule_matches=matches)
+    annotated.notes = unmatched_notes(matches) + (dropped_note if dropped else [])
+    annotated.rule_matches = matches
+    yield annotated
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     yield summary("merge", m, subgraphs=region_subgraphs, regions=regions)

@@ -36,6 +36,7 @@ class Stage:
     generated: dict = dataclasses.field(default_factory=dict)
     rule_matches: dict = dataclasses.field(default_factory=dict)  # annotate: calls each rule claimed
     owners: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
+    calls: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)  # see _census
 
     def to_json(self) -> dict:
         return {
@@ -66,7 +67,8 @@ def op_owners(mod: tvm.IRModule) -> collections.Counter:
 
 
 def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = None) -> tuple:
-    """``(op_owners(mod), [Subgraph per subgraph function])`` in one walk of the module.
+    """``(op_owners(mod), [Subgraph per subgraph function], calls)`` in one walk of the module; ``calls``
+    counts the host functions' calls to composites by ``Composite`` name (what each rule claimed).
 
     ``memo`` keeps each function's count across the stages of one run: a function
     the stage before left as it was (the host functions partition does not touch,
@@ -76,6 +78,7 @@ def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = N
     """
     lifted = lifted or {}
     counts: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()
     subgraphs = []
     memo = {} if memo is None else memo
 
@@ -83,7 +86,7 @@ def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = N
         func = mod[name]
         key = (name, func)
         if key not in memo:
-            found = lifted[name] if target is None and name in lifted else _function_ops(func, mod, name)
+            found, made = (lifted[name], None) if target is None and name in lifted else _function_ops(func, mod, name)
             own = target
             if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
                 first = next((c for _, _, c in found if c), None)
@@ -92,24 +95,28 @@ def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = N
                 (op, Owner(name, calls), composite.split(".", 1)[0] if composite else own)
                 for op, calls, composite in found
             )
-            memo[key] = (own, [op for op, _, _ in found], here)
-        own, ops, here = memo[key]
+            memo[key] = (own, [op for op, _, _ in found], here, made)
+        own, ops, here, made = memo[key]
         if target is None:
             subgraphs.append(Subgraph(name, own, list(ops)))
+        else:
+            calls.update(made)
         counts.update(here)
 
     for name in ir.host_functions(mod):
         visit(name, HOST)
     for name in ir.subgraph_functions(mod):
         visit(name, None)
-    return counts, subgraphs
+    return counts, subgraphs, calls
 
 
-def _function_ops(func, mod, name) -> list:
-    """``(op, calls, composite)`` for each op of ``func``, as :func:`ir.walk` descending into every call
-    sees them (``calls``: the names of the calls around the op). A composite's own are read from
-    :func:`ir.composite_steps`, which keeps them per function: thousands of calls share a few."""
+def _function_ops(func, mod, name) -> tuple:
+    """``(places, made)``: ``(op, calls, composite)`` for each op of ``func``, as :func:`ir.walk` descending
+    into every call sees them (``calls``: the names of the calls around the op), and a count of the calls
+    ``func`` makes itself, by the ``Composite`` name of their callee (None: not a composite). A composite's
+    own are read from :func:`ir.composite_steps`, which keeps them per function: thousands of calls share a few."""
     steps = list(ir.walk(func, mod, descend=False, name=name))
+    made = collections.Counter(ir.func_attr(s.callee, ir.COMPOSITE) for s in steps if s.callee is not None)
     local = [
         s
         for s in steps
@@ -118,14 +125,14 @@ def _function_ops(func, mod, name) -> list:
         and not isinstance(s.value.op, tvm.ir.GlobalVar)
     ]
     if local:  # calls to local functions (a loop written as one): the walk itself goes in
-        return ir.op_places(func, mod, name)
+        return ir.op_places(func, mod, name), made
     found = []
     for s in steps:
         if s.op:
             found.append((s.op, (), None))
         elif s.callee is not None and ir.func_attr(s.callee, ir.COMPOSITE):
             found.extend(ir.call_places(s.callee))
-    return found
+    return found, made
 
 
 def diff(before: collections.Counter, after: collections.Counter) -> list:
@@ -176,7 +183,7 @@ def summarize(
     ``lifted`` gives the op places of the subgraphs partition made (see :func:`_census`)."""
     # Stages that leave the module as it was (merge, or annotate without per-op rules) share its count.
     same = previous is not None and previous.mod is mod
-    owners, found = (previous.owners, None) if same else _census(mod, memo, lifted)
+    owners, found, calls = (previous.owners, None, previous.calls) if same else _census(mod, memo, lifted)
     per_target = collections.Counter()
     for (_, _, tgt), n in owners.items():
         per_target[tgt] += n
@@ -194,18 +201,13 @@ def summarize(
         generated=generated or {},
         rule_matches=rule_matches or {},
         owners=owners,
+        calls=calls,
     )
 
 
-def rule_matches(mod: tvm.IRModule, rules) -> dict:
-    """How many calls each rule claimed in an annotated module."""
-    counts = collections.Counter(
-        ir.func_attr(s.callee, ir.COMPOSITE)
-        for name in ir.host_functions(mod)
-        for s in ir.walk(mod[name], mod, descend=False)
-        if s.callee is not None
-    )
-    return {r.qualified: counts.get(r.qualified, 0) for r in rules}
+def rule_matches(stage: Stage, rules) -> dict:
+    """How many calls each rule claimed at an annotate stage: its host functions' calls to the rule's composites."""
+    return {r.qualified: stage.calls.get(r.qualified, 0) for r in rules}
 
 
 def summary_json(model: str, stages: list) -> dict:
