@@ -387,7 +387,9 @@ def test_the_cycle_collector_is_paused_only_while_a_workbench_computes(demo_mod,
         gc.enable()
 
 
-@pytest.mark.parametrize("which", ["demo", "residual", "two-targets", "multi-output", "tuples", "ssd"])
+@pytest.mark.parametrize(
+    "which", ["demo", "residual", "already partitioned", "two-targets", "multi-output", "tuples", "ssd"]
+)
 def test_the_partition_census_from_regions_is_the_walks(which, demo_mod):
     """The partition stage counts each subgraph's ops from its region instead of walking the functions
     partition made (1,500 on 6,000 ops): the same owners, targets and subgraphs as a walk of them."""
@@ -396,6 +398,10 @@ def test_the_partition_census_from_regions_is_the_walks(which, demo_mod):
         mod, rule_set = demo_mod, rules.get_target("byoc-target").rules
     elif which == "residual":
         mod = residual_model(48, blocks_per_stage=4)
+    elif which == "already partitioned":  # its tensorrt_0 is not the new region 0's: that one is tensorrt_01
+        without_relu = [r for r in rule_set if r.name != "nn.relu"]
+        first = stages.run_stages(residual_model(48, blocks_per_stage=4), without_relu, stages.keep_all)
+        mod = first[stages.STAGES.index("partition")].mod
     elif which == "ssd":
         pytest.importorskip("mxnet", reason="the SSD needs mxnet 1.9.1 (Python 3.11): run make setup")
         from byoc_workbench.workflow import model_workbench

@@ -209,10 +209,12 @@ def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
     m, regions = merge(m)
     region_subgraphs = [Subgraph(f"region_{r.id}", r.target, list(r.ops)) for r in regions]
     yield summary("merge", m, subgraphs=region_subgraphs, regions=regions)
-    m = partition(m, regions)
     # Each subgraph's ops are its region's: the census need not walk the functions partition made.
+    # A name the module already has is given to its own function, and partition numbers the new one.
+    taken = {gv.name_hint for gv in m.get_global_vars()}
     by_id = {r.id: r for r in regions}
-    lifted = {name: by_id[rid].places for rid, name in subgraph_names(regions).items()}
+    lifted = {name: by_id[rid].places for rid, name in subgraph_names(regions).items() if name not in taken}
+    m = partition(m, regions)
     partitioned = summary("partition", m, regions=regions, lifted=lifted)
     yield partitioned
     m, reasons = prune(m, prune_rule, ops={s.name: s.ops for s in partitioned.subgraphs})
