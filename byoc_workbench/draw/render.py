@@ -237,16 +237,21 @@ def write_all(diagrams, fmt: str = "svg") -> None:
         if proc.wait() != 0:
             raise RuntimeError(f"dot failed on {path}: {err.decode(errors='replace').strip()}")
 
-    for dot, path in diagrams:
-        while len(running) >= (os.cpu_count() or 1):
+    try:
+        for dot, path in diagrams:
+            while len(running) >= (os.cpu_count() or 1):
+                finish(*running.pop(0))
+            cmd = ["dot", f"-K{dot.engine}", "-Tsvg", "-o", str(path)]
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+            running.append((proc, path))
+            proc.stdin.write(dot.source.encode(dot.encoding or "utf-8"))
+            proc.stdin.close()
+        while running:
             finish(*running.pop(0))
-        cmd = ["dot", f"-K{dot.engine}", "-Tsvg", "-o", str(path)]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        proc.stdin.write(dot.source.encode(dot.encoding or "utf-8"))
-        proc.stdin.close()
-        running.append((proc, path))
-    for proc, path in running:
-        finish(proc, path)
+    finally:  # a failure (or an interrupt) leaves no dot writing into a folder about to go
+        for proc, _ in running:
+            proc.kill()
+            proc.wait()
 
 
 def write(dot: graphviz.Digraph, path: Path, fmt: str = "svg") -> Path:
