@@ -43,6 +43,35 @@ MAC_OPS = frozenset(
 _VARS = (relax.Var, relax.DataflowVar)
 
 
+# --- reading and building IR through the FFI itself ------------------------------------
+# TVM's Python wrappers check and convert in Python what the stages already have right: iterating an
+# FFI array bounds-checks each index (1 µs an element, against 0.4), and relax.Call's constructor
+# takes 10 µs against its FFI function's 1. A 6,000-op toggle reads a quarter of a million elements
+# and builds tens of thousands of nodes, so the hot paths go through these three.
+
+_array_size, _array_item = tvm_ffi._ffi_api.ArraySize, tvm_ffi._ffi_api.ArrayGetItem
+
+
+def items(seq) -> list:
+    """The elements of an FFI array (a block's bindings, a call's arguments...) as a list."""
+    if type(seq) is not tvm_ffi.Array:
+        return list(seq)
+    n = _array_size(seq)
+    if n < 2:  # most are: a composite's one binding, a block of one
+        return [_array_item(seq, 0)] if n else []
+    return [_array_item(seq, i) for i in range(n)]
+
+
+def new_call(op, args: list, ty, attrs=None, ty_args=()) -> relax.Call:
+    """``relax.Call(op, args, attrs, ty_args)`` of the known type ``ty``, which it keeps."""
+    return tvm.ir._ffi_api.Call(ty, op, args, attrs, ty_args, None)
+
+
+def new_var(name: str, ty, dataflow: bool = True):
+    """A new ``relax.DataflowVar`` (or ``relax.Var``) of the type ``ty``."""
+    return (relax._ffi_api.DataflowVar if dataflow else tvm.ir._ffi_api.Var)(name, ty, None)
+
+
 _IS_VAR: dict = {}  # Python class -> whether it is a variable's: isinstance goes through abc (half a microsecond)
 
 
@@ -68,7 +97,10 @@ def substitute(expr, mapping: dict, same_types: bool = False):
         return mapping.get(expr.__chandle__(), expr)
     if isinstance(expr, relax.Call):
         op = substitute(expr.op, mapping) if isinstance(expr.op, tvm.ir.GlobalVar) else expr.op
-        new = relax.Call(op, [substitute(a, mapping, same_types) for a in expr.args], expr.attrs, expr.ty_args)
+        args = [substitute(a, mapping, same_types) for a in items(expr.args)]
+        if same_types:
+            return new_call(op, args, expr.ty, expr.attrs, expr.ty_args)
+        new = relax.Call(op, args, expr.attrs, expr.ty_args)
     elif isinstance(expr, relax.Tuple):
         new = relax.Tuple([substitute(f, mapping, same_types) for f in expr.fields])
     elif isinstance(expr, relax.TupleGetItem):
@@ -102,16 +134,15 @@ def free_vars(expr) -> list:
             if h not in seen:
                 seen.add(h)
                 out.append(e)
-        elif isinstance(e, relax.Call):
-            for a in e.args:
+        elif type(e) is relax.Call:  # exact type tests: see _walk_seq
+            for a in items(e.args):
                 visit(a)
-        elif isinstance(e, relax.Tuple):
-            for f in e.fields:
+        elif type(e) is relax.Tuple:
+            for f in items(e.fields):
                 visit(f)
-        elif isinstance(e, relax.TupleGetItem):
+        elif type(e) is relax.TupleGetItem:
             visit(e.tuple_value)
-        elif isinstance(e, relax.Function):
-            pass  # a local composite function is closed
+        # anything else reads no variable: constants, shapes, a local function (it is closed)
 
     visit(expr)
     return out
@@ -119,8 +150,7 @@ def free_vars(expr) -> list:
 
 def fresh_var(like, name: str | None = None, dataflow: bool = True):
     """A new variable with the type of ``like``."""
-    cls = relax.DataflowVar if dataflow else relax.Var
-    return cls(name or like.name, like.ty)
+    return new_var(name or like.name, like.ty, dataflow)
 
 
 class PerObject:
@@ -156,7 +186,7 @@ _attrs_of = PerObject(lambda f: {} if f.attrs is None else {str(k): str(v) for k
 
 def func_attr(func, key: str):
     """A function attribute as a Python string, or None."""
-    if not isinstance(func, relax.Function):
+    if type(func) is not relax.Function:  # exact: see _walk_seq
         return None
     return _attrs_of(func).get(key)
 
@@ -164,12 +194,10 @@ def func_attr(func, key: str):
 def callee(mod: tvm.IRModule, call):
     """The relax.Function a call reaches (global or local), or None for ops and externs."""
     op = call.op
-    if isinstance(op, tvm.ir.GlobalVar):
+    if type(op) is tvm.ir.GlobalVar:
         func = mod[op]
-        return func if isinstance(func, relax.Function) else None
-    if isinstance(op, relax.Function):
-        return op
-    return None
+        return func if type(func) is relax.Function else None
+    return op if type(op) is relax.Function else None
 
 
 def callee_name(call) -> str:
@@ -280,14 +308,17 @@ def walk(func, mod: tvm.IRModule | None = None, descend=True, name: str = "") ->
 
 
 def _walk_seq(seq, mod, descend, path, composite, local, stack):
-    for block in seq.blocks:
+    for block in items(seq.blocks):
         dataflow = isinstance(block, relax.DataflowBlock)
-        for b in block.bindings:
+        for b in items(block.bindings):
             var, v = b.var, b.value
-            if isinstance(v, relax.Function):
+            # Exact type tests: an isinstance that fails on a Relax class goes through abc (half a
+            # microsecond, a third of the walk), and no Relax expression class but Var is subclassed.
+            kind = type(v)
+            if kind is relax.Function:
                 local[var.__chandle__()] = v
                 continue
-            if isinstance(v, relax.If):
+            if kind is relax.If:
                 yield Step(b, var, v, None, composite, path, dataflow, block=block)
                 yield from _walk_seq(
                     v.true_branch, mod, descend, path + (Place("then", var.name, var),), composite, local, stack
@@ -296,7 +327,7 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
                     v.false_branch, mod, descend, path + (Place("else", var.name, var),), composite, local, stack
                 )
                 continue
-            inner = called_function(mod, v, local) if isinstance(v, relax.Call) else None
+            inner = called_function(mod, v, local) if kind is relax.Call else None
             step = Step(b, var, v, inner, composite, path, dataflow, block=block)
             comp = func_attr(inner, COMPOSITE)
             # Global functions other than composites are walked on their own; recursion stops here.
@@ -306,7 +337,8 @@ def _walk_seq(seq, mod, descend, path, composite, local, stack):
                 and not any(inner.same_as(f) for f in stack)
             )
             if can and (descend(step) if callable(descend) else descend):
-                yield dataclasses.replace(step, descended=True)
+                step.descended = True
+                yield step
                 place = Place("call", comp or callee_name(v), var)
                 yield from _walk_seq(
                     inner.body, mod, descend, path + (place,), comp or composite, local, stack + (inner,)
@@ -398,7 +430,7 @@ def composite_ops(func: relax.Function) -> list:
 
 def reads(value) -> list:
     """Variables a binding's value reads; for an If, its condition and its branches' results."""
-    if isinstance(value, relax.If):
+    if type(value) is relax.If:
         return free_vars(value.cond) + free_vars(value.true_branch.body) + free_vars(value.false_branch.body)
     return free_vars(value)
 
@@ -478,12 +510,12 @@ def type_str(ty) -> str:
 def _type_text(ty) -> str:
     if isinstance(ty, relax.TensorType):
         if hasattr(ty.shape, "values"):
-            shape = ", ".join(_dim(d) for d in ty.shape.values)
+            shape = ", ".join(_dim(d) for d in items(ty.shape.values))
         else:  # unknown: only the rank, or not even that
             shape = "..." if ty.ndim < 0 else ", ".join("?" * ty.ndim)
         return f"{ty.dtype}[{shape}]"
     if isinstance(ty, relax.TupleType):
-        return "(" + ", ".join(type_str(f) for f in ty.fields) + ")"
+        return "(" + ", ".join(type_str(f) for f in items(ty.fields)) + ")"
     return str(ty)
 
 
@@ -549,7 +581,7 @@ def is_static(ty) -> bool:
 
 def _is_static(ty) -> bool:
     shape = getattr(ty, "shape", None)
-    return shape is not None and all(type(d).__name__ == "IntImm" for d in shape.values)
+    return shape is not None and all(type(d).__name__ == "IntImm" for d in items(shape.values))
 
 
 _static_types = PerObject(_is_static, 65536)
@@ -607,11 +639,11 @@ def map_blocks(body: relax.SeqExpr, fn: Callable, result: Callable | None = None
     ``result``, when given, rewrites each sequence's result (the body's, and each branch's).
     """
     new_blocks = []
-    for block in body.blocks:
+    for block in items(body.blocks):
         bindings = []
-        for binding in block.bindings:
+        for binding in items(block.bindings):
             value = binding.value
-            if isinstance(value, relax.If):
+            if type(value) is relax.If:
                 branches = (map_blocks(value.true_branch, fn, result), map_blocks(value.false_branch, fn, result))
                 binding = relax.VarBinding(binding.var, relax.If(value.cond, *branches))
             bindings.append(binding)
@@ -631,24 +663,28 @@ def copy_with_new_vars(func: relax.Function) -> relax.Function:
     """``func`` with new variables for its parameters and bindings, so that it can be bound a second
     time in one module; every expression keeps its type (Normalize has nothing to do). Upstream's
     ``relax.utils.copy_with_new_vars`` takes 2 ms on a one-op composite, which partition pays per
-    region; this takes a tenth of that on the flat functions composites are, and hands anything else
-    (branches, local functions, match_cast) to upstream."""
-    bindings = [b for block in func.body.blocks for b in block.bindings]
-    if not all(type(b) is relax.VarBinding and not isinstance(b.value, (relax.If, relax.Function)) for b in bindings):
-        return relax.utils.copy_with_new_vars(func)
-    params = [fresh_var(p, dataflow=isinstance(p, relax.DataflowVar)) for p in func.params]
-    mapping = by_handle(zip(func.params, params))
-
-    def fresh(is_df, block):
-        out = []
-        for b in block:
+    region; this takes a fortieth of that on the flat functions composites are, and hands anything
+    else (branches, local functions, match_cast) to upstream."""
+    blocks = [(type(block) is relax.DataflowBlock, items(block.bindings)) for block in items(func.body.blocks)]
+    for _, bindings in blocks:
+        for b in bindings:
+            if type(b) is not relax.VarBinding or type(b.value) in (relax.If, relax.Function):
+                return relax.utils.copy_with_new_vars(func)
+    old = items(func.params)
+    params = [fresh_var(p, dataflow=type(p) is relax.DataflowVar) for p in old]
+    mapping = by_handle(zip(old, params))
+    new_blocks = []
+    for is_df, bindings in blocks:
+        new = []
+        for b in bindings:
             value = substitute(b.value, mapping, same_types=True)
-            var = mapping[b.var.__chandle__()] = fresh_var(b.var, dataflow=isinstance(b.var, relax.DataflowVar))
-            out.append(relax.VarBinding(var, value))
-        return out
-
-    body = map_blocks(func.body, fresh, result=lambda expr: substitute(expr, mapping, same_types=True))
-    return relax.Function(params, typed(body, func.body.ty), func.ret_ty, func.is_pure, func.attrs)
+            old_var = b.var
+            var = mapping[old_var.__chandle__()] = fresh_var(old_var, dataflow=type(old_var) is relax.DataflowVar)
+            new.append(relax.VarBinding(var, value))
+        new_blocks.append(relax.DataflowBlock(new) if is_df else relax.BindingBlock(new))
+    result = substitute(func.body.body, mapping, same_types=True)
+    body = typed(relax.SeqExpr(new_blocks, result), func.body.ty)
+    return relax.Function(params, body, func.ret_ty, func.is_pure, func.attrs)
 
 
 def rename_vars(func: relax.Function, names: dict) -> relax.Function:

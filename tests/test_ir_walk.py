@@ -1,6 +1,7 @@
 """ir.walk: the one traversal every analysis, pass, codegen and drawing uses."""
 
 import graphs
+import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir
@@ -103,3 +104,22 @@ def test_a_per_object_cache_keeps_what_was_asked_for_lately():
     assert cache(cold[-1]) == 1 and len(computed) == 13  # the latest are kept
     cache(cold[0])
     assert len(computed) == 14  # the oldest went
+
+
+def test_the_ffi_shortcuts_read_and_build_what_tvms_wrappers_do(demo_mod):
+    """``items`` lists an FFI array as iterating it does; ``new_call`` and ``new_var`` build what
+    relax.Call and relax.Var build, with the type they are given kept (nothing is inferred)."""
+    func = demo_mod["main"]
+    assert [p.same_as(q) for p, q in zip(ir.items(func.params), list(func.params))] == [True] * len(func.params)
+    call = next(b.value for b in ir.items(func.body.blocks[0].bindings) if isinstance(b.value, relax.Call))
+    for seq in (call.args, func.body.blocks, relax.Tuple([]).fields, [1, 2]):
+        assert len(ir.items(seq)) == len(seq) and all(
+            (a.same_as(b) if hasattr(a, "same_as") else a == b) for a, b in zip(ir.items(seq), seq)
+        )
+    ty = relax.TensorType((1, 2), "float32")
+    x, y = ir.new_var("x", ty, dataflow=False), ir.new_var("y", ty)
+    assert type(x) is relax.Var and type(y) is relax.DataflowVar and x.name == "x" and x.ty.same_as(ty)
+    built = ir.new_call(call.op, list(call.args), call.ty, call.attrs, call.ty_args)
+    assert built.ty.same_as(call.ty) and built.op.same_as(call.op)
+    wrapped = ir.typed(relax.Call(call.op, list(call.args), call.attrs, call.ty_args), call.ty)
+    assert tvm_ffi.structural_equal(built, wrapped) and tvm_ffi.structural_equal(built, call)

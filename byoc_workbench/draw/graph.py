@@ -168,9 +168,10 @@ class _Builder:
         return None
 
     def connect(self, w: _Walk, frame, args, nid, cluster):
-        for k, a in enumerate(args):
+        for k, a in enumerate(ir.items(args)):
             # concat and friends take their inputs as a tuple
-            parts = [(f"{k}_{j}", f) for j, f in enumerate(a.fields)] if isinstance(a, relax.Tuple) else [(k, a)]
+            fields = ir.items(a.fields) if type(a) is relax.Tuple else None
+            parts = [(f"{k}_{j}", f) for j, f in enumerate(fields)] if fields is not None else [(k, a)]
             for key, part in parts:
                 src = self.arg_node(w, frame, part, nid, key, cluster)
                 if src:
@@ -276,7 +277,7 @@ class _Builder:
 
     def call(self, w: _Walk, step, nid, cluster, ty) -> str:
         v = step.value
-        input_types = [ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")]
+        input_types = [ir.type_str(a.ty) for a in ir.items(v.args) if hasattr(a, "ty")]
         if step.op == "relax.call_dps_packed":
             symbol = str(v.args[0].global_symbol)
             made = self.packed.get(symbol)
@@ -340,7 +341,7 @@ class _Builder:
         name = ir.callee_name(v)
         target, ops = self.known.get(name) or (ir.subgraph_target(self.mod, name), ir.ops_in(func, self.mod))
         label = f"{name}\n{_op_counts(ops)}"
-        types = [ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")]
+        types = [ir.type_str(a.ty) for a in ir.items(v.args) if hasattr(a, "ty")]
         node = Node(nid, "subgraph", label, target=target, op=name, cluster=cluster, ty=ty, input_types=types)
         node.ops, node.expandable = ops, True
         if nid not in self.expand:

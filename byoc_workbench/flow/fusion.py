@@ -69,12 +69,12 @@ def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
             if not matches:
                 blocks.append(block)
                 continue
-            bindings = list(block.bindings)
+            bindings = ir.items(block.bindings)
             for k, (rule, leaves, signature, value) in matches.items():
                 gv = made.get(signature)
                 if gv is None:
                     gv = made[signature] = editor.add(_name(rule), _composite(rule, value, leaves))
-                bindings[k] = relax.VarBinding(bindings[k].var, ir.typed(relax.Call(gv, list(leaves)), value.ty))
+                bindings[k] = relax.VarBinding(bindings[k].var, ir.new_call(gv, list(leaves), value.ty))
             blocks.append(relax.DataflowBlock(bindings))
         body = relax.SeqExpr(blocks, func.body.body)
         editor.update(name, relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
@@ -91,12 +91,12 @@ def _fused_body(func, claims: dict):
     upstream's pass could differ: a branch, a local function, a dead binding upstream would drop,
     an argument of a kind not handled, or a symbolic size in a claimed call."""
     out = []
-    for block in func.body.blocks:
+    for block in ir.items(func.body.blocks):
         matches: dict = {}
         dataflow = isinstance(block, relax.DataflowBlock)
         read: set = set()
         defined = []
-        for k, b in enumerate(block.bindings):
+        for k, b in enumerate(ir.items(block.bindings)):
             value = b.value
             if isinstance(value, (relax.If, relax.Function)):
                 return None
@@ -148,7 +148,7 @@ def _signature(rule, call):
             return ("leaf", tvm_ffi.structural_hash(expr))
         return None
 
-    args = tuple(arg(a) for a in call.args)
+    args = tuple(arg(a) for a in ir.items(call.args))
     if None in args:
         return None
     attrs = tvm_ffi.structural_hash(call.attrs) if call.attrs is not None else None
@@ -180,7 +180,7 @@ def _composite(rule, call, leaves) -> relax.Function:
             name, consts = f"param_{consts}", consts + 1
         else:
             name = leaf.name
-        p = relax.Var(name, leaf.ty)
+        p = ir.new_var(name, leaf.ty, dataflow=False)
         params.append(p)
         mapping[leaf.__chandle__()] = p
 
@@ -191,8 +191,8 @@ def _composite(rule, call, leaves) -> relax.Function:
             return ir.typed(relax.Tuple([arg(f) for f in expr.fields]), expr.ty)
         return expr
 
-    inner = ir.typed(relax.Call(call.op, [arg(a) for a in call.args], call.attrs, call.ty_args), call.ty)
-    gv = relax.Var("gv", call.ty)
+    inner = ir.new_call(call.op, [arg(a) for a in ir.items(call.args)], call.ty, call.attrs, call.ty_args)
+    gv = ir.new_var("gv", call.ty, dataflow=False)
     body = relax.SeqExpr([relax.DataflowBlock([relax.VarBinding(gv, inner)])], gv)
     func = relax.Function(params, body, call.ty, True)
     return func.with_attrs({ir.COMPOSITE: rule.qualified, "Primitive": True})

@@ -68,14 +68,15 @@ def _types_agree(mod: tvm.IRModule) -> bool:
     and local functions (a ``match_cast`` gives its own). False sends the module to ``well_formed``."""
 
     def seq(body) -> bool:
-        for block in body.blocks:
-            for b in block.bindings:
+        for block in ir.items(body.blocks):
+            for b in ir.items(block.bindings):
                 value = b.value
-                if isinstance(value, relax.If) and not (seq(value.true_branch) and seq(value.false_branch)):
+                kind = type(value)  # exact type tests, as ir.walk's
+                if kind is relax.If and not (seq(value.true_branch) and seq(value.false_branch)):
                     return False
-                if isinstance(value, relax.Function) and not seq(value.body):
+                if kind is relax.Function and not seq(value.body):
                     return False
-                if isinstance(b, relax.MatchCast):
+                if type(b) is relax.MatchCast:
                     continue
                 have, want = value.ty, b.var.ty
                 if not (have.same_as(want) or tvm_ffi.structural_equal(have, want)):

@@ -91,10 +91,11 @@ def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = N
             if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
                 first = next((c for _, _, c in found if c), None)
                 own = first.split(".", 1)[0] if first else ir.func_attr(func, ir.CODEGEN)
-            here = collections.Counter(
-                (op, Owner(name, calls), composite.split(".", 1)[0] if composite else own)
-                for op, calls, composite in found
-            )
+            # Counted by plain tuples first (hashed in C), then named: an Owner hashes in Python.
+            placed = collections.Counter(found)
+            here = collections.Counter()
+            for (op, around, composite), n in placed.items():
+                here[(op, Owner(name, around), composite.split(".", 1)[0] if composite else own)] += n
             memo[key] = (own, [op for op, _, _ in found], here, made)
         own, ops, here, made = memo[key]
         if target is None:
@@ -122,7 +123,7 @@ def _function_ops(func, mod, name) -> tuple:
         for s in steps
         if s.callee is not None
         and not ir.func_attr(s.callee, ir.COMPOSITE)
-        and not isinstance(s.value.op, tvm.ir.GlobalVar)
+        and type(s.value.op) is not tvm.ir.GlobalVar
     ]
     if local:  # calls to local functions (a loop written as one): the walk itself goes in
         return ir.op_places(func, mod, name), made
