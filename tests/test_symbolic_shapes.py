@@ -111,14 +111,20 @@ def _conv_inputs(batch: int) -> list:
     ]
 
 
-@pytest.mark.parametrize("backend", [None, "onnxruntime"], ids=["teaching", "onnxruntime"])
+@pytest.mark.parametrize("backend", [None, "onnxruntime", "pruned"], ids=["teaching", "onnxruntime", "pruned"])
 @pytest.mark.parametrize("graph", ["demo", "conv_reshape"])
 def test_partitioned_runs_match_tvm_alone_at_two_batch_sizes(graph, backend, conv_reshape):
+    """``pruned``: every subgraph returns to the host, its ops inlined in the caller's sizes."""
     mod, inputs = (BatchedDemo, _demo_inputs) if graph == "demo" else (conv_reshape[1], _conv_inputs)
-    found = stages.run_stages(mod, rules.get_target("byoc-target").rules, stages.keep_all, backend=backend)
+    prune = _prune_every_subgraph if backend == "pruned" else stages.keep_all
+    backend = None if backend == "pruned" else backend
+    found = stages.run_stages(mod, rules.get_target("byoc-target").rules, prune, backend=backend)
     codegen = found[-1]
     want = {None: "teaching", "onnxruntime": "onnxruntime"}[backend]
-    assert codegen.generated and all(c.backend == want for c in codegen.generated.values()), codegen.notes
+    if prune is _prune_every_subgraph:
+        assert not codegen.generated and not codegen.subgraphs, codegen.subgraphs
+    else:
+        assert codegen.generated and all(c.backend == want for c in codegen.generated.values()), codegen.notes
     outs = []
     for batch in (1, 3):
         args = inputs(batch)
@@ -171,11 +177,23 @@ def test_tensorrt_refuses_dynamic_shapes_in_one_line_and_auto_moves_on(conv_resh
     assert [d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim] == ["n * h * w * 8"]
 
 
+def _prune_every_subgraph(name: str, ops: list) -> str:
+    return "pruned by the test"
+
+
+@pytest.mark.parametrize("prune", [stages.keep_all, _prune_every_subgraph], ids=["keep_all", "prune_all"])
 @pytest.mark.parametrize("target", ["byoc-target", "tensorrt"])
-def test_every_stage_has_the_types_tvm_infers(target, conv_reshape):
+def test_every_stage_has_the_types_tvm_infers(target, prune, conv_reshape):
     """The stages' own rewrites give new expressions the types of those they replace, so that
     Normalize has nothing to infer: with symbolic sizes (n, h, w) inside and outside If
-    branches, those types must be what Normalize would infer."""
+    branches, those types must be what Normalize would infer. Every stage is well formed: each lifted
+    subgraph defines the sizes its parameters name (n) itself, as a Relax function must, and a pruned
+    one returns to its caller in the caller's sizes (its own, and its composites', are bound to them)."""
     for mod in (BatchedDemo, conv_reshape[1]):
-        for s in stages.run_stages(mod, rules.get_target(target).rules, stages.keep_all):
+        found = stages.run_stages(mod, rules.get_target(target).rules, prune)
+        for s in found:
             assert tvm_ffi.structural_equal(relax.transform.Normalize()(s.mod), s.mod), s.name
+            relax.analysis.well_formed(s.mod)  # raises: "Var n is defined in both function ..."
+        partitioned, pruned = (s for s in found if s.name in ("partition", "prune"))
+        assert partitioned.subgraphs, "nothing was partitioned"
+        assert len(pruned.subgraphs) == (0 if prune is _prune_every_subgraph else len(partitioned.subgraphs))

@@ -67,7 +67,7 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
             if h not in defined and h not in seen:
                 seen.add(h)
                 inputs.append(v)
-    params = [relax.Var(v.name, v.ty) for v in inputs]
+    params = [ir.new_var(v.name, v.ty, dataflow=False) for v in inputs]
     mapping = ir.by_handle(zip(inputs, params))  # keyed by handle, as everything here (see ir.by_handle)
     out_handles = {o.__chandle__() for o in outputs}
     new_bindings = []
@@ -75,13 +75,13 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         value = b.value
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
-            args = [ir.substitute(a, mapping, same_types=True) for a in value.args]
+            args = [ir.substitute(a, mapping, same_types=True) for a in ir.items(value.args)]
             local = copies.take(composite)
             # Bound to a variable of its own, as Normalize would bind it, so that Normalize is not run
             # here: it would make every local function anew, and what is kept per function with it.
-            lv = relax.DataflowVar("lv", local.ty)
+            lv = ir.new_var("lv", local.ty)
             new_bindings.append(relax.VarBinding(lv, local))
-            value = ir.typed(relax.Call(lv, args), value.ty)
+            value = ir.new_call(lv, args, value.ty)
         else:
             value = ir.substitute(value, mapping, same_types=True)
         h = b.var.__chandle__()
@@ -93,7 +93,16 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
     body = ir.typed(relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
     func = relax.Function(params, body, ret_ty)
     func = func.with_attrs({ir.CODEGEN: codegen_name(region.target), ir.GLOBAL_SYMBOL: name})
+    if any(_defines_sizes(p.ty) for p in params):
+        # A symbolic size (a batch n) is defined by the one function whose parameters name it: the
+        # lifted function takes new ones (upstream's copy renews them; it is the rare path, 1 ms).
+        func = relax.utils.copy_with_new_vars(func)
     return func, inputs
+
+
+def _defines_sizes(ty) -> bool:
+    """Whether a parameter of type ``ty`` defines symbolic sizes (``n`` in ``R.Tensor((n, 3))``)."""
+    return not ir.is_static(ty) and bool(relax.analysis.definable_tir_vars_in_type(ty))
 
 
 def _topo_units(units: list) -> list:
@@ -144,9 +153,11 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
     editor = ir.ModuleEditor(mod)
     names = subgraph_names(regions, names)
     copies = _Copies()
+    called: set = set()  # the global functions the host functions call once partitioned
     for fname in ir.host_functions(mod):
         region_of = {v.__chandle__(): r for r in regions if r.func == fname for v in r.members}
         if not region_of:
+            called.update(*ir.calls_between_functions(mod, [fname]).values())
             continue
 
         def rewrite(is_df, bindings, region_of=region_of):
@@ -156,6 +167,8 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                 region = region_of.get(h)
                 if region is not None:
                     by_region.setdefault(region.id, (j, []))[1].append(b)
+                else:
+                    called.update(_global_callee(b.value))
             if not by_region:
                 return bindings
             units = []
@@ -165,12 +178,14 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                 outputs = list(region.outputs)  # propose_regions found who reads what
                 sub, inputs = _region_function(mod, members, region, outputs, names[rid], copies)
                 gv = editor.add(names[rid], sub, normal=True)
-                call = ir.typed(relax.Call(gv, list(inputs)), sub.ret_ty)
+                # The call's type in the caller's sizes (the subgraph may have sizes of its own, see _defines_sizes).
+                host_ty = outputs[0].ty if len(outputs) == 1 else relax.TupleType([o.ty for o in outputs])
+                call = ir.new_call(gv, list(inputs), host_ty)
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
                 else:
                     # Named after its first output, so the name stays when other regions come and go.
-                    tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", sub.ret_ty)
+                    tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", host_ty)
                     new = [relax.VarBinding(tup, call)]
                     new += [
                         relax.VarBinding(o, ir.typed(relax.TupleGetItem(tup, k), o.ty)) for k, o in enumerate(outputs)
@@ -184,8 +199,6 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
         editor.update(fname, ir.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions: only host functions still call global ones.
-    calls = ir.calls_between_functions(new_mod, ir.host_functions(new_mod))
-    called = set().union(*calls.values())
     unused = [
         gv.name_hint
         for gv, f in new_mod.functions.items()
@@ -194,6 +207,13 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
     for name in unused:
         del new_mod[new_mod.get_global_var(name)]
     return new_mod
+
+
+def _global_callee(value) -> tuple:
+    """The name of the global function a binding's value calls, if it calls one."""
+    if type(value) is relax.Call and type(value.op) is tvm.ir.GlobalVar:
+        return (value.op.name_hint,)
+    return ()
 
 
 def _handle(var) -> int:
@@ -228,6 +248,7 @@ def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
 
 def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
     """Bindings that compute ``result_var = func(*args)`` in place, composites flattened."""
+    func = _in_sizes_of(func, args)
     steps = list(ir.walk(func))
     # Follow the result through the composite calls that compute it, so that the binding
     # which finally computes it binds ``result_var`` itself.
@@ -254,6 +275,48 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
     if not any(b.var.same_as(result_var) for b in out):
         out.append(relax.VarBinding(result_var, values.get(*final)))
     return out
+
+
+def _in_sizes_of(func: relax.Function, args) -> relax.Function:
+    """``func`` with the symbolic sizes that its parameters define, and those its local composites'
+    define, given as ``args`` give them: inlined, its bindings must use the caller's ``n``, not their own."""
+    sizes = _sizes_between(ir.items(func.params), args)
+    if sizes:
+        func = func.bind_symbolic_vars(sizes)
+    call_args = {  # local function's variable (handle) -> the arguments of its call
+        s.value.op.__chandle__(): ir.items(s.value.args)
+        for s in ir.walk(func, descend=False)
+        if s.callee is not None and ir.is_var(s.value.op)
+    }
+
+    def bind(is_df, bindings):
+        out = []
+        for b in bindings:
+            own = call_args.get(b.var.__chandle__()) if type(b.value) is relax.Function else None
+            own = own and _sizes_between(ir.items(b.value.params), own)
+            out.append(relax.VarBinding(b.var, b.value.bind_symbolic_vars(own)) if own else b)
+        return out
+
+    return ir.rebuild(func, bind) if call_args else func
+
+
+def _sizes_between(params: list, args) -> dict:
+    """``{size: value}``: each symbolic size named by a parameter's type, as its argument's type gives it."""
+    sizes: dict = {}
+
+    def match(p, a):
+        if isinstance(p, relax.TupleType) and isinstance(a, relax.TupleType):
+            for fp, fa in zip(ir.items(p.fields), ir.items(a.fields)):
+                match(fp, fa)
+        elif hasattr(getattr(p, "shape", None), "values") and hasattr(getattr(a, "shape", None), "values"):
+            for dp, da in zip(ir.items(p.shape.values), ir.items(a.shape.values)):
+                if type(dp).__name__ in ("Var", "SizeVar") and not dp.same_as(da):
+                    sizes.setdefault(dp, da)
+
+    for p, a in zip(params, args):
+        if not ir.is_static(p.ty):
+            match(p.ty, a.ty)
+    return sizes
 
 
 def flatten_subgraphs(mod: tvm.IRModule) -> tvm.IRModule:
