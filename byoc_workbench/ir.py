@@ -662,9 +662,9 @@ def rebuild(func: relax.Function, fn: Callable, result: Callable | None = None) 
 def copy_with_new_vars(func: relax.Function) -> relax.Function:
     """``func`` with new variables for its parameters and bindings, so that it can be bound a second
     time in one module; every expression keeps its type (Normalize has nothing to do). Upstream's
-    ``relax.utils.copy_with_new_vars`` takes 2 ms on a one-op composite, which partition pays per
-    region; this takes a fortieth of that on the flat functions composites are, and hands anything
-    else (branches, local functions, match_cast) to upstream."""
+    ``relax.utils.copy_with_new_vars`` takes about a millisecond on a one-op composite, which
+    partition pays per placement; this takes a twentieth of that on the flat functions composites
+    are, and hands anything else (branches, local functions, match_cast) to upstream."""
     blocks = [(type(block) is relax.DataflowBlock, items(block.bindings)) for block in items(func.body.blocks)]
     for _, bindings in blocks:
         for b in bindings:

@@ -56,7 +56,8 @@ class _Copies:
 
 
 def _region_function(mod, members: list, region: Region, outputs: list, name: str, copies: _Copies):
-    """The lifted function of a region (its member bindings, in order) and the variables it takes.
+    """``(function, inputs, type)``: the lifted function of a region (its member bindings, in order), the
+    variables it takes, and the type of its call in the caller's sizes (see :func:`_defines_sizes`).
 
     A composite becomes a local function, a copy of it where it is placed twice (see :class:`_Copies`)."""
     defined = {b.var.__chandle__() for b in members}
@@ -97,7 +98,7 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
         # A symbolic size (a batch n) is defined by the one function whose parameters name it: the
         # lifted function takes new ones (upstream's copy renews them; it is the rare path, 1 ms).
         func = relax.utils.copy_with_new_vars(func)
-    return func, inputs
+    return func, inputs, ret_ty
 
 
 def _defines_sizes(ty) -> bool:
@@ -176,10 +177,8 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                 inside = [b.var.__chandle__() for b in members]
                 region = region_of[inside[0]]
                 outputs = list(region.outputs)  # propose_regions found who reads what
-                sub, inputs = _region_function(mod, members, region, outputs, names[rid], copies)
+                sub, inputs, host_ty = _region_function(mod, members, region, outputs, names[rid], copies)
                 gv = editor.add(names[rid], sub, normal=True)
-                # The call's type in the caller's sizes (the subgraph may have sizes of its own, see _defines_sizes).
-                host_ty = outputs[0].ty if len(outputs) == 1 else relax.TupleType([o.ty for o in outputs])
                 call = ir.new_call(gv, list(inputs), host_ty)
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
@@ -283,21 +282,23 @@ def _in_sizes_of(func: relax.Function, args) -> relax.Function:
     sizes = _sizes_between(ir.items(func.params), args)
     if sizes:
         func = func.bind_symbolic_vars(sizes)
-    call_args = {  # local function's variable (handle) -> the arguments of its call
-        s.value.op.__chandle__(): ir.items(s.value.args)
-        for s in ir.walk(func, descend=False)
-        if s.callee is not None and ir.is_var(s.value.op)
-    }
+    own = {}  # local function's variable (handle) -> its sizes, as its call's arguments give them
+    for s in ir.walk(func, descend=False):
+        if s.callee is not None and ir.is_var(s.value.op):
+            found = _sizes_between(ir.items(s.callee.params), ir.items(s.value.args))
+            if found:
+                own[s.value.op.__chandle__()] = found
+    if not own:  # static sizes: nothing to bind
+        return func
 
     def bind(is_df, bindings):
         out = []
         for b in bindings:
-            own = call_args.get(b.var.__chandle__()) if type(b.value) is relax.Function else None
-            own = own and _sizes_between(ir.items(b.value.params), own)
-            out.append(relax.VarBinding(b.var, b.value.bind_symbolic_vars(own)) if own else b)
+            found = own.get(b.var.__chandle__()) if type(b.value) is relax.Function else None
+            out.append(relax.VarBinding(b.var, b.value.bind_symbolic_vars(found)) if found else b)
         return out
 
-    return ir.rebuild(func, bind) if call_args else func
+    return ir.rebuild(func, bind)
 
 
 def _sizes_between(params: list, args) -> dict:
