@@ -54,9 +54,10 @@ test: setup lint
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test-fast: setup
-	$(BIN)/python -m pytest -ra -m "not slow and not browser"
+	$(BIN)/python -m pytest -ra tests/unit
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup

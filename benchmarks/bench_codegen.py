@@ -10,9 +10,10 @@ numbers; asserts nothing. Run it on an idle machine: the ratios move with the lo
 import argparse
 import os
 
-from byoc_workbench import timing
+from byoc_workbench import stages
 from byoc_workbench.draw.latency import ms
-from byoc_workbench.flow import rules, stages
+from byoc_workbench.flow import rules
+from byoc_workbench.measure import timing
 from byoc_workbench.models import demo
 
 BUILDS = (("TVM alone", "tvm"), ("NumPy (teaching)", "teaching"), ("C (c)", "c"))

@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from byoc_workbench import workflow  # noqa: E402
+from byoc_workbench.frontends import from_mxnet  # noqa: E402
 from byoc_workbench.models import zoo  # noqa: E402
-from byoc_workbench.models.frontend import from_mxnet  # noqa: E402
 
 
 def main() -> None:

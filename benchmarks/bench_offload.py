@@ -4,14 +4,14 @@ Usage: python benchmarks/bench_offload.py [--backends tvm,onnxruntime[,tensorrt]
                                           [--weights untrained|trained|PATH] [--no-anchors] [--json]
 
 The same as ``byoc-workbench bench ssd --where`` (the logic lives in
-:mod:`byoc_workbench.bench`): the model is imported (seeded weights by
+:mod:`byoc_workbench.measure.bench`): the model is imported (seeded weights by
 default), prepared, partitioned with upstream's TensorRT patterns, pruned, and
 its one big subgraph compiled by each backend; the rest stays on TVM (llvm,
 untuned). Also timed: the same build unpruned, TVM alone, MXNet hybridized and
 ONNX Runtime on MXNet's own export; and where each offloaded run spends its
 time. One run, numbers printed, no asserts: speed lives here, not in the tests.
 
-Targets from issue 7 on a 2-core CPU: the offloaded build at least 50x faster
+The bars it checks on a 2-core CPU: the offloaded build at least 50x faster
 than TVM alone (25-30 s per image), faster than MXNet hybridized (0.31 s),
 within 1.3x of ONNX Runtime on the whole model as MXNet exports it (0.197 s).
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from byoc_workbench import byom  # noqa: E402
+from byoc_workbench.measure import bench  # noqa: E402
 from byoc_workbench.session import Workbench  # noqa: E402
 
 
 def line(name: str, wb) -> str:
     report = wb.report()
-    result = byom.bench(wb, ("tvm", "onnxruntime"), repeat=3, unpruned=False, anchors=False, progress=False)
+    result = bench.bench_model(wb, ("tvm", "onnxruntime"), repeat=3, unpruned=False, anchors=False, progress=False)
     speed = result["speedup_vs_tvm"].get("onnxruntime", float("nan"))
-    ok = all(result["outputs_match_reference"].values())
+    ok = all(result["outputs_match"].values())
     tvm, off = (result["backends"][k]["median_s"] for k in ("tvm", "onnxruntime"))
     return (
         f"{name:28s} import {wb.model.import_s:5.1f} s  ops {wb.stage('source').op_count:5d}  "
@@ -52,7 +52,7 @@ def torch_models():
 
 
 def gluon_files(tmp: Path):
-    from byoc_workbench.bench import export_onnx
+    from byoc_workbench.measure.bench import export_onnx
     from byoc_workbench.models import zoo
 
     for name in ("resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"):

@@ -1,4 +1,4 @@
-"""Issue 16's bar, measured in one go: a fresh ``search ssd``, its repeat, and one ``bench ssd``. Ratios out.
+"""The search's bar, measured in one go: a fresh ``search ssd``, its repeat, and one ``bench ssd``. Ratios out.
 
 Run it on an idle machine (the numbers are only worth that)::
 

@@ -3,14 +3,14 @@
 Usage: python benchmarks/bench_zoo.py [--models NAME,...] [--repeat N] [--out FILE.json]
        python benchmarks/bench_zoo.py --write-only   # docs/zoo.md's table from the committed JSON
 
-Each model goes through ``byoc-workbench bench MODEL`` (:func:`byoc_workbench.bench.bench_model`)
+Each model goes through ``byoc-workbench bench MODEL`` (:func:`byoc_workbench.measure.bench.bench_model`)
 at its own input size, with seeded weights unless trained ones are cached: TVM alone
 (llvm, untuned, timed once), the offloaded build through ONNX Runtime pruned and
 unpruned, and MXNet hybridized. The table gives each one's median and its speedup over
 TVM alone, from the same run; quote the ratios, not the times (this machine's speed
 drifts about 2x within an hour). Prints the table, writes every model's JSON, the machine
 and its load average to --out (``benchmarks/results/zoo.json``, committed) and the table
-into ``docs/zoo.md`` between its markers; ``tests/test_zoo_support.py`` checks that the two agree.
+into ``docs/zoo.md`` between its markers; ``tests/models/test_zoo_support.py`` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def row(r: dict) -> str:
         e = group.get(key)
         return f"{e['median_s']:.3g} s" + (f" ({s[key]:.0f}x)" if key in s else "") if e else "—"
 
-    same = "yes" if all(r["outputs_match_tvm"].get(k, True) for k in ("onnxruntime", "onnxruntime_unpruned")) else "no"
+    same = "yes" if all(r["outputs_match"].get(k, True) for k in ("onnxruntime", "onnxruntime_unpruned")) else "no"
     shape = "x".join(map(str, r["input_shape"][2:]))
     return (
         f"| {r['model']} | {r['family']} | {shape} | {cell(b, 'tvm')} | {cell(b, 'onnxruntime')} | "

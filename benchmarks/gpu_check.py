@@ -125,7 +125,8 @@ def _model(found: dict, want: str, weights):
 
     if want != "demo" and found["mxnet"] is not None and found["gluoncv"] is not None:
         from byoc_workbench import transforms, workflow
-        from byoc_workbench.models import matching, zoo
+        from byoc_workbench.measure import compare as matching
+        from byoc_workbench.models import zoo
 
         loaded = zoo.load_model(weights=weights)
         x, _ = workflow.model_input(None, loaded.input_shape)
@@ -157,10 +158,11 @@ def _first_line(err: BaseException) -> str:
 def measure(found: dict, report: dict, args) -> None:
     """TVM CUDA alone, then each backend that can run here, offloaded; results into ``report``."""
     sys.path.insert(0, str(ROOT))
-    from byoc_workbench import runner
+    from byoc_workbench import stages
     from byoc_workbench.errors import WorkbenchError
-    from byoc_workbench.flow import rules, stages
-    from byoc_workbench.timing import run_json
+    from byoc_workbench.flow import rules
+    from byoc_workbench.measure import runner
+    from byoc_workbench.measure.timing import run_json
 
     name, mod, prepared, inputs, same = _model(found, args.model, args.weights)
     report["model"] = name

@@ -1,15 +1,21 @@
 """BYOC Workbench: TVM's Bring Your Own Codegen flow, stage by stage, on Relax.
 
-The package is laid out by concern:
+The package is laid out in floors, bottom to top; a module imports only from floors below
+its own (``lint-imports`` checks it, see ``[tool.importlinter]`` in pyproject.toml, and
+docs/ARCHITECTURE.md says what each room owns):
 
-- ``flow/``: rules, regions, partition, prune, the stages and their summaries;
-- ``backends/``: the backends (the teaching NumPy codegen, the C codegen, ONNX Runtime,
-  TensorRT) and the API to write your own (``register_codegen``);
-- ``draw/``: the graph model, DOT/SVG, detections and plots;
-- ``widgets/``: the JupyterLab widgets, thin wrappers over :class:`Workbench`;
-- ``models/``: the demo graph, the model zoo, pictures and the MXNet frontend;
-- ``ir``, ``transforms``, ``errors``, ``execute``, ``session``, ``workflow`` (a zoo model's
-  import, stages and run) and ``cli`` at the top.
+- core: ``ir``, ``errors``, ``text``, ``progress``, ``files``, ``transforms``, ``user_file``;
+- ``flow/``: rules, regions, partition, prune and what each stage did;
+- ``backends/``: the codegens and the API to write your own (``register_codegen``);
+- ``stages`` (the passes and a backend's codegen strung together) and ``frontends/`` (MXNet,
+  ONNX and PyTorch into Relax);
+- ``models/``: the demo graph, the GluonCV zoo, pictures, weights, what outputs mean;
+- ``draw/``: the graph model, DOT/SVG, detections and plots, from data;
+- ``session``: the workbench's state, the pure twin of the widgets;
+- ``subjects``: which model, for every entry point;
+- ``measure/``: build, run, time, profile, compare, bench and the placement search;
+- ``workflow``: a zoo model in a few calls;
+- ``widgets/``; then ``exercises``, ``export``, ``doctor``; then ``cli/``.
 
 Importing the package imports nothing heavy: the short names below
 (``from byoc_workbench import Workbench, demo``) load their module on first use.
@@ -32,8 +38,8 @@ _LAZY = {
     "workflow": ("byoc_workbench.workflow", None),
     "zoo": ("byoc_workbench.models.zoo", None),
     "images": ("byoc_workbench.models.images", None),
-    "stages": ("byoc_workbench.flow.stages", None),
-    "execute": ("byoc_workbench.execute", None),
+    "stages": ("byoc_workbench.stages", None),
+    "execute": ("byoc_workbench.measure.execute", None),
 }
 
 __all__ = sorted(_LAZY)

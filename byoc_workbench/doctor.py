@@ -127,7 +127,7 @@ def check_cc() -> Check:
     """The C compiler the c codegen calls: found, and able to build a shared library."""
     import tempfile
 
-    from .backends import c_source  # no TVM: finding and running the compiler only
+    from byoc_workbench.backends import c_source  # no TVM: finding and running the compiler only
 
     try:
         cmd = c_source.compiler()
@@ -263,7 +263,7 @@ def check_chromium() -> Check:
 
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
-    from .models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
+    from byoc_workbench.models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
 
     cache = zoo.cache_dir()
     models, by_state = {}, {}

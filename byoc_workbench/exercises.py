@@ -6,8 +6,9 @@ is wrong and a hint. The expected answers are computed, not stored, except
 where an exercise asks for a prediction about a graph defined here.
 
 Exercises 1 to 4 use small graphs (notebook 01); exercise 5 uses the SSD
-(notebook 03); exercises 6 and 7 are C emitters of a codegen of your own
-(notebook 04). Solutions: ``notebooks/solutions/``.
+(notebook 03). Exercises 6 and 7, C emitters of a codegen of your own (notebook 04),
+are in :mod:`byoc_workbench.exercises_codegen`; every exercise's title and hint is
+here, in ``EXERCISES``. Solutions: ``notebooks/solutions/``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import ir
-from .errors import WorkbenchError
-from .flow import stages
-from .flow.rules import Rule, Target, get_target, pattern_rule
-from .session import Workbench
+from byoc_workbench import ir, stages
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
+from byoc_workbench.session import Workbench
 
 BYOC = "byoc-target"
 CHANGES = ("more", "fewer", "same")
@@ -198,7 +198,7 @@ def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
 
 
 def _demo() -> tvm.IRModule:
-    from .models import demo
+    from byoc_workbench.models import demo
 
     return demo.demo_module()
 
@@ -244,7 +244,7 @@ PRUNE_CASES = (  # (ops of a subgraph, number of MAC ops in it)
 )
 
 
-def check_prune_rule(rule) -> Feedback:
+def check_prune_exercise(rule) -> Feedback:
     """Exercise 3: a prune rule ``(name, ops) -> reason or None`` that keeps subgraphs with at least 2 MAC ops."""
     fb = _start(3, rule)
     if fb.wrong:
@@ -310,7 +310,7 @@ def check_own_graph(mod, rules, predicted_subgraphs) -> Feedback:
 
 def _runs_the_same(wb: Workbench) -> list:
     """Where the teaching codegen compiled every subgraph, run both modules on random inputs and compare."""
-    from . import execute
+    from byoc_workbench.measure import execute
 
     codegen = wb.stage("codegen")
     offloaded = {sg.name for sg in codegen.subgraphs}
@@ -394,134 +394,3 @@ def _explain(wb: Workbench, counts: dict) -> str:
         return text + f"; the {sum(macs)} MAC ops are now spread over {q1} subgraphs, each with its own boundaries"
     biggest = max(len(sg.ops) for sg in left)
     return text + f"; pruning returns the pieces without a MAC op, leaving {q1} (the largest holds {biggest} ops)"
-
-
-# --- exercises 6 and 7: your own codegen, in C (notebook 04) ----------------------------------
-
-
-@dataclasses.dataclass(repr=False)
-class EmitterFeedback(Feedback):
-    """Feedback on emitters; ``emit`` holds yours where they passed, the c codegen's where not yet."""
-
-    emit: dict = dataclasses.field(default_factory=dict)
-
-
-def _probe(op_name: str) -> tvm.IRModule:
-    """A graph exercising one op: relu (on values of both signs, as the trial inputs are); add on
-    equal shapes, on a (8, 1, 1) bias broadcast over (1, 8, 5, 5), and on a scalar constant."""
-    op = relax.op
-    bb = relax.BlockBuilder()
-    x, b = relax.Var("x", _f32((1, 8, 5, 5))), relax.Var("b", _f32((8,)))
-    with bb.function("main", [x, b]):
-        with bb.dataflow():
-            if op_name == "relax.nn.relu":
-                y = bb.emit(op.nn.relu(x))
-            else:
-                y = bb.emit(op.add(x, bb.emit(op.expand_dims(b, [1, 2]))))
-                y = bb.emit(op.add(bb.emit(op.add(y, x)), relax.const(0.25, "float32")))
-            out = bb.emit_output(y)
-        bb.emit_func_output(out)
-    return bb.get()
-
-
-def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
-    """``(largest difference, prune stage)``: ``mod`` partitioned by ``rules``, and each subgraph's
-    code from ``codegen`` run once (:meth:`Codegen.trial`, so a crash in C is one line) against TVM alone."""
-    from . import execute
-    from .flow.partition import flatten_subgraphs
-    from .models.matching import output_error
-
-    pruned = next(s for s in stages.run_stages(mod, rules, prune) if s.name == "prune")
-    flat = flatten_subgraphs(pruned.mod)
-    rng = np.random.RandomState(7)
-    worst = 0.0
-    for name in ir.subgraph_functions(pruned.mod):
-        func = pruned.mod[name]
-        inputs = [rng.uniform(-1, 1, [int(d) for d in p.ty.shape.values]).astype(str(p.ty.dtype)) for p in func.params]
-        want = execute.run(tvm.IRModule({flat.get_global_var(name): flat[name]}), inputs, entry=name)
-        got = codegen.trial(name, func, inputs)
-        want = want if isinstance(want, list) else [want]
-        # output_error counts a NaN where TVM has none as an infinite error (max() would skip it).
-        worst = max([worst, *(output_error(g, w)[0] for g, w in zip(got, want))])
-    return worst, pruned
-
-
-def _compile_error(err: WorkbenchError) -> str | None:
-    """None when the emitter is still unwritten (it returned ``...`` or nothing), else what went wrong."""
-    from .backends.codegen import NoCode
-
-    return None if isinstance(err, NoCode) and err.value in (None, ...) else err.cause
-
-
-def check_emitters(relu, add) -> EmitterFeedback:
-    """Exercise 6: C emitters for ``relu`` and ``add``, each compiled and run against TVM alone.
-
-    ``feedback.emit`` maps each op to your emitter when it passed, else to the
-    c codegen's own, so the notebook runs on while you work on yours.
-    """
-    from .backends import c
-    from .backends.codegen import make_codegen
-
-    title, hint = EXERCISES[6]
-    fb = EmitterFeedback(f"Exercise 6, {title}", hint=hint)
-    for short, op_name, emitter in (("relu", "relax.nn.relu", relu), ("add", "relax.add", add)):
-        fb.emit[short] = c.EMITTERS[op_name]
-        stand_in = f"{short}: not written yet (the c codegen's {short} stands in meanwhile)"
-        if not callable(emitter):
-            fb.wrong.append(stand_in if emitter in (None, ...) else f"{short}: an emitter is a function of one Op")
-            continue
-        codegen = make_codegen("yours", {"relax.expand_dims": c.copy, op_name: emitter}, "c")
-        rules = [Rule("probe", n.rsplit(".", 1)[-1], "op", op=n) for n in (op_name, "relax.expand_dims")]
-        try:
-            diff, _ = _trials(codegen, _probe(op_name), rules)
-        except WorkbenchError as err:
-            fb.wrong.append(f"{short}: {_compile_error(err)}" if _compile_error(err) else stand_in)
-            continue
-        cases = "on values of both signs" if short == "relu" else "on equal shapes, a (8, 1, 1) bias and a scalar"
-        if diff <= 1e-6:
-            fb.right.append(f"{short}: it compiles, and computes what TVM alone does {cases}")
-            fb.emit[short] = emitter
-        else:
-            fb.wrong.append(f"{short}: it compiles, but differs from TVM alone by up to {diff:.3g} {cases}")
-    return fb
-
-
-def check_reshape_emitter(reshape) -> EmitterFeedback:
-    """Exercise 7: a C emitter for ``reshape``, with byoc-target's reshape rule on, on the demo.
-
-    The exit branch's subgraph then takes its reshape: the feedback shows the
-    subgraphs with and without it, and each subgraph's output against TVM alone.
-    ``feedback.emit`` holds your reshape once it passes, the c codegen's until then.
-    """
-    from .backends import c
-    from .backends.codegen import make_codegen
-
-    title, hint = EXERCISES[7]
-    fb = EmitterFeedback(f"Exercise 7, {title}", hint=hint, emit={"reshape": c.copy})
-    if reshape is ... or reshape is None:
-        fb.wrong.append(_NOT_ANSWERED)
-        return fb
-    if not callable(reshape):
-        fb.wrong.append(f"an emitter is a function of one Op, got {type(reshape).__name__}")
-        return fb
-    emit = {"conv2d": c.conv2d, "expand_dims": c.copy, "relu": c.unary, "add": c.binary, "reshape": reshape}
-    mod, rules = _demo(), get_target(BYOC).rules
-    try:
-        diff, pruned = _trials(make_codegen("yours", emit, "c"), mod, rules, stages.no_mac())
-    except WorkbenchError as err:
-        fb.wrong.append(f"your reshape: {_compile_error(err)}" if _compile_error(err) else _NOT_ANSWERED)
-        return fb
-    if diff > 1e-5:
-        fb.wrong.append(f"a subgraph's output differs from TVM alone by up to {diff:.3g}: the reshape's copy is off")
-        return fb
-    without = next(s for s in stages.run_stages(mod, [r for r in rules if r.name != "reshape"]) if s.name == "prune")
-    fb.emit["reshape"] = reshape
-    fb.right.append(f"each subgraph through your C equals TVM alone (max difference {diff:.1e})")
-    held = "; ".join(
-        f"{sg.name} holds {', '.join(op.removeprefix('relax.') for op in sg.ops)}" for sg in pruned.subgraphs
-    )
-    fb.right.append(
-        f"with the reshape rule on, {held} (without it, {without.subgraphs[-1].name} ends at relu "
-        "and the host runs the reshape)"
-    )
-    return fb

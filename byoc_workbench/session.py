@@ -16,14 +16,15 @@ from functools import cached_property
 
 import tvm
 
-from .backends.registry import guard
-from .draw import graph as graph_mod
-from .draw import render
-from .errors import WorkbenchError
-from .flow import stages, summary
-from .flow.prune import check_prune_rule
-from .flow.reuse import FuseCache
-from .flow.rules import Target, as_target, check_rules, select
+from byoc_workbench import stages
+from byoc_workbench.backends.registry import guard
+from byoc_workbench.draw import folding, render
+from byoc_workbench.draw import graph as graph_mod
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import summary
+from byoc_workbench.flow.prune import check_prune_rule
+from byoc_workbench.flow.reuse import FuseCache
+from byoc_workbench.flow.rules import Target, as_target, check_rules, select
 
 
 @dataclasses.dataclass
@@ -117,9 +118,9 @@ class Workbench:
 
     @classmethod
     def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
-        """A workbench on an imported :class:`~byoc_workbench.models.own.OwnModel`, prepared for the
+        """A workbench on an imported :class:`~byoc_workbench.frontends.own.OwnModel`, prepared for the
         target's patterns (batch norm folded, see :func:`byoc_workbench.transforms.prepare`)."""
-        from .transforms import prepare
+        from byoc_workbench.transforms import prepare
 
         wb = cls(prepare(model.mod), target, enabled, prune_rule, mark=model.mark)
         wb.model = model
@@ -129,12 +130,12 @@ class Workbench:
     def from_onnx(
         cls, path, target: Target | str = "tensorrt", input_shapes=None, enabled=None, prune_rule=None, seed: int = 0
     ) -> Workbench:
-        """A workbench on an ONNX file (see :func:`byoc_workbench.models.onnx_import.import_onnx`).
+        """A workbench on an ONNX file (see :func:`byoc_workbench.frontends.onnx_import.import_onnx`).
 
         ``input_shapes`` fixes the inputs' shapes (``{name: shape}``, or one
         shape), so that the file's shape arithmetic is folded before import.
         """
-        from .models.onnx_import import import_onnx
+        from byoc_workbench.frontends.onnx_import import import_onnx
 
         return cls.from_model(import_onnx(path, input_shapes, seed), target, enabled, prune_rule)
 
@@ -143,14 +144,14 @@ class Workbench:
         cls, module, example_inputs, target: Target | str = "tensorrt", enabled=None, prune_rule=None, **kw
     ) -> Workbench:
         """A workbench on a PyTorch module, through ``torch.export`` (see
-        :func:`byoc_workbench.models.torch_import.import_torch`; ``kw``: its ``name`` and ``mark``)."""
-        from .models.torch_import import import_torch
+        :func:`byoc_workbench.frontends.torch_import.import_torch`; ``kw``: its ``name`` and ``mark``)."""
+        from byoc_workbench.frontends.torch_import import import_torch
 
         return cls.from_model(import_torch(module, example_inputs, **kw), target, enabled, prune_rule)
 
     def report(self):
         """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`)."""
-        from .flow.report import partition_report
+        from byoc_workbench.flow.report import partition_report
 
         return partition_report(self)
 
@@ -248,7 +249,7 @@ class Workbench:
         """
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
-        return graph_mod.fold_chains(g, keep_open=expand) if collapse else g
+        return folding.fold_chains(g, keep_open=expand) if collapse else g
 
     def _closed_graph(self, name: str, collapse: bool) -> graph_mod.Graph:
         """The stage's graph with no call opened, kept for the last few stages drawn. Composite and
@@ -315,7 +316,7 @@ class Workbench:
 
 
 class _Run:
-    """One rule set's stages (from :func:`~byoc_workbench.flow.stages.iter_stages`), computed as far as asked."""
+    """One rule set's stages (from :func:`~byoc_workbench.stages.iter_stages`), computed as far as asked."""
 
     def __init__(self, start):
         self._start = start  # () -> the stages' generator

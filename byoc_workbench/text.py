@@ -22,3 +22,20 @@ def wrap(text: str, width: int = WIDTH, indent: str = "", first: str = "") -> st
             para, width, initial_indent=lead, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
         ) or [lead.rstrip()]
     return "\n".join(lines)
+
+
+def seconds(s: float) -> str:
+    """``27.1 s``, ``0.283 s``, ``4.1 ms`` or ``35 µs``."""
+    if s >= 10:
+        return f"{s:.1f} s"
+    if s >= 0.1:
+        return f"{s:.3f} s"
+    return f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} µs"
+
+
+def machine_line(info: dict) -> str:
+    """``AMD EPYC 7B13, 2 cores, load average 2.9``: the machine a ratio comes from, from its description
+    (:func:`byoc_workbench.measure.clock.machine`)."""
+    load = f", load average {info['load_average']:g}" if info.get("load_average") is not None else ""
+    gpu = f", {info['gpu']}" if info.get("gpu") else ""
+    return f"{info['cpu']}, {info['cores']} cores{gpu}{load}"

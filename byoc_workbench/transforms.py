@@ -17,7 +17,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import ir
+from byoc_workbench import ir, ir_edit
 
 PREPARED = "byoc_workbench.prepare"  # the module attribute holding what prepare did
 
@@ -80,7 +80,7 @@ def fold_batch_norm(mod: tvm.IRModule) -> tvm.IRModule:
             return _fold_one(binding, is_df, bound)
         return None
 
-    return ir.map_bindings(mod, fold)
+    return ir_edit.map_bindings(mod, fold)
 
 
 def _cleanup(mod: tvm.IRModule) -> tvm.IRModule:

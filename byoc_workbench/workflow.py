@@ -2,9 +2,9 @@
 
 These are the functions behind ``byoc-workbench import|stages|run MODEL``; the CLI
 only parses arguments. Each goes down the layers: :mod:`.models.zoo` loads and
-imports (through :func:`.models.frontend.from_gluon`), :mod:`.flow` partitions,
-:mod:`.runner` builds and runs, and :mod:`.models.outputs` says what the outputs
-mean for the model's task.
+imports (through :func:`.frontends.from_gluon`), :mod:`.subjects` makes the workbench,
+:mod:`.stages` partitions and offloads, :mod:`.measure.runner` builds and runs, and
+:mod:`.models.meaning` says what the outputs mean for the model's task.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import WorkbenchError
-from .models import zoo
-from .models.images import model_input
-from .models.outputs import Prediction, prediction
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.models import zoo
+from byoc_workbench.models.images import model_input
+from byoc_workbench.models.meaning import Prediction, prediction
+from byoc_workbench.stages import offload
+from byoc_workbench.subjects import model_workbench  # noqa: F401  (the notebooks' workflow.model_workbench)
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ class WorkflowError(WorkbenchError):
 
 def relax_op_counts(mod) -> dict[str, int]:
     """Count the Relax operator calls in ``mod``, most frequent first."""
-    from .draw.profile import profile
+    from byoc_workbench.draw.profile import profile
 
     return dict(profile(mod).rows())
 
@@ -55,19 +57,6 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
         "params": int(sum(int(np.prod(a.shape)) for a in imported.params.values())),
         "weights": imported.model.weights,
     }
-
-
-def offload(
-    mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
-) -> list:
-    """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
-    rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
-    from .flow import stages
-    from .flow.rules import get_target
-
-    rules = get_target(target).rules if rules is None else rules
-    prune_rule = stages.no_mac() if prune else stages.keep_all
-    return stages.run_stages(mod, rules, prune_rule, check=False, backend=backend, options=options)
 
 
 def run(
@@ -104,10 +93,10 @@ def run(
     Returns
     -------
     Prediction
-        The arrays of the model's task (:mod:`byoc_workbench.models.outputs`);
+        The arrays of the model's task (:mod:`byoc_workbench.models.meaning`);
         ``backend`` says what ran.
     """
-    from .backends import registry
+    from byoc_workbench.backends import registry
 
     try:
         registry.check_backend(backend, also=("mxnet",))
@@ -115,15 +104,15 @@ def run(
         raise WorkflowError(err.cause, err.fix) from None
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
-        from .backends import tensorrt
+        from byoc_workbench.backends import tensorrt
 
         tensorrt.check()
     x, _ = model_input(image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, weights)
     if backend == "mxnet":
         return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
-    from . import runner
-    from .transforms import prepare
+    from byoc_workbench.measure import runner
+    from byoc_workbench.transforms import prepare
 
     imported = zoo.import_model(model, loaded=loaded)
     if backend == "tvm":
@@ -141,26 +130,6 @@ def mxnet_outputs(block, x) -> list:
 
     out = block(mx.nd.array(x))
     return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
-
-
-def model_workbench(
-    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
-) -> tuple:
-    """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
-
-    The workbench's titles carry the weights' label when they are untrained;
-    ``enabled`` names the rules switched on (all when None).
-    """
-    from .flow import stages
-    from .flow.rules import get_target
-    from .session import Workbench
-    from .transforms import prepare
-
-    imported = imported or zoo.import_model(model or zoo.DEFAULT_MODEL, weights)
-    mark = imported.weights_label if not imported.model.is_trained else ""
-    prune_rule = prune_rule or stages.no_mac()
-    wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
-    return wb, imported
 
 
 #: Why each family partitions as it does for TensorRT's rules, in a sentence (the chooser's caption).
@@ -206,7 +175,7 @@ class ZooReport:
     ``stages`` rows are ``(stage, op count, subgraph count)``; ``subgraphs`` rows are
     ``{"name", "ops", "conv2d", "kept", "top"}`` for the partition stage's subgraphs
     (``kept``: prune left it offloaded); ``run`` is the offloaded build's
-    :class:`~byoc_workbench.runner.Run` and ``prediction`` its outputs as the task reads them.
+    :class:`~byoc_workbench.measure.runner.Run` and ``prediction`` its outputs as the task reads them.
     """
 
     model: str
@@ -224,11 +193,11 @@ class ZooReport:
 def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False):
     """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
 
-    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.runner.offload_choice`).
+    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.runner.offload_choice`).
     """
     import collections
 
-    from . import runner
+    from byoc_workbench.measure import runner
 
     choice = runner.offload_choice()
     wb, imported = model_workbench(model, weights)

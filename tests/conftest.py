@@ -1,5 +1,6 @@
 import pytest
 
+from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 
@@ -16,25 +17,27 @@ def byoc():
 
 @pytest.fixture(scope="session")
 def reference_output(demo_mod):
-    from byoc_workbench import execute
+    from byoc_workbench.measure import execute
 
     return execute.run(demo_mod, demo.demo_inputs())
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _registries_restored():
-    """A test module that registers a codegen or a target (register_codegen) leaves the tables as it found them.
+def default_registry():
+    """The default registry, back to the built-ins for each test module, and after it.
 
-    Registering is process-wide on purpose (a notebook registers its codegen for the
-    whole kernel), so without this a codegen named mychip in one module changes what
-    another module's mychip rules mean. Module scope, because codegens are
-    registered by module-scoped fixtures.
+    ``register_codegen`` adds to the default registry on purpose (a notebook
+    registers its codegen for the whole kernel, and the stages, the widget and
+    the CLI read it), so without this a codegen named mychip in one module
+    changes what another module's mychip rules mean. Module scope, because
+    codegens are registered by module-scoped fixtures.
     """
-    from byoc_workbench.backends import base, registry  # noqa: F401  registry fills the built-in backends
+    registry.DEFAULT.reset()
+    yield registry.DEFAULT
+    registry.DEFAULT.reset()
 
-    backends, targets = dict(base.BACKENDS), dict(rules.TARGETS)
-    yield
-    base.BACKENDS.clear()
-    base.BACKENDS.update(backends)
-    rules.TARGETS.clear()
-    rules.TARGETS.update(targets)
+
+@pytest.fixture
+def fresh_registry():
+    """A registry of the built-ins that nothing else reads: register into it to touch no other test."""
+    return registry.Registry.builtin()

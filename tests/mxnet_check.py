@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from byoc_workbench.models.frontend import from_mxnet
+from byoc_workbench.frontends import from_mxnet
 
 
 def chain_graph(ops):

@@ -4,7 +4,7 @@
     python tools/bench_numbers.py write    # fill every <!-- bench:NAME -->VALUE<!-- /bench --> from the JSON
     python tools/bench_numbers.py check    # exit 1 when a quoted number disagrees with the JSON
 
-``make bench`` runs ``record`` and ``write``; ``tests/test_bench_numbers.py`` runs ``check``. The JSON
+``make bench`` runs ``record`` and ``write``; ``tests/unit/test_bench_numbers.py`` runs ``check``. The JSON
 (``benchmarks/results/bench.json``) keeps the machine and its load average beside the numbers, and
 every ratio quoted names the machine it came from.
 """
@@ -92,16 +92,27 @@ def claims(bench: dict) -> list:
     return wrong
 
 
+def layout(bench: dict) -> list:
+    """A line when the JSON's ``ssd`` result lacks a key of the layout every bench result has, or has one more."""
+    from byoc_workbench.measure.bench import LAYOUT
+
+    got = set(bench["ssd"])
+    if got == set(LAYOUT):
+        return []
+    missing, extra = sorted(set(LAYOUT) - got), sorted(got - set(LAYOUT))
+    return [f"the bench JSON's ssd is not in bench's layout (missing {missing}, extra {extra}): record it again"]
+
+
 def load(path: Path = RESULTS) -> dict:
     return json.loads(path.read_text())
 
 
 def check(bench: dict | None = None) -> list:
-    """One line for every quoted number that is not the JSON's, every unknown name, and every claim the
-    numbers do not bear out; empty when all agree."""
+    """One line for every quoted number that is not the JSON's, every unknown name, every claim the
+    numbers do not bear out, and a JSON not in bench's layout; empty when all agree."""
     bench = bench or load()
     known = values(bench)
-    problems = claims(bench)
+    problems = layout(bench) + claims(bench)
     for path in files():
         for name, value in MARKER.findall(path.read_text()):
             if name not in known:

@@ -6,7 +6,7 @@
 Writes ``docs/zoo-support.json`` (one record per model: its status, the ops that stop it,
 its one-line error) and regenerates the support table of ``docs/zoo.md`` and the README's
 line between their markers.
-``make test`` rechecks a sample of the records (tests/test_zoo_support.py).
+``make test`` rechecks a sample of the records (tests/models/test_zoo_support.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What every backend shares: the table of backends, the record of a compiled subgraph, and
-the one way a compiled subgraph reaches TVM's runtime.
+"""What every backend shares: the record of a compiled subgraph, what a backend is, and the
+one way a compiled subgraph reaches TVM's runtime.
 
 A backend turns one partitioned function into a runner, a Python callable
 taking TVM tensors ``(*inputs, *outputs)`` and writing the outputs in place.
@@ -7,21 +7,22 @@ taking TVM tensors ``(*inputs, *outputs)`` and writing the outputs in place.
 a content-hashed symbol, which the host calls with ``R.call_dps_packed``; it is
 the only place in the package that calls ``tvm.register_global_func``.
 
+The :class:`Compiled` record that :func:`register_packed` returns holds its
+symbol: when the last record holding a symbol is released (garbage-collected,
+or :meth:`Compiled.release`), the symbol leaves TVM's table of global
+functions. A VM built before keeps the function it looked up.
+
 This module imports no backend, and not even TVM until a function is
 registered, so the command line can name the built-in backends without
-loading TVM. The backends import it, and :mod:`.registry` (which picks
-backends by name) imports it and them.
+loading TVM. Which backends exist is :mod:`.registry`'s business.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
+import weakref
 from collections.abc import Callable
-from pathlib import Path
-
-CACHE_ENV = "BYOC_WORKBENCH_CACHE"
 
 
 @dataclasses.dataclass
@@ -30,7 +31,8 @@ class Compiled:
 
     ``source`` is what a reader looks at: generated NumPy or C source, an ONNX
     summary or a TensorRT engine's layers. ``tried`` lists the backends that
-    ``auto`` tried first, with why each refused.
+    ``auto`` tried first, with why each refused. A record made by
+    :func:`register_packed` holds its symbol in TVM's table until it is released.
     """
 
     name: str  # the subgraph function
@@ -40,6 +42,16 @@ class Compiled:
     backend: str
     tried: list = dataclasses.field(default_factory=list)
     detail: str = ""  # how the backend runs it, when that matters: e.g. "CPU, f32" for openvino
+    _hold: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    def release(self) -> None:
+        """Let go of the symbol now rather than when the record is garbage-collected.
+
+        The symbol leaves TVM's table once no other record holds it; a module
+        that calls it can no longer be built, while a VM built before still runs.
+        """
+        if self._hold is not None:
+            self._hold()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +59,7 @@ class Backend:
     """A backend: ``compile(name, func, **options) -> Compiled``, raising WorkbenchError when it cannot.
 
     ``guard(rules) -> rules``, when set, narrows a rule set to what the backend
-    can compile; :func:`byoc_workbench.flow.stages.run_stages` applies it when
+    can compile; :func:`byoc_workbench.stages.run_stages` applies it when
     the backend is chosen by name. ``native`` names the ``Codegen`` attribute
     (a target's codegen name) whose subgraphs go to this backend by default.
     """
@@ -59,18 +71,12 @@ class Backend:
     native: str | None = None
 
 
-# The backends the package brings, by name; registry.py puts them in BACKENDS in this order.
+# The backends the package brings, by name, in the order registry.BUILTIN holds them.
 BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt")
-# Every backend by name, built-in or registered from a notebook (register_codegen).
-BACKENDS: dict = {}
-# Every symbol registered through register_packed, and the backend it came from.
-REGISTERED: dict = {}
-
-
-def add_backend(backend: Backend) -> Backend:
-    """Put ``backend`` in the table (replacing one of the same name) and return it."""
-    BACKENDS[backend.name] = backend
-    return backend
+# The symbols that records made by register_packed hold: symbol -> [backend, how many records].
+# Compiling the same content twice gives the same symbol, so a symbol goes with its last record.
+# It mirrors TVM's table of global functions, which is one per process.
+_HELD: dict = {}
 
 
 def register_global(name: str, fn: Callable) -> None:
@@ -83,7 +89,7 @@ def register_global(name: str, fn: Callable) -> None:
 def register_packed(
     backend: str, name: str, runner: Callable, content: bytes, source: str, num_outputs: int, detail: str = ""
 ) -> Compiled:
-    """Register ``runner`` for subgraph ``name`` and return its :class:`Compiled` record.
+    """Register ``runner`` for subgraph ``name`` and return its :class:`Compiled` record, which holds it.
 
     The symbol is ``byoc_workbench.<backend>.<name>.<hash of content>``:
     ``content`` is everything the runner computes from (source, constants,
@@ -92,14 +98,29 @@ def register_packed(
     """
     digest = hashlib.sha1(content).hexdigest()[:10]
     symbol = f"byoc_workbench.{backend}.{name}.{digest}"
+    held = _HELD.setdefault(symbol, [backend, 0])
+    held[1] += 1
     register_global(symbol, runner)
-    REGISTERED[symbol] = backend
-    return Compiled(name, symbol, source, num_outputs, backend, detail=detail)
+    compiled = Compiled(name, symbol, source, num_outputs, backend, detail=detail)
+    compiled._hold = weakref.finalize(compiled, _let_go, symbol)
+    compiled._hold.atexit = False  # at exit TVM may be gone, and the table with it
+    return compiled
 
 
-def cache_dir(kind: str) -> Path:
-    """``$BYOC_WORKBENCH_CACHE/<kind>``, else ``~/.cache/byoc-workbench/<kind>``, created if needed."""
-    root = os.environ.get(CACHE_ENV)
-    path = Path(root) / kind if root else Path("~/.cache/byoc-workbench").expanduser() / kind
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _let_go(symbol: str) -> None:
+    """One record less holds ``symbol``; the last one removes it from TVM's table."""
+    held = _HELD.get(symbol)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] <= 0:
+        del _HELD[symbol]
+        import tvm_ffi
+
+        tvm_ffi.remove_global_func(symbol)
+
+
+def registered_by(symbol: str) -> str | None:
+    """The backend that registered ``symbol`` through :func:`register_packed`, while a record holds it."""
+    held = _HELD.get(symbol)
+    return held[0] if held else None

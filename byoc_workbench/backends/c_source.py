@@ -1,6 +1,6 @@
 """C as a codegen language: a subgraph becomes one C function, compiled into a shared library.
 
-:func:`assemble` writes the function from a :class:`~.codegen.Plan` and the
+:func:`assemble` writes the function from a :class:`~.planner.SubgraphPlan` and the
 emitted statements: every tensor is a pointer to its first element
 (row-major), the intermediates are allocated at the top and freed at the end,
 and the ops that compute the subgraph's results write straight into its
@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import WorkbenchError
-from . import base, phases
+from byoc_workbench import files
+from byoc_workbench.backends import phases
+from byoc_workbench.errors import WorkbenchError
 
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared")
 INSTALL = (
@@ -168,10 +169,10 @@ def build(source: str, name: str) -> Path:
     cmd = compiler()
     version = compiler_version(tuple(cmd))
     key = hashlib.sha1("\n".join([source, " ".join(cmd), version, *FLAGS]).encode()).hexdigest()[:16]
-    lib = base.cache_dir("c") / f"{function_name(name)}-{key}.so"
+    lib = files.cache_dir("c") / f"{function_name(name)}-{key}.so"
     if lib.exists():
         return lib
-    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{function_name(name)}.c"
         src.write_text(source)
         out = Path(tmp) / lib.name
@@ -181,8 +182,8 @@ def build(source: str, name: str) -> Path:
                 f"{Path(cmd[0]).name} could not compile the C of {name}: {_first_error(done.stderr, source)}",
                 "fix the emitter that wrote that line; Compiled.source holds the whole C",
             )
-        lib.with_suffix(".c").write_text(source)
-        os.replace(out, lib)  # atomic: a concurrent reader never loads half a library
+        files.write_atomic(lib.with_suffix(".c"), source)
+        files.write_atomic(lib, out.read_bytes())  # a concurrent reader never loads half a library
     return lib
 
 

@@ -1,6 +1,6 @@
 """NumPy as a codegen language: a subgraph becomes one Python function, executed in place.
 
-:func:`assemble` writes the function from a :class:`~.codegen.Plan` and the
+:func:`assemble` writes the function from a :class:`~.planner.SubgraphPlan` and the
 emitted expressions; :func:`load` executes it and wraps it as a runner. The
 generated code sees ``np``, ``math``, ``kernels`` (:mod:`.kernels`, the
 workbench's NumPy kernels) and ``CONST`` (the subgraph's constants).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels, phases
+from byoc_workbench.backends import kernels, phases
 
 
 def assemble(plan, pieces: list, codegen: str) -> str:

@@ -21,9 +21,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import ir
-from ..errors import WorkbenchError, import_optional
-from .onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
+from byoc_workbench import ir
+from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
+from byoc_workbench.errors import WorkbenchError, import_optional
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "translate", "unsupported"]
 

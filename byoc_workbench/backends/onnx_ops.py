@@ -14,7 +14,7 @@ import numpy as np
 import tvm_ffi
 from tvm import relax
 
-from .. import ir
+from byoc_workbench import ir_types
 
 # --- reading static values off Relax expressions --------------------------------
 
@@ -47,7 +47,7 @@ def onnx_dims(ty) -> list | None:
     """
     if not hasattr(ty.shape, "values"):
         return None
-    return [int(d.value) if type(d).__name__ == "IntImm" else ir.prim_text(d) for d in ty.shape.values]
+    return [int(d.value) if type(d).__name__ == "IntImm" else ir_types.prim_text(d) for d in ty.shape.values]
 
 
 def _dims_static(ty, start: int = 0) -> bool:
@@ -151,7 +151,7 @@ def _check_known_shapes(call):
     for expr in [*call.args, call]:
         ty = expr.ty
         if isinstance(ty, relax.TensorType) and not hasattr(ty.shape, "values"):
-            return f"{call.op.name} on a tensor of unknown shape {ir.type_str(ty)}"
+            return f"{call.op.name} on a tensor of unknown shape {ir_types.type_str(ty)}"
     return None
 
 
@@ -172,7 +172,7 @@ def _reshape_target(call) -> list | None:
 
 def _check_reshape(call):
     if _reshape_target(call) is None:
-        return f"relax.reshape to {ir.type_str(call.ty)} (more than one dimension computed at run time)"
+        return f"relax.reshape to {ir_types.type_str(call.ty)} (more than one dimension computed at run time)"
     return None
 
 

@@ -12,10 +12,10 @@ import os
 import numpy as np
 import tvm
 
-from ..errors import WorkbenchError, first_line, import_optional
-from . import onnx as onnx_translate
-from . import phases
-from .base import Compiled, register_packed
+from byoc_workbench.backends import onnx as onnx_translate
+from byoc_workbench.backends import phases
+from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
 _KDLCPU = 1
 

@@ -23,10 +23,10 @@ import os
 
 import numpy as np
 
-from ..errors import WorkbenchError, first_line, import_optional
-from . import onnx as onnx_translate
-from . import phases
-from .base import Compiled, register_packed
+from byoc_workbench.backends import onnx as onnx_translate
+from byoc_workbench.backends import phases
+from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
 PRECISIONS = ("f32", "bf16", "f16")
 FIX = "pip install openvino (see requirements.txt), or choose backend onnxruntime"
@@ -158,7 +158,7 @@ def compile_subgraph(
 
 def whole_model(path, precision: str = "f32"):
     """``run(inputs) -> outputs`` for a whole ONNX file on OpenVINO's CPU plugin (an anchor of ``bench``)."""
-    fix = "give the file static shapes first (byoc_workbench.models.onnx_import.static_shapes), or skip openvino"
+    fix = "give the file static shapes first (byoc_workbench.frontends.onnx_import.static_shapes), or skip openvino"
     compiled = compile_model(str(path), str(path), precision, fix=fix)
     request = compiled.create_infer_request()
 

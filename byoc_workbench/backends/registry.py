@@ -2,7 +2,7 @@
 
 A backend turns one partitioned function into a packed function registered
 under a content-hashed symbol (:func:`.base.register_packed`); the host then
-calls it with ``R.call_dps_packed``. Four are built in:
+calls it with ``R.call_dps_packed``. Five are built in:
 
 - ``teaching``: readable NumPy source (the seed's demo codegen);
 - ``c``: plain C loops, compiled by the system's C compiler;
@@ -10,9 +10,14 @@ calls it with ``R.call_dps_packed``. Four are built in:
 - ``openvino``: the same ONNX, compiled by OpenVINO for the CPU (f32 unless ``precision`` says);
 - ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only).
 
-Yours join them with :func:`.codegen.register_codegen`. ``auto`` tries
-``tensorrt``, then ``onnxruntime``, then ``openvino``, then ``teaching``, and
-leaves to TVM what none of them takes. ``tvm`` offloads nothing.
+A :class:`Registry` is a value holding backends and targets by name;
+``Registry.builtin()`` makes a new one of the built-ins. :data:`DEFAULT` is the
+one the notebook and command line user works with: yours join it with
+:func:`.codegen.register_codegen`, and every function here reads it unless
+given ``registry=``. Importing a module registers nothing anywhere.
+
+``auto`` tries ``tensorrt``, then ``onnxruntime``, then ``openvino``, then
+``teaching``, and leaves to TVM what none of them takes. ``tvm`` offloads nothing.
 """
 
 from __future__ import annotations
@@ -22,34 +27,36 @@ import difflib
 import tvm
 from tvm import relax
 
-from .. import ir
-from ..errors import WorkbenchError
-from . import base
-from .base import Backend, Compiled, add_backend, register_global
-from .c import C
-from .teaching import TEACHING
+from byoc_workbench import ir, ir_edit, ir_types
+from byoc_workbench.backends import base
+from byoc_workbench.backends.base import Backend, Compiled, register_global
+from byoc_workbench.backends.c import C
+from byoc_workbench.backends.teaching import TEACHING
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import rules as flow_rules
+from byoc_workbench.flow.rules import Target, Targets
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
-    from . import onnxruntime  # onnx and onnxruntime are imported only when used
+    from byoc_workbench.backends import onnxruntime  # onnx and onnxruntime are imported only when used
 
     return onnxruntime.compile_subgraph(name, func, **options)
 
 
 def _openvino(name: str, func: relax.Function, **options) -> Compiled:
-    from . import openvino
+    from byoc_workbench.backends import openvino
 
     return openvino.compile_subgraph(name, func, **options)
 
 
 def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
-    from . import tensorrt
+    from byoc_workbench.backends import tensorrt
 
     return tensorrt.compile_subgraph(name, func, **options)
 
 
 def _onnx_guard(rules) -> tuple:
-    from .onnx import guard_rules  # rules never claim a call the ONNX translator cannot convert
+    from byoc_workbench.backends.onnx import guard_rules  # rules never claim a call the ONNX translator cannot convert
 
     return guard_rules(rules)
 
@@ -62,20 +69,55 @@ BUILTIN = (
     Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
 )
 assert tuple(b.name for b in BUILTIN) == base.BUILTIN
-for _b in BUILTIN:
-    add_backend(_b)
 AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
-BACKENDS = base.BACKENDS  # every backend by name, yours included once registered
 
 
-def choices() -> tuple:
+class Registry:
+    """Backends and targets by name: what a backend choice, ``auto`` and a target's name pick from.
+
+    ``backends`` maps each name to its :class:`~.base.Backend`, in the order
+    added; ``targets`` is a :class:`~byoc_workbench.flow.rules.Targets`.
+    """
+
+    def __init__(self, backends=(), targets: Targets | None = None):
+        self.backends = {b.name: b for b in backends}
+        self.targets = Targets() if targets is None else targets
+
+    @classmethod
+    def builtin(cls, targets: Targets | None = None) -> Registry:
+        """A new registry of the built-in backends and targets (or of ``targets``)."""
+        return cls(BUILTIN, Targets.builtin() if targets is None else targets)
+
+    def add(self, backend: Backend, target: Target | None = None) -> Backend:
+        """Put ``backend`` in (and ``target``, when given), replacing those of the same names."""
+        if target is not None:
+            self.targets.add(target)
+        self.backends[backend.name] = backend
+        return backend
+
+    def reset(self) -> None:
+        """Back to the built-ins, in place: whoever holds this registry, or its targets, sees the change."""
+        self.backends = {b.name: b for b in BUILTIN}
+        self.targets.reset()
+
+
+# The user's registry: register_codegen adds to it, and every function here reads it unless told.
+# Its targets are flow.rules.TARGETS, the table get_target reads (flow cannot import this module).
+DEFAULT = Registry.builtin(flow_rules.TARGETS)
+
+
+def _chosen(registry: Registry | None) -> Registry:
+    return DEFAULT if registry is None else registry
+
+
+def choices(registry: Registry | None = None) -> tuple:
     """Every backend name a user can choose: ``auto``, ``tvm``, then each backend (yours too)."""
-    return ("auto", "tvm", *BACKENDS)
+    return ("auto", "tvm", *_chosen(registry).backends)
 
 
-def check_backend(backend: str, also: tuple = ()) -> str:
+def check_backend(backend: str, also: tuple = (), registry: Registry | None = None) -> str:
     """``backend`` when it names a backend (or one of ``also``), else a one-line error with the nearest name."""
-    known = (*also, *choices())
+    known = (*also, *choices(registry))
     if backend in known:
         return backend
     near = difflib.get_close_matches(str(backend), known, n=1)
@@ -85,34 +127,37 @@ def check_backend(backend: str, also: tuple = ()) -> str:
     )
 
 
-def native(codegen: str) -> str | None:
+def native(codegen: str, registry: Registry | None = None) -> str | None:
     """The backend a subgraph with ``Codegen == codegen`` goes to when none is chosen."""
-    return next((b.name for b in BACKENDS.values() if b.native and b.native == codegen), None)
+    return next((b.name for b in _chosen(registry).backends.values() if b.native and b.native == codegen), None)
 
 
-def guard(backend: str | None, rules) -> tuple:
+def guard(backend: str | None, rules, registry: Registry | None = None) -> tuple:
     """``rules`` narrowed to what ``backend`` can compile (for ``auto``: what ONNX can express)."""
-    chosen = BACKENDS.get("onnxruntime" if backend == "auto" else backend or "")
+    chosen = _chosen(registry).backends.get("onnxruntime" if backend == "auto" else backend or "")
     return tuple(rules) if chosen is None or chosen.guard is None else chosen.guard(rules)
 
 
-def backends_for(backend: str | None, codegen: str) -> tuple:
+def backends_for(backend: str | None, codegen: str, registry: Registry | None = None) -> tuple:
     """The backends to try, in order, for a subgraph of ``codegen`` when ``backend`` is chosen."""
     if backend is None:
-        own = native(codegen)
+        own = native(codegen, registry)
         return (own,) if own else ()
-    check_backend(backend)
+    check_backend(backend, registry=registry)
     return {"auto": AUTO, "tvm": ()}.get(backend, (backend,))
 
 
-def compile_subgraph(name: str, func: relax.Function, backend: str | None = None, **options) -> Compiled | str:
+def compile_subgraph(
+    name: str, func: relax.Function, backend: str | None = None, *, registry: Registry | None = None, **options
+) -> Compiled | str:
     """Compile one subgraph with the first backend that takes it; the reason TVM keeps it otherwise.
 
     A chosen backend that refuses raises its one-line WorkbenchError; under
     ``auto`` the next backend is tried.
     """
     codegen = ir.func_attr(func, ir.CODEGEN)
-    order = backends_for(backend, codegen)
+    order = backends_for(backend, codegen, registry)
+    table = _chosen(registry).backends
     if not order:
         if backend == "tvm":
             return "backend tvm: TVM runs it on the host"
@@ -120,7 +165,7 @@ def compile_subgraph(name: str, func: relax.Function, backend: str | None = None
     tried = []
     for b in order:
         try:
-            compiled = BACKENDS[b].compile(name, func, **options)
+            compiled = table[b].compile(name, func, **options)
         except WorkbenchError as err:
             if len(order) == 1:
                 raise
@@ -131,7 +176,7 @@ def compile_subgraph(name: str, func: relax.Function, backend: str | None = None
     return "; ".join(f"{b} refused: {why}" for b, why in tried) + "; TVM runs it on the host"
 
 
-def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:
+def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Registry | None = None, **options) -> tuple:
     """Compile every subgraph; returns ``(module, {name: Compiled}, {name: reason not compiled})``.
 
     Parameters
@@ -146,6 +191,8 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
         the host, so the module builds. A dict ``{subgraph: backend}`` (a
         placement) chooses per subgraph; a subgraph it does not name stays on
         TVM, and so does one its backend refuses (the reason is kept).
+    registry : Registry, optional
+        Where backends are found by name; default :data:`DEFAULT`.
     **options
         Passed to the backend, e.g. ``fp16=True`` for ``tensorrt``.
 
@@ -160,17 +207,17 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tup
             continue
         if isinstance(backend, dict):
             try:
-                result = compile_subgraph(name, mod[name], backend.get(name, "tvm"), **options)
+                result = compile_subgraph(name, mod[name], backend.get(name, "tvm"), registry=registry, **options)
             except WorkbenchError as err:  # a placement measures what runs: a refusal puts it on the host
                 result = f"{backend[name]} refused: {err.cause}; TVM runs it on the host"
         else:
-            result = compile_subgraph(name, mod[name], backend, **options)
+            result = compile_subgraph(name, mod[name], backend, registry=registry, **options)
         if isinstance(result, Compiled):
             generated[name] = result
         else:
             skipped[name] = result
     if backend is not None and skipped:
-        from ..flow.partition import inline_subgraphs
+        from byoc_workbench.flow.partition import inline_subgraphs
 
         mod = inline_subgraphs(mod, skipped)
     if not generated:
@@ -192,7 +239,7 @@ def unknown_output(func: relax.Function) -> str | None:
     for ty in ret.fields if isinstance(ret, relax.TupleType) else [ret]:
         if not isinstance(ty, relax.TensorType) or not hasattr(ty.shape, "values"):
             return (
-                f"its output {ir.type_str(ty)} has no shape known before it runs, and a packed call needs one; "
+                f"its output {ir_types.type_str(ty)} has no shape known before it runs, and a packed call needs one; "
                 "TVM runs it on the host"
             )
     return None
@@ -215,23 +262,25 @@ def call_packed(mod: tvm.IRModule, generated: dict) -> tvm.IRModule:
         call = relax.call_dps_packed(generated[v.op.name_hint].symbol, list(v.args), out_ty=out_ty)
         return [relax.VarBinding(binding.var, call)]
 
-    return ir.map_bindings(mod, rewrite, remove=sorted(generated))
+    return ir_edit.map_bindings(mod, rewrite, remove=sorted(generated))
 
 
-def register_ext(backend: str, codegen: str | None = None, **options) -> str:
+def register_ext(backend: str, codegen: str | None = None, *, registry: Registry | None = None, **options) -> str:
     """Register ``backend`` as ``relax.ext.<codegen>`` (default: its own name) for upstream ``RunCodegen``.
 
     Returns the registered name. RunCodegen calls each function by its
-    ``global_symbol``, so each runner is registered under that name too.
+    ``global_symbol``, so each runner is registered under that name too, for
+    as long as the process lives: upstream's module holds no record to release it.
     Register before the VirtualMachine is created: it looks functions up then.
     """
-    if backend not in BACKENDS:
-        raise WorkbenchError(f"Unknown backend '{backend}'.", f"choose one of: {', '.join(BACKENDS)}.")
+    table = _chosen(registry).backends
+    if backend not in table:
+        raise WorkbenchError(f"Unknown backend '{backend}'.", f"choose one of: {', '.join(table)}.")
 
     def ext(functions, ext_options, constant_names):
         for func in functions:
             symbol = ir.func_attr(func, ir.GLOBAL_SYMBOL)
-            compiled = BACKENDS[backend].compile(symbol, func, **options)
+            compiled = _chosen(registry).backends[backend].compile(symbol, func, **options)  # as registered now
             register_global(symbol, tvm.get_global_func(compiled.symbol))
         return []
 

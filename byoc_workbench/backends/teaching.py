@@ -15,8 +15,9 @@ it on graphs without control flow.
 
 from __future__ import annotations
 
-from ..errors import WorkbenchError
-from .codegen import Op, make_codegen
+from byoc_workbench.backends.emit import make_codegen
+from byoc_workbench.backends.planner import Op
+from byoc_workbench.errors import WorkbenchError
 
 _BINARY = {
     "relax.add": "np.add",

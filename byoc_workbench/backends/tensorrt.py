@@ -23,10 +23,10 @@ from pathlib import Path
 
 import tvm
 
-from .. import ir
-from ..errors import WorkbenchError, import_optional
-from . import onnx as onnx_translate
-from .base import Compiled, cache_dir, register_packed
+from byoc_workbench import files, ir_types
+from byoc_workbench.backends import onnx as onnx_translate
+from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.errors import WorkbenchError, import_optional
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,9 @@ _KDLCUDA = 2
 
 def engine_dir() -> Path:
     """Where engines are cached: ``$BYOC_WORKBENCH_CACHE/engines``, else ``~/.cache/byoc-workbench/engines``."""
-    return cache_dir("engines")
+    path = files.cache_dir("engines")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _trt():
@@ -116,7 +118,7 @@ def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES)
             f"TensorRT could not build an engine for {name} (see TensorRT's log above).",
             f"raise the workspace limit or switch off the rules that offload the failing layers, {ELSEWHERE}.",
         )
-    timing_path.write_bytes(memoryview(config.get_timing_cache().serialize()))
+    files.write_atomic(timing_path, memoryview(config.get_timing_cache().serialize()))
     return bytes(plan)
 
 
@@ -129,9 +131,7 @@ def cached_engine(trt, dev, model: bytes, name: str, workspace: int = WORKSPACE_
     if path.exists():
         return path.read_bytes(), path, True
     plan = build_engine(trt, model, name, workspace)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(plan)
-    tmp.replace(path)  # atomic: a concurrent reader never sees half an engine
+    files.write_atomic(path, plan)  # a concurrent reader never sees half an engine
     return plan, path, False
 
 
@@ -192,7 +192,7 @@ def check_static(name: str, func) -> None:
     types = [(p.name, p.ty) for p in func.params] + [
         ("output", t) for t in (ret.fields if hasattr(ret, "fields") else [ret])
     ]
-    dynamic = [f"{n} {ir.type_str(t)}" for n, t in types if not ir.is_static(t)]
+    dynamic = [f"{n} {ir_types.type_str(t)}" for n, t in types if not ir_types.is_static(t)]
     if dynamic:
         raise WorkbenchError(
             f"{name}: a TensorRT engine for dynamic shapes ({', '.join(dynamic)}) needs an optimisation profile, "

@@ -6,7 +6,7 @@ import html
 
 import numpy as np
 
-from .render import target_color
+from byoc_workbench.draw.render import target_color
 
 
 def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:

@@ -1,22 +1,20 @@
 """A plain graph model of any stage's IRModule, for drawing and inspecting.
 
 No graphviz here: :func:`build_graph` turns a module into dataclasses, which
-tests can check directly; :mod:`byoc_workbench.draw.render` draws them.
+tests can check directly; :mod:`byoc_workbench.draw.render` draws them, and
+:mod:`byoc_workbench.draw.folding` folds a large one to a readable size first.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from .. import ir
-from . import blocks
-
-HOST = "host"
+from byoc_workbench import ir, ir_types, tvm_private
+from byoc_workbench.flow.summary import HOST
 
 
 @dataclasses.dataclass
@@ -163,14 +161,14 @@ class _Builder:
             value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
             return self.add_node(
-                Node(f"{consumer}.c{k}", "const", f"const {text}", cluster=cluster, ty=ir.type_str(expr.ty))
+                Node(f"{consumer}.c{k}", "const", f"const {text}", cluster=cluster, ty=ir_types.type_str(expr.ty))
             )
         return None
 
     def connect(self, w: _Walk, frame, args, nid, cluster):
-        for k, a in enumerate(ir.items(args)):
+        for k, a in enumerate(tvm_private.items(args)):
             # concat and friends take their inputs as a tuple
-            fields = ir.items(a.fields) if type(a) is relax.Tuple else None
+            fields = tvm_private.items(a.fields) if type(a) is relax.Tuple else None
             parts = [(f"{k}_{j}", f) for j, f in enumerate(fields)] if fields is not None else [(k, a)]
             for key, part in parts:
                 src = self.arg_node(w, frame, part, nid, key, cluster)
@@ -184,14 +182,14 @@ class _Builder:
         fid = self.cluster(f"fn_{name}", f"fn {name}", "function", None)
         w = _Walk(name, fid, HOST)
         for p in func.params:
-            node = Node(self.node_id(name, p), "input", p.name, cluster=fid, ty=ir.type_str(p.ty), op="param")
+            node = Node(self.node_id(name, p), "input", p.name, cluster=fid, ty=ir_types.type_str(p.ty), op="param")
             w.values.bind((), p, self.add_node(node))
         out = self.body(w, func, name)
         ret = self.add_node(
-            Node(f"{name}.return", "output", f"return ({name})", cluster=fid, ty=ir.type_str(func.ret_ty))
+            Node(f"{name}.return", "output", f"return ({name})", cluster=fid, ty=ir_types.type_str(func.ret_ty))
         )
         if out:
-            self.edge(out, ret, ir.type_str(func.ret_ty))
+            self.edge(out, ret, ir_types.type_str(func.ret_ty))
 
     def body(self, w: _Walk, func, fname: str) -> str | None:
         """Draw every binding of ``func``; returns the node of its result."""
@@ -233,7 +231,7 @@ class _Builder:
     def binding(self, w: _Walk, step, nid, cluster) -> str | None:
         v = step.value
         frame = step.frame
-        ty = ir.type_str(step.var.ty)
+        ty = ir_types.type_str(step.var.ty)
         if ir.is_var(v):
             return w.values.get(frame, v)  # an alias draws no node
         if isinstance(v, relax.If):
@@ -241,7 +239,7 @@ class _Builder:
             self.add_node(Node(nid, "if", f"if {cond}", cluster=cluster, ty=ty, op="If"))
             src = self.arg_node(w, frame, v.cond, nid, 0, cluster)
             if src:
-                self.edge(src, nid, ir.type_str(v.cond.ty))
+                self.edge(src, nid, ir_types.type_str(v.cond.ty))
             for label, branch in (("else", v.false_branch), ("then", v.true_branch)):
                 place = ir.Place(label, step.var.name, step.var)
                 w.cluster[(frame, place)] = self.cluster(f"{nid}.{label}", label, label, cluster)
@@ -277,7 +275,7 @@ class _Builder:
 
     def call(self, w: _Walk, step, nid, cluster, ty) -> str:
         v = step.value
-        input_types = [ir.type_str(a.ty) for a in ir.items(v.args) if hasattr(a, "ty")]
+        input_types = [ir_types.type_str(a.ty) for a in tvm_private.items(v.args) if hasattr(a, "ty")]
         if step.op == "relax.call_dps_packed":
             symbol = str(v.args[0].global_symbol)
             made = self.packed.get(symbol)
@@ -323,7 +321,7 @@ class _Builder:
             op=comp,
             cluster=cluster,
             ty=ty,
-            input_types=[ir.type_str(a.ty) for a in v.args if hasattr(a, "ty")],
+            input_types=[ir_types.type_str(a.ty) for a in v.args if hasattr(a, "ty")],
             rule=comp,
             ops=ir.composite_ops(step.callee),
             expandable=True,
@@ -340,8 +338,8 @@ class _Builder:
         v, func = step.value, step.callee
         name = ir.callee_name(v)
         target, ops = self.known.get(name) or (ir.subgraph_target(self.mod, name), ir.ops_in(func, self.mod))
-        label = f"{name}\n{_op_counts(ops)}"
-        types = [ir.type_str(a.ty) for a in ir.items(v.args) if hasattr(a, "ty")]
+        label = f"{name}\n{op_counts(ops)}"
+        types = [ir_types.type_str(a.ty) for a in tvm_private.items(v.args) if hasattr(a, "ty")]
         node = Node(nid, "subgraph", label, target=target, op=name, cluster=cluster, ty=ty, input_types=types)
         node.ops, node.expandable = ops, True
         if nid not in self.expand:
@@ -366,7 +364,7 @@ class _Builder:
                 self.g.edges.append(Edge(nid, first, "calls", kind="call", to_cluster=cid))
 
 
-def _op_counts(ops, per_line: int = 4) -> str:
+def op_counts(ops, per_line: int = 4) -> str:
     """``nn.conv2d×73, add×16, ...``, most frequent first, a few per line."""
     counts = {}
     for op in ops:
@@ -406,324 +404,3 @@ def build_graph(
     builder.link_calls()
     builder.g.sites = {(key[0], var): nid for key, (nid, var) in builder.ids.items() if nid in builder.g.nodes}
     return builder.g
-
-
-# Ops that move or reshape data without arithmetic; long runs of them (SSD's anchor and
-# box-decoding tail) are folded into one node so a 600-op graph stays readable.
-DATA_MOVEMENT = frozenset(
-    {
-        "relax.strided_slice",
-        "relax.concat",
-        "relax.reshape",
-        "relax.permute_dims",
-        "relax.expand_dims",
-        "relax.squeeze",
-        "relax.split",
-        "relax.take",
-        "relax.zeros_like",
-        "relax.ones_like",
-        "relax.full_like",
-        "relax.where",
-        "relax.arange",
-        "relax.broadcast_to",
-        "relax.flatten",
-        "relax.astype",
-        "relax.greater",
-        "relax.less",
-        "relax.multiply",
-        "relax.add",
-        "relax.subtract",
-        "relax.divide",
-        "relax.exp",
-    }
-)
-
-
-def _components(g: Graph, eligible: set) -> list:
-    """Connected groups of ``eligible`` nodes, joined along edges within one cluster and target."""
-    nids = [nid for nid in g.nodes if nid in eligible]  # node order is binding order
-    pairs = []
-    for e in g.edges:
-        if e.src in eligible and e.dst in eligible:
-            a, b = g.nodes[e.src], g.nodes[e.dst]
-            if a.cluster == b.cluster and a.target == b.target:
-                pairs.append((e.src, e.dst))
-    return _units(nids, pairs)
-
-
-def _moves_data(n: Node) -> bool:
-    ops = n.ops if n.kind == "composite" else [n.op]
-    return bool(ops) and all(op in DATA_MOVEMENT for op in ops)
-
-
-def _ops_of(nodes) -> list:
-    return [
-        op for n in nodes for op in (n.ops if n.kind in ("composite", "fold", "subgraph") else [n.op] if n.op else [])
-    ]
-
-
-def _group_node(nid: str, title: str, members: list, cluster: str, what: str) -> Node:
-    """A closed group drawn as one node (``what``: "block" or "folded"): its ops counted, its main target's colour."""
-    ops = _ops_of(members)
-    by_target = collections.Counter()  # ops per target; a group of no op (tuples) by its nodes
-    for m in members:
-        by_target[m.target] += len(_ops_of([m]))
-    by_target = +by_target or collections.Counter(m.target for m in members)
-    target = by_target.most_common(1)[0][0]
-    mix = "\n" + ", ".join(f"{t} {n}" for t, n in by_target.most_common()) if len(by_target) > 1 else ""
-    head = f"{title}\n{len(ops)} ops" if title else f"{len(ops)} ops"
-    label = f"{head}{mix}\n{_op_counts(ops)}"
-    return Node(nid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=what)
-
-
-def _remap(g: Graph, nodes: dict, rename: dict, clusters: dict, below=()) -> Graph:
-    """A graph of ``nodes`` whose edges and sites follow ``rename`` (old id -> the node now drawing it)."""
-    out = Graph(nodes=nodes, clusters=clusters)
-    seen = set()
-    for e in g.edges:
-        src, dst = rename.get(e.src, e.src), rename.get(e.dst, e.dst)
-        if src == dst or (src, dst) in seen or src not in nodes or dst not in nodes:
-            continue
-        seen.add((src, dst))
-        a, b = nodes[src], nodes[dst]
-        crosses = e.kind == "data" and a.target != b.target and a.kind != "const"
-        out.edges.append(dataclasses.replace(e, src=src, dst=dst, crosses=crosses))
-    out.sites = {key: rename.get(nid, nid) for key, nid in g.sites.items() if rename.get(nid, nid) in nodes}
-    out.below = list(below) + [pair for pair in g.below if pair[0] in nodes and pair[1] in nodes]
-    return out
-
-
-BLOCK_KINDS = ("op", "composite", "tuple", "item")  # what a Gluon block can hold
-# Past this many subgraph calls in one view, blocks hold them too: a rule toggle that splits one
-# subgraph into one per block (1,500 on 6,000 ops) still opens on the model's few top blocks.
-# Below it, each subgraph stays a node of its own, where the reader looks for it (the SSD has 5).
-MANY_SUBGRAPHS = 24
-
-
-def fold_blocks(g: Graph, keep_open=()) -> Graph:
-    """``g`` drawn as the hierarchy of its model's blocks (see :mod:`.blocks`).
-
-    A closed block is one expandable ``fold`` node whose id is the block's
-    (``main/ssd0_resnetv10_``); an open one (its id in ``keep_open``) is a
-    cluster ``x_<id>`` that lays out its own content, sub-blocks closed.
-    Graphs whose names carry no Gluon block prefixes come back unchanged.
-    """
-    items: dict = {}
-    many = sum(n.kind == "subgraph" for n in g.nodes.values()) > MANY_SUBGRAPHS
-    kinds = BLOCK_KINDS + (("subgraph",) if many else ())
-    for n in g.nodes.values():
-        if n.kind in kinds and "/" in n.id:
-            items.setdefault(n.cluster, []).append((n.id, n.id.rsplit("/", 1)[1], n.op))
-    groups = blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: nid.rsplit("/", 1)[0])
-    if not groups:
-        return g
-    keep_open = set(keep_open)
-    innermost = {nid: gid for gid, grp in groups.items() for nid in grp.members}
-
-    def chain(gid):  # gid and its enclosing groups, innermost first
-        while gid is not None:
-            yield gid
-            gid = groups[gid].parent
-
-    def shown(gid):  # the group, or the closed group around it, that is drawn as a node
-        closed = [x for x in chain(gid) if x not in keep_open]
-        return closed[-1] if closed else None
-
-    def place(gid, cluster):  # the cluster a node directly inside ``gid`` is drawn in
-        return f"x_{gid}" if gid is not None else cluster
-
-    clusters = dict(g.clusters)
-    for gid, grp in groups.items():
-        if shown(gid) is None:  # open, and every group around it open
-            parent = place(grp.parent, grp.cluster)
-            clusters[f"x_{gid}"] = Cluster(f"x_{gid}", grp.label, "block", parent, g.clusters[grp.cluster].target)
-    members: dict = collections.defaultdict(list)  # closed group drawn -> the nodes it hides
-    rename, nodes = {}, {}
-    order = []  # nodes and closed groups, each where its first node was, so binding order holds
-    for nid, n in g.nodes.items():
-        gid = innermost.get(nid)
-        top = shown(gid) if gid is not None else None
-        if top is None:
-            nodes[nid] = dataclasses.replace(n, cluster=place(gid, n.cluster)) if gid is not None else n
-            order.append(nid)
-            continue
-        if top not in members:
-            order.append(top)
-        members[top].append(n)
-        rename[nid] = top
-    for top, hidden in members.items():
-        grp = groups[top]
-        nodes[top] = _group_node(top, grp.label, hidden, place(grp.parent, grp.cluster), "block")
-    return _remap(g, {nid: nodes[nid] for nid in order}, rename, clusters)
-
-
-WRAP = 8  # at most about this many nodes of one cluster side by side; more wrap into rows
-
-
-def _ranks(nids: list, preds: dict) -> dict:
-    """Longest-path rank of each node among ``nids`` (in binding order: producers first)."""
-    rank: dict = {}
-    for nid in nids:
-        rank[nid] = 1 + max((rank[p] for p in preds.get(nid, ()) if p in rank), default=-1)
-    return rank
-
-
-def _widest(nids: list, preds: dict) -> int:
-    return max(collections.Counter(_ranks(nids, preds).values()).values(), default=0)
-
-
-def _units(nids: list, edges: list) -> list:
-    """Weakly connected pieces of ``nids`` along ``edges``, each in binding order, in order of first node."""
-    parent = {n: n for n in nids}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in edges:
-        parent[find(a)] = find(b)
-    units: dict = {}
-    for n in nids:
-        units.setdefault(find(n), []).append(n)
-    return list(units.values())
-
-
-def _stack(nids: list, edges: list, preds: dict, width: int) -> list:
-    """``below`` pairs that fold one wide cluster's nodes into rows about ``width`` nodes wide.
-
-    Nodes that many others feed or read (a concat of 80 pieces) are set aside;
-    the rest fall into pieces (a concat and the two slices it joins), laid out
-    a few pieces per row. A piece that is wide by itself wraps rank by rank.
-    """
-    members = set(nids)
-    edges = [(a, b) for a, b in edges if a in members and b in members]
-    degree = collections.Counter(x for e in edges for x in e)
-    hubs = {n for n in nids if degree[n] > width}
-    rest = [n for n in nids if n not in hubs]
-    units = _units(rest, [(a, b) for a, b in edges if a not in hubs and b not in hubs])
-    below = []
-    if len(units) > 1:
-        per_row = max(1, width // max(_widest(u, preds) for u in units))
-        for upper, lower in zip(units, units[per_row:]):  # every start of a piece below the end of the one above
-            inside = set(lower)
-            below += [(upper[-1], n) for n in lower if not inside.intersection(preds.get(n, ()))]
-    for unit in units:
-        if _widest(unit, preds) > width:
-            layers: dict = collections.defaultdict(list)
-            for nid, r in _ranks(unit, preds).items():
-                layers[r].append(nid)
-            below += [(row[i], row[i + width]) for row in layers.values() for i in range(len(row) - width)]
-    return below
-
-
-def wrap_rows(g: Graph, width: int = WRAP) -> Graph:
-    """``g`` with ``below`` pairs that fold each opened block or run wider than ``width`` nodes into rows.
-
-    Opening SSD's run of 241 slices and concats then shows a block a few
-    pieces wide, not one strip of 160 nodes.
-    """
-    opened = {c.id for c in g.clusters.values() if c.kind in ("block", "fold")}
-    by_cluster: dict = collections.defaultdict(list)
-    for nid, n in g.nodes.items():
-        if n.cluster in opened and n.kind not in ("const", "input", "output"):
-            by_cluster[n.cluster].append(nid)
-    inner: dict = collections.defaultdict(list)
-    preds: dict = collections.defaultdict(list)
-    for e in g.edges:
-        a, b = g.nodes[e.src], g.nodes[e.dst]
-        if e.kind == "data" and a.cluster == b.cluster and a.kind not in ("const", "input"):
-            inner[a.cluster].append((e.src, e.dst))
-            preds[e.dst].append(e.src)
-    below = []
-    for cluster, nids in by_cluster.items():
-        if _widest(nids, preds) > width:
-            below += _stack(nids, inner[cluster], preds, width)
-    return _remap(g, dict(g.nodes), {}, dict(g.clusters), below)
-
-
-def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> Graph:
-    """``g`` as a large model is drawn: blocks, folded runs of ops, wide ranks in rows.
-
-    First the model's blocks are grouped (:func:`fold_blocks`). Then, among
-    the nodes left drawn, each connected run of at least ``min_size``
-    data-movement ops (one cluster, one target) becomes one node: SSD's anchor
-    and box-decoding tail. Outside opened blocks, the remaining runs of ops and
-    composites of one target are folded in pieces of at most ``chunk`` nodes,
-    in binding order, so a backbone without block names reads as a short
-    chain. A fold is named ``fold_<first member id>``; one named in
-    ``keep_open`` is drawn open, as a cluster ``x_<fold id>``. Last, wide ranks
-    wrap into rows (:func:`wrap_rows`).
-    """
-    g = fold_blocks(g, keep_open)
-    kinds = ("op", "composite")
-    taken: dict = {}
-    movers = {nid for nid, n in g.nodes.items() if n.kind in kinds and _moves_data(n)}
-    for members in _components(g, movers):
-        if len(members) >= min_size:
-            taken[f"fold_{members[0]}"] = members
-    folded = {m for ms in taken.values() for m in ms}
-    in_block = {c.id for c in g.clusters.values() if c.kind == "block"}
-    rest = {nid for nid, n in g.nodes.items() if n.kind in kinds and nid not in folded and n.cluster not in in_block}
-    for members in _components(g, rest):
-        if len(members) >= min_size:
-            for i in range(0, len(members), chunk):
-                piece = members[i : i + chunk]
-                taken[f"fold_{piece[0]}"] = piece
-    clusters = dict(g.clusters)
-    rename, nodes = {}, {}
-    opened = {}
-    for fid, ids in taken.items():
-        first = g.nodes[ids[0]]
-        title = _fold_title(g, set(ids))
-        if fid in keep_open:
-            label = f"{title} — {len(ids)} ops" if title else f"{len(ids)} ops"
-            clusters[f"x_{fid}"] = Cluster(f"x_{fid}", label, "fold", first.cluster, first.target)
-            opened.update({m: f"x_{fid}" for m in ids})
-            continue
-        nodes[fid] = _group_node(fid, title, [g.nodes[m] for m in ids], first.cluster, "folded")
-        rename.update({m: fid for m in ids})
-    out: dict = {}
-    for nid, n in g.nodes.items():
-        if nid in rename:
-            fid = rename[nid]
-            out.setdefault(fid, nodes[fid])
-        else:
-            out[nid] = dataclasses.replace(n, cluster=opened[nid]) if nid in opened else n
-    g = _remap(g, out, rename, clusters)
-    return wrap_rows(_one_edge_per_neighbour(g, set(opened.values())))
-
-
-def _fold_title(g: Graph, members: set) -> str:
-    """What a folded run connects, from the blocks around it (``anchors → box decoding``); "" for a
-    graph without Gluon block names."""
-    around = {"in": [], "out": []}
-    for e in g.edges:
-        if e.kind != "data":
-            continue
-        if e.dst in members and e.src not in members and g.nodes[e.src].kind != "const":
-            around["in"].append(e.src.rsplit("/", 1)[-1])
-        elif e.src in members and e.dst not in members:
-            around["out"].append(e.dst.rsplit("/", 1)[-1])
-    return blocks.run_title(around["in"], around["out"])
-
-
-def _one_edge_per_neighbour(g: Graph, opened: set) -> Graph:
-    """``g`` with the data edges between an opened run (a cluster in ``opened``) and each node outside
-    it drawn once, at the run's border: 80 slices reading one tensor are one edge into the box, not 80
-    lines across the diagram."""
-    if not opened:
-        return g
-    seen: set = set()
-    edges = []
-    for e in g.edges:
-        a, b = g.nodes[e.src].cluster, g.nodes[e.dst].cluster
-        if e.kind == "data" and (a in opened) != (b in opened):
-            key = (e.src, b) if b in opened else (a, e.dst)
-            if key in seen:
-                continue
-            seen.add(key)
-            e = dataclasses.replace(e, to_cluster=b if b in opened else None, from_cluster=a if a in opened else None)
-        edges.append(e)
-    return dataclasses.replace(g, edges=edges)

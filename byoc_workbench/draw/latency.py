@@ -1,6 +1,6 @@
 """The latency map: the codegen stage's diagram shaded by measured time, and its tables.
 
-Data first: :func:`shade` places a :class:`~byoc_workbench.timing.Profile`'s
+Data first: :func:`shade` places a :class:`~byoc_workbench.measure.timing.Profile`'s
 entries on the stage's :class:`~.graph.Graph` (through ``Graph.sites``), adds
 a node before and after each offloaded call for its boundary entries, and
 picks each node's colour from a log scale in milliseconds. :func:`to_dot`
@@ -16,17 +16,17 @@ import html
 import math
 import re
 
-from .. import timing
-from . import graph as graph_mod
-from . import render
-from .display import diagram_html
+from byoc_workbench.draw import folding, render
+from byoc_workbench.draw import graph as graph_mod
+from byoc_workbench.draw.display import diagram_html
+from byoc_workbench.flow.summary import BOUNDARY, stage
 
 # Light to dark: little time to much. Text turns white on the last DARK colours.
 HEAT = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#8c2d04")
 DARK = 2
 UNTIMED = "#ffffff"
 OVER = "#c92a2a"  # a subgraph over the numerics tolerance
-OUTLINES = {graph_mod.HOST: "#868e96", timing.BOUNDARY: "#f59f00"}
+OUTLINES = {graph_mod.HOST: "#868e96", BOUNDARY: "#f59f00"}
 MAX_DECADES = 5  # the scale spans at most 1e5 from the slowest node down
 
 
@@ -38,14 +38,14 @@ def ms(seconds: float) -> str:
     return f"{value:.3g} ms" if value >= 1e-3 or value == 0 else f"{value:.2e} ms"
 
 
-def stage_graph(built: timing.Built, collapse: bool = False) -> graph_mod.Graph:
+def stage_graph(built, collapse: bool = False) -> graph_mod.Graph:
     """The codegen stage's graph, packed calls named after their subgraphs; ``collapse`` hides
     constants and folds long runs of ops (for the SSD)."""
-    codegen = timing.stage(built.stages, "codegen")
+    codegen = stage(built.stages, "codegen")
     subgraphs = {sg.name: sg for sg in codegen.subgraphs}
     packed = {c.symbol: subgraphs[n] for n, c in codegen.generated.items() if n in subgraphs}
     g = graph_mod.build_graph(codegen.mod, packed=packed, constants=not collapse)
-    return graph_mod.fold_chains(g) if collapse else g
+    return folding.fold_chains(g) if collapse else g
 
 
 @dataclasses.dataclass
@@ -83,7 +83,7 @@ class Shaded:
     checks: dict  # node id -> SubgraphCheck
 
 
-def _place(g: graph_mod.Graph, profile: timing.Profile | None) -> tuple:
+def _place(g: graph_mod.Graph, profile) -> tuple:
     times: dict = collections.defaultdict(float)
     calls: dict = collections.defaultdict(int)
     boundary: dict = collections.defaultdict(dict)
@@ -93,7 +93,7 @@ def _place(g: graph_mod.Graph, profile: timing.Profile | None) -> tuple:
         nid = g.sites.get((site.function, site.var)) if site is not None and site.var is not None else None
         if nid is None:
             unplaced.append(e)
-        elif e.kind == timing.BOUNDARY:
+        elif e.kind == BOUNDARY:
             boundary[nid][e.phase] = (e.time_s, e.calls)
         else:
             times[nid] += e.time_s
@@ -137,9 +137,9 @@ def _edge(g: graph_mod.Graph, e: graph_mod.Edge, src: str, dst: str) -> graph_mo
 
 
 def shade(
-    built: timing.Built,
-    profile: timing.Profile | None = None,
-    numerics: timing.Numerics | None = None,
+    built,
+    profile=None,
+    numerics=None,
     collapse: bool = False,
     graph: graph_mod.Graph | None = None,
 ) -> Shaded:
@@ -168,8 +168,8 @@ def shade(
 
 def to_dot(
     shaded: Shaded,
-    profile: timing.Profile | None = None,
-    numerics: timing.Numerics | None = None,
+    profile=None,
+    numerics=None,
     title: str = "",
     show_shapes: bool = False,
 ):
@@ -205,7 +205,7 @@ def _outline(target: str) -> str:
     """A node's outline (and its target's swatch in the legend): the target's colour, as #rrggbb."""
     if target in OUTLINES:
         return OUTLINES[target]
-    return render._html_color(render.target_color(target))
+    return render.html_color(render.target_color(target))
 
 
 def _legend(shaded: Shaded, profile, numerics) -> str:
@@ -238,13 +238,13 @@ def _legend(shaded: Shaded, profile, numerics) -> str:
 # --- tables ------------------------------------------------------------------------
 
 
-def shares(profile: timing.Profile) -> list:
+def shares(profile) -> list:
     """``(target, seconds, share of the entries' sum)``, largest first."""
     total = profile.total_s or 1.0
     return [(t, s, s / total) for t, s in profile.by_target.items()]
 
 
-def summary_line(profile: timing.Profile) -> str:
+def summary_line(profile) -> str:
     return (
         f"entries sum {ms(profile.total_s)}, end-to-end median {ms(profile.end_to_end_s)} "
         f"({profile.ratio:.1%}), {profile.runs} runs"
@@ -253,7 +253,7 @@ def summary_line(profile: timing.Profile) -> str:
     )
 
 
-def _top_rows(profile: timing.Profile, n: int) -> list:
+def _top_rows(profile, n: int) -> list:
     total = profile.total_s or 1.0
     return [
         (ms(e.time_s), f"{e.time_s / total:.1%}", str(e.calls), e.kind, e.target, e.name, _what(e))
@@ -261,7 +261,7 @@ def _top_rows(profile: timing.Profile, n: int) -> list:
     ]
 
 
-def _what(e: timing.Entry) -> str:
+def _what(e) -> str:
     """The Relax op of a kernel entry, the backend of a subgraph or boundary entry."""
     return (e.site.op or e.site.backend) if e.site is not None else ""
 
@@ -289,7 +289,7 @@ BUILDS_KEY = (
 _NUMERIC = re.compile(r"^[\d.e+-]+\s*(ms|s|µs|%|x)?$|^\d+$")
 
 
-def _check_rows(numerics: timing.Numerics) -> list:
+def _check_rows(numerics) -> list:
     return [
         (
             r.name,
@@ -332,23 +332,23 @@ def _html_table(head: tuple, rows: list, caption: str, flagged=(), key: str = ""
     )
 
 
-def _share_line(profile: timing.Profile) -> str:
+def _share_line(profile) -> str:
     return ", ".join(f"{t} {ms(s)} ({f:.0%})" for t, s, f in shares(profile))
 
 
-def top_text(profile: timing.Profile, n: int = 10) -> str:
+def top_text(profile, n: int = 10) -> str:
     """The ``n`` slowest entries as a text table, under the by-target shares."""
     return f"{summary_line(profile)}\nby target: {_share_line(profile)}\n" + _text_table(
         TOP_HEAD, _top_rows(profile, n)
     )
 
 
-def top_html(profile: timing.Profile, n: int = 10) -> str:
+def top_html(profile, n: int = 10) -> str:
     caption = f"{summary_line(profile)}. By target: {_share_line(profile)}. The {n} slowest entries:"
     return _html_table(TOP_HEAD, _top_rows(profile, n), caption, key=TOP_KEY)
 
 
-def numerics_text(numerics: timing.Numerics) -> str:
+def numerics_text(numerics) -> str:
     """Each offloaded subgraph against TVM alone, as a text table."""
     head = f"offloaded subgraphs vs TVM alone, tolerance {numerics.tolerance:g} relative" + (
         f" [{numerics.mark}]" if numerics.mark else ""
@@ -356,7 +356,7 @@ def numerics_text(numerics: timing.Numerics) -> str:
     return head + "\n" + _text_table(CHECK_HEAD, _check_rows(numerics))
 
 
-def numerics_html(numerics: timing.Numerics) -> str:
+def numerics_html(numerics) -> str:
     caption = (
         f"Offloaded subgraphs vs TVM alone (relative error over max |TVM output|), tolerance {numerics.tolerance:g}"
     )
@@ -370,7 +370,7 @@ def builds_rows(profiles: dict) -> list:
     rows = []
     for label, p in profiles.items():
         kinds = p.by_kind
-        crossings = sum(e.calls for e in p.entries if e.kind == timing.BOUNDARY and e.phase == "in")
+        crossings = sum(e.calls for e in p.entries if e.kind == BOUNDARY and e.phase == "in")
         rows.append(
             {
                 "build": label,
@@ -378,7 +378,7 @@ def builds_rows(profiles: dict) -> list:
                 "entries_s": p.total_s,
                 "subgraphs": len(p.backends),
                 "offloaded_s": kinds.get("subgraph", 0.0),
-                "boundary_s": kinds.get(timing.BOUNDARY, 0.0),
+                "boundary_s": kinds.get(BOUNDARY, 0.0),
                 "crossings": crossings,
                 "host_s": kinds.get("kernel", 0.0) + kinds.get("builtin", 0.0) + kinds.get("extern", 0.0),
             }
@@ -420,9 +420,9 @@ class Report:
 
 
 def report(
-    built: timing.Built,
-    profile: timing.Profile | None = None,
-    numerics: timing.Numerics | None = None,
+    built,
+    profile=None,
+    numerics=None,
     collapse: bool = False,
     title: str = "",
     top: int = 10,
@@ -451,9 +451,9 @@ def stacked(reports: dict) -> str:
 
 def time_view(
     workbench,
-    built: timing.Built,
-    profile: timing.Profile,
-    numerics: timing.Numerics | None = None,
+    built,
+    profile,
+    numerics=None,
     expand=(),
     collapse: bool = False,
 ) -> str:
@@ -463,7 +463,7 @@ def time_view(
     ``built`` must come from ``timing.build(workbench.stages)``: the map finds
     each measured binding in the very module the workbench drew.
     """
-    from ..errors import WorkbenchError
+    from byoc_workbench.errors import WorkbenchError
 
     if built.stages[-1] is not workbench.stage("codegen"):
         raise WorkbenchError(
@@ -486,23 +486,3 @@ class Lesson:
 
     def _repr_html_(self) -> str:
         return f'<div class="byoc-lesson">{builds_html(self.profiles)}{stacked(self.reports)}</div>'
-
-
-def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, collapse: bool = False) -> Lesson:
-    """Profile each build (``{label: (Built, inputs)}``, e.g. pruned and unpruned) and compare those
-    named in ``compare`` against TVM alone; the maps are drawn with the same legend rules.
-
-    For notebook 02::
-
-        builds = {"pruned": timing.model_build(workbench=wb), "unpruned": timing.model_build(prune=False, workbench=wb)}
-        lesson = latency.lesson(builds, compare=["pruned"], collapse=True)
-        lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
-    """
-    profiles, numerics, reports = {}, {}, {}
-    for label, (built, inputs) in builds.items():
-        profiles[label] = timing.profile(built, inputs, runs=runs)
-        if label in compare:
-            numerics[label] = timing.compare(built, inputs, tolerance=tolerance)
-        title = f"{label}: measured" + (f" — {built.mark}" if built.mark else "")
-        reports[label] = report(built, profiles[label], numerics.get(label), collapse, title)
-    return Lesson(profiles, numerics, reports)

@@ -1,6 +1,6 @@
 """A search's result for a reader: the best placements as a table, and the model coloured by the chosen backends.
 
-Data first: :func:`rows` turns a :class:`~byoc_workbench.search.core.SearchResult`
+Data first: :func:`rows` turns a :class:`~byoc_workbench.measure.search.core.SearchResult`
 into table rows; :func:`chosen_dot` draws the chosen placement (each
 offloaded subgraph filled in its backend's colour, what stays on TVM as
 host); the text and HTML tables are made from the same rows.
@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import html
 
-from .. import text
-from . import graph as graph_mod
-from . import render
-from .display import diagram_html
+from byoc_workbench import text
+from byoc_workbench.draw import folding, render
+from byoc_workbench.draw import graph as graph_mod
+from byoc_workbench.draw.display import diagram_html
 
 HEAD = ("placement", "predicted", "measured", "outputs", "what differs from the chosen one")
 SHOWN = 8  # rows in the table
 
 
 def _s(seconds) -> str:
-    from ..runner import seconds as fmt
-
-    return fmt(seconds) if isinstance(seconds, (int, float)) and seconds == seconds else "—"
+    return text.seconds(seconds) if isinstance(seconds, (int, float)) and seconds == seconds else "—"
 
 
 def ordered(result) -> list:
@@ -55,8 +53,6 @@ def _table_text(head, body) -> str:
 
 def summary_lines(result) -> list:
     """What was chosen, against what, in how long (and where most of that went), on which machine."""
-    from .. import runner
-
     lines = [f"search of {result.model} over {', '.join(result.backends)} (precision {result.precision})"]
     if result.mark:
         lines[0] += f" — {result.mark}"
@@ -73,7 +69,7 @@ def summary_lines(result) -> list:
     m = result.measurements
     lines.append(
         f"searched in {result.search_s:.1f} s: {m['builds']} builds measured, {m['cache_hits']} cache hits; "
-        f"{runner.machine_line(result.machine)}"
+        f"{text.machine_line(result.machine)}"
     )
     slowest = sorted(m.get("steps", ()), key=lambda st: -st["s"])[:3]
     if slowest:
@@ -101,13 +97,11 @@ def placement_dot(result, assign: dict, title: str = "", collapse: bool | None =
 
     Large models (over 100 ops in units) are drawn collapsed: constants hidden, long runs of ops folded.
     """
-    from ..search.placement import drawn
-
-    mod, packed = drawn(result.plan, assign)
+    mod, packed = result.drawn(assign)
     big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
     g = graph_mod.build_graph(mod, packed=packed, constants=not big)
     if big:
-        g = graph_mod.fold_chains(g)
+        g = folding.fold_chains(g)
     title = title or f"{result.model}: a placement, coloured by backend"
     return render.to_dot(g, title=title + (f" — {result.mark}" if result.mark else ""), show_shapes=not big)
 

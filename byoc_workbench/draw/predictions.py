@@ -6,7 +6,7 @@
 - classification: the top-5 classes beside the picture.
 
 The ``*_rows`` functions are the pure twins: plain data, tested without a figure.
-:func:`prediction_png` draws any :class:`~byoc_workbench.models.outputs.Prediction`;
+:func:`prediction_png` draws any :class:`~byoc_workbench.models.meaning.Prediction`;
 with ``mark`` (e.g. "untrained weights") written across the picture and in the title.
 """
 
@@ -16,8 +16,8 @@ import io
 
 import numpy as np
 
-from ..models.outputs import KEYPOINTS, LIMBS
-from . import detections
+from byoc_workbench.draw import detections
+from byoc_workbench.models.meaning import KEYPOINTS, LIMBS
 
 # Classes cycle through 20 distinct colours (matplotlib's tab20), by class id.
 _PALETTE = "tab20"

@@ -8,12 +8,14 @@ import html
 
 import tvm
 
-from .. import ir
-from ..flow.summary import op_owners
+from byoc_workbench import ir
+from byoc_workbench.flow.summary import op_owners
 
 
 @dataclasses.dataclass
-class Profile:
+class OpCounts:
+    """How many ops a module holds: in all, per op, per target, and its subgraphs per target."""
+
     total: int
     by_op: collections.Counter  # op -> count over the whole module
     by_target: dict  # target -> op count ("host" for ops TVM compiles itself)
@@ -25,7 +27,7 @@ class Profile:
         return sorted(self.by_op.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def profile(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> Profile:
+def profile(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> OpCounts:
     """Count the ops of ``mod``: every Relax op call, inside composites and subgraphs too.
 
     ``function`` counts one function only, e.g. a subgraph (the seed's ``profile_graph(mod["tensorrt_0"])``).
@@ -39,10 +41,10 @@ def profile(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> P
             by_target[target] += n
     names = [n for n in ir.subgraph_functions(mod) if function in (None, n)]
     subgraphs = collections.Counter(ir.subgraph_target(mod, name) for name in names)
-    return Profile(sum(by_op.values()), by_op, dict(by_target), dict(subgraphs), mark)
+    return OpCounts(sum(by_op.values()), by_op, dict(by_target), dict(subgraphs), mark)
 
 
-def table_text(p: Profile) -> str:
+def table_text(p: OpCounts) -> str:
     """A plain-text table, as the seed printed it."""
     lines = [f"Total number of operators: {p.total}" + (f"   [{p.mark}]" if p.mark else ""), "Detail breakdown"]
     lines += [f"\t{op}: {n}" for op, n in p.rows()]
@@ -53,7 +55,7 @@ def table_text(p: Profile) -> str:
     return "\n".join(lines)
 
 
-def table_html(p: Profile) -> str:
+def table_html(p: OpCounts) -> str:
     """An HTML table for notebooks."""
     head = f"<b>{p.total} ops</b>" + (
         f' <span style="color:#c92a2a;font-weight:bold">[{html.escape(p.mark)}]</span>' if p.mark else ""
@@ -63,7 +65,7 @@ def table_html(p: Profile) -> str:
     return f"<div>{head}<br>subgraphs per target: {sub}<table><tr><th>op</th><th>count</th></tr>{rows}</table></div>"
 
 
-def plot(p: Profile, ax=None, top: int = 25):
+def plot(p: OpCounts, ax=None, top: int = 25):
     """A horizontal bar chart of the ``top`` most frequent ops, coloured by nothing but count."""
     import matplotlib.pyplot as plt
 

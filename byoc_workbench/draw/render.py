@@ -15,8 +15,8 @@ from pathlib import Path
 
 import graphviz
 
-from ..errors import WorkbenchError
-from .graph import HOST, Graph
+from byoc_workbench.draw.graph import HOST, Graph
+from byoc_workbench.errors import WorkbenchError
 
 TARGET_COLORS = {
     HOST: "#e9ecef",
@@ -147,6 +147,14 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             emit(sub, cid)
 
     emit(dot, None)
+    _edges(dot, graph, show_shapes)
+    if legend:
+        _legend(dot, graph.targets)
+    return dot
+
+
+def _edges(dot, graph: Graph, show_shapes: bool) -> None:
+    """Every edge of ``graph``: data (dashed red where it crosses targets), calls (dotted), rows (unseen)."""
     for e in graph.edges:
         if e.kind == "call":
             dot.edge(e.src, e.dst, label="calls", style="dotted", color="#868e96", lhead=f"cluster_{e.to_cluster}")
@@ -159,9 +167,6 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
         dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
     for upper, lower in graph.below:  # wide ranks wrapped into rows
         dot.edge(upper, lower, style="invis")
-    if legend:
-        _legend(dot, graph.targets)
-    return dot
 
 
 def _pin_inputs(g, inputs: list) -> None:
@@ -178,7 +183,7 @@ def _pin_inputs(g, inputs: list) -> None:
 
 def _legend(dot, targets):
     rows = "".join(
-        f'<TR><TD BGCOLOR="{_html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>'
+        f'<TR><TD BGCOLOR="{html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>'
         for t in targets
     )
     rows += '<TR><TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD></TR>'
@@ -191,7 +196,8 @@ def _legend(dot, targets):
     )
 
 
-def _html_color(color: str) -> str:
+def html_color(color: str) -> str:
+    """``color`` (a table's ``#rrggbb`` or :func:`target_color`'s ``"h s v"``) as ``#rrggbb``, for HTML."""
     if color.startswith("#"):
         return color
     import colorsys

@@ -12,7 +12,7 @@ the names of the composite functions' parameters (here the arguments' names,
 upstream's its own ``lv``): every rule one op with wildcard arguments and no
 check, host functions of dataflow blocks with no branch, local function, dead
 binding or symbolic size in a claimed call. Anything else returns None, and the
-caller runs upstream's pass (:func:`byoc_workbench.flow.stages.fuse_rules`).
+caller runs upstream's pass (:func:`fuse_rules`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax import dpl
 
-from .. import ir
+from byoc_workbench import ir, ir_edit, ir_types, tvm_private
+from byoc_workbench.flow.names import keep_names
+from byoc_workbench.flow.rules import reported_checks
 
 
 def single_op(rule) -> tuple | None:
@@ -59,7 +61,7 @@ def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
         if body is None:
             return None
         bodies[name] = body
-    editor = ir.ModuleEditor(mod)
+    editor = ir_edit.ModuleEditor(mod)
     made: dict = {}  # signature -> the composite's GlobalVar
     for name in hosts:
         if not any(matches for _, matches in bodies[name]):
@@ -69,12 +71,12 @@ def fuse_single_ops(mod: tvm.IRModule, rules) -> tvm.IRModule | None:
             if not matches:
                 blocks.append(block)
                 continue
-            bindings = ir.items(block.bindings)
+            bindings = tvm_private.items(block.bindings)
             for k, (rule, leaves, signature, value) in matches.items():
                 gv = made.get(signature)
                 if gv is None:
                     gv = made[signature] = editor.add(_name(rule), _composite(rule, value, leaves))
-                bindings[k] = relax.VarBinding(bindings[k].var, ir.new_call(gv, list(leaves), value.ty))
+                bindings[k] = relax.VarBinding(bindings[k].var, tvm_private.new_call(gv, list(leaves), value.ty))
             blocks.append(relax.DataflowBlock(bindings))
         body = relax.SeqExpr(blocks, func.body.body)
         editor.update(name, relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
@@ -91,12 +93,12 @@ def _fused_body(func, claims: dict):
     upstream's pass could differ: a branch, a local function, a dead binding upstream would drop,
     an argument of a kind not handled, or a symbolic size in a claimed call."""
     out = []
-    for block in ir.items(func.body.blocks):
+    for block in tvm_private.items(func.body.blocks):
         matches: dict = {}
         dataflow = isinstance(block, relax.DataflowBlock)
         read: set = set()
         defined = []
-        for k, b in enumerate(ir.items(block.bindings)):
+        for k, b in enumerate(tvm_private.items(block.bindings)):
             value = b.value
             if isinstance(value, (relax.If, relax.Function)):
                 return None
@@ -148,7 +150,7 @@ def _signature(rule, call):
             return ("leaf", tvm_ffi.structural_hash(expr))
         return None
 
-    args = tuple(arg(a) for a in ir.items(call.args))
+    args = tuple(arg(a) for a in tvm_private.items(call.args))
     if None in args:
         return None
     attrs = tvm_ffi.structural_hash(call.attrs) if call.attrs is not None else None
@@ -167,7 +169,7 @@ def _tensor_constant(expr) -> bool:
 def _static(ty) -> bool:
     if isinstance(ty, relax.TupleType):
         return all(_static(f) for f in ty.fields)
-    return ir.is_static(ty) or not isinstance(ty, relax.TensorType)
+    return ir_types.is_static(ty) or not isinstance(ty, relax.TensorType)
 
 
 def _composite(rule, call, leaves) -> relax.Function:
@@ -180,7 +182,7 @@ def _composite(rule, call, leaves) -> relax.Function:
             name, consts = f"param_{consts}", consts + 1
         else:
             name = leaf.name
-        p = ir.new_var(name, leaf.ty, dataflow=False)
+        p = tvm_private.new_var(name, leaf.ty, dataflow=False)
         params.append(p)
         mapping[leaf.__chandle__()] = p
 
@@ -188,11 +190,35 @@ def _composite(rule, call, leaves) -> relax.Function:
         if ir.is_var(expr) or _tensor_constant(expr):
             return mapping[expr.__chandle__()]
         if isinstance(expr, relax.Tuple):
-            return ir.typed(relax.Tuple([arg(f) for f in expr.fields]), expr.ty)
+            return ir_edit.typed(relax.Tuple([arg(f) for f in expr.fields]), expr.ty)
         return expr
 
-    inner = ir.new_call(call.op, [arg(a) for a in ir.items(call.args)], call.ty, call.attrs, call.ty_args)
-    gv = ir.new_var("gv", call.ty, dataflow=False)
+    inner = tvm_private.new_call(
+        call.op, [arg(a) for a in tvm_private.items(call.args)], call.ty, call.attrs, call.ty_args
+    )
+    gv = tvm_private.new_var("gv", call.ty, dataflow=False)
     body = relax.SeqExpr([relax.DataflowBlock([relax.VarBinding(gv, inner)])], gv)
     func = relax.Function(params, body, call.ty, True)
     return func.with_attrs({ir.COMPOSITE: rule.qualified, "Primitive": True})
+
+
+def fuse_rules(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name:
+    built directly where every rule is one op (:mod:`~byoc_workbench.flow.fusion`), else upstream's pass."""
+    if not rules:
+        return mod
+    fused = fuse_single_ops(mod, rules)  # the same module, without inferring every call's type again
+    return fused if fused is not None else fuse_upstream(mod, rules)
+
+
+def fuse_upstream(mod: tvm.IRModule, rules) -> tvm.IRModule:
+    """Upstream's ``FuseOpsByPattern`` with ``rules`` on the host functions, each composite call keeping its name."""
+    # Patterns must not match inside composites made earlier, so only host functions are entries.
+    with reported_checks():  # a user's check that raises is one line naming its rule
+        fused = relax.transform.FuseOpsByPattern(
+            [r.fusion_pattern() for r in rules],
+            bind_constants=False,
+            annotate_codegen=False,
+            entry_functions=ir.host_functions(mod),
+        )(mod)
+    return keep_names(mod, fused)

@@ -19,7 +19,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from .. import ir
+from byoc_workbench import ir, ir_edit
 
 
 def _key(value, seen: dict):
@@ -88,6 +88,6 @@ def keep_names(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
             continue
         names = _renames(before[name], after[name], after)
         if names:
-            editor = editor or ir.ModuleEditor(after)
-            editor.update(name, ir.rename_vars(after[name], names))
+            editor = editor or ir_edit.ModuleEditor(after)
+            editor.update(name, ir_edit.rename_vars(after[name], names))
     return editor.finish() if editor else after

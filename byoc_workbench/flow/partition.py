@@ -18,9 +18,9 @@ import heapq
 import tvm
 from tvm import relax
 
-from .. import ir
-from .regions import Region
-from .rules import codegen_name
+from byoc_workbench import ir, ir_edit, ir_types, tvm_private
+from byoc_workbench.flow.regions import Region
+from byoc_workbench.flow.rules import codegen_name
 
 
 class _Copies:
@@ -51,7 +51,7 @@ class _Copies:
         while len(self._pool) > self.KEPT:
             self._pool.popitem(last=False)
         while len(pool) < k:
-            pool.append(ir.copy_with_new_vars(composite))
+            pool.append(ir_edit.copy_with_new_vars(composite))
         return pool[k - 1]
 
 
@@ -68,30 +68,30 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
             if h not in defined and h not in seen:
                 seen.add(h)
                 inputs.append(v)
-    params = [ir.new_var(v.name, v.ty, dataflow=False) for v in inputs]
-    mapping = ir.by_handle(zip(inputs, params))  # keyed by handle, as everything here (see ir.by_handle)
+    params = [tvm_private.new_var(v.name, v.ty, dataflow=False) for v in inputs]
+    mapping = ir_edit.by_handle(zip(inputs, params))  # keyed by handle, as everything here (see ir_edit.by_handle)
     out_handles = {o.__chandle__() for o in outputs}
     new_bindings = []
     for b in members:
         value = b.value
         composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
         if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
-            args = [ir.substitute(a, mapping, same_types=True) for a in ir.items(value.args)]
+            args = [ir_edit.substitute(a, mapping, same_types=True) for a in tvm_private.items(value.args)]
             local = copies.take(composite)
             # Bound to a variable of its own, as Normalize would bind it, so that Normalize is not run
             # here: it would make every local function anew, and what is kept per function with it.
-            lv = ir.new_var("lv", local.ty)
+            lv = tvm_private.new_var("lv", local.ty)
             new_bindings.append(relax.VarBinding(lv, local))
-            value = ir.new_call(lv, args, value.ty)
+            value = tvm_private.new_call(lv, args, value.ty)
         else:
-            value = ir.substitute(value, mapping, same_types=True)
+            value = ir_edit.substitute(value, mapping, same_types=True)
         h = b.var.__chandle__()
-        new_var = mapping[h] = ir.fresh_var(b.var, dataflow=h not in out_handles)
+        new_var = mapping[h] = ir_edit.fresh_var(b.var, dataflow=h not in out_handles)
         new_bindings.append(relax.VarBinding(new_var, value))
     outs = [mapping[o.__chandle__()] for o in outputs]
     ret_ty = outs[0].ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs])
-    result = outs[0] if len(outs) == 1 else ir.typed(relax.Tuple(outs), ret_ty)
-    body = ir.typed(relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
+    result = outs[0] if len(outs) == 1 else ir_edit.typed(relax.Tuple(outs), ret_ty)
+    body = ir_edit.typed(relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
     func = relax.Function(params, body, ret_ty)
     func = func.with_attrs({ir.CODEGEN: codegen_name(region.target), ir.GLOBAL_SYMBOL: name})
     if any(_defines_sizes(p.ty) for p in params):
@@ -103,7 +103,7 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
 
 def _defines_sizes(ty) -> bool:
     """Whether a parameter of type ``ty`` defines symbolic sizes (``n`` in ``R.Tensor((n, 3))``)."""
-    return not ir.is_static(ty) and bool(relax.analysis.definable_tir_vars_in_type(ty))
+    return not ir_types.is_static(ty) and bool(relax.analysis.definable_tir_vars_in_type(ty))
 
 
 def _topo_units(units: list) -> list:
@@ -151,7 +151,7 @@ def subgraph_names(regions: list, given: dict | None = None) -> dict:
 def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tvm.IRModule:
     """Lift every region into a global function named ``<codegen>_<k>``, numbered in region order,
     unless ``names`` (``{region id: name}``) names it."""
-    editor = ir.ModuleEditor(mod)
+    editor = ir_edit.ModuleEditor(mod)
     names = subgraph_names(regions, names)
     copies = _Copies()
     called: set = set()  # the global functions the host functions call once partitioned
@@ -179,7 +179,7 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                 outputs = list(region.outputs)  # propose_regions found who reads what
                 sub, inputs, host_ty = _region_function(mod, members, region, outputs, names[rid], copies)
                 gv = editor.add(names[rid], sub, normal=True)
-                call = ir.new_call(gv, list(inputs), host_ty)
+                call = tvm_private.new_call(gv, list(inputs), host_ty)
                 if len(outputs) == 1:
                     new = [relax.VarBinding(outputs[0], call)]
                 else:
@@ -187,7 +187,8 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                     tup = (relax.DataflowVar if is_df else relax.Var)(f"{outputs[0].name}_outs", host_ty)
                     new = [relax.VarBinding(tup, call)]
                     new += [
-                        relax.VarBinding(o, ir.typed(relax.TupleGetItem(tup, k), o.ty)) for k, o in enumerate(outputs)
+                        relax.VarBinding(o, ir_edit.typed(relax.TupleGetItem(tup, k), o.ty))
+                        for k, o in enumerate(outputs)
                     ]
                 units.append({"bindings": new, "defines": inside, "reads": inputs, "order": first})
             for j, (b, h) in enumerate(zip(bindings, handles)):
@@ -195,7 +196,7 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
                     units.append({"bindings": [b], "defines": [h], "reads": _reads(b), "order": j})
             return [b for unit in _topo_units(units) for b in unit["bindings"]]
 
-        editor.update(fname, ir.rebuild(mod[fname], rewrite))
+        editor.update(fname, ir_edit.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions: only host functions still call global ones.
     unused = [
@@ -242,7 +243,7 @@ def inline_subgraphs(mod: tvm.IRModule, names) -> tvm.IRModule:
             return _inline_call(mod[v.op], v.args, binding.var, is_df)
         return None
 
-    return ir.map_bindings(mod, inline, remove=sorted(names))
+    return ir_edit.map_bindings(mod, inline, remove=sorted(names))
 
 
 def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
@@ -267,8 +268,10 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
             values.enter(s, [values.get(s.frame, a) for a in s.value.args])
             continue
         name = names.get((s.frame, s.var))
-        var = result_var if (s.frame, s.var) == final else ir.fresh_var(s.var, name, dataflow=is_df)
-        value = ir.substitute(s.value, ir.by_handle((v, values.get(s.frame, v)) for v in ir.free_vars(s.value)))
+        var = result_var if (s.frame, s.var) == final else ir_edit.fresh_var(s.var, name, dataflow=is_df)
+        value = ir_edit.substitute(
+            s.value, ir_edit.by_handle((v, values.get(s.frame, v)) for v in ir.free_vars(s.value))
+        )
         out.append(relax.VarBinding(var, value))
         values.bind(s.frame, s.var, var)
     if not any(b.var.same_as(result_var) for b in out):
@@ -279,13 +282,13 @@ def _inline_call(func: relax.Function, args, result_var, is_df: bool) -> list:
 def _in_sizes_of(func: relax.Function, args) -> relax.Function:
     """``func`` with the symbolic sizes that its parameters define, and those its local composites'
     define, given as ``args`` give them: inlined, its bindings must use the caller's ``n``, not their own."""
-    sizes = _sizes_between(ir.items(func.params), args)
+    sizes = _sizes_between(tvm_private.items(func.params), args)
     if sizes:
         func = func.bind_symbolic_vars(sizes)
     own = {}  # local function's variable (handle) -> its sizes, as its call's arguments give them
     for s in ir.walk(func, descend=False):
         if s.callee is not None and ir.is_var(s.value.op):
-            found = _sizes_between(ir.items(s.callee.params), ir.items(s.value.args))
+            found = _sizes_between(tvm_private.items(s.callee.params), tvm_private.items(s.value.args))
             if found:
                 own[s.value.op.__chandle__()] = found
     if not own:  # static sizes: nothing to bind
@@ -298,7 +301,7 @@ def _in_sizes_of(func: relax.Function, args) -> relax.Function:
             out.append(relax.VarBinding(b.var, b.value.bind_symbolic_vars(found)) if found else b)
         return out
 
-    return ir.rebuild(func, bind)
+    return ir_edit.rebuild(func, bind)
 
 
 def _sizes_between(params: list, args) -> dict:
@@ -307,15 +310,15 @@ def _sizes_between(params: list, args) -> dict:
 
     def match(p, a):
         if isinstance(p, relax.TupleType) and isinstance(a, relax.TupleType):
-            for fp, fa in zip(ir.items(p.fields), ir.items(a.fields)):
+            for fp, fa in zip(tvm_private.items(p.fields), tvm_private.items(a.fields)):
                 match(fp, fa)
         elif hasattr(getattr(p, "shape", None), "values") and hasattr(getattr(a, "shape", None), "values"):
-            for dp, da in zip(ir.items(p.shape.values), ir.items(a.shape.values)):
+            for dp, da in zip(tvm_private.items(p.shape.values), tvm_private.items(a.shape.values)):
                 if type(dp).__name__ in ("Var", "SizeVar") and not dp.same_as(da):
                     sizes.setdefault(dp, da)
 
     for p, a in zip(params, args):
-        if not ir.is_static(p.ty):
+        if not ir_types.is_static(p.ty):
             match(p.ty, a.ty)
     return sizes
 
@@ -326,7 +329,7 @@ def flatten_subgraphs(mod: tvm.IRModule) -> tvm.IRModule:
     TVM then compiles the subgraphs itself, so a partition can be run, and
     checked against the source, on a target whose codegen is not installed.
     """
-    editor = ir.ModuleEditor(mod)
+    editor = ir_edit.ModuleEditor(mod)
     for name in ir.subgraph_functions(mod):
         func = mod[name]
         result = relax.Var("result", func.ret_ty)

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import tvm
 
-from .. import ir
-from ..errors import WorkbenchError, user_error
-from .partition import inline_subgraphs
+from byoc_workbench import ir
+from byoc_workbench.errors import WorkbenchError, user_error
+from byoc_workbench.flow.partition import inline_subgraphs
 
 PruneRule = Callable[[str, list], str | None]
 

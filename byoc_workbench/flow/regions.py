@@ -27,7 +27,7 @@ import dataclasses
 import tvm
 from tvm import relax
 
-from .. import ir
+from byoc_workbench import ir
 
 
 @dataclasses.dataclass

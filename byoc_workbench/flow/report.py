@@ -23,8 +23,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from .. import ir
-from .summary import HOST, op_owners
+from byoc_workbench import ir
+from byoc_workbench.flow.summary import HOST, op_owners
 
 PRUNED = "pruned"
 
@@ -133,7 +133,7 @@ def _check_refusals(wb, host_ops: set) -> dict:
     Each such rule is fused alone, once with its check and once without: a rule
     that claims more without its check is refused by it that many times.
     """
-    from .stages import fuse_rules
+    from byoc_workbench.flow.fusion import fuse_rules
 
     out = {}
     for rule in wb.rules:

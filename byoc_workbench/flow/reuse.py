@@ -15,8 +15,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from .. import ir, transforms
-from .stages import fuse_rules
+from byoc_workbench import ir, ir_edit, transforms
+from byoc_workbench.flow.fusion import fuse_rules
 
 
 def _single_call(func: relax.Function):
@@ -29,7 +29,7 @@ def _single_call(func: relax.Function):
 
 
 class FuseCache:
-    """``fuse(mod, rules)`` for :func:`byoc_workbench.flow.stages.run_stages`, reusing matches on one module.
+    """``fuse(mod, rules)`` for :func:`byoc_workbench.stages.run_stages`, reusing matches on one module.
 
     Parameters
     ----------
@@ -95,8 +95,10 @@ class FuseCache:
                 params, value = drop[v.op.name_hint]
                 # The call's variable has the value's type in this function (a composite's own types may
                 # name its own symbolic sizes), so Normalize has nothing to infer.
-                inlined = ir.typed(ir.substitute(value, ir.by_handle(zip(params, v.args))), binding.var.ty)
+                inlined = ir_edit.typed(
+                    ir_edit.substitute(value, ir_edit.by_handle(zip(params, v.args))), binding.var.ty
+                )
                 return [relax.VarBinding(binding.var, inlined)]
             return None
 
-        return ir.map_bindings(fused, inline, remove=sorted(drop))
+        return ir_edit.map_bindings(fused, inline, remove=sorted(drop))

@@ -1,8 +1,17 @@
 """Annotation rules: per-op and per-pattern, kept in one table per target.
 
 A rule set is a plain value (a tuple of rules). Switching a rule off builds a
-new rule set; nothing here writes to a process-wide registry, so widgets, the
-CLI and tests can hold different rule sets side by side.
+new rule set, so widgets, the CLI and tests can hold different rule sets side
+by side.
+
+Targets are found by name in a :class:`Targets` table, a value too. The
+backends' registry (:class:`byoc_workbench.backends.registry.Registry`) holds
+one beside its backends, and ``register_codegen(..., rules=...)`` adds the
+codegen's target to it. :data:`TARGETS` is the table of the default registry:
+it lives here, not in the registry, because this layer reads it
+(:func:`get_target`) and sits below the backends, so it cannot import them.
+Every function that looks a target up by name takes ``targets=`` for another
+table; importing a module adds nothing to any table.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from tvm import relax
 from tvm.relax import dpl
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
-from ..errors import WorkbenchError, user_error
+from byoc_workbench.errors import WorkbenchError, user_error
 
 CallCheck = Callable[[relax.Call], bool]
 
@@ -262,28 +271,70 @@ def tensorrt_rules() -> tuple:
     return tuple(rules)
 
 
-TARGETS = {
-    "byoc-target": lambda: Target("byoc-target", byoc_target_rules(), "the seed's demo target"),
-    "tensorrt": lambda: Target("tensorrt", tensorrt_rules(), "upstream TVM's TensorRT patterns"),
-}
+def _byoc_target() -> Target:
+    return Target("byoc-target", byoc_target_rules(), "the seed's demo target")
 
 
-def get_target(name: str) -> Target:
-    """The registered target called ``name``."""
-    if not isinstance(name, str) or name not in TARGETS:
-        raise WorkbenchError(f"Unknown target {name!r}.", f"choose one of: {', '.join(sorted(TARGETS))}.")
-    return TARGETS[name]()
+def _tensorrt_target() -> Target:
+    return Target("tensorrt", tensorrt_rules(), "upstream TVM's TensorRT patterns")
 
 
-def as_target(target) -> Target:
-    """``target`` as a :class:`Target`: one already, or the name of a registered one."""
+class Targets:
+    """Targets by name, in the order added: what :func:`get_target` and ``--target`` choose from.
+
+    Each entry makes its :class:`Target` when asked for (the tensorrt table
+    imports upstream's patterns then). :meth:`builtin` is a new table of the
+    built-in targets; :meth:`add` puts a target in, replacing one of its name.
+    """
+
+    def __init__(self, makers: dict | None = None):
+        self._makers = dict(makers or {})
+
+    @classmethod
+    def builtin(cls) -> Targets:
+        """A new table holding the built-in targets: ``byoc-target`` and ``tensorrt``."""
+        return cls({"byoc-target": _byoc_target, "tensorrt": _tensorrt_target})
+
+    def add(self, target: Target) -> Target:
+        """Put ``target`` in the table (replacing one of the same name) and return it."""
+        self._makers[target.name] = lambda: target
+        return target
+
+    def get(self, name: str) -> Target:
+        """The target called ``name``, or a one-line error naming the known ones."""
+        if not isinstance(name, str) or name not in self._makers:
+            raise WorkbenchError(f"Unknown target {name!r}.", f"choose one of: {', '.join(sorted(self))}.")
+        return self._makers[name]()
+
+    def reset(self) -> None:
+        """Back to the built-in targets, in place: whoever holds this table sees the change."""
+        self._makers = Targets.builtin()._makers
+
+    def __contains__(self, name) -> bool:
+        return name in self._makers
+
+    def __iter__(self):
+        return iter(tuple(self._makers))
+
+
+# The default registry's targets (see the module's docstring): register_codegen adds to it.
+TARGETS = Targets.builtin()
+
+
+def get_target(name: str, targets: Targets | None = None) -> Target:
+    """The target called ``name`` in ``targets`` (default: :data:`TARGETS`)."""
+    return (TARGETS if targets is None else targets).get(name)
+
+
+def as_target(target, targets: Targets | None = None) -> Target:
+    """``target`` as a :class:`Target`: one already, or the name of one in ``targets`` (default: :data:`TARGETS`)."""
     if isinstance(target, Target):
         return target
     if isinstance(target, str):
-        return get_target(target)
+        return get_target(target, targets)
     raise WorkbenchError(
         f"A target must be a Target or the name of one; got {type(target).__name__}",
-        f"pass one of: {', '.join(sorted(TARGETS))}, or rules.Target(name, rules)",
+        f"pass one of: {', '.join(sorted(TARGETS if targets is None else targets))}, or rules.Target(name, rules)",
     )
 
 
@@ -343,23 +394,24 @@ def parse_rule_list(text: str | None) -> list | None:
     return [n for n in (p.strip() for p in text.split(",")) if n]
 
 
-def target_and_extra(target_name: str | None, user_rules, model: str = "the model file"):
+def target_and_extra(target_name: str | None, user_rules, model: str = "the model file", targets=None):
     """The target whose rules apply, plus the user's own rules for it.
 
-    ``user_rules`` come checked from :func:`byoc_workbench.models.user_file.load_model_file`.
-    A target that is neither registered nor named by one of the user's rules is refused:
-    running with no rule at all would look like a model that matches nothing.
+    ``user_rules`` come checked from :func:`byoc_workbench.user_file.load_model_file`.
+    A target that is neither in ``targets`` (default: :data:`TARGETS`) nor named by one of the user's rules is
+    refused: running with no rule at all would look like a model that matches nothing.
     """
+    targets = TARGETS if targets is None else targets
     if user_rules is None:
-        return get_target(target_name or "byoc-target"), ()
+        return targets.get(target_name or "byoc-target"), ()
     theirs = sorted({r.target for r in user_rules})
     name = target_name or (theirs[0] if theirs else "byoc-target")
     own = tuple(r for r in user_rules if r.target == name)
-    if name in TARGETS:
-        return get_target(name), own
+    if name in targets:
+        return targets.get(name), own
     if own:
         return Target(name, own, "rules from the model file"), ()
-    registered = ", ".join(sorted(TARGETS))
+    registered = ", ".join(sorted(targets))
     raise WorkbenchError(
         f"Unknown target '{name}': the rules in {model} are for {', '.join(theirs) or 'no target'}, "
         f"and the registered targets are {registered}",

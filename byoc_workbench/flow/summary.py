@@ -8,10 +8,12 @@ import re
 
 import tvm
 
-from .. import ir, text
-from ..transforms import prepared
+from byoc_workbench import ir, text
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.transforms import prepared
 
 HOST = "host"
+BOUNDARY = "boundary"  # a crossing between the host and a subgraph, as a profile counts it
 
 
 @dataclasses.dataclass
@@ -248,3 +250,11 @@ def _grouped_notes(notes) -> list:
 
 
 _UNMATCHED = re.compile(r"rule (\S+) matched nothing")
+
+
+def stage(stages, name: str):
+    """The stage named ``name`` in a list of stages (from :func:`byoc_workbench.stages.run_stages`)."""
+    for s in stages:
+        if s.name == name:
+            return s
+    raise WorkbenchError(f"No {name} stage among the stages given.", "pass the full list that run_stages returns.")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +57,9 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     MissingImageError, NotAnImageError
     """
     path = Path(path)
-    if path.is_dir():
-        raise NotAnImageError(f"Image {path} is a directory", "pass the path of a JPEG or PNG file in it")
     if not path.is_file():
+        if path.is_dir():
+            raise NotAnImageError(f"Image {path} is a directory", "pass the path of a JPEG or PNG file in it")
         raise MissingImageError(f"Image {path} does not exist", "pass the path of a JPEG or PNG file")
     try:
         data = np.fromfile(path, dtype=np.uint8)

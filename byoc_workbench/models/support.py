@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 
-from .. import ir
-from ..errors import WorkbenchError, first_line
+from byoc_workbench import ir
+from byoc_workbench.errors import WorkbenchError, first_line
 
 TASKS = ("detection", "segmentation", "pose")
 # The factory's module (gluoncv.model_zoo.<module>), first match wins -> (task, family).
@@ -62,8 +62,8 @@ def _family(name: str, module: str):
 
 def zoo_names() -> dict:
     """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
-    from .frontend import gluon
-    from .gluoncv_import import import_gluoncv
+    from byoc_workbench.frontends import gluon
+    from byoc_workbench.models.gluoncv_import import import_gluoncv
 
     gluon.import_mxnet()
     registry = import_gluoncv("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
@@ -86,8 +86,8 @@ def input_shape(name: str, block) -> tuple:
 
 
 def _build(name: str):
-    from .frontend import gluon
-    from .gluoncv_import import import_gluoncv
+    from byoc_workbench.frontends import gluon
+    from byoc_workbench.models.gluoncv_import import import_gluoncv
 
     mx = gluon.import_mxnet()
     get_model = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX).get_model  # torch beside it: see there
@@ -123,7 +123,14 @@ def check(name: str, task: str = "", family: str = "") -> dict:
         lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
         ``status`` is one of :data:`STATUSES` but ``crashed``.
     """
-    from .frontend import MXNetImportError, UnsupportedOperatorError, find_unsupported, from_mxnet, gluon, op_inventory
+    from byoc_workbench.frontends import (
+        MXNetImportError,
+        UnsupportedOperatorError,
+        find_unsupported,
+        from_mxnet,
+        gluon,
+        op_inventory,
+    )
 
     _quiet()
     record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}

@@ -15,7 +15,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import ir
+from byoc_workbench import ir_edit
 
 OPS_PER_BLOCK = 4
 BLOCKS_PER_STAGE = 250  # a stage of 1,000 ops
@@ -55,7 +55,7 @@ def residual_model(ops: int, blocks_per_stage: int = BLOCKS_PER_STAGE, seed: int
         bb.emit_func_output(out)
     mod = bb.get()
     names[out] = "out"
-    mod["main"] = ir.rename_vars(mod["main"], names)
+    mod["main"] = ir_edit.rename_vars(mod["main"], names)
     return mod
 
 

@@ -2,7 +2,7 @@
 
 Trained weights are GluonCV's own files (same names, URLs and sha1 sums as
 ``gluoncv.model_zoo.model_store``), fetched once into :func:`cache_dir`, which is
-``$BYOC_WORKBENCH_CACHE`` or ``~/.cache/byoc-workbench/models``. A workshop fills
+``$BYOC_WORKBENCH_CACHE/models`` or ``~/.cache/byoc-workbench/models``. A workshop fills
 the cache ahead of time with :func:`prefetch` (``byoc-workbench prefetch``), and
 where the host is down a user puts the file there by hand or passes its path.
 Nothing here needs mxnet.
@@ -21,14 +21,13 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import progress
-from ..errors import WorkbenchError
+from byoc_workbench import files, progress
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.files import CACHE_ENV
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "ssd_512_resnet50_v1_coco"
-DEFAULT_CACHE = "~/.cache/byoc-workbench/models"
-CACHE_ENV = "BYOC_WORKBENCH_CACHE"
 # GluonCV's host, overridable as GluonCV does it (e.g. a workshop mirror).
 REPO_ENV = "MXNET_GLUON_REPO"
 APACHE_REPO_URL = "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/"
@@ -156,9 +155,9 @@ def model_spec(name: str) -> ModelSpec:
 
 
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
-    """The weights cache: ``path``, else ``$BYOC_WORKBENCH_CACHE``, else ``~/.cache/byoc-workbench/models``."""
-    chosen = path or os.environ.get(CACHE_ENV) or DEFAULT_CACHE
-    return Path(os.path.expanduser(os.fspath(chosen)))
+    """The weights cache: ``path``, else :func:`byoc_workbench.files.cache_dir` of ``models``
+    (``$BYOC_WORKBENCH_CACHE/models``, else ``~/.cache/byoc-workbench/models``)."""
+    return Path(os.path.expanduser(os.fspath(path))) if path else files.cache_dir("models")
 
 
 def params_file_name(name: str) -> str:

@@ -9,7 +9,7 @@ Weights come from one of three places, recorded in :attr:`LoadedModel.weights`:
   (see :attr:`LoadedModel.weights_label`).
 
 This module loads; :mod:`.weights` holds the specs, the cache and the download,
-:mod:`.seeded` the initialisation, and :mod:`.frontend.gluon` the tracing. The
+:mod:`.seeded` the initialisation, and :mod:`byoc_workbench.frontends.gluon` the tracing. The
 names the CLI and notebooks use (``MODELS``, ``DEFAULT_MODEL``, ``model_spec``,
 ``cache_dir``, ``prefetch``) are re-exported here. mxnet and gluoncv are imported
 inside the functions that need them, so this module imports on any Python.
@@ -22,11 +22,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MissingDependencyError, first_line
-from .frontend import gluon
-from .gluoncv_import import import_gluoncv
-from .seeded import seeded_init
-from .weights import (
+from byoc_workbench.errors import MissingDependencyError, first_line
+from byoc_workbench.frontends import gluon
+from byoc_workbench.models.gluoncv_import import import_gluoncv
+from byoc_workbench.models.seeded import seeded_init
+from byoc_workbench.models.weights import (
     CACHE_ENV,
     DEFAULT_MODEL,
     MODELS,
@@ -251,7 +251,7 @@ def import_model(
     bind_params: bool = True,
     loaded: LoadedModel | None = None,
 ) -> ImportedModel:
-    """Load a zoo model and import it into Relax with :func:`~byoc_workbench.models.frontend.from_gluon`.
+    """Load a zoo model and import it into Relax with :func:`~byoc_workbench.frontends.from_gluon`.
 
     Parameters
     ----------
@@ -271,7 +271,7 @@ def import_model(
     ModelImportError
         One line naming the model and what stopped the importer (the ops it lacks).
     """
-    from .frontend import MXNetImportError, from_gluon
+    from byoc_workbench.frontends import MXNetImportError, from_gluon
 
     # Only a segmentation model must be built for the input size; the others keep the weights
     # seeded at their own size, the same whatever size they are imported at.
@@ -288,7 +288,7 @@ def import_model(
 def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
     """The model's MXNet graph (symbol JSON as a dict) and its parameters as numpy arrays.
 
-    The block is traced once on zeros (:func:`byoc_workbench.models.frontend.gluon.trace`)
+    The block is traced once on zeros (:func:`byoc_workbench.frontends.gluon.trace`)
     if it has not run since it was hybridized.
     """
     traced = gluon.trace(model.block, [model.input_shape])

@@ -4,7 +4,7 @@
 (grouped by op family for a large target); :mod:`.workbench` the widgets.
 """
 
-from .html import (
+from byoc_workbench.widgets.html import (
     code_html,
     details_html,
     generated_html,
@@ -17,7 +17,7 @@ from .html import (
     subgraphs_tab_html,
     svg_body,
 )
-from .workbench import GraphView, WorkbenchWidget, expand_key, toggled, workbench_widget
+from byoc_workbench.widgets.workbench import GraphView, WorkbenchWidget, expand_key, toggled, workbench_widget
 
 __all__ = [
     "GraphView",

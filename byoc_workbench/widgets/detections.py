@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..draw import detections as viz
+from byoc_workbench.draw import detections as viz
 
 
 def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, **drawing):
     """A slider over the score threshold above the picture with its boxes, class names and scores.
 
     ``detections`` is ``(ids, scores, boxes)`` or a dict with those keys (a
-    VM's outputs, :class:`~byoc_workbench.models.outputs.Prediction`). ``drawing``
+    VM's outputs, :class:`~byoc_workbench.models.meaning.Prediction`). ``drawing``
     takes ``top``, ``mark`` and ``title`` as :func:`..draw.detections.draw_detections`
     does; ``mark`` (e.g. "untrained weights") is written across the picture and in the caption.
     """

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..draw import predictions as viz
-from .detections import detections_slider
+from byoc_workbench.draw import predictions as viz
+from byoc_workbench.widgets.detections import detections_slider
 
 
 def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh: float = 0.5):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import ipywidgets as W
 
-from .html import esc, rule_label_html
+from byoc_workbench.widgets.html import esc, rule_label_html
 
 COMPACT_FROM = 13  # from this many rules on, group by op family and fold the rules that matched nothing
 # Families in the order the panel shows them; a pattern of several ops joins the first family it touches.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from ..draw import placements, render
-from .workbench import GraphView
+from byoc_workbench.draw import placements, render
+from byoc_workbench.widgets.workbench import GraphView
 
 
 def choices(result, n: int = placements.SHOWN) -> list:
@@ -44,5 +44,6 @@ class SearchWidget(W.VBox):
 
 
 def search_widget(result) -> SearchWidget:
-    """The widget of a :class:`~byoc_workbench.search.SearchResult` (from :func:`byoc_workbench.search.search`)."""
+    """The widget of a :class:`~byoc_workbench.measure.search.SearchResult`
+    (from :func:`byoc_workbench.measure.search.search`)."""
     return SearchWidget(result)

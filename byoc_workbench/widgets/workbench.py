@@ -19,13 +19,13 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
-from ..backends.registry import native
-from ..errors import WorkbenchError
-from ..flow import stages
-from ..flow.rules import Target, as_target
-from ..models import demo
-from ..session import View, Workbench
-from .html import (
+from byoc_workbench import stages
+from byoc_workbench.backends.registry import native
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.rules import Target, as_target
+from byoc_workbench.models import demo
+from byoc_workbench.session import View, Workbench
+from byoc_workbench.widgets.html import (
     NO_SELECTION,
     code_html,
     details_html,
@@ -38,7 +38,7 @@ from .html import (
     subgraphs_tab_html,
     svg_body,
 )
-from .rule_panel import RulePanel
+from byoc_workbench.widgets.rule_panel import RulePanel
 
 log = logging.getLogger(__name__)
 
@@ -130,75 +130,10 @@ class WorkbenchWidget(W.VBox):
             self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark=mark, backend=backend)
         except Exception as err:  # a bad module or rule must not break the cell
             self._error(err)
-        rules = self.workbench.all_rules if self.workbench else tuple(target.rules) + tuple(extra_rules)
-        enabled_now = self.workbench.enabled if self.workbench else set()
-
-        self.prune_box = W.Checkbox(
-            value=prune_rule is not stages.keep_all,
-            description=PRUNE_LABEL,
-            indent=False,
-            disabled=self.workbench is None,
-        )
-        self.prune_box.add_class("byoc-prune")
-        self.prune_box.layout = W.Layout(width="auto")
-        self.prune_box.observe(self._on_prune, names="value")
-        self.rules_panel = RulePanel(
-            rules,
-            enabled_now,
-            on_change=self.set_rules,
-            prune=self.prune_box,
-            title=f"<b>target {esc(target.name)}</b> <span style='color:#868e96'>{esc(target.doc)}</span>",
-            disabled=self.workbench is None,
-        )
-        self.rule_boxes = self.rules_panel.boxes  # qualified rule name -> its checkbox
-        self.rule_labels = self.rules_panel.labels
-
-        self.stage_picker = W.ToggleButtons(
-            options=list(stages.STAGES), value=stage if stage in stages.STAGES else "partition"
-        )
-        self.stage_picker.style.button_width = "92px"
-        self.stage_picker.add_class("byoc-stage")
-        self.stage_picker.observe(self._on_stage, names="value")
-        self.stage_help = W.HTML("").add_class("byoc-stage-help")
-        self.summary = W.HTML("").add_class("byoc-summary")
-
-        self.graph = GraphView()
-        self.graph.add_class("byoc-graph-widget")
-        self.graph.observe(self._on_select, names="selected")
-        self.graph.on_msg(self._on_msg)
-        self.details = W.HTML(
-            NO_SELECTION,
-            layout=W.Layout(
-                width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
-            ),
-        ).add_class("byoc-details")
-        # Set apart from the stages at the row's far end: it changes the drawing, not the stage.
-        self.collapse_button = W.Button(
-            description="collapse all", icon="compress", disabled=True, layout=W.Layout(width="auto")
-        )
-        self.collapse_button.add_class("byoc-collapse")
-        self.collapse_button.on_click(lambda _: self.collapse_all())
-        self.time_button = W.ToggleButton(
-            description="time",
-            icon="clock-o",
-            disabled=inputs is None,
-            tooltip="measure the codegen stage's build and shade each node by its time"
-            if inputs is not None
-            else "pass inputs=[...] to workbench_widget to measure the build",
-            layout=W.Layout(width="auto"),
-        )
-        self.time_button.add_class("byoc-time")
-        self.time_button.observe(lambda change: self.set_time(change["new"]), names="value")
-
-        self.subgraph_table = W.HTML("").add_class("byoc-subgraph-table")
-        self.changes = W.HTML("").add_class("byoc-changes")
-        self.notes = W.HTML("").add_class("byoc-notes")
-        self.script = W.HTML("").add_class("byoc-script")
-        self.generated = W.HTML("").add_class("byoc-generated-code")
-        self.tabs = W.Tab(children=[self.subgraph_table, self.changes, self.notes, self.script, self.generated])
-        self.tabs.titles = ("Subgraphs", "Diff", "Notes", "TVMScript", "Generated code")
-        self.tabs.add_class("byoc-tabs")
-        self.tabs.observe(lambda _change: self._show_script(), names="selected_index")
+        self._make_rules(prune_rule, tuple(extra_rules))
+        self._make_stage_row(stage, inputs)
+        self._make_diagram()
+        self._make_tabs()
 
         super().__init__(
             [
@@ -221,6 +156,87 @@ class WorkbenchWidget(W.VBox):
         self.add_class("byoc-workbench")
         if self.workbench is not None:
             self._guard(self._redraw)
+
+    # --- the controls, made once by __init__ -----------------------------------------
+
+    def _make_rules(self, prune_rule, extra_rules: tuple) -> None:
+        """The rule panel, with the prune checkbox in it."""
+        rules = self.workbench.all_rules if self.workbench else tuple(self.target.rules) + extra_rules
+        enabled_now = self.workbench.enabled if self.workbench else set()
+
+        self.prune_box = W.Checkbox(
+            value=prune_rule is not stages.keep_all,
+            description=PRUNE_LABEL,
+            indent=False,
+            disabled=self.workbench is None,
+        )
+        self.prune_box.add_class("byoc-prune")
+        self.prune_box.layout = W.Layout(width="auto")
+        self.prune_box.observe(self._on_prune, names="value")
+        self.rules_panel = RulePanel(
+            rules,
+            enabled_now,
+            on_change=self.set_rules,
+            prune=self.prune_box,
+            title=f"<b>target {esc(self.target.name)}</b> <span style='color:#868e96'>{esc(self.target.doc)}</span>",
+            disabled=self.workbench is None,
+        )
+        self.rule_boxes = self.rules_panel.boxes  # qualified rule name -> its checkbox
+        self.rule_labels = self.rules_panel.labels
+
+    def _make_stage_row(self, stage: str, inputs) -> None:
+        """The stage picker and its help, the summary line, and the "time" and "collapse all" buttons."""
+        self.stage_picker = W.ToggleButtons(
+            options=list(stages.STAGES), value=stage if stage in stages.STAGES else "partition"
+        )
+        self.stage_picker.style.button_width = "92px"
+        self.stage_picker.add_class("byoc-stage")
+        self.stage_picker.observe(self._on_stage, names="value")
+        self.stage_help = W.HTML("").add_class("byoc-stage-help")
+        self.summary = W.HTML("").add_class("byoc-summary")
+
+        # Set apart from the stages at the row's far end: it changes the drawing, not the stage.
+        self.collapse_button = W.Button(
+            description="collapse all", icon="compress", disabled=True, layout=W.Layout(width="auto")
+        )
+        self.collapse_button.add_class("byoc-collapse")
+        self.collapse_button.on_click(lambda _: self.collapse_all())
+        self.time_button = W.ToggleButton(
+            description="time",
+            icon="clock-o",
+            disabled=inputs is None,
+            tooltip="measure the codegen stage's build and shade each node by its time"
+            if inputs is not None
+            else "pass inputs=[...] to workbench_widget to measure the build",
+            layout=W.Layout(width="auto"),
+        )
+        self.time_button.add_class("byoc-time")
+        self.time_button.observe(lambda change: self.set_time(change["new"]), names="value")
+
+    def _make_diagram(self) -> None:
+        """The diagram and the details panel beside it."""
+        self.graph = GraphView()
+        self.graph.add_class("byoc-graph-widget")
+        self.graph.observe(self._on_select, names="selected")
+        self.graph.on_msg(self._on_msg)
+        self.details = W.HTML(
+            NO_SELECTION,
+            layout=W.Layout(
+                width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
+            ),
+        ).add_class("byoc-details")
+
+    def _make_tabs(self) -> None:
+        """The tabs under the diagram: subgraphs, diff, notes, TVMScript, generated code."""
+        self.subgraph_table = W.HTML("").add_class("byoc-subgraph-table")
+        self.changes = W.HTML("").add_class("byoc-changes")
+        self.notes = W.HTML("").add_class("byoc-notes")
+        self.script = W.HTML("").add_class("byoc-script")
+        self.generated = W.HTML("").add_class("byoc-generated-code")
+        self.tabs = W.Tab(children=[self.subgraph_table, self.changes, self.notes, self.script, self.generated])
+        self.tabs.titles = ("Subgraphs", "Diff", "Notes", "TVMScript", "Generated code")
+        self.tabs.add_class("byoc-tabs")
+        self.tabs.observe(lambda _change: self._show_script(), names="selected_index")
 
     # --- what controls and tests call -----------------------------------------------
 
@@ -322,8 +338,8 @@ class WorkbenchWidget(W.VBox):
         view = wb.view(self.stage, expand=tuple(sorted(expand)), svg=not timed, collapse=self.collapse)
         if not timed:
             return view
-        from .. import timing
-        from ..draw import latency
+        from byoc_workbench.draw import latency
+        from byoc_workbench.measure import timing
 
         if self._measured is None or self._measured[0] is not wb:
             what = f"{wb.backend} + TVM" if wb.backend else "TVM"
@@ -446,7 +462,7 @@ def workbench_widget(
         ``tensorrt``, ``auto``, ``teaching``, ``tvm``). By default the target's
         own codegen (the teaching one for ``byoc-target``); for a target
         without one (``tensorrt``), given ``inputs``, what
-        :func:`byoc_workbench.runner.offload_choice` picks: TensorRT where it
+        :func:`byoc_workbench.measure.runner.offload_choice` picks: TensorRT where it
         can run, else ONNX Runtime.
 
     Returns
@@ -461,7 +477,7 @@ def workbench_widget(
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
     if backend is None and inputs is not None and native(target.codegen) is None:
-        from ..runner import offload_choice
+        from byoc_workbench.measure.runner import offload_choice
 
         backend = offload_choice().backend
     return WorkbenchWidget(

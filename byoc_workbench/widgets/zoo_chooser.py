@@ -5,10 +5,10 @@ The pure twin is :func:`byoc_workbench.workflow.zoo_report`; this module only la
 
 from __future__ import annotations
 
-from .. import workflow
-from ..models import zoo
-from .html import esc, status_html, status_line
-from .predictions import prediction_view
+from byoc_workbench import workflow
+from byoc_workbench.models import zoo
+from byoc_workbench.widgets.html import esc, status_html, status_line
+from byoc_workbench.widgets.predictions import prediction_view
 
 
 def stages_html(report: workflow.ZooReport) -> str:
@@ -44,7 +44,7 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
     """
     import ipywidgets as widgets
 
-    from ..errors import WorkbenchError
+    from byoc_workbench.errors import WorkbenchError
 
     names = list(models or zoo.MODELS)
     labels = [(f"{n}  ({zoo.MODELS[n].family}, {zoo.MODELS[n].kind})", n) for n in names]

@@ -1,6 +1,7 @@
 """Solution key to the exercises of notebook 04 (your own codegen, in C). Try them yourself first.
 
-``exercises.check_emitters(codegen.relu, codegen.add)`` and ``exercises.check_reshape_emitter(codegen.reshape)``.
+``exercises_codegen.check_emitters(codegen.relu, codegen.add)`` and
+``exercises_codegen.check_reshape_emitter(codegen.reshape)``.
 """
 
 

@@ -1,0 +1,178 @@
+"""A codegen as a table of emitters: :class:`Codegen`, built and checked by :func:`make_codegen`.
+
+An emitter is a function of one call (an :class:`~.planner.Op`) returning the
+code for it. A :class:`Codegen` plans a subgraph (:mod:`.planner`), calls the
+emitters, assembles the function (:mod:`.numpy_source` or :mod:`.c_source`)
+and registers it through :func:`.base.register_packed`.
+:func:`.codegen.register_codegen` makes one a backend by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from byoc_workbench.backends import base
+from byoc_workbench.backends.planner import Op, SubgraphPlan, plan_subgraph
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.rules import codegen_name
+
+LANGUAGES = ("numpy", "c")
+
+Emitter = Callable[[Op], str]
+
+
+def op_name(key: str) -> str | None:
+    """The Relax op an emitter key names (``"relu"``, ``"nn.relu"``, ``"relax.nn.relu"``), or None."""
+    for name in (key, f"relax.{key}", f"relax.nn.{key}"):
+        if not name.startswith("relax."):
+            continue
+        try:
+            tvm.ir.Op.get(name)
+        except Exception:  # TVM raises its own error type for an unknown op
+            continue
+        return name
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Codegen:
+    """A codegen: a name, its emitters by Relax op (or composite) name, and the language they write.
+
+    Build one with :func:`make_codegen`, or with :func:`.codegen.register_codegen`,
+    which also makes it a backend. ``emit`` holds full op names after construction.
+    """
+
+    name: str
+    emit: dict
+    language: str = "numpy"
+    doc: str = ""
+
+    @property
+    def ops(self) -> frozenset:
+        """The Relax ops it has an emitter for."""
+        return frozenset(k for k in self.emit if k.startswith("relax."))
+
+    def fused(self, composite: str | None) -> Emitter | None:
+        """The emitter for a whole composite (``target.rule``, or its rule name), if there is one."""
+        if not composite:
+            return None
+        return self.emit.get(composite) or self.emit.get(composite.split(".", 1)[-1])
+
+    def takes(self, rule) -> bool:
+        """Whether every call ``rule`` claims has an emitter (each op, or the composite as a whole)."""
+        return self.fused(rule.qualified) is not None or set(rule.ops) <= self.ops
+
+    def restrict(self, rules) -> tuple:
+        """The rules it can compile everything of: the TensorRT table cut down to the ops it emits."""
+        return tuple(r for r in rules if self.takes(r))
+
+    def guard(self, rules) -> tuple:
+        """:meth:`restrict` for rules of other targets; its own target's rules are kept, so
+        a missing emitter is a one-line error rather than a silently unclaimed op."""
+        return tuple(r for r in rules if r.target == self.name or self.takes(r))
+
+    def plan(self, name: str, func: relax.Function) -> SubgraphPlan:
+        """Walk ``func``: every value named, every op an :class:`~.planner.Op`, nothing emitted yet."""
+        return plan_subgraph(self, name, func)
+
+    def generate(self, name: str, func: relax.Function) -> tuple:
+        """``(source, plan)``: the generated source of one subgraph, compiled or run by nothing yet."""
+        plan = self.plan(name, func)
+        pieces = [p if isinstance(p, str) else (p[0], self._call(p[0], p[1])) for p in plan.steps]
+        language = _language(self.language)
+        return language.assemble(plan, pieces, self.name), plan
+
+    def compile(self, name: str, func: relax.Function, **options) -> base.Compiled:
+        """Generate, build and register one subgraph; the host then calls the returned symbol."""
+        source, plan = self.generate(name, func)
+        runner = _language(self.language).load(source, plan)
+        content = source.encode() + b"".join(np.ascontiguousarray(c).tobytes() for _, c in plan.constants)
+        return base.register_packed(self.name, name, runner, content, source, len(plan.outputs))
+
+    def trial(self, name: str, func: relax.Function, inputs: list) -> list:
+        """Run one subgraph's generated code once on NumPy ``inputs`` (C: in a child process, so
+        a crash cannot take this one down); returns its outputs. Nothing is registered."""
+        source, plan = self.generate(name, func)
+        language = _language(self.language)
+        try:
+            return language.trial(source, plan, inputs)
+        except WorkbenchError:
+            raise
+        except Exception as err:  # the generated NumPy is the user's code
+            what = f"{type(err).__name__}: {err}".splitlines()[0]
+            raise WorkbenchError(
+                f"The code {self.name} generated for {name} raised {what}", "fix the emitter that wrote it"
+            ) from err
+
+    def backend(self, native: str | None = None) -> base.Backend:
+        """It as a backend, for a registry; subgraphs with ``Codegen == native`` go to it by default."""
+        doc = self.doc or f"your own codegen, in {self.language}"
+        return base.Backend(self.name, self.compile, doc, self.guard, native or codegen_name(self.name))
+
+    def _call(self, op: Op, emitter: Emitter) -> str:
+        try:
+            code = emitter(op)
+        except WorkbenchError:
+            raise
+        except Exception as err:  # the emitter is the user's code: say which one, and what it raised
+            what = f"{type(err).__name__}: {err}".splitlines()[0]
+            raise WorkbenchError(
+                f"The {self.name} emitter for {op.op} ({getattr(emitter, '__name__', 'emitter')}) raised {what}",
+                "fix the emitter; call it on the Op shown by codegen.plan(name, func) to try it alone",
+            ) from err
+        if not isinstance(code, str) or not code.strip():
+            raise NoCode(
+                f"The {self.name} emitter for {op.op} returned {type(code).__name__}, not code",
+                "return the code for this one call as a str"
+                + (" (an expression for the result)" if self.language == "numpy" else " (C statements)"),
+                code,
+            )
+        return code
+
+
+class NoCode(WorkbenchError):
+    """An emitter returned no code (``value`` is what it returned: ``...`` while unwritten, often)."""
+
+    def __init__(self, cause: str, fix: str, value=None):
+        super().__init__(cause, fix)
+        self.value = value
+
+
+def _language(language: str):
+    if language == "c":
+        from byoc_workbench.backends import c_source
+
+        return c_source
+    from byoc_workbench.backends import numpy_source
+
+    return numpy_source
+
+
+def make_codegen(name: str, emit: dict, language: str = "numpy", doc: str = "") -> Codegen:
+    """A :class:`Codegen`, checked: a name fit for ``relax.ext.<name>``, a known language, callable
+    emitters under names of Relax ops (or of composites)."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w-]*", name):
+        raise WorkbenchError(
+            f"A codegen name must be a word such as mychip, got {name!r}", "pass a name of letters, digits and _"
+        )
+    if language not in LANGUAGES:
+        raise WorkbenchError(f"Unknown codegen language {language!r}", f"choose one of: {', '.join(LANGUAGES)}")
+    if not isinstance(emit, dict) or not emit:
+        raise WorkbenchError(
+            f"emit must be a dict of emitters, got {type(emit).__name__}",
+            'pass emit={"relax.nn.relu": relu, ...}, each value a function of one Op returning code',
+        )
+    table = {}
+    for key, fn in emit.items():
+        if not callable(fn):
+            raise WorkbenchError(
+                f"The emitter for {key!r} is a {type(fn).__name__}, not a function", "pass a function of one Op"
+            )
+        table[op_name(key) or key] = fn
+    return Codegen(name, table, language, doc)

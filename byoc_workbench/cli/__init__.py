@@ -1,0 +1,106 @@
+"""``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools.
+
+Everything a user can get wrong ends in one line, ``error: <cause>. Fix: <fix>.``,
+and exit status 2: bad arguments (argparse's own refusals too, see
+:class:`~byoc_workbench.cli.args.Parser`), bad files, bad models. Ctrl-C ends in
+one line and exit status 130. ``--traceback`` (or ``BYOC_WORKBENCH_DEBUG=1``)
+prints the whole trace as well. Output paths are checked before any work
+starts, and results are written atomically (:mod:`byoc_workbench.files`).
+
+Each command is in a module of its own, which adds its subparser
+(``add_<command>``) and runs it (``cmd_<command>``); they import what loads TVM
+inside the commands, so that ``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+
+from byoc_workbench import files
+from byoc_workbench.cli import bench, doctor, run, search, stages, timing, zoo
+from byoc_workbench.cli.args import Commands, Parser, parents
+from byoc_workbench.errors import WorkbenchError
+
+# The commands in the order --help lists them.
+COMMANDS = (
+    stages.add_stages,
+    run.add_import,
+    run.add_run,
+    timing.add_profile,
+    timing.add_compare,
+    bench.add_bench,
+    stages.add_report,
+    search.add_search,
+    zoo.add_prefetch,
+    doctor.add_doctor,
+)
+
+
+def parser() -> Parser:
+    shared = parents()
+    p = Parser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.", parents=[shared["debug"]])
+    p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
+    command = Commands(p.add_subparsers(dest="command", required=True, parser_class=Parser), shared)
+    for add in COMMANDS:
+        add(command)
+    return p
+
+
+class _WarningLine(logging.Formatter):
+    """Warnings as ``warning: <message>``, one line each, like the errors; -v shows every logger's name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+_HANDLER: list = []  # the handler this module put on the root logger, replaced on each main()
+
+
+def _log_to_stderr(verbose: bool) -> None:
+    root = logging.getLogger()
+    for old in _HANDLER:
+        root.removeHandler(old)
+    handler = logging.StreamHandler()  # sys.stderr as it is now
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _WarningLine())
+    _HANDLER[:] = [handler]
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _debug(args=None) -> bool:
+    return os.environ.get("BYOC_WORKBENCH_DEBUG", "").strip() not in ("", "0") or bool(
+        getattr(args, "traceback", False)
+    )
+
+
+def _interrupted() -> str:
+    if not files.written:
+        return "interrupted; nothing was written."
+    return f"interrupted; wrote {', '.join(str(p) for p in files.written)} before that."
+
+
+def main(argv=None) -> int:
+    files.written.clear()
+    args = None
+    try:
+        args = parser().parse_args(argv)
+        _log_to_stderr(args.verbose)
+        return args.func(args)
+    except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
+        if _debug(args):
+            traceback.print_exception(err)
+        else:  # with -v the trace (and the error it was raised from) is logged too
+            logging.getLogger(__name__).info("where the error was raised:", exc_info=True)
+        print(err.line, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if _debug(args):
+            traceback.print_exc()
+        print(_interrupted(), file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

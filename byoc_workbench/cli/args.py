@@ -1,0 +1,233 @@
+"""The command line's parser: argparse with every refusal as one ``error: <cause>. Fix: <fix>.`` line,
+the argument types with their documented bounds, and the options several commands share."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+
+from byoc_workbench.backends.base import BUILTIN
+from byoc_workbench.errors import WorkbenchError
+
+# Documented bounds (README, "The command line"): beyond them a run takes hours.
+MAX_REPEAT = 1000
+MAX_TVM_REPEAT = 20
+MAX_RUNS = 1000
+MAX_SECONDS = 600.0
+DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
+# What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
+BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
+ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
+PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
+PRECISION_HELP = "with --backend openvino: its inference precision (default f32; bf16 and f16 are faster, less exact)"
+
+
+class UsageError(WorkbenchError):
+    """A command line argparse refused: the option, what was wrong, and what to type."""
+
+
+# What to pass an option of a built-in type; the types below carry their own ``wants``.
+WANTS = {int: "a whole number, e.g. {name} 10", float: "a number, e.g. {name} 1e-3"}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with each refusal raised as a :class:`UsageError` where argparse knows the argument.
+
+    argparse states the cause; the fix is made from the argument at fault (its
+    choices, its type's ``wants``, the value it lacks), never read back from
+    argparse's wording. The hooks are Python 3.11 argparse's own methods for one
+    argument (``_get_value``, ``_check_value``, ``_match_argument``,
+    ``_get_option_tuples``); :meth:`error` is left with what argparse checks
+    last, the required arguments.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, exit_on_error=False, **kwargs)  # its ArgumentErrors reach parse_known_args
+        self._parsing = argparse.Namespace()
+
+    @property
+    def listed(self) -> str:
+        return f"`{self.prog} --help` lists them"
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extra = self.parse_known_args(args, namespace)
+        if extra:
+            given = " ".join(extra)
+            raise UsageError(f"unrecognized arguments: {given}", f"remove {given} ({self.listed})")
+        return namespace
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._parsing = argparse.Namespace() if namespace is None else namespace  # what error() finds missing
+        try:
+            return super().parse_known_args(args, self._parsing)
+        except argparse.ArgumentError as err:  # none of the hooks below: e.g. a flag given a value, --json=1
+            raise UsageError(str(err), f"see `{self.prog} --help`") from None
+
+    def error(self, message: str):
+        """The required arguments not given (argparse checks them after all the others)."""
+        missing = [_name(a) for a in self._actions if a.required and getattr(self._parsing, a.dest, None) is a.default]
+        fix = f"add {', '.join(missing)} ({self.listed})" if missing else f"see `{self.prog} --help`"
+        raise UsageError(message, fix)
+
+    def _get_value(self, action, text):
+        try:
+            return super()._get_value(action, text)
+        except argparse.ArgumentError as err:
+            name = _name(action)
+            wants = getattr(action.type, "wants", None) or WANTS.get(action.type)
+            fix = f"pass {name} {wants.format(name=name)}" if wants else f"see `{self.prog} --help`"
+            raise UsageError(str(err), fix) from None
+
+    def _check_value(self, action, value):
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as err:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            near = f" (did you mean {close[0]}?)" if close else ""
+            raise UsageError(str(err), f"use one of: {', '.join(choices)}{near}") from None
+
+    def _match_argument(self, action, arg_strings_pattern):
+        try:
+            return super()._match_argument(action, arg_strings_pattern)
+        except argparse.ArgumentError as err:  # an option that takes a value, given none
+            raise UsageError(str(err), f"put a value after {_name(action)}") from None
+
+    def _get_option_tuples(self, option_string):
+        found = super()._get_option_tuples(option_string)
+        if len(found) > 1:
+            options = ", ".join(option for _, option, _ in found)
+            raise UsageError(
+                f"ambiguous option: {option_string} could match {options}",
+                f"spell {option_string} out in full ({self.listed})",
+            )
+        return found
+
+
+def _name(action: argparse.Action) -> str:
+    """An argument as argparse names it in its messages: ``--out``, ``model``, ``command``."""
+    return "/".join(action.option_strings) or action.metavar or action.dest
+
+
+# --- argument types: each says what it wants, for the fix ------------------------------------
+
+
+def count(lo: int, hi: int | None = None):
+    """An argparse type: a whole number from ``lo`` to ``hi`` (the documented bounds)."""
+    wants = f"a whole number from {lo} to {hi}" if hi is not None else f"a whole number, {lo} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wants}")
+        return value
+
+    parse.wants = wants
+    return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {seconds.wants}")
+    return value
+
+
+seconds.wants = "a number of seconds above 0, such as 1800"
+
+
+def input_shape(text: str) -> tuple:
+    """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {input_shape.wants}")
+    return (name or None, shape)
+
+
+input_shape.wants = "a shape such as data=1,3,224,224"
+
+
+def shapes(args):
+    """``--input-shape`` as ``{name: shape}``, one shape, or None."""
+    given = getattr(args, "input_shape", None) or []
+    named = dict(g for g in given if g[0] is not None)
+    plain = [g[1] for g in given if g[0] is None]
+    if plain and (named or len(plain) > 1):
+        raise WorkbenchError(
+            "--input-shape was given without a name for a model with several inputs",
+            "name each: --input-shape data=1,3,224,224",
+        )
+    return plain[0] if plain else (named or None)
+
+
+# --- options shared by several commands, each defined once ------------------------------------
+
+
+def parents() -> dict:
+    """The shared options, by name: debug (every command), zoo, image, budget and own (a model of yours)."""
+    debug = Parser(add_help=False)
+    debug.add_argument(
+        "--traceback",
+        action="store_true",
+        default=argparse.SUPPRESS,  # so a command's default does not hide the top-level flag
+        help="on an error, print the whole Python trace too (or set BYOC_WORKBENCH_DEBUG=1)",
+    )
+    zoo = Parser(add_help=False)
+    zoo.add_argument(
+        "--model", dest="ssd_model", default=DEFAULT_SSD, help=f"with ssd: the GluonCV model ({DEFAULT_SSD})"
+    )
+    zoo.add_argument(
+        "--weights",
+        help="with ssd: trained, untrained, or a .params file (default: the cache, else untrained seeded weights)",
+    )
+    image = Parser(add_help=False)
+    image.add_argument("--image", help="with ssd: a JPEG or PNG (default: the picture shipped with the package)")
+    budget = Parser(add_help=False)
+    budget.add_argument(
+        "--max-seconds",
+        type=seconds,
+        default=MAX_SECONDS,
+        help=f"refuse a timed loop estimated, after its first run, to take longer (default {MAX_SECONDS:g})",
+    )
+    own = Parser(add_help=False)
+    own.add_argument(
+        "--torch",
+        metavar="MODULE:FACTORY",
+        help="a PyTorch model instead of a file, e.g. torchvision.models:resnet18 (seeded weights, no download; "
+        "needs the [pytorch] extra)",
+    )
+    own.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        metavar="[NAME=]N,C,H,W",
+        help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch); "
+        "repeat for several inputs",
+    )
+    return {"debug": debug, "zoo": zoo, "image": image, "budget": budget, "own": own}
+
+
+class Commands:
+    """Adds one command's subparser, with the shared options it uses: ``commands(name, help, func, *uses)``."""
+
+    def __init__(self, subparsers, shared: dict):
+        self.subparsers = subparsers
+        self.shared = shared
+
+    def __call__(self, name: str, helptext: str, func, *uses: str) -> Parser:
+        parser = self.subparsers.add_parser(
+            name, help=helptext, parents=[self.shared["debug"], *(self.shared[u] for u in uses)]
+        )
+        parser.set_defaults(func=func)
+        return parser

@@ -1,0 +1,146 @@
+"""``stages`` (every BYOC stage of a model as a diagram, and summary.json) and ``report`` (the
+partitioning report: what the target takes, what falls back and why)."""
+
+# The byoc_workbench modules that load TVM are imported inside the commands, so that
+# `byoc-workbench --help` does not wait for TVM.
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+
+from byoc_workbench import files
+from byoc_workbench.cli.args import count, shapes
+
+FULL_OPS = 300  # a model of at most this many ops is drawn whole by default; past it, collapsed
+GROUP_FILES = 24  # at most this many top-level groups get a file of their own
+
+
+def _file_part(node_id: str) -> str:
+    """A node id as part of a file name: ``main/stage0.`` -> ``main-stage0``."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", node_id).strip("-")
+
+
+def top_groups(g) -> list:
+    """The closed groups (folded blocks and runs) of a collapsed graph's top level, in drawing order:
+    those drawn in a function's box, or in a box merge will draw, not inside an opened call."""
+    top = {c.id for c in g.clusters.values() if c.kind in ("function", "layout", "region")}
+    return [n.id for n in g.nodes.values() if n.kind == "fold" and n.cluster in top]
+
+
+def _workbench(args, enabled) -> tuple:
+    """``(Workbench, name, collapse)`` for the model ``args`` names, pruned as ``--no-prune``/``--min-mac-ops`` say."""
+    from byoc_workbench import stages, subjects
+
+    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
+    return subjects.workbench_for(
+        args.model, args.ssd_model, args.weights, args.target, enabled, prune_rule, args.torch, shapes(args)
+    )
+
+
+def cmd_stages(args) -> int:
+    from byoc_workbench import stages
+    from byoc_workbench.draw import render
+    from byoc_workbench.flow import summary
+    from byoc_workbench.flow.rules import parse_rule_list
+
+    names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
+    out = files.check_dir(args.out, "--out", names)
+    wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
+    if args.format == "svg":
+        render.check_dot()
+    wb, model_name, collapse = _workbench(args, wanted)
+    data = summary.summary_json(model_name, wb.stages)
+    if wb.mark:
+        data["weights"] = wb.mark
+    ops = wb.stages[0].op_count
+    collapse = not args.full and (collapse or ops > FULL_OPS)
+    if args.full:
+        print(f"drawing the full pictures: every stage with all its {ops:,} ops laid out at once")
+    elif collapse:
+        print(f"a full picture would lay out all {ops:,} ops of each stage at once: --full draws them")
+    # Beside the collapsed views, each top-level group of the source stage (the model's own blocks) opened.
+    groups = top_groups(wb.graph("source", collapse=True)) if collapse else []
+    if len(groups) > GROUP_FILES:
+        print(
+            f"the source stage has {len(groups)} top-level groups: none gets a file of its own (at most {GROUP_FILES})"
+        )
+        groups = []
+    extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
+    files.check_dir(args.out, "--out", [n for n, _ in extra])
+    with files.staged(out) as tmp:  # every diagram and summary.json, or none of them
+        stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
+        group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
+        render.write_all(itertools.chain(stage_views, group_views), args.format)
+        (tmp / "summary.json").write_text(json.dumps(data, indent=2))
+    for s in wb.stages:
+        print(
+            f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}"
+            + "".join(f"\n  note: {n}" for n in s.notes)
+        )
+    opened = f", {len(extra)} opened groups" if extra else ""
+    print(f"wrote {len(wb.stages)} {'collapsed ' if collapse else ''}diagrams{opened} and summary.json to {out}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from byoc_workbench.draw import render
+    from byoc_workbench.flow.report import partition_report
+
+    out = files.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
+    if out:
+        render.check_dot()
+    wb, name, collapse = _workbench(args, None)
+    report = partition_report(wb, name)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    if out:
+        with files.staged(out) as tmp:
+            (tmp / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+            (tmp / "report.txt").write_text(report.text() + "\n")
+            render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
+        print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)
+    return 0
+
+
+def add_stages(command) -> None:
+    s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo", "own")
+    s.add_argument(
+        "model",
+        nargs="?",
+        help="demo, ssd, a zoo model's name, a .py file that defines mod (and optionally rules), or a .onnx file",
+    )
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
+    s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
+    s.add_argument("--format", choices=("svg", "dot"), default="svg")
+    s.add_argument(
+        "--full",
+        action="store_true",
+        help=f"draw each stage whole, every op at once (default: collapsed past {FULL_OPS} ops, "
+        "each top-level group in a file of its own)",
+    )
+    s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    s.add_argument(
+        "--min-mac-ops",
+        type=count(0),
+        default=1,
+        help="prune subgraphs with fewer MAC ops than this (default 1)",
+    )
+
+
+def add_report(command) -> None:
+    r = command(
+        "report",
+        "the partitioning report: what the target takes, what falls back and why (table or JSON)",
+        cmd_report,
+        "zoo",
+        "own",
+    )
+    r.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
+    r.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
+    r.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    r.add_argument("--min-mac-ops", type=count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")

@@ -1,0 +1,33 @@
+"""``prefetch``: the zoo's weights downloaded into the cache ahead of a workshop, or listed."""
+
+# byoc_workbench.models.zoo loads TVM: it is imported inside the command, so that
+# `byoc-workbench --help` does not wait for TVM.
+
+from __future__ import annotations
+
+
+def cmd_prefetch(args) -> int:
+    from byoc_workbench.models import zoo
+
+    if args.list:
+        for name, spec in zoo.MODELS.items():
+            state = "cached" if zoo.cached_weights(name) else "not cached"
+            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
+        return 0
+    report = zoo.prefetch(args.models.split(",") if args.models else None)
+    for name, r in report.items():
+        if r["ok"]:
+            print(f"ok      {name}: {r['path']}")
+        else:
+            print(f"MISSING {name}: {r['error']}\n        by hand: {r['how_to_fix']}")
+    missing = sum(not r["ok"] for r in report.values())
+    print(f"{len(report) - missing} of {len(report)} models cached in {zoo.cache_dir()}")
+    return 1 if missing else 0
+
+
+def add_prefetch(command) -> None:
+    f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
+    f.add_argument("--models", help="comma-separated model names (default: all)")
+    f.add_argument(
+        "--list", action="store_true", help="list the zoo's models, their task and family, and say which are cached"
+    )

@@ -1,0 +1,163 @@
+"""Where results and caches go: output paths checked before any work starts, files written atomically.
+
+A bad path (empty, a file where a directory is meant, a directory where a
+file is meant, not writable) is refused in a second, not after a model build.
+Every file the workbench writes, results and cache entries alike, goes through
+:func:`write_atomic`: under a temporary name, then renamed into place, so a
+failure or a Ctrl-C mid-way leaves the old file or none, never half of it.
+:data:`written` records the results put in place, for the CLI's last line.
+:func:`cache_dir` is the one place ``$BYOC_WORKBENCH_CACHE`` is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from byoc_workbench.errors import WorkbenchError
+
+#: Paths put in place by this process, in order (what an interrupted command says it wrote).
+written: list = []
+
+CACHE_ENV = "BYOC_WORKBENCH_CACHE"
+DEFAULT_CACHE = "~/.cache/byoc-workbench"
+
+
+def cache_dir(kind: str) -> Path:
+    """Where the workbench keeps ``kind`` (``models``, ``c``, ``engines``, ``search``):
+    ``$BYOC_WORKBENCH_CACHE/<kind>``, else ``~/.cache/byoc-workbench/<kind>``.
+
+    Nothing is created: whoever writes there makes the directory (:func:`write_atomic` does).
+    """
+    root = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
+    return Path(root).expanduser() / kind
+
+
+def _given(path, flag: str, example: str) -> Path:
+    if path is None or not str(path).strip():
+        raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
+    return Path(path).expanduser()
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` that exists (``path`` itself when it does)."""
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            return p
+    return Path("/")
+
+
+def _probe(directory: Path, what: str, fix: str) -> None:
+    """A one-line error unless a file can be created in ``directory``."""
+    if not directory.is_dir():
+        raise WorkbenchError(f"{what}: {directory} is a file, not a directory", fix)
+    try:
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError as err:
+        raise WorkbenchError(f"Cannot write to {directory} ({err.strerror or err})", fix) from None
+
+
+def check_dir(path, flag: str = "--out", names=()) -> Path:
+    """``path`` checked as an output directory that will hold the files ``names``.
+
+    Nothing is created: a missing directory is made when its files are put in
+    place (:func:`staged`), so a refused or interrupted command leaves none.
+
+    Raises
+    ------
+    WorkbenchError
+        For an empty path, a file at ``path`` or at one of its parents, a
+        directory that cannot be written, or a directory in the way of one of
+        ``names``.
+    """
+    out = _given(path, flag, "out")
+    fix = f"pass {flag} a directory you can write to"
+    if out.exists() and not out.is_dir():
+        raise WorkbenchError(f"{flag} {out} is a file, not a directory", fix)
+    _probe(_existing_ancestor(out), f"{flag} {out}", fix)
+    for name in names:
+        if (out / name).is_dir():
+            raise WorkbenchError(
+                f"{flag} {out} holds a directory named {name}, where a file of that name is to be written",
+                f"remove or rename {out / name}, or pass another {flag}",
+            )
+    return out
+
+
+def check_file(path, flag: str) -> Path:
+    """``path`` checked as an output file, exactly as given (no suffix added).
+
+    Raises
+    ------
+    WorkbenchError
+        For an empty path, an existing directory, or a parent that is a file
+        or cannot be written.
+    """
+    out = _given(path, flag, "out.npz")
+    fix = f"pass {flag} the path of a file in a directory you can write to"
+    if out.is_dir() or str(path).endswith(os.sep):
+        raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")
+    _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix)
+    return out
+
+
+def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one.
+
+    The data goes to a temporary file beside ``path`` (its directory is made
+    if needed), which is then renamed to ``path``. ``data`` is bytes (or bytes-like), text, or
+    a function that writes to the open binary file (e.g. ``lambda f: np.savez(f, ...)``).
+    On any failure, a Ctrl-C too, the temporary file is removed and the old file stays.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_file(path, data: bytes | str) -> Path:
+    """A result written with :func:`write_atomic`, and recorded in :data:`written`."""
+    path = write_atomic(path, data)
+    written.append(path)
+    return path
+
+
+@contextlib.contextmanager
+def staged(out):
+    """A temporary directory to write ``out``'s files into; they are moved into ``out`` when the block ends.
+
+    On an error or a Ctrl-C inside the block the temporary directory is
+    removed and ``out`` is left as it was (or not created at all). Files of
+    ``out`` that the block does not write are kept.
+    """
+    out = Path(out)
+    base = _existing_ancestor(out)
+    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
+    try:
+        yield tmp
+        out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(tmp.iterdir()):
+            target = out / f.name
+            try:
+                os.replace(f, target)
+            except OSError:  # another file system: copy, then rename within it
+                shutil.copyfile(f, target.with_name(f".{f.name}.part"))
+                os.replace(target.with_name(f".{f.name}.part"), target)
+            written.append(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,425 @@
+"""ONNX files into Relax, through TVM's own ONNX frontend, with static shapes first.
+
+Three steps, each of which a user can see in the import's notes:
+
+1. **Static shapes.** Where every input's shape is known (given, or fixed in
+   the file), ONNX Runtime's basic graph optimisations fold the shape
+   arithmetic (``Shape``, ``Gather`` on shapes, ``ConstantOfShape``, ...)
+   into constants and write the result back as ONNX. Only its constant
+   folding and no-op eliminations run: its fusions are switched off, so the
+   graph keeps the file's ops and node names. This is what lets TVM's frontend
+   take MXNet's export of the SSD, which it refuses as written ("cannot handle
+   ShapeExpr inputs"). ONNX Runtime is the reference runtime already, so this
+   adds no dependency (``onnxsim`` does the same with onnxruntime underneath;
+   ``onnxslim`` reimplements folding in Python, with sympy).
+2. **TVM's frontend**, subclassed in two places: each node's name is kept, and
+   ``NonMaxSuppression`` gets an honest type. Upstream types its selected
+   indices with the largest possible count, while its lowering returns only the
+   boxes selected; everything computed from that shape downstream (MXNet's
+   export sorts and pads by it) is then wrong, and ``tvm.compile`` fails at a
+   ``gather_nd`` (apache-tvm 0.27). Here the count is a symbolic dimension.
+3. **Names.** Each binding is named after its ONNX node: MXNet's exporter keeps
+   the Gluon names (``ssd0_resnetv10_stage1_conv0_fwd``), PyTorch's writes
+   scopes (``/layer1/layer1.0/conv1/Conv``, kept as ``layer1.0.conv1.Conv``).
+   :mod:`byoc_workbench.draw.blocks` groups the diagrams by them.
+
+An op that TVM's frontend refuses is one line naming the op and its node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from byoc_workbench import tvm_private
+from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional
+from byoc_workbench.frontends.naming import binding_names
+from byoc_workbench.frontends.own import OwnModel, seeded_inputs
+
+logger = logging.getLogger(__name__)
+
+INSTALL_FIX = "pip install onnx onnxruntime (both pinned in requirements.txt; make setup installs them)"
+SHAPE_FIX = "give every input's shape: --input-shape data=1,3,224,224 (Python: input_shapes={'data': (1, 3, 224, 224)})"
+# ONNX Runtime's basic-level fusions: off, so the graph keeps the file's ops (constant folding stays on).
+_FUSIONS = (
+    "ConvAddFusion",
+    "ConvMulFusion",
+    "ConvBNFusion",
+    "ReluClipFusion",
+    "ReshapeFusion",
+    "NotWhereFusion",
+    "DivMulFusion",
+    "GemmActivationFusion",
+    "MatMulAddFusion",
+    "ConstantSharing",
+    "CommonSubexpressionElimination",
+)
+_STANDARD = ("", "ai.onnx")
+
+
+class OnnxImportError(WorkbenchError):
+    """An ONNX file the workbench cannot read, or a node TVM's ONNX frontend cannot convert."""
+
+
+def _onnx():
+    return import_optional("onnx", INSTALL_FIX)
+
+
+def load(path) -> object:
+    """The ``onnx.ModelProto`` in ``path``, or a one-line error."""
+    onnx = _onnx()
+    path = Path(path)
+    if path.is_dir():
+        raise OnnxImportError(f"{path} is a directory", "pass the path of a .onnx file")
+    if not path.is_file():
+        raise OnnxImportError(f"ONNX file {path} does not exist", "pass the path of a .onnx file")
+    try:
+        return onnx.load(str(path))
+    except Exception as err:  # protobuf's DecodeError, or an OSError from external data
+        raise OnnxImportError(
+            f"{path} is not a readable ONNX model ({first_line(err)})",
+            "pass a file written by onnx.save or torch.onnx.export",
+        ) from None
+
+
+def graph_inputs(model) -> dict:
+    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name."""
+    onnx = _onnx()
+    weights = {t.name for t in model.graph.initializer}
+    out = {}
+    for value in model.graph.input:
+        if value.name in weights:
+            continue
+        tensor = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
+        out[value.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)))
+    return out
+
+
+def resolve_shapes(model, given=None) -> dict:
+    """``{input: shape}``: ``given`` (a dict, or one shape for a one-input model) over the file's own dims.
+
+    A dim the file leaves symbolic and ``given`` does not fix stays a name.
+    """
+    inputs = graph_inputs(model)
+    if given is None:
+        given = {}
+    elif not isinstance(given, dict):
+        if len(inputs) != 1:
+            raise OnnxImportError(
+                f"One shape was given for a model with {len(inputs)} inputs ({', '.join(inputs)})",
+                "give a shape per input: input_shapes={name: shape, ...}",
+            )
+        given = {next(iter(inputs)): given}
+    unknown = [n for n in given if n not in inputs]
+    if unknown:
+        raise OnnxImportError(f"The model has no input named {', '.join(unknown)}", f"name one of: {', '.join(inputs)}")
+    shapes = {}
+    for name, (dims, _) in inputs.items():
+        shape = list(given.get(name, dims))
+        if len(shape) != len(dims):
+            raise OnnxImportError(
+                f"Input {name} has {len(dims)} dims ({dims}), the shape given has {len(shape)}",
+                f"give {len(dims)} sizes for {name}",
+            )
+        bad = [(d, s) for d, s in zip(dims, shape) if isinstance(d, int) and d > 0 and isinstance(s, int) and d != s]
+        if bad:
+            raise OnnxImportError(
+                f"Input {name} is fixed at {dims} in the file; {shape} was given", f"give {name} the shape {dims}"
+            )
+        shapes[name] = [int(s) if isinstance(s, (int, np.integer)) else str(s) for s in shape]
+    return shapes
+
+
+def is_static(shapes: dict) -> bool:
+    return all(isinstance(d, int) and d > 0 for s in shapes.values() for d in s)
+
+
+def static_shapes(model, shapes: dict):
+    """``model`` with its inputs fixed at ``shapes`` and its shape arithmetic folded (see the module's notes)."""
+    onnx = _onnx()
+    ort = import_optional("onnxruntime", INSTALL_FIX)
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes:
+            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name]):
+                dim.Clear()
+                dim.dim_value = int(size)
+    with tempfile.TemporaryDirectory(prefix="byoc-onnx-") as tmp:
+        src, dst = Path(tmp) / "fixed.onnx", Path(tmp) / "folded.onnx"
+        onnx.save(fixed, str(src))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(dst)
+        options.log_severity_level = 3  # MXNet's export lists every weight among the inputs; ORT warns per weight
+        try:
+            ort.InferenceSession(
+                str(src), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(_FUSIONS)
+            )
+        except Exception as err:  # ORT's InvalidGraph, Fail, NotImplemented: the file or the shapes given
+            raise OnnxImportError(
+                f"ONNX Runtime cannot load the model with inputs {shapes} ({first_line(err)})",
+                "check the input shapes; the model must run in ONNX Runtime, the reference",
+            ) from None
+        folded = onnx.load(str(dst))
+    odd = sorted({n.domain for n in folded.graph.node if n.domain not in _STANDARD})
+    if odd:  # never expected at the basic level; keep the file as it was rather than hand TVM foreign ops
+        logger.warning("ONNX Runtime's folding left ops of domain %s; importing the file unfolded", ", ".join(odd))
+        return fixed
+    return folded
+
+
+def scoped_name(node) -> str:
+    """A node's name as the diagrams group it: ``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1.Conv``.
+
+    Names without ``/`` scopes (MXNet's exporter keeps the Gluon names) stay as
+    they are; a node without a name takes its first output's.
+    """
+    name = node.name or (node.output[0] if node.output else node.op_type)
+    if "/" not in name:
+        return re.sub(r"[^\w.]", "_", name)
+    *scopes, op = [s for s in name.split("/") if s]
+    path = ""
+    for scope in scopes:  # PyTorch writes each scope's qualified name (layer1.0); others just the attribute
+        path = scope if path and scope.startswith(path + ".") or not path else f"{path}.{scope}"
+    return re.sub(r"[^\w.]", "_", f"{path}.{op}" if path else op)
+
+
+def _check_ops(graph) -> None:
+    """Refuse a graph with ops TVM's ONNX frontend has no converter for, naming every such op and its nodes."""
+    known = tvm_private.onnx_converters()
+    missing: dict = {}
+    for node in graph.node:
+        if node.op_type not in known:
+            missing.setdefault(node.op_type, []).append(node.name or node.output[0])
+    if missing:
+        listing = "; ".join(
+            f"{op} (node {', '.join(map(repr, names[:3]))}{', ...' if len(names) > 3 else ''})"
+            for op, names in sorted(missing.items())
+        )
+        raise OnnxImportError(
+            f"TVM's ONNX frontend has no converter for {len(missing)} op(s): {listing}",
+            "re-export the model without them (e.g. a lower opset, or with the ops decomposed)",
+        )
+
+
+def _symbolic_range(inputs) -> bool:
+    import tvm
+
+    start, limit, delta = inputs[:3]
+    consts = all(isinstance(x, tvm.ir.expr.Constant) for x in (start, delta))
+    return consts and tvm.ir.is_prim_expr(limit)
+
+
+def _arange(bb, inputs):
+    """Range(0, n, 1) with n a shape's symbolic size: arange keeps n as its length, so the
+    result's shape is provably that of the tensor n was read from (ScatterND checks it)."""
+    from tvm import relax
+
+    start, delta = (int(x.value.numpy()) for x in (inputs[0], inputs[2]))
+    dtype = str(inputs[0].ty.dtype)
+    return bb.normalize(relax.op.arange(start, inputs[1], delta, dtype=dtype))
+
+
+def _selected(bb, selected, count_name: str):
+    """NonMaxSuppression's selected indices cut to the count its lowering reports, under a symbolic
+    size: upstream's claim the largest possible count, and every shape computed from them would be wrong."""
+    from tvm import relax, tirx
+
+    item = bb.lookup_binding(selected)
+    count = bb.emit(relax.op.astype(relax.TupleGetItem(item.tuple_value, 1), "int64"))
+    end = bb.emit(relax.op.concat([count, relax.const([3], "int64")], axis=0))
+    zero, one = relax.const([0, 0], "int64"), relax.const([1, 1], "int64")
+    cut = bb.emit(relax.op.dynamic_strided_slice(selected, zero, end, one))
+    return bb.match_cast(cut, relax.TensorType([tirx.Var(count_name, "int64"), 3], "int64"))
+
+
+def _importer_class():
+    from tvm import relax
+
+    class Importer(tvm_private.onnx_importer_base()):
+        """TVM's ONNX importer, recording each node's outputs and fixing two converters (see the module)."""
+
+        def __init__(self, shapes, dtypes, graph):
+            super().__init__(shapes, dtypes)
+            self.converted: list = []  # (node name, [outputs]) in order
+            self.nodes, self.next = list(graph.node), 0  # nodes convert in order; many have no name
+            self.nms = 0
+
+        def check_ops(self, graph):
+            _check_ops(graph)
+
+        def convert(self, op_name, inputs, attrs, opset):
+            name = tvm_private.onnx_node_name(attrs)
+            node = self._node(name, op_name)
+            try:
+                if op_name == "Expand" and inputs[0] is not None and isinstance(inputs[0].ty, relax.ShapeType):
+                    inputs[0] = self.bb.emit(relax.op.shape_to_tensor(inputs[0]))  # upstream reads data.ty.shape
+                if op_name == "Range" and _symbolic_range(inputs):
+                    out = _arange(self.bb, inputs)
+                else:
+                    out = super().convert(op_name, inputs, attrs, opset)
+                if op_name == "NonMaxSuppression":
+                    out = _selected(self.bb, out, f"nms_count{self.nms}" if self.nms else "nms_count")
+                    self.nms += 1
+                elif isinstance(out, relax.Call):  # bound here, so the binding can take the node's name
+                    out = self.bb.emit(out)
+            except WorkbenchError:
+                raise
+            except Exception as err:  # the frontend's converters raise anything
+                label = scoped_name(node) if node is not None else name
+                raise OnnxImportError(
+                    f"TVM's ONNX frontend cannot convert node {label!r} ({op_name}): {first_line(err)}",
+                    "check that node's inputs and attributes; " + SHAPE_FIX,
+                ) from err
+            if node is not None:
+                outs = list(out.fields) if isinstance(out, relax.Tuple) else [out]
+                self.converted.append((scoped_name(node), outs))
+            return out
+
+        def _node(self, name: str, op: str):
+            """The graph node being converted: the next one of this name and op (None inside an If's branch)."""
+            for i in range(self.next, len(self.nodes)):
+                if self.nodes[i].name == name and self.nodes[i].op_type == op:
+                    self.next = i + 1
+                    return self.nodes[i]
+            return None
+
+    return Importer
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in _STANDARD), 1)
+
+
+def to_relax(model, shapes: dict):
+    """The Relax module of ``model`` (inputs at ``shapes``), each binding named after its ONNX node."""
+    from tvm import relax
+
+    from byoc_workbench.ir_edit import rename_vars
+
+    inputs = graph_inputs(model)
+    dtypes = {name: str(dtype) for name, (_, dtype) in inputs.items()}
+    known = {k: v for k, v in shapes.items() if is_static({k: v})}  # a symbolic dim stays as the file writes it
+    importer = _importer_class()(known, dtypes, model.graph)
+    chatter = io.StringIO()
+    try:
+        # upstream prints "Error converting operator ..." and warns about every renamed input
+        with contextlib.redirect_stdout(chatter), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mod = importer.from_onnx(model.graph, _opset(model))
+    except WorkbenchError:
+        raise
+    except ValueError as err:
+        m = re.search(r"Node (.*) cannot handle ShapeExpr inputs", str(err))
+        if m is None:
+            raise
+        node = next((n for n in model.graph.node if n.name == m.group(1)), None)
+        op = f" ({node.op_type})" if node is not None else ""
+        raise OnnxImportError(
+            f"TVM's ONNX frontend cannot convert node {m.group(1)!r}{op}: it computes on a shape that is only "
+            "known at run time",
+            SHAPE_FIX if not is_static(shapes) else "report it: this node's shape arithmetic was not folded",
+        ) from None
+    main = mod["main"]
+    mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
+    return relax.transform.Normalize()(mod)
+
+
+def ort_reference(path, shapes: dict):
+    """``run(inputs) -> outputs`` of ONNX Runtime on the original file."""
+    from byoc_workbench.backends import onnxruntime as ort_backend
+
+    ort = import_optional("onnxruntime", INSTALL_FIX)
+    options = ort_backend.session_options()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), sess_options=options, providers=ort_backend.providers())
+    names = [i.name for i in session.get_inputs()]
+
+    def run(inputs):
+        return session.run(None, dict(zip(names, inputs)))
+
+    return run
+
+
+def _looks_like_detections(model) -> bool:
+    """Three outputs shaped (N, K, 1), (N, K, 1), (N, K, 4): GluonCV's ids, scores and boxes."""
+    dims = [[d.dim_value for d in o.type.tensor_type.shape.dim] for o in model.graph.output]
+    return len(dims) == 3 and all(len(d) == 3 for d in dims) and [d[-1] for d in dims] == [1, 1, 4]
+
+
+def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel:
+    """Import an ONNX file into Relax (see the module's notes).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.onnx`` file.
+    input_shapes : dict or tuple, optional
+        ``{input: shape}`` (or one shape for a one-input model), over the file's
+        own dims; needed where the file leaves a dim symbolic (a batch size).
+    seed : int
+        Seed of the example inputs.
+    inputs : list of numpy.ndarray, optional
+        Example inputs to use instead of seeded ones.
+
+    Returns
+    -------
+    OwnModel
+        ``reference`` runs ONNX Runtime on the original file.
+    """
+    t0 = time.perf_counter()
+    model = load(path)
+    shapes = resolve_shapes(model, input_shapes)
+    notes = [f"{len(model.graph.node)} ONNX nodes, opset {_opset(model)}"]
+    if is_static(shapes):
+        folded = static_shapes(model, shapes)
+        notes.append(
+            f"static shapes {shapes}: ONNX Runtime's constant folding left {len(folded.graph.node)} nodes "
+            f"of {len(model.graph.node)}"
+        )
+    else:
+        folded = model
+        notes.append(f"input shapes {shapes} are not all known: imported as written, with symbolic dims")
+    mod = to_relax(folded, shapes)
+    import_s = time.perf_counter() - t0
+    dtypes = {name: dtype for name, (_, dtype) in graph_inputs(model).items()}
+    if inputs is None:
+        if not is_static(shapes):
+            raise OnnxImportError(f"Example inputs need static shapes, got {shapes}", SHAPE_FIX)
+        inputs = seeded_inputs(shapes, dtypes, seed)
+    return OwnModel(
+        name=Path(path).name,
+        kind="onnx",
+        mod=mod,
+        inputs=list(inputs),
+        reference=ort_reference(path, shapes),
+        reference_name=f"onnxruntime on {Path(path).name}",
+        import_s=import_s,
+        source_ops=len(model.graph.node),
+        notes=notes,
+        path=Path(os.fspath(path)),
+        detection=_looks_like_detections(model),
+    )
+
+
+__all__ = [
+    "MissingDependencyError",
+    "OnnxImportError",
+    "import_onnx",
+    "load",
+    "resolve_shapes",
+    "scoped_name",
+    "static_shapes",
+    "to_relax",
+]

@@ -1,0 +1,72 @@
+"""The user's own model, from an ONNX file or a PyTorch program, as the workbench holds it.
+
+:func:`byoc_workbench.frontends.onnx_import.import_onnx` and
+:func:`byoc_workbench.frontends.torch_import.import_torch` both return an
+:class:`OwnModel`: the Relax module, example inputs, and the framework the
+model came from, kept as the reference every offloaded run is checked
+against (ONNX Runtime on the original file, or eager PyTorch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class OwnModel:
+    """A model imported from another framework.
+
+    Attributes
+    ----------
+    name : str
+        The file's name, or ``module:factory`` for a PyTorch program.
+    kind : str
+        ``"onnx"`` or ``"pytorch"``.
+    mod : tvm.IRModule
+        As imported, before :func:`byoc_workbench.transforms.prepare`.
+    inputs : list of numpy.ndarray
+        Example inputs, seeded (or the ones given).
+    reference : callable
+        ``reference(inputs) -> [numpy outputs]`` in the original framework.
+    reference_name : str
+        What ``reference`` runs, e.g. ``"onnxruntime on resnet.onnx"``.
+    import_s : float
+        Seconds from the file (or the module) to the Relax module.
+    source_ops : int
+        Nodes of the original graph (ONNX nodes, or the exported program's calls).
+    notes : list of str
+        What the import did on the way (static shapes, names, work-arounds).
+    mark : str
+        Shown on every title and table, e.g. ``"seeded weights (torch.manual_seed(0))"``.
+    """
+
+    name: str
+    kind: str
+    mod: object
+    inputs: list
+    reference: Callable
+    reference_name: str
+    import_s: float = 0.0
+    source_ops: int = 0
+    notes: list = dataclasses.field(default_factory=list)
+    mark: str = ""
+    path: object = None  # the ONNX file, when there is one
+    detection: bool = False  # outputs are (ids, scores, boxes) rows, compared as a set
+
+
+def seeded_inputs(shapes: dict, dtypes: dict, seed: int = 0) -> list:
+    """One seeded input per name: normal floats, or small integers for integer inputs."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for name, shape in shapes.items():
+        dtype = np.dtype(dtypes.get(name, "float32"))
+        if np.issubdtype(dtype, np.floating):
+            out.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == np.bool_:
+            out.append(rng.randint(0, 2, shape).astype(dtype))
+        else:
+            out.append(rng.randint(0, 10, shape).astype(dtype))
+    return out

@@ -1,0 +1,220 @@
+"""PyTorch programs into Relax: ``torch.export``, then TVM's ``from_exported_program``, names kept.
+
+torch is an optional extra (``pip install -e .[pytorch]``); this is the only
+module of the package that imports it, and only inside its functions.
+
+Each binding is named after the module that computed it, from the exported
+program's ``nn_module_stack``: ``layer1.0.conv1.convolution`` is the
+convolution of ``model.layer1[0].conv1``. So the diagrams' groups
+(:mod:`byoc_workbench.draw.blocks`) are the module's own attribute names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import time
+
+import numpy as np
+
+from byoc_workbench import tvm_private
+from byoc_workbench.errors import WorkbenchError, first_line, import_optional
+from byoc_workbench.frontends.naming import binding_names
+from byoc_workbench.frontends.own import OwnModel
+
+INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
+
+
+class TorchImportError(WorkbenchError):
+    """A PyTorch program that ``torch.export`` or TVM's PyTorch frontend cannot take."""
+
+
+def _torch():
+    return import_optional("torch", INSTALL_FIX)
+
+
+def module_path(node) -> str:
+    """The qualified name of the innermost module around an exported node (``layer1.0.conv1``), or ``""``."""
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [path for path, _cls in stack.values() if path]
+    return paths[-1] if paths else ""
+
+
+def node_name(node) -> str:
+    """``<module path>.<op>``, e.g. ``layer1.0.conv1.convolution``; the op alone outside any submodule."""
+    op = getattr(node.target, "__name__", str(node.target)).split(".")[0].lstrip("_")
+    path = module_path(node)
+    return re.sub(r"[^\w.]", "_", f"{path}.{op}" if path else op)
+
+
+def _importer_class():
+    from tvm import relax
+
+    class Importer(tvm_private.torch_importer_base()):
+        """TVM's importer, recording each node's outputs under its module's name."""
+
+        def create_convert_map(self):
+            self.converted = []  # (name, [outputs]) in order
+            return {key: self._recorded(f) for key, f in super().create_convert_map().items()}
+
+        def _recorded(self, convert):
+            def run(node, *args):
+                try:
+                    out = convert(node, *args)
+                except WorkbenchError:
+                    raise
+                except Exception as err:  # a converter meeting a case it does not cover
+                    raise TorchImportError(
+                        f"TVM's PyTorch frontend cannot convert node {node.name} ({node.target}) in "
+                        f"{module_path(node) or 'the top module'}: {first_line(err)}",
+                        "rewrite that part of the module with ops the frontend covers, or export it to ONNX",
+                    ) from err
+                if isinstance(out, relax.Call):
+                    out = self.block_builder.emit(out)
+                outs = list(out) if isinstance(out, (list, tuple)) else [out]
+                self.converted.append((node_name(node), [o for o in outs if isinstance(o, relax.Expr)]))
+                return out
+
+            return run
+
+        def check_ops(self, nodes):
+            missing: dict = {}
+            for node in nodes:
+                if node.op == "call_function" and node.target.__name__ not in self.convert_map:
+                    missing.setdefault(node.target.__name__, []).append(module_path(node) or node.name)
+            if missing:
+                listing = "; ".join(f"{op} (in {', '.join(sorted(set(w))[:3])})" for op, w in sorted(missing.items()))
+                raise TorchImportError(
+                    f"TVM's PyTorch frontend has no converter for {len(missing)} op(s): {listing}",
+                    "rewrite those parts with ops the frontend covers, or export the module to ONNX",
+                )
+
+    return Importer
+
+
+def _numpy(outputs) -> list:
+    torch = _torch()
+    if isinstance(outputs, torch.Tensor):
+        return [outputs.detach().cpu().numpy()]
+    if isinstance(outputs, dict):
+        outputs = list(outputs.values())
+    if isinstance(outputs, (list, tuple)):
+        return [a for o in outputs for a in _numpy(o)]
+    raise TorchImportError(
+        f"The module returned a {type(outputs).__name__}", "return tensors, or tuples, lists or dicts of tensors"
+    )
+
+
+def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
+    """Export ``module`` with ``torch.export`` on ``example_inputs`` and import it into Relax.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Put in eval mode first.
+    example_inputs : tensor or sequence of tensors
+        The inputs the program is exported for (their shapes become static).
+    name : str
+        How titles name it (default: the module's class name).
+    mark : str
+        Shown on every title, e.g. ``"seeded weights (torch.manual_seed(0))"``.
+
+    Returns
+    -------
+    OwnModel
+        ``reference`` runs the module eagerly.
+    """
+    torch = _torch()
+    if not isinstance(module, torch.nn.Module):
+        raise TorchImportError(
+            f"Expected a torch.nn.Module, got {type(module).__name__}", "pass the model object itself"
+        )
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise TorchImportError(
+            "example_inputs must be a tensor or a sequence of tensors", "pass e.g. (torch.randn(1, 3, 224, 224),)"
+        )
+    module = module.eval()
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            program = torch.export.export(module, inputs).run_decompositions()
+    except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
+        raise TorchImportError(
+            f"torch.export cannot trace {type(module).__name__}: {first_line(err)}",
+            "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
+            "e.g. export the network without its post-processing",
+        ) from None
+    importer = _importer_class()()
+    mod = importer.from_exported_program(program, False, False, False, None)
+    from tvm import relax
+
+    from byoc_workbench.ir_edit import rename_vars
+
+    main = mod["main"]
+    mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
+    mod = relax.transform.Normalize()(mod)
+    import_s = time.perf_counter() - t0
+    calls = sum(n.op == "call_function" for n in program.graph.nodes)
+
+    def reference(arrays):
+        with torch.no_grad():
+            return _numpy(module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)))
+
+    return OwnModel(
+        name=name or type(module).__name__,
+        kind="pytorch",
+        mod=mod,
+        inputs=[x.detach().cpu().numpy() for x in inputs],
+        reference=reference,
+        reference_name="eager PyTorch",
+        import_s=import_s,
+        source_ops=calls,
+        notes=[f"torch.export: {calls} aten calls after decomposition"],
+        mark=mark,
+    )
+
+
+def seeded_factory(spec: str, seed: int = 0):
+    """``(module, mark)`` from ``"package.module:factory"``, built under ``torch.manual_seed(seed)``.
+
+    A factory that takes ``weights`` (torchvision's) is called with
+    ``weights=None`` (and ``weights_backbone=None``), so nothing is downloaded.
+    """
+    torch = _torch()
+    where, _, attr = spec.partition(":")
+    if not where or not attr:
+        raise TorchImportError(
+            f"--torch takes module:factory, got {spec!r}", "pass e.g. --torch torchvision.models:resnet18"
+        )
+    try:
+        factory = getattr(importlib.import_module(where), attr)
+    except ImportError as err:
+        raise TorchImportError(f"Cannot import {where} ({err})", INSTALL_FIX) from None
+    except AttributeError:
+        raise TorchImportError(f"{where} has no {attr}", f"name a function of {where}") from None
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    kwargs = {k: None for k in ("weights", "weights_backbone") if k in params}
+    torch.manual_seed(seed)
+    try:
+        module = factory(**kwargs)
+    except Exception as err:  # the user's factory can raise anything
+        raise TorchImportError(
+            f"{spec}() raised {type(err).__name__}: {first_line(err)}", "check the factory"
+        ) from None
+    if not isinstance(module, torch.nn.Module):
+        raise TorchImportError(f"{spec}() returned a {type(module).__name__}", "name a factory of nn.Module")
+    return module, f"seeded weights (torch.manual_seed({seed})), nothing downloaded"
+
+
+def import_spec(spec: str, shape=(1, 3, 224, 224), seed: int = 0) -> OwnModel:
+    """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on one seeded input of ``shape``."""
+    torch = _torch()
+    module, mark = seeded_factory(spec, seed)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=generator)
+    return import_torch(module, (x,), name=spec, mark=mark)

@@ -1,0 +1,179 @@
+"""The whole-model anchors that ``bench`` and ``search`` time beside the offloaded builds.
+
+For a zoo model: MXNet's own hybridized block (static memory), and ONNX
+Runtime and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter
+writes it, where that exporter takes the model; it makes ``box_nms``
+class-agnostic, so their detections differ from TVM's by design. For an ONNX
+file: ONNX Runtime and OpenVINO on the file itself. For a PyTorch program:
+eager PyTorch. Each maker returns ``({label: entry}, {label: outputs},
+{label: why skipped})``; an anchor that cannot run here is skipped with its
+one-line reason, and the others still run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.measure import clock
+from byoc_workbench.models import zoo
+
+logger = logging.getLogger(__name__)
+
+CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
+WHOLE_MODEL = ("onnxruntime", "openvino")  # the backends that run a whole ONNX file as an anchor
+
+
+def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``(Latency, outputs)`` of the Gluon block itself, hybridized with static memory."""
+    import mxnet as mx
+
+    block.hybridize(static_alloc=True, static_shape=True)
+    data = mx.nd.array(x)
+    out: list = [None]
+
+    def once():
+        got = block(data)  # one array (pose, classifiers) or a tuple (detectors, segmentation)
+        out[0] = [o.asnumpy() for o in (got if isinstance(got, (list, tuple)) else [got])]  # waits for MXNet
+
+    return clock.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
+
+
+def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
+    """The whole model as MXNet's own ONNX exporter writes it (``mx.onnx.export_model``)."""
+    import mxnet as mx
+
+    graph, params = zoo.symbol_and_params(loaded)
+    sym = mx.sym.load_json(json.dumps(graph))
+    nd = {k: mx.nd.array(v) for k, v in params.items()}
+    quiet = logging.getLogger()
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the exporter logs every op, and warns that box_nms becomes class-agnostic
+    try:
+        mx.onnx.export_model(sym, nd, in_shapes=[tuple(shape)], in_types=[np.float32], onnx_file_path=str(path))
+    finally:
+        quiet.setLevel(level)
+    return Path(path)
+
+
+def whole_model_anchors(
+    path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
+) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX file.
+
+    Labels are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
+    session options; OpenVINO at f32 (it would silently run bf16 on CPUs that have
+    it). Both get the file with its inputs fixed at the shapes of ``inputs`` and its
+    shape arithmetic folded (:func:`byoc_workbench.frontends.onnx_import.static_shapes`):
+    OpenVINO's CPU plugin cannot compile the dynamic anchor slices of MXNet's SSD
+    export, and ONNX Runtime folds the same arithmetic itself anyway. A backend
+    that is not installed, or that rejects the file, is skipped with its one-line reason.
+    """
+    from byoc_workbench.backends import onnxruntime, openvino
+
+    makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
+    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
+    entries, outputs, skipped = {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
+        folded = _static(path, inputs, Path(tmp) / Path(path).name)
+        for backend in backends:
+            label = f"{backend}_whole_model"
+            try:
+                run = makers[backend](folded)
+            except WorkbenchError as err:
+                skipped[label] = err.line
+                continue
+            out: list = [None]
+
+            def once(run=run, out=out):
+                out[0] = run(inputs)
+
+            lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
+            entries[label] = lat.to_json() | {"ran_on": f"{ran_on[backend]} on {Path(path).name}"}
+            outputs[label] = out[0]
+    return entries, outputs, skipped
+
+
+def _static(path, inputs, to: Path) -> Path:
+    """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, its weights
+    constants (not graph inputs), saved at ``to``."""
+    import onnx
+
+    from byoc_workbench.frontends import onnx_import
+
+    model = onnx.load(str(path))
+    names = list(onnx_import.graph_inputs(model))
+    try:
+        folded = onnx_import.static_shapes(model, {n: list(np.shape(x)) for n, x in zip(names, inputs)})
+    except WorkbenchError as err:  # the backends then get the file as it is, and say what they make of it
+        logger.warning("%s kept as it is: %s", path, err.cause)
+        return Path(path)
+    # MXNet's exporter lists every weight among the graph's inputs, and an input may change at run time, so
+    # ONNX Runtime would keep each batch norm apart from its convolution: the weights are constants here.
+    weights = {t.name for t in folded.graph.initializer}
+    real = [v for v in folded.graph.input if v.name not in weights]
+    del folded.graph.input[:]
+    folded.graph.input.extend(real)
+    onnx.save(folded, str(to))
+    return to
+
+
+def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})``: :func:`whole_model_anchors` on MXNet's
+    own ONNX export of ``loaded`` (:func:`export_onnx`), each anchor skipped with why where the exporter
+    or a runtime refuses the model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
+            return whole_model_anchors(path, [x], repeat, progress, max_seconds)
+        except clock.OverBudget:
+            raise  # the user's bound
+        except Exception as err:  # MXNet's exporter and the runtimes refuse ops in their own ways
+            why = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+            return {}, {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
+
+
+def zoo_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of a zoo model: MXNet's own block
+    (:func:`mxnet_anchor`) and the runtimes on its ONNX export (:func:`export_anchors`). A detector's
+    exported anchors carry a ``note``: their NMS is class-agnostic."""
+    lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
+    entries = {"mxnet": lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}}
+    outputs = {"mxnet": out}
+    found, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
+    for label, entry in found.items():
+        entries[label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
+        if loaded.spec.kind == "detection":
+            entries[label]["note"] = CLASS_AGNOSTIC
+        outputs[label] = more[label]
+    return entries, outputs, skipped
+
+
+def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of your own model
+    (:class:`~byoc_workbench.frontends.own.OwnModel`): the runtimes on its ONNX file, or eager PyTorch."""
+    if model.kind == "onnx":
+        return whole_model_anchors(model.path, model.inputs, repeat, progress, max_seconds)
+    out: list = [None]
+
+    def once():
+        out[0] = model.reference(model.inputs)
+
+    lat = clock.measure(once, repeat, 2, "run eager pytorch", progress, max_seconds)
+    return {"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {}
+
+
+def subject_anchors(subject, repeat: int) -> tuple:
+    """``({label: entry}, {label: why skipped})``: the whole-model anchors of a
+    :class:`~byoc_workbench.subjects.Subject` whose :attr:`source` is a zoo model or an ONNX file."""
+    if isinstance(subject.source, (str, os.PathLike)):
+        entries, _, skipped = whole_model_anchors(subject.source, subject.inputs, repeat, progress=False)
+    else:
+        entries, _, skipped = zoo_anchors(subject.source.model, subject.inputs[0], repeat, progress=False)
+    return entries, skipped

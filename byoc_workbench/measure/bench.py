@@ -1,0 +1,387 @@
+"""``byoc-workbench bench MODEL``: a model offloaded, against TVM alone and the whole-model anchors, in one process.
+
+The model is a zoo model (the SSD by default), or your own: an ONNX file or a
+PyTorch program, held by a workbench made with
+:meth:`~byoc_workbench.session.Workbench.from_onnx` or
+:meth:`~byoc_workbench.session.Workbench.from_torch`. On one input (a zoo
+model's is the picture cut to its input shape, 512x512 for the SSD; your own
+model's are its example inputs), :func:`bench_model` times:
+
+- each backend: ``tvm`` (TVM alone, llvm, untuned), and each offloading
+  backend (``onnxruntime``, ``tensorrt``, ``auto``, ...) on the model
+  partitioned (a zoo model with upstream's TensorRT rules, your own with its
+  workbench's) and pruned, plus the same build unpruned (``<backend>_unpruned``:
+  every subgraph offloaded, the SSD's lone ``multiply`` too);
+- the anchors (:mod:`byoc_workbench.measure.anchors`): for a zoo model MXNet's
+  own block, and ONNX Runtime and OpenVINO on MXNet's ONNX export of it; for an
+  ONNX file the same runtimes on the file; for a PyTorch program eager PyTorch.
+
+It checks each build's outputs against a reference. A zoo model's is TVM
+alone's outputs, read as the model's task reads them
+(:func:`byoc_workbench.measure.compare.differences`: detections as a set,
+masks, keypoints and top-5 classes up to ties); your own model's is the
+framework it came from (ONNX Runtime on the file, or eager PyTorch;
+:func:`byoc_workbench.measure.compare.check_outputs`). TVM alone takes tens of
+seconds per run of the SSD on a laptop, so it is timed ``tvm_repeat`` times
+(default once), and the output says so. A backend that cannot run here
+(TensorRT without a GPU) is reported with its one-line reason; the others still run.
+
+Every result has the same top-level keys, :data:`LAYOUT`, whatever the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from byoc_workbench import text
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import byom, clock, runner, timing
+from byoc_workbench.measure import compare as matching
+from byoc_workbench.measure.anchors import CLASS_AGNOSTIC, own_anchors, zoo_anchors
+from byoc_workbench.models import meaning, zoo
+
+#: The top-level keys of every bench result (``bench --json``), for a zoo model and your own alike.
+LAYOUT = (
+    "model",
+    "task",  # the zoo's task (detection, ...); for your own model "detection" or None
+    "family",  # the zoo's family; None for your own model
+    "input_shape",
+    "reference",  # what every build's outputs are checked against
+    "backends",  # label -> latency, ran_on, build_s
+    "anchors",  # label -> latency, ran_on (and a note)
+    "speedup_vs_tvm",
+    "outputs_match",  # label -> whether its outputs are the reference's
+    "differences",  # label -> what differs, one line each
+    "detections_equal",  # label -> "found/rows" of the reference's detections (detectors only)
+    "weights",
+    "weights_label",
+    "machine",
+    "notes",
+    "skipped",  # label -> why it could not run
+    "targets",  # the first offloaded build against TARGETS
+    "where_time_goes",  # label -> its slowest VM calls (with where=True)
+    "warnings",  # outputs that are not finite
+)
+# The bar this project set for the SSD's offloaded build on a CPU.
+TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
+
+
+def parse_backends(text: str) -> tuple:
+    """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones.
+
+    Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
+    """
+    from byoc_workbench.backends import registry
+    from byoc_workbench.backends.codegen import resolve_backend
+
+    names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in registry.choices()]
+    if unknown or not names:
+        near = [m for n in unknown for m in difflib.get_close_matches(n, registry.choices(), n=1)]
+        raise WorkbenchError(
+            f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
+            (f"did you mean {', '.join(near)}? " if near else "")
+            + f"pass --backends as a comma-separated list of: {', '.join(registry.choices())}, or a codegen's .py file",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+@dataclasses.dataclass
+class Benched:
+    """A model as the bench sees it, whichever way it came (:func:`zoo_model`, :func:`own_model`)."""
+
+    name: str
+    task: str | None
+    family: str | None
+    inputs: list
+    alone: object  # the module TVM alone builds
+    offload: Callable  # (backend, prune) -> its stages, the last one codegen
+    reference: str  # what the outputs are checked against
+    weights: str
+    weights_label: str
+    mark: str  # shown on each build's printout, e.g. "untrained weights"
+    notes: list
+    judge: Callable  # (outputs, what ran them) -> what is compared: a Prediction, or the outputs
+    differ: Callable  # (reference, judged) -> (lines that differ, "found/rows" or None)
+    anchors: Callable  # (repeat, progress, max_seconds) -> ({label: entry}, {label: outputs}, {label: why})
+    expected: Callable | None = None  # () -> the reference's outputs; None: TVM alone's
+
+
+def zoo_model(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=None) -> Benched:
+    """A zoo model for :func:`bench_model`: loaded (or ``loaded``), imported and prepared, on ``image``."""
+    from byoc_workbench import stages, transforms
+    from byoc_workbench.flow.rules import get_target
+    from byoc_workbench.models.images import model_input
+
+    t0 = time.perf_counter()
+    shape = loaded.input_shape if loaded else zoo.model_spec(model).input_shape
+    x, _ = model_input(image, shape)  # a bad picture fails before the model loads
+    loaded = loaded or zoo.load_model(model, weights)
+    imported = zoo.import_model(model, loaded=loaded)
+    prepared = transforms.prepare(imported.mod)
+    rules = get_target("tensorrt").rules
+    task = loaded.spec.kind
+    return Benched(
+        model,
+        task,
+        loaded.spec.family,
+        [x],
+        imported.mod,
+        offload=lambda backend, prune: stages.offload(prepared, backend, prune, rules=rules),
+        reference="tvm alone",
+        weights="trained" if loaded.is_trained else "untrained",
+        weights_label=loaded.weights_label,
+        mark="" if loaded.is_trained else loaded.weights_label,
+        notes=[f"import and prepare: {time.perf_counter() - t0:.1f} s"],
+        judge=lambda outputs, what: meaning.prediction(task, outputs, loaded, what),
+        differ=differ_predictions,
+        anchors=functools.partial(zoo_anchors, loaded, x),
+    )
+
+
+def own_model(wb) -> Benched:
+    """Your own model for :func:`bench_model`, from a workbench made by ``from_onnx`` or ``from_torch``."""
+    model = byom.own_model(wb)
+    return Benched(
+        model.name,
+        "detection" if model.detection else None,
+        None,
+        model.inputs,
+        model.mod,
+        offload=functools.partial(byom.offloaded, wb),
+        reference=model.reference_name,
+        weights="as in the model",
+        weights_label=wb.mark or "weights as in the model",
+        mark=wb.mark,
+        notes=[f"import: {model.import_s:.1f} s ({model.source_ops} source ops)"],
+        judge=lambda outputs, what: outputs,
+        differ=functools.partial(differ_outputs, detection=model.detection),
+        anchors=functools.partial(own_anchors, model),
+        expected=lambda: model.reference(model.inputs),
+    )
+
+
+def bench_model(
+    model=zoo.DEFAULT_MODEL,
+    backends=("tvm", "onnxruntime"),
+    repeat: int = 10,
+    tvm_repeat: int = 1,
+    weights=None,
+    image=None,
+    unpruned: bool = True,
+    anchors: bool = True,
+    progress: bool = True,
+    where: bool = False,
+    loaded: zoo.LoadedModel | None = None,
+    max_seconds: float | None = None,
+) -> dict:
+    """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
+
+    ``model`` is a zoo model's name (``weights``, ``image`` and ``loaded``, a
+    model already loaded, go with it) or a workbench holding your own model.
+    Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
+    :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
+    the first offloading backend against :data:`TARGETS`; with ``where``,
+    ``where_time_goes`` holds each offloaded build's time per VM call
+    (:func:`byoc_workbench.measure.timing.where_time_goes`); ``warnings`` name
+    outputs that are not finite (:func:`byoc_workbench.models.meaning.nonfinite_warning`).
+    ``max_seconds`` refuses a timed loop that its first run says would take longer.
+    """
+    if repeat < 1 or tvm_repeat < 1:
+        raise WorkbenchError(
+            f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
+        )
+    what = zoo_model(model, weights, image, loaded) if isinstance(model, str) else own_model(model)
+    result = _layout(what)
+    found = _builds(what, result, backends, (repeat, tvm_repeat), unpruned, progress, where, max_seconds)
+    if "tvm" in result["backends"]:
+        result["notes"].append(
+            f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up; "
+            f"the others {repeat} times after warm-up"
+        )
+    if anchors:
+        _time_anchors(what, result, found, repeat, progress, max_seconds)
+    _compare(result, found, what.expected() if what.expected else None, what.differ)
+    result["notes"].append(f"outputs checked against {what.reference}")
+    result["warnings"] = [w for p in found.values() for w in getattr(p, "warnings", ())]
+    return result
+
+
+def _layout(what: Benched) -> dict:
+    """An empty result: every key of :data:`LAYOUT`, in its order."""
+    return {
+        "model": what.name,
+        "task": what.task,
+        "family": what.family,
+        "input_shape": list(np.shape(what.inputs[0])),
+        "reference": what.reference,
+        "backends": {},
+        "anchors": {},
+        "speedup_vs_tvm": {},
+        "outputs_match": {},
+        "differences": {},
+        "detections_equal": {},
+        "weights": what.weights,
+        "weights_label": what.weights_label,
+        "machine": clock.machine(),
+        "notes": list(what.notes),
+        "skipped": {},
+        "targets": {},
+        "where_time_goes": {},
+        "warnings": [],
+    }
+
+
+def _builds(what: Benched, result: dict, backends, repeats: tuple, unpruned, progress, where, max_seconds) -> dict:
+    """Each backend's builds (offloaded ones pruned, then unpruned), timed into ``result``;
+    returns ``{label: judged outputs}``. A backend that cannot run is skipped with why."""
+    found: dict = {}
+    for name in backends:
+        builds = [(name, True)] + ([(f"{name}_unpruned", False)] if name != "tvm" and unpruned else [])
+        for label, prune in builds:
+            try:
+                run, staged = _run(what, name, prune, label, repeats, progress, max_seconds)
+            except clock.OverBudget:
+                raise  # the user's bound, not this backend's problem
+            except WorkbenchError as err:
+                result["skipped"][label] = err.line
+                break
+            result["backends"][label] = timing.run_json(run)
+            found[label] = what.judge(run.outputs, run.backend)
+            if where and staged is not None:
+                built = timing.build(staged, mark=what.mark)
+                result["where_time_goes"][label] = timing.where_time_goes(built, what.inputs, repeats[0])
+    return found
+
+
+def _run(what: Benched, backend: str, prune: bool, label: str, repeats: tuple, progress, max_seconds) -> tuple:
+    """``(Run, stages)`` of one build: TVM alone once per ``tvm_repeat``, without warm-up (its stages
+    None), or offloaded through ``backend`` ``repeat`` times after one warm-up."""
+    repeat, tvm_repeat = repeats
+    kw = {"mark": what.mark, "progress": progress, "max_seconds": max_seconds}
+    if backend == "tvm":
+        return runner.build_and_run(what.alone, what.inputs, tvm_repeat, 0, label="tvm alone", **kw), None
+    staged = what.offload(backend, prune)
+    return runner.build_and_run(staged[-1], what.inputs, repeat, 1, label=label, **kw), staged
+
+
+def _time_anchors(what: Benched, result: dict, found: dict, repeat: int, progress, max_seconds) -> None:
+    """The whole-model anchors timed into ``result``, their outputs judged into ``found``."""
+    entries, outputs, skipped = what.anchors(repeat, progress, max_seconds)
+    result["anchors"].update(entries)
+    result["skipped"].update(skipped)
+    for label, entry in entries.items():
+        found[label] = what.judge(outputs[label], label)
+        if entry.get("note"):
+            result["notes"].append(f"{label}: {entry['note']}")
+
+
+def differ_predictions(ref, got) -> tuple:
+    """``(lines, detections)``: what differs between two predictions of a zoo model's task
+    (:func:`byoc_workbench.measure.compare.differences`), and for a detector how many of
+    ``ref``'s detections ``got`` holds, as ``"found/rows"`` (else None)."""
+    lines = matching.differences(ref, got)
+    if (getattr(ref, "task", "") or "detection") != "detection":
+        return lines, None
+    rows = len(np.asarray(ref["ids"])[0])
+    return lines, f"{rows - len(matching.unmatched(ref, got))}/{rows}"
+
+
+def differ_outputs(ref, got, detection: bool = False) -> tuple:
+    """``(lines, detections)`` as :func:`differ_predictions`, for raw outputs against the reference's
+    (:func:`byoc_workbench.measure.compare.check_outputs`): each output over the tolerance, or the detections."""
+    check = matching.check_outputs(ref, got, detection=detection)
+    found = check.get("detections_found")
+    if check["equal"]:
+        return [], found
+    if detection:
+        k, rows = found.split("/")
+        return [f"detections: {k} of {rows} found"], found
+    tol = check["tolerance"]
+    over = [r for r in check["outputs"] if not r["max_rel"] <= tol]
+    return [f"output {r['output']}: max relative error {r['max_rel']:.2e}, over {tol:g}" for r in over], found
+
+
+def _compare(result: dict, found: dict, expected=None, differ: Callable = differ_predictions) -> None:
+    """Speedups over TVM alone, each build's and anchor's outputs against the reference (TVM
+    alone's when ``expected`` is None), and the targets (:func:`targets`)."""
+    timed = {**result["backends"], **result["anchors"]}
+    ref = found.get("tvm") if expected is None else expected
+    for label, entry in timed.items():
+        if "tvm" in timed and label != "tvm":
+            result["speedup_vs_tvm"][label] = timed["tvm"]["median_s"] / entry["median_s"]
+        if ref is None or (expected is None and label == "tvm"):
+            continue
+        lines, detections = differ(ref, found[label])
+        result["outputs_match"][label] = not lines
+        result["differences"][label] = lines
+        if detections is not None:
+            result["detections_equal"][label] = detections
+    result["targets"] = targets(result)
+
+
+def targets(result: dict) -> dict:
+    """The first offloaded (pruned) build against :data:`TARGETS`; empty when none ran."""
+    timed = {**result["backends"], **result["anchors"]}
+    offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)
+    if offloaded is None:
+        return {}
+    t = result["backends"][offloaded]["median_s"]
+    found = {"backend": offloaded}
+    if "tvm" in timed:
+        found[f"at_least_{TARGETS['vs_tvm_at_least']:g}x_faster_than_tvm"] = (
+            timed["tvm"]["median_s"] / t >= TARGETS["vs_tvm_at_least"]
+        )
+    if "mxnet" in timed:
+        found["faster_than_mxnet"] = t < timed["mxnet"]["median_s"]
+    if "onnxruntime_whole_model" in timed:
+        ratio = t / timed["onnxruntime_whole_model"]["median_s"]
+        found["vs_onnxruntime_whole_model"] = ratio
+        found[f"within_{TARGETS['vs_ort_whole_model_within']:g}x_of_onnxruntime_whole_model"] = (
+            ratio <= TARGETS["vs_ort_whole_model_within"]
+        )
+    return found
+
+
+def report_text(result: dict) -> str:
+    """The bench as a table, saying which backend ran each row and what the weights were."""
+    lines = [
+        f"{result['model']} ({', '.join(filter(None, (result['family'], result['weights_label'])))}), "
+        f"input {tuple(result['input_shape'])}, " + text.machine_line(result["machine"]),
+        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
+    ]
+    for group in ("backends", "anchors"):
+        for label, e in result[group].items():
+            speed = result["speedup_vs_tvm"].get(label)
+            same = result["detections_equal"].get(label) or {True: "equal", False: "DIFFERENT"}.get(
+                result["outputs_match"].get(label), ""
+            )
+            if e.get("note") == CLASS_AGNOSTIC and same:
+                same += " (class-agnostic NMS)"
+            lines.append(
+                f"{label:26s} {text.seconds(e['median_s']):>9s} {text.seconds(e['min_s']):>9s} "
+                f"{text.seconds(e['max_s']):>9s} {e['runs']:4d} {f'{speed:.1f}x' if speed else '':>7s}  "
+                f"{same:15s}  {e['ran_on']}"
+            )
+    lines += [f"skipped {k}: {why}" for k, why in result["skipped"].items()]
+    differ = {k: v for k, v in result["differences"].items() if v and k not in result["detections_equal"]}
+    lines += [f"{label} differs from {result['reference']}: {d}" for label, ds in differ.items() for d in ds]
+    for label, w in result["where_time_goes"].items():
+        kinds = ", ".join(f"{k} {text.seconds(v)}" for k, v in w["by_kind"].items())
+        lines.append(f"where {label}'s {text.seconds(w['end_to_end_s'])} go: {kinds}")
+        lines += [f"  {text.seconds(r['time_s']):>9s}  {r['kind']:9s} {r['name']}" for r in w["top"]]
+    lines += [f"note: {n}" for n in result["notes"]]
+    if result["targets"]:
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in result["targets"].items())
+        lines.append(f"targets (the project's bar for the SSD offloaded on a CPU): {shown}")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

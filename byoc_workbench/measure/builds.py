@@ -1,0 +1,64 @@
+"""Ready-made builds to time: the Part 1 demo loop, and a zoo model offloaded.
+
+Each returns ``(Built, inputs)`` for :func:`byoc_workbench.measure.timing.profile`
+and :func:`byoc_workbench.measure.numerics.compare`.
+"""
+
+from __future__ import annotations
+
+from byoc_workbench.measure import timing
+
+
+def demo_build(backend: str | None = None, prune: bool = True, options: dict | None = None) -> tuple:
+    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
+
+    The demo is partitioned with ``byoc-target``'s rules, or with the rules of
+    the backend's own target when it has one (a codegen registered with rules).
+    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino).
+    """
+    from byoc_workbench import stages
+    from byoc_workbench.flow import rules
+    from byoc_workbench.models import demo
+
+    prune_rule = stages.no_mac() if prune else stages.keep_all
+    target = own_target(backend) or rules.get_target("byoc-target")
+    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend, options=options)
+    return timing.build(found), demo.demo_inputs()
+
+
+def own_target(backend: str | None):
+    """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
+    from byoc_workbench.backends.registry import DEFAULT
+    from byoc_workbench.flow import rules
+
+    native = getattr(DEFAULT.backends.get(backend or ""), "native", None)
+    name = next((n for n in rules.TARGETS if native and rules.codegen_name(n) == native), None)
+    return rules.get_target(name) if name else None
+
+
+def model_build(
+    backend: str = "onnxruntime",
+    prune: bool = True,
+    workbench=None,
+    model=None,
+    weights=None,
+    image=None,
+    options: dict | None = None,
+) -> tuple:
+    """``(Built, inputs)`` for a zoo model (the SSD by default) with upstream's TensorRT rules,
+    offloaded through ``backend``.
+
+    ``workbench`` reuses a :func:`byoc_workbench.subjects.model_workbench`
+    (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
+    """
+    from byoc_workbench import stages, subjects
+    from byoc_workbench.models import zoo
+    from byoc_workbench.models.images import model_input
+
+    if workbench is None:  # the picture before the 15 s import: a bad one fails first
+        x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)[0]
+        workbench = subjects.model_workbench(model, weights)[0]
+    else:
+        x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
+    found = stages.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
+    return timing.build(found, mark=workbench.mark), [x]

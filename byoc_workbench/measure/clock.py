@@ -1,0 +1,132 @@
+"""Timing whole runs, and where they were timed.
+
+:func:`measure` calls a function a number of times and returns its
+:class:`Latency` (median, min, max); with a time budget, the first call's
+time refuses a loop that would take longer (:func:`check_budget`,
+:class:`OverBudget`). :func:`machine` records where numbers are measured.
+Every measurement of the package goes through these: ``runner`` times
+builds, ``timing`` each VM call, ``bench`` and ``search`` whole models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import tvm
+
+from byoc_workbench import progress as _progress
+from byoc_workbench import text
+from byoc_workbench.errors import WorkbenchError
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """Seconds per run: median, min and max over ``runs`` timed runs, after ``warmup`` untimed ones."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    runs: int
+    warmup: int = 0
+
+    @classmethod
+    def of(cls, times, warmup: int = 0) -> Latency:
+        return cls(statistics.median(times), min(times), max(times), len(times), warmup)
+
+    def to_json(self) -> dict:
+        return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s, "runs": self.runs}
+
+    def __str__(self) -> str:
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if self.runs == 1:
+            return f"{text.seconds(self.median_s)} (1 run, after {self.warmup} warm-up)"
+        return (
+            f"median {text.seconds(self.median_s)} (min {text.seconds(self.min_s)}, max {text.seconds(self.max_s)}; "
+            f"{runs} after {self.warmup} warm-up)"
+        )
+
+
+class OverBudget(WorkbenchError):
+    """A timed loop would take longer than the time allowed (``--max-seconds``)."""
+
+
+def check_budget(first_s: float, left: int, max_seconds: float | None, desc: str = "runs") -> None:
+    """Refuse, in one line, a loop whose ``left`` runs of ``first_s`` each would take over ``max_seconds``."""
+    if max_seconds is None or first_s * left <= max_seconds:
+        return
+    needed = first_s * left
+    raise OverBudget(
+        f"{desc}: {left} more runs at about {text.seconds(first_s)} each would take about {text.seconds(needed)}, "
+        f"over the limit of {text.seconds(max_seconds)}",
+        f"ask for fewer runs (--repeat, --runs), or pass --max-seconds {int(needed * 1.2) + 1} to allow it",
+    )
+
+
+def measure(
+    fn,
+    repeat: int = 10,
+    warmup: int = 1,
+    desc: str = "runs",
+    progress: bool = True,
+    max_seconds: float | None = None,
+    bar: _progress.Bar | None = None,
+) -> Latency:
+    """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
+
+    With ``max_seconds``, the first call's time estimates the rest, and a loop
+    that would take longer is refused (see :func:`check_budget`). The runs show
+    on ``bar`` (a :func:`byoc_workbench.progress.bar`) when given, else on a bar of their own.
+    """
+    if repeat < 1 or warmup < 0:
+        raise WorkbenchError(
+            f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
+        )
+    times = []
+    with contextlib.nullcontext(bar) if bar is not None else _progress.bar(enabled=progress) as shown:
+        shown.phase(desc, warmup + repeat, "run")
+        for i in range(warmup + repeat):
+            t0 = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - t0
+            if i == 0:
+                check_budget(elapsed, warmup + repeat - 1, max_seconds, desc)
+            if i >= warmup:
+                times.append(elapsed)
+            shown.update()
+        latency = Latency.of(times, warmup)
+        if bar is None:
+            shown.done = f"{desc}: {latency}"
+    return latency
+
+
+def machine() -> dict:
+    """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU and the backends' versions."""
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "tvm": tvm.__version__,
+        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
+    }
+    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # read, not imported: mxnet takes a second
+            info[name] = importlib.metadata.version(name)
+    with contextlib.suppress(OSError):
+        info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran while measuring
+    return info
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()

@@ -1,0 +1,406 @@
+"""The seed's ``build_and_run``: build a module, warm it up, time it, and show what was built.
+
+:func:`build_and_run` takes a module at any point of the flow: TVM alone
+(the imported model), a partitioned one (its subgraphs are compiled by the
+backend named here first), or a codegen stage (its compiled subgraphs kept).
+It returns a :class:`Run`: the outputs, a
+:class:`~byoc_workbench.measure.clock.Latency` (median, min, max), the
+runtime's :class:`Structure` (VM functions, TIR kernels, external functions
+and the backend holding each) and the artifact of each subgraph (an ONNX
+summary, a TensorRT engine's layers, or generated NumPy or C source).
+
+Every printout names the backend that actually ran (:func:`ran_on`), e.g.
+``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+import numpy as np
+import tvm
+
+from byoc_workbench import ir, text
+from byoc_workbench import progress as _progress
+from byoc_workbench.backends import registry
+from byoc_workbench.measure import clock, execute
+
+# --- what was built -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class External:
+    """An external function the VM calls: a compiled subgraph, and the backend that holds it."""
+
+    subgraph: str
+    symbol: str
+    backend: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """The runtime's structure, as the seed prints ``lib.get_lib()`` and its imported modules."""
+
+    executable: str  # the executable module's kind, e.g. relax.VMExecutable
+    libraries: tuple  # kinds of the modules it imports, e.g. ("llvm",)
+    functions: tuple  # Relax functions the VM interprets
+    kernels: tuple  # TIR kernels compiled into the libraries
+    externals: tuple  # External per compiled subgraph
+    builtins: tuple  # vm.builtin.* and other packed functions of TVM's runtime
+
+    def lines(self) -> list:
+        libs = ", ".join(self.libraries) or "none"
+        out = [
+            f"{self.executable}",
+            text.wrap(f"  VM functions ({len(self.functions)}): {', '.join(self.functions)}", indent="  |    "),
+            text.wrap(
+                f"  |- {libs} library: {len(self.kernels)} TIR kernels" + _sample(self.kernels), indent="  |    "
+            ),
+            f"  |- external functions ({len(self.externals)}):" + ("" if self.externals else " none"),
+        ]
+        out += [
+            text.wrap(f"  |    {e.subgraph} held by {e.backend}, as {e.symbol}", indent="  |      ")
+            for e in self.externals
+        ]
+        out.append(
+            text.wrap(f"  |- TVM runtime builtins ({len(self.builtins)})" + _sample(self.builtins), indent="  |    ")
+        )
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _sample(names, n: int = 4) -> str:
+    if not names:
+        return ""
+    more = f", … {len(names) - n} more" if len(names) > n else ""
+    return ": " + ", ".join(names[:n]) + more
+
+
+_GLOBAL = re.compile(r"^@(\S+?)(:| packed_func;)$", re.MULTILINE)
+
+
+def structure(executable, generated: dict | None = None) -> Structure:
+    """What ``executable`` (from :func:`byoc_workbench.measure.execute.compile`) holds.
+
+    ``generated`` (``{subgraph: Compiled}``) names the subgraph and backend of
+    each external function.
+    """
+    by_symbol = {c.symbol: c for c in (generated or {}).values()}
+    lib = executable.mod
+    imports = list(lib.imports_)
+    functions, kernels, externals, builtins = [], [], [], []
+    for name, kind in _GLOBAL.findall(executable.as_text()):
+        if kind == ":":
+            functions.append(name)
+        elif name in by_symbol:
+            c = by_symbol[name]
+            externals.append(External(c.name, name, describe_backend(c)))
+        elif any(m.implements_function(name) for m in imports):
+            kernels.append(name)
+        else:
+            builtins.append(name)
+    return Structure(lib.kind, tuple(m.kind for m in imports), *map(tuple, (functions, kernels, externals, builtins)))
+
+
+def describe_backend(compiled) -> str:
+    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``."""
+    if compiled.backend == "onnxruntime":
+        from byoc_workbench.backends import onnxruntime
+
+        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
+        return f"onnxruntime ({provider})"
+    return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
+
+
+def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -> str:
+    """One phrase for every printout: the backends that ran the subgraphs, and why the others did not.
+
+    e.g. ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable (…)``, or
+    ``tvm alone (llvm)`` when nothing was offloaded.
+    """
+    if not generated:
+        return f"tvm alone ({target})"
+    names = sorted({describe_backend(c) for c in generated.values()})
+    refused = {}
+    for c in generated.values():
+        for backend, why in c.tried:
+            refused.setdefault(backend, why)
+    text = ", ".join(names) + f" + tvm ({target}) for the rest"
+    for backend, why in refused.items():
+        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
+        text += f" — {pretty} not available: {why}"
+    if skipped:
+        text += f"; {len(skipped)} subgraph(s) back on tvm"
+    return text
+
+
+# --- build and run ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+    """One module built and run: outputs, latency, the runtime's structure and each subgraph's artifact."""
+
+    label: str
+    backend: str  # :func:`ran_on`
+    latency: clock.Latency
+    build_s: float
+    outputs: list
+    structure: Structure
+    generated: dict  # subgraph -> Compiled
+    skipped: dict  # subgraph -> why TVM kept it
+    vm: object = dataclasses.field(repr=False, default=None)
+    mark: str = ""  # e.g. "untrained weights"
+
+    def line(self) -> str:
+        """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.text.WIDTH`."""
+        mark = f" — {self.mark}" if self.mark else ""
+        return text.wrap(
+            f"{self.label} [{self.backend}]: build {text.seconds(self.build_s)}, {self.latency}{mark}", indent="  "
+        )
+
+    def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
+        """The generated artifact of one subgraph (default: the first), as its backend shows it:
+        an ONNX summary, a TensorRT engine's layers, or generated NumPy or C source; ``lines`` caps it."""
+        if not self.generated:
+            return "nothing was offloaded: TVM compiled the whole module"
+        name = subgraph or next(iter(self.generated))
+        text = self.generated[name].source.splitlines()
+        more = f"\n… {len(text) - lines} more lines" if lines is not None and len(text) > lines else ""
+        head = f"# {name}, compiled by {describe_backend(self.generated[name])}"
+        return "\n".join([head, *text[:lines]]) + more
+
+    def __str__(self) -> str:
+        return self.line() + "\nRuntime structure:\n" + str(self.structure)
+
+
+def _module_and_generated(what, backend: str | None, options: dict) -> tuple:
+    """``(module, generated, skipped)`` from a module or a codegen stage, subgraphs compiled by ``backend``."""
+    if hasattr(what, "generated") and hasattr(what, "mod"):  # a codegen Stage
+        mod, generated, skipped = what.mod, dict(what.generated or {}), {}
+    else:
+        mod, generated, skipped = what, {}, {}
+    if ir.subgraph_functions(mod):
+        # Subgraphs left uncompiled: the backend compiles them; with "tvm" they go back to the host.
+        mod, more, skipped = registry.run_codegen(mod, backend or "tvm", **options)
+        generated.update(more)
+    return mod, generated, skipped
+
+
+def build_and_run(
+    what,
+    inputs,
+    repeat: int = 10,
+    warmup: int = 1,
+    target: str = "llvm",
+    backend: str | None = None,
+    label: str = "",
+    mark: str = "",
+    progress: bool = True,
+    options: dict | None = None,
+    max_seconds: float | None = None,
+) -> Run:
+    """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
+
+    Parameters
+    ----------
+    what : tvm.IRModule or codegen Stage
+        A module (TVM alone, or partitioned: its subgraphs go to ``backend``),
+        or the codegen stage of ``run_stages``, whose subgraphs are compiled.
+    inputs : list of arrays
+        The arguments of ``main``, copied once to ``target``'s device.
+    repeat, warmup : int
+        Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
+        the first timed run shows a progress bar per VM call.
+    backend : str, optional
+        For a partitioned module: any backend of the registry (``onnxruntime``,
+        ``tensorrt``, ``auto``, ``teaching``, ``c``, yours) or ``tvm`` (see
+        :mod:`byoc_workbench.backends.registry`).
+    label, mark : str
+        What the printout calls this build, and e.g. ``"untrained weights"``.
+    max_seconds : float, optional
+        Refuse the timed runs when the first one says they would take longer.
+    """
+    mod, generated, skipped = _module_and_generated(what, backend, options or {})
+    name = label or "module"
+    with _progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
+        t0 = time.perf_counter()
+        executable = execute.compile(mod, target)
+        vm = tvm.relax.VirtualMachine(executable, execute.device(target))
+        build_s = time.perf_counter() - t0
+        dev = execute.device(target)
+        args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
+        fn = vm["main"]
+        calls: list = []  # VM calls of the first run, when they are counted
+        if warmup == 0 and progress:
+            fn = _first_call_with_progress(vm, executable, fn, name, bar, calls)
+        last: list = [None]
+
+        def once():
+            last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
+
+        latency = clock.measure(once, repeat, warmup, f"{name}: run", max_seconds=max_seconds, bar=bar)
+        counted = f", {calls[0]} VM calls" if calls else ""
+        runs = f"{latency.runs} run{'s' if latency.runs != 1 else ''}"
+        bar.done = text.wrap(
+            f"{name}: built in {text.seconds(build_s)}; {runs}, median {text.seconds(latency.median_s)}{counted}",
+            indent="  ",
+        )
+    return Run(
+        name,
+        ran_on(generated, skipped, target),
+        latency,
+        build_s,
+        execute.to_numpy(last[0]),
+        structure(executable, generated),
+        generated,
+        skipped,
+        vm,
+        mark,
+    )
+
+
+def _first_call_with_progress(vm, executable, fn, name: str, bar: _progress.Bar, calls: list):
+    """``fn`` whose first call counts the VM calls ``main`` makes on ``bar`` (a slow baseline:
+    tens of seconds) and appends their number to ``calls``; later calls run without the instrument."""
+    expected = sum(
+        1 for ln in executable.as_text().split("@main:", 1)[-1].split("\n@", 1)[0].splitlines() if "call" in ln
+    )
+    state = {"first": True}
+
+    def wrapped(*args):
+        if not state["first"]:
+            return fn(*args)
+        state["first"] = False
+        tq = bar.tq
+        runs = (tq.desc, tq.total, tq.unit) if tq is not None else None
+        bar.phase(f"{name}: VM calls of run 1", expected, "call")
+        count = [0]
+
+        def instrument(func, symbol, before, ret, *a):
+            if not before:
+                count[0] += 1
+                bar.update()
+            return 0
+
+        vm.set_instrument(instrument)
+        try:
+            return fn(*args)
+        finally:
+            vm.set_instrument(lambda *a: 0)
+            calls.append(count[0])
+            if runs is not None:
+                bar.phase(*runs)  # back to counting runs
+
+    return wrapped
+
+
+# --- for notebook 02 ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The offloading backend this machine can run, the target TVM builds for, and a line saying why."""
+
+    backend: str
+    target: str
+    line: str
+
+
+def offload_choice() -> Choice:
+    """TensorRT (and TVM on CUDA) where TensorRT and an NVIDIA GPU are usable, else ONNX Runtime on the CPU."""
+    from byoc_workbench.backends import tensorrt
+
+    why = tensorrt.missing()
+    if why is None:
+        return Choice(
+            "tensorrt", "cuda", "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
+        )
+    cause = why.split(" Fix:")[0].removeprefix("error: ")  # one sentence, which may hold parentheses itself
+    line = (
+        f"No TensorRT here: {cause} The offloaded subgraphs run on ONNX Runtime (CPU), the rest on TVM (llvm), "
+        "and every timing says so."
+    )
+    return Choice("onnxruntime", "llvm", text.wrap(line))
+
+
+def _what_ran(backend: str) -> tuple:
+    """``ran_on``'s phrase split into what ran and why the others did not."""
+    ran, _, why = backend.partition(" — ")
+    return ran, why
+
+
+def speedup_table(runs, baseline: Run | None = None) -> str:
+    """A text table of several runs: latency, speedup over ``baseline`` (default: the first) and what ran
+    each; under it, why a backend did not run, the machine, and the weights' mark."""
+    runs = list(runs)
+    base = baseline or runs[0]
+    marks = {r.mark for r in runs if r.mark}
+    width = max(12, *(len(r.label) for r in runs))
+    head = f"{'build':{width}s} {'median':>8s} {'min':>8s} {'runs':>4s} {'speedup':>7s}  ran on"
+    lines = [head]
+    whys = []
+    for r in runs:
+        lat = r.latency
+        ran, why = _what_ran(r.backend)
+        if why and why not in whys:
+            whys.append(why)
+        row = (
+            f"{r.label:{width}s} {text.seconds(lat.median_s):>8s} {text.seconds(lat.min_s):>8s} "
+            f"{lat.runs:4d} {base.latency.median_s / lat.median_s:6.1f}x  "
+        )
+        # What ran goes under the row when the line would be too long for a notebook.
+        lines.append(row + ran if len(row + ran) <= text.WIDTH else f"{row.rstrip()}\n    ran on {ran}")
+    lines += [text.wrap(w, indent="  ", first="note: ") for w in whys]
+    lines.append(
+        text.wrap(
+            f"speedup over {base.label}, measured here ({text.machine_line(clock.machine())}): it depends on the "
+            "machine and on what else runs on it.",
+            indent="  ",
+        )
+    )
+    if marks:
+        lines.append(f"[{'; '.join(sorted(marks))}]")
+    return "\n".join(lines)
+
+
+def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
+    """What one subgraph costs offloaded and on the host, from two :class:`byoc_workbench.measure.timing.Profile`\\ s.
+
+    ``offloaded`` is a profile of a build that offloads ``subgraph``; ``on_host``
+    one of a build where TVM runs the same ops (e.g. after pruning). With
+    ``partitioned`` (the module holding the subgraph function, e.g.
+    ``Built.partitioned``), every binding of the subgraph is looked up on the
+    host; without, only the binding its call defines. Returns seconds per run:
+    ``compute_s`` and ``boundary_s`` (into and out of the backend) offloaded,
+    ``host_s`` on TVM, and ``host_kernels``: how many host kernels were found.
+    """
+    entries = [e for e in offloaded.entries if e.name == subgraph or e.name.startswith(f"{subgraph} ▸ ")]
+    site = next((e.site for e in entries if e.kind == "subgraph"), None)
+    compute = sum(e.time_s for e in entries if e.kind == "subgraph")
+    boundary = sum(e.time_s for e in entries if e.kind != "subgraph")
+    host, kernels = 0.0, 0
+    if site is not None and site.var is not None:
+        names = {site.var.name}
+        if partitioned is not None and subgraph in [gv.name_hint for gv in partitioned.get_global_vars()]:
+            names |= {s.var.name for s in ir.walk(partitioned[subgraph], descend=False)}
+        for e in on_host.entries:
+            if e.kind == "kernel" and e.site is not None and e.site.var is not None:
+                if e.site.function == site.function and e.site.var.name in names:
+                    host, kernels = host + e.time_s, kernels + 1
+    return {"subgraph": subgraph, "compute_s": compute, "boundary_s": boundary, "host_s": host, "host_kernels": kernels}
+
+
+def subgraph_cost_line(cost: dict, backend: str) -> str:
+    offloaded = cost["compute_s"] + cost["boundary_s"]
+    verdict = "costs more offloaded" if offloaded > cost["host_s"] else "costs less offloaded"
+    return text.wrap(
+        f"{cost['subgraph']}: offloaded to {backend} {text.seconds(offloaded)} per run "
+        f"({text.seconds(cost['compute_s'])} compute + {text.seconds(cost['boundary_s'])} crossing in and out); "
+        f"the same ops on TVM {text.seconds(cost['host_s'])} ({cost['host_kernels']} kernels): it {verdict}",
+        indent="  ",
+    )

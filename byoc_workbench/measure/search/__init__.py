@@ -1,0 +1,71 @@
+"""Let the measurements choose: a placement search across backends (Collage on Relax).
+
+``search(load({"kind": "demo"}))`` measures candidate placements of a model's
+units on each backend (``onnxruntime``, ``openvino``, ``tvm`` for the host),
+picks the cheapest by a shortest path over the graph's order, builds it and
+checks it against TVM alone. See :mod:`.core` for the steps, :mod:`.placement`
+for units and segments, :mod:`.measure` for the measurements and their cache.
+
+:func:`measure_candidate` measures one candidate from a serialisable
+description, in this process or another one: it is the entry point for
+running a search's measurements on a distributed engine (README, "A search
+over many models or machines").
+"""
+
+from __future__ import annotations
+
+from byoc_workbench.measure.search.core import (
+    DEFAULT_BACKENDS,
+    Row,
+    SearchResult,
+    check_backends,
+    plan_for,
+    search,
+)
+from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, measure
+from byoc_workbench.measure.search.placement import Plan, Segment
+from byoc_workbench.subjects import Subject, load, of
+
+__all__ = [
+    "DEFAULT_BACKENDS",
+    "Cache",
+    "Cost",
+    "Measured",
+    "NotCached",
+    "Plan",
+    "Row",
+    "SearchResult",
+    "Segment",
+    "Subject",
+    "check_backends",
+    "load",
+    "measure",
+    "measure_candidate",
+    "of",
+    "plan_for",
+    "search",
+]
+
+
+def measure_candidate(description: dict) -> dict:
+    """Measure one candidate placement from a serialisable description; returns plain JSON.
+
+    ``description`` is ``{"model": <a model description, see .subject>,
+    "backends": [...], "assign": {label: backend}, "options": {"precision":
+    "f32"}, "runs": 10}``; with no ``assign``, it measures every unit on TVM
+    (TVM alone). The result is :meth:`Measured.to_json` (each segment's cost,
+    the rest, end to end), plus ``machine`` and ``units``, so results from many
+    machines can be gathered and searched over (:func:`byoc_workbench.measure.search.paths.k_best`).
+    It imports the model itself, so it can run in a fresh process, e.g. as a
+    Ray task: ``ray.get([ray.remote(measure_candidate).remote(d) for d in descriptions])``.
+    """
+    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.measure.clock import machine
+
+    if not isinstance(description, dict) or "model" not in description:
+        raise WorkbenchError("A candidate's description needs a model", 'pass {"model": {"kind": "demo"}, ...}')
+    subject = load(description["model"])
+    plan = plan_for(subject, check_backends(description.get("backends", DEFAULT_BACKENDS)))
+    assign = description.get("assign") or {u: "tvm" for u in plan.units}
+    measured = measure(plan, subject, assign, description.get("options"), int(description.get("runs", 10)))[0]
+    return measured.to_json() | {"machine": machine(), "units": plan.units, "model": subject.name}

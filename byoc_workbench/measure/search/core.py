@@ -1,0 +1,427 @@
+"""The placement search: candidates measured, the cheapest placement by a shortest path, then built and checked.
+
+Collage (PLDI 2022; in TVM until Relay was removed) on Relax, measured rather
+than estimated. For a model and a set of backends:
+
+1. **TVM alone**, once: the reference outputs, and each unit's cost on the
+   host from the instrumented run (per member, for the seams). On the SSD
+   one untuned run takes tens of seconds, so it is run once, never more.
+2. **Each backend alone**: every unit offloaded to it, one build per backend.
+3. **The pruning choice**: the default prune rule's placement (units without
+   a multiply-accumulate op on TVM), which also times those units warm on TVM.
+4. **Seams**: each unit with a narrow cut (one tensor crossing) is cut where
+   TVM's time map splits it evenly, and the pieces are measured on each backend
+   in as many builds as there are backends (a Latin square).
+5. **The shortest path** over the graph's order (:mod:`.paths`) ranks every
+   placement these measurements cover, by the sum of its segments' measured
+   costs (crossings included) plus the rest of a build.
+6. The best placements are **built and measured end to end** (until one
+   passes, and at least ``top``); one whose outputs differ from TVM alone's
+   beyond the tolerance is rejected. The first that passes, in the shortest
+   path's order, is chosen, and its prediction is reported beside its
+   measurement (the measured time of near-ties is the machine's noise, so it
+   ranks nothing).
+
+Every measurement goes through :func:`.measure.measure` and the content-keyed
+:class:`.measure.Cache`, so a repeat re-measures only what changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from byoc_workbench import ir
+from byoc_workbench.backends import registry
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import prune as prune_mod
+from byoc_workbench.measure.anchors import subject_anchors
+from byoc_workbench.measure.clock import machine
+from byoc_workbench.measure.search import paths
+from byoc_workbench.measure.search.measure import Cache, Measured, NotCached, Session, digest
+from byoc_workbench.measure.search.placement import TVM, Plan, Segment, drawn
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BACKENDS = ("onnxruntime", "openvino", "tvm")
+MAX_SPLIT_UNITS = 2  # the units cut at seams: the costliest on TVM's time map
+
+
+@dataclasses.dataclass
+class Row:
+    """One placement in the table: its assignment, predicted and measured time, and its outputs' verdict."""
+
+    assign: dict
+    predicted_s: float
+    measured_s: float | None = None
+    equal: bool | None = None
+    rejected: str = ""
+    what: str = ""  # "rank 1", "each on onnxruntime", "pruned", ...
+    differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """What :func:`search` found; ``to_json()`` is the CLI's ``--json``."""
+
+    model: str
+    backends: tuple
+    precision: str
+    units: list  # {"name", "members", "ops", "seams", "costs": {backend: seconds}}
+    placements: list  # Row, ranked placements first, then the measurement builds
+    chosen: Row | None
+    baseline: dict  # label -> seconds
+    search_s: float
+    machine: dict
+    measurements: dict
+    notes: list
+    mark: str = ""
+    plan: Plan | None = dataclasses.field(default=None, repr=False)
+    session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
+
+    def cost(self, label: str, backend: str) -> float | None:
+        """The measured seconds of a unit or segment on a backend (None: not measured)."""
+        return self.session.cost(label, backend) if self.session is not None else None
+
+    def to_json(self) -> dict:
+        out = {
+            "model": self.model,
+            "backends": list(self.backends),
+            "precision": self.precision,
+            "placements": [r.to_json() for r in self.placements],
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "baseline": self.baseline,
+            "speedup": self.speedup(),
+            "units": self.units,
+            "search_s": self.search_s,
+            "measurements": self.measurements,
+            "machine": self.machine,
+            "notes": self.notes,
+        }
+        if self.mark:
+            out["weights"] = self.mark
+        return out
+
+    def speedup(self) -> dict:
+        """The chosen placement's measured time against each baseline: ``{"vs_<label>": ratio}``."""
+        if self.chosen is None or not self.chosen.measured_s:
+            return {}
+        return {f"vs_{k}": v / self.chosen.measured_s for k, v in self.baseline.items() if v}
+
+    def drawn(self, assign: dict) -> tuple:
+        """``(module, packed)`` of a placement of this result, to draw without compiling it."""
+        return drawn(self.plan, assign)
+
+    def _repr_html_(self) -> str:
+        from byoc_workbench.draw import placements
+
+        return placements.result_html(self)
+
+    def text(self) -> str:
+        from byoc_workbench.draw import placements
+
+        return placements.result_text(self)
+
+
+def plan_for(subject, backends) -> Plan:
+    """The units of ``subject`` for ``backends``: its rules, narrowed to what every offloading backend compiles."""
+    rules = subject.workbench.rules
+    for b in backends:
+        if b != TVM:
+            rules = registry.guard(b, rules)
+    return Plan(subject.workbench.mod, rules, subject.mark)
+
+
+def check_backends(backends) -> tuple:
+    """``backends`` as a tuple of known names with at least one that offloads, or a one-line error."""
+    names = tuple(dict.fromkeys(b.strip() for b in (backends.split(",") if isinstance(backends, str) else backends)))
+    for b in names:
+        if b in ("auto",):
+            raise WorkbenchError("search takes named backends, not auto", "pass e.g. onnxruntime,openvino,tvm")
+        registry.check_backend(b)
+    if not [b for b in names if b != TVM]:
+        raise WorkbenchError(
+            f"search needs a backend that offloads, got {', '.join(names) or 'none'}",
+            "pass e.g. --backends onnxruntime,openvino,tvm",
+        )
+    return names
+
+
+def search(
+    subject,
+    backends=DEFAULT_BACKENDS,
+    precision: str = "f32",
+    runs: int = 10,
+    seams: int = 1,
+    top: int = 3,
+    cache: Cache | None = None,
+    only_cached: bool = False,
+    anchors: bool = True,
+    progress: bool = False,
+) -> SearchResult:
+    """Search placements of ``subject`` over ``backends``; see the module's docstring for the steps.
+
+    Parameters
+    ----------
+    subject : Subject
+        From :func:`.subject.load` (a description) or :func:`.subject.of` (a workbench and inputs).
+    backends : sequence of str or "a,b,c"
+        Backends to place units on; ``tvm`` is the host. At least one must offload.
+    precision : "f32", "bf16" or "f16"
+        OpenVINO's inference precision (the other backends compute in f32).
+    runs : int
+        Instrumented runs per build (each call's median is kept).
+    seams : int
+        Seams per unit cut, 0 for none.
+    top : int
+        Placements built and measured end to end (the chosen one among them).
+    cache : Cache, optional
+        Where measurements are kept (default ``$BYOC_WORKBENCH_CACHE/search``).
+    only_cached : bool
+        Measure nothing: raise :class:`NotCached` when a measurement is missing.
+    anchors : bool
+        Also time the whole-model anchors (ONNX Runtime and OpenVINO on the
+        model's ONNX form, MXNet for the SSD), where the model has them.
+    """
+    t0 = time.perf_counter()
+    backends = _check(backends, precision, runs, seams, top)
+    offload = [b for b in backends if b != TVM]
+    cache = cache or Cache()
+    plan = plan_for(subject, backends)
+    if not plan.units:
+        raise WorkbenchError(
+            f"No rule of target {subject.workbench.target.name} claims an op of {subject.name}: nothing to place",
+            "switch some rules on, or choose another target",
+        )
+    s = Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
+    s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
+    builds = _measurement_builds(s, backends, offload)
+    # 4. seams where the time map splits a unit evenly; the pieces on each backend.
+    cut = _seams(s, seams)
+    _measure_pieces(s, cut, offload, backends)
+    # 5. the shortest path over the graph's order.
+    allowed = list(backends) if TVM in backends else [*backends, TVM]  # a unit no backend takes stays on TVM
+    ranked = _ranked(s, cut, allowed, TVM in backends, max(top, 5) * 2)
+    rest = s.rest_s()
+    s.frozen = True
+    # 6. the best ones built and measured end to end, checked against TVM alone.
+    notes: list = []
+    rows, chosen = _chosen(s, ranked, rest, top, notes)
+    baseline = _baseline(builds, offload, notes)
+    if anchors and subject.source is not None:
+        t_anchors = time.perf_counter()
+        baseline.update(_anchors(s, notes))
+        s.steps.append({"what": "the whole-model anchors", "s": round(time.perf_counter() - t_anchors, 3)})
+    if chosen is None:
+        notes.append("no placement measured gave TVM alone's outputs: none is chosen")
+    measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
+    measurements |= {"runs_per_build": runs, "rest_s": rest, "steps": s.steps}
+    units = _units_json(s, cut, allowed)
+    return SearchResult(
+        subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
+        measurements, notes, subject.mark, plan, s,
+    )  # fmt: skip
+
+
+def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
+    """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
+    from byoc_workbench.backends import openvino
+
+    backends = check_backends(backends)
+    openvino.check_precision(precision)
+    if runs < 1 or seams < 0 or top < 1:
+        raise WorkbenchError(
+            f"runs, seams and top must be 1, 0 and 1 or more; got {runs}, {seams}, {top}", "pass 10, 1, 3"
+        )
+    return backends
+
+
+def _measurement_builds(s: Session, backends, offload: list) -> dict:
+    """Steps 1 to 3: TVM alone once (the reference and each unit's host cost), each backend alone,
+    and the pruning choice; ``{"alone": Measured, "on": {backend: Measured}, "pruned": Measured or None}``."""
+    units = s.plan.units
+    alone = s.need({u: TVM for u in units}, "TVM alone, once: the reference", reference=True)
+    alone_on = {b: s.need({u: b for u in units}, f"each unit on {b}") for b in offload}
+    pruned = None
+    if TVM in backends:
+        macs = {u: any(op in ir.MAC_OPS for op in s.plan.regions[u].ops) for u in units}
+        assign = {u: offload[0] if macs[u] else TVM for u in units}
+        pruned = s.need(assign, f"pruned ({prune_mod.rule_name(prune_mod.no_mac())}, on {offload[0]})")
+    return {"alone": alone, "on": alone_on, "pruned": pruned}
+
+
+def _chosen(s: Session, ranked: list, rest: float, top: int, notes: list) -> tuple:
+    """``(rows, chosen)``: the ranked placements measured end to end and the measurement builds, and the
+    placement chosen (the first ranked one that passes, else the cheapest measured build that passed)."""
+    rows, chosen = _end_to_end(s, ranked, rest, top)
+    rows += _measurement_rows(s, rows)
+    if chosen is None:  # every ranked placement broke the outputs: the cheapest measured build that did not
+        passed = [r for r in rows if r.equal and r.measured_s is not None]
+        chosen = min(passed, key=lambda r: r.predicted_s) if passed else None
+        if chosen is not None:
+            notes.append(f"no ranked placement gave TVM alone's outputs: chosen instead, {chosen.what}")
+    if chosen is not None:
+        for r in rows:
+            r.differs = paths.differs(r.assign, chosen.assign)
+    return rows, chosen
+
+
+def _baseline(builds: dict, offload: list, notes: list) -> dict:
+    """Seconds per run of the measurement builds the chosen placement is compared with."""
+    alone = builds["alone"]
+    baseline = {"tvm": alone.end_to_end_s}
+    if not alone.warm:
+        notes.append(f"tvm: one instrumented run ({alone.end_to_end_s:.1f} s), TVM alone is not run twice")
+    if builds["pruned"] is not None:
+        baseline["pruned"] = builds["pruned"].end_to_end_s
+    baseline["unpruned"] = builds["on"][offload[0]].end_to_end_s
+    for b, m in builds["on"].items():
+        baseline[f"{b}_alone"] = m.end_to_end_s
+    return baseline
+
+
+def _units_json(s: Session, cut: dict, allowed: list) -> list:
+    """Each unit: its members, ops, seams and measured cost per backend."""
+    out = []
+    for u in s.plan.units:
+        costs = {b: s.cost(u, b) for b in allowed}
+        ops = list(s.plan.regions[u].ops)
+        seams = list(cut.get(u, ()))
+        out.append({"name": u, "members": s.plan.size(u), "ops": len(ops), "seams": seams, "costs": costs})
+    return out
+
+
+def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
+    """The units cut at seams, their pieces on each offloading backend: one build per backend (a Latin square)."""
+    plan = s.plan
+    for k in range(len(offload) if cut else 0):
+        assign = {}
+        for u in plan.units:
+            if u not in cut:
+                assign[u] = _best_warm(s, u, backends)
+                continue
+            nodes = [0, *cut[u], plan.size(u)]
+            for j in range(len(nodes) - 1):
+                assign[Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label] = offload[(j + k) % len(offload)]
+        s.need(assign, f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)")
+
+
+def _ranked(s: Session, cut: dict, allowed: list, host_allowed: bool, k: int) -> list:
+    """The ``k`` cheapest placements by the measured costs: ``[(seconds, ((label, backend), ...))]``."""
+    per_unit = []
+    for u in s.plan.units:
+        found = paths.unit_paths(u, s.plan.size(u), cut.get(u, ()), allowed, s.cost, k=k)
+        if not host_allowed:  # tvm was not asked for: only where no backend takes a unit
+            found = [p for p in found if all(b != TVM for _, b in p[1])] or found
+        per_unit.append(found)
+    return paths.k_best(per_unit, k)
+
+
+def _end_to_end(s: Session, ranked: list, rest: float, top: int) -> tuple:
+    """``(rows, chosen)``: the best placements built end to end until one passes and ``top`` are measured."""
+    rows, chosen = [], None
+    for rank, (total, path) in enumerate(ranked, 1):
+        row = Row(dict(path), total + rest, what=f"rank {rank}")
+        if chosen is None or sum(r.measured_s is not None for r in rows) < top:
+            _verdict(row, s.need(row.assign, f"the placement ranked {rank}, end to end"))
+            chosen = row if chosen is None and row.equal else chosen
+        elif rank > max(top, 5):
+            break
+        rows.append(row)
+    return rows, chosen
+
+
+def _measurement_rows(s: Session, rows: list) -> list:
+    """The measurement builds as placements too (named on a ranked row they coincide with)."""
+    more = []
+    for what, m, learns in s.records:
+        if not learns:  # a ranked placement's own end-to-end build
+            continue
+        same = next((r for r in rows + more if r.assign == m.assign), None)
+        if same is None:
+            more.append(_verdict(Row(m.assign, s.predicted(m.assign), what=what), m))
+        elif what not in same.what:
+            same.what += f" = {what}"
+            if same.measured_s is None:
+                _verdict(same, m)
+    return more
+
+
+def _verdict(row: Row, m: Measured) -> Row:
+    """``row`` with the measured time of ``m`` and whether its outputs are TVM alone's."""
+    row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
+    row.rejected = "" if row.equal else _why_not_equal(m.check)
+    return row
+
+
+def _equal(check: dict | None) -> bool:
+    return bool(check and check["equal"])
+
+
+def _why_not_equal(check: dict | None) -> str:
+    if check is None:
+        return "not checked"
+    if "detections_found" in check:
+        return f"detections differ from TVM alone's ({check['detections_found']} found)"
+    return f"outputs differ from TVM alone's: max relative error {check['max_rel']:.2e} over {check['tolerance']:g}"
+
+
+def _best_warm(s: Session, unit: str, backends) -> str:
+    """The backend with the least cost known from a warm measurement (TVM's cold run aside)."""
+    best = None
+    for b in backends:
+        c = s.whole_cost(unit, b)
+        if c is not None and c.warm and not c.refused and (best is None or c.total_s < best[0]):
+            best = (c.total_s, b)
+    return best[1] if best else next(b for b in backends if b != TVM)
+
+
+def _seams(s: Session, n: int) -> dict:
+    """``{unit: [seam, ...]}``: narrow cuts where TVM's time map splits the costliest units evenly."""
+    if n == 0:
+        return {}
+    out = {}
+    candidates = []
+    for u in s.plan.units:
+        host = s.whole_cost(u, TVM)
+        if host is None or len(host.members_s) < 2 or not sum(host.members_s) > 0:
+            continue
+        cuts = s.plan.narrow_cuts(u)
+        if not cuts:
+            continue
+        cum = [0.0]
+        for t in host.members_s:
+            cum.append(cum[-1] + t)
+        chosen = []
+        for i in range(1, n + 1):
+            target = cum[-1] * i / (n + 1)
+            c = min((c for c in cuts if c not in chosen), key=lambda c: abs(cum[c] - target), default=None)
+            if c is not None:
+                chosen.append(c)
+        if chosen:
+            candidates.append((cum[-1], u, sorted(chosen)))
+    for _, u, chosen in sorted(candidates, reverse=True)[:MAX_SPLIT_UNITS]:
+        out[u] = chosen
+    return out
+
+
+def _anchors(s: Session, notes: list) -> dict:
+    key = digest(s.cache.machine, s.model_key, "anchors", s.runs)
+    found = s.cache.get("anchors", key)
+    if found is None:
+        if s.only_cached:
+            raise NotCached("the whole-model anchors are not cached", "run the search once with measuring on")
+        s._say("timing the whole-model anchors")
+        entries, skipped = subject_anchors(s.subject, s.runs)
+        found = {"entries": entries, "skipped": skipped}
+        s.cache.put("anchors", key, found)
+    for label, why in found["skipped"].items():
+        notes.append(f"{label} skipped: {why}")
+    for label, entry in found["entries"].items():
+        if entry.get("note"):
+            notes.append(f"{label}: {entry['note']}")
+    return {label: e["median_s"] for label, e in found["entries"].items()}

@@ -1,0 +1,334 @@
+"""Measuring one candidate placement, and the cache that makes a repeated search cheap.
+
+:func:`measure` builds a placement (:meth:`.placement.Plan.stages`), times it
+with the latency map's instrumented runs (:func:`byoc_workbench.measure.timing.profile`),
+and splits the time into each segment's :class:`Cost`: for an offloaded
+segment its compute and the crossings into and out of its backend, as the
+runner's marks measure them; for a segment on TVM the host kernels its ops
+became (found through :func:`.placement.inlined`), per member. What is left
+(host ops no rule claims, the VM's builtins and its dispatch between calls)
+is the build's *rest*. A build whose first run takes longer than ``slow_s``
+(TVM alone on the SSD: tens of seconds untuned) is run that once, instrumented.
+
+:class:`Cache` keeps costs by content: a segment's cost under the structural
+hash of its subgraph (ops, attributes, constants), its backend and options,
+and the machine; a build's record under the model's content and the
+placement. So a repeated search re-measures only what changed.
+
+:class:`Session` holds one search's measurements: each placement it needs,
+from the cache or built and timed now, and the cost of each segment on each
+backend that the shortest path ranks placements by.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.files import cache_dir, write_atomic
+from byoc_workbench.flow import summary
+from byoc_workbench.measure import clock, timing
+from byoc_workbench.measure.search.placement import TVM, Plan, inlined
+from byoc_workbench.stages import STAGES
+
+logger = logging.getLogger(__name__)
+
+SLOW_S = 2.0  # a first run longer than this is not repeated: the instrumented run is the measurement
+
+
+@dataclasses.dataclass
+class Cost:
+    """What one segment cost per run on one backend, in seconds."""
+
+    backend: str
+    compute_s: float = 0.0
+    in_s: float = 0.0
+    out_s: float = 0.0
+    members_s: list = dataclasses.field(default_factory=list)  # on tvm: the host time of each member
+    warm: bool = True  # False: from a single cold run (a slow build run once)
+    refused: str = ""  # why the backend would not take it (it then ran on the host)
+
+    @property
+    def total_s(self) -> float:
+        return float("inf") if self.refused else self.compute_s + self.in_s + self.out_s
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Cost:
+        return cls(**d)
+
+
+@dataclasses.dataclass
+class Measured:
+    """One placement built and timed: each segment's cost, the rest, end to end, and the outputs' check."""
+
+    assign: dict  # label -> backend
+    costs: dict  # label -> Cost
+    end_to_end_s: float
+    rest_s: float
+    runs: int
+    warm: bool
+    build_s: float
+    check: dict | None = None  # the outputs against TVM alone's (:func:`byoc_workbench.measure.compare.check_outputs`)
+
+    def to_json(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["costs"] = {k: c.to_json() for k, c in self.costs.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> Measured:
+        return cls(**(d | {"costs": {k: Cost.from_json(c) for k, c in d["costs"].items()}}))
+
+
+def measure(plan, subject, assign: dict, options=None, runs: int = 10, reference=None, slow_s: float = SLOW_S):
+    """Build and time the placement ``assign``; returns ``(Measured, outputs, Built, Profile)``.
+
+    ``reference`` (TVM alone's outputs) makes ``Measured.check`` say whether
+    the outputs equal it within the project's tolerance.
+    """
+    t0 = time.perf_counter()
+    stages = plan.stages(assign, options)
+    built = timing.build(stages, mark=plan.mark)
+    build_s = time.perf_counter() - t0
+    outputs: list = []
+    profile = timing.profile(built, subject.inputs, runs=1, warmup=0, plain=False, outputs=outputs)
+    warm = profile.end_to_end_s < slow_s
+    if warm:  # the quick run was the warm-up
+        profile = timing.profile(built, subject.inputs, runs=runs, warmup=1, outputs=outputs)
+    costs = _costs(plan, assign, stages, profile, warm)
+    rest = profile.end_to_end_s - sum(c.total_s for c in costs.values() if not c.refused)
+    check = None
+    if reference is not None:
+        from byoc_workbench.measure.compare import TOLERANCE, check_outputs
+
+        check = check_outputs(reference, outputs, TOLERANCE, subject.detection)
+    measured = Measured(dict(assign), costs, profile.end_to_end_s, rest, profile.runs, warm, build_s, check)
+    return measured, outputs, built, profile
+
+
+def _costs(plan, assign: dict, stages: list, profile, warm: bool) -> dict:
+    """Each segment's :class:`Cost` from a profile of its placement's build."""
+    segments = {s.function: s for s in plan.segments(assign)}
+    codegen = stages[STAGES.index("codegen")]
+    refused = {n: why for n, why in _refusals(codegen).items() if n in segments}
+    costs = {}
+    for fn, s in segments.items():
+        backend = assign[s.label]
+        costs[s.label] = Cost(backend, warm=warm, refused=refused.get(fn, ""))
+        if backend == TVM:
+            costs[s.label].members_s = [0.0] * (s.stop - s.start)
+    by_var = {var: (fn, member) for fn, pairs in inlined(stages).items() for var, member in pairs}
+    for e in profile.entries:
+        site = e.site
+        if site is None:
+            continue
+        if e.kind in ("subgraph", summary.BOUNDARY) and site.name in segments:
+            cost = costs[segments[site.name].label]
+            field = {"in": "in_s", "out": "out_s"}.get(e.phase, "compute_s")
+            setattr(cost, field, getattr(cost, field) + e.time_s)
+        elif e.kind == "kernel" and site.var is not None and site.var in by_var:
+            fn, member = by_var[site.var]
+            cost = costs[segments[fn].label]
+            cost.compute_s += e.time_s
+            if 0 <= member < len(cost.members_s):
+                cost.members_s[member] += e.time_s
+    return costs
+
+
+def _refusals(codegen) -> dict:
+    """``{subgraph: why}`` for the subgraphs the codegen stage sent back to the host (its notes say why)."""
+    out = {}
+    for note in codegen.notes:
+        name, _, rest = note.partition(": not compiled, ")
+        if rest:
+            out[name] = rest
+    return out
+
+
+# --- the cache -----------------------------------------------------------------------
+
+
+def machine_key() -> dict:
+    """What a cached time depends on besides the code: the CPU, its cores and the runtimes' versions."""
+    info = clock.machine()
+    return {k: info.get(k) for k in ("cpu", "cores", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")}
+
+
+def digest(*parts) -> str:
+    """A stable hex key for JSON-able parts."""
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Cache:
+    """Measurements by content, as small JSON files under ``$BYOC_WORKBENCH_CACHE/search``.
+
+    ``enabled=False`` reads nothing (every measurement is taken afresh) but
+    still writes, so the next search can use them.
+    """
+
+    def __init__(self, root: os.PathLike | None = None, enabled: bool = True):
+        self.root = Path(root) if root is not None else cache_dir("search")
+        self.enabled = enabled
+        self.machine = digest(machine_key())
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, kind: str, key: str, suffix: str = ".json") -> Path:
+        return self.root / kind / f"{key}{suffix}"
+
+    def get(self, kind: str, key: str):
+        path = self._path(kind, key)
+        if self.enabled and path.is_file():
+            try:
+                value = json.loads(path.read_text())
+            except (OSError, ValueError):  # a torn or foreign file is a miss, not an error
+                value = None
+            if value is not None:
+                self.hits += 1
+                return value
+        self.misses += 1
+        return None
+
+    def put(self, kind: str, key: str, value) -> None:
+        write_atomic(self._path(kind, key), json.dumps(value))
+
+    def get_arrays(self, key: str) -> list | None:
+        path = self._path("reference", key, ".npz")
+        if not (self.enabled and path.is_file()):
+            return None
+        try:
+            with np.load(path) as data:
+                return [data[f"a{k}"] for k in range(len(data.files))]
+        except (OSError, ValueError):
+            return None
+
+    def put_arrays(self, key: str, arrays: list) -> None:
+        arrays = {f"a{k}": np.asarray(a) for k, a in enumerate(arrays)}
+        write_atomic(self._path("reference", key, ".npz"), lambda f: np.savez(f, **arrays))
+
+
+# --- one search's measurements -------------------------------------------------------
+
+
+class NotCached(WorkbenchError):
+    """``only_cached`` was asked and a measurement the search needs is not in the cache."""
+
+
+class Session:
+    """One search's measurements: what is cached, what was measured, and each segment's cost."""
+
+    def __init__(self, plan: Plan, subject, cache: Cache, options: dict, runs: int, only_cached: bool, progress):
+        self.plan, self.subject, self.cache = plan, subject, cache
+        self.options, self.runs, self.only_cached, self.progress = options, runs, only_cached, progress
+        self.model_key = subject.key()
+        self.reference = None
+        self.records: list = []  # (what, Measured), every build this search used
+        self.frozen = False  # once placements are ranked, builds check predictions and teach nothing
+        self.costs: dict = {}  # (content, backend) -> Cost
+        self.contents: dict = {}  # label -> content hash, for the labels seen
+        self.built = 0
+        self.steps: list = []  # {"what", "s", "cached"}: where the search's time went
+
+    def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
+        """The measurement of placement ``assign``: from the cache, else built and timed now.
+
+        ``reference=True``: this build is TVM alone, whose outputs every other
+        build is checked against; they are cached with it.
+        """
+        t0 = time.perf_counter()
+        contents = self.plan.contents(assign)
+        self.contents.update(contents)
+        # By content: the same subgraphs on the same backends in the same model are the same build,
+        # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
+        placed = sorted((contents[label], backend) for label, backend in assign.items())
+        key = digest(self.cache.machine, self.model_key, placed, self.options)
+        record = self.cache.get("build", key)
+        if reference:
+            self.reference = self.cache.get_arrays(key)
+            record = record if self.reference is not None else None
+        if record is not None:  # its labels may be numbered otherwise: costs go by content (in label order)
+            old = sorted((c, label) for label, c in record["contents"].items())
+            new = sorted((c, label) for label, c in contents.items())
+            costs = {label: record["measured"]["costs"][was] for (_, label), (_, was) in zip(new, old)}
+            measured = Measured.from_json(record["measured"] | {"assign": dict(assign), "costs": costs})
+        else:
+            if self.only_cached:
+                raise NotCached(
+                    f"the search needs a measurement that is not cached ({what})",
+                    "run it once with measuring on (byoc-workbench search, or search(..., only_cached=False))",
+                )
+            self._say(f"measuring {what}")
+            measured, outputs, *_ = measure(self.plan, self.subject, assign, self.options, self.runs, self.reference)
+            if reference:
+                self.reference = outputs
+                measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
+                self.cache.put_arrays(key, outputs)
+            self.built += 1
+            self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
+        if not self.frozen:
+            for label, cost in measured.costs.items():
+                self._add_cost(contents[label], cost)
+        self.records.append((what, measured, not self.frozen))
+        self.steps.append({"what": what, "s": round(time.perf_counter() - t0, 3), "cached": record is not None})
+        return measured
+
+    def _add_cost(self, content: str, cost: Cost) -> None:
+        """Keep one cost per segment and backend: warm measurements over a cold one, the mean of warm ones."""
+        key = (content, cost.backend)
+        old = self.costs.get(key)
+        if old is None or (cost.warm and not old.warm) or cost.refused:
+            self.costs[key] = cost
+        elif cost.warm == old.warm and not old.refused:
+            mean = Cost(cost.backend, warm=cost.warm)
+            for f in ("compute_s", "in_s", "out_s"):
+                setattr(mean, f, (getattr(old, f) + getattr(cost, f)) / 2)
+            if old.members_s and cost.members_s:
+                mean.members_s = [(a + b) / 2 for a, b in zip(old.members_s, cost.members_s)]
+            self.costs[key] = mean
+
+    def cost(self, label: str, backend: str) -> float | None:
+        """The measured seconds of a segment on a backend; on TVM, a piece's share of its unit's host time."""
+        seg = self.plan.segment(label)
+        if label in self.contents:
+            found = self.costs.get((self.contents[label], backend))
+            if found is not None:
+                return found.total_s
+        if backend == TVM and not seg.whole:
+            whole = self.costs.get((self.contents.get(seg.unit), TVM))
+            if whole is not None and len(whole.members_s) == seg.size:
+                return sum(whole.members_s[seg.start : seg.stop])
+        return None
+
+    def whole_cost(self, unit: str, backend: str) -> Cost | None:
+        return self.costs.get((self.contents.get(unit), backend))
+
+    def rest_s(self) -> float:
+        """What a build costs besides its segments: the median over the warm builds (all when none is warm)."""
+        learnt = [m for _, m, learns in self.records if learns]
+        rests = [m.rest_s for m in learnt if m.warm] or [m.rest_s for m in learnt]
+        return statistics.median(rests) if rests else 0.0
+
+    def predicted(self, assign: dict) -> float:
+        total = self.rest_s()
+        for label, backend in assign.items():
+            cost = self.cost(label, backend)
+            total += cost if cost is not None else float("nan")
+        return total
+
+    def _say(self, text: str) -> None:
+        logger.info("search %s: %s", self.subject.name, text)
+        if self.progress:
+            print(f"search: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,475 @@
+"""Where the time goes in a build: every VM call timed and attributed to a binding or a subgraph.
+
+:func:`build` compiles the codegen stage's module as ``tvm.compile`` would,
+with one change: every call site of a TIR kernel gets a kernel of its own.
+:func:`profile` then times every call the Relax VM makes (``set_instrument``)
+over several runs and returns plain data; :mod:`byoc_workbench.draw.latency`
+draws it. :mod:`byoc_workbench.measure.numerics` reruns each offloaded
+subgraph with TVM alone through the same instrument (:class:`Recorder`).
+
+Measurement has its homes in :mod:`byoc_workbench.measure`:
+:mod:`~byoc_workbench.measure.clock` times whole runs and records where
+(:func:`~byoc_workbench.measure.clock.machine`); this module times every VM
+call and writes a run down (:func:`run_json`). ``bench``, ``profile``,
+``compare``, ``search`` and ``benchmarks/gpu_check.py`` all measure through
+them; neither imports ``bench`` or ``search``.
+
+How a VM call is attributed
+---------------------------
+- A **TIR kernel** belongs to the Relax binding that calls it. ``LegalizeOps``
+  turns each host op into ``R.call_tir(<kernel>, ...)`` bound to the same
+  variable, but it shares one kernel between identical calls (SSD's host tail:
+  268 calls, 101 kernels). So, between ``LegalizeOps`` and the rest of the
+  pipeline, each call site after the first gets a copy of its kernel under a
+  name of its own: the same code, compiled once more, so the VM's symbol names
+  the site. ``tvm.compile``'s pipeline for ``llvm`` does not fuse (no
+  ``FuseOps``), so a kernel is one op. Under a fusing pipeline a fused kernel
+  would be one binding in the lowered module, and its time would go to the
+  variable that binding defines: the fused group's output.
+- An **offloaded subgraph** is a call to the packed symbol of its
+  :class:`~byoc_workbench.backends.registry.Compiled` record. The runners mark
+  the end of input conversion and of compute (:mod:`.backends.phases`), so a
+  call becomes three entries: ``<subgraph> ▸ in`` and ``<subgraph> ▸ out``
+  (kind ``boundary``: the cost of crossing into and out of the backend) and
+  the compute itself (kind ``subgraph``). A runner without marks (TensorRT)
+  gives one compute entry.
+- **VM builtins** (allocation, shape checks, ``reshape`` views, If conditions)
+  are one entry per builtin, kind ``builtin``; other packed functions one per
+  symbol, kind ``extern``.
+- Calls of Relax functions (the demo's recursive ``while_loop``) are not
+  entries: their time is that of the calls inside them.
+
+Each call is keyed by its symbol and its rank among that symbol's calls in one
+run, timed in every run, and its median taken; an entry's time is the sum of
+its calls' medians. The end-to-end median comes from plain runs (no
+instrument) interleaved with the timed ones; what the entries miss is the VM's
+own dispatch between calls, and they gain the instrument's own overhead.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from byoc_workbench import ir, ir_edit
+from byoc_workbench.backends import phases
+from byoc_workbench.draw import latency
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
+from byoc_workbench.measure import clock, execute
+
+_KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad")
+_PACKED_CALLS = ("relax.call_dps_packed", "relax.call_pure_packed", "relax.call_packed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """What the calls to one VM symbol stand for."""
+
+    name: str  # "while_loop/inc" (a binding), "byoc_target_1" (a subgraph) or the symbol
+    target: str
+    kind: str  # kernel, subgraph, builtin or extern
+    op: str = ""  # the Relax op of a kernel
+    backend: str = ""  # the backend that compiled a subgraph
+    function: str = ""  # the host function holding the binding
+    var: object = None  # the relax.Var the binding defines, when there is exactly one
+    num_outputs: int = 0  # a subgraph's outputs come last in its arguments
+    detail: str = ""  # how its backend runs it, e.g. "CPU, bf16" (Compiled.detail)
+
+
+@dataclasses.dataclass
+class Built:
+    """A codegen stage's module compiled for timing, and what its VM calls stand for."""
+
+    vm: relax.VirtualMachine
+    sites: dict  # VM symbol -> Site
+    functions: frozenset  # the Relax functions: their calls are frames, not entries
+    partitioned: tvm.IRModule  # the prune stage's module: the subgraphs before codegen
+    subgraphs: dict  # subgraph name -> Site
+    stages: list  # what run_stages returned: the map draws the codegen stage
+    mark: str = ""  # e.g. "untrained weights"
+
+
+@dataclasses.dataclass
+class Entry:
+    name: str
+    target: str
+    kind: str  # kernel, subgraph, boundary, builtin or extern
+    time_s: float
+    calls: int
+    site: Site | None = dataclasses.field(default=None, repr=False)
+    phase: str = ""  # "in" or "out" for a boundary entry
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "target": self.target, "kind": self.kind, "time_s": self.time_s, "calls": self.calls}
+        if self.site is not None:
+            out.update({k: v for k, v in (("op", self.site.op), ("backend", self.site.backend)) if v})
+        return out
+
+
+@dataclasses.dataclass
+class Profile:
+    """Measured time per entry, slowest first, and the end-to-end median of the same session."""
+
+    entries: list
+    end_to_end_s: float
+    runs: int
+    backends: dict  # subgraph -> the backend that ran it
+    mark: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return sum(e.time_s for e in self.entries)
+
+    @property
+    def ratio(self) -> float:
+        """Sum of the entries over the end-to-end median."""
+        return self.total_s / self.end_to_end_s if self.end_to_end_s else float("nan")
+
+    @property
+    def by_target(self) -> dict:
+        """Seconds per target (``boundary`` for the crossings), largest first."""
+        return _sum_by(self.entries, lambda e: e.target)
+
+    @property
+    def by_kind(self) -> dict:
+        return _sum_by(self.entries, lambda e: e.kind)
+
+    def top(self, n: int = 10) -> list:
+        return self.entries[:n]
+
+    def to_json(self) -> dict:
+        out = {
+            "total_s": self.total_s,
+            "end_to_end_s": self.end_to_end_s,
+            "ratio": self.ratio,
+            "runs": self.runs,
+            "by_target": self.by_target,
+            "by_kind": self.by_kind,
+            "subgraphs": self.backends,
+            "entries": [e.to_json() for e in self.entries],
+        }
+        if self.mark:
+            out["weights"] = self.mark
+        return out
+
+
+def _sum_by(entries, key) -> dict:
+    sums: dict = collections.defaultdict(float)
+    for e in entries:
+        sums[key(e)] += e.time_s
+    return dict(sorted(sums.items(), key=lambda kv: -kv[1]))
+
+
+# --- building ----------------------------------------------------------------------
+
+
+def _kernel(value):
+    """The kernel's GlobalVar when ``value`` calls a TIR kernel, else None."""
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in _KERNEL_CALLS:
+        gv = value.args[0]
+        return gv if isinstance(gv, tvm.ir.GlobalVar) else None
+    return None
+
+
+def _packed_symbol(value) -> str | None:
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in _PACKED_CALLS:
+        first = value.args[0]
+        return str(first.global_symbol) if isinstance(first, relax.ExternFunc) else None
+    return None
+
+
+def binding_names(mod: tvm.IRModule) -> dict:
+    """``{(function, var): "function/var"}``, with ``~k`` for the k-th reuse of a name within a
+    function (inlined composites reuse theirs), as the stage diagrams name their nodes."""
+    names = {}
+    for fname in ir.host_functions(mod):
+        taken: set = set()
+        func = mod[fname]
+        for var in [*func.params, *(s.var for s in ir.walk(func, mod, descend=False))]:
+            base = f"{fname}/{var.name}"
+            name, k = base, 1
+            while name in taken:
+                name, k = f"{base}~{k}", k + 1
+            taken.add(name)
+            names[(fname, var)] = name
+    return names
+
+
+def _one_kernel_per_site(mod: tvm.IRModule) -> tuple:
+    """``(module, {kernel name: (function, var)})`` with each call site of a kernel calling a kernel of its own."""
+    editor = ir_edit.ModuleEditor(mod)
+    uses: collections.Counter = collections.Counter()
+    sites: dict = {}
+    for fname in ir.host_functions(mod):
+
+        def per_block(is_df, bindings, fname=fname):
+            out = []
+            for b in bindings:
+                gv = _kernel(b.value)
+                if gv is not None:
+                    if uses[gv.name_hint]:
+                        # A distinct attribute names the site: no pass that shares equal functions merges the copies.
+                        name = f"{gv.name_hint}_site{uses[gv.name_hint]}"
+                        new_gv = editor.add(name, mod[gv].with_attr("byoc_workbench.call_site", name))
+                        v = b.value
+                        b = relax.VarBinding(b.var, relax.Call(v.op, [new_gv, *v.args[1:]], v.attrs, v.ty_args))
+                    uses[gv.name_hint] += 1
+                    sites[_kernel(b.value).name_hint] = (fname, b.var)
+                out.append(b)
+            return out
+
+        editor.update(fname, ir_edit.rebuild(mod[fname], per_block))
+    return editor.finish(), sites
+
+
+def build(stages, target: str = "llvm", mark: str = "") -> Built:
+    """Compile the codegen stage of ``stages`` (from ``run_stages``) for :func:`profile` and
+    :func:`byoc_workbench.measure.numerics.compare`.
+
+    The build is ``tvm.compile``'s, but for kernel names (see the module's
+    docstring): each call site of a TIR kernel calls a copy of its own.
+    """
+    codegen, pruned = stage(stages, "codegen"), stage(stages, "prune")
+    mod = codegen.mod
+    if ir.subgraph_functions(mod):
+        raise WorkbenchError(
+            f"Subgraphs {', '.join(ir.subgraph_functions(mod))} were not compiled, so the module cannot run.",
+            "choose a backend (run_stages(..., backend='onnxruntime' or 'teaching')) or switch their rules off.",
+        )
+    ops = {s.var: s.op for fname in ir.host_functions(mod) for s in ir.walk(mod[fname], mod, descend=False)}
+    with tvm.target.Target(target):
+        legal = tvm.transform.Sequential(
+            [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
+        )(mod)
+    legal, kernel_sites = _one_kernel_per_site(legal)
+    names = binding_names(mod)
+    sites = {}
+    for kernel, (fname, var) in kernel_sites.items():
+        op = (ops.get(var) or kernel).replace("relax.", "")
+        name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
+        sites[kernel] = Site(name, HOST, "kernel", op, function=fname, var=var)
+    targets = {s.name: s.target for s in codegen.subgraphs}
+    subgraphs = {}
+    packed_sites: dict = collections.defaultdict(list)
+    for fname in ir.host_functions(legal):
+        for s in ir.walk(legal[fname], legal, descend=False):
+            symbol = _packed_symbol(s.value)
+            if symbol is not None:
+                packed_sites[symbol].append((fname, s.var))
+    for name, c in codegen.generated.items():
+        where = packed_sites.get(c.symbol, [])
+        fname, var = where[0] if len(where) == 1 else ("", None)
+        where_to = targets.get(name, c.backend)
+        subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs, c.detail)
+        sites[c.symbol] = subgraphs[name]
+    for symbol, where in packed_sites.items():
+        if symbol not in sites:
+            fname, var = where[0] if len(where) == 1 else ("", None)
+            sites[symbol] = Site(symbol, HOST, "extern", function=fname, var=var)
+    functions = frozenset(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, relax.Function))
+    return Built(execute.build(legal, target), sites, functions, pruned.mod, subgraphs, list(stages), mark)
+
+
+def _site(built: Built, symbol: str) -> Site:
+    if symbol in built.sites:
+        return built.sites[symbol]
+    kind = "builtin" if symbol.startswith("vm.builtin.") else "extern"
+    return Site(symbol, HOST, kind)
+
+
+# --- recording ---------------------------------------------------------------------
+
+
+class Recorder:
+    """The VM instrument: a stack of open calls; each finished call that is not a Relax function
+    is kept as ``(symbol, start, end, time in nested calls, runner marks)``."""
+
+    def __init__(self, functions: frozenset, watch=None):
+        self.functions = functions
+        self.watch = watch  # called as watch(symbol, before, args) for every call, when set
+        self.stack: list = []
+        self.calls: list = []
+        self.marks: list = []
+
+    def __call__(self, func, symbol, before, ret, *args):
+        now = time.perf_counter()
+        if self.watch is not None:
+            self.watch(symbol, before, args)
+        if before:
+            self.stack.append([symbol, now, 0.0, len(self.marks)])
+            return 0
+        symbol, start, nested, first_mark = self.stack.pop()
+        if self.stack:
+            self.stack[-1][2] += now - start
+        if symbol not in self.functions:
+            self.calls.append((symbol, start, now, nested, self.marks[first_mark:]))
+        return 0
+
+    def run(self, vm, fn, args) -> list:
+        """The calls of one run of ``fn``; its result is kept as ``self.result``."""
+        self.stack, self.calls, self.marks = [], [], []
+        vm.set_instrument(self)
+        phases.record(self.marks)
+        try:
+            self.result = fn(*args)
+        finally:
+            phases.record(None)
+            vm.set_instrument(_no_instrument)
+        return self.calls
+
+
+def _no_instrument(*args):
+    return 0
+
+
+def _split(call) -> dict:
+    """A call's time by phase: ``in``, ``compute`` and ``out`` from the runner's marks, else all compute."""
+    _, start, end, nested, marks = call
+    at = dict(marks)
+    if "inputs" in at and "compute" in at:
+        return {"in": at["inputs"] - start, "compute": at["compute"] - at["inputs"], "out": end - at["compute"]}
+    return {"compute": end - start - nested}
+
+
+def tensors(inputs) -> list:
+    """``inputs`` as TVM tensors on the CPU (those that are already tensors kept)."""
+    return [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.asarray(a)) for a in inputs]
+
+
+def profile(
+    built: Built,
+    inputs,
+    runs: int = 10,
+    warmup: int = 2,
+    entry: str = "main",
+    max_seconds: float | None = None,
+    plain: bool = True,
+    outputs: list | None = None,
+) -> Profile:
+    """Time every VM call of ``built`` over ``runs`` runs; see the module's docstring for the attribution.
+
+    Parameters
+    ----------
+    built : Built
+        From :func:`build`.
+    inputs : list of arrays
+        The arguments of ``entry``.
+    runs, warmup : int
+        Timed runs (each also paired with a plain run for the end-to-end
+        median), after ``warmup`` untimed ones.
+    max_seconds : float, optional
+        Refuse the runs when the first one says they would take longer
+        (:func:`byoc_workbench.measure.clock.check_budget`).
+    plain : bool
+        False: no plain runs; the end-to-end median is that of the timed runs
+        themselves (for a build whose one run takes tens of seconds).
+    outputs : list, optional
+        Receives the last run's outputs (as NumPy arrays), so a check needs no extra run.
+    """
+    if runs < 1:
+        raise WorkbenchError(f"runs must be 1 or more, got {runs}.", "pass runs=10 or so.")
+    fn = built.vm[entry]
+    args = tensors(inputs)
+    for i in range(warmup):
+        t0 = time.perf_counter()
+        fn(*args)
+        if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
+            clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
+    recorder = Recorder(built.functions)
+    ends = []
+    per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+    for _ in range(runs):
+        if plain:
+            t0 = time.perf_counter()
+            fn(*args)
+            ends.append(time.perf_counter() - t0)
+        rank: collections.Counter = collections.Counter()
+        t0 = time.perf_counter()
+        calls = recorder.run(built.vm, fn, args)
+        if not plain:
+            ends.append(time.perf_counter() - t0)
+        for call in calls:
+            symbol = call[0]
+            for phase, seconds in _split(call).items():
+                per_call[(symbol, rank[symbol])][phase].append(seconds)
+            rank[symbol] += 1
+    if outputs is not None:
+        result = execute.to_numpy(recorder.result)
+        outputs[:] = result if isinstance(result, list) else [result]
+    return Profile(
+        _entries(built, per_call),
+        statistics.median(ends),
+        runs,
+        {name: s.backend for name, s in built.subgraphs.items()},
+        built.mark,
+    )
+
+
+def _entries(built: Built, per_call: dict) -> list:
+    """One entry per site and phase: the sum over its calls of each call's median."""
+    groups: dict = {}
+    for (symbol, _), by_phase in per_call.items():
+        site = _site(built, symbol)
+        for phase, samples in by_phase.items():
+            key = (site.name, phase)
+            if key not in groups:
+                groups[key] = Entry(
+                    site.name if phase == "compute" else f"{site.name} ▸ {phase}",
+                    site.target if phase == "compute" else BOUNDARY,
+                    site.kind if phase == "compute" else BOUNDARY,
+                    0.0,
+                    0,
+                    site,
+                    "" if phase == "compute" else phase,
+                )
+            groups[key].time_s += statistics.median(samples)
+            groups[key].calls += 1
+    return sorted(groups.values(), key=lambda e: (-e.time_s, e.name))
+
+
+# --- the record ------------------------------------------------------------------
+
+
+def run_json(run) -> dict:
+    """A :class:`byoc_workbench.measure.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
+    return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
+
+
+def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict:
+    """One build's time per VM call (:func:`profile`): the slowest entries, and the seconds per kind
+    (offloaded subgraph, boundary, host kernel, builtin)."""
+    p = profile(built, inputs, runs=runs)
+    rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in p.top(top)]
+    return {"end_to_end_s": p.end_to_end_s, "by_kind": p.by_kind, "top": rows}
+
+
+def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, collapse: bool = False) -> latency.Lesson:
+    """Profile each build (``{label: (Built, inputs)}``, e.g. pruned and unpruned) and compare those
+    named in ``compare`` against TVM alone; the maps are drawn with the same legend rules.
+
+    For notebook 02::
+
+        found = {"pruned": model_build(workbench=wb), "unpruned": model_build(prune=False, workbench=wb)}
+        lesson = timing.lesson(found, compare=["pruned"], collapse=True)
+        lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
+
+    (``model_build`` is :func:`byoc_workbench.measure.builds.model_build`.)
+    """
+    # numerics builds on this module's instrument, so it is imported here rather than at the top.
+    from byoc_workbench.measure import numerics as checks
+
+    profiles, numerics, reports = {}, {}, {}
+    for label, (built, inputs) in builds.items():
+        profiles[label] = profile(built, inputs, runs=runs)
+        if label in compare:
+            numerics[label] = checks.compare(built, inputs, tolerance=tolerance)
+        title = f"{label}: measured" + (f" — {built.mark}" if built.mark else "")
+        reports[label] = latency.report(built, profiles[label], numerics.get(label), collapse, title)
+    return latency.Lesson(profiles, numerics, reports)

@@ -1,0 +1,606 @@
+"""The MXNet importer: the unsupported-op check, each op family against MXNet,
+and the three zoo models end to end (TVM LLVM against MXNet, same weights)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import zlib
+
+import numpy as np
+import pytest
+from messages import one_line
+from mxnet_check import chain_graph, check_symbol, mxnet_or_skip, run_tvm
+
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.frontends import (
+    CONVERTERS,
+    MXNetImportError,
+    UnsupportedOperatorError,
+    find_unsupported,
+    from_mxnet,
+    op_inventory,
+)
+from byoc_workbench.frontends.mxnet import with_outputs
+from byoc_workbench.frontends.mxnet_tensor import mxnet_reshape_shape
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+# --- no mxnet needed ------------------------------------------------------------------
+
+
+def test_every_unsupported_op_is_listed_in_one_error():
+    graph = chain_graph([("FooOp", "foo_a", {}), ("relu", "r", {}), ("BarOp", "bar", {}), ("FooOp", "foo_b", {})])
+    with pytest.raises(UnsupportedOperatorError) as info:
+        from_mxnet(graph, {}, {}, {"data": (1, 3)})
+    err = info.value
+    assert isinstance(err, WorkbenchError)
+    assert err.missing == {"FooOp": ["foo_a", "foo_b"], "BarOp": ["bar"]}
+    message = one_line(err)
+    for text in ("FooOp", "foo_a", "foo_b", "BarOp", "bar", "CONVERTERS"):
+        assert text in message
+
+
+def test_error_lists_ops_deleted_from_a_copy_of_the_table():
+    graph = chain_graph([("Flatten", "f", {}), ("softmax", "s", {"axis": "-1"}), ("relu", "r", {})])
+    table = dict(CONVERTERS)
+    del table["Flatten"], table["softmax"]
+    assert find_unsupported(graph, table) == {"Flatten": ["f"], "softmax": ["s"]}
+    with pytest.raises(UnsupportedOperatorError, match="Flatten.*softmax"):
+        from_mxnet(graph, {}, {}, {"data": (1, 3)}, converters=table)
+    # The module-level table is untouched.
+    assert "Flatten" in CONVERTERS
+
+
+def test_input_without_shape_or_value_is_a_clear_error():
+    graph = chain_graph([("relu", "r", {})])
+    with pytest.raises(MXNetImportError, match="shape_dict"):
+        from_mxnet(graph, {}, {}, {"x": (1, 3)})
+
+
+def test_bad_symbol_json_is_a_clear_error(tmp_path):
+    with pytest.raises(MXNetImportError, match="does not exist"):
+        from_mxnet(tmp_path / "nope-symbol.json", {}, {}, {"data": (1,)})
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(MXNetImportError, match="not valid JSON"):
+        from_mxnet(tmp_path / "bad.json", {}, {}, {"data": (1,)})
+
+
+REFUSALS = {
+    "conv_4d_kernel": ("Convolution", {"kernel": "(3, 3, 3, 3)", "num_filter": "2"}, (1, 2, 5, 5, 5, 5), "4-d kernel"),
+    "conv_layout_rank": ("Convolution", {"kernel": "(3, 3)", "layout": "NCDHW"}, (1, 2, 5, 5), "layout='NCDHW'"),
+    "conv_data_rank": ("Convolution", {"kernel": "(3, 3)"}, (1, 2, 5, 5, 5), "on 5-d data"),
+    "conv_stride_rank": ("Convolution", {"kernel": "(3, 3)", "stride": "(1, 1, 1)"}, (1, 2, 5, 5), "stride="),
+    "conv_no_kernel": ("Convolution", {"num_filter": "2"}, (1, 2, 5, 5), "attribute 'kernel'"),
+    "conv_bad_kernel": ("Convolution", {"kernel": "(3, x)"}, (1, 2, 5, 5), "is not a tuple"),
+    "pool_4d_kernel": ("Pooling", {"kernel": "(2, 2, 2, 2)"}, (1, 2, 4, 4, 4, 4), "4-d kernel"),
+    "pool_layout": ("Pooling", {"kernel": "(2, 2, 2)", "layout": "NCHW"}, (1, 2, 4, 4, 4), "layout='NCHW'"),
+    "pool_lp": ("Pooling", {"kernel": "(2, 2)", "pool_type": "lp"}, (1, 2, 4, 4), "pool_type='lp'"),
+    "pool_same": ("Pooling", {"kernel": "(2, 2)", "pooling_convention": "same"}, (1, 2, 4, 4), "'same'"),
+    "global_pool_rank": ("Pooling", {"global_pool": "True"}, (1, 2, 3, 3, 3, 3), "global Pooling"),
+    "slice_axis_no_axis": ("slice_axis", {"begin": "0"}, (4, 4), "attribute 'axis'"),
+    # Not checked by the converter: TVM's type inference refuses it, and the error names the node.
+    "reshape_size": ("Reshape", {"shape": "(5, 7)"}, (1, 3), "failed to convert"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_converter_refuses_what_it_cannot_convert(case):
+    """Each refusal is a one-line WorkbenchError that names the node, never a crash."""
+    op, attrs, shape, text = REFUSALS[case]
+    with pytest.raises(MXNetImportError) as info:
+        from_mxnet(chain_graph([(op, "node_x", attrs)]), {}, {}, {"data": shape})
+    message = one_line(info)
+    assert "'node_x'" in message and text in message
+
+
+def _malformed(change):
+    graph = chain_graph([("relu", "r", {}), ("relu", "s", {})])
+    change(graph)
+    return graph
+
+
+MALFORMED = {
+    "node_without_inputs": (lambda g: g["nodes"][1].pop("inputs"), "node 1 has no inputs"),
+    "input_from_a_later_node": (lambda g: g["nodes"][1].update(inputs=[[2, 0, 0]]), "not before node 1"),
+    "head_out_of_range": (lambda g: g.update(heads=[[7, 0, 0]]), "does not exist"),
+    "head_output_out_of_range": (lambda g: g.update(heads=[[2, 1, 0]]), "output 1 of node 's'"),
+    "nodes_not_a_list": (lambda g: g.update(nodes=3), "malformed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_symbol_is_a_clear_error(case):
+    change, text = MALFORMED[case]
+    with pytest.raises(MXNetImportError) as info:
+        from_mxnet(_malformed(change), {}, {}, {"data": (1, 3)})
+    assert text in one_line(info)
+
+
+@pytest.mark.parametrize(
+    "in_shape, spec, reverse, expected",
+    [
+        ((2, 3, 4), (0, -1), False, (2, 12)),
+        ((2, 3, 4), (-2,), False, (2, 3, 4)),
+        ((2, 3, 4), (-3, 4), False, (6, 4)),
+        ((2, 12), (0, -4, 3, -1), False, (2, 3, 4)),
+        ((1, 490560 // 6, 6), (1, -1), False, (1, 490560)),
+        ((10, 5, 4), (-1, 0), True, (50, 4)),
+        ((2, 3, 4), (0, -1, 4), False, (2, 3, 4)),
+    ],
+)
+def test_reshape_special_codes(in_shape, spec, reverse, expected):
+    assert mxnet_reshape_shape(in_shape, spec, reverse) == expected
+
+
+def test_params_bound_or_kept_as_inputs():
+    graph = {
+        "nodes": [
+            {"op": "null", "name": "data", "inputs": []},
+            {"op": "null", "name": "w", "inputs": []},
+            {"op": "null", "name": "b", "inputs": []},
+            {
+                "op": "FullyConnected",
+                "name": "fc",
+                "attrs": {"num_hidden": "2"},
+                "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
+            },
+        ],
+        "arg_nodes": [0, 1, 2],
+        "heads": [[3, 0, 0]],
+    }
+    rng = np.random.RandomState(0)
+    w, b, x = rng.randn(2, 3).astype("float32"), rng.randn(2).astype("float32"), rng.randn(4, 3).astype("float32")
+    bound, params = from_mxnet(graph, {"arg:w": w, "arg:b": b}, {}, {"data": (4, 3)})
+    free, _ = from_mxnet(graph, {"w": w, "b": b}, {}, {"data": (4, 3)}, bind_params=False)
+    assert len(bound["main"].params) == 1 and len(free["main"].params) == 3
+    assert list(params) == ["w", "b"]
+    expected = x @ w.T + b
+    np.testing.assert_allclose(run_tvm(bound, x)[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_tvm(free, x, w, b)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+# --- single ops against MXNet ---------------------------------------------------------
+
+
+def _op_cases():
+    cases = {
+        "conv_group_dilate_pad": lambda s, d: s.Convolution(
+            d, kernel=(3, 3), num_filter=8, stride=(2, 1), pad=(1, 2), dilate=(2, 1), num_group=2, name="c"
+        ),
+        "conv_no_bias": lambda s, d: s.Convolution(d, kernel=(1, 1), num_filter=4, no_bias=True, name="c"),
+        "conv_depthwise": lambda s, d: s.Convolution(
+            d, kernel=(3, 3), num_filter=4, num_group=4, pad=(1, 1), no_bias=True, name="c"
+        ),
+        "bn_fix_gamma_default": lambda s, d: s.BatchNorm(d, name="bn"),
+        "bn_learnt_gamma": lambda s, d: s.BatchNorm(d, fix_gamma=False, eps=1e-5, momentum=0.9, name="bn"),
+        "bn_global_stats": lambda s, d: s.BatchNorm(d, fix_gamma=False, use_global_stats=True, name="bn"),
+        "bn_axis_last": lambda s, d: s.BatchNorm(d, axis=-1, fix_gamma=False, name="bn"),
+        "pool_max_valid": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max"),
+        "pool_max_full": lambda s, d: s.Pooling(
+            d, kernel=(3, 3), stride=(2, 2), pool_type="max", pooling_convention="full"
+        ),
+        "pool_avg_pad": lambda s, d: s.Pooling(d, kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg"),
+        "pool_avg_nopad": lambda s, d: s.Pooling(
+            d, kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg", count_include_pad=False
+        ),
+        "pool_global_avg": lambda s, d: s.Pooling(d, kernel=(1, 1), global_pool=True, pool_type="avg"),
+        "pool_global_max": lambda s, d: s.Pooling(d, kernel=(1, 1), global_pool=True, pool_type="max"),
+        "fc_flatten": lambda s, d: s.FullyConnected(d, num_hidden=5, name="fc"),
+        "conv1d": lambda s, d: s.Convolution(
+            d, kernel=(3,), num_filter=5, stride=(2,), pad=(1,), dilate=(2,), name="c"
+        ),
+        "conv3d": lambda s, d: s.Convolution(
+            d, kernel=(3, 2, 3), num_filter=6, stride=(1, 2, 1), pad=(1, 0, 1), num_group=3, name="c"
+        ),
+        "pool1d": lambda s, d: s.Group(
+            [
+                s.Pooling(d, kernel=(3,), stride=(2,), pad=(1,), pool_type="max"),
+                s.Pooling(d, kernel=(2,), stride=(2,), pool_type="avg", pooling_convention="full"),
+            ]
+        ),
+        "pool3d": lambda s, d: s.Group(
+            [
+                s.Pooling(d, kernel=(2, 3, 3), stride=(2, 2, 1), pad=(1, 1, 1), pool_type="max"),
+                s.Pooling(d, kernel=(3, 3, 2), stride=(1, 2, 2), pad=(1, 1, 0), pool_type="avg"),
+                s.Pooling(d, kernel=(1, 1, 1), global_pool=True, pool_type="avg"),
+            ]
+        ),
+        # MXNet's CPU build cannot run an NHWC Convolution (oneDNN refuses it), so only pooling is compared.
+        "pool_nhwc": lambda s, d: s.Group(
+            [
+                s.Pooling(d, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max", layout="NHWC"),
+                s.Pooling(d, kernel=(1, 1), global_pool=True, pool_type="max", layout="NHWC"),
+            ]
+        ),
+        "activations": lambda s, d: s.Group(
+            [s.Activation(d, act_type=a) for a in ("relu", "sigmoid", "tanh", "softrelu", "softsign")]
+        ),
+        "softmax_flatten_transpose": lambda s, d: s.Group(
+            [s.softmax(d, axis=1), s.Flatten(d), s.transpose(d, axes=(0, 2, 3, 1)), s.transpose(d)]
+        ),
+        "reshape_concat": lambda s, d: s.Concat(
+            s.Reshape(d, shape=(0, -1, 4)), s.Reshape(d, shape=(0, -3, -2), reverse=False).reshape((2, -1, 4)), dim=1
+        ),
+        "slices": lambda s, d: s.Group(
+            [
+                s.slice_axis(d, axis=-1, begin=1, end=None),
+                s.slice_axis(d, axis=1, begin=-2, end=-1),
+                s.slice(d, begin=(None, 1, 0), end=(None, 3, 4), step=(1, 1, 2)),
+                s.slice(d, begin=(1, None), end=(None, 0), step=(1, -1)),
+            ]
+        ),
+        "slice_like_zeros_ones_where": lambda s, d: s.Group(
+            [
+                s.slice_like(d, d * 0, axes=(2, 3)),
+                s.where(d > 0.1, s.ones_like(d), s.zeros_like(d) - 1),
+                s.broadcast_add(d, s.reshape(s.arange(start=8), (1, 1, 1, 8))),
+            ]
+        ),
+        "scalar_and_binary": lambda s, d: s.Group(
+            [
+                d * 3 + 1,
+                2 - d,
+                1 / (s.abs(d) + 1),
+                d / 4,
+                s.elemwise_add(d, d),
+                s.broadcast_mul(d, d),
+                s.broadcast_maximum(d, s.zeros_like(d)),
+                d < 0.2,
+                s.broadcast_greater(d, s.ones_like(d)),
+            ]
+        ),
+        "reduce": lambda s, d: s.Group(
+            [
+                s.sum(d, axis=(1, 2)),
+                s.mean(d, axis=1, keepdims=True),
+                s.max(d),
+                s.min(d, axis=(0,), exclude=True),
+                s.expand_dims(d, axis=0).squeeze(axis=0),
+            ]
+        ),
+    }
+    return cases
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("case", sorted(_op_cases()))
+def test_op_matches_mxnet(case):
+    mx = mxnet_or_skip()
+    sym = _op_cases()[case](mx.sym, mx.sym.var("data"))
+    shape = _CASE_SHAPES.get(case, (2, 4, 6, 8))
+    check_symbol(sym, {"data": shape}, np.random.RandomState(zlib.crc32(case.encode())))
+
+
+_CASE_SHAPES = {
+    "fc_flatten": (2, 3, 4),
+    "bn_axis_last": (2, 5, 6, 4),
+    "reshape_concat": (2, 4, 2, 4),
+    "conv1d": (2, 4, 11),
+    "pool1d": (2, 4, 11),
+    "conv3d": (2, 3, 5, 6, 7),
+    "pool3d": (2, 3, 5, 6, 7),
+    "pool_nhwc": (2, 6, 7, 3),
+}
+
+
+@pytest.mark.mxnet
+def test_round_takes_halves_away_from_zero_as_mxnet_does():
+    mx = mxnet_or_skip()
+    halves = np.arange(-6, 7) + 0.5
+    # 0.49999997 is the float32 below 0.5: |x| + 0.5 would round up to 1 there.
+    edges = np.array([0.49999997, -0.49999997, 0.0, 1e7 + 1, -3.7, 3.2], dtype="float32")
+    x = np.concatenate([halves, edges, np.random.RandomState(0).uniform(-50, 50, 64)]).astype("float32")
+    expected = mx.nd.round(mx.nd.array(x)).asnumpy()
+    assert expected[:4].tolist() == [-6, -5, -4, -3]  # -5.5, -4.5, -3.5, -2.5: away from zero, not to even
+    mod, _ = from_mxnet(mx.sym.round(mx.sym.var("data")), {}, {}, {"data": x.shape})
+    np.testing.assert_array_equal(run_tvm(mod, x)[0], expected)
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("fmt, clip", [("center", -1.0), ("corner", 1.0)])
+def test_box_decode_matches_mxnet(fmt, clip):
+    mx = mxnet_or_skip()
+    rng = np.random.RandomState(0)
+    anchors = rng.uniform(10, 60, (1, 50, 4))
+    if fmt == "corner":
+        anchors[..., 2:] += anchors[..., :2]
+    sym = mx.sym.contrib.box_decode(
+        mx.sym.var("data"), mx.sym.var("anchors"), std0=0.1, std1=0.1, std2=0.2, std3=0.2, clip=clip, format=fmt
+    )
+    check_symbol(sym, {"data": (2, 50, 4)}, rng, params={"anchors": anchors}, rtol=1e-5, atol=1e-4)
+
+
+def _nms_data(rng, batch=2, n=60, classes=3):
+    # Well-separated scores (a shuffled ramp) so the sort order is unique.
+    scores = rng.permutation(np.linspace(0.02, 0.98, batch * n)).reshape(batch, n, 1)
+    scores[:, :5] = 0.005  # below valid_thresh
+    ids = rng.randint(-1, classes, (batch, n, 1)).astype("float64")
+    xy = rng.uniform(0, 40, (batch, n, 2))
+    wh = rng.uniform(5, 30, (batch, n, 2))
+    return np.concatenate([ids, scores, xy, xy + wh], axis=-1)
+
+
+NMS_CASES = {
+    "per_class": dict(overlap_thresh=0.45, valid_thresh=0.01, topk=40, coord_start=2, score_index=1, id_index=0),
+    "force_suppress": dict(
+        overlap_thresh=0.3, valid_thresh=0.01, topk=-1, coord_start=2, score_index=1, id_index=0, force_suppress=True
+    ),
+    "class_agnostic": dict(overlap_thresh=0.5, valid_thresh=0.1, topk=-1, coord_start=2, score_index=1, id_index=-1),
+    "background": dict(
+        overlap_thresh=0.45, valid_thresh=0.01, topk=20, coord_start=2, score_index=1, id_index=0, background_id=1
+    ),
+    "center_in_out": dict(
+        overlap_thresh=0.45,
+        valid_thresh=0.01,
+        topk=-1,
+        coord_start=2,
+        score_index=1,
+        id_index=0,
+        in_format="center",
+        out_format="center",
+    ),
+    "corner_to_center": dict(
+        overlap_thresh=0.45, valid_thresh=0.01, coord_start=2, score_index=1, id_index=0, out_format="center"
+    ),
+}
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("case", sorted(NMS_CASES))
+def test_box_nms_matches_mxnet(case):
+    mx = mxnet_or_skip()
+    rng = np.random.RandomState(sorted(NMS_CASES).index(case))
+    data = _nms_data(rng)
+    if NMS_CASES[case].get("in_format") == "center":
+        data[..., 4:] -= data[..., 2:4]  # (x1, y1) -> (w, h)
+        data[..., 2:4] += data[..., 4:] / 2
+    sym = mx.sym.contrib.box_nms(mx.sym.var("data"), **NMS_CASES[case])
+    expected = sym.bind(mx.cpu(), {"data": mx.nd.array(data)}).forward(is_train=False)[0].asnumpy()
+    mod, _ = from_mxnet(sym, {}, {}, {"data": data.shape})
+    got = run_tvm(mod, data.astype("float32"))[0]
+    assert (expected[..., 1] > 0).sum() > 5, "the case keeps some boxes"
+    np.testing.assert_array_equal(got[..., 0], expected[..., 0])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+def test_from_gluon_matches_the_block():
+    mx = mxnet_or_skip()
+    net = mx.gluon.nn.HybridSequential()
+    net.add(
+        mx.gluon.nn.Conv2D(4, 3, padding=1),
+        mx.gluon.nn.BatchNorm(),
+        mx.gluon.nn.Activation("relu"),
+        mx.gluon.nn.MaxPool2D(),
+        mx.gluon.nn.Dense(3),
+    )
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    x = np.random.RandomState(0).randn(2, 3, 8, 8).astype("float32")
+    expected = net(mx.nd.array(x)).asnumpy()
+    from byoc_workbench.frontends import from_gluon
+
+    mod, params = from_gluon(net, {"data": x.shape})
+    assert params, "weights came along"
+    np.testing.assert_allclose(run_tvm(mod, x)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mxnet
+def test_from_gluon_with_the_wrong_input_shape_is_one_line():
+    mx = mxnet_or_skip()
+    from byoc_workbench.frontends import from_gluon
+
+    net = mx.gluon.nn.Conv2D(4, 3, in_channels=3)
+    net.initialize()
+    with pytest.raises(MXNetImportError) as info:
+        from_gluon(net, {"data": (1, 5, 8, 8)})
+    assert "(1, 5, 8, 8)" in one_line(info)
+
+
+# --- the three zoo models, end to end -------------------------------------------------
+
+_LOADED = {}
+
+
+def _loaded(name):
+    """Load each zoo model once per session, with seeded (untrained) weights."""
+    from byoc_workbench.models import zoo
+
+    if name not in _LOADED:
+        model = zoo.load_model(name, "untrained", seed=0)
+        _LOADED[name] = (model, *zoo.symbol_and_params(model))
+    return _LOADED[name]
+
+
+def _with_nms_input(graph):
+    """The graph with the box_nms input (the raw detections) added to its outputs."""
+    names = [graph["nodes"][h[0]]["name"] for h in graph["heads"]]
+    nms = [n for n in graph["nodes"] if n["op"] == "_contrib_box_nms"]
+    raw = [graph["nodes"][n["inputs"][0][0]]["name"] for n in nms]
+    return with_outputs(graph, raw + names), len(raw)
+
+
+def _in_dtype(graph, dtype):
+    # _arange carries its own dtype; follow the model's so both sides stay uniform.
+    graph = copy.deepcopy(graph)
+    for node in graph["nodes"]:
+        if node["op"] == "_arange":
+            node["attrs"]["dtype"] = dtype
+    return graph
+
+
+def _mxnet_outputs(graph, params, x, dtype):
+    mx = mxnet_or_skip()
+    sym = mx.sym.load_json(json.dumps(graph))
+    args = {n: mx.nd.array(x if n == "data" else params[n], dtype=dtype) for n in sym.list_arguments()}
+    aux = {n: mx.nd.array(params[n], dtype=dtype) for n in sym.list_auxiliary_states()}
+    exe = sym.bind(mx.cpu(), args, aux_states=aux, grad_req="null")
+    return [o.asnumpy() for o in exe.forward(is_train=False)]
+
+
+def _compare(name, size, dtype):
+    _, graph, params = _loaded(name)
+    graph, n_raw = _with_nms_input(_in_dtype(graph, dtype))
+    x = np.random.RandomState(1).uniform(-2, 2, (1, 3, size, size)).astype(dtype)
+    mod, _ = from_mxnet(graph, params, None, {"data": x.shape}, dtype=dtype)
+    return run_tvm(mod, x), _mxnet_outputs(graph, params, x, dtype), n_raw
+
+
+def _assert_detections(got, expected, box_atol=ATOL):
+    ids, scores, boxes = got
+    ref_ids, ref_scores, ref_boxes = expected
+    assert (ref_scores > 0).sum() >= 20, "enough detections to make the check mean something"
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(scores, ref_scores, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(boxes, ref_boxes, rtol=RTOL, atol=box_atol)
+
+
+MODEL_SIZES = {"ssd_512_resnet50_v1_coco": 256, "ssd_512_mobilenet1.0_coco": 256, "resnet50_v1": 224}
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", sorted(MODEL_SIZES))
+def test_zoo_model_matches_mxnet_float64(name):
+    """Same seeded weights, same input: raw tensors and detections agree to rtol 1e-3, atol 1e-4.
+
+    In float64 the two runtimes differ only by rounding, so this checks the
+    importer's semantics op by op (SSD at 256x256: the anchors are sliced with
+    slice_like). The NMS itself runs in float32 (TVM's sort kernel is float32 only).
+    """
+    got, expected, n_raw = _compare(name, MODEL_SIZES[name], "float64")
+    if n_raw:
+        raw, ref_raw = got[0], expected[0]
+        np.testing.assert_array_equal(raw[..., 0], ref_raw[..., 0])  # class ids, -1 below valid_thresh
+        np.testing.assert_allclose(raw, ref_raw, rtol=RTOL, atol=ATOL)
+        _assert_detections(got[1:], expected[1:])
+    else:
+        np.testing.assert_allclose(got[0], expected[0], rtol=RTOL, atol=ATOL)
+        assert (np.argsort(-got[0][0])[:5] == np.argsort(-expected[0][0])[:5]).all()
+
+
+@pytest.mark.mxnet
+@pytest.mark.parametrize("name", ["ssd_512_resnet50_v1_coco", "resnet50_v1"])
+def test_zoo_model_matches_mxnet_float32(name):
+    """float32, as deployed: ids identical, scores to rtol 1e-3/atol 1e-4.
+
+    Boxes are in pixels and come out of ~50 random layers in which oneDNN and
+    LLVM accumulate in different orders; the float32 noise reaches ~0.02 px, so
+    coordinates near 0 need an absolute tolerance of 0.05 px.
+    """
+    got, expected, n_raw = _compare(name, MODEL_SIZES[name], "float32")
+    if n_raw:
+        _assert_detections(got[1:], expected[1:], box_atol=0.05)
+    else:
+        np.testing.assert_allclose(got[0], expected[0], rtol=RTOL, atol=1e-3)
+        assert np.argmax(got[0]) == np.argmax(expected[0])
+
+
+def _assert_same_detections_up_to_ties(got, expected, score_tol=1e-4, box_atol=0.05):
+    """Every detection has a partner with the same id, score and box; only rows whose
+    scores are closer than float32 noise may change places."""
+    ids, scores, boxes = (a[0] for a in got)
+    ref_ids, ref_scores, ref_boxes = (a[0] for a in expected)
+    np.testing.assert_allclose(scores, ref_scores, rtol=RTOL, atol=score_tol)  # sorted lists agree
+    free = set(range(len(ref_ids)))
+    for i in range(len(ids)):
+        partner = [
+            j
+            for j in free
+            if ids[i, 0] == ref_ids[j, 0]
+            and abs(scores[i, 0] - ref_scores[j, 0]) <= score_tol
+            and np.allclose(boxes[i], ref_boxes[j], rtol=RTOL, atol=box_atol)
+        ]
+        assert partner, f"detection {i} (id {ids[i, 0]}, score {scores[i, 0]}) has no partner in MXNet's output"
+        free.remove(min(partner, key=lambda j: abs(j - i)))
+
+
+@pytest.mark.mxnet
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_ssd_resnet50_at_512_on_the_default_picture(dtype):
+    """The full-size model on the default picture (about a minute each).
+
+    float64: identical ids, strict tolerances. float32: the same detections, but two
+    whose scores differ by less than float32 noise may swap places.
+    """
+    from byoc_workbench.models import images
+
+    model, graph, params = _loaded("ssd_512_resnet50_v1_coco")
+    graph = _in_dtype(graph, dtype)
+    x, _ = images.load_test(None, short=512)
+    x = x.astype(dtype)
+    mod, _ = from_mxnet(graph, params, None, {"data": x.shape}, dtype=dtype)
+    got = run_tvm(mod, x)
+    expected = _mxnet_outputs(graph, params, x, dtype)
+    if dtype == "float64":
+        _assert_detections(got, expected)
+    else:
+        _assert_same_detections_up_to_ties(got, expected)
+
+
+# --- the SSD helpers the CLI uses -----------------------------------------------------
+
+
+@pytest.mark.mxnet
+def test_op_inventory_of_ssd_resnet50():
+    _, graph, _ = _loaded("ssd_512_resnet50_v1_coco")
+    inventory = op_inventory(graph)
+    assert sum(inventory.values()) == 528
+    assert inventory["Convolution"] == 73 and inventory["BatchNorm"] == 61
+    assert inventory["_contrib_box_nms"] == 1 and inventory["slice_axis"] == 166
+    assert not find_unsupported(graph)
+
+
+@pytest.mark.mxnet
+def test_import_summary_shape():
+    from byoc_workbench import workflow
+
+    summary = workflow.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
+    assert set(summary) == {"model", "task", "family", "input_shape", "op_count", "ops", "params", "weights"}
+    assert summary["weights"] == "untrained" and summary["task"] == "detection" and summary["family"] == "SSD"
+    assert summary["ops"]["relax.nn.conv2d"] == 73
+    assert summary["ops"]["relax.vision.non_max_suppression"] == 1
+    assert summary["op_count"] == sum(summary["ops"].values())
+    assert summary["params"] > 30_000_000
+    json.dumps(summary)
+
+
+@pytest.mark.mxnet
+def test_run_rejects_an_unknown_backend_and_model():
+    from byoc_workbench import workflow
+    from byoc_workbench.backends import tensorrt
+    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.models import zoo
+
+    with pytest.raises(workflow.WorkflowError, match="Unknown backend 'tvm-cuda'"):
+        workflow.run(backend="tvm-cuda")
+    with pytest.raises(zoo.UnknownModelError, match="yolo9000"):
+        workflow.run("yolo9000")
+    why = tensorrt.missing()
+    if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
+        with pytest.raises(WorkbenchError) as err:
+            workflow.run(backend="tensorrt")
+        assert err.value.line == why and "\n" not in why and "Fix:" in why
+
+
+@pytest.mark.mxnet
+def test_run_mxnet_backend_marks_untrained_weights():
+    from byoc_workbench import workflow
+
+    result = workflow.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
+    assert set(result) == {"ids", "scores", "boxes"} and result.task == "detection"
+    assert result["ids"].shape == (1, 100, 1) and result["boxes"].shape == (1, 100, 4)
+    assert "untrained weights" in result.weights_label
+
+
+@pytest.mark.mxnet
+def test_run_classifier_gives_its_top_five():
+    from byoc_workbench import workflow
+
+    result = workflow.run("mobilenetv3_small", weights="untrained", backend="mxnet")
+    assert result.task == "classification" and result["top5"].shape == (1, 5)
+    assert result.summary().startswith("top 5: ") and len(result.class_names) == 1000
+    probabilities = result["top5_probabilities"][0]
+    assert (np.diff(probabilities) <= 0).all() and 0 < probabilities.sum() <= 1

@@ -1,0 +1,140 @@
+"""GluonCV's families beyond the SSD, end to end on seeded weights: each model imported into
+Relax equals MXNet, and each family's offloaded build (ONNX Runtime) equals TVM alone.
+
+Small inputs keep untuned TVM quick on two cores; each model is loaded, imported, built and
+run once per session and shared by the tests. test_frontend_mxnet.py covers SSD-ResNet50,
+SSD-MobileNet and ResNet-50 the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from byoc_workbench import transforms, workflow
+from byoc_workbench.measure import compare as matching
+from byoc_workbench.measure import execute
+from byoc_workbench.models import meaning, zoo
+
+pytestmark = [pytest.mark.mxnet, pytest.mark.slow]
+
+# model -> input shape (N, C, H, W): the smallest each architecture takes, or near it.
+MODELS = {
+    "ssd_300_vgg16_atrous_coco": (1, 3, 260, 260),  # VGG's extra layers need 260 px
+    "yolo3_mobilenet1.0_coco": (1, 3, 160, 160),
+    "center_net_resnet18_v1b_coco": (1, 3, 128, 128),
+    "center_net_mobilenetv3_small_duc_voc": (1, 3, 128, 128),
+    "faster_rcnn_resnet50_v1b_coco": (1, 3, 256, 256),
+    "fcn_resnet50_ade": (1, 3, 96, 96),
+    "psp_resnet50_ade": (1, 3, 96, 96),
+    "deeplab_resnet50_ade": (1, 3, 96, 96),
+    "simple_pose_resnet50_v1b": (1, 3, 128, 96),
+    "mobilenetv3_small": (1, 3, 224, 224),
+}
+# One model per family for the offloaded run (test_backends.py offloads SSD-ResNet50).
+OFFLOADED = (
+    "ssd_300_vgg16_atrous_coco",
+    "yolo3_mobilenet1.0_coco",
+    "center_net_resnet18_v1b_coco",
+    "faster_rcnn_resnet50_v1b_coco",
+    "fcn_resnet50_ade",
+    "simple_pose_resnet50_v1b",
+    "mobilenetv3_small",
+)
+# Faster R-CNN sends its 1000 proposals through ResNet's stage 4, which untuned TVM takes minutes
+# over; eight keep the same graph, op for op, with fewer rows.
+PROPOSALS = 8
+
+
+def _build(name, shape):
+    block = zoo.build_block(name, shape)
+    if hasattr(block, "rpn"):
+        block._rpn_test_post_nms = block.rpn._test_post_nms = PROPOSALS
+    return block
+
+
+class Run:
+    """One model on the default picture: loaded with seeded weights, imported, and run by
+    MXNet and by TVM alone."""
+
+    def __init__(self, name, shape):
+        self.loaded = zoo.load_model(name, "untrained", seed=0, input_shape=shape, block=_build(name, shape))
+        self.task = self.loaded.spec.kind
+        self.x, _ = workflow.model_input(None, shape)
+        self.imported = zoo.import_model(name, loaded=self.loaded)
+        self.mxnet = self.predict(workflow.mxnet_outputs(self.loaded.block, self.x))
+        self.tvm = self.predict(execute.run(self.imported.mod, [self.x]))
+
+    def predict(self, raw):
+        return meaning.prediction(self.task, raw, self.loaded)
+
+
+_RUNS: dict = {}
+
+
+def _run(name) -> Run:
+    if name not in _RUNS:
+        _RUNS[name] = Run(name, MODELS[name])
+    return _RUNS[name]
+
+
+def _comparable(p):
+    """Faster R-CNN clips boxes to the picture, and untrained weights leave some with no area on
+    its border. Their IoU is 0/0 and their ROI features are sampled exactly on the edge, where
+    MXNet and TVM round differently, so only boxes of at least one square pixel are compared."""
+    if p.task != "detection" or p.weights != "untrained":
+        return p
+    boxes = np.asarray(p["boxes"])[0]
+    keep = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) >= 1.0
+    keep &= np.asarray(p["ids"])[0, :, 0] >= 0
+    out = meaning.Prediction({k: np.asarray(v)[:, keep] for k, v in p.items()})
+    out.task, out.weights = p.task, p.weights
+    return out
+
+
+def _assert_same(ref, got, what):
+    if ref.task == "detection":
+        assert (np.asarray(ref["ids"]) >= 0).sum() >= 10, "enough detections to make the check mean something"
+    differ = matching.differences(ref, got)
+    assert not differ, f"{what}: " + "; ".join(differ)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_equals_mxnet(name):
+    """float32, seeded weights: ids exact, scores, boxes, masks and heatmaps to the project's
+    tolerance (rtol 1e-3, atol 1e-4; boxes 0.05 px), as matching.differences reads them."""
+    run = _run(name)
+    ref, got = run.mxnet, run.tvm
+    if name.startswith("faster_rcnn"):
+        ref, got = _comparable(ref), _comparable(got)
+    _assert_same(ref, got, f"{name}, TVM alone against MXNet")
+    if run.task == "segmentation":
+        assert len(np.unique(ref["mask"])) > 1, "the mask holds more than one class"
+
+
+@pytest.mark.parametrize("name", OFFLOADED)
+def test_offloaded_run_equals_tvm_alone(name):
+    """Partitioned with TensorRT's rules, pruned, the subgraphs run by ONNX Runtime: the same outputs."""
+    run = _run(name)
+    found = workflow.offload(transforms.prepare(run.imported.mod), "onnxruntime")
+    codegen = found[-1]
+    assert codegen.generated and all(g.backend == "onnxruntime" for g in codegen.generated.values())
+    offloaded = run.predict(execute.run(codegen.mod, [run.x]))
+    ref, got = run.tvm, offloaded
+    if name.startswith("faster_rcnn"):
+        ref, got = _comparable(ref), _comparable(got)
+    _assert_same(ref, got, f"{name}, offloaded against TVM alone")
+
+
+def test_comparison_sees_a_changed_output():
+    """The checks above can fail: a moved box, a flipped mask pixel, a swapped class are seen."""
+    run = _run("yolo3_mobilenet1.0_coco")
+    moved = meaning.Prediction({k: np.array(v) for k, v in run.tvm.items()})
+    moved.task = "detection"
+    moved["boxes"][0, 0, 0] += 1.0
+    assert matching.differences(run.tvm, moved)
+    seg = _run("fcn_resnet50_ade").tvm
+    flipped = meaning.Prediction({k: np.array(v) for k, v in seg.items()})
+    flipped.task = "segmentation"
+    flipped["mask"][0, 0, 0] = (flipped["mask"][0, 0, 0] + 1) % flipped["scores"].shape[1]
+    assert matching.differences(seg, flipped)

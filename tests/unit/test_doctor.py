@@ -1,0 +1,144 @@
+"""``byoc-workbench doctor`` on this very machine: real checks, no stand-ins."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from byoc_workbench import cli, doctor
+
+HAS_MXNET = importlib.util.find_spec("mxnet") is not None and importlib.util.find_spec("gluoncv") is not None
+HAS_GPU = Path("/proc/driver/nvidia").exists()
+HAS_TRT = importlib.util.find_spec("tensorrt") is not None
+
+
+@pytest.fixture(scope="module")
+def report():
+    return doctor.diagnose()
+
+
+def test_part1_ready_and_exit_code_zero(report, capsys):
+    assert report["parts"]["part1"] == {
+        "title": doctor.PART_TITLES["part1"],
+        "ready": True,
+        "missing": [],
+        "fixes": {},
+    }
+    assert report["exit_code"] == 0
+    assert cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    assert "Part 1 (notebook 01, the demo graph): ready" in text
+
+
+def test_tvm_flags_are_reported(report):
+    tvm = report["checks"]["tvm"]
+    assert tvm["ok"] and tvm["info"]["flags"]["USE_LLVM"] is True
+    assert set(tvm["info"]["flags"]) == {
+        "USE_LLVM",
+        "USE_CUDA",
+        "USE_TENSORRT_CODEGEN",
+        "USE_TENSORRT_RUNTIME",
+        "relax.ext.tensorrt",
+    }
+    assert "LLVM on" in tvm["found"]
+
+
+@pytest.mark.skipif(not HAS_MXNET, reason="mxnet and gluoncv are not installed (Part 2 needs Python 3.11)")
+def test_part2_cpu_ready_names_its_backend(report):
+    part = report["parts"]["part2_cpu"]
+    assert part["ready"] and part["missing"] == []
+    expected = "onnxruntime" if report["checks"]["onnxruntime"]["ok"] else "teaching"
+    assert part["backend"].startswith(expected)
+
+
+@pytest.mark.skipif(HAS_GPU or HAS_TRT, reason="this machine has a GPU or TensorRT")
+def test_tensorrt_unavailable_names_package_and_gpu(report, capsys):
+    part = report["parts"]["part2_tensorrt"]
+    assert not part["ready"]
+    assert {"tensorrt", "gpu"} <= set(part["missing"])
+    assert "pip install -e .[tensorrt]" in part["fixes"]["tensorrt"]
+    assert "NVIDIA GPU" in part["fixes"]["gpu"]
+    assert report["checks"]["tensorrt"]["info"] == {"installed": False}
+    print(doctor.render(report))
+    text = capsys.readouterr().out
+    assert "Part 2 with TensorRT: not ready, missing tensorrt, gpu" in text
+
+
+def test_weights_cache_lists_every_model(report):
+    from byoc_workbench.models import weights as zoo
+
+    weights = report["checks"]["weights"]["info"]
+    assert set(weights["models"]) == set(zoo.MODELS)
+    assert weights["cache"] == str(zoo.cache_dir())
+
+
+def test_json_has_the_same_data(capsys):
+    assert cli.main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"checks", "parts", "exit_code"}
+    assert set(data["parts"]) == {"part1", "part1_c", "part2_cpu", "part2_tensorrt"}
+    names = [fn.__name__.removeprefix("check_") for fn in doctor.CHECKS]
+    assert list(data["checks"]) == names
+    for check in data["checks"].values():
+        assert set(check) == {"name", "ok", "found", "fix", "seconds", "info"}
+        assert check["ok"] or check["fix"], check  # whatever is missing comes with its fix
+
+
+def test_the_c_compiler_is_checked(report, monkeypatch, tmp_path):
+    cc = report["checks"]["cc"]
+    assert cc["ok"] and cc["info"]["command"] and report["parts"]["part1_c"]["ready"]
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check = doctor.check_cc()
+    assert not check.ok and check.found.startswith("No C compiler found")
+    assert "apt-get install gcc" in check.fix and "conda install -c conda-forge compilers" in check.fix
+
+
+def test_missing_dot_means_part1_cannot_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no dot on PATH
+    report = doctor.diagnose()
+    assert report["parts"]["part1"]["missing"] == ["dot"]
+    assert "graphviz" in report["parts"]["part1"]["fixes"]["dot"]
+    assert report["exit_code"] == 1
+
+
+def test_doctor_does_not_import_mxnet():
+    code = "import sys; from byoc_workbench import doctor; doctor.diagnose(); print('mxnet' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
+    from byoc_workbench.models import weights as zoo
+
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / zoo.params_file_name(zoo.DEFAULT_MODEL)).write_bytes(b"not the weights")
+    check = doctor.check_weights()
+    assert check.info["cache"] == str(tmp_path / "models")
+    assert check.info["models"][zoo.DEFAULT_MODEL]["state"] == "wrong sha1, ignored"
+    assert not check.ok and "byoc-workbench prefetch" in check.fix
+
+
+def test_binder_files_agree_with_requirements():
+    root = Path(__file__).resolve().parents[2]
+    env = (root / "environment.yml").read_text().splitlines()
+    assert "  - python=3.11" in env  # numpy<1.24, which mxnet needs, has no wheels for 3.12+
+    assert {"      - -r requirements.txt", "      - -e ."} <= set(env)  # the same pins, not a second copy
+    pins = dict(line.split("==") for line in (root / "requirements.txt").read_text().splitlines() if "==" in line)
+    assert tuple(int(p) for p in pins["numpy"].split(".")[:2]) < (1, 24)
+    apt = [line.partition("#")[0].strip() for line in (root / "apt.txt").read_text().splitlines()]
+    assert "graphviz" in apt
+
+
+def test_openvino_is_checked_with_the_precision_it_would_pick(report):
+    ov = report["checks"]["openvino"]
+    if importlib.util.find_spec("openvino") is None:
+        assert not ov["ok"] and "pip install openvino" in ov["fix"]
+        return
+    assert ov["ok"], ov
+    assert ov["info"]["default_precision"] == ("bf16" if "BF16" in ov["info"]["capabilities"] else "f32")
+    assert "the backend sets f32" in ov["found"]

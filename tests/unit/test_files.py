@@ -1,0 +1,76 @@
+"""One atomic write and one cache directory for the whole package (files.py)."""
+
+import numpy as np
+import pytest
+
+from byoc_workbench import files
+
+
+def _left(folder) -> list:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_write_atomic_writes_bytes_text_and_a_writer(tmp_path):
+    files.write_atomic(tmp_path / "a.bin", b"\x00\x01")
+    files.write_atomic(tmp_path / "sub" / "b.txt", "text")  # the directory is made
+    files.write_atomic(tmp_path / "c.npz", lambda f: np.savez(f, x=np.arange(3)))
+    assert (tmp_path / "a.bin").read_bytes() == b"\x00\x01" and (tmp_path / "sub" / "b.txt").read_text() == "text"
+    with np.load(tmp_path / "c.npz") as data:
+        assert data["x"].tolist() == [0, 1, 2]
+    assert _left(tmp_path) == ["a.bin", "c.npz", "sub"]  # no temporary file left beside them
+
+
+@pytest.mark.parametrize("failure", [OSError("disk full"), KeyboardInterrupt()])
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_one(tmp_path, failure):
+    path = tmp_path / "out.json"
+    path.write_text("old")
+
+    def writer(f):
+        f.write(b"half of the ne")
+        raise failure
+
+    with pytest.raises(type(failure)):
+        files.write_atomic(path, writer)
+    assert path.read_text() == "old" and _left(tmp_path) == ["out.json"]
+    with pytest.raises(TypeError):  # not bytes: the write itself fails
+        files.write_atomic(path, 3.5)
+    assert path.read_text() == "old" and _left(tmp_path) == ["out.json"]
+
+
+def test_write_file_records_what_it_put_in_place_and_write_atomic_does_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "written", [])
+    files.write_atomic(tmp_path / "cache.json", "{}")
+    files.write_file(tmp_path / "result.json", "{}")
+    assert files.written == [tmp_path / "result.json"]
+
+
+def test_the_cache_variable_is_honoured_the_same_way_everywhere(tmp_path, monkeypatch):
+    """``$BYOC_WORKBENCH_CACHE`` is the root of every cache: the weights, the search's measurements,
+    the compiled C and TensorRT's engines each in a folder of their own under it."""
+    from byoc_workbench.measure.search import Cache
+    from byoc_workbench.models import weights
+
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path))
+    assert weights.cache_dir() == files.cache_dir("models") == tmp_path / "models"
+    assert Cache().root == files.cache_dir("search") == tmp_path / "search"
+    monkeypatch.setenv(files.CACHE_ENV, "~/elsewhere")
+    assert weights.cache_dir().parent == Cache().root.parent == files.cache_dir("c").parent
+    assert "~" not in str(files.cache_dir("c"))
+    monkeypatch.delenv(files.CACHE_ENV)
+    assert weights.cache_dir().parent == Cache().root.parent
+    assert str(files.cache_dir("engines")).endswith(".cache/byoc-workbench/engines")
+
+
+def test_the_search_cache_writes_atomically_under_its_root(tmp_path, monkeypatch):
+    from byoc_workbench.measure.search import Cache
+
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path))
+    cache = Cache()
+    cache.put("build", "k", {"a": 1})
+    cache.put_arrays("k", [np.ones(2), np.zeros((1, 3))])
+    assert cache.get("build", "k") == {"a": 1} and [a.shape for a in cache.get_arrays("k")] == [(2,), (1, 3)]
+    assert _left(tmp_path / "search") == ["build", "reference"]
+    assert _left(tmp_path / "search" / "build") == ["k.json"] and _left(tmp_path / "search" / "reference") == ["k.npz"]
+    with pytest.raises(TypeError):  # a value JSON cannot write leaves the old record, and no temporary file
+        cache.put("build", "k", {"a": object()})
+    assert cache.get("build", "k") == {"a": 1} and _left(tmp_path / "search" / "build") == ["k.json"]

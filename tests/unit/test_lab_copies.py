@@ -1,0 +1,48 @@
+"""make lab serves working copies: running a notebook never shows up in git status."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import lab_copies  # noqa: E402
+import pytest  # noqa: E402
+
+
+def _notebooks(tmp_path):
+    source = tmp_path / "notebooks"
+    source.mkdir()
+    (source / "a.ipynb").write_text('{"v": 1}')
+    (source / "b.ipynb").write_text('{"v": 1}')
+    return source, tmp_path / "lab"
+
+
+def test_first_run_copies_every_notebook(tmp_path):
+    source, lab = _notebooks(tmp_path)
+    assert lab_copies.sync(source, lab) == []
+    assert sorted(p.name for p in lab.glob("*.ipynb")) == ["a.ipynb", "b.ipynb"]
+
+
+def test_a_new_version_replaces_an_untouched_copy_and_keeps_an_edited_one(tmp_path):
+    source, lab = _notebooks(tmp_path)
+    lab_copies.sync(source, lab)
+    (lab / "a.ipynb").write_text('{"v": 1, "outputs": "saved by JupyterLab"}')  # the attendee ran it
+    for nb in ("a.ipynb", "b.ipynb"):
+        (source / nb).write_text('{"v": 2}')  # git pull brought new versions
+    notes = lab_copies.sync(source, lab)
+    assert (lab / "b.ipynb").read_text() == '{"v": 2}'
+    assert "saved by JupyterLab" in (lab / "a.ipynb").read_text()
+    assert len(notes) == 1 and "a.ipynb" in notes[0] and "make lab-fresh" in notes[0]
+    assert lab_copies.sync(source, lab, fresh=True) == []
+    assert (lab / "a.ipynb").read_text() == '{"v": 2}'
+
+
+def test_the_working_copies_are_ignored_by_git():
+    if subprocess.run(["git", "rev-parse"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: there is no git status to dirty")
+    out = subprocess.run(["git", "check-ignore", "lab/01_byoc_workflow.ipynb"], cwd=ROOT, capture_output=True)
+    assert out.returncode == 0, "lab/ must be in .gitignore, or running a notebook dirties git status"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--ServerApp.root_dir=lab" in makefile and "tools/lab_copies.py notebooks lab" in makefile

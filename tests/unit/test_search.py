@@ -1,0 +1,199 @@
+"""The placement search, measured for real: the demo and a small conv model, each through every step.
+
+Nothing here asserts a time. What is checked: the shortest path picks the
+cheapest placement among every one its measurements cover (enumerated
+exhaustively), the chosen placement is the measured best that was built end
+to end and computes TVM alone's outputs, a repeat measures nothing, and a
+placement whose outputs break (OpenVINO in bf16) is rejected and said so.
+"""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from tvm import relax
+
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import search
+from byoc_workbench.measure.search import paths
+from byoc_workbench.session import Workbench
+
+pytest.importorskip("onnxruntime", reason="the search's offloading backends need onnx and onnxruntime")
+HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
+BACKENDS = ("onnxruntime", "openvino", "tvm") if HAS_OPENVINO else ("onnxruntime", "tvm")
+op = relax.op
+
+
+def small_conv_model():
+    """conv+bias+relu, a pool, a second conv, a host op between units, a lone multiply, reshapes and a concat."""
+    rng = np.random.RandomState(0)
+    w1 = relax.const(rng.uniform(-0.3, 0.3, (8, 4, 3, 3)).astype("float32"))
+    b1 = relax.const(rng.uniform(-0.1, 0.1, (1, 8, 1, 1)).astype("float32"))
+    w2 = relax.const(rng.uniform(-0.3, 0.3, (8, 8, 3, 3)).astype("float32"))
+    x = relax.Var("x", relax.TensorType((1, 4, 16, 16), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(op.nn.relu(op.add(op.nn.conv2d(x, w1, padding=1), b1)))
+            p = bb.emit(op.nn.max_pool2d(a, pool_size=2, strides=2))
+            c = bb.emit(op.nn.relu(op.nn.conv2d(p, w2, padding=1)))
+            s = bb.emit(op.sigmoid(op.sum(c, axis=[1], keepdims=True)))  # rules switched off: host ops
+            m = bb.emit(op.multiply(s, relax.const(np.float32(-1.0))))
+            t = bb.emit(op.permute_dims(op.reshape(c, (1, 8, 64)), [0, 2, 1]))
+            out = bb.emit_output(op.concat([op.reshape(t, (1, 512)), op.reshape(m, (1, 64))], axis=1))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    on = [r.qualified for r in Workbench(mod, "tensorrt").rules if r.name not in ("sum", "sigmoid")]
+    wb = Workbench(mod, "tensorrt", enabled=on)
+    return search.of(wb, [rng.uniform(-1, 1, (1, 4, 16, 16)).astype("float32")], name="small conv model")
+
+
+def check_search(result, subject, cache):
+    """What every search must satisfy, whatever the timings were."""
+    # Every placement the measurements cover, enumerated exhaustively: none is cheaper than the shortest path's.
+    per_unit = [
+        paths.unit_paths(u["name"], u["members"], u["seams"], result.backends, result.cost) for u in result.units
+    ]
+    every = sorted(paths.every_placement(per_unit))
+    assert len(every) >= len(result.backends) ** len(result.units)
+    rest = result.measurements["rest_s"]
+    rank1 = next(r for r in result.placements if r.what.startswith("rank 1"))
+    assert rank1.predicted_s == pytest.approx(every[0][0] + rest)
+    assert rank1.assign in [dict(p) for t, p in every if t == pytest.approx(every[0][0])]
+    # The chosen placement is the cheapest by the measurements that was built and gave TVM alone's outputs.
+    built = [r for r in result.placements if r.measured_s is not None]
+    assert len(built) >= 4
+    chosen = result.chosen
+    assert chosen is not None and chosen.equal and chosen.measured_s is not None
+    ranked = [r for r in result.placements if r.what.startswith("rank ")]
+    assert chosen is next(r for r in ranked if r.equal)
+    assert chosen.predicted_s == min(r.predicted_s for r in result.placements if r.equal)
+    assert all(r.differs == [] for r in result.placements if r.assign == chosen.assign)
+    data = json.loads(json.dumps(result.to_json()))
+    assert {"placements", "chosen", "baseline", "search_s", "machine"} <= set(data)
+    assert {"assign", "predicted_s", "measured_s"} <= set(data["placements"][0])
+    assert {"tvm", "pruned", "unpruned", "onnxruntime_alone"} <= set(data["baseline"])
+    assert data["chosen"]["assign"] == chosen.assign
+    # A repeat measures nothing and finds the same.
+    again = search.search(subject, result.backends, runs=3, cache=cache, only_cached=True)
+    assert again.measurements["builds"] == 0
+    assert again.chosen.assign == chosen.assign
+    assert [r.predicted_s for r in again.placements] == [r.predicted_s for r in result.placements]
+
+
+@pytest.fixture(scope="module")
+def demo_search(tmp_path_factory):
+    subject = search.load({"kind": "demo"})
+    cache = search.Cache(tmp_path_factory.mktemp("search"))
+    return subject, cache, search.search(subject, BACKENDS, runs=3, cache=cache)
+
+
+def test_search_on_the_demo(demo_search):
+    subject, cache, result = demo_search
+    assert [u["name"] for u in result.units] == ["byoc_target_0", "byoc_target_1", "byoc_target_2"]
+    assert [u["seams"] for u in result.units] == [[], [], [1]], "the conv+reshape unit is cut between its two"
+    assert any("[0:1]" in label for r in result.placements for label in r.assign)
+    check_search(result, subject, cache)
+    assert "chosen: " in result.text() and "<table>" in result._repr_html_()
+
+
+def test_the_widget_draws_the_picked_placement_in_its_backends_colours(demo_search):
+    from byoc_workbench.widgets.search import search_widget
+
+    _, _, result = demo_search
+    w = search_widget(result)
+    assert w.picker.options[0][0].startswith("chosen: ") and len(w.picker.options) >= 4
+    chosen_svg = w.view.svg
+    assert all(b in chosen_svg for b in set(result.chosen.assign.values()) - {"tvm"})
+    other = next(k for k, (_, assign) in enumerate(w.options) if assign != result.chosen.assign)
+    w.picker.value = other
+    assert w.view.svg != chosen_svg and "placement" in w.table.value
+
+
+def test_cli_search_writes_json_text_and_diagram(tmp_path, monkeypatch, capsys):
+    from byoc_workbench import cli
+
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    args = [
+        "search",
+        "demo",
+        "--backends",
+        "onnxruntime,tvm",
+        "--runs",
+        "2",
+        "--top",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["chosen"]["assign"] and data["baseline"]["tvm"] > 0
+    assert json.loads((tmp_path / "o" / "search.json").read_text()) == data
+    assert (tmp_path / "o" / "search.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert cli.main(["search", "demo", "--backends", "onnxruntime,tvm", "--runs", "2", "--top", "1", "--cached"]) == 0
+    assert "0 builds measured" in capsys.readouterr().out
+    assert cli.main(["search", "demo", "--backends", "tvm"]) == 2
+    assert "needs a backend that offloads" in capsys.readouterr().err
+
+
+def test_search_on_a_small_conv_model(tmp_path):
+    subject = small_conv_model()
+    cache = search.Cache(tmp_path)
+    result = search.search(subject, BACKENDS, runs=3, cache=cache)
+    assert len(result.units) == 2 and all(u["seams"] for u in result.units)
+    check_search(result, subject, cache)
+    # TVM alone's outputs are the reference: the chosen placement computes them.
+    ref = search.measure(result.plan, subject, {u["name"]: "tvm" for u in result.units}, runs=1)[1]
+    got = search.measure(result.plan, subject, result.chosen.assign, runs=1, reference=ref)[0]
+    assert got.check["equal"] and got.check["max_rel"] <= 1e-3
+
+
+@pytest.mark.skipif(not HAS_OPENVINO, reason="openvino is not installed")
+def test_a_placement_whose_outputs_break_is_rejected(tmp_path):
+    import openvino as ov
+
+    if "BF16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        pytest.skip("this CPU has no bf16: OpenVINO's bf16 would run in f32")
+    subject = small_conv_model()
+    result = search.search(subject, ("openvino", "tvm"), precision="bf16", runs=2, cache=search.Cache(tmp_path))
+    # OpenVINO keeps cheap ops in f32; the convolutions (tensorrt_0) are where bf16 rounds.
+    convs_on_ov = [
+        r for r in result.placements if r.measured_s is not None and r.assign.get("tensorrt_0") == "openvino"
+    ]
+    assert convs_on_ov and all(not r.equal and "max relative error" in r.rejected for r in convs_on_ov)
+    assert result.chosen is not None and result.chosen.assign.get("tensorrt_0") != "openvino"
+    assert "rejected" not in result.chosen.rejected
+
+
+def test_one_candidate_measured_from_a_serialisable_description():
+    description = {
+        "model": {"kind": "demo"},
+        "backends": ["onnxruntime", "tvm"],
+        "assign": {"byoc_target_0": "tvm", "byoc_target_1": "onnxruntime", "byoc_target_2": "onnxruntime"},
+        "runs": 2,
+    }
+    out = json.loads(json.dumps(search.measure_candidate(json.loads(json.dumps(description)))))
+    assert out["units"] == ["byoc_target_0", "byoc_target_1", "byoc_target_2"]
+    assert out["costs"]["byoc_target_1"]["backend"] == "onnxruntime" and out["costs"]["byoc_target_1"]["compute_s"] > 0
+    assert out["costs"]["byoc_target_0"]["backend"] == "tvm" and len(out["costs"]["byoc_target_0"]["members_s"]) == 1
+    assert out["end_to_end_s"] > 0 and "cpu" in out["machine"]
+
+
+@pytest.mark.parametrize(
+    "backends, message",
+    [("tvm", "needs a backend that offloads"), ("onnxruntim,tvm", "did you mean onnxruntime"), ("auto", "not auto")],
+)
+def test_bad_backends_are_one_line(backends, message):
+    with pytest.raises(WorkbenchError) as err:
+        search.check_backends(backends)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_k_best_equals_the_exhaustive_order():
+    per_unit = [
+        [(1.0, (("a", "x"),)), (3.0, (("a", "y"),))],
+        [(0.5, (("b", "x"),)), (0.7, (("b", "y"),)), (2.0, (("b", "z"),))],
+    ]
+    assert [t for t, _ in paths.k_best(per_unit, 6)] == sorted(t for t, _ in paths.every_placement(per_unit))
