@@ -3,31 +3,45 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 # Optional extras of pyproject.toml to install too, e.g. `make test EXTRAS=pytorch` (CI does: .ci/run).
+# Set-up only adds: an extra once installed stays installed, and a later `make lab` without EXTRAS keeps it.
 EXTRAS ?=
-STAMP := $(VENV)/.installed-$(shell (cat requirements.txt pyproject.toml; echo "$(EXTRAS)") | sha1sum | cut -c1-12)
+comma := ,
+PINS := $(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(PINS)
+EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.extra-$(e)-$(PINS))
 # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
 
 .PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast demo bench clean
 
-setup: system-deps $(STAMP)
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
+setup: system-deps $(STAMP) $(EXTRA_STAMPS) $(LAB_OVERRIDES)
+
+# A venv of another Python (or none) is made anew; one of 3.11 is kept, and pip adds what the pins add.
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
 	  echo "error: Python 3.11 is needed (found $$($(PYTHON) --version 2>&1) at $(PYTHON))."; \
 	  echo "  Install it (apt-get install python3.11 python3.11-venv, pyenv install 3.11, or conda env create -f environment.yml),"; \
 	  echo "  or point make at it: make lab PYTHON=/path/to/python3.11"; exit 1; }
-	rm -rf $(VENV)
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@$(BIN)/python -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
+	  { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --upgrade pip; }
 	$(BIN)/pip install --quiet -r requirements.txt
 	@# setuptools' notice about editable installs is advice for package authors, not for users of make setup.
 	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install --quiet --no-deps -e .
-	@# An extra's packages come pinned from pyproject.toml; the workbench itself is already installed above.
-	$(if $(EXTRAS),$(BIN)/pip install --quiet $$($(BIN)/python tools/extras.py $(EXTRAS)))
+	rm -f $(VENV)/.installed-*
 	touch $@
 	@$(MAKE) --no-print-directory git-filter
+
+# An extra's packages come pinned from pyproject.toml; the workbench itself is already installed above.
+$(VENV)/.extra-%-$(PINS): $(STAMP)
+	$(BIN)/pip install --quiet $$($(BIN)/python tools/extras.py $*)
+	touch $@
+
+# JupyterLab's defaults for every seat: no "official Jupyter news?" pop-up, no update check over the notebooks.
+$(LAB_OVERRIDES): tools/lab-overrides.json $(STAMP)
+	install -D -m 644 $< $@
 
 # Outputs saved into notebooks/*.ipynb (by those who edit them there) never reach a commit: a clean filter strips them.
 git-filter:

@@ -1,6 +1,7 @@
 """How the workbench grows with the model: stages, first view, one toggle and memory, from 1,000 to 12,000 ops.
 
-Run: .venv/bin/python benchmarks/bench_scale.py [--sizes 1000,3000,6000,12000] [--no-real] [--no-cli] [--json PATH]
+Run: .venv/bin/python benchmarks/bench_scale.py [--sizes 1000,3000,6000,12000] [--no-real] [--no-cli] [--no-flat]
+[--json PATH]
 
 Each size is a synthetic residual network (``byoc_workbench.models.synthetic``: conv2d + bias +
 relu + add blocks, 1,000 ops a stage) with upstream TVM's TensorRT rules, measured through
@@ -14,11 +15,17 @@ relu + add blocks, 1,000 ops a stage) with upstream TVM's TensorRT rules, measur
 - toggle, every stage: the same toggle with every stage recomputed (what ``wb.stages`` costs);
 - open one group: the source stage collapsed with its first top-level block opened (a stage of
   1,000 ops on the synthetic models), SVG included;
+- every rule toggled: each rule of the target switched off in turn (from every rule on) and the
+  partition stage redrawn; median and worst toggle, the most subgraphs a toggle made, the most
+  nodes and the largest SVG of any such view and of every stage's view after the worst toggle;
 - peak memory: the process's peak resident set (TVM itself included; the line says how much
   the process held before the model was built).
 
+Each size is measured twice: on the model above (its names give blocks) and on the flat one (the
+same chain with BlockBuilder's names, ``lv12``: no blocks, so the views fold by structure).
 The last columns give each time's fitted exponent (the slope of log time over log ops, least
-squares, from this one run): 1.0 is linear. Then the largest real model the workbench imports
+squares, from this one run): 1.0 is linear; the toggle tables give it per rule. Then the largest
+real model the workbench imports
 (SSD-ResNet50, when mxnet is installed), and ``byoc-workbench stages FILE.py --out DIR`` on a
 3,000-op file. The load average is printed beside every number: on a shared machine, rerun it
 idle. Prints numbers; asserts nothing.
@@ -42,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 SIZES = (1000, 3000, 6000, 12000)
 TOGGLE = "tensorrt.nn.relu"
-COLUMNS = ("stages_s", "first_view_s", "toggle_s", "toggle_every_stage_s", "open_group_s")
+COLUMNS = ("stages_s", "first_view_s", "toggle_s", "toggle_every_stage_s", "open_group_s", "toggle_worst_s")
 
 
 def _rss_mb() -> float:
@@ -58,6 +65,35 @@ def _timed(fn):
 def _first_group(view) -> str | None:
     """The id of the first closed group (a block, or a folded run) the view draws, if any."""
     return next((nid for nid, d in view.nodes.items() if d["kind"] == "fold"), None)
+
+
+def toggle_every_rule(wb) -> dict:
+    """Each rule of the target switched off in turn (from ``wb``, every rule on), the partition stage
+    redrawn as the widget redraws it: ``{rule: {"s", "subgraphs", "nodes", "svg_kb"}}``."""
+    out = {}
+    key, base = wb._planned  # the stages every rule on: kept; any other rule set is computed afresh
+    for rule in sorted(wb.enabled):
+        wb._runs._runs.clear()  # an earlier toggle (the one above) would be a cached answer
+        wb._runs._runs[key] = base
+        t0 = time.perf_counter()
+        wb2 = wb.with_rule(rule, False)
+        view = wb2.view("partition", collapse=True)
+        took = time.perf_counter() - t0
+        out[rule] = {
+            "s": took,
+            "subgraphs": len(view.subgraphs),
+            "nodes": len(view.nodes),
+            "svg_kb": len(view.svg) / 1024,
+        }
+    return out
+
+
+def every_view(wb) -> dict:
+    """The largest of the collapsed views of every stage of ``wb``: nodes and SVG size."""
+    from byoc_workbench import stages
+
+    views = [wb.view(name, collapse=True) for name in stages.STAGES]
+    return {"max_nodes": max(len(v.nodes) for v in views), "max_svg_kb": max(len(v.svg) for v in views) / 1024}
 
 
 def measure(wb_factory, toggle: str = TOGGLE, base: float | None = None) -> dict:
@@ -78,6 +114,10 @@ def measure(wb_factory, toggle: str = TOGGLE, base: float | None = None) -> dict
     toggled = time.perf_counter() - t0
     _ = wb2.stages
     every = time.perf_counter() - t0
+    rules = toggle_every_rule(wb)
+    times = sorted(r["s"] for r in rules.values())
+    worst = max(rules, key=lambda r: rules[r]["s"])
+    views = every_view(wb.with_rule(worst, False))
     return {
         "ops": wb.stage("source").op_count,
         "load_average": round(load, 2),
@@ -90,17 +130,27 @@ def measure(wb_factory, toggle: str = TOGGLE, base: float | None = None) -> dict
         "subgraphs_after_toggle": len(wb2.stage("partition").subgraphs),
         "open_group_s": opened,
         "opened_group": group,
+        "toggle_median_s": times[len(times) // 2],
+        "toggle_worst_s": times[-1],
+        "worst_rule": worst,
+        "subgraphs_before": len(view.subgraphs),
+        "max_subgraphs": max(r["subgraphs"] for r in rules.values()),
+        "max_nodes": max(views["max_nodes"], *(r["nodes"] for r in rules.values())),
+        "max_svg_kb": max(views["max_svg_kb"], *(r["svg_kb"] for r in rules.values())),
+        "rules": rules,
         "peak_mb": _rss_mb(),
         "before_model_mb": base,
     }
 
 
-def child(size: int) -> dict:
-    """Run in a fresh process: the numbers of the synthetic model of ``size`` ops."""
+def child(arg: str) -> dict:
+    """Run in a fresh process: the numbers of the synthetic model ``arg`` (``6000``: named blocks;
+    ``flat:6000``: the same chain with no names)."""
     from byoc_workbench.models.synthetic import residual_model
     from byoc_workbench.session import Workbench  # imported before the baseline memory is read
 
-    mod = residual_model(size)
+    flat, _, size = arg.rpartition(":")
+    mod = residual_model(int(size), named=flat != "flat")
     return measure(lambda: Workbench(mod, "tensorrt"))
 
 
@@ -179,11 +229,11 @@ def table(rows: list, real: dict | None) -> str:
             f"| {_s(r['open_group_s'])} s     | {r['peak_mb']:6.0f} ({r['before_model_mb']:4.0f})          "
             f"| {r['load_average']:.2f}"
         )
-    fits = {k: exponent(rows, k) for k in COLUMNS}
+    fits = {k: exponent(rows, k) for k in COLUMNS[:5]}
     mem = exponent([{**r, "mem": max(r["peak_mb"] - r["before_model_mb"], 1)} for r in rows], "mem")
     lines.append(
         "exponent | "
-        + " | ".join(f"{'-' if fits[k] is None else f'{fits[k]:.2f}':>10}" for k in COLUMNS)
+        + " | ".join(f"{'-' if fits[k] is None else f'{fits[k]:.2f}':>10}" for k in COLUMNS[:5])
         + f" | memory above the baseline: {'-' if mem is None else f'{mem:.2f}'}"
     )
     lines.append(
@@ -194,23 +244,56 @@ def table(rows: list, real: dict | None) -> str:
     return "\n".join(lines)
 
 
+def rule_exponents(rows: list) -> dict:
+    """Each rule's toggle time fitted over the sizes: ``{rule: exponent}`` (rules every size toggled)."""
+    names = set.intersection(*(set(r["rules"]) for r in rows)) if rows else set()
+    return {n: exponent([{"ops": r["ops"], "t": r["rules"][n]["s"]} for r in rows], "t") for n in sorted(names)}
+
+
+def toggle_table(rows: list, what: str) -> str:
+    """Every rule toggled in turn: median and worst toggle per size, subgraphs, nodes and SVG, and the
+    growth exponent of each rule that changes the partition."""
+    lines = [
+        f"{what}: every rule toggled off in turn, partition redrawn",
+        "     ops | median toggle | worst toggle (rule)                | subgraphs | most nodes | largest SVG",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['ops']:>8,} | {r['toggle_median_s']:9.3f} s   | {r['toggle_worst_s']:6.3f} s ({r['worst_rule']:<24}) "
+            f"| {r['max_subgraphs']:9,} | {r['max_nodes']:10,} | {r['max_svg_kb']:7.0f} KB"
+        )
+    fits = rule_exponents(rows)
+    moving = {n for r in rows for n, x in r["rules"].items() if x["subgraphs"] != r["subgraphs_before"]}
+    shown = {n: e for n, e in fits.items() if e is not None and n in moving}
+    lines.append(
+        "exponent per rule: "
+        + ", ".join(f"{n} {e:.2f}" for n, e in sorted(shown.items(), key=lambda kv: -kv[1])[:8])
+        + (f"; worst toggle {exponent(rows, 'toggle_worst_s'):.2f}" if len(rows) > 1 else "")
+    )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default=",".join(map(str, SIZES)))
     p.add_argument("--no-real", action="store_true", help="skip the SSD (needs mxnet; about a minute)")
     p.add_argument("--no-cli", action="store_true", help="skip the stages command on a 3,000-op file")
+    p.add_argument("--no-flat", action="store_true", help="skip the flat model (no block names)")
     p.add_argument("--json", help="also write the numbers to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(child_real() if args.child == "real" else child(int(args.child))))
+        print(json.dumps(child_real() if args.child == "real" else child(args.child)))
         return
-    rows = []
+    models = {"rows": "", "flat_rows": "flat:"} if not args.no_flat else {"rows": ""}
+    found: dict = {key: [] for key in models}
     for size in map(int, args.sizes.split(",")):
-        r = in_child(str(size))
-        if r:
-            rows.append(r)
-            print(f"  {size:,} ops measured (load average {r['load_average']:.2f})", file=sys.stderr)
+        for key, prefix in models.items():
+            r = in_child(f"{prefix}{size}")
+            if r:
+                found[key].append(r)
+                print(f"  {prefix}{size:,} ops measured (load average {r['load_average']:.2f})", file=sys.stderr)
+    rows = found["rows"]
     real = None
     if not args.no_real:
         try:
@@ -220,6 +303,9 @@ def main() -> None:
         else:
             real = in_child("real")
     print(table(rows, real))
+    for key, what in (("rows", "hierarchical model (block names)"), ("flat_rows", "flat model (no names)")):
+        if found.get(key):
+            print(toggle_table(found[key], what))
     cli = None if args.no_cli else cli_run(3000)
     if cli:
         print(
@@ -234,9 +320,12 @@ def main() -> None:
             "cpu_count": os.cpu_count(),
             "toggle": TOGGLE,
             "rows": rows,
+            "flat_rows": found.get("flat_rows", []),
             "real": real,
             "cli": cli,
             "exponents": {k: exponent(rows, k) for k in COLUMNS},
+            "flat_exponents": {k: exponent(found.get("flat_rows", []), k) for k in COLUMNS},
+            "rule_exponents": {key: rule_exponents(found[key]) for key in found},
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from byoc_workbench.text import to_json
 
 PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
 PART_TITLES = {
@@ -400,5 +401,5 @@ def render(report: dict) -> str:
 def main(as_json: bool = False) -> int:
     """Print the report (text or JSON) and return the exit code."""
     report = diagnose()
-    print(json.dumps(report, indent=2) if as_json else render(report))
+    print(to_json(report) if as_json else render(report))
     return report["exit_code"]

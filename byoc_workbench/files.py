@@ -12,6 +12,7 @@ failure or a Ctrl-C mid-way leaves the old file or none, never half of it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -105,6 +106,17 @@ def check_file(path, flag: str) -> Path:
     return out
 
 
+def follow_umask(path, mode: int = 0o666) -> None:
+    """Give ``path`` the permissions a plain ``open`` would: ``mode`` less the umask.
+
+    ``tempfile.mkstemp`` makes its files 0600 whatever the umask, so a cache
+    shared by a JupyterHub's seats would be readable by one user only.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
 def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one.
 
@@ -112,6 +124,7 @@ def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
     if needed), which is then renamed to ``path``. ``data`` is bytes (or bytes-like), text, or
     a function that writes to the open binary file (e.g. ``lambda f: np.savez(f, ...)``).
     On any failure, a Ctrl-C too, the temporary file is removed and the old file stays.
+    The file's permissions follow the umask (:func:`follow_umask`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +135,59 @@ def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
                 data(f)
             else:
                 f.write(data.encode() if isinstance(data, str) else data)
+        follow_umask(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"{path.stat().st_size} {h.hexdigest()}"
+
+
+def seal(path) -> Path:
+    """Record ``path``'s size and SHA-256 beside it (``<path>.sum``), for :func:`intact` to check.
+
+    A cache entry is sealed after it is put in place, so a reader that finds the
+    seal finds the whole entry, and one truncated or overwritten since is told apart.
+    """
+    path = Path(path)
+    return write_atomic(path.with_name(path.name + ".sum"), _digest(path))
+
+
+def intact(path) -> bool:
+    """Whether ``path`` and its seal (:func:`seal`) exist and agree.
+
+    A damaged entry is left for its writer to replace (atomically, then sealed
+    again): removing it here could remove what another process just put in place.
+    """
+    path = Path(path)
+    stamp = path.with_name(path.name + ".sum")
+    try:
+        return path.is_file() and stamp.is_file() and stamp.read_text() == _digest(path)
+    except OSError:
+        return False
+
+
+def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
+    """:func:`write_atomic` for a library that writes to a file name (``save(name)``), not to an open file.
+
+    ``suffix`` ends the temporary name, for writers that go by it (``.so`` for a shared library).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or ".part")
+    os.close(fd)
+    try:
+        save(tmp)
+        follow_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -52,12 +52,20 @@ class View:
 _ANNOTATE = stages.STAGES.index("annotate")
 
 
+_startup_frozen: list = []  # one item once gc.freeze() has run
+
+
 @contextlib.contextmanager
 def cycles_collected_after():
     """Python's cycle collector paused, then resumed: a stage or a diagram makes hundreds of thousands
     of small objects and almost no cycles, while each full collection walks every object alive, the
     caches of thousands of functions included (a third of a toggle's time on 12,000 ops)."""
     was = gc.isenabled()
+    if was and not _startup_frozen:
+        # What was alive before the first stage (TVM, the frameworks it imports, half of all objects)
+        # lives as long as the process: frozen, no full collection walks it again.
+        gc.freeze()
+        _startup_frozen.append(True)
     gc.disable()
     try:
         yield

@@ -7,7 +7,7 @@ machine (:func:`byoc_workbench.measure.search.measure_candidate`)::
     {"kind": "demo"}
     {"kind": "ssd", "model": "ssd_512_resnet50_v1_coco", "weights": None, "image": None}
     {"kind": "onnx", "path": "model.onnx", "input_shapes": {"data": [1, 3, 224, 224]}}
-    {"kind": "torch", "spec": "torchvision.models:resnet18", "shape": [1, 3, 224, 224]}
+    {"kind": "torch", "spec": "torchvision.models:resnet18", "shape": [1, 3, 224, 224]}  # or {"x": [...]}
     {"kind": "file", "path": "mymodel.py", "target": "mychip"}
 
 with an optional ``"target"`` (whose rules make the units; default
@@ -178,11 +178,23 @@ def load_model_file(path: str | Path):
     return mod, None if rules is None else check_rules(rules, f"rules in {path}")
 
 
+def _is_python(model: str) -> bool:
+    """A path naming a Python file (``.py`` in any case); another existing file is refused by name."""
+    if model.lower().endswith(".py"):
+        return True
+    path = Path(model)
+    if path.is_file():
+        raise WorkbenchError(
+            f"{model} is neither a .py nor a .onnx file", "pass a .py file that defines mod, or a .onnx file"
+        )
+    return path.exists()  # a directory: load_model_file says so
+
+
 def module_and_rules(model: str) -> tuple:
     """``(module, user_rules)`` for ``demo`` or a Python file defining ``mod``."""
     if model == "demo":
         return demo.demo_module(), None
-    if model.endswith(".py") or Path(model).exists():
+    if _is_python(model):
         return load_model_file(model)
     raise WorkbenchError(
         f"Unknown model '{model}'.", "use demo, ssd, a zoo model's name, or the path of a .py file that defines mod."
@@ -204,15 +216,25 @@ NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or
 
 
 def is_own(model: str | None, torch_spec: str | None = None) -> bool:
-    """An ONNX file or a PyTorch ``module:factory``: the user's own model (see :mod:`byoc_workbench.measure.byom`)."""
-    return bool(torch_spec) or (model or "").endswith(".onnx")
+    """An ONNX file (``.onnx`` in any case) or a PyTorch ``module:factory``: the user's own model
+    (see :mod:`byoc_workbench.measure.byom`)."""
+    return bool(torch_spec) or (model or "").lower().endswith(".onnx")
+
+
+def check_no_shapes(model, shapes) -> None:
+    """A one-line error when input shapes were given for a model that takes none (demo, the zoo, a .py file)."""
+    if shapes:
+        raise WorkbenchError(
+            f"--input-shape applies to a .onnx file or --torch, not to {model}",
+            "remove --input-shape (this model's inputs are fixed)",
+        )
 
 
 def own_workbench(path, torch_spec=None, shapes=None, target=None, enabled=None, prune_rule=None) -> Workbench:
     """The workbench of an ONNX file, or of a PyTorch ``module:factory`` (default target: tensorrt).
 
     ``shapes`` fixes the inputs' shapes: ``{name: shape}``, one shape, or None
-    (the file's own; :data:`DEFAULT_SHAPE` for PyTorch, which takes one shape only).
+    (the file's own; :data:`DEFAULT_SHAPE` for PyTorch, whose names are ``forward``'s parameters).
     """
     target = target or "tensorrt"
     if torch_spec:
@@ -220,7 +242,7 @@ def own_workbench(path, torch_spec=None, shapes=None, target=None, enabled=None,
 
         if path:
             raise WorkbenchError(f"Both {path} and --torch were given", "give one model: a file, or --torch")
-        model = import_spec(torch_spec, shape=shapes if isinstance(shapes, list) else DEFAULT_SHAPE)
+        model = import_spec(torch_spec, shape=shapes or DEFAULT_SHAPE)
         return Workbench.from_model(model, target, enabled, prune_rule)
     return Workbench.from_onnx(path, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
 
@@ -236,6 +258,7 @@ def workbench_for(
     """
     name = zoo_name(model, ssd_model)
     if name:
+        check_no_shapes(model, shapes)
         wb, _ = model_workbench(name, weights, target or "tensorrt", prune_rule, enabled=enabled)
         return wb, name, True
     if is_own(model, torch_spec):
@@ -243,6 +266,7 @@ def workbench_for(
         return wb, wb.model.name, True
     if model is None:
         raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    check_no_shapes(model, shapes)
     mod, user_rules = module_and_rules(model)
     target, extra = target_and_extra(target, user_rules, model)
     return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), model, False
@@ -263,16 +287,17 @@ def describe(model, ssd_model, weights=None, image=None, torch_spec=None, shapes
     if torch_spec:
         if model:
             raise WorkbenchError(f"Both {model} and --torch were given", "give one model: a file, or --torch")
-        return {"kind": "torch", "spec": torch_spec, "shape": shapes if isinstance(shapes, list) else None}
+        return {"kind": "torch", "spec": torch_spec, "shape": shapes or None}
     if model is None:
         raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+    if is_own(model):
+        return {"kind": "onnx", "path": model, "input_shapes": shapes}
+    check_no_shapes(model, shapes)
     if model == "demo":
         return {"kind": "demo"}
     name = zoo_name(model, ssd_model)
     if name:
         return {"kind": "ssd", "model": name, "weights": weights, "image": image}
-    if model.endswith(".onnx"):
-        return {"kind": "onnx", "path": model, "input_shapes": shapes}
-    if model.endswith(".py") or Path(model).exists():
+    if _is_python(model):
         return {"kind": "file", "path": model}
     raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)

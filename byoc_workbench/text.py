@@ -7,6 +7,8 @@ JupyterLab breaks an output line that is too long anywhere, even inside a word
 
 from __future__ import annotations
 
+import json
+import math
 import textwrap
 
 WIDTH = 96  # characters: a JupyterLab output at 1366x768, file browser open, fits about 110
@@ -39,3 +41,21 @@ def machine_line(info: dict) -> str:
     load = f", load average {info['load_average']:g}" if info.get("load_average") is not None else ""
     gpu = f", {info['gpu']}" if info.get("gpu") else ""
     return f"{info['cpu']}, {info['cores']} cores{gpu}{load}"
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(data) -> str:
+    """``data`` as strict JSON, indented: an infinite or NaN number (a backend that refused) becomes null.
+
+    Python's ``json`` writes ``Infinity`` and ``NaN``, which no other JSON reader accepts.
+    """
+    return json.dumps(_finite(data), indent=2, allow_nan=False)

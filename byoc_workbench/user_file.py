@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -32,7 +33,10 @@ def import_user_file(path: str | Path, what: str, fix: str):
     if not path.is_file():
         raise WorkbenchError(f"{what} {path} does not exist.", fix)
     name = f"byoc_workbench_user_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
+    # The loader is named: Python picks one by suffix, and has none for mymodel.PY.
+    spec = importlib.util.spec_from_file_location(
+        name, path, loader=importlib.machinery.SourceFileLoader(name, str(path))
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     failure = None

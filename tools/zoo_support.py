@@ -3,7 +3,7 @@
     python tools/zoo_support.py                # every model (about 20 minutes on 2 cores)
     python tools/zoo_support.py --readme-only  # regenerate the tables from the JSON
 
-Writes ``docs/zoo-support.json`` (one record per model: its status, the ops that stop it,
+Writes ``byoc_workbench/data/zoo-support.json`` (one record per model: its status, the ops that stop it,
 its one-line error) and regenerates the support table of ``docs/zoo.md`` and the README's
 line between their markers.
 ``make test`` rechecks a sample of the records (tests/models/test_zoo_support.py).
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from byoc_workbench.models import support  # noqa: E402
 
-RECORDS = ROOT / "docs" / "zoo-support.json"
+RECORDS = Path(str(support.RECORDS))
 README = ROOT / "README.md"
 ZOO_DOC = ROOT / "docs" / "zoo.md"
 

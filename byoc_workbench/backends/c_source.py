@@ -170,7 +170,7 @@ def build(source: str, name: str) -> Path:
     version = compiler_version(tuple(cmd))
     key = hashlib.sha1("\n".join([source, " ".join(cmd), version, *FLAGS]).encode()).hexdigest()[:16]
     lib = files.cache_dir("c") / f"{function_name(name)}-{key}.so"
-    if lib.exists():
+    if files.intact(lib):  # a truncated or foreign library is compiled again, never loaded
         return lib
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{function_name(name)}.c"
@@ -184,6 +184,7 @@ def build(source: str, name: str) -> Path:
             )
         files.write_atomic(lib.with_suffix(".c"), source)
         files.write_atomic(lib, out.read_bytes())  # a concurrent reader never loads half a library
+        files.seal(lib)
     return lib
 
 

@@ -36,9 +36,11 @@ from byoc_workbench.backends import base
 from byoc_workbench.backends.emit import Codegen, make_codegen
 from byoc_workbench.backends.registry import DEFAULT, Registry
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow.rules import Rule, Target
+from byoc_workbench.flow.rules import Rule, Target, Targets, codegen_name
 
 RESERVED = ("auto", "tvm")  # backend choices that are not backends
+# Names a run already reports for something else: the frameworks (run --backend mxnet, the references).
+FRAMEWORKS = ("mxnet", "gluon", "gluoncv", "onnx", "torch", "pytorch")
 
 
 def register_codegen(
@@ -50,7 +52,9 @@ def register_codegen(
     ----------
     name : str
         The backend's name (``--backend name``), also its codegen name for
-        ``relax.ext.<name>``. Registering the same name again replaces it.
+        ``relax.ext.<name>``: letters, digits and ``_``, and not a name the
+        workbench uses already (``auto``, ``tvm``, a built-in backend or target,
+        a framework such as ``mxnet``). Registering the same name again replaces it.
     emit : dict
         ``{op: emitter}``: op is a Relax op name (``"relax.add"``, or ``"add"``)
         or a composite's rule name for a fused emitter; an emitter takes an
@@ -67,19 +71,37 @@ def register_codegen(
         Where to register it; default :data:`.registry.DEFAULT`, the one the
         stages, the widget and the command line read.
     """
-    if name in RESERVED or name in base.BUILTIN:
-        raise WorkbenchError(
-            f"{name} is {'a backend choice' if name in RESERVED else 'a built-in backend'} already",
-            "give your codegen a name of its own, such as mychip",
-        )
-    codegen = make_codegen(name, emit, language, doc)
+    codegen = make_codegen(name, emit, language, doc)  # checks the name's form first
+    taken = _taken(name)
+    if taken:
+        raise WorkbenchError(f"{name} is {taken} already", "give your codegen a name of its own, such as mychip")
     target = None if rules is None else _target(name, rules, doc)
     (DEFAULT if registry is None else registry).add(codegen.backend(), target)
     return codegen
 
 
+def _taken(name: str) -> str:
+    """What a name a codegen may not take stands for already (``""`` when it is free); any case."""
+    lower = name.lower()
+    targets = {t.lower() for t in Targets.builtin()} | {codegen_name(t).lower() for t in Targets.builtin()}
+    if lower in RESERVED:
+        return "a backend choice"
+    if lower in base.BUILTIN:
+        return "a built-in backend"
+    if lower in FRAMEWORKS:
+        return "a framework's name"
+    if lower in targets:
+        return "a built-in target"
+    return ""
+
+
 def _target(name: str, rules, doc: str) -> Target:
     """The target ``name`` of a codegen's rules, or a one-line error when a rule is for another target."""
+    if isinstance(rules, (str, bytes, dict)) or not (isinstance(rules, Target) or hasattr(rules, "__iter__")):
+        raise WorkbenchError(
+            f"The rules of codegen {name} must be a list of rules, got {type(rules).__name__}",
+            f"pass rules=[op_rule({name!r}, ...), ...], or leave rules out",
+        )
     rule_list = tuple(rules.rules if isinstance(rules, Target) else rules)
     wrong = [r for r in rule_list if not isinstance(r, Rule) or r.target != name]
     if wrong:

@@ -127,13 +127,30 @@ class Codegen:
                 "fix the emitter; call it on the Op shown by codegen.plan(name, func) to try it alone",
             ) from err
         if not isinstance(code, str) or not code.strip():
+            got = "an empty str" if isinstance(code, str) else type(code).__name__
             raise NoCode(
-                f"The {self.name} emitter for {op.op} returned {type(code).__name__}, not code",
+                f"The {self.name} emitter for {op.op} ({getattr(emitter, '__name__', 'emitter')}) returned {got}, "
+                "not code",
                 "return the code for this one call as a str"
                 + (" (an expression for the result)" if self.language == "numpy" else " (C statements)"),
                 code,
             )
+        if self.language == "numpy":
+            _check_python(code, f"The {self.name} emitter for {op.op} ({getattr(emitter, '__name__', 'emitter')})")
         return code
+
+
+def _check_python(code: str, who: str) -> None:
+    """A one-line error naming ``who`` when ``code`` is not Python (an expression, or several statements)."""
+    text = code.strip()
+    try:
+        compile(text, "<emitted>", "exec" if "\n" in text else "eval")
+    except SyntaxError as err:
+        raise WorkbenchError(
+            f"{who} returned code that is not valid Python ({err.msg}): {text.splitlines()[0]!r:.120}",
+            "return an expression for the result, such as np.maximum(x, 0) "
+            "(or statements that assign op.out, on several lines)",
+        ) from None
 
 
 class NoCode(WorkbenchError):
@@ -157,19 +174,24 @@ def _language(language: str):
 def make_codegen(name: str, emit: dict, language: str = "numpy", doc: str = "") -> Codegen:
     """A :class:`Codegen`, checked: a name fit for ``relax.ext.<name>``, a known language, callable
     emitters under names of Relax ops (or of composites)."""
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
         raise WorkbenchError(
-            f"A codegen name must be a word such as mychip, got {name!r}", "pass a name of letters, digits and _"
+            f"A codegen name must be a word such as mychip, got {name!r}",
+            "pass a name of letters, digits and _, starting with a letter",
         )
     if language not in LANGUAGES:
         raise WorkbenchError(f"Unknown codegen language {language!r}", f"choose one of: {', '.join(LANGUAGES)}")
-    if not isinstance(emit, dict) or not emit:
-        raise WorkbenchError(
-            f"emit must be a dict of emitters, got {type(emit).__name__}",
-            'pass emit={"relax.nn.relu": relu, ...}, each value a function of one Op returning code',
-        )
+    example = 'pass emit={"relax.nn.relu": relu, ...}, each value a function of one Op returning code'
+    if not isinstance(emit, dict):
+        raise WorkbenchError(f"emit must be a dict of emitters, got {type(emit).__name__}", example)
+    if not emit:
+        raise WorkbenchError("emit is an empty dict: the codegen would emit nothing", example)
     table = {}
     for key, fn in emit.items():
+        if not isinstance(key, str) or not key:
+            raise WorkbenchError(
+                f"The emit table's keys must be op names such as 'relu' or 'relax.add', got {key!r}", example
+            )
         if not callable(fn):
             raise WorkbenchError(
                 f"The emitter for {key!r} is a {type(fn).__name__}, not a function", "pass a function of one Op"

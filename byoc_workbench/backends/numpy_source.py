@@ -8,9 +8,15 @@ workbench's NumPy kernels) and ``CONST`` (the subgraph's constants).
 
 from __future__ import annotations
 
+import builtins
+import dis
+import re
+import types
+
 import numpy as np
 
 from byoc_workbench.backends import kernels, phases
+from byoc_workbench.errors import WorkbenchError
 
 
 def assemble(plan, pieces: list, codegen: str) -> str:
@@ -39,8 +45,33 @@ def assemble(plan, pieces: list, codegen: str) -> str:
 
 def _function(source: str, plan):
     namespace = {"np": np, "math": __import__("math"), "kernels": kernels, "CONST": [c for _, c in plan.constants]}
-    exec(compile(source, f"<{plan.name}>", "exec"), namespace)
-    return namespace[plan.name]
+    try:
+        code = compile(source, f"<{plan.name}>", "exec")
+    except SyntaxError as err:  # the emitters' pieces are checked one by one; this is the assembled whole
+        raise WorkbenchError(
+            f"The code generated for {plan.name} is not valid Python ({err.msg}, line {err.lineno}: "
+            f"{(err.text or '').strip()!r:.120})",
+            "fix the emitter that wrote that line (codegen.generate(name, func) shows the whole source)",
+        ) from None
+    exec(code, namespace)
+    fn = namespace[plan.name]
+    unknown = sorted(_globals(fn.__code__) - set(namespace) - set(dir(builtins)))
+    if unknown:  # else a NameError from inside the VM, as a RuntimeError with a traceback
+        line = next((ln.strip() for ln in source.splitlines() if re.search(rf"\b{re.escape(unknown[0])}\b", ln)), "")
+        raise WorkbenchError(
+            f"The code generated for {plan.name} uses {', '.join(unknown)}, defined nowhere ({line!r:.120})",
+            "use the names the emitter is given (op.args, op.out) and np, math, kernels or CONST",
+        )
+    return fn
+
+
+def _globals(code) -> set:
+    """The global names ``code`` (and the functions and comprehensions inside it) reads."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _globals(const)
+    return names
 
 
 def load(source: str, plan):

@@ -25,7 +25,8 @@ from byoc_workbench import ir
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
 
-__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "translate", "unsupported"]
+__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "target_rules", "translate"]
+__all__ += ["unsupported"]
 
 OPSET = 18  # the first opset whose Reduce* ops all take axes as an input
 FIX = "switch off the rule that offloads it, or add a converter in byoc_workbench/backends/onnx_ops.py"
@@ -78,7 +79,7 @@ class Graph:
         if self.fp16 and value.dtype == np.float32:
             value = value.astype(np.float16)
         name = self.name(hint)
-        self.initializers.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.initializers.append(self.onnx.numpy_helper.from_array(np.require(value, requirements="C"), name))
         if key is not None:
             self._consts[key] = name
         return name
@@ -104,6 +105,26 @@ def convertible(ctx) -> bool:
             if unsupported(call) is not None:
                 return False
     return True
+
+
+def target_rules(target: str) -> tuple:
+    """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts.
+
+    Each rule's check asks of every call what the translator would (its
+    attributes, layouts and shapes; :func:`unsupported`), as torch.fx's
+    ``OperatorSupport`` asks of a node, so the target claims exactly what the
+    backend takes: the host's slices, concats and box arithmetic too.
+    """
+    from byoc_workbench.flow.rules import op_rule
+
+    return tuple(
+        op_rule(target, op.removeprefix("relax.").replace(".", "_"), op, _converts, "the ONNX translator converts it")
+        for op in sorted(SUPPORTED_OPS)
+    )
+
+
+def _converts(call) -> bool:
+    return unsupported(call) is None
 
 
 def guard_rules(rules) -> tuple:

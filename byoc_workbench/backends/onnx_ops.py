@@ -316,6 +316,33 @@ def _strided_slice(g, call, x):
     return g.node("Slice", [x[0], *ints])
 
 
+def _cast(g, call, x):
+    to = g.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(g.dtype(call)))
+    return g.node("Cast", [x[0]], to=int(to))
+
+
+def _filled(value) -> Callable:
+    """``zeros_like``/``ones_like``: a constant of the call's static shape and dtype (its shape is known)."""
+
+    def convert(g, call, x):
+        return g.const(np.full(static_shape(call.ty), value, dtype=g.dtype(call)), "filled")
+
+    return convert
+
+
+def _not_equal(g, call, x):
+    return g.node("Not", [g.node("Equal", [x[0], x[1]])])
+
+
+def _arange(g, call, x):
+    start, end, step = (_scalar(v) for v in call.args[:3])
+    return g.node("Range", [g.scalar(start, call), g.scalar(end, call), g.scalar(step, call)])
+
+
+def _check_static_result(call):
+    return None if _dims_static(call.ty) else "its result's shape is not static"
+
+
 _RESIZE_MODES = {"nearest_neighbor": "nearest", "linear": "linear", "cubic": "cubic"}
 _RESIZE_COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel")
 _NEAREST_MODES = ("floor", "ceil", "round_prefer_ceil", "round_prefer_floor")
@@ -364,6 +391,11 @@ _BINARY = {
     "relax.maximum": "Max",
     "relax.minimum": "Min",
     "relax.matmul": "MatMul",
+    "relax.equal": "Equal",
+    "relax.greater": "Greater",
+    "relax.greater_equal": "GreaterOrEqual",
+    "relax.less": "Less",
+    "relax.less_equal": "LessOrEqual",
 }
 _REDUCE = {
     "relax.sum": "ReduceSum",
@@ -401,6 +433,12 @@ CONVERTERS: dict = {
     "relax.clip": _clip,
     "relax.strided_slice": _strided_slice,
     "relax.image.resize2d": _resize2d,
+    "relax.where": lambda g, call, x: g.node("Where", [x[0], x[1], x[2]]),
+    "relax.not_equal": _not_equal,
+    "relax.astype": _cast,
+    "relax.zeros_like": _filled(0),
+    "relax.ones_like": _filled(1),
+    "relax.arange": _arange,
 }
 
 # Why a call to a known op may still not convert; None means it converts.
@@ -423,6 +461,9 @@ CHECKS: dict = {
     "relax.layout_transform": _check_layout_transform,
     "relax.nn.layer_norm": _check_layer_norm,
     "relax.image.resize2d": _check_resize,
+    "relax.zeros_like": _check_static_result,
+    "relax.ones_like": _check_static_result,
+    "relax.arange": _check_static_result,
 }
 
 SUPPORTED_OPS = frozenset(CONVERTERS)

@@ -84,6 +84,13 @@ def host_view(t) -> np.ndarray:
     ``np.from_dlpack`` gives a read-only array, and ``ov.Tensor`` shares only
     writable memory, so the view is made from the same address.
     """
+    if str(t.dtype) == "bool":  # NumPy before 1.25 takes no bool through DLPack: the same view, by address
+        shape = tuple(int(d) for d in t.shape)
+        arr = np.empty(shape, np.bool_) if 0 in shape else None
+        if arr is not None:
+            return arr
+        buf = (ctypes.c_char * int(np.prod(shape, dtype=np.int64))).from_address(t.data_ptr())
+        return np.frombuffer(buf, dtype=np.bool_).reshape(shape)
     arr = np.from_dlpack(t)
     if arr.nbytes == 0:
         return np.empty(arr.shape, arr.dtype)

@@ -64,12 +64,34 @@ def _onnx_guard(rules) -> tuple:
 BUILTIN = (
     TEACHING.backend(native="byoc_target"),  # the seed's demo target has a codegen of its own
     C.backend(),
-    Backend("onnxruntime", _onnxruntime, "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu", _onnx_guard),
-    Backend("openvino", _openvino, "OpenVINO on the CPU from the same ONNX (f32 unless precision= says)", _onnx_guard),
+    Backend(
+        "onnxruntime",
+        _onnxruntime,
+        "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu",
+        _onnx_guard,
+        native="onnxruntime",  # its own target's subgraphs (own_targets)
+    ),
+    Backend(
+        "openvino",
+        _openvino,
+        "OpenVINO on the CPU from the same ONNX (f32 unless precision= says)",
+        _onnx_guard,
+        native="openvino",
+    ),
     Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
 )
+OWN_TARGETS = ("onnxruntime", "openvino")  # the backends that bring a target of their own (own_targets)
 assert tuple(b.name for b in BUILTIN) == base.BUILTIN
 AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
+
+
+def own_targets() -> tuple:
+    """The targets the ONNX runtimes bring: each claims every op the ONNX translator converts, call by call."""
+    from byoc_workbench.backends.onnx import target_rules  # numpy and tvm: onnx itself is imported when used
+
+    return tuple(
+        Target(name, target_rules(name), f"every op {name} takes through the ONNX translator") for name in OWN_TARGETS
+    )
 
 
 class Registry:
@@ -86,7 +108,10 @@ class Registry:
     @classmethod
     def builtin(cls, targets: Targets | None = None) -> Registry:
         """A new registry of the built-in backends and targets (or of ``targets``)."""
-        return cls(BUILTIN, Targets.builtin() if targets is None else targets)
+        registry = cls(BUILTIN, Targets.builtin() if targets is None else targets)
+        for target in own_targets():
+            registry.targets.add(target)
+        return registry
 
     def add(self, backend: Backend, target: Target | None = None) -> Backend:
         """Put ``backend`` in (and ``target``, when given), replacing those of the same names."""
@@ -99,6 +124,8 @@ class Registry:
         """Back to the built-ins, in place: whoever holds this registry, or its targets, sees the change."""
         self.backends = {b.name: b for b in BUILTIN}
         self.targets.reset()
+        for target in own_targets():
+            self.targets.add(target)
 
 
 # The user's registry: register_codegen adds to it, and every function here reads it unless told.

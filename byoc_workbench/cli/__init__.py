@@ -14,8 +14,10 @@ inside the commands, so that ``--help`` answers at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -76,13 +78,51 @@ def _debug(args=None) -> bool:
     )
 
 
+def _stopped(args) -> int:
+    if _debug(args):
+        traceback.print_exc()
+    print(_interrupted(), file=sys.stderr)
+    return 130
+
+
 def _interrupted() -> str:
     if not files.written:
         return "interrupted; nothing was written."
     return f"interrupted; wrote {', '.join(str(p) for p in files.written)} before that."
 
 
+class _CtrlC:
+    """Whether Ctrl-C came during the command: TVM's FFI turns a KeyboardInterrupt raised inside a
+    callback (a backend's packed function, a timed run) into a RuntimeError, so the type alone cannot tell."""
+
+    seen = False
+
+    @classmethod
+    def _handle(cls, signum, frame):
+        cls.seen = True
+        raise KeyboardInterrupt
+
+    @classmethod
+    @contextlib.contextmanager
+    def watch(cls):
+        cls.seen = False
+        try:
+            old = signal.signal(signal.SIGINT, cls._handle)
+        except ValueError:  # not the main thread: leave Python's handler alone
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+
 def main(argv=None) -> int:
+    with _CtrlC.watch():
+        return _main(argv)
+
+
+def _main(argv) -> int:
     files.written.clear()
     args = None
     try:
@@ -90,6 +130,8 @@ def main(argv=None) -> int:
         _log_to_stderr(args.verbose)
         return args.func(args)
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
+        if _CtrlC.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
+            return _stopped(args)
         if _debug(args):
             traceback.print_exception(err)
         else:  # with -v the trace (and the error it was raised from) is logged too
@@ -97,10 +139,11 @@ def main(argv=None) -> int:
         print(err.line, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        if _debug(args):
-            traceback.print_exc()
-        print(_interrupted(), file=sys.stderr)
-        return 130
+        return _stopped(args)
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception:
+        if _CtrlC.seen:  # the KeyboardInterrupt came back wrapped by TVM's FFI
+            return _stopped(args)
+        raise

@@ -161,14 +161,44 @@ input_shape.wants = "a shape such as data=1,3,224,224"
 def shapes(args):
     """``--input-shape`` as ``{name: shape}``, one shape, or None."""
     given = getattr(args, "input_shape", None) or []
+    names = [g[0] for g in given if g[0] is not None]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise WorkbenchError(f"--input-shape was given twice for {', '.join(twice)}", "give each input's shape once")
     named = dict(g for g in given if g[0] is not None)
     plain = [g[1] for g in given if g[0] is None]
-    if plain and (named or len(plain) > 1):
+    if len(plain) > 1:
         raise WorkbenchError(
-            "--input-shape was given without a name for a model with several inputs",
-            "name each: --input-shape data=1,3,224,224",
+            f"--input-shape was given {len(plain)} times without a name",
+            "give one shape, or name each input's: --input-shape data=1,3,224,224 --input-shape mask=1,1,224,224",
+        )
+    if plain and named:
+        raise WorkbenchError(
+            "--input-shape was given both with and without a name", "name each: --input-shape data=1,3,224,224"
         )
     return plain[0] if plain else (named or None)
+
+
+def no_shapes(args) -> None:
+    """A one-line error when ``--input-shape`` was given for a model that is not a .onnx file or ``--torch``."""
+    if getattr(args, "input_shape", None):
+        raise WorkbenchError(
+            f"--input-shape applies to a .onnx file or --torch, not to {getattr(args, 'what', None) or 'this model'}",
+            "remove --input-shape (this model's inputs are fixed)",
+        )
+
+
+def precision_options(args, backend) -> dict | None:
+    """``--precision`` as the backend's options; a one-line error where ``backend`` would ignore it."""
+    if not args.precision:
+        return None
+    if args.precision != "f32" and backend != "openvino":
+        raise WorkbenchError(
+            f"--precision {args.precision} applies to --backend openvino only; "
+            f"{backend or 'the default backend'} runs in f32",
+            f"add --backend openvino, or remove --precision {args.precision}",
+        )
+    return {"precision": args.precision}
 
 
 # --- options shared by several commands, each defined once ------------------------------------
@@ -212,8 +242,8 @@ def parents() -> dict:
         type=input_shape,
         action="append",
         metavar="[NAME=]N,C,H,W",
-        help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch); "
-        "repeat for several inputs",
+        help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch, "
+        "where NAME is a parameter of forward); repeat for several inputs, once each",
     )
     return {"debug": debug, "zoo": zoo, "image": image, "budget": budget, "own": own}
 

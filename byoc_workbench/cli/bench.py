@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-import json
-
-from byoc_workbench.cli.args import BACKEND_HELP, MAX_REPEAT, MAX_TVM_REPEAT, ZOO_HELP, count, shapes
+from byoc_workbench import text
+from byoc_workbench.cli.args import BACKEND_HELP, MAX_REPEAT, MAX_TVM_REPEAT, ZOO_HELP, count, no_shapes, shapes
+from byoc_workbench.errors import WorkbenchError
 
 
 def cmd_bench(args) -> int:
@@ -17,7 +17,13 @@ def cmd_bench(args) -> int:
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
     if subjects.is_own(args.what, args.torch):
         model = subjects.own_workbench(args.what, args.torch, shapes(args))
+        if not model.model.inputs:  # bench lays its tables out by the first input's shape
+            raise WorkbenchError(
+                f"{model.model.name} takes no inputs: it computes a constant, with nothing to time",
+                "bench a model with at least one input (byoc-workbench run checks this one)",
+            )
     else:
+        no_shapes(args)
         model = subjects.zoo_model(args.what, args.ssd_model)
     result = bench.bench_model(
         model,
@@ -31,7 +37,7 @@ def cmd_bench(args) -> int:
         where=args.where,
         max_seconds=args.max_seconds,
     )
-    print(json.dumps(result, indent=2) if args.json else bench.report_text(result))
+    print(text.to_json(result) if args.json else bench.report_text(result))
     return 0
 
 

@@ -7,10 +7,9 @@ own framework)."""
 from __future__ import annotations
 
 import io
-import json
 
-from byoc_workbench import files
-from byoc_workbench.cli.args import BACKEND_HELP, ZOO_HELP, shapes
+from byoc_workbench import files, text
+from byoc_workbench.cli.args import BACKEND_HELP, ZOO_HELP, no_shapes, shapes
 from byoc_workbench.errors import WorkbenchError
 
 
@@ -18,7 +17,7 @@ def cmd_import(args) -> int:
     from byoc_workbench import subjects, workflow
 
     summary = workflow.import_summary(model=subjects.zoo_model(args.what, args.ssd_model), weights=args.weights)
-    print(json.dumps(summary, indent=2))
+    print(text.to_json(summary))
     return 0
 
 
@@ -32,6 +31,7 @@ def cmd_run(args) -> int:
     args.backend = resolve_backend(args.backend)
     if subjects.is_own(args.what, args.torch):
         return _run_own(args, save)
+    no_shapes(args)
     model = subjects.zoo_model(args.what, args.ssd_model)
     result = workflow.run(model=model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     print(f"{model} on {args.backend}: {result.summary()} — {result.weights_label}")
@@ -52,6 +52,7 @@ def _run_own(args, save) -> int:
 
     from byoc_workbench import subjects
     from byoc_workbench.measure import byom
+    from byoc_workbench.measure.compare import as_list
 
     if args.backend == "mxnet":
         raise WorkbenchError("--backend mxnet runs GluonCV models only", "use tvm, onnxruntime, tensorrt or auto")
@@ -59,10 +60,11 @@ def _run_own(args, save) -> int:
     result = byom.run(wb, args.backend, progress=True)
     print(byom.run_text(result))
     if save:
+        outputs = as_list(result["outputs"])  # one output is one array: each saved whole, never row by row
         buffer = io.BytesIO()
-        np.savez(buffer, **{f"output{k}": o for k, o in enumerate(result["outputs"])})
+        np.savez(buffer, **{f"output{k}": o for k, o in enumerate(outputs)})
         files.write_file(save, buffer.getvalue())
-        print(f"saved {len(result['outputs'])} outputs to {save}")
+        print(f"saved {len(outputs)} output{'s' if len(outputs) != 1 else ''} to {save}")
     return 0 if result["check"]["equal"] else 1
 
 

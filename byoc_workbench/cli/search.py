@@ -5,17 +5,17 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
 
-from byoc_workbench import files
+from byoc_workbench import files, text
 from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, count, shapes
 
 
 def cmd_search(args) -> int:
     from byoc_workbench import subjects
     from byoc_workbench.draw import placements, render
-    from byoc_workbench.measure import search
+    from byoc_workbench.measure import compiled, search
 
     names = ["search.json", "search.txt", "search.svg"]
     out = files.check_dir(args.out, "--out", names) if args.out else None
@@ -25,24 +25,25 @@ def cmd_search(args) -> int:
     description = subjects.describe(args.model, args.ssd_model, args.weights, args.image, args.torch, shapes(args))
     if args.target:
         description["target"] = args.target
-    result = search.search(
-        subjects.load(description),
-        backends,
-        precision=args.precision or "f32",
-        runs=args.runs,
-        seams=args.seams,
-        top=args.top,
-        cache=search.Cache(enabled=not args.no_cache),
-        only_cached=args.cached,
-        anchors=not args.no_anchors,
-        progress=not args.json,
-    )
+    with compiled.refresh() if args.no_cache else contextlib.nullcontext():  # --no-cache: compile again too
+        result = search.search(
+            subjects.load(description),
+            backends,
+            precision=args.precision or "f32",
+            runs=args.runs,
+            seams=args.seams,
+            top=args.top,
+            cache=search.Cache(enabled=not args.no_cache),
+            only_cached=args.cached,
+            anchors=not args.no_anchors,
+            progress=not args.json,
+        )
     data = result.to_json()
-    print(json.dumps(data, indent=2) if args.json else result.text())
+    print(text.to_json(data) if args.json else result.text())
     if out:
         dot = placements.chosen_dot(result)
         with files.staged(out) as tmp:
-            (tmp / "search.json").write_text(json.dumps(data, indent=2))
+            (tmp / "search.json").write_text(text.to_json(data))
             (tmp / "search.txt").write_text(result.text() + "\n")
             (tmp / "search.svg").write_text(render.to_svg(dot) if dot is not None else "<svg/>")
         print(f"wrote {', '.join(names)} to {out}", file=sys.stderr)
@@ -72,7 +73,9 @@ def add_search(command) -> None:
         default="onnxruntime,openvino,tvm",
         help="comma-separated backends to place subgraphs on; tvm is the host (default: onnxruntime,openvino,tvm)",
     )
-    s.add_argument("--no-cache", action="store_true", help="measure everything again (the cache is still written)")
+    s.add_argument(
+        "--no-cache", action="store_true", help="measure and compile everything again (the caches are still written)"
+    )
     s.add_argument(
         "--cached", action="store_true", help="measure nothing: use the cache, or fail saying what is missing"
     )

@@ -7,11 +7,10 @@ partitioning report: what the target takes, what falls back and why)."""
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import sys
 
-from byoc_workbench import files
+from byoc_workbench import files, text
 from byoc_workbench.cli.args import count, shapes
 
 FULL_OPS = 300  # a model of at most this many ops is drawn whole by default; past it, collapsed
@@ -74,7 +73,7 @@ def cmd_stages(args) -> int:
         stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
         group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
         render.write_all(itertools.chain(stage_views, group_views), args.format)
-        (tmp / "summary.json").write_text(json.dumps(data, indent=2))
+        (tmp / "summary.json").write_text(text.to_json(data))
     for s in wb.stages:
         print(
             f"{s.name:10s} ops={s.op_count:4d} subgraphs={len(s.subgraphs)}"
@@ -94,10 +93,10 @@ def cmd_report(args) -> int:
         render.check_dot()
     wb, name, collapse = _workbench(args, None)
     report = partition_report(wb, name)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    print(text.to_json(report.to_json()) if args.json else report.text())
     if out:
         with files.staged(out) as tmp:
-            (tmp / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+            (tmp / "report.json").write_text(text.to_json(report.to_json()))
             (tmp / "report.txt").write_text(report.text() + "\n")
             render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
         print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)

@@ -6,11 +6,20 @@ offloaded subgraph checked against TVM alone)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
-from byoc_workbench import files
-from byoc_workbench.cli.args import BACKEND_HELP, MAX_RUNS, PRECISION_HELP, PRECISIONS, ZOO_HELP, count, shapes
+from byoc_workbench import files, text
+from byoc_workbench.cli.args import (
+    BACKEND_HELP,
+    MAX_RUNS,
+    PRECISION_HELP,
+    PRECISIONS,
+    ZOO_HELP,
+    count,
+    no_shapes,
+    precision_options,
+    shapes,
+)
 from byoc_workbench.errors import WorkbenchError
 
 
@@ -21,13 +30,14 @@ def _measured(args) -> tuple:
     from byoc_workbench.measure import builds, timing
 
     args.backend = resolve_backend(args.backend)
-    options = {"precision": args.precision} if args.precision else None
+    options = precision_options(args, args.backend)
     if subjects.is_own(args.what, args.torch):
         from byoc_workbench.measure import byom
 
         wb = subjects.own_workbench(args.what, args.torch, shapes(args))
         found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune, options)
         return timing.build(found, mark=wb.mark), wb.model.inputs, True
+    no_shapes(args)
     if args.what != "demo":
         built, inputs = builds.model_build(
             args.backend or "onnxruntime",
@@ -56,7 +66,7 @@ def _report_dir(args, stem: str):
 def _write_report(out, stem: str, report, data: dict) -> None:
     with files.staged(out) as tmp:
         (tmp / f"{stem}.svg").write_text(report.svg)
-        (tmp / f"{stem}.json").write_text(json.dumps(data, indent=2))
+        (tmp / f"{stem}.json").write_text(text.to_json(data))
     print(f"wrote {stem}.svg and {stem}.json to {out}", file=sys.stderr)
 
 
@@ -69,7 +79,7 @@ def cmd_profile(args) -> int:
     profile = timing.profile(built, inputs, runs=args.runs, max_seconds=args.max_seconds)
     report = latency.report(built, profile, collapse=collapse)
     data = profile.to_json()
-    print(json.dumps(data, indent=2) if args.json else report.text)
+    print(text.to_json(data) if args.json else report.text)
     if out:
         _write_report(out, "profile", report, data)
     return 0
@@ -87,7 +97,7 @@ def cmd_compare(args) -> int:
     built, inputs, collapse = _measured(args)
     numerics = checks.compare(built, inputs, tolerance=args.tolerance)
     data = numerics.to_json()
-    print(json.dumps(data, indent=2) if args.json else latency.numerics_text(numerics))
+    print(text.to_json(data) if args.json else latency.numerics_text(numerics))
     if out:
         _write_report(out, "compare", latency.report(built, numerics=numerics, collapse=collapse), data)
     return 1 if numerics.over else 0

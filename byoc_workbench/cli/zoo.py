@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from byoc_workbench.errors import WorkbenchError
+
 
 def cmd_prefetch(args) -> int:
     from byoc_workbench.models import zoo
@@ -14,7 +16,12 @@ def cmd_prefetch(args) -> int:
             state = "cached" if zoo.cached_weights(name) else "not cached"
             print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
         return 0
-    report = zoo.prefetch(args.models.split(",") if args.models else None)
+    names = None if args.models is None else [n.strip() for n in args.models.split(",")]
+    if names is not None and not all(names):
+        raise WorkbenchError(
+            f"--models {args.models!r} names an empty model", "name models with commas between, or leave out --models"
+        )
+    report = zoo.prefetch(names)
     for name, r in report.items():
         if r["ok"]:
             print(f"ok      {name}: {r['path']}")

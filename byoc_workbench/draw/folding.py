@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from byoc_workbench.draw import blocks
+from byoc_workbench.draw import blocks, structure
 from byoc_workbench.draw.graph import Cluster, Graph, Node, op_counts
 
 # Ops that move or reshape data without arithmetic; long runs of them (SSD's anchor and
@@ -91,7 +91,8 @@ def _remap(g: Graph, nodes: dict, rename: dict, clusters: dict, below=()) -> Gra
         seen.add((src, dst))
         a, b = nodes[src], nodes[dst]
         crosses = e.kind == "data" and a.target != b.target and a.kind != "const"
-        out.edges.append(dataclasses.replace(e, src=src, dst=dst, crosses=crosses))
+        same = src == e.src and dst == e.dst and crosses == e.crosses  # most edges: no copy
+        out.edges.append(e if same else dataclasses.replace(e, src=src, dst=dst, crosses=crosses))
     out.sites = {key: rename.get(nid, nid) for key, nid in g.sites.items() if rename.get(nid, nid) in nodes}
     out.below = list(below) + [pair for pair in g.below if pair[0] in nodes and pair[1] in nodes]
     return out
@@ -229,6 +230,8 @@ def wrap_rows(g: Graph, width: int = WRAP) -> Graph:
     pieces wide, not one strip of 160 nodes.
     """
     opened = {c.id for c in g.clusters.values() if c.kind in ("block", "fold")}
+    if not opened:
+        return g
     by_cluster: dict = collections.defaultdict(list)
     for nid, n in g.nodes.items():
         if n.cluster in opened and n.kind not in ("const", "input", "output"):
@@ -257,8 +260,10 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
     composites of one target are folded in pieces of at most ``chunk`` nodes,
     in binding order, so a backbone without block names reads as a short
     chain. A fold is named ``fold_<first member id>``; one named in
-    ``keep_open`` is drawn open, as a cluster ``x_<fold id>``. Last, wide ranks
-    wrap into rows (:func:`wrap_rows`).
+    ``keep_open`` is drawn open, as a cluster ``x_<fold id>``. A graph still
+    larger than a few hundred nodes (no block names, thousands of subgraphs)
+    is folded by structure (:func:`.structure.fold_structure`). Last, wide
+    ranks wrap into rows (:func:`wrap_rows`).
     """
     g = fold_blocks(g, keep_open)
     kinds = ("op", "composite")
@@ -296,7 +301,10 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
         else:
             out[nid] = dataclasses.replace(n, cluster=opened[nid]) if nid in opened else n
     g = _remap(g, out, rename, clusters)
-    return wrap_rows(_one_edge_per_neighbour(g, set(opened.values())))
+    plan = structure.fold_structure(g, keep_open)
+    if plan is not None:  # still too large: folded by structure (a model without block names)
+        g = _remap(g, plan.nodes, plan.rename, plan.clusters)
+    return wrap_rows(_one_edge_per_neighbour(g, set(opened.values()) | (plan.opened if plan else set())))
 
 
 def _fold_title(g: Graph, members: set) -> str:

@@ -15,7 +15,7 @@ from byoc_workbench.draw import folding, render
 from byoc_workbench.draw import graph as graph_mod
 from byoc_workbench.draw.display import diagram_html
 
-HEAD = ("placement", "predicted", "measured", "outputs", "what differs from the chosen one")
+HEAD = ("placement", "predicted", "measured", "finals", "outputs", "what differs from the chosen one")
 SHOWN = 8  # rows in the table
 
 
@@ -32,9 +32,9 @@ def ordered(result) -> list:
 
 
 def rows(result, n: int = SHOWN) -> list:
-    """``[(placement, predicted, measured, outputs, what differs)]`` for the best ``n`` placements.
+    """``[(placement, predicted, measured, finals, outputs, what differs)]`` for the best ``n`` placements.
 
-    In :func:`ordered`'s order.
+    In :func:`ordered`'s order; ``finals`` is the median over the finals' rounds and their spread.
     """
     chosen = result.chosen
     out = []
@@ -42,7 +42,8 @@ def rows(result, n: int = SHOWN) -> list:
         verdict = "equal" if r.equal else (r.rejected or "not measured") if r.measured_s is not None else "—"
         name = ("chosen: " if r is chosen else "") + r.what
         differs = "; ".join(r.differs) if r.differs else ("—" if r is chosen else "the same")
-        out.append((name, _s(r.predicted_s), _s(r.measured_s), verdict, differs))
+        final = f"{_s(r.final_s)} ±{r.spread / 2:.0%}" if r.final_s is not None else "—"
+        out.append((name, _s(r.predicted_s), _s(r.measured_s), final, verdict, differs))
     return out
 
 
@@ -61,6 +62,10 @@ def summary_lines(result) -> list:
         lines.append("chosen: " + ", ".join(f"{k} on {v}" for k, v in c.assign.items()))
         error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")
         lines.append(f"predicted {_s(c.predicted_s)}, measured {_s(c.measured_s)} ({error:+.0%} off)")
+    if result.finals:
+        rounds = len(result.finals[0].times)
+        heats = ", ".join(f"{f.what} {_s(f.median_s)}" for f in sorted(result.finals, key=lambda f: f.median_s))
+        lines.append(text.wrap(f"finals ({rounds} rounds, round-robin; medians): {heats}"))
     base = ", ".join(f"{k} {_s(v)}" for k, v in result.baseline.items())
     lines.append(f"baselines: {base}")
     speed = ", ".join(f"{k.removeprefix('vs_')} {v:.2f}x" for k, v in result.speedup().items())

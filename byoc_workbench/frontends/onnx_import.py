@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from byoc_workbench import tvm_private
-from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional
+from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import OwnModel, seeded_inputs
+from byoc_workbench.frontends.own import OwnModel, check_input_size, seeded_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ _FUSIONS = (
     "CommonSubexpressionElimination",
 )
 _STANDARD = ("", "ai.onnx")
+MIN_OPSET = 7  # ONNX Runtime's oldest: its kernels for older opsets are gone
 
 
 class OnnxImportError(WorkbenchError):
@@ -83,12 +84,46 @@ def load(path) -> object:
     if not path.is_file():
         raise OnnxImportError(f"ONNX file {path} does not exist", "pass the path of a .onnx file")
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path))
     except Exception as err:  # protobuf's DecodeError, or an OSError from external data
         raise OnnxImportError(
             f"{path} is not a readable ONNX model ({first_line(err)})",
             "pass a file written by onnx.save or torch.onnx.export",
         ) from None
+    _check_model(path, model)
+    return model
+
+
+def _check_model(path: Path, model) -> None:
+    """A one-line error for a file that parses but holds no model ONNX Runtime, the reference, can run."""
+    export = "re-export the model, e.g. torch.onnx.export(..., opset_version=17), and pass that file"
+    if not model.HasField("graph") or not model.graph.node:
+        empty = "is empty" if path.stat().st_size == 0 else "holds no graph nodes"
+        raise OnnxImportError(f"{path} {empty}: it is not an ONNX model, or the model computes nothing", export)
+    opset = _opset(model)
+    if opset < MIN_OPSET:
+        raise OnnxImportError(
+            f"{path} uses ONNX opset {opset}; ONNX Runtime, the reference, runs opset {MIN_OPSET} onwards", export
+        )
+    if not model.graph.output:
+        raise OnnxImportError(f"{path} declares no outputs, so there is nothing to compute or check", export)
+
+
+def _ort_message(err: BaseException) -> str:
+    """ONNX Runtime's error without its prefix, temporary path and C++ signature: what is wrong, whole."""
+    text = " ".join(str(err).split())
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"Load model from \S+ failed: ?", "", text)
+    text = re.sub(r"/onnxruntime_src/\S+:\d+ .*?\) (?=[A-Z])", "", text)  # the source line and its signature
+    m = re.search(r"Opset (\d+) is under development.*?till opset (\d+)", text)
+    if m:
+        return f"opset {m.group(1)} is not a released one; this ONNX Runtime supports up to opset {m.group(2)}"
+    return text
+
+
+def _file_at_fault(message: str) -> bool:
+    """Whether ONNX Runtime refused the file itself (its version, opset or ops), not the shapes given."""
+    return bool(re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE))
 
 
 def graph_inputs(model) -> dict:
@@ -144,7 +179,7 @@ def is_static(shapes: dict) -> bool:
     return all(isinstance(d, int) and d > 0 for s in shapes.values() for d in s)
 
 
-def static_shapes(model, shapes: dict):
+def static_shapes(model, shapes: dict, name: str = "the model"):
     """``model`` with its inputs fixed at ``shapes`` and its shape arithmetic folded (see the module's notes)."""
     onnx = _onnx()
     ort = import_optional("onnxruntime", INSTALL_FIX)
@@ -167,8 +202,15 @@ def static_shapes(model, shapes: dict):
                 str(src), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(_FUSIONS)
             )
         except Exception as err:  # ORT's InvalidGraph, Fail, NotImplemented: the file or the shapes given
+            message = _ort_message(err)
+            if _file_at_fault(message):
+                raise OnnxImportError(
+                    f"ONNX Runtime, the reference, cannot load {name}: {shorten(message, 400)}",
+                    "re-export the model with a released ONNX opset and IR version that ONNX Runtime supports, "
+                    "e.g. torch.onnx.export(..., opset_version=17)",
+                ) from None
             raise OnnxImportError(
-                f"ONNX Runtime cannot load the model with inputs {shapes} ({first_line(err)})",
+                f"ONNX Runtime cannot load {name} with inputs {shapes}: {shorten(message, 400)}",
                 "check the input shapes; the model must run in ONNX Runtime, the reference",
             ) from None
         folded = onnx.load(str(dst))
@@ -381,9 +423,11 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
     t0 = time.perf_counter()
     model = load(path)
     shapes = resolve_shapes(model, input_shapes)
+    dtypes = {name: dtype for name, (_, dtype) in graph_inputs(model).items()}
+    check_input_size(shapes, dtypes)  # before ONNX Runtime and TVM work on a shape with a typo in it
     notes = [f"{len(model.graph.node)} ONNX nodes, opset {_opset(model)}"]
     if is_static(shapes):
-        folded = static_shapes(model, shapes)
+        folded = static_shapes(model, shapes, Path(path).name)
         notes.append(
             f"static shapes {shapes}: ONNX Runtime's constant folding left {len(folded.graph.node)} nodes "
             f"of {len(model.graph.node)}"
@@ -393,7 +437,6 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
         notes.append(f"input shapes {shapes} are not all known: imported as written, with symbolic dims")
     mod = to_relax(folded, shapes)
     import_s = time.perf_counter() - t0
-    dtypes = {name: dtype for name, (_, dtype) in graph_inputs(model).items()}
     if inputs is None:
         if not is_static(shapes):
             raise OnnxImportError(f"Example inputs need static shapes, got {shapes}", SHAPE_FIX)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from byoc_workbench.errors import WorkbenchError
+
 
 @dataclasses.dataclass
 class OwnModel:
@@ -57,8 +59,40 @@ class OwnModel:
     detection: bool = False  # outputs are (ids, scores, boxes) rows, compared as a set
 
 
+#: The most bytes the example inputs may take together: past it a typo in a shape (an extra digit)
+#: asks for hundreds of GiB, and the allocation fails or the machine swaps.
+MAX_INPUT_BYTES = 4 * 2**30
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def check_input_size(shapes: dict, dtypes: dict) -> None:
+    """A one-line error when the inputs of ``shapes`` (``{name: dims}``) would take over :data:`MAX_INPUT_BYTES`."""
+    sizes = {
+        name: float(np.prod([float(d) for d in dims])) * np.dtype(dtypes.get(name, "float32")).itemsize
+        for name, dims in shapes.items()
+        if all(isinstance(d, (int, np.integer)) for d in dims)
+    }
+    total = sum(sizes.values())
+    if total > MAX_INPUT_BYTES:
+        name = max(sizes, key=sizes.get)
+        raise WorkbenchError(
+            f"The input {name} of shape {'x'.join(map(str, shapes[name]))} would take {_size(sizes[name])}"
+            + (f" ({_size(total)} for all inputs)" if len(sizes) > 1 else "")
+            + f", over the limit of {_size(MAX_INPUT_BYTES)}",
+            "check the shape for a typo; give a smaller one, e.g. --input-shape 1,3,224,224",
+        )
+
+
 def seeded_inputs(shapes: dict, dtypes: dict, seed: int = 0) -> list:
     """One seeded input per name: normal floats, or small integers for integer inputs."""
+    check_input_size(shapes, dtypes)
     rng = np.random.RandomState(seed)
     out = []
     for name, shape in shapes.items():

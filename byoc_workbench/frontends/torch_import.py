@@ -11,17 +11,23 @@ convolution of ``model.layer1[0].conv1``. So the diagrams' groups
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import io
+import logging
 import re
+import sys
 import time
 
 import numpy as np
 
 from byoc_workbench import tvm_private
-from byoc_workbench.errors import WorkbenchError, first_line, import_optional
+from byoc_workbench.errors import WorkbenchError, first_line, import_optional, user_error
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import OwnModel
+from byoc_workbench.frontends.own import OwnModel, check_input_size
+
+logger = logging.getLogger(__name__)
 
 INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
 
@@ -137,15 +143,19 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         )
     module = module.eval()
     t0 = time.perf_counter()
+    chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
     try:
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             program = torch.export.export(module, inputs).run_decompositions()
     except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
+        logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
         raise TorchImportError(
             f"torch.export cannot trace {type(module).__name__}: {first_line(err)}",
             "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
             "e.g. export the network without its post-processing",
         ) from None
+    if chatter.getvalue():
+        sys.stderr.write(chatter.getvalue())
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
     from tvm import relax
@@ -188,12 +198,9 @@ def seeded_factory(spec: str, seed: int = 0):
         raise TorchImportError(
             f"--torch takes module:factory, got {spec!r}", "pass e.g. --torch torchvision.models:resnet18"
         )
-    try:
-        factory = getattr(importlib.import_module(where), attr)
-    except ImportError as err:
-        raise TorchImportError(f"Cannot import {where} ({err})", INSTALL_FIX) from None
-    except AttributeError:
-        raise TorchImportError(f"{where} has no {attr}", f"name a function of {where}") from None
+    factory = getattr(_import_module(where), attr, None)
+    if factory is None:
+        raise TorchImportError(f"{where} has no {attr}", f"name a function of {where}")
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -202,6 +209,11 @@ def seeded_factory(spec: str, seed: int = 0):
     torch.manual_seed(seed)
     try:
         module = factory(**kwargs)
+    except SystemExit as err:  # a factory that exits would end the command with its code and no word
+        raise TorchImportError(
+            f"{spec}() called sys.exit({'' if err.code is None else repr(err.code)})",
+            "make the factory return the model instead of exiting",
+        ) from None
     except Exception as err:  # the user's factory can raise anything
         raise TorchImportError(
             f"{spec}() raised {type(err).__name__}: {first_line(err)}", "check the factory"
@@ -211,10 +223,70 @@ def seeded_factory(spec: str, seed: int = 0):
     return module, f"seeded weights (torch.manual_seed({seed})), nothing downloaded"
 
 
+def _import_module(where: str):
+    """The module ``where`` names, or a one-line error saying why it cannot be imported."""
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as err:
+        if err.name and (where == err.name or where.startswith(err.name + ".")):  # the module named itself
+            raise TorchImportError(
+                f"No module named {err.name!r} (from --torch {where}:...)",
+                "check the spelling; for a module of your own, put its directory on PYTHONPATH "
+                "(e.g. PYTHONPATH=. byoc-workbench ...)",
+            ) from None
+        fix = INSTALL_FIX if (err.name or "").split(".")[0] in ("torch", "torchvision") else f"pip install {err.name}"
+        raise TorchImportError(f"Cannot import {where}: it needs {err.name}, which is not installed", fix) from None
+    except SystemExit as err:
+        raise TorchImportError(
+            f"Importing {where} called sys.exit({'' if err.code is None else repr(err.code)})",
+            "put the exit under if __name__ == '__main__': the workbench imports the module",
+        ) from None
+    except Exception as err:  # the user's module can fail in any way while it loads, SyntaxError included
+        raise user_error(f"module {where}", err, f"fix {where} (--traceback shows the whole trace)") from err
+
+
+def _forward_inputs(module, shape) -> list:
+    """``[(name, shape)]`` for ``forward``'s inputs: one shape for the first, or ``{name: shape}`` for any."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    if not isinstance(shape, dict):
+        return [(names[0] if names else "input", list(shape))]
+    unknown = [n for n in shape if n not in names]
+    if unknown:
+        raise TorchImportError(
+            f"{type(module).__name__}.forward has no input named {', '.join(unknown)}",
+            f"name one of: {', '.join(names)}" if names else "give the shape without a name: --input-shape 1,3,224,224",
+        )
+    needed = [p.name for p in positional if p.default is p.empty]
+    missing = [n for n in needed if n not in shape]
+    if missing:
+        raise TorchImportError(
+            f"No shape was given for {type(module).__name__}.forward's input {', '.join(missing)}",
+            f"give each: --input-shape {missing[0]}=1,3,224,224",
+        )
+    taken = names[: max(names.index(n) for n in shape) + 1]
+    gaps = [n for n in taken if n not in shape]
+    if gaps:
+        raise TorchImportError(
+            f"Shapes were given for later inputs of {type(module).__name__}.forward, not for {', '.join(gaps)}",
+            f"give {gaps[0]} a shape too",
+        )
+    return [(n, list(shape[n])) for n in taken]
+
+
 def import_spec(spec: str, shape=(1, 3, 224, 224), seed: int = 0) -> OwnModel:
-    """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on one seeded input of ``shape``."""
+    """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on seeded inputs.
+
+    ``shape`` is the first input's shape, or ``{name: shape}`` naming ``forward``'s inputs.
+    """
     torch = _torch()
     module, mark = seeded_factory(spec, seed)
+    named = _forward_inputs(module, shape)
+    check_input_size(dict(named), {})
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=generator)
-    return import_torch(module, (x,), name=spec, mark=mark)
+    xs = tuple(torch.randn(*s, generator=generator) for _, s in named)
+    return import_torch(module, xs, name=spec, mark=mark)

@@ -12,6 +12,8 @@ one-line reason, and the others still run.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -62,12 +64,12 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     return Path(path)
 
 
-def whole_model_anchors(
-    path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
-) -> tuple:
-    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX file.
+@contextlib.contextmanager
+def whole_model_runs(path, inputs, backends=WHOLE_MODEL):
+    """Yields ``({label: run}, {label: why skipped})``: each of ``backends`` ready to run a whole ONNX file.
 
-    Labels are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
+    ``run()`` runs the file once on ``inputs`` and returns its outputs. Labels
+    are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
     session options; OpenVINO at f32 (it would silently run bf16 on CPUs that have
     it). Both get the file with its inputs fixed at the shapes of ``inputs`` and its
     shape arithmetic folded (:func:`byoc_workbench.frontends.onnx_import.static_shapes`):
@@ -78,8 +80,7 @@ def whole_model_anchors(
     from byoc_workbench.backends import onnxruntime, openvino
 
     makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
-    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
-    entries, outputs, skipped = {}, {}, {}
+    runs, skipped = {}, {}
     with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
         folded = _static(path, inputs, Path(tmp) / Path(path).name)
         for backend in backends:
@@ -89,11 +90,25 @@ def whole_model_anchors(
             except WorkbenchError as err:
                 skipped[label] = err.line
                 continue
+            runs[label] = functools.partial(run, inputs)
+        yield runs, skipped
+
+
+def whole_model_anchors(
+    path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
+) -> tuple:
+    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX
+    file, timed (see :func:`whole_model_runs`)."""
+    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
+    entries, outputs = {}, {}
+    with whole_model_runs(path, inputs, backends) as (runs, skipped):
+        for label, run in runs.items():
             out: list = [None]
 
             def once(run=run, out=out):
-                out[0] = run(inputs)
+                out[0] = run()
 
+            backend = label.removesuffix("_whole_model")
             lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
             entries[label] = lat.to_json() | {"ran_on": f"{ran_on[backend]} on {Path(path).name}"}
             outputs[label] = out[0]
@@ -177,3 +192,24 @@ def subject_anchors(subject, repeat: int) -> tuple:
     else:
         entries, _, skipped = zoo_anchors(subject.source.model, subject.inputs[0], repeat, progress=False)
     return entries, skipped
+
+
+@contextlib.contextmanager
+def subject_runs(subject):
+    """Yields ``({label: run}, {label: why skipped})``: the whole-model runtimes of a
+    :class:`~byoc_workbench.subjects.Subject`, ready to run (a zoo model on MXNet's own ONNX export,
+    an ONNX file as it is), for the search to time beside its finalists, round after round."""
+    if isinstance(subject.source, (str, os.PathLike)):
+        with whole_model_runs(subject.source, subject.inputs) as found:
+            yield found
+        return
+    loaded, x = subject.source.model, subject.inputs[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
+        except Exception as err:  # noqa: BLE001 - MXNet's exporter refuses ops in its own ways
+            why = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
+            yield {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
+            return
+        with whole_model_runs(path, [x]) as found:
+            yield found

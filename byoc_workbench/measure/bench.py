@@ -351,10 +351,13 @@ def targets(result: dict) -> dict:
 
 def report_text(result: dict) -> str:
     """The bench as a table, saying which backend ran each row and what the weights were."""
+    head = f"{_title(result)}, input {tuple(result['input_shape'])}"
+    machine = text.machine_line(result["machine"])
+    width = max([12, *(len(label) for group in ("backends", "anchors") for label in result[group])])
     lines = [
-        f"{result['model']} ({', '.join(filter(None, (result['family'], result['weights_label'])))}), "
-        f"input {tuple(result['input_shape'])}, " + text.machine_line(result["machine"]),
-        f"{'build':26s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  same outputs     ran on",
+        f"{head}, {machine}" if len(f"{head}, {machine}") <= text.WIDTH else f"{head}\n  {machine}",
+        f"{'build':{width}s} {'median':>9s} {'min':>9s} {'max':>9s} {'runs':>4s} {'vs tvm':>7s}  "
+        "same outputs     ran on",
     ]
     for group in ("backends", "anchors"):
         for label, e in result[group].items():
@@ -364,11 +367,14 @@ def report_text(result: dict) -> str:
             )
             if e.get("note") == CLASS_AGNOSTIC and same:
                 same += " (class-agnostic NMS)"
-            lines.append(
-                f"{label:26s} {text.seconds(e['median_s']):>9s} {text.seconds(e['min_s']):>9s} "
+            row = (
+                f"{label:{width}s} {text.seconds(e['median_s']):>9s} {text.seconds(e['min_s']):>9s} "
                 f"{text.seconds(e['max_s']):>9s} {e['runs']:4d} {f'{speed:.1f}x' if speed else '':>7s}  "
-                f"{same:15s}  {e['ran_on']}"
+                f"{same:15s}  "
             )
+            # What ran goes under the row when the line would be too long for a notebook (as in runner's table).
+            ran = e["ran_on"]
+            lines.append(row + ran if len(row + ran) <= text.WIDTH else f"{row.rstrip()}\n    ran on {ran}")
     lines += [f"skipped {k}: {why}" for k, why in result["skipped"].items()]
     differ = {k: v for k, v in result["differences"].items() if v and k not in result["detections_equal"]}
     lines += [f"{label} differs from {result['reference']}: {d}" for label, ds in differ.items() for d in ds]
@@ -379,8 +385,17 @@ def report_text(result: dict) -> str:
     lines += [f"note: {n}" for n in result["notes"]]
     if result["targets"]:
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in result["targets"].items())
-        lines.append(f"targets (the project's bar for the SSD offloaded on a CPU): {shown}")
+        lines.append(text.wrap(f"targets (the project's bar for the SSD offloaded on a CPU): {shown}", indent="  "))
     return "\n".join(lines)
+
+
+def _title(result: dict) -> str:
+    """``model (family)`` and the weights: in parentheses, unless the title or the weights have their own."""
+    name = result["model"] + (f" ({result['family']})" if result["family"] else "")
+    weights = result["weights_label"]
+    if not weights:
+        return name
+    return f"{name}, {weights}" if "(" in weights or name.endswith(")") else f"{name} ({weights})"
 
 
 def _fmt(value) -> str:

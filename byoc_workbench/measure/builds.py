@@ -28,11 +28,12 @@ def demo_build(backend: str | None = None, prune: bool = True, options: dict | N
 
 def own_target(backend: str | None):
     """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
-    from byoc_workbench.backends.registry import DEFAULT
+    from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
     from byoc_workbench.flow import rules
 
     native = getattr(DEFAULT.backends.get(backend or ""), "native", None)
-    name = next((n for n in rules.TARGETS if native and rules.codegen_name(n) == native), None)
+    own = native and native not in OWN_TARGETS  # the ONNX runtimes' own targets claim every op they convert
+    name = next((n for n in rules.TARGETS if own and rules.codegen_name(n) == native), None)
     return rules.get_target(name) if name else None
 
 

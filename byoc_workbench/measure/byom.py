@@ -7,11 +7,18 @@ PyTorch). :func:`run` builds it (TVM alone, or its target's subgraphs
 offloaded through a backend) and checks the outputs against that reference;
 :func:`byoc_workbench.measure.bench.bench_model` times every build and the
 whole-model anchors in one process, as it does for a zoo model.
+:func:`example` gives notebook 05's model: a ResNet-18 as a PyTorch program and an ONNX
+file when the PyTorch extra is installed, and as an ONNX file from MXNet's exporter when not.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 from byoc_workbench import text
 from byoc_workbench.errors import WorkbenchError
@@ -83,3 +90,120 @@ def run_text(result: dict) -> str:
             f"tolerance {c['tolerance']:g}{found})",
         ]
     )
+
+
+ADD_PYTORCH = "make lab EXTRAS=pytorch, or pip install -e .[pytorch]"
+
+
+@dataclass
+class Example:
+    """Notebook 05's ResNet-18: an ONNX file, and the PyTorch program it was written from when torch is here.
+
+    Attributes
+    ----------
+    onnx_path : Path
+        Written by ``torch.onnx.export`` from ``torch_model``, or, without torch, by MXNet's
+        ``mx.onnx.export_model`` from GluonCV's ``resnet18_v1``.
+    input_shape : tuple
+        ``(1, 3, H, W)``, the shape the file was written for.
+    mark : str
+        What the weights are (both are seeded, nothing is downloaded); shown on every title.
+    model : str
+        Whose ResNet-18 it is (``torchvision resnet18`` or ``GluonCV resnet18_v1``).
+    exporter : str
+        What wrote the ONNX file.
+    torch_model, torch_input : torch.nn.Module, torch.Tensor or None
+        torchvision's ``resnet18`` and its example input; None without torch.
+    hint : str
+        Without torch: one line saying why the PyTorch half is missing and how to add it; else ``""``.
+    """
+
+    onnx_path: Path
+    input_shape: tuple
+    mark: str
+    model: str
+    exporter: str
+    torch_model: object = None
+    torch_input: object = None
+    hint: str = ""
+
+    def text(self) -> str:
+        """What the example is, in a line or two (and the hint, without torch)."""
+        lines = [
+            text.wrap(f"ResNet-18 ({self.model}), input {self.input_shape}, {self.mark}", indent="  "),
+            f"ONNX file: {self.onnx_path.name}, written by {self.exporter}",
+        ]
+        return "\n".join(filter(None, (*lines, self.hint)))
+
+
+def _missing_torch() -> str:
+    """``""`` when torch and torchvision import, else the one line that says how to add them."""
+    for name in ("torch", "torchvision"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return f"PyTorch half skipped (no {name}): {ADD_PYTORCH}"
+    return ""
+
+
+def example(size: int = 96, seed: int = 0, directory=None) -> Example:
+    """Notebook 05's ResNet-18 on seeded weights, at ``size`` x ``size``: nothing is downloaded.
+
+    With torch and torchvision: torchvision's ``resnet18(weights=None)`` after
+    ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it.
+    Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
+    (:func:`byoc_workbench.models.zoo.load_model`, ``"untrained"``), written by MXNet's
+    own exporter (:func:`byoc_workbench.measure.anchors.export_onnx`). The file goes
+    to ``directory`` (a new temporary folder by default).
+    """
+    shape = (1, 3, size, size)
+    folder = Path(directory or tempfile.mkdtemp(prefix="byoc-byom-"))
+    hint = _missing_torch()
+    if hint:
+        from byoc_workbench.measure.anchors import export_onnx
+        from byoc_workbench.models import zoo
+
+        loaded = zoo.load_model("resnet18_v1", "untrained", seed=seed, input_shape=shape)
+        path = export_onnx(loaded, shape, folder / "resnet18_v1.onnx")
+        exporter = "MXNet's exporter (mx.onnx.export_model)"
+        return Example(path, shape, loaded.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
+    import torch
+    import torchvision
+
+    torch.manual_seed(seed)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    path = folder / "resnet18.onnx"
+    with warnings.catch_warnings():
+        # torch >= 2.9 warns that the TorchScript exporter is legacy; it is the one whose node names keep the scopes.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+    mark = f"seeded weights (torch.manual_seed({seed}))"
+    return Example(path, shape, mark, "torchvision resnet18", "torch.onnx.export", model, x)
+
+
+def import_text(*workbenches) -> str:
+    """One line per workbench (None skipped): its source ops, its Relax ops, the import's time and notes."""
+    lines = []
+    for wb in (w for w in workbenches if w is not None):
+        m = own_model(wb)
+        lines.append(
+            text.wrap(
+                f"{m.name:22s} {m.source_ops:4d} source ops -> {wb.stage('source').op_count:4d} Relax ops, "
+                f"import {m.import_s:.1f} s; " + "; ".join(m.notes),
+                indent="  ",
+            )
+        )
+    return "\n".join(lines)
+
+
+def stages_text(wb_torch, wb_onnx) -> str:
+    """The stages' op and subgraph counts side by side; the ONNX file's alone when ``wb_torch`` is None."""
+    columns = [("PyTorch", wb_torch), ("ONNX", wb_onnx)] if wb_torch is not None else [("ONNX", wb_onnx)]
+    lines = [f"{'stage':10s}" + "".join(f" {title:>22s}" for title, _ in columns)]
+    for k, stage in enumerate(wb_onnx.stages):
+        cells = [wb.stages[k] for _, wb in columns]
+        lines.append(
+            f"{stage.name:10s}" + "".join(f" {s.op_count:6d} ops {len(s.subgraphs):3d} subgraphs" for s in cells)
+        )
+    return "\n".join(lines)

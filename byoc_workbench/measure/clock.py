@@ -111,7 +111,7 @@ def machine() -> dict:
     info = {
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "tvm": tvm.__version__,
         "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
@@ -124,7 +124,7 @@ def machine() -> dict:
     return info
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

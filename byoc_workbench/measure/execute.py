@@ -8,6 +8,7 @@ from tvm import relax
 
 from byoc_workbench import ir
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import compiled
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -42,11 +43,17 @@ def compile(mod: tvm.IRModule, target: str = "llvm") -> relax.VMExecutable:
     recursive function (it reuses storage across recursive calls) and on some
     If branches (a reshape in one branch, then a split after the If, for
     one); that pass is only an optimisation, so such modules go without it.
+    A module compiled before on this machine is loaded from the build cache
+    (:mod:`byoc_workbench.measure.compiled`).
     """
     _check_ranks(mod)
     disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
-    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
-        return tvm.compile(mod, target=target)
+
+    def build():
+        with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
+            return tvm.compile(mod, target=target)
+
+    return compiled.load_or_build(mod, target, disabled, build)[0]
 
 
 def _check_ranks(mod: tvm.IRModule) -> None:

@@ -103,7 +103,9 @@ def structure(executable, generated: dict | None = None) -> Structure:
             kernels.append(name)
         else:
             builtins.append(name)
-    return Structure(lib.kind, tuple(m.kind for m in imports), *map(tuple, (functions, kernels, externals, builtins)))
+    # An executable from the build cache imports its host code as a loaded "library"; LLVM compiled it.
+    kinds = tuple("llvm" if m.kind == "library" else m.kind for m in imports)
+    return Structure(lib.kind, kinds, *map(tuple, (functions, kernels, externals, builtins)))
 
 
 def describe_backend(compiled) -> str:

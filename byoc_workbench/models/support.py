@@ -12,14 +12,16 @@
 - :func:`table` turns the records into the support table of ``docs/zoo.md``, and
   :func:`summary` into the README's line.
 
-``python tools/zoo_support.py`` walks the whole list and writes ``docs/zoo-support.json``
-and the table; ``make test`` rechecks a sample of the records.
+``python tools/zoo_support.py`` walks the whole list and writes the records
+(:func:`records` reads them, from the package's data, wherever a notebook runs)
+and the table; ``make test`` rechecks a sample of them.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import importlib.resources
 import json
 import subprocess
 import sys
@@ -191,6 +193,13 @@ def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
 
 
 START, END = "<!-- zoo-support:start -->", "<!-- zoo-support:end -->"
+#: The walk's committed records, shipped with the package (read through the package, never the working directory).
+RECORDS = importlib.resources.files("byoc_workbench") / "data" / "zoo-support.json"
+
+
+def records() -> list:
+    """The committed records of the last walk: one per model, its status, input size and error."""
+    return json.loads(RECORDS.read_text())
 
 
 def summary(records: list) -> str:
@@ -199,7 +208,7 @@ def summary(records: list) -> str:
     return (
         f"{len(records)} models of GluonCV's detection, segmentation and pose zoo: "
         + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
-        + " (`docs/zoo-support.json` has each model, its input size and its error)."
+        + " (`byoc_workbench/data/zoo-support.json` has each model, its input size and its error)."
     )
 
 

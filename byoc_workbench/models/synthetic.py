@@ -4,7 +4,10 @@ Each block is ``conv2d -> add (bias) -> relu -> add (the block's input)``, four
 Relax ops, and blocks are grouped into stages of :data:`BLOCKS_PER_STAGE`. Every
 binding is named with dotted scopes (``stage2.block17.relu``), as the ONNX and
 PyTorch importers name theirs, so the diagrams group it into stages and blocks
-the way they group a real model (:mod:`byoc_workbench.draw.blocks`). Tensors
+the way they group a real model (:mod:`byoc_workbench.draw.blocks`);
+:func:`flat_model` is the same chain with no names, as a model built by hand
+has it, which the diagrams fold by structure instead
+(:mod:`byoc_workbench.draw.structure`). Tensors
 are small (1x4x8x8), so the time and memory measured are the workbench's own,
 not TVM's kernels'.
 """
@@ -23,7 +26,9 @@ CHANNELS = 4
 SHAPE = (1, CHANNELS, 8, 8)
 
 
-def residual_model(ops: int, blocks_per_stage: int = BLOCKS_PER_STAGE, seed: int = 0) -> tvm.IRModule:
+def residual_model(
+    ops: int, blocks_per_stage: int = BLOCKS_PER_STAGE, seed: int = 0, named: bool = True
+) -> tvm.IRModule:
     """A chain of ``ops // 4`` residual blocks (conv2d, bias add, relu, residual add) in one dataflow block.
 
     Parameters
@@ -34,6 +39,9 @@ def residual_model(ops: int, blocks_per_stage: int = BLOCKS_PER_STAGE, seed: int
         Blocks per ``stage<k>`` scope.
     seed : int
         Seeds the weights (constants), so two calls give the same module.
+    named : bool
+        False: the bindings keep BlockBuilder's names (``lv12``), as a model built by hand
+        has them: the diagrams find no blocks and fold by structure instead.
     """
     rng = np.random.RandomState(seed)
     bb = relax.BlockBuilder()
@@ -54,9 +62,16 @@ def residual_model(ops: int, blocks_per_stage: int = BLOCKS_PER_STAGE, seed: int
             out = bb.emit_output(y)
         bb.emit_func_output(out)
     mod = bb.get()
+    if not named:
+        return mod
     names[out] = "out"
     mod["main"] = ir_edit.rename_vars(mod["main"], names)
     return mod
+
+
+def flat_model(ops: int, seed: int = 0) -> tvm.IRModule:
+    """:func:`residual_model` with no names: the same chain, its bindings ``lv``, ``lv1``, ..."""
+    return residual_model(ops, seed=seed, named=False)
 
 
 def model_source(ops: int) -> str:

@@ -17,13 +17,17 @@ inside the functions that need them, so this module imports on any Python.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from byoc_workbench import files
 from byoc_workbench.errors import MissingDependencyError, first_line
 from byoc_workbench.frontends import gluon
+from byoc_workbench.models import seeded as seeded_module
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 from byoc_workbench.models.seeded import seeded_init
 from byoc_workbench.models.weights import (
@@ -204,6 +208,7 @@ def load_model(
     if weights not in (None, "trained", "untrained"):
         _weights_file(weights)  # a wrong path fails in a second, before the network is built
     shape = tuple(input_shape or spec.input_shape)
+    block_given = block
     block = block if block is not None else build_block(name, shape)
     found = None
     if weights is None:
@@ -212,7 +217,7 @@ def load_model(
         if not found:
             logger.warning("no trained weights for %s in %s; using %s", name, cache_dir(cache), UNTRAINED_LABEL)
     if weights == "untrained":
-        seeded_init(block, seed, shape)
+        _seeded(block, name, seed, shape, kept=block_given is None)
         loaded = LoadedModel(name, block, "untrained", spec, seed, shape)
     elif weights == "trained":
         # found: already verified above, not hashed again (a 100 MB file for the SSD)
@@ -223,6 +228,35 @@ def load_model(
         loaded = LoadedModel(name, block, os.fspath(weights), spec, input_shape=shape)
     block.hybridize()
     return loaded
+
+
+def seeded_file(name: str, seed: int, shape) -> Path:
+    """Where the seeded weights of ``name`` are kept: keyed by the seed, the input size, the seeding code
+    and MXNet's and GluonCV's versions (``$BYOC_WORKBENCH_CACHE/seeded``)."""
+    versions = [importlib.metadata.version(p) for p in ("mxnet", "gluoncv")]
+    code = hashlib.sha1(Path(seeded_module.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
+    return files.cache_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
+
+
+def _seeded(block, name: str, seed: int, shape, kept: bool) -> None:
+    """:func:`seeded_init`, or its result kept from an earlier run: calibrating the SSD's batch norms and
+    heads takes tens of seconds, and gives the same weights every time. A block given by the caller
+    (perhaps reconfigured) is always seeded afresh (``kept=False``)."""
+    path = seeded_file(name, seed, shape) if kept else None
+    if path is not None and files.intact(path):
+        try:
+            block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
+            return
+        except Exception as err:  # noqa: BLE001 - mxnet raises its own errors: seed again
+            logger.warning("seeded weights %s do not load (%s); seeding again", path.name, first_line(err))
+    seeded_init(block, seed, shape)
+    if path is None:
+        return
+    try:
+        files.write_with(path, block.save_parameters, suffix=".params")
+        files.seal(path)
+    except OSError as err:  # an unwritable cache: seeded again next time
+        logger.warning("seeded weights not kept in %s (%s)", path.parent, err)
 
 
 @dataclass

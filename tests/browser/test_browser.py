@@ -91,12 +91,10 @@ def lab(tmp_path_factory):
     (root / "zoo.ipynb").write_text(json.dumps(_notebook(ZOO_CELL)))
     (root / "big.ipynb").write_text(json.dumps(_notebook(*BIG_CELLS)))
     home = tmp_path_factory.mktemp("jupyter-home")
-    settings = home / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    # No news or update pop-ups over the notebook.
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
+    # No news or update pop-ups over the notebook: set-up installs Lab's overrides, as for every seat.
+    overrides = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert overrides.is_file(), f"{overrides} is missing: run make setup"
+    assert json.loads(overrides.read_text())["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
     # Every cell attached to the page, so that rectangles can be measured anywhere in a long notebook.
     tracker = home / "settings" / "@jupyterlab" / "notebook-extension"
     tracker.mkdir(parents=True)

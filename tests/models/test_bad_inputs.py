@@ -23,12 +23,15 @@ import textwrap
 import time
 from pathlib import Path
 
+import bad_models
 import numpy as np
 import pytest
 from messages import LINE, one_line
 from PIL import Image
 
 from byoc_workbench import cli, stages, subjects
+from byoc_workbench.backends.codegen import register_codegen
+from byoc_workbench.backends.registry import Registry
 from byoc_workbench.errors import WorkbenchError, first_line, shorten
 from byoc_workbench.flow import rules
 from byoc_workbench.measure import clock
@@ -107,7 +110,7 @@ def _picture(path: Path, h: int, w: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def d(tmp_path_factory) -> Path:
+def d(tmp_path_factory):
     """One directory holding every row's files; rows write (or must not write) under it."""
     root = tmp_path_factory.mktemp("bad")
     for name, source in FILES.items():
@@ -123,7 +126,10 @@ def d(tmp_path_factory) -> Path:
     blocked = root / "blocked"  # a stage file's name taken by a directory
     (blocked / "03-merge.svg").mkdir(parents=True)
     (blocked / "profile.json").mkdir()
-    return root
+    bad_models.write_all(root)  # ONNX files, PyTorch modules and codegen files
+    sys.path.insert(0, str(root))  # so that --torch bad_torch_...:f imports from here
+    yield root
+    sys.path.remove(str(root))
 
 
 def _snapshot(root: Path) -> dict:
@@ -252,6 +258,52 @@ CLI = [
     ("weights-missing", "weights", ["run", "ssd", "--weights", "{d}/nope.params"], ["does not exist"]),
     ("weights-dir", "weights", ["import", "ssd", "--weights", "{d}/a_dir"], ["is a directory"]),
     ("weights-empty", "weights", ["stages", "ssd", "--out", "{d}/o", "--weights", ""], ["weights path is empty"]),
+    # your own models: ONNX files, --torch, --input-shape, codegen files
+    ("not-py-or-onnx", "own", ["report", "{d}/README.md"], ["README.md is neither a .py nor a .onnx file"]),
+    ("shape-huge", "own", ["report", "{d}/sym.onnx", "--input-shape", "100000,3,1000,1000"], ["1.1 TiB", "4.0 GiB"]),
+    ("shape-twice", "own", ["report", "{d}/relu.onnx", *["--input-shape", "x=1,4,16,16"] * 2], ["twice for x"]),
+    ("shape-demo", "own", ["report", "demo", "--input-shape", "1,3,8,8"], ["not to demo", "remove --input-shape"]),
+    ("shape-zoo", "own", ["run", "ssd", "--input-shape", "1,3,8,8"], ["not to ssd"]),
+    (
+        "shape-search",
+        "own",
+        ["search", "demo", "--backends", "onnxruntime,tvm", "--input-shape", "1,2"],
+        ["not to demo"],
+    ),
+    ("onnx-no-outputs", "own", ["run", "{d}/no_outputs.onnx"], ["no_outputs.onnx declares no outputs"]),
+    ("onnx-no-outputs-report", "own", ["report", "{d}/no_outputs.onnx"], ["declares no outputs"]),
+    (
+        "onnx-no-inputs-bench",
+        "own",
+        ["bench", "{d}/no_inputs.onnx", "--backends", "tvm", "--no-anchors"],
+        ["no_inputs.onnx takes no inputs"],
+    ),
+    ("onnx-empty", "own", ["run", "{d}/empty.onnx"], ["empty.onnx is empty", "re-export"]),
+    ("onnx-opset-1", "own", ["run", "{d}/opset1.onnx"], ["uses ONNX opset 1", "opset 7 onwards"]),
+    ("onnx-opset-99", "own", ["run", "{d}/opset99.onnx"], ["opset 99 is not a released one", "re-export"]),
+    ("onnx-ir-99", "own", ["run", "{d}/ir99.onnx"], ["Unsupported model IR version: 99", "re-export"]),
+    (
+        "precision-ignored",
+        "own",
+        ["profile", "{d}/relu.onnx", "--backend", "onnxruntime", "--precision", "bf16"],
+        ["--precision bf16 applies to --backend openvino only", "onnxruntime runs in f32"],
+    ),
+    ("torch-syntax", "own", ["report", "--torch", "bad_torch_syntax:f"], ["bad_torch_syntax raised SyntaxError"]),
+    ("torch-no-module", "own", ["report", "--torch", "no_such_module_x:f"], ["No module named 'no_such_module_x'"]),
+    ("torch-exit-3", "own", ["report", "--torch", "bad_torch_exit:f"], ["bad_torch_exit:f() called sys.exit(3)"]),
+    (
+        "torch-shape-name",
+        "own",
+        ["report", "--torch", "bad_torch_tiny:net", "--input-shape", "y=1,4"],
+        ["no input named y", "name one of: input"],
+    ),
+    ("torch-data-dependent", "own", ["report", "--torch", "bad_torch_data_dependent:net"], ["cannot trace Picky"]),
+    ("prefetch-empty", "cli", ["prefetch", "--models", ""], ["--models '' names an empty model"]),
+    ("emitter-syntax", "own", ["compare", "demo", "--backend", "{d}/cg_syntax.py"], ["not valid Python"]),
+    ("emitter-empty", "own", ["compare", "demo", "--backend", "{d}/cg_empty.py"], ["returned an empty str"]),
+    ("emitter-undefined", "own", ["compare", "demo", "--backend", "{d}/cg_undefined.py"], ["uses nope"]),
+    ("codegen-mxnet", "own", ["compare", "demo", "--backend", "{d}/cg_mxnet.py"], ["mxnet is a framework's name"]),
+    ("codegen-dash", "own", ["compare", "demo", "--backend", "{d}/cg_dash.py"], ["got 'byoc-target'"]),
 ]
 
 
@@ -264,6 +316,7 @@ def test_cli_bad_input(case, d, capsys, monkeypatch):
     out, err = capsys.readouterr()
     _no_traceback(out, err)
     assert rc == 2, (rc, err)
+    assert len(err.splitlines()) < 20, err[:2000]  # nothing printed at length before the line (torch's graphs)
     line = _the_line(err)
     assert "Fix: Fix" not in line and line.count("error:") == 1 and line.count("Fix:") == 1, line
     for word in words:
@@ -302,6 +355,15 @@ def _build_unknown_rank(d):
     return execute.run(bb.get(), [np.ones((2, 3), "float32")])
 
 
+def _relu(op):
+    return f"np.maximum({op.args[0]}, 0)"
+
+
+def _codegen(name="mine", emit=None, **kw):
+    """register_codegen into a registry of its own, so that no row changes the one the others read."""
+    return register_codegen(name, {"relu": _relu} if emit is None else emit, registry=Registry.builtin(), **kw)
+
+
 API = [
     ("target-int", "api", lambda d: Workbench(demo.demo_module(), 5), ["got int"]),
     ("target-unknown-str", "api", lambda d: Workbench(demo.demo_module(), "byoc"), ["Unknown target 'byoc'"]),
@@ -332,6 +394,13 @@ API = [
         lambda d: images.resize_short_within(np.zeros((0, 7, 3), np.uint8), 512, 1024),
         ["7x0"],
     ),
+    ("codegen-key-int", "api", lambda d: _codegen(emit={1: _relu}), ["keys must be op names", "got 1"]),
+    ("codegen-rules-5", "api", lambda d: _codegen(rules=5), ["must be a list of rules, got int"]),
+    ("codegen-emit-empty", "api", lambda d: _codegen(emit={}), ["emit is an empty dict"]),
+    ("codegen-mxnet", "api", lambda d: _codegen(name="mxnet"), ["mxnet is a framework's name"]),
+    ("codegen-torch", "api", lambda d: _codegen(name="Torch"), ["Torch is a framework's name"]),
+    ("codegen-target-name", "api", lambda d: _codegen(name="byoc_target"), ["a built-in target"]),
+    ("codegen-dash", "api", lambda d: _codegen(name="byoc-target"), ["letters, digits and _"]),
     (
         "measure-over-budget",
         "api",
@@ -425,6 +494,44 @@ def test_nonfinite_outputs_give_one_warning_and_the_run_finishes(d):
     assert "output boxes holds 1 non-finite values (first inf at [0, 2, 1])" in line
     assert "flipped.params" in line and "corrupted" in line and "\n" not in line
     assert meaning.prediction("detection", [ids, scores, np.ones((1, 4, 4), "float32")], loaded).warnings == ()
+
+
+def test_saved_outputs_are_whole_and_counted(d, capsys):
+    """Each output is saved whole (batch axis and scalars too) and the line counts outputs, not rows."""
+    for model, shape, saved, expect in [
+        ("relu.onnx", [], "1 output", {"output0": (1, 4, 16, 16)}),
+        ("batch.onnx", ["--input-shape", "4,4,16,16"], "1 output", {"output0": (4, 4, 16, 16)}),
+        ("scalar.onnx", [], "2 outputs", {"output0": (), "output1": (1, 4, 16, 16)}),
+    ]:
+        path = d / "saved" / f"{model}.npz"
+        assert cli.main(["run", str(d / model), *shape, "--save-outputs", str(path)]) == 0
+        assert f"saved {saved} to" in capsys.readouterr().out
+        with np.load(path) as z:
+            assert {k: z[k].shape for k in z} == expect
+
+
+def test_named_input_shapes_reach_pytorch(d, capsys):
+    """--input-shape NAME=... names forward's input; it was ignored for 1,3,224,224."""
+    save = d / "saved" / "torch.npz"
+    assert (
+        cli.main(["run", "--torch", "bad_torch_tiny:net", "--input-shape", "input=2,5", "--save-outputs", str(save)])
+        == 0
+    )
+    with np.load(save) as z:
+        assert z["output0"].shape == (2, 5)
+    model = subjects.own_workbench(None, "bad_torch_tiny:net", {"input": [2, 5]}).model
+    assert [x.shape for x in model.inputs] == [(2, 5)]
+    described = subjects.describe(None, None, torch_spec="bad_torch_tiny:net", shapes={"input": [3, 2]})
+    assert subjects.load(described).inputs[0].shape == (3, 2)  # the search's path
+
+
+def test_a_model_file_in_capitals_is_accepted(d, capsys):
+    (d / "upper").mkdir()
+    (d / "upper" / "RELU.ONNX").write_bytes((d / "relu.onnx").read_bytes())
+    (d / "upper" / "MINE.PY").write_text(FILES["mine.py"])
+    assert cli.main(["report", str(d / "upper" / "RELU.ONNX"), "--json"]) == 0
+    assert cli.main(["report", str(d / "upper" / "MINE.PY"), "--target", "mychip", "--json"]) == 0
+    capsys.readouterr()
 
 
 # --- what needs a real process ---------------------------------------------------------------

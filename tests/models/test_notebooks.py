@@ -68,6 +68,31 @@ def test_bring_your_own_model_notebook_runs():
     )
     assert re.search(r"^onnxruntime +\S+ .*x  equal", text, re.MULTILINE), text[-2000:]  # the speedup, checked
     assert "seeded weights" in text
+    assert "DeprecationWarning" not in text  # the exporter's, silenced
+    assert "(seeded weights" not in text  # the bench title wraps the mark in parentheses once
+    assert "resnet18 (PyTorch), seeded weights (torch.manual_seed(0)), input (1, 3, 96, 96)" in text
+
+
+@pytest.mark.mxnet
+@pytest.mark.slow
+def test_bring_your_own_model_notebook_runs_without_torch():
+    """A plain `make lab` has no torch: the ONNX half runs on MXNet's export, the PyTorch half is one line."""
+    pytest.importorskip("mxnet")
+    nb = nbformat.read(NOTEBOOKS / "05_bring_your_own_model.ipynb", as_version=4)
+    # None in sys.modules makes `import torch` raise ImportError, as when it is not installed.
+    nb.cells.insert(
+        0, nbformat.v4.new_code_cell('import sys\nsys.modules["torch"] = sys.modules["torchvision"] = None')
+    )
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    text = _text(nb)
+    hint = "PyTorch half skipped (no torch): make lab EXTRAS=pytorch, or pip install -e .[pytorch]"
+    assert hint in text.splitlines(), text[:2000]
+    assert "ONNX file: resnet18_v1.onnx, written by MXNet's exporter (mx.onnx.export_model)" in text
+    assert "Partitioning report: resnet18_v1.onnx for tensorrt" in text and "(PyTorch)" not in text
+    assert "resnet18_v1.onnx, untrained weights (seed 0), input (1, 3, 96, 96)" in text  # the weights, said once
+    assert re.search(r"^onnxruntime +\S+ .*x  equal", text, re.MULTILINE), text[-2000:]
+    assert "outputs checked against onnxruntime on resnet18_v1.onnx" in text
 
 
 @pytest.mark.mxnet

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from messages import one_line
 
+from byoc_workbench import files
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import weights, zoo
 
@@ -242,3 +243,23 @@ def test_trained_weights_offline_fail_clearly(tmp_path, monkeypatch):
         zoo.load_model("resnet50_v1", "trained")
     # weights=None falls back to the seeded weights, and says so.
     assert zoo.load_model("resnet50_v1").weights == "untrained"
+
+
+def test_seeded_weights_are_seeded_once_then_read_and_a_damaged_file_is_seeded_again(monkeypatch, tmp_path):
+    """Calibrating seeded weights takes tens of seconds on the SSD; the same seed and size give the same
+    weights, so they are kept, sealed, and read back exactly."""
+    monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
+    first = zoo.load_model("resnet18_v1", "untrained", seed=3)
+    kept = zoo.seeded_file("resnet18_v1", 3, first.input_shape)
+    assert kept.parent == tmp_path / "seeded" and kept.is_file() and files.intact(kept)
+
+    def values(model):
+        return {k: v.data().asnumpy() for k, v in model.block.collect_params().items()}
+
+    want = values(first)
+    again = values(zoo.load_model("resnet18_v1", "untrained", seed=3))
+    assert want.keys() == again.keys() and all(np.array_equal(want[k], again[k]) for k in want)
+    assert zoo.seeded_file("resnet18_v1", 4, first.input_shape) != kept  # another seed, another file
+    kept.write_bytes(kept.read_bytes()[:1000])  # truncated: not trusted, seeded again and repaired
+    repaired = values(zoo.load_model("resnet18_v1", "untrained", seed=3))
+    assert all(np.array_equal(want[k], repaired[k]) for k in want) and files.intact(kept)

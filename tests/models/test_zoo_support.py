@@ -20,7 +20,7 @@ def _gluoncv():
 
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = json.loads((ROOT / "docs" / "zoo-support.json").read_text())
+RECORDS = support.records()
 # Cheap to build and trace: one of each status, and a walk through a process of its own.
 SAMPLE = ("simple_pose_resnet18_v1b", "simple_pose_resnet18_v1b_int8", "ssd_300_vgg16_atrous_voc_int8")
 WALKED = "yolo3_mobilenet0.25_custom"

@@ -74,3 +74,27 @@ def test_the_search_cache_writes_atomically_under_its_root(tmp_path, monkeypatch
     with pytest.raises(TypeError):  # a value JSON cannot write leaves the old record, and no temporary file
         cache.put("build", "k", {"a": object()})
     assert cache.get("build", "k") == {"a": 1} and _left(tmp_path / "search" / "build") == ["k.json"]
+
+
+def test_json_for_users_is_strict():
+    """A refused backend's infinite time is null, not ``Infinity``, which no other JSON reader takes."""
+    import json
+
+    from byoc_workbench import text
+
+    data = {"c_alone": {"median_s": float("inf"), "runs": [1.0, float("nan")]}, "ok": (0.5,)}
+    written = text.to_json(data)
+    assert "Infinity" not in written and "NaN" not in written
+    assert json.loads(written) == {"c_alone": {"median_s": None, "runs": [1.0, None]}, "ok": [0.5]}
+
+
+def test_a_sealed_entry_is_intact_until_it_changes(tmp_path):
+    lib = files.write_atomic(tmp_path / "k.so", b"\x7fELF" + bytes(100))
+    assert not files.intact(lib)  # not sealed yet: a reader must not trust it
+    files.seal(lib)
+    assert files.intact(lib) and _left(tmp_path) == ["k.so", "k.so.sum"]
+    lib.write_bytes(b"\x7fELF" + bytes(50))  # truncated
+    assert not files.intact(lib)
+    lib.write_bytes(b"\x7fELF" + bytes(99) + b"\x01")  # the same size, other bytes
+    assert not files.intact(lib)
+    assert not files.intact(tmp_path / "missing.so")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from byoc_workbench import stages
+from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure import execute
@@ -262,3 +262,75 @@ def test_constants_become_initializers_and_fp16_lives_in_the_graph():
         got = sess.run(None, {sess.get_inputs()[0].name: x[0]})[0]
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+# --- the ONNX runtimes' own targets: every op the translator converts, claimed call by call ----------
+
+# Ops no TensorRT rule claims, but the ONNX runtimes take (the SSD's box arithmetic and masks among them).
+OWN_CASES = {
+    "relax.equal": (lambda x, y: op.where(op.equal(op.floor(x), op.floor(y)), x, y), [(2, 3, 4), (3, 4)], (-2, 2)),
+    "relax.not_equal": (
+        lambda x, y: op.where(op.not_equal(op.floor(x), op.floor(y)), x, y),
+        [(2, 3, 4), (3, 4)],
+        (-2, 2),
+    ),
+    "relax.greater": (lambda x, y: op.where(op.greater(x, y), x, y), [(2, 3, 4), (3, 4)], (-1, 1)),
+    "relax.greater_equal": (lambda x, y: op.where(op.greater_equal(x, y), y, x), [(2, 3, 4), (3, 4)], (-1, 1)),
+    "relax.less": (lambda x, y: op.where(op.less(x, y), x, y), [(2, 3, 4), (3, 4)], (-1, 1)),
+    "relax.less_equal": (lambda x, y: op.where(op.less_equal(x, y), y, x), [(2, 3, 4), (3, 4)], (-1, 1)),
+    "relax.where": (lambda c, x, y: op.where(op.greater(c, x), x, y), [(3, 4), (2, 3, 4), (4,)], (-1, 1)),
+    "relax.astype": _unary(lambda x: op.astype(op.astype(op.multiply(x, x), "int32"), "float32"), low_high=(-4, 4)),
+    "relax.zeros_like": _unary(lambda x: op.add(op.zeros_like(x), x)),
+    "relax.ones_like": _unary(lambda x: op.multiply(op.ones_like(x), x)),
+    "relax.arange": _unary(lambda x: op.add(x, op.arange(0.0, 2.5, 0.5, "float32")), shape=(2, 5)),
+}
+
+
+def own_cases() -> dict:
+    """relax op -> case, for every op the translator converts: the TensorRT cases by their op, then the rest."""
+    by_op = {}
+    for name, case in sorted(CASES.items()):
+        by_op.setdefault(TRT_RULES[name].ops[-1], case)
+    by_op.update(OWN_CASES)
+    by_op.setdefault("relax.permute_dims", CASES["transpose"])
+    by_op.setdefault("relax.matmul", CASES["nn.batch_matmul"])
+    by_op.setdefault("relax.concat", CASES["concatenate"])
+    return by_op
+
+
+def test_the_own_cases_cover_every_op_the_translator_converts():
+    assert set(own_cases()) >= bo.SUPPORTED_OPS, sorted(bo.SUPPORTED_OPS - set(own_cases()))
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", pytest.param("openvino", marks=NEEDS_OPENVINO)])
+def test_an_own_target_converts_and_runs_every_op_it_claims(backend):
+    """One module holding a case of every op: the backend's own target claims every call, its subgraphs
+    become ONNX that the backend runs, and each case's output equals TVM alone's."""
+    target = rules.get_target(backend)
+    assert {r.op for r in target.rules} == bo.SUPPORTED_OPS
+    cases = own_cases()
+    shapes = [s for make, ss, _ in cases.values() for s in ss]
+    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            outs, k = [], 0
+            for make, ss, _ in cases.values():
+                outs.append(bb.emit(make(*params[k : k + len(ss)])))
+                k += len(ss)
+            out = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    st = stages.run_stages(mod, target.rules, stages.keep_all, backend=backend)
+    part, codegen = st[-3].mod, st[-1]
+    host_ops = [s.op for f in ir.host_functions(part) for s in ir.walk(part[f], part, descend=False) if s.op]
+    assert not host_ops, host_ops  # the target claimed every call
+    assert codegen.subgraphs and not [n for n in codegen.notes if "not compiled" in n], codegen.notes
+    x = [a for (_, ss, lh), seed in zip(cases.values(), range(len(cases))) for a in inputs(ss, lh, seed)]
+    expected, got = execute.run(mod, x), execute.run(codegen.mod, x)
+    tol = BACKENDS[backend][1]
+    assert len(expected) == len(got) == len(cases)
+    for name, e, g in zip(cases, expected, got):
+        for want, have in zip(flat(e), flat(g), strict=True):  # split gives a tuple
+            assert want.shape == have.shape and want.dtype == have.dtype, name
+            np.testing.assert_allclose(have, want, rtol=tol, atol=tol, err_msg=name)

@@ -17,10 +17,12 @@ than estimated. For a model and a set of backends:
    costs (crossings included) plus the rest of a build.
 6. The best placements are **built and measured end to end** (until one
    passes, and at least ``top``); one whose outputs differ from TVM alone's
-   beyond the tolerance is rejected. The first that passes, in the shortest
-   path's order, is chosen, and its prediction is reported beside its
-   measurement (the measured time of near-ties is the machine's noise, so it
-   ranks nothing).
+   beyond the tolerance is rejected. Each one's prediction is reported beside
+   its measurement.
+7. **The finals** (:mod:`.finals`): the fastest few that pass are built again
+   and timed round-robin with the runtimes run whole, in one process, so that
+   the machine's drift moves them all alike. The least median is chosen, and
+   its speedups over the runtimes come from the same rounds.
 
 Every measurement goes through :func:`.measure.measure` and the content-keyed
 :class:`.measure.Cache`, so a repeat re-measures only what changed.
@@ -39,6 +41,7 @@ from byoc_workbench.flow import prune as prune_mod
 from byoc_workbench.measure.anchors import subject_anchors
 from byoc_workbench.measure.clock import machine
 from byoc_workbench.measure.search import paths
+from byoc_workbench.measure.search.finals import run_finals
 from byoc_workbench.measure.search.measure import Cache, Measured, NotCached, Session, digest
 from byoc_workbench.measure.search.placement import TVM, Plan, Segment, drawn
 
@@ -59,6 +62,8 @@ class Row:
     rejected: str = ""
     what: str = ""  # "rank 1", "each on onnxruntime", "pruned", ...
     differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
+    final_s: float | None = None  # the median over the finals' rounds, for a finalist
+    spread: float | None = None  # (max - min) / median over those rounds
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -82,6 +87,7 @@ class SearchResult:
     mark: str = ""
     plan: Plan | None = dataclasses.field(default=None, repr=False)
     session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
+    finals: list = dataclasses.field(default_factory=list)  # Final: the fastest, timed again round-robin
 
     def cost(self, label: str, backend: str) -> float | None:
         """The measured seconds of a unit or segment on a backend (None: not measured)."""
@@ -101,16 +107,34 @@ class SearchResult:
             "measurements": self.measurements,
             "machine": self.machine,
             "notes": self.notes,
+            "finals": [f.to_json() for f in self.finals],
+            "fastest": self.fastest(),
         }
         if self.mark:
             out["weights"] = self.mark
         return out
 
     def speedup(self) -> dict:
-        """The chosen placement's measured time against each baseline: ``{"vs_<label>": ratio}``."""
+        """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
+
+        Against a runtime run whole, from the finals' medians (the same rounds); else from each one's
+        own measurement.
+        """
         if self.chosen is None or not self.chosen.measured_s:
             return {}
-        return {f"vs_{k}": v / self.chosen.measured_s for k, v in self.baseline.items() if v}
+        final = {f.what: f.median_s for f in self.finals}
+        mine = final.get(self.chosen.what)
+        out = {}
+        for k, v in self.baseline.items():
+            if mine and k in final:
+                out[f"vs_{k}"] = final[k] / mine
+            elif v:
+                out[f"vs_{k}"] = v / self.chosen.measured_s
+        return out
+
+    def fastest(self) -> str | None:
+        """What ran fastest in the finals: the chosen placement's name, or a runtime run whole."""
+        return min(self.finals, key=lambda f: f.median_s).what if self.finals else None
 
     def drawn(self, assign: dict) -> tuple:
         """``(module, packed)`` of a placement of this result, to draw without compiling it."""
@@ -216,6 +240,10 @@ def search(
         t_anchors = time.perf_counter()
         baseline.update(_anchors(s, notes))
         s.steps.append({"what": "the whole-model anchors", "s": round(time.perf_counter() - t_anchors, 3)})
+    finals, skipped = run_finals(s, rows, anchors)
+    chosen = _by_finals(rows, chosen, finals, skipped, notes)
+    for r in rows if chosen is not None else ():
+        r.differs = paths.differs(r.assign, chosen.assign)
     if chosen is None:
         notes.append("no placement measured gave TVM alone's outputs: none is chosen")
     measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
@@ -223,7 +251,7 @@ def search(
     units = _units_json(s, cut, allowed)
     return SearchResult(
         subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
-        measurements, notes, subject.mark, plan, s,
+        measurements, notes, subject.mark, plan, s, finals,
     )  # fmt: skip
 
 
@@ -260,14 +288,35 @@ def _chosen(s: Session, ranked: list, rest: float, top: int, notes: list) -> tup
     rows, chosen = _end_to_end(s, ranked, rest, top)
     rows += _measurement_rows(s, rows)
     if chosen is None:  # every ranked placement broke the outputs: the cheapest measured build that did not
-        passed = [r for r in rows if r.equal and r.measured_s is not None]
+        passed = [r for r in rows if r.equal and r.measured_s is not None and not r.rejected]
         chosen = min(passed, key=lambda r: r.predicted_s) if passed else None
         if chosen is not None:
             notes.append(f"no ranked placement gave TVM alone's outputs: chosen instead, {chosen.what}")
-    if chosen is not None:
-        for r in rows:
-            r.differs = paths.differs(r.assign, chosen.assign)
     return rows, chosen
+
+
+def _by_finals(rows: list, chosen, finals: list, skipped: dict, notes: list):
+    """The finalist placement with the least median over the finals' rounds (``chosen`` when none ran)."""
+    for label, why in skipped.items():
+        notes.append(f"{label} not in the finals: {why}")
+    placed = [f for f in finals if f.placement]
+    if not placed:
+        return chosen
+    best = min(placed, key=lambda f: f.median_s)
+    for r in rows:
+        final = next((f for f in finals if f.what == r.what), None)
+        if final is not None:
+            r.final_s, r.spread = final.median_s, final.spread
+    winner = next(r for r in rows if r.what == best.what)
+    whole = [f for f in finals if not f.placement and f.median_s < best.median_s]
+    for f in whole:
+        notes.append(
+            f"{f.what} ran faster than every placement in the finals ({f.median_s * 1e3:.1f} ms against "
+            f"{best.median_s * 1e3:.1f} ms, spread {f.spread:.0%} and {best.spread:.0%})"
+        )
+    if winner is not chosen:
+        notes.append(f"the finals chose {winner.what} over {chosen.what}, the shortest path's first")
+    return winner
 
 
 def _baseline(builds: dict, offload: list, notes: list) -> dict:
@@ -278,8 +327,11 @@ def _baseline(builds: dict, offload: list, notes: list) -> dict:
         notes.append(f"tvm: one instrumented run ({alone.end_to_end_s:.1f} s), TVM alone is not run twice")
     if builds["pruned"] is not None:
         baseline["pruned"] = builds["pruned"].end_to_end_s
-    baseline["unpruned"] = builds["on"][offload[0]].end_to_end_s
     for b, m in builds["on"].items():
+        if _refused(m):  # not a time of b: the host ran what b refused
+            notes.append(f"{b} alone is not timed: {_refused(m)}")
+            continue
+        baseline.setdefault("unpruned", m.end_to_end_s)
         baseline[f"{b}_alone"] = m.end_to_end_s
     return baseline
 
@@ -328,7 +380,7 @@ def _end_to_end(s: Session, ranked: list, rest: float, top: int) -> tuple:
         row = Row(dict(path), total + rest, what=f"rank {rank}")
         if chosen is None or sum(r.measured_s is not None for r in rows) < top:
             _verdict(row, s.need(row.assign, f"the placement ranked {rank}, end to end"))
-            chosen = row if chosen is None and row.equal else chosen
+            chosen = row if chosen is None and row.equal and not row.rejected else chosen
         elif rank > max(top, 5):
             break
         rows.append(row)
@@ -354,8 +406,15 @@ def _measurement_rows(s: Session, rows: list) -> list:
 def _verdict(row: Row, m: Measured) -> Row:
     """``row`` with the measured time of ``m`` and whether its outputs are TVM alone's."""
     row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
-    row.rejected = "" if row.equal else _why_not_equal(m.check)
+    row.rejected = _refused(m) or ("" if row.equal else _why_not_equal(m.check))
     return row
+
+
+def _refused(m: Measured) -> str:
+    """Why a backend of the placement would not take its segment ("" when every one did): such a build
+    ran that segment on the host, so its time is not the placement's."""
+    label, cost = next(((k, c) for k, c in m.costs.items() if c.refused), (None, None))
+    return f"{cost.backend} refused {label}: {cost.refused}" if cost else ""
 
 
 def _equal(check: dict | None) -> bool:

@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +159,21 @@ def _refusals(codegen) -> dict:
     return out
 
 
+def _from_record(record: dict, assign: dict, contents: dict) -> Measured | None:
+    """A cached build's measurement for ``assign``, or None for a record that is not one (foreign, torn).
+
+    Its labels may be numbered otherwise: costs go by content (in label order).
+    """
+    try:
+        old = sorted((c, label) for label, c in record["contents"].items())
+        new = sorted((c, label) for label, c in contents.items())
+        costs = {label: record["measured"]["costs"][was] for (_, label), (_, was) in zip(new, old)}
+        return Measured.from_json(record["measured"] | {"assign": dict(assign), "costs": costs})
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        logger.warning("search cache: a record is not a measurement (%s); measuring again", err)
+        return None
+
+
 # --- the cache -----------------------------------------------------------------------
 
 
@@ -212,7 +228,7 @@ class Cache:
         try:
             with np.load(path) as data:
                 return [data[f"a{k}"] for k in range(len(data.files))]
-        except (OSError, ValueError):
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # damaged: measured again
             return None
 
     def put_arrays(self, key: str, arrays: list) -> None:
@@ -259,12 +275,9 @@ class Session:
         if reference:
             self.reference = self.cache.get_arrays(key)
             record = record if self.reference is not None else None
-        if record is not None:  # its labels may be numbered otherwise: costs go by content (in label order)
-            old = sorted((c, label) for label, c in record["contents"].items())
-            new = sorted((c, label) for label, c in contents.items())
-            costs = {label: record["measured"]["costs"][was] for (_, label), (_, was) in zip(new, old)}
-            measured = Measured.from_json(record["measured"] | {"assign": dict(assign), "costs": costs})
-        else:
+        measured = _from_record(record, assign, contents) if record is not None else None
+        if measured is None:
+            record = None
             if self.only_cached:
                 raise NotCached(
                     f"the search needs a measurement that is not cached ({what})",
@@ -277,7 +290,8 @@ class Session:
                 measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
                 self.cache.put_arrays(key, outputs)
             self.built += 1
-            self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
+            if not any(c.refused for c in measured.costs.values()):  # a refusal is asked again, never kept
+                self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
         if not self.frozen:
             for label, cost in measured.costs.items():
                 self._add_cost(contents[label], cost)

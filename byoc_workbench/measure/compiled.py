@@ -1,0 +1,119 @@
+"""Compiled modules kept on disk, keyed by content, so the same module is compiled once per machine.
+
+TVM alone on the SSD takes tens of seconds to compile, and the notebooks,
+``bench``, ``profile``, the search and the tests all build it. :func:`load_or_build`
+keys a build by the module's structural hash (its functions, attributes and
+constants), the target, the passes left out, TVM's version and the machine,
+and keeps the exported library under ``$BYOC_WORKBENCH_CACHE/builds``.
+
+An entry is the library, ``<key>.so``, written atomically, then sealed with
+its size and SHA-256 (:func:`byoc_workbench.files.seal`). An entry that does
+not match its seal, or does not load, is built again and overwritten, so a
+damaged entry never outlives one run. Two processes building the same key
+both write whole files; the last rename wins, and both are the same build.
+:func:`refresh` reads nothing from the cache (the CLI's ``--no-cache``) but
+still writes what it builds.
+
+A module that compiles in under :data:`KEEP_S` seconds is not kept (keeping
+it would cost more than compiling it), nor is one whose library cannot be
+exported (no C compiler, or a runtime module that cannot be saved).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from byoc_workbench import files
+from byoc_workbench.measure.clock import cpu_name
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 2  # bumped when what an entry holds changes
+# A build that compiled faster than this is not kept: exporting and linking its library (a third of a second
+# for the demo) would cost more than compiling it again. TVM alone on the SSD compiles in tens of seconds.
+KEEP_S = 2.0
+_reading = [True]
+_warned: list = []  # one warning per process about a cache that cannot be written
+
+
+@contextlib.contextmanager
+def refresh():
+    """Within the block, every build is compiled again (and written), none read from the cache."""
+    _reading.append(False)
+    try:
+        yield
+    finally:
+        _reading.pop()
+
+
+def reading() -> bool:
+    """Whether builds are read from the cache now (False inside :func:`refresh`)."""
+    return _reading[-1] and not os.environ.get("BYOC_WORKBENCH_NO_CACHE")
+
+
+def machine_key() -> str:
+    """What a compiled library depends on besides the module: TVM, the CPU and the platform."""
+    return f"tvm {tvm.__version__}; {cpu_name()}; {platform.machine()}; {platform.system()}"
+
+
+def key(mod: tvm.IRModule, target: str, disabled=()) -> str:
+    """The cache key of compiling ``mod`` for ``target`` without the passes ``disabled``."""
+    parts = [f"format {FORMAT}", f"{tvm_ffi.structural_hash(mod):x}", str(target), ",".join(sorted(disabled))]
+    parts.append(machine_key())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _load(lib: Path) -> relax.VMExecutable | None:
+    """The entry's executable, or None when it is missing, damaged or does not load."""
+    if not files.intact(lib):
+        return None
+    try:
+        return relax.VMExecutable(tvm.runtime.load_module(str(lib)))
+    except Exception as err:  # noqa: BLE001 - whatever is wrong with it: build again
+        logger.warning("build cache: %s does not load (%s); building it again", lib.name, err)
+        return None
+
+
+def _store(executable: relax.VMExecutable, lib: Path) -> None:
+    files.write_with(lib, executable.export_library, suffix=".so")  # export_library goes by the suffix
+    files.seal(lib)
+
+
+def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], relax.VMExecutable]):
+    """The executable of ``mod`` from the cache, else ``build()`` it and keep it.
+
+    Returns ``(executable, hit)``.
+    """
+    try:
+        root = files.cache_dir("builds")
+        k = key(mod, target, disabled)
+    except Exception as err:  # noqa: BLE001 - a module TVM cannot hash is built, not cached
+        logger.info("build cache: not keyed (%s)", err)
+        return build(), False
+    lib = root / f"{k}.so"
+    if reading():
+        found = _load(lib)
+        if found is not None:
+            return found, True
+    t0 = time.perf_counter()
+    executable = build()
+    if time.perf_counter() - t0 < KEEP_S:
+        return executable, False
+    try:
+        _store(executable, lib)
+    except (OSError, RuntimeError) as err:  # no compiler, an unwritable cache: use it unkept
+        if not _warned:
+            logger.warning("build cache: builds are not kept in %s (%s); each is compiled again next time", root, err)
+            _warned.append(k)
+    return executable, False

@@ -1,0 +1,131 @@
+"""The finals: the fastest placements timed again, round-robin, beside the runtimes run whole.
+
+Each placement built end to end was timed once, on its own, at its own moment;
+a machine whose speed drifts by tens of percent within an hour can rank two
+such times either way. So the fastest few are built again and timed with the
+whole-model runtimes (ONNX Runtime and OpenVINO on the model's ONNX form) in
+rounds: one run of each per round, several rounds, in one process, so drift
+moves them all alike. The chosen placement is the finalist with the least
+median; its speedups over the runtimes run whole come from the same rounds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import time
+
+from byoc_workbench.measure import timing
+from byoc_workbench.measure.anchors import subject_runs
+from byoc_workbench.measure.search.measure import NotCached, digest
+
+ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
+FINALISTS = 3  # placements in the finals (the fastest measured that gave TVM alone's outputs)
+SLOWER = 3.0  # a placement measured this many times slower than the fastest is not a finalist
+
+
+@dataclasses.dataclass
+class Final:
+    """One finalist's times over the rounds: a placement (``what`` names its row) or a runtime run whole."""
+
+    what: str
+    times: list
+    placement: bool = True
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median over the rounds: how far apart the rounds were."""
+        return (max(self.times) - min(self.times)) / self.median_s if self.median_s else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "what": self.what,
+            "placement": self.placement,
+            "median_s": self.median_s,
+            "min_s": min(self.times),
+            "max_s": max(self.times),
+            "spread": self.spread,
+            "rounds": len(self.times),
+        }
+
+
+def finalists(rows: list, n: int = FINALISTS) -> list:
+    """The ``n`` fastest rows measured end to end whose outputs are TVM alone's, one per placement."""
+    passed = sorted((r for r in rows if r.equal and r.measured_s and not r.rejected), key=lambda r: r.measured_s)
+    out: list = []
+    for r in passed:
+        if len(out) == n or r.measured_s > SLOWER * passed[0].measured_s:
+            break
+        if all(r.assign != o.assign for o in out):
+            out.append(r)
+    return out
+
+
+def run_finals(session, rows: list, anchors: bool, rounds: int = ROUNDS, n: int = FINALISTS) -> tuple:
+    """``(finals, skipped)``: the finalists of ``rows`` and the whole-model runtimes, timed round-robin.
+
+    ``skipped`` is ``{label: why}`` for a runtime that could not run the model whole.
+    """
+    picked = finalists(rows, n)
+    if not picked:
+        return [], {}
+    placed = []
+    for r in picked:  # by content, as the search's cache keys a build
+        contents = session.plan.contents(r.assign)
+        placed.append(sorted((contents[label], backend) for label, backend in r.assign.items()))
+    key = digest(session.cache.machine, session.model_key, placed, session.options, rounds, anchors)
+    found = _cached(session.cache.get("finals", key), picked)
+    if found is not None:  # the same finalists on the same machine: read, not run again
+        return found
+    if session.only_cached:
+        raise NotCached("the finals are not cached", "run the search once with measuring on")
+    session._say(f"the finals: {len(picked)} placements and the runtimes run whole, {rounds} rounds")
+    args = timing.tensors(session.subject.inputs)
+    runs, built = {}, []
+    with contextlib.ExitStack() as stack:
+        for r in picked:
+            b = timing.build(session.plan.stages(r.assign, session.options), mark=session.plan.mark)
+            built.append(b)  # kept alive: its compiled subgraphs are released with it
+            runs[r.what] = (b.vm["main"], True)
+        skipped: dict = {}
+        if anchors and session.subject.source is not None:
+            found, skipped = stack.enter_context(subject_runs(session.subject))
+            runs.update({label: (run, False) for label, run in found.items()})
+        times = _rounds({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
+    finals = [Final(label, times[label], placement) for label, (_, placement) in runs.items()]
+    session.cache.put("finals", key, {"finals": [f.to_json() | {"times": f.times} for f in finals], "skipped": skipped})
+    return finals, skipped
+
+
+def _cached(found, picked: list) -> tuple | None:
+    """``(finals, skipped)`` from a cache record, or None when there is none or it is not one.
+
+    The rows' names may differ from the cached ones (ranks move): placements are matched in order.
+    """
+    try:
+        whats = [r.what for r in picked] + [f["what"] for f in found["finals"][len(picked) :]]
+        return [Final(w, list(f["times"]), f["placement"]) for w, f in zip(whats, found["finals"])], found["skipped"]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _call(fn, args, placement: bool):
+    return (lambda: fn(*args)) if placement else fn
+
+
+def _rounds(calls: dict, rounds: int) -> dict:
+    """``{label: [seconds per round]}``: one warm-up each, then each called once per round, in turn."""
+    for call in calls.values():
+        call()
+    times: dict = {label: [] for label in calls}
+    for _ in range(rounds):
+        for label, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            times[label].append(time.perf_counter() - t0)
+    return times
