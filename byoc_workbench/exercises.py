@@ -77,14 +77,14 @@ EXERCISES = {
     ),
     6: (
         "C emitters for relu and add",
-        "an emitter returns C statements for one call: a loop over i < op.size writing op.out[i]; "
-        "read input k at op.args[k][op.index(k)] (op.index broadcasts, so the (32, 1, 1) bias works too), "
-        "and write 0 as (op.ctype)0 or plain 0",
+        "an emitter returns C statements for one call: a loop over every output element, writing op.out; "
+        "an input may be smaller than the output (a bias, a scalar): op.index(k) gives the element of "
+        "input k that output element i reads, broadcast as NumPy does",
     ),
     7: (
         "a C emitter for reshape",
         "a reshape keeps every element in its order, so the output is a copy of the input: "
-        "op.size elements of type op.ctype (memcpy(op.out, op.args[0], sizeof(float) * op.size), or a loop)",
+        "op.size elements of type op.ctype (a loop, or memcpy with the size in bytes)",
     ),
     5: (
         "one TensorRT rule off on the SSD",

@@ -26,9 +26,15 @@ class EmitterFeedback(Feedback):
     emit: dict = dataclasses.field(default_factory=dict)
 
 
-def _probe(op_name: str) -> tvm.IRModule:
-    """A graph exercising one op: relu (on values of both signs, as the trial inputs are); add on
-    equal shapes, on a (8, 1, 1) bias broadcast over (1, 8, 5, 5), and on a scalar constant."""
+# The cases each emitter is tried on, one graph each, so that a failure says which one.
+CASES = {
+    "relu": ("on values of both signs",),
+    "add": ("on equal shapes", "on a (8, 1, 1) bias broadcast over (1, 8, 5, 5)", "on a scalar constant"),
+}
+
+
+def _probe(op_name: str, case: str) -> tvm.IRModule:
+    """A graph exercising one op in one of its :data:`CASES`."""
     op = relax.op
     bb = relax.BlockBuilder()
     x, b = relax.Var("x", _f32((1, 8, 5, 5))), relax.Var("b", _f32((8,)))
@@ -36,12 +42,23 @@ def _probe(op_name: str) -> tvm.IRModule:
         with bb.dataflow():
             if op_name == "relax.nn.relu":
                 y = bb.emit(op.nn.relu(x))
-            else:
+            elif case == CASES["add"][0]:
+                y = bb.emit(op.add(x, bb.emit(op.nn.relu(x))))
+            elif case == CASES["add"][1]:
                 y = bb.emit(op.add(x, bb.emit(op.expand_dims(b, [1, 2]))))
-                y = bb.emit(op.add(bb.emit(op.add(y, x)), relax.const(0.25, "float32")))
+            else:
+                y = bb.emit(op.add(x, relax.const(0.25, "float32")))
             out = bb.emit_output(y)
         bb.emit_func_output(out)
     return bb.get()
+
+
+def _why_inf(diff: float) -> str:
+    return (
+        " (inf: your code wrote a NaN or an infinity where TVM has a number, e.g. it read past an input)"
+        if not np.isfinite(diff)
+        else ""
+    )
 
 
 def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
@@ -90,19 +107,22 @@ def check_emitters(relu, add) -> EmitterFeedback:
         if not callable(emitter):
             fb.wrong.append(stand_in if emitter in (None, ...) else f"{short}: an emitter is a function of one Op")
             continue
-        codegen = make_codegen("yours", {"relax.expand_dims": c.copy, op_name: emitter}, "c")
+        codegen = make_codegen("exercise", {"relax.expand_dims": c.copy, op_name: emitter}, "c")
         rules = [Rule("probe", n.rsplit(".", 1)[-1], "op", op=n) for n in (op_name, "relax.expand_dims")]
+        failed = []
         try:
-            diff, _ = _trials(codegen, _probe(op_name), rules)
+            for case in CASES[short]:
+                diff, _ = _trials(codegen, _probe(op_name, case), rules)
+                if not diff <= 1e-6:
+                    failed.append(f"by up to {diff:.3g} {case}{_why_inf(diff)}")
         except WorkbenchError as err:
             fb.wrong.append(f"{short}: {_compile_error(err)}" if _compile_error(err) else stand_in)
             continue
-        cases = "on values of both signs" if short == "relu" else "on equal shapes, a (8, 1, 1) bias and a scalar"
-        if diff <= 1e-6:
-            fb.right.append(f"{short}: it compiles, and computes what TVM alone does {cases}")
-            fb.emit[short] = emitter
+        if failed:
+            fb.wrong.append(f"{short}: it compiles, but differs from TVM alone " + "; ".join(failed))
         else:
-            fb.wrong.append(f"{short}: it compiles, but differs from TVM alone by up to {diff:.3g} {cases}")
+            fb.right.append(f"{short}: it compiles, and computes what TVM alone does {', '.join(CASES[short])}")
+            fb.emit[short] = emitter
     return fb
 
 
@@ -127,7 +147,7 @@ def check_reshape_emitter(reshape) -> EmitterFeedback:
     emit = {"conv2d": c.conv2d, "expand_dims": c.copy, "relu": c.unary, "add": c.binary, "reshape": reshape}
     mod, rules = _demo(), get_target(BYOC).rules
     try:
-        diff, pruned = _trials(make_codegen("yours", emit, "c"), mod, rules, stages.no_mac())
+        diff, pruned = _trials(make_codegen("exercise", emit, "c"), mod, rules, stages.no_mac())
     except WorkbenchError as err:
         fb.wrong.append(f"your reshape: {_compile_error(err)}" if _compile_error(err) else _NOT_ANSWERED)
         return fb

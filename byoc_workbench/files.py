@@ -126,22 +126,15 @@ def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
     On any failure, a Ctrl-C too, the temporary file is removed and the old file stays.
     The file's permissions follow the umask (:func:`follow_umask`).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
+
+    def save(name: str) -> None:
+        with open(name, "wb") as f:
             if callable(data):
                 data(f)
             else:
                 f.write(data.encode() if isinstance(data, str) else data)
-        follow_umask(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+
+    return write_with(path, save)
 
 
 def _digest(path: Path) -> str:

@@ -166,6 +166,13 @@ FAMILY_NOTES = {
     ),
     "classification": "A plain stack of convolutions and a dense layer: one subgraph, nothing to prune.",
 }
+# A model whose family's note does not describe it has its own.
+MODEL_NOTES = {
+    "mobile_pose_mobilenetv3_small": (
+        "A MobileNetV3 backbone and upsampling layers with no post-processing in the graph: every op is in "
+        "TensorRT's table, so the whole network is one subgraph, nothing pruned."
+    ),
+}
 
 
 @dataclass
@@ -222,5 +229,5 @@ def zoo_report(model: str, weights=None, backend: str | None = None, image=None,
         found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
     )
     result = prediction(spec.kind, run.outputs, imported.model, run.backend, found[-1].notes)
-    why = FAMILY_NOTES.get(spec.family, "")
+    why = MODEL_NOTES.get(model) or FAMILY_NOTES.get(spec.family, "")
     return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)

@@ -2,7 +2,8 @@
 
 JupyterLab saves outputs into the notebook it runs. ``make lab`` serves
 ``lab/`` (ignored by git) instead of ``notebooks/``: each notebook is copied
-there the first time, and again after ``git pull`` brings a new version of it,
+there the first time (the solution keys of ``solutions/`` too), and again after
+``git pull`` brings a new version of it,
 unless the attendee has changed their copy, which is then kept and named in a
 line saying how to take the new one.
 
@@ -18,12 +19,15 @@ from pathlib import Path
 
 
 def sync(source: Path, lab: Path, fresh: bool = False) -> list:
-    """Copy or refresh each ``source/*.ipynb`` into ``lab``; returns one line per notebook that was not refreshed."""
+    """Copy or refresh each ``source/*.ipynb``, and the solution keys in ``source/solutions/``, into ``lab``
+    (so that Lab's file browser reaches them); returns one line per file that was not refreshed."""
     pristine = lab / ".pristine"  # the version each copy was made from
-    pristine.mkdir(parents=True, exist_ok=True)
     kept = []
-    for nb in sorted(source.glob("*.ipynb")):
-        copy, orig = lab / nb.name, pristine / nb.name
+    for nb in sorted(source.glob("*.ipynb")) + sorted(source.glob("solutions/*.py")):
+        rel = nb.relative_to(source)
+        copy, orig = lab / rel, pristine / rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        orig.parent.mkdir(parents=True, exist_ok=True)
         untouched = copy.exists() and orig.exists() and filecmp.cmp(copy, orig, shallow=False)
         if fresh or not copy.exists() or untouched:
             shutil.copyfile(nb, copy)

@@ -20,11 +20,13 @@ import hashlib
 import io
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -214,13 +216,19 @@ def load(source: str, plan):
     return Runner(_function(build(source, plan.name), plan), plan)
 
 
-def trial(source: str, plan, inputs: list) -> list:
+TRIAL_S = 30.0  # a trial run that takes longer has a loop that does not end
+
+
+def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list:
     """Run the function once on NumPy ``inputs`` in a child process; returns its outputs.
 
     C has no bounds checks: an emitter that indexes past a buffer can crash
-    the process that runs it. Here that process is a fork, so a crash becomes
-    a one-line error and the notebook's kernel lives on.
+    the process that runs it. Here that process is a fork, so a crash, an
+    ``exit()`` or a loop that never ends (killed after ``limit_s``, default
+    :data:`TRIAL_S`) becomes a one-line error and the notebook's kernel, or the
+    command, lives on.
     """
+    limit_s = TRIAL_S if limit_s is None else limit_s
     lib = build(source, plan.name)
     ins = [np.ascontiguousarray(a, dtype=dtype) for a, (_, _, dtype) in zip(inputs, plan.params)]
     consts = [np.ascontiguousarray(c) for _, c in plan.constants]
@@ -241,8 +249,13 @@ def trial(source: str, plan, inputs: list) -> list:
         finally:
             os._exit(code)
     os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
+    data = _read_within(read, pid, limit_s)
+    if data is None:
+        raise WorkbenchError(
+            f"The C of {plan.name} did not finish within {limit_s:g} s on a trial run",
+            "look for a loop that never ends (each loop runs to op.size) or a call to exit(), "
+            "which can hang in a child of a process with threads",
+        )
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         raise WorkbenchError(
@@ -250,9 +263,28 @@ def trial(source: str, plan, inputs: list) -> list:
             "look for an index past the end of a buffer: loops run to op.size, inputs are read at op.index(k)",
         )
     if os.WEXITSTATUS(status) != 0 or not data:
-        raise WorkbenchError(f"The C of {plan.name} failed on a trial run", "check that it allocates what it needs")
+        raise WorkbenchError(
+            f"The C of {plan.name} failed on a trial run (it returned no outputs)",
+            "look for a call to exit() or return in the emitted code, and check that it allocates what it needs",
+        )
     with np.load(io.BytesIO(data)) as saved:
         return [saved[f"arr_{k}"] for k in range(len(outs))]
+
+
+def _read_within(fd: int, pid: int, limit_s: float) -> bytes | None:
+    """All the child writes to ``fd`` until it closes it, or None (the child killed) after ``limit_s``."""
+    chunks, deadline = [], time.monotonic() + limit_s
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None
+            chunk = pipe.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
 
 
 class Runner:

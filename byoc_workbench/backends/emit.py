@@ -89,8 +89,15 @@ class Codegen:
         return language.assemble(plan, pieces, self.name), plan
 
     def compile(self, name: str, func: relax.Function, **options) -> base.Compiled:
-        """Generate, build and register one subgraph; the host then calls the returned symbol."""
+        """Generate, build and register one subgraph; the host then calls the returned symbol.
+
+        A codegen of the user's own is first tried on seeded inputs against TVM
+        (:meth:`check`), so that a crash, an ``exit()``, a hang or a wrong result
+        is one line here, not a dead process or a loop that never ends later.
+        """
         source, plan = self.generate(name, func)
+        if self.name not in base.BUILTIN:  # the built-in codegens' emitters are tested op by op
+            self.check(name, func, source, plan)
         runner = _language(self.language).load(source, plan)
         content = source.encode() + b"".join(np.ascontiguousarray(c).tobytes() for _, c in plan.constants)
         return base.register_packed(self.name, name, runner, content, source, len(plan.outputs))
@@ -109,6 +116,28 @@ class Codegen:
             raise WorkbenchError(
                 f"The code {self.name} generated for {name} raised {what}", "fix the emitter that wrote it"
             ) from err
+
+    def check(self, name: str, func: relax.Function, source: str, plan: SubgraphPlan) -> None:
+        """Run ``source`` once on seeded inputs (C in a child process, with a time limit) against TVM
+        alone on the same inputs; a one-line error naming the codegen when it differs.
+
+        A subgraph whose inputs have symbolic sizes is not tried: there is no size to seed.
+        """
+        shapes = [p.ty.shape.values if hasattr(p.ty.shape, "values") else None for p in func.params]
+        if any(s is None or not all(type(d).__name__ == "IntImm" for d in s) for s in shapes):
+            return
+        rng = np.random.RandomState(7)
+        inputs = [_seeded(rng, [int(d) for d in s], str(p.ty.dtype)) for s, p in zip(shapes, func.params)]
+        got = _language(self.language).trial(source, plan, inputs)
+        for k, (have, want) in enumerate(zip(got, _tvm_outputs(name, func, inputs))):
+            if have.shape != want.shape or not np.allclose(have, want, rtol=1e-4, atol=1e-4):
+                diff = np.abs(have.astype(float) - want.astype(float)) if have.shape == want.shape else None
+                how = f"differs by up to {np.nanmax(diff):.3g}" if diff is not None else f"has shape {have.shape}"
+                raise WorkbenchError(
+                    f"The code {self.name} generated for {name} is wrong on a trial run: its output {k} {how} "
+                    f"from TVM's ({', '.join(sorted({p[0].op for p in plan.steps if not isinstance(p, str)}))})",
+                    f"fix the {self.name} emitter of the op that computes it; try it alone with codegen.plan",
+                )
 
     def backend(self, native: str | None = None) -> base.Backend:
         """It as a backend, for a registry; subgraphs with ``Codegen == native`` go to it by default."""
@@ -159,6 +188,27 @@ class NoCode(WorkbenchError):
     def __init__(self, cause: str, fix: str, value=None):
         super().__init__(cause, fix)
         self.value = value
+
+
+def _seeded(rng, shape: list, dtype: str) -> np.ndarray:
+    """Seeded trial inputs: values of both signs for floats, small counts for integers, both for bools."""
+    if dtype == "bool":
+        return rng.uniform(size=shape) < 0.5
+    if "int" in dtype:
+        return rng.randint(0, 4, size=shape).astype(dtype)
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def _tvm_outputs(name: str, func: relax.Function, inputs: list) -> list:
+    """What TVM alone computes for the subgraph ``func`` on ``inputs``, as a list of arrays."""
+    from byoc_workbench.flow.partition import flatten_subgraphs
+
+    flat = flatten_subgraphs(tvm.IRModule({name: func}))
+    vm = relax.VirtualMachine(tvm.compile(flat, target="llvm"), tvm.cpu())
+    out = vm[name](*[tvm.runtime.tensor(a) for a in inputs])
+    return (
+        [o.numpy() for o in out] if isinstance(out, (list, tuple)) or type(out).__name__ == "Array" else [out.numpy()]
+    )
 
 
 def _language(language: str):

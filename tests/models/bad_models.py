@@ -18,6 +18,15 @@ CODEGENS = {
     "cg_undefined.py": ("relu", 'lambda op: "np.maximum(nope, 0)"'),
 }
 CODEGEN_NAMES = {"cg_mxnet.py": "mxnet", "cg_dash.py": "byoc-target"}
+# C codegens: examples/mychip_c.py with its add emitter swapped for a faulty one.
+EXAMPLE_C = EXAMPLE.with_name("mychip_c.py")
+ADD_C = "{op.out}[i] = {a}[{op.index(0)}] + {b}[{op.index(1)}];"
+C_CODEGENS = {
+    "cg_c_oob.py": "{op.out}[i + 100000000000L] = 1;",  # writes far past its buffer
+    "cg_c_exit.py": "{{ extern void exit(int); exit(0); }}",
+    "cg_c_hang.py": "for (;;) {{ }}",
+    "cg_c_wrong.py": "{op.out}[i] = {a}[{op.index(0)}] - {b}[{op.index(1)}];",  # the demo's loop would never end
+}
 
 # PyTorch modules, imported as --torch <module>:<factory> from the rows' directory.
 TORCH = {
@@ -64,6 +73,10 @@ def write_all(root: Path) -> None:
     assert RELU in example
     for name, (_, emitter) in CODEGENS.items():
         (root / name).write_text(example.replace(RELU, emitter))
+    example_c = EXAMPLE_C.read_text()
+    assert ADD_C in example_c
+    for name, statement in C_CODEGENS.items():
+        (root / name).write_text(example_c.replace(ADD_C, statement))
     for name, codegen in CODEGEN_NAMES.items():
         (root / name).write_text(
             "from byoc_workbench import register_codegen\n\n"

@@ -303,13 +303,31 @@ CLI = [
     ("emitter-empty", "own", ["compare", "demo", "--backend", "{d}/cg_empty.py"], ["returned an empty str"]),
     ("emitter-undefined", "own", ["compare", "demo", "--backend", "{d}/cg_undefined.py"], ["uses nope"]),
     ("codegen-mxnet", "own", ["compare", "demo", "--backend", "{d}/cg_mxnet.py"], ["mxnet is a framework's name"]),
+    # A faulty C codegen: tried in a child process, with a time limit, against TVM; the CLI lives on.
+    (
+        "c-out-of-bounds",
+        "own",
+        ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_oob.py"],
+        ["crashed"],
+    ),
+    (
+        "c-exit",
+        "own",
+        ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_exit.py"],
+        ["mychip_c_0", "on a trial run"],
+    ),
+    ("c-hang", "own", ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_hang.py"], ["did not finish within"]),
+    ("c-wrong", "own", ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_wrong.py"], ["wrong on a trial run"]),
     ("codegen-dash", "own", ["compare", "demo", "--backend", "{d}/cg_dash.py"], ["got 'byoc-target'"]),
 ]
 
 
 @pytest.mark.parametrize("case", CLI, ids=[c[0] for c in CLI])
 def test_cli_bad_input(case, d, capsys, monkeypatch):
+    from byoc_workbench.backends import c_source
+
     _id, _kind, argv, words = case
+    monkeypatch.setattr(c_source, "TRIAL_S", 5.0)  # a hung trial is killed sooner than a user's 30 s
     monkeypatch.chdir(d / "cwd")  # so that an empty --out would show up as files written here
     before = _snapshot(d)
     rc = cli.main([a.format(d=d) for a in argv])

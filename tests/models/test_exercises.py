@@ -171,6 +171,10 @@ def test_exercise6_c_emitters():
     no_broadcast = lambda op: f"for (long i = 0; i < {op.size}; ++i) {op.out}[i] = {op.args[0]}[i] + {op.args[1]}[i];"  # noqa: E731
     fb = exercises_codegen.check_emitters(..., no_broadcast)
     _fails(fb, "relu: not written yet", "add: it compiles, but differs from TVM alone")
+    said = next(line for line in fb.wrong if line.startswith("add:"))
+    assert "broadcast over (1, 8, 5, 5)" in said and "on a scalar constant" in said, said  # which cases failed
+    assert "on equal shapes" not in said, "equal shapes need no broadcasting: that case passes"
+    assert "op.args[k][op.index(k)]" not in repr(fb) and "memcpy(op.out" not in exercises.EXERCISES[7][1]
     from byoc_workbench.backends import c
 
     assert fb.emit == {"relu": c.unary, "add": c.binary}

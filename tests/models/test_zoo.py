@@ -263,3 +263,14 @@ def test_seeded_weights_are_seeded_once_then_read_and_a_damaged_file_is_seeded_a
     kept.write_bytes(kept.read_bytes()[:1000])  # truncated: not trusted, seeded again and repaired
     repaired = values(zoo.load_model("resnet18_v1", "untrained", seed=3))
     assert all(np.array_equal(want[k], repaired[k]) for k in want) and files.intact(kept)
+
+
+def test_a_model_unlike_its_family_has_its_own_note():
+    """MobilePose is listed under Simple Pose, but it is no ResNet: the chooser must not say it is."""
+    from byoc_workbench import workflow
+
+    for name, note in workflow.MODEL_NOTES.items():
+        family = zoo.model_spec(name).family
+        assert name in weights.MODELS and note != workflow.FAMILY_NOTES.get(family), name
+    assert "ResNet" in workflow.FAMILY_NOTES["Simple Pose"]
+    assert "ResNet" not in workflow.MODEL_NOTES["mobile_pose_mobilenetv3_small"]

@@ -25,6 +25,17 @@ def test_first_run_copies_every_notebook(tmp_path):
     assert sorted(p.name for p in lab.glob("*.ipynb")) == ["a.ipynb", "b.ipynb"]
 
 
+def test_the_solution_keys_are_copied_beside_the_notebooks(tmp_path):
+    """Lab's file browser shows only what is under lab/: notebook 04's key must be there too."""
+    source, lab = _notebooks(tmp_path)
+    (source / "solutions").mkdir()
+    (source / "solutions" / "codegen.py").write_text("KEY = 1\n")
+    assert lab_copies.sync(source, lab) == []
+    assert (lab / "solutions" / "codegen.py").read_text() == "KEY = 1\n"
+    real = sorted(p.name for p in (ROOT / "notebooks" / "solutions").glob("*.py"))
+    assert "codegen.py" in real, "the key notebook 04 names"
+
+
 def test_a_new_version_replaces_an_untouched_copy_and_keeps_an_edited_one(tmp_path):
     source, lab = _notebooks(tmp_path)
     lab_copies.sync(source, lab)
