@@ -115,10 +115,16 @@ def target_rules(target: str) -> tuple:
     ``OperatorSupport`` asks of a node, so the target claims exactly what the
     backend takes: the host's slices, concats and box arithmetic too.
     """
-    from byoc_workbench.flow.rules import op_rule
+    from tvm.relax.dpl import is_op, wildcard
+
+    from byoc_workbench.flow.rules import pattern_rule
+
+    def claims(op: str):  # its required arguments, then any optional ones (strided_slice without strides)
+        arity = max(1, int(tvm.ir.Op.get(op).num_inputs))
+        return is_op(op)(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
 
     return tuple(
-        op_rule(target, op.removeprefix("relax.").replace(".", "_"), op, _converts, "the ONNX translator converts it")
+        pattern_rule(target, op.removeprefix("relax.").replace(".", "_"), claims(op), _converts, "converted to ONNX")
         for op in sorted(SUPPORTED_OPS)
     )
 

@@ -67,8 +67,7 @@ class Rule:
     def fusion_pattern(self) -> relax.transform.FusionPattern:
         """The :class:`FusionPattern` that ``FuseOpsByPattern`` takes."""
         if self.kind == "op":
-            # Its required arguments, then any optional ones (strided_slice without strides, say).
-            pattern = is_op(self.op)(*[wildcard() for _ in range(_arity(self.op))], varg_default_wildcard=True)
+            pattern = is_op(self.op)(*[wildcard() for _ in range(_arity(self.op))])
         else:
             pattern = self.pattern
         return relax.transform.FusionPattern(self.qualified, pattern, self.annotations, self._context_check())
