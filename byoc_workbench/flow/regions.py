@@ -61,25 +61,31 @@ class _Groups:
     """Union-find over the bindings of one block (by index), with the direct dependencies between groups.
 
     Whether one group depends on another is answered on demand by a walk up the
-    direct dependencies, which skips every group that lies wholly before the one
-    asked about (a binding only reads bindings before it). Keeping transitive sets
-    instead costs quadratic time and memory on a long chain of regions. Bindings are
-    known by their index: comparing two Relax variables goes through the FFI.
+    direct dependencies. The walk skips every group that reaches no binding at or
+    after the first of the group asked about: ``reach`` keeps, for each group, the
+    latest binding it reads through any chain of groups. A binding only reads
+    bindings before it, but a group can grow later than a binding that read it (a
+    host op reads a region's early value, then a later call joins that region), so
+    a group's own last binding is not enough: a growth is pushed to the groups that
+    read it. Keeping transitive sets instead costs quadratic time and memory on a
+    long chain of regions. Bindings are known by their index: comparing two Relax
+    variables goes through the FFI.
     """
 
     def __init__(self):
         self.parent: list = []
         self.preds: dict = {}  # root -> indices (of bindings of other groups) its bindings read
+        self.readers: dict = {}  # root -> indices (of bindings of other groups) that read it
         self.target: dict = {}
         self.first: dict = {}  # root -> index of its first binding
-        self.last: dict = {}  # root -> index of its last binding
+        self.reach: dict = {}  # root -> the latest binding it is or reads, through any chain of groups
 
     def add(self, target) -> int:
         k = len(self.parent)
         self.parent.append(k)
-        self.preds[k] = set()
+        self.preds[k], self.readers[k] = set(), set()
         self.target[k] = target
-        self.first[k] = self.last[k] = k
+        self.first[k] = self.reach[k] = k
         return k
 
     def find(self, k: int) -> int:
@@ -93,12 +99,28 @@ class _Groups:
         src, dst = self.find(src), self.find(dst)
         if src == dst:
             return
-        small, big = sorted((self.preds.pop(src), self.preds[dst]), key=len)
-        big |= small
-        self.preds[dst] = big
+        for sets in (self.preds, self.readers):
+            small, big = sorted((sets.pop(src), sets[dst]), key=len)
+            big |= small
+            sets[dst] = big
         self.parent[src] = dst
         self.first[dst] = min(self.first[dst], self.first.pop(src))
-        self.last[dst] = max(self.last[dst], self.last.pop(src))
+        self.reach[dst] = max(self.reach[dst], self.reach.pop(src))
+
+    def read(self, group: int, on) -> None:
+        """Record that root ``group``, which holds the newest binding, reads the groups ``on``; its
+        readers, and theirs, now reach that binding too."""
+        self.preds[group].update(on)
+        for g in on:
+            self.readers[self.find(g)].add(group)
+        newest = self.reach[group] = len(self.parent) - 1
+        todo = [group]
+        while todo:
+            for r in self.readers[todo.pop()]:
+                r = self.find(r)
+                if self.reach[r] < newest:
+                    self.reach[r] = newest
+                    todo.append(r)
 
     def depends(self, group: int, on: int) -> bool:
         """Whether root ``group`` reads, directly or through other groups, a binding of root ``on``."""
@@ -111,7 +133,7 @@ class _Groups:
                 p = self.find(p)
                 if p == on:
                     return True
-                if p not in seen and self.last[p] > start:
+                if p not in seen and self.reach[p] >= start:
                     seen.add(p)
                     todo.append(p)
         return False
@@ -173,7 +195,7 @@ def _block_groups(steps, users) -> list:
             for g in joinable:
                 groups.merge(g, home)
                 home = groups.find(home)
-        groups.preds[home].update(g for g in arg_groups if groups.find(g) != home)
+        groups.read(home, [g for g in arg_groups if groups.find(g) != home])
         producer[step.var.__chandle__()] = index
     members: dict = {}
     for index, step in enumerate(steps):

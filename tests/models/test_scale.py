@@ -158,6 +158,25 @@ def test_a_dependency_made_after_a_group_is_seen():
     assert len(merged[4].subgraphs) == 3
 
 
+def test_a_region_that_grows_after_a_host_op_read_it():
+    """lv1 (host) reads lv, then lv13 joins lv's region and reads lv6, which reads lv4: so lv10, which
+    reads lv1, depends on lv4, and lv17 (reading both) may join only lv10. The linear search once pruned
+    its walk at lv1, whose own bindings all come before lv4, and joined all three."""
+    ops = [("multiply", 1, 17), ("add", 25, 15), ("add", 21, 15), ("relu", 15, 25), ("multiply", 28, 20)]
+    ops += [("add", 13, 14), ("add", 11, 5), ("add", 19, 1), ("multiply", 13, 12), ("relu", 29, 1)]
+    ops += [("relu", 13, 18), ("add", 7, 11), ("add", 3, 2), ("multiply", 21, 29), ("multiply", 25, 24)]
+    ops += [("add", 28, 3), ("add", 28, 23), ("multiply", 11, 23)]
+    chosen = graphs.two_target_rules()[1:]  # tgtb's multiply and relu
+    mod = stages.check_module(random_dag(ops))
+    annotated = stages.annotate(stages.composite(mod, chosen), chosen)
+    ((steps, users),) = each_block(annotated)
+    found = names(regions._block_groups(steps, users))
+    assert found == names(reference_groups(steps, users))
+    assert ("tgtb", ["lv4"]) in found and ("tgtb", ["lv10", "lv17"]) in found
+    merged = stages.run_stages(mod, chosen, stages.keep_all)[3]
+    assert not graphs.region_cycle(merged.mod, merged.regions)
+
+
 @pytest.fixture(scope="module")
 def residual():
     mod = stages.check_module(residual_model(48, blocks_per_stage=4))
