@@ -12,6 +12,8 @@ EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.extra-$(e)-$(
 # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
+# make test runs the suite in this many processes (pytest-xdist), each test file in one of them.
+TEST_JOBS ?= 2
 
 .PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast demo bench clean
 
@@ -63,7 +65,7 @@ lab: setup
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 test: setup lint
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .
@@ -71,7 +73,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test-fast: setup
-	$(BIN)/python -m pytest -ra tests/unit
+	$(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile tests/unit
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup

@@ -17,11 +17,33 @@ docs/ARCHITECTURE.md says what each room owns):
 - ``workflow``: a zoo model in a few calls;
 - ``widgets/``; then ``exercises``, ``export``, ``doctor``; then ``cli/``.
 
-Importing the package imports nothing heavy: the short names below
-(``from byoc_workbench import Workbench, demo``) load their module on first use.
+Importing the package imports TVM, without torch (see :func:`_import_tvm_without_torch`), and
+nothing else heavy: the short names below (``from byoc_workbench import Workbench, demo``) load
+their module on first use.
 """
 
 import importlib
+import sys
+
+
+def _import_tvm_without_torch() -> None:
+    """Import TVM with torch hidden from it, unless either is imported already.
+
+    TVM's FFI and ``tvm.relax`` import torch whenever it is installed, for their own PyTorch
+    interop, which the workbench does not use: with the PyTorch extra that costs every process
+    (a kernel, each command) about 700 MB and a few seconds before any work. The workbench imports
+    torch only where it reads a PyTorch model, and TVM then takes its tensors through DLPack.
+    """
+    if "tvm" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # `import torch` raises ImportError, as TVM's own fallbacks expect
+    try:
+        import tvm.relax  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
+_import_tvm_without_torch()
 
 __version__ = "0.1.0"
 

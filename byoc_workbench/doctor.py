@@ -262,6 +262,15 @@ def check_chromium() -> Check:
     return Check("chromium", ok, found, fix)
 
 
+def check_ray() -> Check:
+    """Ray, for ``--ray`` (bench, search and the zoo walk on a cluster); without it they run on this machine."""
+    version = _installed("ray")
+    if version is None:
+        found = "not installed: bench, search and the zoo walk run on this machine (--ray needs it)"
+        return Check("ray", False, found, "pip install 'byoc-workbench[cluster]' (or make setup EXTRAS=cluster)")
+    return Check("ray", True, f"{version} (found, not imported): --ray runs on a cluster", info={"version": version})
+
+
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
     from byoc_workbench.models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
@@ -310,6 +319,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_tensorrt,
     check_gpu,
     check_chromium,
+    check_ray,
     check_weights,
 )
 

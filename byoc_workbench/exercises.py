@@ -32,73 +32,115 @@ _NOT_ANSWERED = "not answered yet: replace each ... with your answer"
 
 @dataclasses.dataclass(repr=False)
 class Feedback:
-    """What a self-check found. Shown as text in a notebook; ``passed`` when nothing is wrong."""
+    """What a self-check found. Shown as text in a notebook; ``passed`` when nothing is wrong.
+
+    Hints are graded by the try: none before an answer; after a first wrong answer ``hint``
+    (the idea, or what this mistake shows); after a second, ``api`` (which calls to make); after
+    more, where the worked answer is. No hint holds the answer's code: only the solution key does.
+    """
 
     exercise: str
     right: list = dataclasses.field(default_factory=list)
     wrong: list = dataclasses.field(default_factory=list)
     hint: str = ""
+    number: int = 0  # the exercise's number, which grades the hints by the tries so far
+    api: str = ""
+    tries: int = 0  # this answer's try at the exercise, counted when it is first shown
 
     @property
     def passed(self) -> bool:
         return not self.wrong
 
+    def shown_hint(self) -> str:
+        """The hint for this try, or "" before any answer was given. A hint that names the mistake
+        made (set by the check) stands at every try; the generic one moves from the idea to the API."""
+        if not self.hint or all(w == _NOT_ANSWERED for w in self.wrong):
+            return ""
+        if not self.tries:
+            _TRIES[self.number] += 1
+            self.tries = _TRIES[self.number]
+        generic = self.number in EXERCISES and self.hint == EXERCISES[self.number][1]
+        hint = self.api if generic and self.api and self.tries > 1 else self.hint
+        key = SOLUTION_KEYS.get(self.number)
+        return hint + (
+            f" The worked answer is in solutions/{key}.py, beside this notebook." if key and self.tries > 2 else ""
+        )
+
     def __repr__(self) -> str:
         lines = [f"{self.exercise}: {'solved' if self.passed else 'not yet'}"]
         lines += [f"  right: {x}" for x in self.right]
         lines += [f"  wrong: {x}" for x in self.wrong]
-        if self.hint and any(w != _NOT_ANSWERED for w in self.wrong):  # a hint after a wrong answer, not before
-            lines.append(f"  hint:  {self.hint}")
+        if not self.passed and self.shown_hint():
+            lines.append(f"  hint:  {self.shown_hint()}")
         return "\n".join(lines)
 
 
-# Each exercise's title and hint, by number.
+_TRIES: collections.Counter = collections.Counter()  # exercise number -> wrong answers shown so far
+SOLUTION_KEYS = {1: "part1", 2: "part1", 3: "part1", 4: "part1", 5: "ssd", 6: "codegen", 7: "codegen"}
+
+
+def reset_tries() -> None:
+    """Start every exercise's hints again from the first (a new attendee at the same kernel)."""
+    _TRIES.clear()
+
+
+# Each exercise's title, its first hint (the idea) and its second (the API), by number.
 EXERCISES = {
     1: (
         "a pattern for conv2d + relu (no bias)",
+        "a pattern is a small graph of its own: relu whose input is a conv2d, whose inputs are anything",
         "compose tvm.relax.dpl calls: is_op('relax.nn.<name>')(its inputs), with wildcard() for any input; "
         "draw the graph with Workbench(exercises.conv_relu_graph(), ...) and count the conv2d -> relu pairs",
     ),
     2: (
         "a per-op rule for multiply",
-        "op_rule('byoc-target', 'multiply', 'relax.multiply'). Without it the partition of multiply_graph() has "
-        "2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them: what happens to them once "
-        "multiply is claimed too?",
+        "a claimed op joins the regions of claimed neighbours: without the rule the partition of multiply_graph() "
+        "has 2 subgraphs, {conv2d, relu} and {add}, with the host's multiply between them",
+        "op_rule(target, name, op) claims every call of one op; the op is named as TVMScript writes it "
+        "(the relax. prefix); then count the subgraphs multiply no longer cuts apart",
     ),
     3: (
         "a prune rule: at least 2 MAC ops",
+        "offloading pays for the subgraphs that do the heavy arithmetic: count the multiply-accumulate ops in each",
         "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
         "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host",
     ),
     4: (
         "your own graph, partitioned",
+        "a region grows along claimed neighbours of one target and stops at an op the host keeps",
         "write mod with @I.ir_module (a main with at least three ops in a dataflow block) and rules with "
         "op_rule/pattern_rule; draw Workbench(mod, target).view('merge').svg to see the regions before predicting",
     ),
+    5: (
+        "one TensorRT rule off on the SSD",
+        "a rule that is off leaves its ops on the host, where they cut the subgraphs around them",
+        "pruning then sends back every piece without a MAC op (conv2d): compare len(wb.stage('partition').subgraphs) "
+        "and the same for 'prune' with the rule on (wb.with_rule(name, True)) and off",
+    ),
     6: (
         "C emitters for relu and add",
-        "an emitter returns C statements for one call: a loop over every output element, writing op.out; "
-        "an input may be smaller than the output (a bias, a scalar): op.index(k) gives the element of "
-        "input k that output element i reads, broadcast as NumPy does",
+        "an emitter returns C statements for one call: a loop over every output element; an input may be smaller "
+        "than the output (a bias, a scalar), and is then read as NumPy broadcasts it",
+        "the loop runs to op.size and writes op.out; op.index(k) is the element of input k that output element i "
+        "reads (compare the two ways: the case that failed names the shape)",
     ),
     7: (
         "a C emitter for reshape",
-        "a reshape keeps every element in its order, so the output is a copy of the input: "
-        "op.size elements of type op.ctype (a loop, or memcpy with the size in bytes)",
-    ),
-    5: (
-        "one TensorRT rule off on the SSD",
-        "a rule that is off leaves its ops on the host, where they cut the subgraphs around them; "
-        "pruning then sends back every piece without a MAC op (conv2d). Compare wb.stage('partition').subgraphs",
+        "a reshape keeps every element in its order, so the output is a copy of the input",
+        "copy op.size elements of type op.ctype: a loop, or memcpy with the size in bytes (sizeof)",
     ),
 }
 
 
+def feedback(number: int, cls=None, **fields) -> Feedback:
+    """Exercise ``number``'s empty feedback, with its title and graded hints (``cls``: a subclass)."""
+    title, idea, api = EXERCISES[number]
+    return (cls or Feedback)(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
+
+
 def _start(number: int, *answers) -> Feedback:
     """Exercise ``number``'s feedback, already saying so when an answer is still ``...``."""
-    title, hint = EXERCISES[number]
-    fb = Feedback(f"Exercise {number}, {title}")
-    fb.hint = hint
+    fb = feedback(number)
     if any(a is ... or a is None for a in answers):
         fb.wrong.append(_NOT_ANSWERED)
     return fb

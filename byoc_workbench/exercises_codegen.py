@@ -15,7 +15,7 @@ from tvm import relax
 
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.exercises import _NOT_ANSWERED, BYOC, EXERCISES, Feedback, _demo, _f32
+from byoc_workbench.exercises import _NOT_ANSWERED, BYOC, Feedback, _demo, _f32, feedback
 from byoc_workbench.flow.rules import Rule, get_target
 
 
@@ -99,8 +99,7 @@ def check_emitters(relu, add) -> EmitterFeedback:
     from byoc_workbench.backends import c
     from byoc_workbench.backends.emit import make_codegen
 
-    title, hint = EXERCISES[6]
-    fb = EmitterFeedback(f"Exercise 6, {title}", hint=hint)
+    fb = feedback(6, EmitterFeedback)
     for short, op_name, emitter in (("relu", "relax.nn.relu", relu), ("add", "relax.add", add)):
         fb.emit[short] = c.EMITTERS[op_name]
         stand_in = f"{short}: not written yet (the c codegen's {short} stands in meanwhile)"
@@ -136,8 +135,7 @@ def check_reshape_emitter(reshape) -> EmitterFeedback:
     from byoc_workbench.backends import c
     from byoc_workbench.backends.emit import make_codegen
 
-    title, hint = EXERCISES[7]
-    fb = EmitterFeedback(f"Exercise 7, {title}", hint=hint, emit={"reshape": c.copy})
+    fb = feedback(7, EmitterFeedback, emit={"reshape": c.copy})
     if reshape is ... or reshape is None:
         fb.wrong.append(_NOT_ANSWERED)
         return fb

@@ -197,16 +197,19 @@ class ZooReport:
     picture: np.ndarray
 
 
-def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False):
+def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False, say=None):
     """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
 
     ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.runner.offload_choice`).
+    ``say``, if given, is called with a line before each long step (the chooser's progress line).
     """
     import collections
 
     from byoc_workbench.measure import runner
 
+    say = say or (lambda line: None)
     choice = runner.offload_choice()
+    say(f"importing {model} and partitioning it with TensorRT's rules…")
     wb, imported = model_workbench(model, weights)
     spec = imported.model.spec
     stages = [(s.name, s.op_count, len(s.subgraphs)) for s in wb.stages[:-1]]
@@ -224,6 +227,7 @@ def zoo_report(model: str, weights=None, backend: str | None = None, image=None,
             }
         )
     x, picture = model_input(image, imported.input_shape)
+    say(f"building {model}, pruned, with its subgraphs on {backend or choice.backend}, and running it…")
     found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
     run = runner.build_and_run(
         found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress

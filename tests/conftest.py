@@ -1,3 +1,13 @@
+import os
+
+# `make test` runs the suite in two processes (pytest-xdist) on a machine of two cores or so: each
+# process, and every kernel or command it starts, runs TVM's and ONNX Runtime's kernels on one thread,
+# so that the two never fight over the cores (their thread pools spin while they wait). The tests
+# time nothing; the benchmarks run alone.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 import pytest
 
 from byoc_workbench.backends import registry

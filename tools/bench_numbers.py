@@ -1,6 +1,6 @@
 """Every timing number of the README, the docs and the notebooks' prose, from one committed bench JSON.
 
-    python tools/bench_numbers.py record   # measure: bench ssd --json, each notebook run, doctor (minutes)
+    python tools/bench_numbers.py record   # measure: bench ssd --json, doctor, each notebook, the install (minutes)
     python tools/bench_numbers.py write    # fill every <!-- bench:NAME -->VALUE<!-- /bench --> from the JSON
     python tools/bench_numbers.py check    # exit 1 when a quoted number disagrees with the JSON
 
@@ -11,26 +11,25 @@ every ratio quoted names the machine it came from.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench.json"
-# The notebooks whose run time the prose quotes (05 needs the [pytorch] extra, and quotes none).
-NOTEBOOKS = (
-    "01_byoc_workflow.ipynb",
-    "02_ssd_tensorrt.ipynb",
-    "03_exercises_ssd.ipynb",
-    "04_write_your_own_codegen.ipynb",
-)
 MARKER = re.compile(r"<!-- bench:(\w+) -->(.*?)<!-- /bench -->")
 OFFLOAD = "onnxruntime"  # the offloading backend every seat has
+BINDER_MB = 2048  # mybinder.org's memory limit per user
 
 
 def files() -> list:
@@ -43,6 +42,17 @@ def seconds(s: float) -> str:
     if s >= 90:
         return f"{s / 60:.1f} min"
     return f"{s:.1f} s" if s >= 10 else f"{s:.2f} s" if s >= 1 else f"{s:.3f} s"
+
+
+def megabytes(mb: float) -> str:
+    """``345 MB``, ``1.9 GB``: as the prose quotes the install's size on disk (MB and GB of 2**20 and 2**30 bytes)."""
+    return f"{mb:.0f} MB" if mb < 1000 else f"{mb / 1024:.1f} GB"
+
+
+def _notebook_list(names: list) -> str:
+    """``01, 04 and 05`` (``none`` for no notebook)."""
+    nums = [n[:2] for n in names]
+    return "none" if not nums else nums[0] if len(nums) == 1 else f"{', '.join(nums[:-1])} and {nums[-1]}"
 
 
 def values(bench: dict) -> dict:
@@ -78,6 +88,18 @@ def values(bench: dict) -> dict:
     }
     for name, s in bench["notebooks"].items():
         out[f"nb{name[:2]}_s"] = seconds(s)
+    peaks = bench["notebooks_peak_mb"]
+    for name, mb in peaks.items():
+        out[f"nb{name[:2]}_mb"] = f"{mb:.0f} MB"  # in MB, all of them, to compare with a limit such as 2 GB
+    # A seat's memory: half as much again as the largest kernel's peak, in whole GB.
+    out["seat_gb"] = f"{math.ceil(1.5 * max(peaks.values()) / 1024)} GB"
+    out["binder_fits"] = _notebook_list([n for n, mb in sorted(peaks.items()) if mb < BINDER_MB])
+    out["binder_over"] = _notebook_list([n for n, mb in sorted(peaks.items()) if mb >= BINDER_MB])
+    install = bench["install"]
+    out["install_mb"] = megabytes(install["setup_mb"])
+    out["install_venv_mb"] = megabytes(install["venv_mb"])
+    torch_mb = install["pytorch_extra_mb"]
+    out["install_torch_mb"] = "not measured (torch was not installed)" if torch_mb is None else megabytes(torch_mb)
     return out
 
 
@@ -89,6 +111,8 @@ def claims(bench: dict) -> list:
         wrong.append("notebook 02 says that on a CPU not pruning is faster, and the bench JSON says otherwise")
     if bench["ssd"]["input_shape"][2:] != [512, 512]:
         wrong.append("notebook 02 says it uses bench's 512x512 input")
+    if bench["notebooks_how"]["torch"] is None:
+        wrong.append("docs/instructors.md quotes notebook 05's time with the [pytorch] extra, and it ran without")
     return wrong
 
 
@@ -135,14 +159,68 @@ def write(bench: dict | None = None) -> list:
     return changed
 
 
-def _time_notebook(name: str) -> float:
+# The last cell, added to each notebook's run: the kernel's peak resident memory, in kB.
+PEAK_CELL = """import resource, sys
+try:
+    _kb = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+except (OSError, StopIteration):
+    _kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // (1024 if sys.platform == "darwin" else 1)
+print("bench-peak-kb", _kb)"""
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name)
+        else:
+            os.environ[name] = old
+
+
+def _run_notebook(lab: Path, name: str) -> tuple:
+    """Run ``lab/name`` top to bottom in a fresh kernel whose working directory is ``lab``: its wall time, the
+    kernel's start included, and the kernel's peak resident memory in MB."""
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    nb = nbformat.read(lab / name, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
     t0 = time.perf_counter()
-    NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
-    return time.perf_counter() - t0
+    NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(lab)}}).execute()
+    wall = time.perf_counter() - t0
+    peak = re.search(r"bench-peak-kb (\d+)", "".join(o.get("text", "") for o in nb.cells[-1].outputs))
+    return wall, int(peak[1]) / 1024
+
+
+def _notebooks() -> tuple:
+    """Every notebook, run as a seat runs it: from ``make lab``'s copies in a folder outside the repository,
+    each with an empty cache of its own; returns the wall times and the peaks, by notebook."""
+    from lab_copies import sync
+
+    from byoc_workbench.files import CACHE_ENV
+
+    times, peaks = {}, {}
+    with tempfile.TemporaryDirectory(prefix="byoc-seat-") as tmp:
+        lab = Path(tmp) / "lab"
+        sync(ROOT / "notebooks", lab, fresh=True)
+        assert ROOT not in lab.resolve().parents, lab
+        for path in sorted(lab.glob("*.ipynb")):
+            cache = Path(tmp) / f"cache-{path.name[:2]}"
+            cache.mkdir()
+            with _environ(CACHE_ENV, str(cache)):
+                times[path.name], peaks[path.name] = _run_notebook(lab, path.name)
+    return times, peaks
+
+
+def _torch() -> str | None:
+    """The installed torch's version, when notebook 05 can run with it (torch and torchvision both)."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None:
+        return None
+    return metadata.version("torch")
 
 
 def record(path: Path = RESULTS) -> dict:
@@ -155,15 +233,34 @@ def record(path: Path = RESULTS) -> dict:
     t0 = time.perf_counter()
     subprocess.run([str(exe), "doctor"], check=False, capture_output=True)
     doctor_s = time.perf_counter() - t0
-    notebooks = {name: _time_notebook(name) for name in NOTEBOOKS}
+    notebooks, peaks = _notebooks()
+    torch = _torch()
+    from install_size import sizes
+
     result = {
         "recorded": datetime.date.today().isoformat(),
         "how": "tools/bench_numbers.py record: byoc-workbench bench ssd --json; doctor; each notebook executed "
-        "headless with nbclient, wall time with the kernel's start",
+        "headless with nbclient, wall time with the kernel's start; the install's size (tools/install_size.py)",
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
         "ssd": json.loads(bench_ssd.stdout),
         "doctor_s": doctor_s,
         "notebooks": notebooks,
+        "notebooks_peak_mb": peaks,
+        "notebooks_how": {
+            "where": "make lab's copies (tools/lab_copies.py sync) in a temporary folder outside the repository, "
+            "the kernel's working directory, as a JupyterHub seat runs them",
+            "cache": "each notebook with an empty temporary BYOC_WORKBENCH_CACHE of its own: a first run's numbers, "
+            "nothing built, imported or seeded before (untrained weights)",
+            "time": "wall time top to bottom in a fresh kernel, the kernel's start included",
+            "peak": "the kernel process's peak resident memory (VmHWM of /proc/self/status, else ru_maxrss), "
+            "read by a last cell added to the run, in MB of 2**20 bytes; child processes not included",
+            "torch": torch,
+            "05": f"run with torch {torch}"
+            if torch
+            else "run without torch: GluonCV's ResNet as the ONNX file MXNet "
+            "writes, as a seat without the [pytorch] extra runs it",
+        },
+        "install": sizes(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")

@@ -15,6 +15,7 @@ copied on the way in or out.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import functools
 import hashlib
 import io
@@ -238,8 +239,9 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
     if pid == 0:  # the child: call, send the outputs back, and leave without running any cleanup
         code = 1
         try:
-            for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL):
-                signal.signal(sig, signal.SIG_DFL)  # no crash handler (TVM's prints a backtrace): just die
+            faulthandler.disable()  # no crash handler (pytest's or the user's dumps the stack): just die
+            for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT):
+                signal.signal(sig, signal.SIG_DFL)  # nor TVM's, which prints a backtrace
             if _function(lib, plan)(*[a.ctypes.data for a in ins + consts + outs]) == 0:
                 buf = io.BytesIO()
                 np.savez(buf, *outs)

@@ -143,6 +143,31 @@ def seconds(text: str) -> float:
 seconds.wants = "a number of seconds above 0, such as 1800"
 
 
+def ray_address(text: str) -> str:
+    """An argparse type: ``auto`` or a Ray cluster's address (``host:port``, ``ray://host:port``).
+
+    Anything else is refused, so that ``--ray demo`` (a model taken for the address) is one line.
+    """
+    if text != "auto" and ":" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {ray_address.wants}")
+    return text
+
+
+ray_address.wants = "auto or a cluster's address such as ray://head:10001 (put --ray after the models)"
+RAY_HELP = (
+    "run on a Ray cluster, {unit}, each timed alone on its node: ADDRESS is a cluster's "
+    "(ray://head:10001), or auto (the default): the cluster this machine runs, else this machine alone "
+    "(needs the [cluster] extra)"
+)
+
+
+def add_ray(parser, unit: str) -> None:
+    """``--ray [ADDRESS]``, for a command whose work is ``unit`` (e.g. "one task per model")."""
+    parser.add_argument(
+        "--ray", nargs="?", const="auto", type=ray_address, metavar="ADDRESS", help=RAY_HELP.format(unit=unit)
+    )
+
+
 def input_shape(text: str) -> tuple:
     """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
     name, _, dims = text.rpartition("=")

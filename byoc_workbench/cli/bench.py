@@ -1,57 +1,87 @@
-"""``bench``: a model timed on several backends and beside its whole-model anchors, in one process."""
+"""``bench``: models timed on several backends and beside their whole-model anchors, each in one process."""
 
 # The byoc_workbench modules that load TVM are imported inside the command, so that
 # `byoc-workbench --help` does not wait for TVM.
 
 from __future__ import annotations
 
-from byoc_workbench import text
-from byoc_workbench.cli.args import BACKEND_HELP, MAX_REPEAT, MAX_TVM_REPEAT, ZOO_HELP, count, no_shapes, shapes
-from byoc_workbench.errors import WorkbenchError
+import sys
+
+from byoc_workbench import files, text
+from byoc_workbench.cli.args import (
+    BACKEND_HELP,
+    MAX_REPEAT,
+    MAX_TVM_REPEAT,
+    ZOO_HELP,
+    add_ray,
+    count,
+    no_shapes,
+    shapes,
+)
 
 
 def cmd_bench(args) -> int:
-    from byoc_workbench import subjects
     from byoc_workbench.measure import bench
 
+    out = files.check_file(args.out, "--out") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
-    if subjects.is_own(args.what, args.torch):
-        model = subjects.own_workbench(args.what, args.torch, shapes(args))
-        if not model.model.inputs:  # bench lays its tables out by the first input's shape
-            raise WorkbenchError(
-                f"{model.model.name} takes no inputs: it computes a constant, with nothing to time",
-                "bench a model with at least one input (byoc-workbench run checks this one)",
-            )
+    models = [_describe(args, what) for what in args.what or [None]]
+    options = {
+        "repeat": args.repeat,
+        "tvm_repeat": args.tvm_repeat,
+        "unpruned": not args.no_unpruned,
+        "anchors": not args.no_anchors,
+        "where": args.where,
+        "max_seconds": args.max_seconds,
+    }
+    if len(models) == 1 and args.ray is None:  # one model here: a mistake is the command's one line
+        results = [bench.bench_model(models[0], backends, **options)]
     else:
-        no_shapes(args)
-        model = subjects.zoo_model(args.what, args.ssd_model)
-    result = bench.bench_model(
-        model,
-        backends,
-        repeat=args.repeat,
-        tvm_repeat=args.tvm_repeat,
-        weights=args.weights,
-        image=args.image,
-        unpruned=not args.no_unpruned,
-        anchors=not args.no_anchors,
-        where=args.where,
-        max_seconds=args.max_seconds,
-    )
-    print(text.to_json(result) if args.json else bench.report_text(result))
-    return 0
+        results = bench.bench_models(models, backends, ray_address=args.ray, **options)
+    failed = [r["error"] for r in results if "error" in r]
+    if len(results) == 1 and failed:
+        print(failed[0], file=sys.stderr)
+        return 2
+    data = results[0] if len(results) == 1 else results
+    if out:
+        files.write_file(out, text.to_json(data) + "\n")
+    if args.json:
+        print(text.to_json(data))
+    else:
+        print("\n\n".join(f"{r['model']}: {r['error']}" if "error" in r else bench.report_text(r) for r in results))
+    return 1 if failed else 0
+
+
+def _describe(args, what) -> dict:
+    """The description of one model the command names (see :mod:`byoc_workbench.subjects`)."""
+    from byoc_workbench import subjects
+
+    if subjects.is_own(what, args.torch):
+        return subjects.describe(what, None, torch_spec=args.torch, shapes=shapes(args))
+    no_shapes(args)
+    if what == "demo":
+        return {"kind": "demo"}
+    return {
+        "kind": "ssd",
+        "model": subjects.zoo_model(what, args.ssd_model),
+        "weights": args.weights,
+        "image": args.image,
+    }
 
 
 def add_bench(command) -> None:
     b = command(
         "bench",
-        "time a model on several backends and its anchors, in one process",
+        "time models on several backends and their anchors, each in one process",
         cmd_bench,
         "zoo",
         "image",
         "budget",
         "own",
     )
-    b.add_argument("what", nargs="?", help=ZOO_HELP + ", or a .onnx file (or give --torch)")
+    b.add_argument(
+        "what", nargs="*", metavar="MODEL", help="demo, " + ZOO_HELP + ", or a .onnx file (or give --torch); several"
+    )
     b.add_argument(
         "--backends",
         default="tvm,onnxruntime",
@@ -74,4 +104,6 @@ def add_bench(command) -> None:
         "--no-anchors", action="store_true", help="skip the whole-model anchors (MXNet, ONNX Runtime, OpenVINO)"
     )
     b.add_argument("--where", action="store_true", help="also profile each offloaded build: where the time goes")
-    b.add_argument("--json", action="store_true", help="print the results as JSON")
+    b.add_argument("--json", action="store_true", help="print the results as JSON (a list for several models)")
+    b.add_argument("--out", metavar="FILE", help="also write the results as JSON to FILE, once all are done")
+    add_ray(b, "one task per model")

@@ -9,7 +9,7 @@ import contextlib
 import sys
 
 from byoc_workbench import files, text
-from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, count, shapes
+from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, add_ray, count, shapes
 
 
 def cmd_search(args) -> int:
@@ -37,6 +37,7 @@ def cmd_search(args) -> int:
             only_cached=args.cached,
             anchors=not args.no_anchors,
             progress=not args.json,
+            ray_address=args.ray,
         )
     data = result.to_json()
     print(text.to_json(data) if args.json else result.text())
@@ -82,3 +83,4 @@ def add_search(command) -> None:
     s.add_argument("--no-anchors", action="store_true", help="skip the whole-model anchors")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.add_argument("--out", help="a directory for search.json, search.txt and search.svg (the chosen placement)")
+    add_ray(s, "one task per candidate build")

@@ -14,13 +14,25 @@ from dataclasses import dataclass
 
 PT = 4 / 3  # CSS pixels per point: Graphviz writes sizes in pt
 HINT = "Click the diagram for full size (it scrolls); click again to fit the width."
+MIN_LABEL_PX = 10  # no label drawn smaller, whatever the output's width: a wider diagram scrolls instead
 _SIZE = re.compile(r'<svg\b([^>]*?)\swidth="([\d.]+)pt"\s+height="([\d.]+)pt"')
+_FONT = re.compile(r'font-size="([\d.]+)"')
 
 
 def natural_width(svg: str) -> float | None:
     """The SVG's own width in CSS pixels, or None when it names none in pt."""
     m = _SIZE.search(svg)
     return float(m.group(2)) * PT if m else None
+
+
+def readable_width(svg: str) -> float | None:
+    """The least width, in CSS pixels, at which the SVG's smallest label is :data:`MIN_LABEL_PX` tall
+    (never more than its own width), or None when it names no size or no font."""
+    full = natural_width(svg)
+    sizes = [float(f) for f in _FONT.findall(svg)]
+    if full is None or not sizes or min(sizes) <= 0:
+        return None
+    return min(full, full * MIN_LABEL_PX / (min(sizes) * PT))
 
 
 def svg_body(svg: str) -> str:
@@ -32,25 +44,27 @@ def svg_body(svg: str) -> str:
 def diagram_html(svg: str, hint: str = HINT) -> str:
     """HTML for a Graphviz SVG: fits the width, never wider than full size; a click toggles full size.
 
-    The toggle is an inline handler, which Jupyter keeps for trusted output (any
-    output the user ran); elsewhere the diagram still fits the width.
+    It never shrinks below the width at which its smallest label is :data:`MIN_LABEL_PX` tall: a
+    diagram too wide for that scrolls sideways in its box. The toggle is an inline handler, which
+    Jupyter keeps for trusted output (any output the user ran); elsewhere the diagram still fits.
     """
     body = svg_body(svg)
     full = natural_width(body)
     if full is None:
         return f'<div class="byoc-diagram">{body}</div>'
-    fit = f"width:100%;height:auto;max-width:{full:.0f}px"
+    least = readable_width(body) or 0
+    fit = f"width:100%;height:auto;max-width:{full:.0f}px;min-width:{least:.0f}px"
     body = _SIZE.sub(lambda m: f'<svg{m.group(1)} style="{fit};display:block"', body, count=1)
-    # Toggles the svg between fitting the width and full size, and the box between plain and scrolling.
+    # Toggles the svg between fitting the width and full size (the box scrolls what does not fit).
     toggle = (
         "var s=this.querySelector('svg').style,z=s.maxWidth==='none';"
         f"s.width=z?'100%':'{full:.0f}px';s.maxWidth=z?'{full:.0f}px':'none';"
-        "this.style.maxHeight=z?'':'80vh';this.style.overflow=z?'visible':'auto';"
+        "this.style.maxHeight=z?'':'80vh';"
         "this.style.cursor=z?'zoom-in':'zoom-out'"
     )
+    box = f'style="cursor:zoom-in;max-width:100%;overflow:auto" onclick="{html.escape(toggle)}"'
     return (
-        f'<div class="byoc-diagram" style="cursor:zoom-in;max-width:100%" onclick="{html.escape(toggle)}" '
-        f'title="{html.escape(hint)}">{body}</div>'
+        f'<div class="byoc-diagram" {box} title="{html.escape(hint)}">{body}</div>'
         f'<div class="byoc-diagram-hint" style="color:#6c757d;font-size:12px">{html.escape(hint)}</div>'
     )
 

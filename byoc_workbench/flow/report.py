@@ -14,6 +14,9 @@ by count of calls:
 - ``pruned``: claimed, but its subgraph went back to the host (the prune
   rule's reason).
 
+Beside each op the host keeps, the other targets whose rules name it: the
+backends that could take it instead (``--target`` or a placement search).
+
 :func:`partition_report` returns plain data (:class:`Report`); ``text()`` is
 the table, ``to_json()`` the same as JSON.
 """
@@ -24,6 +27,7 @@ import collections
 import dataclasses
 
 from byoc_workbench import ir
+from byoc_workbench.flow.rules import TARGETS, Targets
 from byoc_workbench.flow.summary import HOST, op_owners
 
 PRUNED = "pruned"
@@ -31,7 +35,8 @@ PRUNED = "pruned"
 
 @dataclasses.dataclass
 class Report:
-    """See the module's notes. ``ops`` rows: ``{"op", "total", "offloaded", "host", "why": {reason: calls}}``."""
+    """See the module's notes. ``ops`` rows: ``{"op", "total", "offloaded", "host", "why": {reason: calls},
+    "others": [the other targets that name the op, when the host keeps some of its calls]}``."""
 
     model: str
     target: str
@@ -87,6 +92,8 @@ class Report:
         ]
         for r in self.ops:
             why = "; ".join(f"{n}× {reason}" for reason, n in r["why"].items())
+            if r["host"]:
+                why += f" | {', '.join(r['others'])} could take it" if r["others"] else " | no other target could"
             lines.append(
                 f"{_short(r['op']):32s} {r['total']:5d} {r['offloaded']:8d} {r['host']:5d}  {why[: width * 3]}"
             )
@@ -148,8 +155,18 @@ def _check_refusals(wb, host_ops: set) -> dict:
     return out
 
 
-def partition_report(wb, model: str = "") -> Report:
-    """The partitioning report of a :class:`~byoc_workbench.session.Workbench` (see the module's notes)."""
+def _naming(targets) -> dict:
+    """``{op: [target names]}``: which of ``targets`` have a rule that names each op."""
+    out: dict = collections.defaultdict(list)
+    for target in targets:
+        for op in sorted({op for rule in target.rules for op in rule.ops}):
+            out[op].append(target.name)
+    return out
+
+
+def partition_report(wb, model: str = "", targets: Targets | None = None) -> Report:
+    """The partitioning report of a :class:`~byoc_workbench.session.Workbench` (see the module's notes);
+    ``targets`` (default: :data:`~byoc_workbench.flow.rules.TARGETS`) are those it names beside each host op."""
     annotate, partition, prune = (wb.stage(n) for n in ("annotate", "partition", "prune"))
     total, host_after = _per_op(prune.owners)
     _, host_before = _per_op(annotate.owners)  # before pruning: what no rule claimed
@@ -158,6 +175,8 @@ def partition_report(wb, model: str = "") -> Report:
     for rule in wb.all_rules:
         for op in rule.ops:
             naming[op].append(rule)
+    targets = TARGETS if targets is None else targets
+    others = _naming(targets.get(name) for name in targets if name != wb.target.name)
     rows = []
     for op, n in total.most_common():
         why: dict = {}
@@ -181,7 +200,8 @@ def partition_report(wb, model: str = "") -> Report:
         if left:
             names = ", ".join(r.qualified for r in on[:3]) + (", ..." if len(on) > 3 else "")
             why[f"pattern does not match ({names})"] = left
-        rows.append({"op": op, "total": n, "offloaded": n - host_after[op], "host": host_after[op], "why": why})
+        row = {"op": op, "total": n, "offloaded": n - host_after[op], "host": host_after[op], "why": why}
+        rows.append(row | {"others": others.get(op, []) if host_after[op] else []})
     pruned_why = {}
     for note in prune.notes:  # "<name> returned to host: <reason>"
         name, _, reason = note.partition(" returned to host: ")

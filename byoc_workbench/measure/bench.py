@@ -1,6 +1,6 @@
 """``byoc-workbench bench MODEL``: a model offloaded, against TVM alone and the whole-model anchors, in one process.
 
-The model is a zoo model (the SSD by default), or your own: an ONNX file or a
+The model is a zoo model (the SSD by default), the Part 1 demo, or your own: an ONNX file or a
 PyTorch program, held by a workbench made with
 :meth:`~byoc_workbench.session.Workbench.from_onnx` or
 :meth:`~byoc_workbench.session.Workbench.from_torch`. On one input (a zoo
@@ -27,6 +27,8 @@ seconds per run of the SSD on a laptop, so it is timed ``tvm_repeat`` times
 (TensorRT without a GPU) is reported with its one-line reason; the others still run.
 
 Every result has the same top-level keys, :data:`LAYOUT`, whatever the model.
+:func:`bench_models` benches several, one after another or one task per model
+on a Ray cluster (:mod:`byoc_workbench.measure.cluster`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import sys
 import time
 from collections.abc import Callable
 
@@ -167,6 +170,46 @@ def own_model(wb) -> Benched:
     )
 
 
+def demo_model() -> Benched:
+    """The Part 1 demo loop for :func:`bench_model`, with ``byoc-target``'s rules, checked against TVM alone."""
+    from byoc_workbench import stages
+    from byoc_workbench.flow.rules import get_target
+    from byoc_workbench.models import demo
+
+    mod, rules = demo.demo_module(), get_target("byoc-target").rules
+    offload = functools.partial(stages.offload, mod, rules=rules)
+    return Benched(
+        "demo", None, None, demo.demo_inputs(), mod, offload, "tvm alone", "as in the model", "", "", [],
+        judge=lambda outputs, what: outputs,
+        differ=differ_outputs,
+        anchors=lambda *_: ({}, {}, {}),  # the demo has no framework of its own to run it whole
+    )  # fmt: skip
+
+
+def described(description: dict, weights=None, image=None) -> Benched:
+    """The model a description names (:mod:`byoc_workbench.subjects`): the demo, a zoo model
+    (``"ssd"``, with ``weights`` and ``image`` unless it names its own), an ONNX file or a
+    PyTorch program; what a task of :func:`bench_models` loads."""
+    from byoc_workbench import subjects
+
+    kind = subjects.check_description(description)["kind"]
+    if kind == "demo":
+        return demo_model()
+    if kind == "ssd":
+        d = description
+        return zoo_model(d.get("model") or zoo.DEFAULT_MODEL, d.get("weights") or weights, d.get("image") or image)
+    if kind not in ("onnx", "torch"):
+        raise WorkbenchError(f"bench takes no {kind} model", "bench demo, a zoo model, a .onnx file or --torch")
+    shapes = description.get("input_shapes") or description.get("shape")
+    model = own_model(subjects.own_workbench(description.get("path"), description.get("spec"), shapes))
+    if not model.inputs:  # the tables are laid out by the first input's shape
+        raise WorkbenchError(
+            f"{model.name} takes no inputs: it computes a constant, with nothing to time",
+            "bench a model with at least one input (byoc-workbench run checks this one)",
+        )
+    return model
+
+
 def bench_model(
     model=zoo.DEFAULT_MODEL,
     backends=("tvm", "onnxruntime"),
@@ -184,7 +227,8 @@ def bench_model(
     """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
     ``model`` is a zoo model's name (``weights``, ``image`` and ``loaded``, a
-    model already loaded, go with it) or a workbench holding your own model.
+    model already loaded, go with it), a workbench holding your own model, or a
+    description (:func:`described`).
     Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
     the first offloading backend against :data:`TARGETS`; with ``where``,
@@ -197,7 +241,10 @@ def bench_model(
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
-    what = zoo_model(model, weights, image, loaded) if isinstance(model, str) else own_model(model)
+    if isinstance(model, dict):
+        what = described(model, weights, image)
+    else:
+        what = zoo_model(model, weights, image, loaded) if isinstance(model, str) else own_model(model)
     result = _layout(what)
     found = _builds(what, result, backends, (repeat, tvm_repeat), unpruned, progress, where, max_seconds)
     if "tvm" in result["backends"]:
@@ -211,6 +258,55 @@ def bench_model(
     result["notes"].append(f"outputs checked against {what.reference}")
     result["warnings"] = [w for p in found.values() for w in getattr(p, "warnings", ())]
     return result
+
+
+def bench_models(
+    models, backends=("tvm", "onnxruntime"), ray_address: str | None = None, progress: bool = True, **options
+) -> list:
+    """Each of ``models`` (descriptions, see :func:`described`, or zoo models' names) benched as
+    :func:`bench_model` benches one (``options`` are its); their results, in order.
+
+    A model that fails with a user's mistake (a file the importer refuses, a
+    timed loop over ``max_seconds``) gives ``{"model", "error"}``, its one line,
+    and the others go on. With ``ray_address`` (``"auto"`` or a cluster's
+    address) each model is a task on a Ray cluster
+    (:mod:`byoc_workbench.measure.cluster`) that holds its node's timing
+    resource: a result is what a run on that node gives, its ``machine`` the
+    node's, and ``machine["task"]`` says which node ran it and when.
+    """
+    models = [m if isinstance(m, dict) else {"kind": "ssd", "model": m} for m in models]
+    if ray_address is None:
+        return [_bench_or_error(m, backends, options | {"progress": progress}) for m in models]
+    from byoc_workbench.measure import cluster
+
+    joined = cluster.connect(ray_address)
+    if progress:
+        print(joined, file=sys.stderr)
+    names = [_name(m) for m in models]
+    units = {
+        (n if names.count(n) == 1 else f"{n} #{k + 1}"): (m, backends, options)
+        for k, (n, m) in enumerate(zip(names, models))
+    }
+    results = []
+    for name, done in zip(names, cluster.map_tasks(_bench_or_error, units, timing=True, progress=progress)):
+        if done.error or "error" in done.value:
+            results.append({"model": name, "error": done.error or done.value["error"]})
+        else:
+            results.append(done.value | {"machine": done.value["machine"] | {"task": done.where()}})
+    return results
+
+
+def _bench_or_error(description: dict, backends, options: dict) -> dict:
+    """:func:`bench_model` of one description, or ``{"model", "error"}`` for a user's mistake."""
+    try:
+        return bench_model(description, backends, **({"progress": False} | options))
+    except WorkbenchError as err:
+        return {"model": _name(description), "error": err.line}
+
+
+def _name(description: dict) -> str:
+    d = description
+    return d.get("model") or d.get("path") or d.get("spec") or (zoo.DEFAULT_MODEL if d["kind"] == "ssd" else d["kind"])
 
 
 def _layout(what: Benched) -> dict:

@@ -7,8 +7,8 @@
   own input size and imports it: ``converts``, or ``refused`` with the one-line
   error naming the model and the ops it lacks, or ``not built`` where GluonCV itself
   cannot build it offline (int8 models download their base, custom ones need classes);
-- :func:`walk` runs each check in a process of its own, so that a crash or a hang is
-  recorded as such instead of ending the walk;
+- :func:`walk` runs each check in a process of its own (:func:`check_apart`), so that a
+  crash or a hang is recorded as such instead of ending the walk;
 - :func:`table` turns the records into the support table of ``docs/zoo.md``, and
   :func:`summary` into the README's line.
 
@@ -20,7 +20,7 @@ and the table; ``make test`` rechecks a sample of them.
 from __future__ import annotations
 
 import collections
-import functools
+import contextlib
 import importlib.resources
 import json
 import subprocess
@@ -106,13 +106,21 @@ def _build(name: str):
             return get_model(name, **kwargs)
 
 
-@functools.cache
+@contextlib.contextmanager
 def _quiet():
+    """GluonCV's and MXNet's warnings and log lines off while one model is checked, and back after:
+    a check run in the caller's process must not silence the caller."""
     import logging
     import warnings
 
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    before = logging.root.manager.disable
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(before)
 
 
 def check(name: str, task: str = "", family: str = "") -> dict:
@@ -125,6 +133,11 @@ def check(name: str, task: str = "", family: str = "") -> dict:
         lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
         ``status`` is one of :data:`STATUSES` but ``crashed``.
     """
+    with _quiet():
+        return _check(name, task, family)
+
+
+def _check(name: str, task: str, family: str) -> dict:
     from byoc_workbench.frontends import (
         MXNetImportError,
         UnsupportedOperatorError,
@@ -134,7 +147,6 @@ def check(name: str, task: str = "", family: str = "") -> dict:
         op_inventory,
     )
 
-    _quiet()
     record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}
     record.update(error="", mxnet_ops=0, relax_ops=0)
     start = time.perf_counter()
@@ -166,30 +178,48 @@ def _timed(record: dict, start: float) -> dict:
 
 
 def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
-    """:func:`check` each of ``names`` (``{name: (task, family)}``) in a process of its own.
+    """:func:`check` each of ``names`` (``{name: (task, family)}``) in a process of its own (:func:`check_apart`).
 
     A process that dies (a segfault) or hangs past ``timeout`` seconds gives a
     ``crashed`` record with what it printed last; nothing stops the walk.
     """
     records = []
     for i, (name, (task, family)) in enumerate(names.items()):
-        code = f"import json, sys; from {__name__} import check; print(json.dumps(check(*sys.argv[1:])))"
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", code, name, task, family], capture_output=True, text=True, timeout=timeout
-            )
-            lines = done.stdout.strip().splitlines()
-            record = json.loads(lines[-1]) if done.returncode == 0 and lines else None
-            why = f"exit status {done.returncode}: {first_line(done.stderr.strip() or 'no output', last=True)}"
-        except subprocess.TimeoutExpired:
-            record, why = None, f"no answer after {timeout:.0f} s"
-        if record is None:
-            record = {"name": name, "task": task, "family": family, "status": "crashed", "input_shape": None}
-            record.update(ops=[], error=f"{name}: the check {why}", mxnet_ops=0, relax_ops=0, seconds=None)
+        record = check_apart(name, task, family, timeout)
         records.append(record)
         if progress:
-            progress(f"[{i + 1}/{len(names)}] {name}: {record['status']} {' '.join(record['ops'])}")
+            progress(f"[{i + 1}/{len(names)}] {name}: {said(record)}")
     return records
+
+
+def check_apart(name: str, task: str = "", family: str = "", timeout: float = 900.0) -> dict:
+    """:func:`check` in a process of its own: a crash or a hang past ``timeout`` seconds is a ``crashed`` record.
+
+    One model of the walk, wherever it runs (``tools/zoo_support.py --ray`` makes each a Ray task).
+    """
+    code = f"import json, sys; from {__name__} import check; print(json.dumps(check(*sys.argv[1:])))"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, name, task, family], capture_output=True, text=True, timeout=timeout
+        )
+        lines = done.stdout.strip().splitlines()
+        record = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+        why = f"exit status {done.returncode}: {first_line(done.stderr.strip() or 'no output', last=True)}"
+    except subprocess.TimeoutExpired:
+        record, why = None, f"no answer after {timeout:.0f} s"
+    return record or crashed(name, task, family, f"the check {why}")
+
+
+def crashed(name: str, task: str, family: str, why: str) -> dict:
+    """The record of a model whose check never answered (``why``: a crash, a hang, a task that died)."""
+    record = {"name": name, "task": task, "family": family, "status": "crashed", "input_shape": None}
+    record.update(ops=[], error=f"{name}: {why}", mxnet_ops=0, relax_ops=0, seconds=None)
+    return record
+
+
+def said(record: dict) -> str:
+    """A record in a few words, for a progress line: its status and the ops that stop it."""
+    return f"{record['status']} {' '.join(record['ops'])}".rstrip()
 
 
 START, END = "<!-- zoo-support:start -->", "<!-- zoo-support:end -->"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from byoc_workbench.draw import predictions as viz
 from byoc_workbench.widgets.detections import detections_slider
+from byoc_workbench.widgets.html import esc
 
 
 def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh: float = 0.5):
@@ -20,4 +21,6 @@ def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh
         format="png",
         layout=widgets.Layout(max_width="860px", max_height="600px", object_fit="contain"),
     )
-    return widgets.VBox([widgets.Label(caption), image])
+    # A Label never wraps (a long caption is cut mid-word); HTML wraps at the picture's width.
+    words = widgets.HTML(f"<div style='max-width:860px; white-space:normal'>{esc(caption)}</div>")
+    return widgets.VBox([words, image])

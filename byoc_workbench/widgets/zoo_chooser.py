@@ -5,6 +5,8 @@ The pure twin is :func:`byoc_workbench.workflow.zoo_report`; this module only la
 
 from __future__ import annotations
 
+import logging
+
 from byoc_workbench import workflow
 from byoc_workbench.models import zoo
 from byoc_workbench.widgets.html import esc, status_html, status_line
@@ -34,6 +36,23 @@ def subgraphs_html(report: workflow.ZooReport, limit: int = 30) -> str:
     return f"<table class='byoc-subgraphs'>{head}{rows}{tail}</table>"
 
 
+class _Notes(logging.Handler):
+    """The package's log lines while a model loads (no trained weights, what its outputs mean), kept to
+    be shown in the chooser as notes: not on stderr, which Lab shows in pink and logs as errors."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def html(self) -> str:
+        return "".join(
+            f"<div style='color:#495057;font-size:13px'>note: {esc(line)}</div>" for line in dict.fromkeys(self.lines)
+        )
+
+
 def zoo_chooser(models=None, value: str | None = None, weights=None, backend: str | None = None):
     """The chooser: a dropdown over ``models`` (default: every model of :data:`zoo.MODELS`).
 
@@ -51,21 +70,38 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
     dropdown = widgets.Dropdown(
         options=labels, value=value or names[0], description="model", layout=widgets.Layout(width="560px")
     )
-    status, why = widgets.HTML(), widgets.HTML()
-    stages, subgraphs, run = widgets.HTML(), widgets.HTML(), widgets.VBox([])
-    box = widgets.VBox([dropdown, status, why, widgets.HBox([stages, subgraphs]), run])
+    status, notes, why = widgets.HTML(), widgets.HTML(), widgets.HTML()
+    stages, subgraphs, run = widgets.HTML(), widgets.HTML(layout=widgets.Layout(margin="0 0 0 40px")), widgets.VBox([])
+    tables = widgets.HBox([stages, subgraphs], layout=widgets.Layout(align_items="flex-start"))
+    log = widgets.Output()  # what an import prints shows here, not in Lab's log console
+    box = widgets.VBox([dropdown, status, notes, log, why, tables, run])
     box.report = None
 
+    def say(line: str) -> None:
+        status.value = f"<i>{esc(line)}</i>"
+
     def show(change=None):
-        status.value = f"<i>importing {esc(dropdown.value)}, partitioning it and running it…</i>"
-        try:
-            report = workflow.zoo_report(dropdown.value, weights, backend)
-        except WorkbenchError as err:
-            status.value = status_html(status_line(err))
+        box.report = None  # the last model's outputs go at once: nothing on screen belongs to another model
+        why.value = notes.value = stages.value = subgraphs.value = ""
+        run.children = ()
+        log.clear_output()
+        package, kept, report = logging.getLogger("byoc_workbench"), _Notes(), None
+        package.addHandler(kept)
+        with log:  # a real bug's traceback shows here, in the widget
+            try:
+                report = workflow.zoo_report(dropdown.value, weights, backend, say=say)
+            except WorkbenchError as err:
+                status.value = status_html(status_line(err))
+            finally:
+                package.removeHandler(kept)
+                notes.value = kept.html()
+        if report is None:
             return
         box.report = report
-        mark = f" — <b style='color:#c92a2a'>{esc(report.mark)}</b>" if report.mark else ""
-        status.value = f"<b>{esc(report.model)}</b>: {esc(report.run.line())}{mark}"
+        line, mark = esc(report.run.line()), esc(report.mark)  # the run's line carries the weights' mark once
+        status.value = f"<b>{esc(report.model)}</b>: " + (
+            line.replace(mark, f"<b style='color:#c92a2a'>{mark}</b>", 1) if mark else line
+        )
         why.value = f"<p style='max-width:900px'><b>{esc(report.family)}</b>: {esc(report.why)}</p>"
         stages.value, subgraphs.value = stages_html(report), subgraphs_html(report)
         title = f"{report.model} [{report.run.backend}]"

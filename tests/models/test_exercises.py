@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+import seat
 from tvm.relax.dpl import is_op, wildcard
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -30,6 +30,12 @@ def _key(name):
 part1 = _key("part1")
 
 
+@pytest.fixture(autouse=True)
+def first_try():
+    """Each test answers as a new attendee: the hints start again from the first."""
+    exercises.reset_tries()
+
+
 def _passes(fb):
     assert fb.passed, repr(fb)
     assert repr(fb).splitlines()[0].endswith(": solved") and "wrong:" not in repr(fb)
@@ -38,8 +44,8 @@ def _passes(fb):
 def _fails(fb, *expected):
     """Not passed, with the expected text among its wrong lines, and the hint shown."""
     text = repr(fb)
-    assert not fb.passed and fb.hint, text
-    assert f"hint:  {fb.hint}" in text
+    assert not fb.passed and fb.shown_hint(), text
+    assert f"hint:  {fb.shown_hint()}" in text
     for piece in expected:
         assert any(piece in line for line in fb.wrong), (piece, text)
 
@@ -139,9 +145,10 @@ def test_exercise5_ssd_rule_off(ssd_workbench):
 
 @pytest.mark.mxnet
 @pytest.mark.slow
-def test_ssd_exercise_notebook_runs():
+def test_ssd_exercise_notebook_runs(tmp_path):
     pytest.importorskip("mxnet")
-    nb = nbformat.read(NOTEBOOKS / "03_exercises_ssd.ipynb", as_version=4)
+    lab = seat.copies(tmp_path)  # as a seat runs it: outside the repository
+    nb = seat.read(lab, "03_exercises_ssd.ipynb")
     # Every call the notebook suggests in a code block of its text, pasted at the end as a user would.
     suggested = [
         block.strip()
@@ -150,7 +157,7 @@ def test_ssd_exercise_notebook_runs():
         for block in re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
     ]
     nb.cells += [nbformat.v4.new_code_cell(code) for code in suggested]
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    seat.execute(nb, lab, 600)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"], [o for o in outputs if o.output_type == "error"]
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
@@ -174,7 +181,7 @@ def test_exercise6_c_emitters():
     said = next(line for line in fb.wrong if line.startswith("add:"))
     assert "broadcast over (1, 8, 5, 5)" in said and "on a scalar constant" in said, said  # which cases failed
     assert "on equal shapes" not in said, "equal shapes need no broadcasting: that case passes"
-    assert "op.args[k][op.index(k)]" not in repr(fb) and "memcpy(op.out" not in exercises.EXERCISES[7][1]
+    assert "op.args[k][op.index(k)]" not in repr(fb) and "memcpy(op.out" not in " ".join(exercises.EXERCISES[7])
     from byoc_workbench.backends import c
 
     assert fb.emit == {"relu": c.unary, "add": c.binary}
@@ -192,3 +199,22 @@ def test_exercise7_reshape_emitter():
     assert not unanswered.passed and "hint:" not in repr(unanswered)  # the hint waits for a wrong answer
     half = lambda op: f"memcpy({op.out}, {op.args[0]}, {op.size});"  # noqa: E731  bytes, not elements
     _fails(exercises_codegen.check_reshape_emitter(half), "a subgraph's output differs from TVM alone")
+
+
+def test_hints_are_graded_by_the_try_and_never_hold_the_answer():
+    """The same wrong reshape three times: the idea, then the API, then where the worked answer is.
+    No hint, at any try of any exercise, holds the solution key's code."""
+    half = lambda op: f"memcpy({op.out}, {op.args[0]}, {op.size});"  # noqa: E731  bytes, not elements
+    title, idea, api = exercises.EXERCISES[7]
+    shown = [exercises_codegen.check_reshape_emitter(half) for _ in range(3)]
+    texts = [repr(fb) for fb in shown]
+    assert f"hint:  {idea}" in texts[0] and api not in texts[0]
+    assert f"hint:  {api}" in texts[1] and "solutions/" not in texts[1]
+    assert "solutions/codegen.py, beside this notebook" in texts[2]
+    assert repr(shown[0]) == texts[0]  # shown again, it keeps its own try's hint
+    keys = {name: (NOTEBOOKS / "solutions" / f"{name}.py").read_text() for name in ("part1", "ssd", "codegen")}
+    code = {ln.strip() for key in keys.values() for ln in key.splitlines() if len(ln.strip()) > 12}
+    code = {ln for ln in code if not ln.startswith(("#", '"""', "def ", "import ", "from ", "return "))}
+    for number, (_title, first, second) in exercises.EXERCISES.items():
+        for hint in (first, second):
+            assert not [ln for ln in code if ln in hint], (number, hint)

@@ -71,6 +71,6 @@ def test_each_task_draws_with_the_mark(task):
     from byoc_workbench.widgets.predictions import prediction_view
 
     box = prediction_view(picture, p, mark="untrained weights")
-    assert box.children[0].value.endswith("— untrained weights") and box.children[1].value == viz.prediction_png(
+    assert box.children[0].value.endswith("— untrained weights</div>") and box.children[1].value == viz.prediction_png(
         picture, p, mark="untrained weights"
     )

@@ -8,11 +8,15 @@ for units and segments, :mod:`.measure` for the measurements and their cache.
 
 :func:`measure_candidate` measures one candidate from a serialisable
 description, in this process or another one: it is the entry point for
-running a search's measurements on a distributed engine (README, "A search
-over many models or machines").
+running a search's measurements on a distributed engine: ``search(...,
+ray_address="auto")`` runs them as Ray tasks (:mod:`.tasks`).
 """
 
 from __future__ import annotations
+
+import functools
+import json
+import os
 
 from byoc_workbench.measure.search.core import (
     DEFAULT_BACKENDS,
@@ -22,7 +26,7 @@ from byoc_workbench.measure.search.core import (
     plan_for,
     search,
 )
-from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, measure
+from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure
 from byoc_workbench.measure.search.placement import Plan, Segment
 from byoc_workbench.subjects import Subject, load, of
 
@@ -56,16 +60,44 @@ def measure_candidate(description: dict) -> dict:
     (TVM alone). The result is :meth:`Measured.to_json` (each segment's cost,
     the rest, end to end), plus ``machine`` and ``units``, so results from many
     machines can be gathered and searched over (:func:`byoc_workbench.measure.search.paths.k_best`).
-    It imports the model itself, so it can run in a fresh process, e.g. as a
-    Ray task: ``ray.get([ray.remote(measure_candidate).remote(d) for d in descriptions])``.
+    It imports the model itself (once per process and model), so it can run in a
+    fresh process, e.g. as a Ray task: ``search(..., ray_address="auto")`` runs
+    a search's builds so (:mod:`.tasks`). With ``"reference"`` (TVM alone's
+    outputs) ``check`` says whether the outputs are the same; with ``"cache"``
+    the measurement goes through this machine's search cache (read only when
+    true, always written), as a search's builds do, and ``cached`` says whether it was read.
     """
     from byoc_workbench.errors import WorkbenchError
     from byoc_workbench.measure.clock import machine
 
     if not isinstance(description, dict) or "model" not in description:
         raise WorkbenchError("A candidate's description needs a model", 'pass {"model": {"kind": "demo"}, ...}')
-    subject = load(description["model"])
+    subject = _loaded(json.dumps(description["model"], sort_keys=True), _stamp(description["model"]))
     plan = plan_for(subject, check_backends(description.get("backends", DEFAULT_BACKENDS)))
     assign = description.get("assign") or {u: "tvm" for u in plan.units}
-    measured = measure(plan, subject, assign, description.get("options"), int(description.get("runs", 10)))[0]
-    return measured.to_json() | {"machine": machine(), "units": plan.units, "model": subject.name}
+    options, runs, reference = (
+        description.get("options") or {},
+        int(description.get("runs", 10)),
+        description.get("reference"),
+    )
+    cached = False
+    if "cache" in description:
+        session = Session(plan, subject, Cache(enabled=bool(description["cache"])), options, runs, False, False)
+        session.reference = reference
+        measured = session.need(assign, description.get("what", "a candidate"))
+        cached = session.built == 0
+    else:
+        measured = measure(plan, subject, assign, options, runs, reference)[0]
+    return measured.to_json() | {"machine": machine(), "units": plan.units, "model": subject.name, "cached": cached}
+
+
+def _stamp(model: dict) -> float | None:
+    """When the model's file last changed (None for a model without one): a changed file is loaded again."""
+    path = model.get("path") if isinstance(model, dict) else None
+    return os.stat(path).st_mtime if path and os.path.exists(path) else None
+
+
+@functools.lru_cache(maxsize=2)
+def _loaded(model: str, stamp: float | None) -> Subject:
+    """The subject a description (as JSON) names, loaded once per process (the SSD's import: about 15 s)."""
+    return load(json.loads(model))

@@ -40,7 +40,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import prune as prune_mod
 from byoc_workbench.measure.anchors import subject_anchors
 from byoc_workbench.measure.clock import machine
-from byoc_workbench.measure.search import paths
+from byoc_workbench.measure.search import paths, tasks
 from byoc_workbench.measure.search.finals import run_finals
 from byoc_workbench.measure.search.measure import Cache, Measured, NotCached, Session, digest
 from byoc_workbench.measure.search.placement import TVM, Plan, Segment, drawn
@@ -186,6 +186,7 @@ def search(
     only_cached: bool = False,
     anchors: bool = True,
     progress: bool = False,
+    ray_address: str | None = None,
 ) -> SearchResult:
     """Search placements of ``subject`` over ``backends``; see the module's docstring for the steps.
 
@@ -210,6 +211,8 @@ def search(
     anchors : bool
         Also time the whole-model anchors (ONNX Runtime and OpenVINO on the
         model's ONNX form, MXNet for the SSD), where the model has them.
+    ray_address : str, optional
+        ``"auto"`` or a Ray cluster's address: each candidate build a task, alone on its node (:mod:`.tasks`).
     """
     t0 = time.perf_counter()
     backends = _check(backends, precision, runs, seams, top)
@@ -222,6 +225,7 @@ def search(
             "switch some rules on, or choose another target",
         )
     s = Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
+    s.cluster = tasks.Cluster.start(s, backends, ray_address) if ray_address and not only_cached else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     builds = _measurement_builds(s, backends, offload)
     # 4. seams where the time map splits a unit evenly; the pieces on each backend.
@@ -248,6 +252,7 @@ def search(
         notes.append("no placement measured gave TVM alone's outputs: none is chosen")
     measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
     measurements |= {"runs_per_build": runs, "rest_s": rest, "steps": s.steps}
+    tasks.report(s, measurements, notes)
     units = _units_json(s, cut, allowed)
     return SearchResult(
         subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
@@ -273,12 +278,14 @@ def _measurement_builds(s: Session, backends, offload: list) -> dict:
     and the pruning choice; ``{"alone": Measured, "on": {backend: Measured}, "pruned": Measured or None}``."""
     units = s.plan.units
     alone = s.need({u: TVM for u in units}, "TVM alone, once: the reference", reference=True)
-    alone_on = {b: s.need({u: b for u in units}, f"each unit on {b}") for b in offload}
-    pruned = None
+    wanted = [({u: b for u in units}, f"each unit on {b}") for b in offload]
     if TVM in backends:
         macs = {u: any(op in ir.MAC_OPS for op in s.plan.regions[u].ops) for u in units}
         assign = {u: offload[0] if macs[u] else TVM for u in units}
-        pruned = s.need(assign, f"pruned ({prune_mod.rule_name(prune_mod.no_mac())}, on {offload[0]})")
+        wanted.append((assign, f"pruned ({prune_mod.rule_name(prune_mod.no_mac())}, on {offload[0]})"))
+    tasks.prefetch(s, wanted)
+    alone_on = {b: s.need(*w) for b, w in zip(offload, wanted)}
+    pruned = s.need(*wanted[-1]) if TVM in backends else None
     return {"alone": alone, "on": alone_on, "pruned": pruned}
 
 
@@ -349,7 +356,7 @@ def _units_json(s: Session, cut: dict, allowed: list) -> list:
 
 def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
     """The units cut at seams, their pieces on each offloading backend: one build per backend (a Latin square)."""
-    plan = s.plan
+    plan, tries = s.plan, []  # each try placed by the costs known before any: a batch
     for k in range(len(offload) if cut else 0):
         assign = {}
         for u in plan.units:
@@ -359,7 +366,10 @@ def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
             nodes = [0, *cut[u], plan.size(u)]
             for j in range(len(nodes) - 1):
                 assign[Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label] = offload[(j + k) % len(offload)]
-        s.need(assign, f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)")
+        tries.append((assign, f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)"))
+    tasks.prefetch(s, tries)
+    for assign, what in tries:
+        s.need(assign, what)
 
 
 def _ranked(s: Session, cut: dict, allowed: list, host_allowed: bool, k: int) -> list:
@@ -376,10 +386,13 @@ def _ranked(s: Session, cut: dict, allowed: list, host_allowed: bool, k: int) ->
 def _end_to_end(s: Session, ranked: list, rest: float, top: int) -> tuple:
     """``(rows, chosen)``: the best placements built end to end until one passes and ``top`` are measured."""
     rows, chosen = [], None
+    tasks.prefetch(s, [(dict(p), f"the placement ranked {k}, end to end") for k, (_, p) in enumerate(ranked[:top], 1)])
     for rank, (total, path) in enumerate(ranked, 1):
         row = Row(dict(path), total + rest, what=f"rank {rank}")
         if chosen is None or sum(r.measured_s is not None for r in rows) < top:
-            _verdict(row, s.need(row.assign, f"the placement ranked {rank}, end to end"))
+            what = f"the placement ranked {rank}, end to end"
+            tasks.prefetch(s, [(row.assign, what)])  # past the first top: one task more
+            _verdict(row, s.need(row.assign, what))
             chosen = row if chosen is None and row.equal and not row.rejected else chosen
         elif rank > max(top, 5):
             break

@@ -177,9 +177,10 @@ def _from_record(record: dict, assign: dict, contents: dict) -> Measured | None:
 # --- the cache -----------------------------------------------------------------------
 
 
-def machine_key() -> dict:
-    """What a cached time depends on besides the code: the CPU, its cores and the runtimes' versions."""
-    info = clock.machine()
+def machine_key(info: dict | None = None) -> dict:
+    """What a cached time depends on besides the code: the CPU, its cores and the runtimes' versions
+    (of this machine, or of the one ``info``, a :func:`byoc_workbench.measure.clock.machine`, describes)."""
+    info = info or clock.machine()
     return {k: info.get(k) for k in ("cpu", "cores", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")}
 
 
@@ -217,6 +218,10 @@ class Cache:
                 return value
         self.misses += 1
         return None
+
+    def has(self, kind: str, key: str) -> bool:
+        """Whether :meth:`get` would look at a file (without reading it or counting a hit)."""
+        return self.enabled and self._path(kind, key).is_file()
 
     def put(self, kind: str, key: str, value) -> None:
         write_atomic(self._path(kind, key), json.dumps(value))
@@ -257,6 +262,16 @@ class Session:
         self.contents: dict = {}  # label -> content hash, for the labels seen
         self.built = 0
         self.steps: list = []  # {"what", "s", "cached"}: where the search's time went
+        self.fetched: dict = {}  # key -> (record, cached): builds measured as tasks on a Ray cluster
+        self.cluster = None  # the search's tasks on a Ray cluster (tasks.Cluster), when it runs on one
+
+    def key(self, assign: dict) -> tuple:
+        """``(key, contents)``: the cache's key of placement ``assign``, and each of its labels' content."""
+        contents = self.plan.contents(assign)
+        # By content: the same subgraphs on the same backends in the same model are the same build,
+        # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
+        placed = sorted((contents[label], backend) for label, backend in assign.items())
+        return digest(self.cache.machine, self.model_key, placed, self.options), contents
 
     def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
         """The measurement of placement ``assign``: from the cache, else built and timed now.
@@ -265,13 +280,12 @@ class Session:
         build is checked against; they are cached with it.
         """
         t0 = time.perf_counter()
-        contents = self.plan.contents(assign)
+        key, contents = self.key(assign)
         self.contents.update(contents)
-        # By content: the same subgraphs on the same backends in the same model are the same build,
-        # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
-        placed = sorted((contents[label], backend) for label, backend in assign.items())
-        key = digest(self.cache.machine, self.model_key, placed, self.options)
-        record = self.cache.get("build", key)
+        fetched = self.fetched.pop(key, None)
+        if fetched and self.cache.enabled:  # needed again, it is read as the cache's would be
+            self.fetched[key] = (fetched[0], True)
+        record = fetched[0] if fetched else self.cache.get("build", key)
         if reference:
             self.reference = self.cache.get_arrays(key)
             record = record if self.reference is not None else None
@@ -292,6 +306,9 @@ class Session:
             self.built += 1
             if not any(c.refused for c in measured.costs.values()):  # a refusal is asked again, never kept
                 self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
+        if fetched and not fetched[1] and record is not None:  # measured by this search's task, on the cluster
+            self.built += 1
+            record = None
         if not self.frozen:
             for label, cost in measured.costs.items():
                 self._add_cost(contents[label], cost)

@@ -1,0 +1,25 @@
+"""The partitioning report names, beside each op the host keeps, the other targets that could take it."""
+
+from byoc_workbench.flow import rules
+from byoc_workbench.flow.report import partition_report
+from byoc_workbench.models import demo
+from byoc_workbench.session import Workbench
+
+
+def test_each_host_op_names_the_targets_that_could_take_it():
+    report = partition_report(Workbench(demo.demo_module(), "tensorrt"))
+    rows = {r["op"]: r for r in report.ops}
+    assert rows["relax.less"]["why"] == {"no rule": 1}  # TensorRT's table has no comparison
+    assert rows["relax.less"]["others"] == ["onnxruntime", "openvino"]  # the ONNX runtimes convert it
+    assert all(r["others"] == [] for r in report.ops if not r["host"])  # nothing to say where nothing is left
+    assert "less" in report.text() and "onnxruntime, openvino could take it" in report.text()
+    assert report.to_json()["ops"] == report.ops
+
+
+def test_the_targets_it_names_are_the_ones_given():
+    only = rules.Targets()
+    only.add(rules.get_target("tensorrt"))
+    only.add(rules.get_target("byoc-target"))
+    report = partition_report(Workbench(demo.demo_module(), "tensorrt"), targets=only)
+    less = next(r for r in report.ops if r["op"] == "relax.less")
+    assert less["others"] == [] and "no other target could" in report.text()
