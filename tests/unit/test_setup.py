@@ -4,6 +4,7 @@ Checked on the Makefile itself with ``make -n`` (what make would run) in a copy 
 ``.venv`` holds the stamps a finished set-up leaves.
 """
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,7 +25,12 @@ def project(tmp_path):
 
 
 def would_run(project, *args) -> str:
-    proc = subprocess.run(["make", "-n", *args], cwd=project, capture_output=True, text=True, check=True)
+    """What ``make -n ARGS`` would run in ``project``, as a user's own shell asks it: not with the
+    variables of a make that runs this test (``make test EXTRAS=...`` passes them down in MAKEFLAGS)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "EXTRAS", "MAKEOVERRIDES")
+    }
+    proc = subprocess.run(["make", "-n", *args], cwd=project, capture_output=True, text=True, check=True, env=env)
     return proc.stdout
 
 
