@@ -268,3 +268,11 @@ def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
     mine = medians[every.index(result.chosen.assign)]
     best = min(medians.values(), key=lambda f: f.median_s)
     assert mine.median_s <= best.median_s * (1 + max(mine.spread, best.spread)), (mine, best)
+
+
+def test_a_model_no_rule_claims_has_nothing_to_place():
+    from byoc_workbench.models import demo
+
+    wb = Workbench(demo.demo_module(), "byoc-target", enabled=[])
+    with pytest.raises(WorkbenchError, match="claims an op of .*: nothing to place"):
+        search.search(search.of(wb, demo.demo_inputs()), backends="onnxruntime,tvm")

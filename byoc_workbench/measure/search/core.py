@@ -198,19 +198,14 @@ def search(
         Backends to place units on; ``tvm`` is the host. At least one must offload.
     precision : "f32", "bf16" or "f16"
         OpenVINO's inference precision (the other backends compute in f32).
-    runs : int
-        Instrumented runs per build (each call's median is kept).
-    seams : int
-        Seams per unit cut, 0 for none.
+    runs, seams : int
+        Instrumented runs per build (each call's median is kept); seams per unit cut, 0 for none.
     top : int
         Placements built and measured end to end (the chosen one among them).
-    cache : Cache, optional
-        Where measurements are kept (default ``$BYOC_WORKBENCH_CACHE/search``).
-    only_cached : bool
-        Measure nothing: raise :class:`NotCached` when a measurement is missing.
+    cache, only_cached : Cache (default ``$BYOC_WORKBENCH_CACHE/search``), bool
+        Where measurements are kept; with ``only_cached``, measure nothing (:class:`NotCached` if one is missing).
     anchors : bool
-        Also time the whole-model anchors (ONNX Runtime and OpenVINO on the
-        model's ONNX form, MXNet for the SSD), where the model has them.
+        Also time the whole-model anchors (ONNX Runtime and OpenVINO on its ONNX form, MXNet for the SSD).
     ray_address : str, optional
         ``"auto"`` or a Ray cluster's address: each candidate build a task, alone on its node (:mod:`.tasks`).
     """
@@ -218,12 +213,7 @@ def search(
     backends = _check(backends, precision, runs, seams, top)
     offload = [b for b in backends if b != TVM]
     cache = cache or Cache()
-    plan = plan_for(subject, backends)
-    if not plan.units:
-        raise WorkbenchError(
-            f"No rule of target {subject.workbench.target.name} claims an op of {subject.name}: nothing to place",
-            "switch some rules on, or choose another target",
-        )
+    plan = _placeable(plan_for(subject, backends), subject)
     s = Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
     s.cluster = tasks.Cluster.start(s, backends, ray_address) if ray_address and not only_cached else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
@@ -258,6 +248,16 @@ def search(
         subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
         measurements, notes, subject.mark, plan, s, finals,
     )  # fmt: skip
+
+
+def _placeable(plan: Plan, subject) -> Plan:
+    """``plan``, or the one-line error saying why there is nothing to place."""
+    if not plan.units:
+        raise WorkbenchError(
+            f"No rule of target {subject.workbench.target.name} claims an op of {subject.name}: nothing to place",
+            "switch some rules on, or choose another target",
+        )
+    return plan
 
 
 def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
