@@ -12,8 +12,11 @@ EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.extra-$(e)-$(
 # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PORT ?= 8888
-# make test runs the suite in this many processes (pytest-xdist), each test file in one of them.
+# make test runs the suite in this many processes (pytest-xdist), each test file in one of them. A process
+# that dies (killed for memory, say) ends the run at once, naming its test: pytest-xdist 3.8 can hang forever
+# after it replaces a dead process under --dist loadfile.
 TEST_JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile --max-worker-restart 0
 
 .PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast demo bench clean
 
@@ -65,7 +68,7 @@ lab: setup
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 test: setup lint
-	$(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile
+	$(PYTEST)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -73,7 +76,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test-fast: setup
-	$(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile tests/unit
+	$(PYTEST) tests/unit
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup

@@ -15,13 +15,15 @@ It runs, each in its own process, as a user would:
    left out (the search measured it).
 
 Then it prints, from those two JSONs, the chosen placement against the
-fastest whole-model anchor (bar: 1.3x) and against the best of pruned,
-unpruned and each backend alone (bar: no slower), the predicted time against
-the measured one (bar: within 15%), whether the detections equal TVM alone's,
-and the search's and the repeat's wall time (bars: 3 minutes, 20 s), with
-the load average before and after; and the floor by construction: the
-backbone alone on its fastest backend against the fastest anchor (no
-placement can beat that ratio, even with everything else free).
+fastest runtime run whole, both from the finals' round-robin medians (bar:
+1.1x), and against the best of pruned, unpruned and each backend alone (bar:
+no slower); whether the chosen one is the fastest of the finals within their
+spread; the worst prediction error over every placement built (bar: 10%);
+whether the detections equal TVM alone's; and the search's and the repeat's
+wall time (bars: 120 s, 15 s), with the load average before and after. Then
+the floor by construction: the backbone alone on its fastest backend against
+the fastest runtime run whole (no placement can beat that ratio, even with
+everything else free).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "byoc_workbench.cli"]
-BARS = {"vs_fastest_anchor": 1.3, "prediction_error": 0.15, "search_s": 180.0, "repeat_s": 20.0}
+BARS = {"vs_fastest_anchor": 1.1, "prediction_error": 0.10, "search_s": 120.0, "repeat_s": 15.0}
 
 
 def run(args: list, env: dict) -> tuple:
@@ -53,37 +55,56 @@ def run(args: list, env: dict) -> tuple:
 def verdicts(search: dict, bench: dict, search_wall: float, repeat_wall: float) -> dict:
     """Each bar of the issue, with the numbers it was judged on."""
     chosen = search["chosen"]
-    measured = chosen["measured_s"]
-    anchors = {k: v for k, v in search["baseline"].items() if k.endswith("_whole_model")}
-    anchors |= {f"bench {k}": e["median_s"] for k, e in bench["anchors"].items() if k.endswith("_whole_model")}
-    simple = {k: v for k, v in search["baseline"].items() if k in ("pruned", "unpruned") or k.endswith("_alone")}
-    simple |= {f"bench {k}": e["median_s"] for k, e in bench["backends"].items()}
-    fastest_anchor = min(anchors.items(), key=lambda kv: kv[1]) if anchors else (None, float("nan"))
+    finals = {f["what"]: f for f in search["finals"]}
+    mine = finals[chosen["what"]]
+    measured = mine["median_s"]
+    whole = {k: f["median_s"] for k, f in finals.items() if not f["placement"]}
+    fastest_anchor = min(whole.items(), key=lambda kv: kv[1]) if whole else (None, float("nan"))
+    # Pruned and each backend alone, as this search measured them: in the finals' rounds when they were
+    # finalists, else their one measurement (the bench's own, from other minutes, are shown, not judged).
+    simple = {
+        r["what"]: finals[r["what"]]["median_s"] if r["what"] in finals else r["measured_s"]
+        for r in search["placements"]
+        if r["what"].startswith(("pruned", "each unit on ")) and r["measured_s"]
+    }
     best_simple = min(simple.items(), key=lambda kv: kv[1])
-    error = abs(chosen["predicted_s"] - measured) / measured
-    # The floor by construction: the costliest unit (the backbone) on its fastest backend, everything else free.
+    built = [r for r in search["placements"] if r["measured_s"] and r["predicted_s"]]  # reduced ones predict none
+    errors = {r["what"]: abs(r["predicted_s"] - r["measured_s"]) / r["measured_s"] for r in built}
+    worst = max(errors.items(), key=lambda kv: kv[1])
+    best = min(finals.values(), key=lambda f: f["median_s"])
+    within = measured - best["median_s"] <= max(best["spread"], mine["spread"]) / 2 * measured
+    within_simple = measured - best_simple[1] <= mine["spread"] / 2 * measured
+    # The floors by construction: the costliest unit (the backbone) on its fastest backend, everything else
+    # free; and the same plus the rest every build pays (host ops no rule claims, the VM's dispatch).
     big = max(search["units"], key=lambda u: min(c for c in u["costs"].values() if c is not None))
     floor = min(c for c in big["costs"].values() if c is not None)
+    rest = search["measurements"]["rest_s"]
     return {
         "floor": {
             "unit": big["name"],
             "s": floor,
+            "rest_s": rest,
             "best_possible_vs_fastest_anchor": fastest_anchor[1] / floor,
+            "with_the_rest_vs_fastest_anchor": fastest_anchor[1] / (floor + rest),
         },
         "chosen_s": measured,
+        "chosen_spread": mine["spread"],
         "fastest_anchor": {"name": fastest_anchor[0], "s": fastest_anchor[1], "ratio": fastest_anchor[1] / measured},
+        "fastest_in_finals": {"name": best["what"], "s": best["median_s"], "spread": best["spread"]},
         "best_simple": {"name": best_simple[0], "s": best_simple[1], "ratio": best_simple[1] / measured},
-        "prediction_error": error,
+        "bench": {k: e["median_s"] for k, e in bench["backends"].items()},
+        "prediction_errors": errors,
         "detections_equal_tvm": bool(chosen["equal"]),
         "search_wall_s": search_wall,
         "repeat_wall_s": repeat_wall,
         "met": {
-            "1.3x over the fastest whole-model anchor": fastest_anchor[1] / measured >= BARS["vs_fastest_anchor"],
-            "no slower than pruned, unpruned, each backend alone": measured <= best_simple[1],
-            "predicted within 15%": error <= BARS["prediction_error"],
+            "1.1x over the fastest runtime run whole": fastest_anchor[1] / measured >= BARS["vs_fastest_anchor"],
+            "the fastest of the finals, within their spread": within,
+            "no slower than pruned or each backend alone, within the spread": within_simple,
+            f"every prediction within 10% (worst: {worst[0]}, {worst[1]:.1%})": worst[1] <= BARS["prediction_error"],
             "detections equal TVM alone's": bool(chosen["equal"]),
-            "search within 3 minutes": search_wall <= BARS["search_s"],
-            "repeat within 20 s": repeat_wall <= BARS["repeat_s"],
+            "search within 120 s": search_wall <= BARS["search_s"],
+            "repeat within 15 s": repeat_wall <= BARS["repeat_s"],
         },
     }
 
@@ -109,19 +130,22 @@ def main(argv=None) -> int:
         f"{args.model} ({args.weights}), {search['machine']['cpu']}, {search['machine']['cores']} cores, "
         f"load average {load_before[0]:.2f} before, {report['load_average']['after'][0]:.2f} after",
         "chosen: " + ", ".join(f"{k} on {v}" for k, v in chosen["assign"].items()),
-        f"chosen measured {chosen['measured_s']:.3f} s, predicted {chosen['predicted_s']:.3f} s "
-        f"({report['prediction_error']:.1%} off)",
-        f"fastest whole-model anchor: {report['fastest_anchor']['name']} {report['fastest_anchor']['s']:.3f} s "
-        f"-> chosen is {report['fastest_anchor']['ratio']:.2f}x faster",
-        f"best of pruned, unpruned, each backend alone: {report['best_simple']['name']} "
-        f"{report['best_simple']['s']:.3f} s -> {report['best_simple']['ratio']:.2f}x",
+        f"chosen: {chosen['what']}, finals median {report['chosen_s']:.3f} s ±{report['chosen_spread'] / 2:.0%}, "
+        f"measured {chosen['measured_s']:.3f} s, predicted {chosen['predicted_s']:.3f} s",
+        f"fastest runtime run whole, in the same finals: {report['fastest_anchor']['name']} "
+        f"{report['fastest_anchor']['s']:.3f} s -> chosen is {report['fastest_anchor']['ratio']:.2f}x faster",
+        f"best of pruned and each backend alone, in this search: {report['best_simple']['name']} "
+        f"{report['best_simple']['s']:.3f} s -> {report['best_simple']['ratio']:.2f}x; in bench ssd, minutes apart: "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in report["bench"].items()),
         f"search {search_wall:.0f} s wall ({search['search_s']:.0f} s searching), repeat {repeat_wall:.1f} s "
         f"({report['repeat_builds']} builds)",
     ]
     fl = report["floor"]
     lines.append(
         f"floor: {fl['unit']} alone on its fastest backend takes {fl['s']:.3f} s, so no placement can be more than "
-        f"{fl['best_possible_vs_fastest_anchor']:.2f}x faster than the fastest anchor, even with the rest free"
+        f"{fl['best_possible_vs_fastest_anchor']:.2f}x faster than the fastest anchor, even with the rest free; "
+        f"with the {fl['rest_s'] * 1e3:.1f} ms every build pays besides its units, "
+        f"{fl['with_the_rest_vs_fastest_anchor']:.2f}x"
     )
     lines += [f"  {'met ' if ok else 'MISS'}  {bar}" for bar, ok in report["met"].items()]
     print("\n".join(lines))

@@ -24,6 +24,7 @@ from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
 from byoc_workbench.session import Workbench
+from byoc_workbench.text import wrap
 
 BYOC = "byoc-target"
 CHANGES = ("more", "fewer", "same")
@@ -68,10 +69,10 @@ class Feedback:
 
     def __repr__(self) -> str:
         lines = [f"{self.exercise}: {'solved' if self.passed else 'not yet'}"]
-        lines += [f"  right: {x}" for x in self.right]
-        lines += [f"  wrong: {x}" for x in self.wrong]
+        lines += [wrap(x, indent=" " * 9, first="  right: ") for x in self.right]
+        lines += [wrap(x, indent=" " * 9, first="  wrong: ") for x in self.wrong]
         if not self.passed and self.shown_hint():
-            lines.append(f"  hint:  {self.shown_hint()}")
+            lines.append(wrap(self.shown_hint(), indent=" " * 9, first="  hint:  "))
         return "\n".join(lines)
 
 

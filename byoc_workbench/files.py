@@ -16,8 +16,11 @@ import hashlib
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from byoc_workbench.errors import WorkbenchError
 
@@ -135,6 +138,22 @@ def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
                 f.write(data.encode() if isinstance(data, str) else data)
 
     return write_with(path, save)
+
+
+def write_arrays(path, arrays: list) -> Path:
+    """Arrays kept in a cache entry: an ``.npz`` written with :func:`write_atomic`, read by :func:`read_arrays`."""
+    named = {f"a{k}": np.asarray(a) for k, a in enumerate(arrays)}
+    return write_atomic(path, lambda f: np.savez(f, **named))
+
+
+def read_arrays(path) -> list | None:
+    """The arrays :func:`write_arrays` kept at ``path``, in order; None when it is missing or damaged (a
+    cache entry measured again, never an error)."""
+    try:
+        with np.load(path) as data:
+            return [data[f"a{k}"] for k in range(len(data.files))]
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        return None
 
 
 def _digest(path: Path) -> str:

@@ -10,8 +10,8 @@ private API are :mod:`byoc_workbench.tvm_private`'s.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator
-from functools import cached_property
 
 import tvm
 from tvm import relax
@@ -54,26 +54,27 @@ def is_var(expr) -> bool:
 def free_vars(expr) -> list:
     """Variables that ``expr`` reads, in first-use order (ANF expressions only)."""
     out: list = []
-    seen: set = set()
-
-    def visit(e):
-        if is_var(e):
-            h = e.__chandle__()
-            if h not in seen:
-                seen.add(h)
-                out.append(e)
-        elif type(e) is relax.Call:  # exact type tests: see _walk_seq
-            for a in items(e.args):
-                visit(a)
-        elif type(e) is relax.Tuple:
-            for f in items(e.fields):
-                visit(f)
-        elif type(e) is relax.TupleGetItem:
-            visit(e.tuple_value)
-        # anything else reads no variable: constants, shapes, a local function (it is closed)
-
-    visit(expr)
+    _free_vars(expr, out, set())
     return out
+
+
+def _free_vars(e, out: list, seen: set) -> None:
+    # A function of the module, not one nested in free_vars: a nested recursive function is a reference
+    # cycle (it holds itself), left on every call for the cycle collector (tens of thousands a toggle).
+    if is_var(e):
+        h = e.__chandle__()
+        if h not in seen:
+            seen.add(h)
+            out.append(e)
+    elif type(e) is relax.Call:  # exact type tests: see _walk_seq
+        for a in items(e.args):
+            _free_vars(a, out, seen)
+    elif type(e) is relax.Tuple:
+        for f in items(e.fields):
+            _free_vars(f, out, seen)
+    elif type(e) is relax.TupleGetItem:
+        _free_vars(e.tuple_value, out, seen)
+    # anything else reads no variable: constants, shapes, a local function (it is closed)
 
 
 class PerObject:
@@ -136,6 +137,19 @@ def callee_name(call) -> str:
     return type(op).__name__
 
 
+_OP_NAMES: dict = {}  # an Op's handle -> its name: ops are registered once and live as long as the process
+
+
+def op_name(op: tvm.ir.Op) -> str:
+    """An op's name as a plain Python string, one object per op: TVM's own (``op.name``) is a new FFI
+    string on every read, which a stage's counts, regions and diagrams would each keep a copy of."""
+    handle = op.__chandle__()
+    name = _OP_NAMES.get(handle)
+    if name is None:
+        name = _OP_NAMES[handle] = sys.intern(str(op.name))
+    return name
+
+
 # --- the one walk ------------------------------------------------------------------
 
 
@@ -152,6 +166,24 @@ class Place:
     kind: str
     name: str
     var: relax.Var | None = None
+
+
+class _once:
+    """:class:`functools.cached_property` without its lock (Python 3.11 takes one on each first read, which
+    is most of the cost of a step's ``reads``, ``op`` and ``frame``; a walk's steps are never shared
+    between threads while it runs)."""
+
+    def __init__(self, fn: Callable):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclasses.dataclass(eq=False)  # a walk makes tens of thousands: a frozen one costs 3 times as much to make
@@ -176,25 +208,25 @@ class Step:
     descended: bool = False
     block: relax.BindingBlock | None = dataclasses.field(default=None, compare=False, repr=False)
 
-    @cached_property
+    @_once
     def reads(self) -> list:
         """The variables the binding reads (:func:`reads`), found once per step."""
         return reads(self.value)
 
-    @cached_property
+    @_once
     def op(self) -> str | None:
         """The Relax op's name when the binding calls an op, else None."""
         if not isinstance(self.value, relax.Call):
             return None
         op = self.value.op
-        return op.name if isinstance(op, tvm.ir.Op) else None
+        return op_name(op) if isinstance(op, tvm.ir.Op) else None
 
     @property
     def function(self) -> str:
         """The name of the walked function (as given to :func:`walk`)."""
         return self.path[0].name
 
-    @cached_property
+    @_once
     def frame(self) -> tuple:
         """The calls this binding sits inside, as their bound variables: two calls of
         one local function give their bindings two frames."""
@@ -339,11 +371,19 @@ def composite_steps(func: relax.Function) -> list:
     return _composite_steps(func)
 
 
-def call_places(composite: relax.Function) -> list:
+def call_places(composite: relax.Function) -> tuple:
     """The :func:`composite_steps` of a call to ``composite`` as its caller's walk sees them: each op's
-    calls begin with the composite's name, and an op in no inner composite is in this one."""
+    calls begin with the composite's name, and an op in no inner composite is in this one. Kept per
+    function, as :func:`composite_steps` is: thousands of calls share one composite."""
+    return _call_places(composite)
+
+
+def _places_of_call(composite: relax.Function) -> tuple:
     comp = func_attr(composite, COMPOSITE)
-    return [(op, (comp, *calls), inner or comp) for op, calls, inner in composite_steps(composite)]
+    return tuple((op, (comp, *calls), inner or comp) for op, calls, inner in composite_steps(composite))
+
+
+_call_places = PerObject(_places_of_call, 16384)
 
 
 def composite_ops(func: relax.Function) -> list:

@@ -207,12 +207,12 @@ class Workbench:
         fuse = self._runs.fuse
         effective = tuple(r for r in self._stage_rules if r.qualified in self.enabled and fuse.can_match(r))
         key = (tuple(r.qualified for r in effective), self.prune_rule)
-        source = self._runs.source()
+        mod, prune_rule, source = self.mod, self.prune_rule, self._runs.source()
+        # The run holds what it needs, not this workbench: a workbench holds its run, and a cycle between
+        # them would leave a toggle's stages and diagrams to the cycle collector (see cycles_collected_after).
         run = self._runs.get(
             key,
-            lambda: _Run(
-                lambda: stages.iter_stages(self.mod, effective, self.prune_rule, check=False, fuse=fuse, source=source)
-            ),
+            lambda: _Run(lambda: stages.iter_stages(mod, effective, prune_rule, check=False, fuse=fuse, source=source)),
         )
         return key, run
 

@@ -8,6 +8,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
+import memory
 import pytest
 
 from byoc_workbench.backends import registry
@@ -45,6 +46,13 @@ def default_registry():
     registry.DEFAULT.reset()
     yield registry.DEFAULT
     registry.DEFAULT.reset()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def memory_given_back():
+    """What a test module held, given back to the system after it (see memory.py)."""
+    yield
+    memory.give_back()
 
 
 @pytest.fixture

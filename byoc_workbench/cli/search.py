@@ -61,7 +61,11 @@ def add_search(command) -> None:
         "own",
     )
     s.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
-    s.add_argument("--precision", choices=PRECISIONS, help="openvino's inference precision (default f32)")
+    s.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="also measure the best openvino placements at this precision, beside f32 (default: f32 only)",
+    )
     s.add_argument("--target", help="the target whose rules make the units (default: tensorrt; byoc-target for demo)")
     for flag, low, high, default, what in (
         ("--runs", 1, MAX_RUNS, 10, "instrumented runs per build (default 10)"),

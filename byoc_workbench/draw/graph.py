@@ -8,13 +8,14 @@ tests can check directly; :mod:`byoc_workbench.draw.render` draws them, and
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_types, tvm_private
-from byoc_workbench.flow.summary import HOST
+from byoc_workbench.flow.summary import HOST, function_steps
 
 
 @dataclasses.dataclass
@@ -157,7 +158,7 @@ class _Builder:
         """The node of an argument: its variable's, or a new constant node ``<consumer>.c<k>``."""
         if ir.is_var(expr):
             return w.values.get(frame, expr)
-        if isinstance(expr, tvm.ir.expr.Constant) and self.constants:
+        if self.constants and isinstance(expr, tvm.ir.expr.Constant):
             value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
             text = str(value.item()) if value.size == 1 else f"{value.dtype}{list(value.shape)}"
             return self.add_node(
@@ -197,7 +198,11 @@ class _Builder:
         def opens(step) -> bool:
             return self.node_id(w.prefix[step.frame], step.var) in self.expand
 
-        for step in ir.walk(func, self.mod, descend=opens, name=fname):
+        # With nothing opened, the walk is the one the stage's census made (kept: see function_steps).
+        steps = (
+            ir.walk(func, self.mod, descend=opens, name=fname) if self.expand else function_steps(func, self.mod, fname)
+        )
+        for step in steps:
             self.close_branches(w, step.path)
             nid = self.node_id(w.prefix[step.frame], step.var)
             cluster = self.cluster_of(w, step)
@@ -234,7 +239,10 @@ class _Builder:
         ty = ir_types.type_str(step.var.ty)
         if ir.is_var(v):
             return w.values.get(frame, v)  # an alias draws no node
-        if isinstance(v, relax.If):
+        kind = type(v)  # exact type tests, as ir.walk's: an isinstance that fails goes through abc
+        if kind is relax.Call:
+            return self.call(w, step, nid, cluster, ty)
+        if kind is relax.If:
             cond = v.cond.name if ir.is_var(v.cond) else ""
             self.add_node(Node(nid, "if", f"if {cond}", cluster=cluster, ty=ty, op="If"))
             src = self.arg_node(w, frame, v.cond, nid, 0, cluster)
@@ -245,23 +253,21 @@ class _Builder:
                 w.cluster[(frame, place)] = self.cluster(f"{nid}.{label}", label, label, cluster)
                 w.open_branches.append((step.path + (place,), frame, nid, label, branch))
             return nid
-        if isinstance(v, relax.Tuple):
+        if kind is relax.Tuple:
             self.add_node(Node(nid, "tuple", "tuple", cluster=cluster, ty=ty, target=self.target_of(w, step)))
             self.connect(w, frame, v.fields, nid, cluster)
             return nid
-        if isinstance(v, relax.TupleGetItem):
+        if kind is relax.TupleGetItem:
             self.add_node(Node(nid, "item", f"[{v.index}]", cluster=cluster, ty=ty, target=self.target_of(w, step)))
             self.connect(w, frame, [v.tuple_value], nid, cluster)
             return nid
-        if not isinstance(v, relax.Call):
-            return None
-        return self.call(w, step, nid, cluster, ty)
+        return None
 
     def target_of(self, w: _Walk, step) -> str:
         if step.composite:
             return step.composite.split(".", 1)[0]
         region = self.region(w, step)
-        if region is None or self.layout_only or isinstance(step.value, relax.Call):
+        if region is None or self.layout_only or type(step.value) is relax.Call:
             return w.target
         return region.target
 
@@ -275,7 +281,8 @@ class _Builder:
 
     def call(self, w: _Walk, step, nid, cluster, ty) -> str:
         v = step.value
-        input_types = [ir_types.type_str(a.ty) for a in tvm_private.items(v.args) if hasattr(a, "ty")]
+        args = tvm_private.items(v.args)
+        input_types = _types_of(args)
         if step.op == "relax.call_dps_packed":
             symbol = str(v.args[0].global_symbol)
             made = self.packed.get(symbol)
@@ -297,22 +304,22 @@ class _Builder:
                 rule=step.composite,
                 why=None if inside else self.why.get(step.op, "no rule of this target covers this op"),
             )
-            return self.simple(w, step, node, v.args)
+            return self.simple(w, step, node, args)
         comp = ir.func_attr(step.callee, ir.COMPOSITE)
         if comp:
-            return self.composite_call(w, step, nid, cluster, ty, comp)
+            return self.composite_call(w, step, nid, cluster, ty, comp, args, input_types)
         if ir.func_attr(step.callee, ir.CODEGEN):
-            return self.subgraph_call(w, step, nid, cluster, ty)
+            return self.subgraph_call(w, step, nid, cluster, ty, args, input_types)
         callee_name = ir.callee_name(v)
         node = Node(nid, "call", f"call {callee_name}", op=callee_name, cluster=cluster, ty=ty, input_types=input_types)
-        self.simple(w, step, node, v.args)
+        self.simple(w, step, node, args)
         if callee_name != step.function:
             self.calls.append((nid, callee_name))
         return nid
 
-    def composite_call(self, w: _Walk, step, nid, cluster, ty, comp) -> str | None:
-        """A composite call: one node, or (opened) its body in a cluster, drawn by the same walk."""
-        v = step.value
+    def composite_call(self, w: _Walk, step, nid, cluster, ty, comp, args, input_types) -> str | None:
+        """A composite call (its ``args`` and their types): one node, or (opened) its body in a cluster,
+        drawn by the same walk."""
         node = Node(
             nid,
             "composite",
@@ -321,31 +328,31 @@ class _Builder:
             op=comp,
             cluster=cluster,
             ty=ty,
-            input_types=[ir_types.type_str(a.ty) for a in v.args if hasattr(a, "ty")],
+            input_types=input_types,
             rule=comp,
             ops=ir.composite_ops(step.callee),
             expandable=True,
         )
         if not step.descended:
-            return self.simple(w, step, node, v.args)
+            return self.simple(w, step, node, args)
         w.prefix[step.callee_frame] = nid
         w.cluster[step.callee_frame] = self.cluster(f"x_{nid}", comp, "composite", cluster, node.target)
-        w.values.enter(step, [self.arg_node(w, step.frame, a, nid, k, cluster) for k, a in enumerate(v.args)])
+        w.values.enter(step, [self.arg_node(w, step.frame, a, nid, k, cluster) for k, a in enumerate(args)])
         return None  # the call's variable stands for the callee's result
 
-    def subgraph_call(self, w: _Walk, step, nid, cluster, ty) -> str | None:
-        """A call to a subgraph function: one node, or (opened) a walk of its body in a cluster."""
+    def subgraph_call(self, w: _Walk, step, nid, cluster, ty, args, types) -> str | None:
+        """A call to a subgraph function (its ``args`` and their types): one node, or (opened) a walk
+        of its body in a cluster."""
         v, func = step.value, step.callee
-        name = ir.callee_name(v)
+        name = str(ir.callee_name(v))  # a plain string: a GlobalVar's name is an FFI one
         target, ops = self.known.get(name) or (ir.subgraph_target(self.mod, name), ir.ops_in(func, self.mod))
-        label = f"{name}\n{op_counts(ops)}"
-        types = [ir_types.type_str(a.ty) for a in tvm_private.items(v.args) if hasattr(a, "ty")]
+        label = f"{name}\n{_op_counts_of(tuple(ops))}"
         node = Node(nid, "subgraph", label, target=target, op=name, cluster=cluster, ty=ty, input_types=types)
         node.ops, node.expandable = ops, True
         if nid not in self.expand:
-            return self.simple(w, step, node, v.args)
+            return self.simple(w, step, node, args)
         inner = _Walk(nid, self.cluster(f"x_{nid}", label.replace("\n", " "), "subgraph", cluster, target), target)
-        for k, (p, a) in enumerate(zip(func.params, v.args)):
+        for k, (p, a) in enumerate(zip(func.params, args)):
             inner.values.bind((), p, self.arg_node(w, step.frame, a, nid, k, cluster))
         return self.body(inner, func, name)
 
@@ -362,6 +369,25 @@ class _Builder:
             first = next((n.id for n in self.g.nodes.values() if n.cluster == cid), None)
             if first is not None:
                 self.g.edges.append(Edge(nid, first, "calls", kind="call", to_cluster=cid))
+
+
+def _types_of(args: list) -> list:
+    """The types of a call's arguments as text (those that have one)."""
+    out = []
+    for a in args:
+        ty = getattr(a, "ty", _NO_TYPE)  # read once: each read through the FFI makes a new object
+        if ty is not _NO_TYPE:
+            out.append(ir_types.type_str(ty))
+    return out
+
+
+_NO_TYPE = object()
+
+
+@functools.lru_cache(maxsize=256)
+def _op_counts_of(ops: tuple) -> str:
+    """:func:`op_counts`, kept per list of ops: a partition's thousands of subgraphs have a few."""
+    return op_counts(ops)
 
 
 def op_counts(ops, per_line: int = 4) -> str:

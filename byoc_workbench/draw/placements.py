@@ -27,7 +27,12 @@ def ordered(result) -> list:
     """The placements as the table shows them: the chosen one, then the measured by time, then the rest."""
     return sorted(
         result.placements,
-        key=lambda r: (r is not result.chosen, r.measured_s is None, r.measured_s or r.predicted_s, r.predicted_s),
+        key=lambda r: (
+            r is not result.chosen,
+            r.measured_s is None,
+            r.measured_s or r.predicted_s or 0,
+            r.predicted_s or 0,
+        ),
     )
 
 
@@ -60,8 +65,13 @@ def summary_lines(result) -> list:
     c = result.chosen
     if c is not None:
         lines.append("chosen: " + ", ".join(f"{k} on {v}" for k, v in c.assign.items()))
-        error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")
-        lines.append(f"predicted {_s(c.predicted_s)}, measured {_s(c.measured_s)} ({error:+.0%} off)")
+        if c.predicted_s is None:
+            lines.append(
+                f"measured {_s(c.measured_s)} (no prediction at {c.precision}: the costs were measured at f32)"
+            )
+        else:
+            error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")
+            lines.append(f"predicted {_s(c.predicted_s)}, measured {_s(c.measured_s)} ({error:+.0%} off)")
     if result.finals:
         rounds = len(result.finals[0].times)
         heats = ", ".join(f"{f.what} {_s(f.median_s)}" for f in sorted(result.finals, key=lambda f: f.median_s))

@@ -60,22 +60,26 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
     variables it takes, and the type of its call in the caller's sizes (see :func:`_defines_sizes`).
 
     A composite becomes a local function, a copy of it where it is placed twice (see :class:`_Copies`)."""
-    defined = {b.var.__chandle__() for b in members}
+    # Each binding's variable and value read once: every read through the FFI makes a new Python object.
+    pairs = [(b.var, b.value) for b in members]
+    defined = {var.__chandle__() for var, _ in pairs}
     inputs, seen = [], set()
-    for b in members:
-        for v in ir.free_vars(b.value):
+    for _, value in pairs:
+        for v in ir.free_vars(value):
             h = v.__chandle__()
             if h not in defined and h not in seen:
                 seen.add(h)
                 inputs.append(v)
-    params = [tvm_private.new_var(v.name, v.ty, dataflow=False) for v in inputs]
+    types = [v.ty for v in inputs]
+    params = [tvm_private.new_var(v.name, ty, dataflow=False) for v, ty in zip(inputs, types)]
     mapping = ir_edit.by_handle(zip(inputs, params))  # keyed by handle, as everything here (see ir_edit.by_handle)
     out_handles = {o.__chandle__() for o in outputs}
     new_bindings = []
-    for b in members:
-        value = b.value
-        composite = ir.callee(mod, value) if isinstance(value, relax.Call) else None
-        if composite is not None and isinstance(value.op, tvm.ir.GlobalVar):
+    for var, value in pairs:
+        composite = None
+        if type(value) is relax.Call and type(value.op) is tvm.ir.GlobalVar:  # exact type tests, as ir.walk's
+            composite = ir.callee(mod, value)
+        if composite is not None:
             args = [ir_edit.substitute(a, mapping, same_types=True) for a in tvm_private.items(value.args)]
             local = copies.take(composite)
             # Bound to a variable of its own, as Normalize would bind it, so that Normalize is not run
@@ -85,16 +89,17 @@ def _region_function(mod, members: list, region: Region, outputs: list, name: st
             value = tvm_private.new_call(lv, args, value.ty)
         else:
             value = ir_edit.substitute(value, mapping, same_types=True)
-        h = b.var.__chandle__()
-        new_var = mapping[h] = ir_edit.fresh_var(b.var, dataflow=h not in out_handles)
+        h = var.__chandle__()
+        new_var = mapping[h] = ir_edit.fresh_var(var, dataflow=h not in out_handles)
         new_bindings.append(relax.VarBinding(new_var, value))
     outs = [mapping[o.__chandle__()] for o in outputs]
     ret_ty = outs[0].ty if len(outs) == 1 else relax.TupleType([o.ty for o in outs])
     result = outs[0] if len(outs) == 1 else ir_edit.typed(relax.Tuple(outs), ret_ty)
     body = ir_edit.typed(relax.SeqExpr([relax.DataflowBlock(new_bindings)], result), ret_ty)
-    func = relax.Function(params, body, ret_ty)
-    func = func.with_attrs({ir.CODEGEN: codegen_name(region.target), ir.GLOBAL_SYMBOL: name})
-    if any(_defines_sizes(p.ty) for p in params):
+    # Made with its attributes: with_attrs would make the function a second time.
+    attrs = tvm.ir.DictAttrs({ir.CODEGEN: codegen_name(region.target), ir.GLOBAL_SYMBOL: name})
+    func = relax.Function(params, body, ret_ty, True, attrs)
+    if any(_defines_sizes(ty) for ty in types):
         # A symbolic size (a batch n) is defined by the one function whose parameters name it: the
         # lifted function takes new ones (upstream's copy renews them; it is the rare path, 1 ms).
         func = relax.utils.copy_with_new_vars(func)
@@ -199,10 +204,9 @@ def partition(mod: tvm.IRModule, regions: list, names: dict | None = None) -> tv
         editor.update(fname, ir_edit.rebuild(mod[fname], rewrite))
     new_mod = editor.finish()
     # Composites now live inside the subgraphs as local functions: only host functions still call global ones.
+    # (The module's own functions are asked, not the new module's thousands of subgraphs.)
     unused = [
-        gv.name_hint
-        for gv, f in new_mod.functions.items()
-        if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called
+        gv.name_hint for gv, f in mod.functions.items() if ir.func_attr(f, ir.COMPOSITE) and gv.name_hint not in called
     ]
     for name in unused:
         del new_mod[new_mod.get_global_var(name)]

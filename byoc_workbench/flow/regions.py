@@ -28,6 +28,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir
+from byoc_workbench.flow.summary import function_steps
 
 
 @dataclasses.dataclass
@@ -148,10 +149,13 @@ def _only_projected(var, users) -> bool:
 def _plumbing_home(groups, value, var, users, producer):
     """The claimed group a Tuple, TupleGetItem or alias binding joins, or None (``users`` as
     :func:`ir.users` gives them; ``producer`` maps a variable's handle to its binding's group)."""
-    if isinstance(value, relax.TupleGetItem):
+    kind = type(value)  # exact type tests, as ir.walk's: most bindings are calls, and a failed isinstance is slow
+    if kind is relax.Call:
+        return None
+    if kind is relax.TupleGetItem:
         src = value.tuple_value
         fields = [src] if ir.is_var(src) and _only_projected(src, users) else []
-    elif isinstance(value, relax.Tuple) and _only_projected(var, users):
+    elif kind is relax.Tuple and _only_projected(var, users):
         fields = [f for f in value.fields if not isinstance(f, tvm.ir.expr.Constant)]
     elif ir.is_var(value) and (isinstance(value.ty, relax.TensorType) or _only_projected(var, users)):
         fields = [value]
@@ -222,7 +226,7 @@ def propose_regions(mod: tvm.IRModule) -> list:
     regions: list = []
     for fname in ir.host_functions(mod):
         func = mod[fname]
-        steps = list(ir.walk(func, mod, descend=False, name=fname))
+        steps = function_steps(func, mod, fname)  # the census of the stage walked it
         users = ir.users(func, steps)
         blocks: dict = {}
         for step in steps:

@@ -164,6 +164,13 @@ def _naming(targets) -> dict:
     return out
 
 
+def other_takers(op: str, target: str, targets: Targets | None = None) -> list:
+    """The targets besides ``target`` (default: every one of :data:`~byoc_workbench.flow.rules.TARGETS`)
+    with a rule that names ``op``: who else could take an op the host keeps."""
+    targets = TARGETS if targets is None else targets
+    return _naming(targets.get(name) for name in targets if name != target).get(op, [])
+
+
 def partition_report(wb, model: str = "", targets: Targets | None = None) -> Report:
     """The partitioning report of a :class:`~byoc_workbench.session.Workbench` (see the module's notes);
     ``targets`` (default: :data:`~byoc_workbench.flow.rules.TARGETS`) are those it names beside each host op."""

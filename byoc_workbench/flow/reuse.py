@@ -81,18 +81,22 @@ class FuseCache:
         kept_ops = {op for r in rules for op in r.ops}
         if any(set(r.ops) & kept_ops for r in every if r.qualified in off):
             return None  # a kept rule might claim what a dropped one claimed
-        drop = {}
+        drop = {}  # by the GlobalVar's handle: the calls name the module's own GlobalVar objects
         for gv, func in fused.functions.items():
             if ir.func_attr(func, ir.COMPOSITE) in off:
                 value = _single_call(func)
                 if value is None:
                     return None
-                drop[gv.name_hint] = (func.params, value)
+                drop[gv.__chandle__()] = (gv.name_hint, func.params, value)
 
         def inline(binding, is_df):
             v = binding.value
-            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in drop:
-                params, value = drop[v.op.name_hint]
+            if type(v) is not relax.Call:  # exact type tests, as ir.walk's
+                return None
+            op = v.op
+            found = drop.get(op.__chandle__()) if type(op) is tvm.ir.GlobalVar else None
+            if found is not None:
+                _, params, value = found
                 # The call's variable has the value's type in this function (a composite's own types may
                 # name its own symbolic sizes), so Normalize has nothing to infer.
                 inlined = ir_edit.typed(
@@ -101,4 +105,4 @@ class FuseCache:
                 return [relax.VarBinding(binding.var, inlined)]
             return None
 
-        return ir_edit.map_bindings(fused, inline, remove=sorted(drop))
+        return ir_edit.map_bindings(fused, inline, remove=sorted(name for name, _, _ in drop.values()))

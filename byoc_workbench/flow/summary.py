@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+import typing
 
 import tvm
 
@@ -51,9 +52,11 @@ class Stage:
         }
 
 
-@dataclasses.dataclass(frozen=True, order=True)
-class Owner:
-    """Where an op sits: a function, then the composites around it, outermost first."""
+class Owner(typing.NamedTuple):
+    """Where an op sits: a function, then the composites around it, outermost first.
+
+    A named tuple, not a dataclass: it keys the counts of every stage, and a tuple hashes and
+    compares in C (a toggle that makes thousands of subgraphs counts tens of thousands of them)."""
 
     function: str
     composites: tuple = ()
@@ -83,34 +86,69 @@ def _census(mod: tvm.IRModule, memo: dict | None = None, lifted: dict | None = N
     calls: collections.Counter = collections.Counter()
     subgraphs = []
     memo = {} if memo is None else memo
+    shapes: dict = {}  # (places, target) -> what a function's count holds but its name, shared by look-alikes
 
     def visit(name, target):
         func = mod[name]
         key = (name, func)
         if key not in memo:
             found, made = (lifted[name], None) if target is None and name in lifted else _function_ops(func, mod, name)
-            own = target
-            if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
-                first = next((c for _, _, c in found if c), None)
-                own = first.split(".", 1)[0] if first else ir.func_attr(func, ir.CODEGEN)
-            # Counted by plain tuples first (hashed in C), then named: an Owner hashes in Python.
-            placed = collections.Counter(found)
-            here = collections.Counter()
-            for (op, around, composite), n in placed.items():
-                here[(op, Owner(name, around), composite.split(".", 1)[0] if composite else own)] += n
-            memo[key] = (own, [op for op, _, _ in found], here, made)
+            found = tuple(found)
+            own, ops, rows = shapes.get((found, target)) or _shape(found, target, func, shapes)
+            # Counted by plain tuples (hashed in C), then named: one row per (op, calls, target).
+            memo[key] = (own, ops, {(op, Owner(name, around), tgt): n for op, around, tgt, n in rows}, made)
         own, ops, here, made = memo[key]
         if target is None:
             subgraphs.append(Subgraph(name, own, list(ops)))
         else:
             calls.update(made)
-        counts.update(here)
+        # Each function's keys name it, so no two functions' keys meet: a dict's update adds them, in C.
+        dict.update(counts, here)
 
+    # Names as plain strings: a GlobalVar's is an FFI string, which each count and subgraph would keep.
     for name in ir.host_functions(mod):
-        visit(name, HOST)
+        visit(str(name), HOST)
     for name in ir.subgraph_functions(mod):
-        visit(name, None)
+        visit(str(name), None)
     return counts, subgraphs, calls
+
+
+def _shape(found: tuple, target, func, shapes: dict) -> tuple:
+    """``(owner target, ops, [(op, calls, target, count)])`` of a function whose places are ``found``
+    (``target``: its own, None for a subgraph's), kept in ``shapes`` where the places alone decide it:
+    thousands of subgraphs of one shape (one per block) count the same."""
+    own = target
+    first = None
+    if own is None:  # a subgraph's: that of its first composite, else its codegen (ir.subgraph_target)
+        first = next((c for _, _, c in found if c), None)
+        own = first.split(".", 1)[0] if first else ir.func_attr(func, ir.CODEGEN)
+    rows = [
+        (op, around, composite.split(".", 1)[0] if composite else own, n)
+        for (op, around, composite), n in collections.Counter(found).items()
+    ]
+    shape = (own, [op for op, _, _ in found], rows)
+    if target is not None or first is not None:  # else the function's own Codegen attribute decided
+        shapes[(found, target)] = shape
+    return shape
+
+
+_walks: collections.OrderedDict = collections.OrderedDict()  # (handles, name) -> (function, module, its steps)
+WALKS_KEPT = 1  # what one stage walks, its diagram walks again; kept longer, they would cost the cycle collector
+
+
+def function_steps(func, mod: tvm.IRModule, name: str) -> list:
+    """``list(ir.walk(func, mod, descend=False, name=name))``, kept for the function last walked: a
+    stage's census, then the regions merge proposes or the stage's diagram, walk the same function
+    (6,000 steps a walk on a 6,000-op model). The list is shared: read it, never change it."""
+    key = (func.__chandle__(), mod.__chandle__(), name)
+    kept = _walks.get(key)
+    if kept is None:  # the function and module are kept with their steps: no other takes their handles
+        kept = _walks[key] = (func, mod, list(ir.walk(func, mod, descend=False, name=name)))
+        while len(_walks) > WALKS_KEPT:
+            _walks.popitem(last=False)
+    else:
+        _walks.move_to_end(key)
+    return kept[2]
 
 
 def _function_ops(func, mod, name) -> tuple:
@@ -118,24 +156,23 @@ def _function_ops(func, mod, name) -> tuple:
     into every call sees them (``calls``: the names of the calls around the op), and a count of the calls
     ``func`` makes itself, by the ``Composite`` name of their callee (None: not a composite). A composite's
     own are read from :func:`ir.composite_steps`, which keeps them per function: thousands of calls share a few."""
-    steps = list(ir.walk(func, mod, descend=False, name=name))
-    made = collections.Counter(ir.func_attr(s.callee, ir.COMPOSITE) for s in steps if s.callee is not None)
-    local = [
-        s
-        for s in steps
-        if s.callee is not None
-        and not ir.func_attr(s.callee, ir.COMPOSITE)
-        and type(s.value.op) is not tvm.ir.GlobalVar
-    ]
-    if local:  # calls to local functions (a loop written as one): the walk itself goes in
-        return ir.op_places(func, mod, name), made
+    made: collections.Counter = collections.Counter()
     found = []
-    for s in steps:
-        if s.op:
-            found.append((s.op, (), None))
-        elif s.callee is not None and ir.func_attr(s.callee, ir.COMPOSITE):
-            found.extend(ir.call_places(s.callee))
-    return found, made
+    local = False  # a call to a local function (a loop written as one): the walk itself goes in
+    for s in function_steps(func, mod, name):  # one pass: each step's callee is asked once
+        callee = s.callee
+        if callee is None:
+            op = s.op
+            if op:
+                found.append((op, (), None))
+            continue
+        comp = ir.func_attr(callee, ir.COMPOSITE)
+        made[comp] += 1
+        if comp:
+            found.extend(ir.call_places(callee))
+        elif type(s.value.op) is not tvm.ir.GlobalVar:
+            local = True
+    return (ir.op_places(func, mod, name) if local else found), made
 
 
 def diff(before: collections.Counter, after: collections.Counter) -> list:

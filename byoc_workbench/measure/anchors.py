@@ -99,20 +99,26 @@ def whole_model_anchors(
 ) -> tuple:
     """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX
     file, timed (see :func:`whole_model_runs`)."""
+    with whole_model_runs(path, inputs, backends) as (runs, skipped):
+        return (*_timed(runs, repeat, f" on {Path(path).name}", progress, max_seconds), skipped)
+
+
+def _timed(runs: dict, repeat: int, where: str, progress: bool = True, max_seconds: float | None = None) -> tuple:
+    """``({label: entry}, {label: outputs})``: each of :func:`whole_model_runs`' runs timed; ``where`` ends
+    each entry's ``ran_on``."""
     ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
     entries, outputs = {}, {}
-    with whole_model_runs(path, inputs, backends) as (runs, skipped):
-        for label, run in runs.items():
-            out: list = [None]
+    for label, run in runs.items():
+        out: list = [None]
 
-            def once(run=run, out=out):
-                out[0] = run()
+        def once(run=run, out=out):
+            out[0] = run()
 
-            backend = label.removesuffix("_whole_model")
-            lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
-            entries[label] = lat.to_json() | {"ran_on": f"{ran_on[backend]} on {Path(path).name}"}
-            outputs[label] = out[0]
-    return entries, outputs, skipped
+        backend = label.removesuffix("_whole_model")
+        lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
+        entries[label] = lat.to_json() | {"ran_on": ran_on[backend] + where}
+        outputs[label] = out[0]
+    return entries, outputs
 
 
 def _static(path, inputs, to: Path) -> Path:
@@ -154,14 +160,20 @@ def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: f
             return {}, {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
 
 
-def zoo_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
+def zoo_anchors(
+    loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None, opened: tuple | None = None
+) -> tuple:
     """``({label: entry}, {label: outputs}, {label: why skipped})`` of a zoo model: MXNet's own block
-    (:func:`mxnet_anchor`) and the runtimes on its ONNX export (:func:`export_anchors`). A detector's
-    exported anchors carry a ``note``: their NMS is class-agnostic."""
+    (:func:`mxnet_anchor`) and the runtimes on its ONNX export (:func:`export_anchors`, or ``opened``: what
+    :func:`subject_runs` yielded). A detector's exported anchors carry a ``note``: their NMS is class-agnostic."""
     lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
     entries = {"mxnet": lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}}
     outputs = {"mxnet": out}
-    found, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
+    if opened is None:
+        found, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
+    else:
+        found, more = _timed(opened[0], repeat, "", progress, max_seconds)
+        skipped = opened[1]
     for label, entry in found.items():
         entries[label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
         if loaded.spec.kind == "detection":
@@ -184,13 +196,13 @@ def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | 
     return {"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {}
 
 
-def subject_anchors(subject, repeat: int) -> tuple:
+def subject_anchors(subject, repeat: int, opened: tuple) -> tuple:
     """``({label: entry}, {label: why skipped})``: the whole-model anchors of a
-    :class:`~byoc_workbench.subjects.Subject` whose :attr:`source` is a zoo model or an ONNX file."""
+    :class:`~byoc_workbench.subjects.Subject` whose :attr:`source` is a zoo model or an ONNX file, timed
+    on ``opened`` (what :func:`subject_runs` yielded, which the search's finals time again)."""
     if isinstance(subject.source, (str, os.PathLike)):
-        entries, _, skipped = whole_model_anchors(subject.source, subject.inputs, repeat, progress=False)
-    else:
-        entries, _, skipped = zoo_anchors(subject.source.model, subject.inputs[0], repeat, progress=False)
+        return _timed(opened[0], repeat, f" on {Path(subject.source).name}", progress=False)[0], opened[1]
+    entries, _, skipped = zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
     return entries, skipped
 
 

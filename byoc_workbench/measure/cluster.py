@@ -182,12 +182,15 @@ def _line(done: Done, k: int, n: int, elapsed: float, state: Callable | None) ->
 
 def cancel(ray, refs: list) -> None:
     """Stop ``refs``: a KeyboardInterrupt in each first, so it cleans up (a file half written is removed),
-    then, after :data:`GRACE_S`, its worker killed."""
+    then, after :data:`GRACE_S`, the worker of each that has not finished killed. One that finished is left
+    alone: force-cancelling a task whose reply is on its way can trip a check inside Ray's core worker
+    ("Tried to complete task that was not pending"), which ends the process with status 1."""
     for ref in refs:
         with contextlib.suppress(Exception):
             ray.cancel(ref)
+    running = refs
     with contextlib.suppress(Exception):
-        ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
-    for ref in refs:
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
+    for ref in running:
         with contextlib.suppress(Exception):
             ray.cancel(ref, force=True)

@@ -6,6 +6,9 @@ keys a build by the module's structural hash (its functions, attributes and
 constants), the target, the passes left out, TVM's version and the machine,
 and keeps the exported library under ``$BYOC_WORKBENCH_CACHE/builds``.
 
+TVM 0.27 frees nothing of a library it loaded, so a process loads each entry once (``_opened``),
+and a build just made is used as built, not loaded back from the entry it was kept in.
+
 An entry is the library, ``<key>.so``, written atomically, then sealed with
 its size and SHA-256 (:func:`byoc_workbench.files.seal`). An entry that does
 not match its seal, or does not load, is built again and overwritten, so a
@@ -45,6 +48,10 @@ FORMAT = 2  # bumped when what an entry holds changes
 KEEP_S = 2.0
 _reading = [True]
 _warned: list = []  # one warning per process about a cache that cannot be written
+# TVM 0.27 frees nothing of a library it loaded: each load_module of an entry keeps the entry's size in
+# memory for the life of the process (160 MB more for each load of TVM alone's SSD). So a process loads
+# each entry once, and hands the same executable to every VM after (an executable is read-only).
+_opened: dict = {}
 
 
 @contextlib.contextmanager
@@ -76,13 +83,22 @@ def key(mod: tvm.IRModule, target: str, disabled=()) -> str:
 
 def _load(lib: Path) -> relax.VMExecutable | None:
     """The entry's executable, or None when it is missing, damaged or does not load."""
+    try:
+        st = lib.stat()
+    except OSError:
+        return None
+    opened = (str(lib), st.st_ino, st.st_size, st.st_mtime_ns)  # a file written since is another entry
+    if opened in _opened:
+        return _opened[opened]
     if not files.intact(lib):
         return None
     try:
-        return relax.VMExecutable(tvm.runtime.load_module(str(lib)))
+        executable = relax.VMExecutable(tvm.runtime.load_module(str(lib)))
     except Exception as err:  # noqa: BLE001 - whatever is wrong with it: build again
         logger.warning("build cache: %s does not load (%s); building it again", lib.name, err)
         return None
+    _opened[opened] = executable
+    return executable
 
 
 def _store(executable: relax.VMExecutable, lib: Path) -> None:
@@ -116,4 +132,8 @@ def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], 
         if not _warned:
             logger.warning("build cache: builds are not kept in %s (%s); each is compiled again next time", root, err)
             _warned.append(k)
+        return executable, False
+    # Not loaded back from the library just written, though that would spare LLVM generating the machine code
+    # again when a VM first loads it (about 6 s of TVM alone's SSD): what TVM loads it keeps for the life of
+    # the process, and a search keeps a dozen builds. The executable as built is freed with its last VM.
     return executable, False

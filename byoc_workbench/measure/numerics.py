@@ -18,6 +18,7 @@ import tvm
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import execute, timing
 from byoc_workbench.measure.compare import output_error
+from byoc_workbench.measure.recorder import Recorder
 
 
 @dataclasses.dataclass
@@ -105,7 +106,7 @@ def capture(built: timing.Built, inputs, entry: str = "main") -> dict:
         else:
             seen[site.name].append((pending.pop(symbol), [a.numpy() for a in args[n_in:]]))
 
-    recorder = timing.Recorder(built.functions, watch)
+    recorder = Recorder(built.functions, watch, entry)
     recorder.run(built.vm, built.vm[entry], timing.tensors(inputs))
     return dict(seen)
 

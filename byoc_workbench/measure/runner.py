@@ -25,7 +25,7 @@ import tvm
 from byoc_workbench import ir, text
 from byoc_workbench import progress as _progress
 from byoc_workbench.backends import registry
-from byoc_workbench.measure import clock, execute
+from byoc_workbench.measure import clock, execute, kept
 
 # --- what was built -----------------------------------------------------------------
 
@@ -157,12 +157,15 @@ class Run:
     skipped: dict  # subgraph -> why TVM kept it
     vm: object = dataclasses.field(repr=False, default=None)
     mark: str = ""  # e.g. "untrained weights"
+    measured: str = ""  # when a kept run was measured (:mod:`byoc_workbench.measure.kept`); "" for this one
 
     def line(self) -> str:
         """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.text.WIDTH`."""
         mark = f" — {self.mark}" if self.mark else ""
+        kept = f"; {self.measured}" if self.measured else ""
         return text.wrap(
-            f"{self.label} [{self.backend}]: build {text.seconds(self.build_s)}, {self.latency}{mark}", indent="  "
+            f"{self.label} [{self.backend}]: build {text.seconds(self.build_s)}, {self.latency}{kept}{mark}",
+            indent="  ",
         )
 
     def artifact(self, subgraph: str | None = None, lines: int | None = 40) -> str:
@@ -205,6 +208,7 @@ def build_and_run(
     progress: bool = True,
     options: dict | None = None,
     max_seconds: float | None = None,
+    keep: bool = False,
 ) -> Run:
     """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
 
@@ -226,6 +230,11 @@ def build_and_run(
         What the printout calls this build, and e.g. ``"untrained weights"``.
     max_seconds : float, optional
         Refuse the timed runs when the first one says they would take longer.
+    keep : bool
+        For a slow baseline (TVM alone): keep the run on disk and, next time the same
+        build gets the same inputs on this machine, show the kept run instead of
+        running it again (:mod:`byoc_workbench.measure.kept`); the printout says when
+        it was measured. ``BYOC_WORKBENCH_NO_CACHE=1`` measures it again.
     """
     mod, generated, skipped = _module_and_generated(what, backend, options or {})
     name = label or "module"
@@ -237,19 +246,20 @@ def build_and_run(
         dev = execute.device(target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
         fn = vm["main"]
-        calls: list = []  # VM calls of the first run, when they are counted
-        if warmup == 0 and progress:
-            fn = _first_call_with_progress(vm, executable, fn, name, bar, calls)
-        last: list = [None]
-
-        def once():
-            last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
-
-        latency = clock.measure(once, repeat, warmup, f"{name}: run", max_seconds=max_seconds, bar=bar)
-        counted = f", {calls[0]} VM calls" if calls else ""
+        run_key = kept.key(mod, target, inputs, repeat, warmup) if keep and not generated else None
+        found = kept.load(run_key) if run_key else None
+        if found is not None:
+            latency, outputs, when = found
+            measured, counted = f"measured {when} on this machine and kept", ""
+        else:
+            timed = _timed(vm, executable, fn, args, name, bar, repeat, warmup, progress, max_seconds)
+            (latency, outputs, counted), measured = timed, ""
+            if run_key:
+                kept.store(run_key, latency, outputs)
         runs = f"{latency.runs} run{'s' if latency.runs != 1 else ''}"
+        said = f" ({measured})" if measured else counted
         bar.done = text.wrap(
-            f"{name}: built in {text.seconds(build_s)}; {runs}, median {text.seconds(latency.median_s)}{counted}",
+            f"{name}: built in {text.seconds(build_s)}; {runs}, median {text.seconds(latency.median_s)}{said}",
             indent="  ",
         )
     return Run(
@@ -257,13 +267,29 @@ def build_and_run(
         ran_on(generated, skipped, target),
         latency,
         build_s,
-        execute.to_numpy(last[0]),
+        outputs,
         structure(executable, generated),
         generated,
         skipped,
         vm,
         mark,
+        measured,
     )
+
+
+def _timed(vm, executable, fn, args, name: str, bar, repeat: int, warmup: int, progress: bool, max_seconds):
+    """``(latency, outputs of the last timed run, ", N VM calls" or "")``; a slow baseline run once
+    (``warmup=0``) counts its VM calls on ``bar``."""
+    calls: list = []
+    if warmup == 0 and progress:
+        fn = _first_call_with_progress(vm, executable, fn, name, bar, calls)
+    last: list = [None]
+
+    def once():
+        last[0] = fn(*args)  # the outputs of the last timed run: no extra run of a slow baseline
+
+    latency = clock.measure(once, repeat, warmup, f"{name}: run", max_seconds=max_seconds, bar=bar)
+    return latency, execute.to_numpy(last[0]), f", {calls[0]} VM calls" if calls else ""
 
 
 def _first_call_with_progress(vm, executable, fn, name: str, bar: _progress.Bar, calls: list):

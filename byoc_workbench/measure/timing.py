@@ -1,11 +1,11 @@
 """Where the time goes in a build: every VM call timed and attributed to a binding or a subgraph.
 
 :func:`build` compiles the codegen stage's module as ``tvm.compile`` would,
-with one change: every call site of a TIR kernel gets a kernel of its own.
+keeping what names each VM call's site (see "How a VM call is attributed").
 :func:`profile` then times every call the Relax VM makes (``set_instrument``)
 over several runs and returns plain data; :mod:`byoc_workbench.draw.latency`
 draws it. :mod:`byoc_workbench.measure.numerics` reruns each offloaded
-subgraph with TVM alone through the same instrument (:class:`Recorder`).
+subgraph with TVM alone through the same instrument (:class:`~byoc_workbench.measure.recorder.Recorder`).
 
 Measurement has its homes in :mod:`byoc_workbench.measure`:
 :mod:`~byoc_workbench.measure.clock` times whole runs and records where
@@ -19,11 +19,15 @@ How a VM call is attributed
 - A **TIR kernel** belongs to the Relax binding that calls it. ``LegalizeOps``
   turns each host op into ``R.call_tir(<kernel>, ...)`` bound to the same
   variable, but it shares one kernel between identical calls (SSD's host tail:
-  268 calls, 101 kernels). So, between ``LegalizeOps`` and the rest of the
-  pipeline, each call site after the first gets a copy of its kernel under a
-  name of its own: the same code, compiled once more, so the VM's symbol names
-  the site. ``tvm.compile``'s pipeline for ``llvm`` does not fuse (no
-  ``FuseOps``), so a kernel is one op. Under a fusing pipeline a fused kernel
+  268 calls, 101 kernels). In a function without branches every binding runs
+  once per call of the function, in order, so the k-th call of a kernel within
+  one call of its function is its k-th call site there (dead bindings are
+  removed first, as the pipeline would). Only in a function with branches does
+  each call site get a copy of its kernel under a name of its own, so that the
+  VM's symbol names the site: copies are compiled again, and on TVM alone for
+  the SSD they would more than double the build (653 kernels, not 276).
+  ``tvm.compile``'s pipeline for ``llvm`` does not fuse (no ``FuseOps``), so a
+  kernel is one op. Under a fusing pipeline a fused kernel
   would be one binding in the lowered module, and its time would go to the
   variable that binding defines: the fused group's output.
 - An **offloaded subgraph** is a call to the packed symbol of its
@@ -39,11 +43,15 @@ How a VM call is attributed
 - Calls of Relax functions (the demo's recursive ``while_loop``) are not
   entries: their time is that of the calls inside them.
 
-Each call is keyed by its symbol and its rank among that symbol's calls in one
-run, timed in every run, and its median taken; an entry's time is the sum of
-its calls' medians. The end-to-end median comes from plain runs (no
+Each call is keyed by its symbol, its function and its place among that
+symbol's calls in one call of the function, and by its rank among such calls in
+one run (a loop's iterations); it is timed in every run, and its median taken;
+an entry's time is the sum of its calls' medians. The end-to-end median comes from plain runs (no
 instrument) interleaved with the timed ones; what the entries miss is the VM's
 own dispatch between calls, and they gain the instrument's own overhead.
+``Profile.paired`` compares each timed run's entries with the plain run beside
+it, and takes the median over runs: on a machine whose load comes and goes, the
+two medians can fall in different moments, a run and its neighbour rarely do.
 """
 
 from __future__ import annotations
@@ -58,11 +66,11 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_edit
-from byoc_workbench.backends import phases
 from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
 from byoc_workbench.measure import clock, execute
+from byoc_workbench.measure.recorder import Recorder
 
 _KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad")
 _PACKED_CALLS = ("relax.call_dps_packed", "relax.call_pure_packed", "relax.call_packed")
@@ -94,6 +102,7 @@ class Built:
     subgraphs: dict  # subgraph name -> Site
     stages: list  # what run_stages returned: the map draws the codegen stage
     mark: str = ""  # e.g. "untrained weights"
+    in_order: dict = dataclasses.field(default_factory=dict)  # (function, kernel) -> [Site per call, in order]
 
 
 @dataclasses.dataclass
@@ -122,6 +131,7 @@ class Profile:
     runs: int
     backends: dict  # subgraph -> the backend that ran it
     mark: str = ""
+    paired: float = float("nan")  # median over runs of a timed run's entries over the plain run beside it
 
     @property
     def total_s(self) -> float:
@@ -149,6 +159,7 @@ class Profile:
             "total_s": self.total_s,
             "end_to_end_s": self.end_to_end_s,
             "ratio": self.ratio,
+            "paired_ratio": self.paired,
             "runs": self.runs,
             "by_target": self.by_target,
             "by_kind": self.by_kind,
@@ -202,31 +213,39 @@ def binding_names(mod: tvm.IRModule) -> dict:
     return names
 
 
-def _one_kernel_per_site(mod: tvm.IRModule) -> tuple:
-    """``(module, {kernel name: (function, var)})`` with each call site of a kernel calling a kernel of its own."""
-    editor = ir_edit.ModuleEditor(mod)
-    uses: collections.Counter = collections.Counter()
-    sites: dict = {}
-    for fname in ir.host_functions(mod):
+def _kernel_sites(mod: tvm.IRModule) -> tuple:
+    """``(module, {kernel: (function, var)}, {(function, kernel): [var, ...]})``.
 
-        def per_block(is_df, bindings, fname=fname):
+    In a function with branches each call site calls a kernel of its own (the
+    first mapping); in one without, a kernel's call sites are listed in the
+    order they run (the second), and share the kernel.
+    """
+    editor = ir_edit.ModuleEditor(mod)
+    copies: collections.Counter = collections.Counter()
+    sites: dict = {}
+    in_order: dict = collections.defaultdict(list)
+    for fname in ir.host_functions(mod):
+        branches = any(type(s.value) is relax.If for s in ir.walk(mod[fname], mod, descend=False))
+
+        def per_block(is_df, bindings, fname=fname, branches=branches):
             out = []
             for b in bindings:
                 gv = _kernel(b.value)
-                if gv is not None:
-                    if uses[gv.name_hint]:
-                        # A distinct attribute names the site: no pass that shares equal functions merges the copies.
-                        name = f"{gv.name_hint}_site{uses[gv.name_hint]}"
-                        new_gv = editor.add(name, mod[gv].with_attr("byoc_workbench.call_site", name))
-                        v = b.value
-                        b = relax.VarBinding(b.var, relax.Call(v.op, [new_gv, *v.args[1:]], v.attrs, v.ty_args))
-                    uses[gv.name_hint] += 1
-                    sites[_kernel(b.value).name_hint] = (fname, b.var)
+                if gv is not None and not branches:
+                    in_order[(fname, gv.name_hint)].append(b.var)
+                elif gv is not None:
+                    # A distinct attribute names the site: no pass that shares equal functions merges the copies.
+                    name = f"{gv.name_hint}_site{copies[gv.name_hint]}"
+                    copies[gv.name_hint] += 1
+                    new_gv = editor.add(name, mod[gv].with_attr("byoc_workbench.call_site", name))
+                    v = b.value
+                    b = relax.VarBinding(b.var, relax.Call(v.op, [new_gv, *v.args[1:]], v.attrs, v.ty_args))
+                    sites[name] = (fname, b.var)
                 out.append(b)
             return out
 
         editor.update(fname, ir_edit.rebuild(mod[fname], per_block))
-    return editor.finish(), sites
+    return editor.finish(), sites, dict(in_order)
 
 
 def build(stages, target: str = "llvm", mark: str = "") -> Built:
@@ -246,15 +265,23 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
     ops = {s.var: s.op for fname in ir.host_functions(mod) for s in ir.walk(mod[fname], mod, descend=False)}
     with tvm.target.Target(target):
         legal = tvm.transform.Sequential(
-            [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
+            [
+                relax.backend.DispatchSampling(),
+                relax.backend.DispatchSortScan(),
+                relax.transform.LegalizeOps(),
+                relax.transform.DeadCodeElimination(),  # what runs is what is listed
+            ]
         )(mod)
-    legal, kernel_sites = _one_kernel_per_site(legal)
+    legal, kernel_sites, kernel_order = _kernel_sites(legal)
     names = binding_names(mod)
-    sites = {}
-    for kernel, (fname, var) in kernel_sites.items():
+
+    def kernel_site(kernel, fname, var) -> Site:
         op = (ops.get(var) or kernel).replace("relax.", "")
         name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
-        sites[kernel] = Site(name, HOST, "kernel", op, function=fname, var=var)
+        return Site(name, HOST, "kernel", op, function=fname, var=var)
+
+    sites = {kernel: kernel_site(kernel, fname, var) for kernel, (fname, var) in kernel_sites.items()}
+    in_order = {(f, k): [kernel_site(k, f, v) for v in vs] for (f, k), vs in kernel_order.items()}
     targets = {s.name: s.target for s in codegen.subgraphs}
     subgraphs = {}
     packed_sites: dict = collections.defaultdict(list)
@@ -274,10 +301,14 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
             fname, var = where[0] if len(where) == 1 else ("", None)
             sites[symbol] = Site(symbol, HOST, "extern", function=fname, var=var)
     functions = frozenset(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, relax.Function))
-    return Built(execute.build(legal, target), sites, functions, pruned.mod, subgraphs, list(stages), mark)
+    return Built(execute.build(legal, target), sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order)
 
 
-def _site(built: Built, symbol: str) -> Site:
+def _site(built: Built, symbol: str, function: str = "", k: int = 0) -> Site:
+    """What the ``k``-th call of ``symbol`` within one call of ``function`` stands for."""
+    ordered = built.in_order.get((function, symbol))
+    if ordered is not None and k < len(ordered):
+        return ordered[k]
     if symbol in built.sites:
         return built.sites[symbol]
     kind = "builtin" if symbol.startswith("vm.builtin.") else "extern"
@@ -287,51 +318,9 @@ def _site(built: Built, symbol: str) -> Site:
 # --- recording ---------------------------------------------------------------------
 
 
-class Recorder:
-    """The VM instrument: a stack of open calls; each finished call that is not a Relax function
-    is kept as ``(symbol, start, end, time in nested calls, runner marks)``."""
-
-    def __init__(self, functions: frozenset, watch=None):
-        self.functions = functions
-        self.watch = watch  # called as watch(symbol, before, args) for every call, when set
-        self.stack: list = []
-        self.calls: list = []
-        self.marks: list = []
-
-    def __call__(self, func, symbol, before, ret, *args):
-        now = time.perf_counter()
-        if self.watch is not None:
-            self.watch(symbol, before, args)
-        if before:
-            self.stack.append([symbol, now, 0.0, len(self.marks)])
-            return 0
-        symbol, start, nested, first_mark = self.stack.pop()
-        if self.stack:
-            self.stack[-1][2] += now - start
-        if symbol not in self.functions:
-            self.calls.append((symbol, start, now, nested, self.marks[first_mark:]))
-        return 0
-
-    def run(self, vm, fn, args) -> list:
-        """The calls of one run of ``fn``; its result is kept as ``self.result``."""
-        self.stack, self.calls, self.marks = [], [], []
-        vm.set_instrument(self)
-        phases.record(self.marks)
-        try:
-            self.result = fn(*args)
-        finally:
-            phases.record(None)
-            vm.set_instrument(_no_instrument)
-        return self.calls
-
-
-def _no_instrument(*args):
-    return 0
-
-
 def _split(call) -> dict:
     """A call's time by phase: ``in``, ``compute`` and ``out`` from the runner's marks, else all compute."""
-    _, start, end, nested, marks = call
+    _, start, end, nested, marks, *_ = call
     at = dict(marks)
     if "inputs" in at and "compute" in at:
         return {"in": at["inputs"] - start, "compute": at["compute"] - at["inputs"], "out": end - at["compute"]}
@@ -382,8 +371,8 @@ def profile(
         fn(*args)
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
             clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
-    recorder = Recorder(built.functions)
-    ends = []
+    recorder = Recorder(built.functions, entry=entry)
+    ends, pairs = [], []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(runs):
         if plain:
@@ -395,11 +384,14 @@ def profile(
         calls = recorder.run(built.vm, fn, args)
         if not plain:
             ends.append(time.perf_counter() - t0)
+        attributed = 0.0
         for call in calls:
-            symbol = call[0]
+            key = (call[0], call[5], call[6])  # symbol, function, its place in one call of the function
             for phase, seconds in _split(call).items():
-                per_call[(symbol, rank[symbol])][phase].append(seconds)
-            rank[symbol] += 1
+                per_call[(key, rank[key])][phase].append(seconds)
+                attributed += seconds
+            rank[key] += 1
+        pairs.append(attributed / ends[-1] if ends[-1] else float("nan"))
     if outputs is not None:
         result = execute.to_numpy(recorder.result)
         outputs[:] = result if isinstance(result, list) else [result]
@@ -409,14 +401,15 @@ def profile(
         runs,
         {name: s.backend for name, s in built.subgraphs.items()},
         built.mark,
+        statistics.median(pairs),
     )
 
 
 def _entries(built: Built, per_call: dict) -> list:
     """One entry per site and phase: the sum over its calls of each call's median."""
     groups: dict = {}
-    for (symbol, _), by_phase in per_call.items():
-        site = _site(built, symbol)
+    for ((symbol, function, k), _), by_phase in per_call.items():
+        site = _site(built, symbol, function, k)
         for phase, samples in by_phase.items():
             key = (site.name, phase)
             if key not in groups:
@@ -462,7 +455,7 @@ def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, co
 
     (``model_build`` is :func:`byoc_workbench.measure.builds.model_build`.)
     """
-    # numerics builds on this module's instrument, so it is imported here rather than at the top.
+    # numerics builds on this module's Built and tensors, so it is imported here rather than at the top.
     from byoc_workbench.measure import numerics as checks
 
     profiles, numerics, reports = {}, {}, {}

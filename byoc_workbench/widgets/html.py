@@ -11,6 +11,7 @@ from byoc_workbench.draw.display import code_html, svg_body  # noqa: F401 (the w
 from byoc_workbench.draw.graph import short_op
 from byoc_workbench.errors import WorkbenchError, shorten
 from byoc_workbench.session import View
+from byoc_workbench.text import wrap
 
 NO_SELECTION = (
     "<i>Click a node to see its op, attributes, types and which rule claimed it. "
@@ -194,8 +195,9 @@ def _types_html(types) -> str:
     return ", ".join(f"<code>{esc(t)}</code>" for t in types) if types else "—"
 
 
-def details_html(node_id: str, details: dict | None) -> str:
-    """The details panel of one node: what it is, its op, attributes, types, and who claimed it or why none did.
+def details_html(node_id: str, details: dict | None, others: list | None = None) -> str:
+    """The details panel of one node: what it is, its op, attributes, types, and who claimed it or why none did;
+    for an op no rule claimed, ``others``: the other targets with a rule for it.
 
     The node's id is never shown: it names the node for the widget, not for a reader, who
     finds the node by its op and by its Relax variables (as the TVMScript tab names them)."""
@@ -219,6 +221,8 @@ def details_html(node_id: str, details: dict | None) -> str:
         rows.append(("claimed by", f"rule <code>{esc(details['claimed_by'])}</code>"))
     elif "claimed_by" in details:
         rows.append(("not claimed", esc(details.get("why_not_claimed") or "it runs on the host")))
+        if others is not None:
+            rows.append(("other targets", esc(", ".join(others) + " could take it" if others else "none could")))
     if details.get("ops_inside"):
         rows.append(("ops inside", esc(ops_text(details["ops_inside"], limit=None))))
     body = "".join(
@@ -230,7 +234,8 @@ def details_html(node_id: str, details: dict | None) -> str:
 
 
 def stage_summary(view: View) -> str:
-    """One line about a stage: subgraphs and their ops, ops moved, and notes, each list capped."""
+    """A stage in a sentence: subgraphs and their ops, ops moved, and notes, each list capped; broken
+    between words into lines that fit a notebook's output (HTML joins them again)."""
     n = len(view.subgraphs)
     kinds = "regions" if view.stage == "merge" else "subgraphs"
     parts = [f"{view.stage}: {n} {kinds if n != 1 else kinds[:-1]}"]
@@ -246,4 +251,4 @@ def stage_summary(view: View) -> str:
         parts.append(f"{len(view.changes)} change{'s' if len(view.changes) != 1 else ''} since the stage before")
     if view.notes:
         parts.append(capped(view.notes, NOTES_LISTED, "note", sep="; ", where="(see the Notes tab)"))
-    return "; ".join(parts)
+    return wrap("; ".join(parts), indent="  ")

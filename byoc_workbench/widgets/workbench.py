@@ -22,6 +22,7 @@ import traitlets
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import native
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow import report
 from byoc_workbench.flow.rules import Target, as_target
 from byoc_workbench.models import demo
 from byoc_workbench.session import View, Workbench
@@ -402,7 +403,11 @@ class WorkbenchWidget(W.VBox):
 
     def _show_details(self) -> None:
         nid = self.graph.selected
-        self.details.value = details_html(nid, self.view.nodes.get(nid) if self.view else None)
+        details = self.view.nodes.get(nid) if self.view else None
+        others = None
+        if details and "claimed_by" in details and not details["claimed_by"] and details.get("op"):
+            others = report.other_takers(details["op"], self.target.name)
+        self.details.value = details_html(nid, details, others)
 
     def _on_prune(self, change) -> None:
         self.set_prune(change["new"])

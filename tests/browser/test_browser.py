@@ -1,47 +1,23 @@
 """The workbench widget in a real JupyterLab, driven by headless Chromium."""
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-import uuid
-from pathlib import Path
 
+import lab_server
 import pytest
+import seat
+from lab_server import BUILD, TIMEOUT_MS, VIEWPORTS
 
 from byoc_workbench.models import zoo
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 RESHAPE = "byoc-target.reshape"
-TIMEOUT_MS = 120_000  # a kernel that imports TVM on a 2-core machine is slow to start
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make setup does it)", allow_module_level=True)
-if shutil.which("dot") is None:
-    pytest.skip("Graphviz's dot is missing: install graphviz (make setup does it)", allow_module_level=True)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="the playwright Python package is missing: pip install playwright"
-)
+sync_api = lab_server.playwright_or_skip()
 
-BUILD = Path(__file__).resolve().parents[2] / "build"
-VIEWPORTS = {"1366": {"width": 1366, "height": 768}, "1920": {"width": 1920, "height": 1080}}
-MIN_LABEL_PX = 10  # issue 8: node labels at least 10 px tall at the first view
+MIN_LABEL_PX = 10  # node labels at least 10 px tall at the first view
 DEMO_CELL = """\
 from IPython.display import display
 from byoc_workbench.draw.display import Diagram
@@ -70,7 +46,7 @@ FLAT_CELLS = [
     "mod = flat_model(6000)",
     BIG_CELLS[1],
 ]
-NB02 = Path(__file__).resolve().parents[2] / "notebooks" / "02_ssd_tensorrt.ipynb"
+NB02 = "02_ssd_tensorrt"  # make lab's copy, run top to bottom as a user would
 NB02_TIMEOUT_MS = 900_000  # notebook 02 top to bottom: TVM alone runs once (tens of seconds), then the builds
 
 
@@ -86,96 +62,17 @@ def _notebook(*sources: str) -> dict:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on a free port with a token, serving one notebook; always stopped."""
-    root = tmp_path_factory.mktemp("lab")
+    """A JupyterLab server on a free port with a token, serving make lab's copies of the notebooks from a
+    folder outside the repository, as a seat does, and the test's own notebooks beside them; always stopped."""
+    root = seat.copies(tmp_path_factory.mktemp("lab"))
     (root / "demo.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
-    shutil.copy(NB02, root / "nb02.ipynb")  # notebook 02 as committed, run top to bottom as a user would
     (root / "zoo.ipynb").write_text(json.dumps(_notebook(ZOO_CELL)))
     (root / "big.ipynb").write_text(json.dumps(_notebook(*BIG_CELLS)))
     (root / "flat.ipynb").write_text(json.dumps(_notebook(*FLAT_CELLS)))
-    home = tmp_path_factory.mktemp("jupyter-home")
-    # No news or update pop-ups over the notebook: set-up installs Lab's overrides, as for every seat.
-    overrides = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
-    assert overrides.is_file(), f"{overrides} is missing: run make setup"
-    assert json.loads(overrides.read_text())["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
-    # Every cell attached to the page, so that rectangles can be measured anywhere in a long notebook.
-    tracker = home / "settings" / "@jupyterlab" / "notebook-extension"
-    tracker.mkdir(parents=True)
-    (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    port, token = _free_port(), uuid.uuid4().hex
-    env = dict(
-        os.environ,
-        JUPYTER_CONFIG_DIR=str(home / "config"),
-        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
-        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-        # A fresh seat's cache: no search measured, no weights fetched, whatever this machine has done before.
-        BYOC_WORKBENCH_CACHE=str(home / "cache"),
-        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
-    )
-    log = open(home / "lab.log", "w")
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run all cells, save, as the menus do
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")  # CI containers run as root
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {server.returncode}: {(home / 'lab.log').read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within 90 s: {(home / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.5)
-        # One workspace per notebook, so that a second page does not reopen the first one's notebook.
-        yield {
-            "url": f"{base}/lab/workspaces/{{0}}/tree/{{0}}.ipynb?reset&token={token}",
-            "log": home / "lab.log",
-            "root": root,
-        }
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with lab_server.serve(root, tmp_path_factory.mktemp("jupyter-home")) as lab:
+        yield lab
 
 
 def _open(browser, lab, name: str, tmp_path_factory):
@@ -187,7 +84,7 @@ def _open(browser, lab, name: str, tmp_path_factory):
     pg.set_default_timeout(TIMEOUT_MS)
     pg.goto(lab["url"].format(name))
     pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    _accept_kernel(pg)
+    lab_server.accept_kernel(pg)
     pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
     _run_cell(pg, 0)
     _wait_for_diagram(pg, lab, tmp_path_factory)
@@ -199,7 +96,7 @@ def _run_cell(pg, index: int) -> None:
     again if the keypress was lost while Lab was still connecting its kernel (the cell then stays ``[ ]``)."""
     cell = pg.locator(".jp-Notebook .jp-CodeCell").nth(index)
     for _attempt in range(3):
-        _accept_kernel(pg)
+        lab_server.accept_kernel(pg)
         cell.locator(".jp-InputArea-editor").click()
         pg.keyboard.press("Shift+Enter")
         try:
@@ -210,20 +107,6 @@ def _run_cell(pg, index: int) -> None:
         except sync_api.TimeoutError:
             continue
     raise AssertionError(f"cell {index} did not start")
-
-
-def _accept_kernel(pg) -> None:
-    """Take the preferred kernel when JupyterLab asks (it does, now and then, when its kernel specs arrive
-    after the notebook), as a user clicks "Select"; return once the notebook has a kernel or asks."""
-    pg.wait_for_function(
-        "() => document.querySelector('.jp-Dialog') || (window.jupyterapp.shell.currentWidget"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel)"
-    )
-    dialog = pg.locator(".jp-Dialog", has_text="Select Kernel")
-    if dialog.count():
-        dialog.locator(".jp-mod-accept").click()
-        dialog.wait_for(state="detached")
 
 
 def _wait_for_diagram(pg, lab, tmp_path_factory, timeout: int = TIMEOUT_MS) -> None:
@@ -257,36 +140,12 @@ def _first_views(pg, name: str) -> dict:
 def page_and_first(browser, lab, tmp_path_factory):
     pg, first = _open(browser, lab, "demo", tmp_path_factory)
     yield pg, first
-    pg.close()
+    lab_server.close(pg)
 
 
 @pytest.fixture(scope="module")
 def page(page_and_first):
     return page_and_first[0]
-
-
-# The notebook is loaded (every cell, not the placeholder a panel starts with) and its kernel is up.
-_READY = """() => {
-    const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-    const session = panel && panel.sessionContext && panel.sessionContext.session;
-    return Boolean(panel && panel.context && panel.context.isReady && session && session.kernel);
-}"""
-# Whether notebook 02 has run: "done", "error" (a cell failed), or false while cells are queued or running.
-_RUN_STATE = """() => {
-    const panel = window.jupyterapp.shell.currentWidget;
-    if (!panel || !panel.content || !panel.sessionContext.session) return false;
-    const cells = panel.content.widgets.map(c => c.model).filter(m => m.type === 'code');
-    const outputs = cells.flatMap(m => m.outputs.toJSON());
-    if (outputs.some(o => o.output_type === 'error')) return 'error';
-    const kernel = panel.sessionContext.session.kernel;
-    return cells.every(m => m.executionCount !== null) && kernel && kernel.status === 'idle' ? 'done' : false;
-}"""
-
-
-def _saved(pg) -> None:
-    """Save the open notebook, as Ctrl+S does, and wait until it is written."""
-    pg.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    pg.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=60_000)
 
 
 @pytest.fixture(scope="module")
@@ -296,27 +155,10 @@ def nb02(browser, lab, tmp_path_factory):
     Every notebook-02 test reads this one run: its outputs as saved, and the page as a user sees it.
     """
     pytest.importorskip("mxnet", reason="notebook 02 needs mxnet and gluoncv: pip install -e '.[mxnet]'")
-    import nbformat
-
-    pg = browser.new_page(viewport=VIEWPORTS["1366"])
-    pg.set_default_timeout(TIMEOUT_MS)
-    pg.goto(lab["url"].format("nb02"))
-    pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    _accept_kernel(pg)
-    pg.wait_for_function(_READY)
-    t0 = time.time()
-    # Run > Run All Cells; not awaited: the command's promise ends with the last cell.
-    pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }")
-    state = pg.wait_for_function(_RUN_STATE, timeout=NB02_TIMEOUT_MS, polling=2000).json_value()
-    print(f"notebook 02 ran top to bottom in JupyterLab in {time.time() - t0:.0f} s")
-    _saved(pg)
-    nb = nbformat.read(lab["root"] / "nb02.ipynb", as_version=4)
-    if state == "error":
-        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-        pg.screenshot(path=str(BUILD / "nb02-error.png"), full_page=True)
-        pytest.fail(f"notebook 02 failed: {errors[0].ename}: {errors[0].evalue}")
+    pg, nb, seconds = lab_server.run_all(browser, lab, NB02, NB02_TIMEOUT_MS)
+    print(f"notebook 02 ran top to bottom in JupyterLab in {seconds:.0f} s")
     yield pg, nb
-    pg.close()
+    lab_server.close(pg)
 
 
 @pytest.fixture(scope="module")
@@ -431,7 +273,7 @@ def test_a_toggle_redoes_a_view_the_user_has_not_moved(widget):
     assert frame.get_attribute("data-mode") == "first"
     _toggle(page, rule)
     assert frame.get_attribute("data-mode") == "first" and page.evaluate(_NODES_IN_BOX) > 0
-    name = "ssd" if "nb02" in page.url else "demo"
+    name = "ssd" if NB02 in page.url else "demo"
     page.screenshot(path=str(BUILD / f"widget-{name}-toggled-1366.png"))
     _toggle(page, rule)
     assert page.evaluate(_NODES_IN_BOX) > 0
@@ -494,7 +336,7 @@ def test_view_survives_zoom_then_toggle(widget):
     page.locator(".byoc-zoom-100").click()
     assert _scale(page) == 1.0
     assert page.evaluate(_NODES_IN_BOX) > 0, "100% after fit shows nodes, never an empty box"
-    page.locator(".byoc-stage button", has_text="prune" if "nb02" in page.url else "partition").click()
+    page.locator(".byoc-stage button", has_text="prune" if NB02 in page.url else "partition").click()
 
 
 def test_static_diagram_fits_the_output_and_zooms_on_click(page):
@@ -593,7 +435,7 @@ _CONTROLS = """() => {
 def test_controls_above_the_diagram_fit_one_viewport(widget):
     page, _first, _rule = widget
     page.evaluate("() => document.querySelector('.byoc-workbench').scrollIntoView({block: 'start'})")
-    name = "ssd" if "nb02" in page.url else "demo"
+    name = "ssd" if NB02 in page.url else "demo"
     page.screenshot(path=str(BUILD / f"widget-{name}-1366-top.png"))  # what a user sees first: the controls
     size = page.evaluate(_CONTROLS)
     print(
@@ -803,7 +645,7 @@ def test_zoo_chooser_behaves_like_one_control(browser, lab):
         assert parts["images"] == 1 and not parts["clipped"], parts
     status_item = pg.locator(".jp-LogConsoleStatusItem")
     assert not re.search(r"\d", status_item.inner_text() if status_item.count() else ""), "messages in Lab's log"
-    pg.close()
+    lab_server.close(pg)
 
 
 # --- notebook 02, run top to bottom once (issue 18: Part 2 reads as well as Part 1) ---------
@@ -826,7 +668,8 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 
     from byoc_workbench.backends import tensorrt
 
-    _page, nb = nb02
+    page, nb = nb02
+    assert not re.search(r"\d", lab_server.log_console_count(page)), "messages in Lab's log console"
     text = _outputs_text(nb)
     flat = " ".join(text.split())
     assert "untrained weights" in text  # offline: the seeded weights, and the notebook says so
@@ -866,29 +709,6 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 
 # Lines of printouts (<pre> outputs; log lines on stderr aside) that the page shows broken in two: their text's
 # line boxes outnumber its lines. Also how many characters a line of the first one holds.
-_WRAPPED_PRINTOUTS = """() => {
-    const out = [];
-    const pres = [...document.querySelectorAll('.jp-OutputArea-output pre')]
-        .filter(p => !p.closest('[data-mime-type="application/vnd.jupyter.stderr"]'));
-    const probe = document.createElement('span');
-    probe.textContent = 'x'.repeat(100);
-    pres[0].appendChild(probe);
-    const chars = Math.floor(100 * pres[0].clientWidth / probe.getBoundingClientRect().width);
-    probe.remove();
-    for (const pre of pres) {
-        const lines = pre.textContent.replace(/\\n$/, '').split('\\n');
-        const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
-        const tops = new Set();
-        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-            const range = document.createRange();
-            range.selectNodeContents(n);
-            for (const r of range.getClientRects()) if (r.width > 0) tops.add(Math.round(r.top));
-        }
-        if (tops.size > lines.length)
-            out.push({lines: lines.length, shown: tops.size, text: lines.find(l => l.length > 90) || lines[0]});
-    }
-    return {chars, wrapped: out};
-}"""
 
 
 @pytest.mark.slow
@@ -897,7 +717,7 @@ def test_nb02_printouts_never_wrap_mid_word(nb02):
     from byoc_workbench import text
 
     page, _nb = nb02
-    found = page.evaluate(_WRAPPED_PRINTOUTS)
+    found = page.evaluate(lab_server.WRAPPED_PRINTOUTS)
     print(
         f"a printout line holds {found['chars']} characters at 1366x768 (file browser open); text.WIDTH is {text.WIDTH}"
     )
@@ -1071,7 +891,7 @@ def test_nb02_search_widget_draws_the_chosen_placement(nb02):
 def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     """Last of the notebook-02 tests: a reload, as an instructor does before the next group."""
     page, _nb = nb02
-    _saved(page)
+    lab_server.saved(page)
     page.reload()
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     _wait_for_diagram(page, lab, tmp_path_factory)  # the live widgets come back from the kernel
@@ -1136,7 +956,7 @@ def test_a_6000_op_model_opens_on_its_blocks_and_they_open_readable(browser, lab
         size = _open_group(pg, "main/stage1.", "widget-6000ops-stage1-1366.png")
         assert size["nodes"] >= 200, f"stage1 opens to its blocks: {size}"
     finally:
-        pg.close()
+        lab_server.close(pg)
 
 
 def test_a_flat_6000_op_model_folds_by_structure_and_its_worst_toggle_stays_small(browser, lab, tmp_path_factory):
@@ -1174,4 +994,4 @@ def test_a_flat_6000_op_model_folds_by_structure_and_its_worst_toggle_stays_smal
         size = _open_group(pg, fold.get_attribute("id"), "widget-flat6000-fold-1366.png")
         assert size["nodes"] >= 2, f"a fold opens to what it holds: {size}"
     finally:
-        pg.close()
+        lab_server.close(pg)

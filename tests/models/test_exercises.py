@@ -2,13 +2,10 @@
 (it must fail, saying what is wrong and giving its hint)."""
 
 import importlib.util
-import re
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-import seat
 from tvm.relax.dpl import is_op, wildcard
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -45,7 +42,7 @@ def _fails(fb, *expected):
     """Not passed, with the expected text among its wrong lines, and the hint shown."""
     text = repr(fb)
     assert not fb.passed and fb.shown_hint(), text
-    assert f"hint:  {fb.shown_hint()}" in text
+    assert " ".join(f"hint: {fb.shown_hint()}".split()) in " ".join(text.split())  # wrapped to the page
     for piece in expected:
         assert any(piece in line for line in fb.wrong), (piece, text)
 
@@ -143,28 +140,7 @@ def test_exercise5_ssd_rule_off(ssd_workbench):
     )
 
 
-@pytest.mark.mxnet
-@pytest.mark.slow
-def test_ssd_exercise_notebook_runs(tmp_path):
-    pytest.importorskip("mxnet")
-    lab = seat.copies(tmp_path)  # as a seat runs it: outside the repository
-    nb = seat.read(lab, "03_exercises_ssd.ipynb")
-    # Every call the notebook suggests in a code block of its text, pasted at the end as a user would.
-    suggested = [
-        block.strip()
-        for cell in nb.cells
-        if cell.cell_type == "markdown"
-        for block in re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
-    ]
-    nb.cells += [nbformat.v4.new_code_cell(code) for code in suggested]
-    seat.execute(nb, lab, 600)
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"], [o for o in outputs if o.output_type == "error"]
-    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
-    assert "Exercise 5, one TensorRT rule off on the SSD: not yet" in text  # committed unanswered
-    assert "hint:" not in text  # the hint waits for a wrong answer
-    pasted = nb.cells[-len(suggested) :]
-    assert len(suggested) >= 2 and all(c.outputs for c in pasted), suggested  # each suggested call shows something
+# Notebook 03 runs top to bottom in JupyterLab, its suggested calls pasted at the end: tests/browser/.
 
 
 codegen_key = _key("codegen")
@@ -207,11 +183,12 @@ def test_hints_are_graded_by_the_try_and_never_hold_the_answer():
     half = lambda op: f"memcpy({op.out}, {op.args[0]}, {op.size});"  # noqa: E731  bytes, not elements
     title, idea, api = exercises.EXERCISES[7]
     shown = [exercises_codegen.check_reshape_emitter(half) for _ in range(3)]
-    texts = [repr(fb) for fb in shown]
-    assert f"hint:  {idea}" in texts[0] and api not in texts[0]
-    assert f"hint:  {api}" in texts[1] and "solutions/" not in texts[1]
+    texts = [" ".join(repr(fb).split()) for fb in shown]  # lines broken to fit the page, joined again
+    flat = lambda s: " ".join(s.split())  # noqa: E731
+    assert f"hint: {flat(idea)}" in texts[0] and flat(api) not in texts[0]
+    assert f"hint: {flat(api)}" in texts[1] and "solutions/" not in texts[1]
     assert "solutions/codegen.py, beside this notebook" in texts[2]
-    assert repr(shown[0]) == texts[0]  # shown again, it keeps its own try's hint
+    assert flat(repr(shown[0])) == texts[0]  # shown again, it keeps its own try's hint
     keys = {name: (NOTEBOOKS / "solutions" / f"{name}.py").read_text() for name in ("part1", "ssd", "codegen")}
     code = {ln.strip() for key in keys.values() for ln in key.splitlines() if len(ln.strip()) > 12}
     code = {ln for ln in code if not ln.startswith(("#", '"""', "def ", "import ", "from ", "return "))}

@@ -3,8 +3,10 @@
 TVM turns a KeyboardInterrupt raised inside a Python callback (a backend's
 packed function, a timed run) into a RuntimeError; the CLI still knows it was
 Ctrl-C. A search is interrupted at several moments after it starts measuring.
+Two searches started together on one empty cache share it without tearing it.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +22,7 @@ pytest.importorskip("onnxruntime", reason="the search's offloading backend needs
 def test_ctrl_c_during_a_search_is_one_line_and_130(tmp_path, delay):
     env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "byoc_workbench", "search", "demo", "--backends", "onnxruntime,tvm", "--no-cache"]
+    cmd += ["--seams", "3", "--runs", "40"]  # about 6 s of measuring on 2 idle cores: both moments fall inside it
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stderr.readline()  # the search has begun measuring: the handler is in place
     assert first.startswith("search: "), first
@@ -34,3 +37,24 @@ def test_ctrl_c_during_a_search_is_one_line_and_130(tmp_path, delay):
     assert "Traceback" not in err
     leftovers = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.name.startswith(".")]
     assert leftovers == [], "no half-written cache entry"
+
+
+def test_two_searches_at_once_share_one_cache_and_tear_nothing(tmp_path):
+    """Two searches of the demo started together on one empty cache both finish; every entry they left is whole
+    (no temporary file, every JSON parses), and a third search finds every measurement it needs there."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(cache))
+    cmd = [sys.executable, "-m", "byoc_workbench", "search", "demo", "--backends", "onnxruntime,tvm"]
+    cmd += ["--runs", "2", "--top", "1"]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([*cmd, "--json"], env=env, **pipes) for _ in range(2)]  # started together
+    results = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in results]
+    assert all(json.loads(out)["chosen"]["assign"] for out, _ in results)
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if p.name.startswith(".")], "no half-written cache entry"
+    for path in files:
+        if path.suffix == ".json":
+            json.loads(path.read_text())  # whole, not torn
+    third = subprocess.run([*cmd, "--cached"], env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0 and "0 builds measured" in third.stdout, third.stderr[-2000:]

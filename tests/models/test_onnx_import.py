@@ -156,6 +156,25 @@ def test_bench_of_an_onnx_file_in_the_one_layout(scoped, capsys):
     assert own["speedup_vs_tvm"]["onnxruntime"] > 0 and own["targets"]["backend"] == "onnxruntime"
     text = bench.report_text(own)
     assert text.startswith("scoped.onnx (weights as in the model)") and "outputs checked against onnxruntime" in text
+    assert "the project's bar for the SSD" not in text  # a model of your own is not held to the SSD's bar
+
+
+def test_search_of_an_onnx_file_times_its_anchors_in_the_finals(scoped, tmp_path, monkeypatch):
+    """A search of an ONNX file: the runtimes run whole are timed as anchors and again in the finals'
+    rounds, opened once for both; each finalist is the build its measurement made."""
+    from byoc_workbench.measure import anchors, search, timing
+
+    opened, built, build, runs = [], [], timing.build, anchors.whole_model_runs
+    monkeypatch.setattr(anchors, "whole_model_runs", lambda *a, **k: opened.append(a) or runs(*a, **k))
+    monkeypatch.setattr(timing, "build", lambda *a, **k: built.append(a) or build(*a, **k))
+    subject = search.load({"kind": "onnx", "path": str(scoped), "input_shapes": {"x": [1, 3, 16, 16]}})
+    result = search.search(subject, ("onnxruntime", "tvm"), runs=3, top=2, cache=search.Cache(tmp_path))
+    assert len(opened) == 1 and len(built) == result.measurements["builds"]
+    assert "onnxruntime_whole_model" in result.baseline
+    assert "onnxruntime_whole_model" in {f.what for f in result.finals if not f.placement}
+    assert result.chosen is not None and result.chosen.equal
+    again = search.search(subject, ("onnxruntime", "tvm"), runs=3, top=2, cache=search.Cache(tmp_path))
+    assert len(opened) == 1 and again.measurements["builds"] == 0, "a repeat opens and builds nothing"
 
 
 @pytest.mark.mxnet

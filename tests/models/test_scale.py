@@ -177,12 +177,13 @@ def test_a_region_that_grows_after_a_host_op_read_it():
     assert not graphs.region_cycle(merged.mod, merged.regions)
 
 
-@pytest.fixture(scope="module")
-def residual():
-    mod = stages.check_module(residual_model(48, blocks_per_stage=4))
+@pytest.fixture(scope="module", params=[True, False], ids=["named", "flat"])
+def residual(request):
+    """The residual chain with block names, and without (a flat model: bindings ``lv``, ``lv1``, ...)."""
+    mod = stages.check_module(residual_model(48, blocks_per_stage=4, named=request.param))
     wb = Workbench(mod, "tensorrt")
     matched = [r.qualified for r in wb.target.rules if wb._runs.fuse.can_match(r)]
-    return wb, matched
+    return wb, matched, request.param
 
 
 def structure(stage):
@@ -194,31 +195,32 @@ def structure(stage):
     )
 
 
-FLIPS: list = []  # every flip checked, so the last test can say how many
+FLIPS: dict = {True: [], False: []}  # every flip checked, named and flat, so the last test can say how many
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(flips=st.lists(st.integers(0, 10**6), min_size=10, max_size=10))
 def test_toggled_workbench_equals_the_stages_from_scratch(residual, flips):
-    wb, matched = residual
+    wb, matched, named = residual
     target = rules.get_target("tensorrt")
     for k in flips:
         name = matched[k % len(matched)]
         wb = wb.with_rule(name, name not in wb.enabled)
         chosen = [r for r in target.rules if r.qualified in wb.enabled]
-        fresh = stages.run_stages(residual_model(48, blocks_per_stage=4), chosen)
+        fresh = stages.run_stages(residual_model(48, blocks_per_stage=4, named=named), chosen)
         for got, want in zip(wb.stages, fresh, strict=True):
             assert got.name == want.name
             assert tvm_ffi.structural_equal(got.mod, want.mod), (got.name, sorted(wb.enabled))
             assert structure(got) == structure(want), got.name
-        FLIPS.append(name)
+        FLIPS[named].append(name)
 
 
-def test_at_least_200_flips_were_checked():
-    if not FLIPS:
+def test_at_least_200_flips_were_checked_on_each_model():
+    ran = {named: flips for named, flips in FLIPS.items() if flips}  # under xdist, those of this worker
+    if not ran:
         pytest.skip("runs after test_toggled_workbench_equals_the_stages_from_scratch")
-    assert len(FLIPS) >= 200, len(FLIPS)
-    assert len(set(FLIPS)) > 1
+    for named, flips in ran.items():
+        assert len(flips) >= 200 and len(set(flips)) > 1, ("named" if named else "flat", len(flips))
 
 
 def test_a_toggle_redrawn_computes_the_stages_up_to_the_one_shown():

@@ -41,6 +41,21 @@ def test_cli_run_tvm_saves_outputs(tvm_alone):
 
 @pytest.mark.slow
 @pytest.mark.mxnet
+def test_cli_run_tvm_finds_what_mxnet_finds(tvm_alone, tmp_path):
+    """The full-size SSD on the default picture, float32 as deployed: TVM alone's detections equal MXNet's
+    own as a set (score within 1e-4, box within 0.05 px: two rows closer than float32 noise may swap)."""
+    from byoc_workbench.measure import compare as matching
+
+    out = tmp_path / "mxnet.npz"
+    assert cli.main(["run", "ssd", "--backend", "mxnet", "--weights", "untrained", "--save-outputs", str(out)]) == 0
+    mxnet = dict(np.load(out))
+    assert (mxnet["ids"] >= 0).sum() > 10, "the seeded model detects something to compare"
+    assert matching.unmatched(mxnet, tvm_alone) == []
+    assert matching.same_detections(mxnet, tvm_alone)
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
 def test_cli_run_onnxruntime_finds_what_tvm_alone_finds(tvm_alone, tmp_path, capsys):
     """The whole picture through the CLI: the backbone in ONNX Runtime, the rest in TVM, float32;
     the detections equal TVM alone's as a set (score within 1e-4, box within 0.05 px)."""

@@ -1,8 +1,9 @@
 """Profile and compare: the measured latency map and the per-subgraph numerics check.
 
 Every test runs a real build; none asserts a speed. Times are checked for
-consistency only: entries add up to the end-to-end median within 15%, the
-map's nodes hold exactly the entries' time.
+consistency only: entries add up to the end-to-end time within 15% (each timed
+run against the plain run beside it, the median over runs), the map's nodes
+hold exactly the entries' time.
 """
 
 import html
@@ -24,11 +25,13 @@ from byoc_workbench.measure import compare as matching
 from byoc_workbench.measure import numerics as checks
 from byoc_workbench.models.demo import demo_inputs
 
-RATIO = 0.15  # entries vs end-to-end median
+RATIO = 0.15  # entries vs end-to-end, run by run
 
 
 def check_ratio(p: timing.Profile):
-    assert abs(p.ratio - 1) <= RATIO, f"entries {p.total_s:.4f} s vs end-to-end {p.end_to_end_s:.4f} s"
+    assert abs(p.paired - 1) <= RATIO, (
+        f"entries {p.paired:.0%} of end-to-end (medians {p.total_s:.4f} s vs {p.end_to_end_s:.4f} s)"
+    )
 
 
 def steady_profile(built, inputs, runs: int, tries: int = 3) -> timing.Profile:
@@ -40,10 +43,10 @@ def steady_profile(built, inputs, runs: int, tries: int = 3) -> timing.Profile:
     seen = []
     for _ in range(tries):
         p = timing.profile(built, inputs, runs=runs)
-        if abs(p.ratio - 1) <= RATIO:
+        if abs(p.paired - 1) <= RATIO:
             return p
         seen.append(p)
-    return min(seen, key=lambda p: abs(p.ratio - 1))
+    return min(seen, key=lambda p: abs(p.paired - 1))
 
 
 @pytest.fixture(scope="module", params=["pruned", "unpruned"])
@@ -158,12 +161,15 @@ class TwoAdds:
         return c
 
 
-def test_each_call_site_gets_its_own_kernel():
-    """LegalizeOps shares one kernel between the two identical adds; the timing build splits them."""
+def test_each_call_site_is_an_entry_of_its_own():
+    """LegalizeOps shares one kernel between the two identical adds; without branches the build keeps
+    it shared (each call is its site by order), and the profile still gives each site its entry."""
     found = stages.run_stages(TwoAdds, [], stages.keep_all)
     built = timing.build(found)
-    kernels = {s.name: s.op for s in built.sites.values() if s.kind == "kernel"}
+    assert not [s for s in built.sites.values() if s.kind == "kernel"], "no kernel copied: main has no branch"
+    kernels = {s.name: s.op for sites in built.in_order.values() for s in sites}
     assert kernels == {"main/a": "add", "main/b": "add", "main/c": "multiply"}
+    assert sorted(len(sites) for sites in built.in_order.values()) == [1, 2]  # the adds share one kernel
     x, y = np.arange(4, dtype="float32"), np.ones(4, dtype="float32")
     p = timing.profile(built, [x, y], runs=3)
     assert {e.name for e in p.entries if e.kind == "kernel"} == set(kernels)
@@ -210,16 +216,18 @@ def test_cli_profile_and_compare_demo(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_onnxruntime_profile_and_compare():
-    """SSD with onnxruntime, seeded weights, float32: pruned and unpruned maps; errors under 1e-3."""
+    """An SSD with onnxruntime, seeded weights, float32: pruned and unpruned maps; errors under 1e-3. The
+    MobileNet SSD: the same heads, anchors and NMS as the ResNet-50 one, whose backbone TVM alone would rerun
+    for the numerics for a minute on two cores."""
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
     from byoc_workbench import workflow
 
-    wb, _ = workflow.model_workbench(weights="untrained")
+    wb, _ = workflow.model_workbench("ssd_512_mobilenet1.0_coco", weights="untrained")
     profiles = {}
     for label in ("pruned", "unpruned"):
         built, inputs = builds.model_build("onnxruntime", prune=label == "pruned", workbench=wb)
-        p = steady_profile(built, inputs, runs=5, tries=2)
+        p = steady_profile(built, inputs, runs=5)  # three sessions: the other test worker shares the cores
         check_ratio(p)
         assert all(e.calls == 1 for e in p.entries if e.kind == "kernel")  # one kernel per call site
         assert set(p.backends.values()) == {"onnxruntime"} and p.mark

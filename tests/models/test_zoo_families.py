@@ -2,7 +2,7 @@
 Relax equals MXNet, and each family's offloaded build (ONNX Runtime) equals TVM alone.
 
 Small inputs keep untuned TVM quick on two cores; each model is loaded, imported, built and
-run once per session and shared by the tests. test_frontend_mxnet.py covers SSD-ResNet50,
+run once and shared by its tests. test_frontend_mxnet.py covers SSD-ResNet50,
 SSD-MobileNet and ResNet-50 the same way.
 """
 
@@ -58,6 +58,7 @@ class Run:
     MXNet and by TVM alone."""
 
     def __init__(self, name, shape):
+        self.name = name
         self.loaded = zoo.load_model(name, "untrained", seed=0, input_shape=shape, block=_build(name, shape))
         self.task = self.loaded.spec.kind
         self.x, _ = workflow.model_input(None, shape)
@@ -69,13 +70,11 @@ class Run:
         return meaning.prediction(self.task, raw, self.loaded)
 
 
-_RUNS: dict = {}
-
-
-def _run(name) -> Run:
-    if name not in _RUNS:
-        _RUNS[name] = Run(name, MODELS[name])
-    return _RUNS[name]
+@pytest.fixture(scope="module")
+def run(request) -> Run:
+    """The model the test is parametrized with (indirectly): pytest runs each model's tests together
+    and lets the model go before it loads the next, so one model at a time is held."""
+    return Run(request.param, MODELS[request.param])
 
 
 def _comparable(p):
@@ -99,42 +98,38 @@ def _assert_same(ref, got, what):
     assert not differ, f"{what}: " + "; ".join(differ)
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_zoo_model_equals_mxnet(name):
+@pytest.mark.parametrize("run", sorted(MODELS), indirect=True)
+def test_zoo_model_equals_mxnet(run):
     """float32, seeded weights: ids exact, scores, boxes, masks and heatmaps to the project's
     tolerance (rtol 1e-3, atol 1e-4; boxes 0.05 px), as matching.differences reads them."""
-    run = _run(name)
     ref, got = run.mxnet, run.tvm
-    if name.startswith("faster_rcnn"):
+    if run.name.startswith("faster_rcnn"):
         ref, got = _comparable(ref), _comparable(got)
-    _assert_same(ref, got, f"{name}, TVM alone against MXNet")
+    _assert_same(ref, got, f"{run.name}, TVM alone against MXNet")
     if run.task == "segmentation":
         assert len(np.unique(ref["mask"])) > 1, "the mask holds more than one class"
 
 
-@pytest.mark.parametrize("name", OFFLOADED)
-def test_offloaded_run_equals_tvm_alone(name):
+@pytest.mark.parametrize("run", OFFLOADED, indirect=True)
+def test_offloaded_run_equals_tvm_alone(run):
     """Partitioned with TensorRT's rules, pruned, the subgraphs run by ONNX Runtime: the same outputs."""
-    run = _run(name)
     found = workflow.offload(transforms.prepare(run.imported.mod), "onnxruntime")
     codegen = found[-1]
     assert codegen.generated and all(g.backend == "onnxruntime" for g in codegen.generated.values())
     offloaded = run.predict(execute.run(codegen.mod, [run.x]))
     ref, got = run.tvm, offloaded
-    if name.startswith("faster_rcnn"):
+    if run.name.startswith("faster_rcnn"):
         ref, got = _comparable(ref), _comparable(got)
-    _assert_same(ref, got, f"{name}, offloaded against TVM alone")
+    _assert_same(ref, got, f"{run.name}, offloaded against TVM alone")
 
 
-def test_comparison_sees_a_changed_output():
-    """The checks above can fail: a moved box, a flipped mask pixel, a swapped class are seen."""
-    run = _run("yolo3_mobilenet1.0_coco")
-    moved = meaning.Prediction({k: np.array(v) for k, v in run.tvm.items()})
-    moved.task = "detection"
-    moved["boxes"][0, 0, 0] += 1.0
-    assert matching.differences(run.tvm, moved)
-    seg = _run("fcn_resnet50_ade").tvm
-    flipped = meaning.Prediction({k: np.array(v) for k, v in seg.items()})
-    flipped.task = "segmentation"
-    flipped["mask"][0, 0, 0] = (flipped["mask"][0, 0, 0] + 1) % flipped["scores"].shape[1]
-    assert matching.differences(seg, flipped)
+@pytest.mark.parametrize("run", ["yolo3_mobilenet1.0_coco", "fcn_resnet50_ade"], indirect=True)
+def test_comparison_sees_a_changed_output(run):
+    """The checks above can fail: a moved box, or a flipped mask pixel, is seen."""
+    changed = meaning.Prediction({k: np.array(v) for k, v in run.tvm.items()})
+    changed.task = run.task
+    if run.task == "detection":
+        changed["boxes"][0, 0, 0] += 1.0
+    else:
+        changed["mask"][0, 0, 0] = (changed["mask"][0, 0, 0] + 1) % changed["scores"].shape[1]
+    assert matching.differences(run.tvm, changed)

@@ -31,17 +31,45 @@ def _build(mod):
     return compiled.load_or_build(mod, "llvm", (), lambda: tvm.compile(mod, target="llvm"))
 
 
-def test_a_module_built_in_one_process_is_loaded_in_another(cache, demo_mod, reference_output):
-    script = "from byoc_workbench.measure import compiled, execute; from byoc_workbench.models import demo; "
-    script += "compiled.KEEP_S = 0; execute.compile(demo.demo_module())"
+def _build_in_another_process(disabled=()) -> None:
+    """The demo compiled without the passes ``disabled`` and kept, as :func:`_build` keeps it, by another
+    process: this one has not loaded its library.
+
+    (A library a process has loaded must not be damaged in place under it: the process's mapping of the
+    file would change, and loading the path again returns that mapping. The cache only ever replaces a
+    file by renaming a whole new one over it.)"""
+    script = "import tvm; from byoc_workbench.measure import compiled; from byoc_workbench.models import demo\n"
+    script += f"compiled.KEEP_S = 0; mod = demo.demo_module(); disabled = {list(disabled)!r}\n"
+    script += "with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):\n"
+    script += "    compiled.load_or_build(mod, 'llvm', disabled, lambda: tvm.compile(mod, target='llvm'))"
     subprocess.run([sys.executable, "-c", script], check=True, env=os.environ)
+
+
+def test_a_module_built_in_one_process_is_loaded_in_another(cache, demo_mod, reference_output):
+    disabled = ["StaticPlanBlockMemory"]  # the demo's loop is a recursive function
+    _build_in_another_process(disabled)
     names = _entries(cache)
     assert len(names) == 2 and {n.split(".", 1)[1] for n in names} == {"so", "so.sum"}
-    disabled = ["StaticPlanBlockMemory"]  # the demo's loop is a recursive function
     executable, hit = compiled.load_or_build(demo_mod, "llvm", disabled, lambda: pytest.fail("compiled again"))
     assert hit
     out = execute.run(demo_mod, demo.demo_inputs(), vm=relax.VirtualMachine(executable, tvm.cpu()))
     np.testing.assert_array_equal(out, reference_output)
+
+
+def test_a_kept_build_is_loaded_once_per_process(cache, demo_mod, reference_output):
+    """A build just kept is used as built; the next asks load it from the library, once: TVM 0.27 keeps all
+    of a library it loaded (its constants too) until the process ends, so a second load would cost as much again."""
+    disabled = ["StaticPlanBlockMemory"]  # the demo's loop is a recursive function
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
+        built = tvm.compile(demo_mod, target="llvm")
+    executable, hit = compiled.load_or_build(demo_mod, "llvm", disabled, lambda: built)
+    assert not hit and executable is built and [m.kind for m in built.mod.imports] == ["llvm"]
+    loaded, hit = compiled.load_or_build(demo_mod, "llvm", disabled, lambda: pytest.fail("built again"))
+    assert hit and [m.kind for m in loaded.mod.imports] == ["library"]
+    out = execute.run(demo_mod, demo.demo_inputs(), vm=relax.VirtualMachine(loaded, tvm.cpu()))
+    np.testing.assert_array_equal(out, reference_output)
+    again, hit = compiled.load_or_build(demo_mod, "llvm", disabled, lambda: pytest.fail("built again"))
+    assert hit and again is loaded
 
 
 def test_the_key_follows_the_module_the_target_and_the_passes(demo_mod, byoc):
@@ -60,7 +88,7 @@ def test_the_key_follows_the_module_the_target_and_the_passes(demo_mod, byoc):
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign seal", "no seal", "foreign library"])
 def test_a_damaged_entry_is_built_again_and_repaired(cache, damage, demo_mod):
     mod = demo_mod
-    _build(mod)
+    _build_in_another_process()
     lib = next(cache.glob("*.so"))
     record = lib.with_name(lib.name + ".sum")
     good = lib.read_bytes()
@@ -116,3 +144,29 @@ def test_a_quick_build_is_not_kept(tmp_path, monkeypatch, demo_mod):
     assert compiled.KEEP_S > 0.5
     assert not _build(demo_mod)[1] and not _build(demo_mod)[1]
     assert _entries(tmp_path / "builds") == []
+
+
+# --- a slow baseline's run, kept ---------------------------------------------------------------
+
+
+def test_a_kept_run_is_shown_again_with_when_it_was_measured(cache, demo_mod, reference_output):
+    """TVM alone with keep=True: the second build_and_run of the same module on the same inputs shows the
+    first's outputs and latency, says when they were measured, and a damaged entry or --no-cache runs again."""
+    from byoc_workbench.measure import runner
+
+    inputs = demo.demo_inputs()
+    first = runner.build_and_run(demo_mod, inputs, repeat=1, warmup=0, label="TVM alone", progress=False, keep=True)
+    assert first.measured == "" and np.allclose(first.outputs, reference_output)
+    again = runner.build_and_run(demo_mod, inputs, repeat=1, warmup=0, label="TVM alone", progress=False, keep=True)
+    assert again.measured.startswith("measured ") and again.measured in " ".join(again.line().split())
+    assert again.latency == first.latency and np.array_equal(again.outputs, first.outputs)
+    other = [np.asarray(a) + 1 if k == 1 else a for k, a in enumerate(inputs)]  # other inputs: run, not reused
+    assert runner.build_and_run(demo_mod, other, 1, 0, progress=False, keep=True).measured == ""
+    unkept = runner.build_and_run(demo_mod, inputs, repeat=1, warmup=0, progress=False)
+    assert unkept.measured == ""  # keep is asked for, never assumed
+    for entry in (cache.parent / "runs").glob("*.json"):
+        entry.write_text("{")  # torn
+    assert runner.build_and_run(demo_mod, inputs, 1, 0, progress=False, keep=True).measured == ""
+    with compiled.refresh():
+        assert runner.build_and_run(demo_mod, inputs, 1, 0, progress=False, keep=True).measured == ""
+    assert runner.build_and_run(demo_mod, inputs, 1, 0, progress=False, keep=True).measured.startswith("measured")

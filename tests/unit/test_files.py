@@ -98,3 +98,17 @@ def test_a_sealed_entry_is_intact_until_it_changes(tmp_path):
     lib.write_bytes(b"\x7fELF" + bytes(99) + b"\x01")  # the same size, other bytes
     assert not files.intact(lib)
     assert not files.intact(tmp_path / "missing.so")
+
+
+def test_arrays_kept_read_back_whole_or_not_at_all(tmp_path):
+    """Arrays of any dtype and shape come back in order; a truncated, foreign or missing entry reads as None."""
+    arrays = [np.arange(6, dtype="float32").reshape(2, 3), np.array(7, dtype="int64"), np.zeros((0, 4))]
+    path = files.write_arrays(tmp_path / "k.npz", arrays)
+    back = files.read_arrays(path)
+    assert len(back) == 3 and all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(arrays, back))
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])
+    assert files.read_arrays(path) is None
+    path.write_text('{"hello": "world"}')
+    assert files.read_arrays(path) is None
+    assert files.read_arrays(tmp_path / "missing.npz") is None

@@ -101,6 +101,18 @@ def test_details_names_claiming_rule():
     assert "nn.conv2d, expand_dims, add, nn.relu" in text
 
 
+def test_a_host_ops_details_name_the_other_targets_that_could_take_it():
+    """Clicking the loop's ``less``, which byoc-target leaves to the host: the ONNX runtimes' own targets
+    name it. A subgraph's node says nothing of other targets."""
+    w = workbench_widget()
+    host = next(k for k, d in w.view.nodes.items() if d.get("op") == "relax.less")
+    w.graph.selected = host
+    assert "other targets" in w.details.value and "onnxruntime, openvino could take it" in w.details.value
+    offloaded = next(k for k, d in w.view.nodes.items() if d.get("target") == "byoc-target")
+    w.graph.selected = offloaded
+    assert "byoc-target" in w.details.value and "other targets" not in w.details.value
+
+
 def test_details_without_selection_or_unknown_node():
     assert "Click a node" in details_html("", None)
     assert "not in this diagram" in details_html("legend", None)
@@ -119,7 +131,7 @@ def test_lines_and_generated_html(partition_view):
 def test_stage_summary_names_subgraphs_and_notes():
     wb = Workbench(demo_module(), get_target("byoc-target"))
     assert stage_summary(wb.view("partition")).startswith("partition: 3 subgraphs (byoc_target_0: add;")
-    prune = stage_summary(wb.view("prune"))
+    prune = " ".join(stage_summary(wb.view("prune")).split())
     assert "2 subgraphs" in prune and "byoc_target_0 returned to host" in prune
 
 
@@ -210,7 +222,7 @@ def test_summary_caps_a_big_subgraph_and_the_table_keeps_every_op(partition_view
         changes=[],
         notes=[f"rule r{i} matched nothing" for i in range(38)],
     )
-    line = stage_summary(view)
+    line = " ".join(stage_summary(view).split())  # lines broken to fit the page, joined again as HTML does
     assert line.startswith("prune: 1 subgraph (tensorrt_0: 505 ops: add ×133, reshape ×77, nn.conv2d ×73,")
     assert "… and 9 more kinds" in line and "… and 35 more notes" in line
     assert len(line) < 300, len(line)

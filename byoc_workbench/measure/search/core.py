@@ -17,10 +17,11 @@ than estimated. For a model and a set of backends:
    costs (crossings included) plus the rest of a build.
 6. The best placements are **built and measured end to end** (until one
    passes, and at least ``top``); one whose outputs differ from TVM alone's
-   beyond the tolerance is rejected. Each one's prediction is reported beside
-   its measurement.
-7. **The finals** (:mod:`.finals`): the fastest few that pass are built again
-   and timed round-robin with the runtimes run whole, in one process, so that
+   is rejected. Each prediction is reported beside its measurement, and the
+   costs measured in place re-rank the rest (:mod:`.learn`).
+7. **The finals** (:mod:`.finals`): the fastest few that pass are timed again,
+   in the builds their measurements made, round-robin with the runtimes run
+   whole (opened once for the anchors and the finals), in one process, so that
    the machine's drift moves them all alike. The least median is chosen, and
    its speedups over the runtimes come from the same rounds.
 
@@ -31,6 +32,7 @@ Every measurement goes through :func:`.measure.measure` and the content-keyed
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 
@@ -38,11 +40,10 @@ from byoc_workbench import ir
 from byoc_workbench.backends import registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import prune as prune_mod
-from byoc_workbench.measure.anchors import subject_anchors
 from byoc_workbench.measure.clock import machine
-from byoc_workbench.measure.search import paths, tasks
-from byoc_workbench.measure.search.finals import run_finals
-from byoc_workbench.measure.search.measure import Cache, Measured, NotCached, Session, digest
+from byoc_workbench.measure.search import learn, paths, reduced, tasks
+from byoc_workbench.measure.search.finals import anchors_and_finals
+from byoc_workbench.measure.search.measure import Cache, Measured, Session
 from byoc_workbench.measure.search.placement import TVM, Plan, Segment, drawn
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Row:
     """One placement in the table: its assignment, predicted and measured time, and its outputs' verdict."""
 
     assign: dict
-    predicted_s: float
+    predicted_s: float | None  # None at a reduced precision: the costs were measured at f32
     measured_s: float | None = None
     equal: bool | None = None
     rejected: str = ""
@@ -64,6 +65,7 @@ class Row:
     differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
     final_s: float | None = None  # the median over the finals' rounds, for a finalist
     spread: float | None = None  # (max - min) / median over those rounds
+    precision: str = "f32"  # OpenVINO's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -197,7 +199,7 @@ def search(
     backends : sequence of str or "a,b,c"
         Backends to place units on; ``tvm`` is the host. At least one must offload.
     precision : "f32", "bf16" or "f16"
-        OpenVINO's inference precision (the other backends compute in f32).
+        Besides f32, the best placements on OpenVINO measured again at this precision (:mod:`.reduced`).
     runs, seams : int
         Instrumented runs per build (each call's median is kept); seams per unit cut, 0 for none.
     top : int
@@ -214,7 +216,7 @@ def search(
     offload = [b for b in backends if b != TVM]
     cache = cache or Cache()
     plan = _placeable(plan_for(subject, backends), subject)
-    s = Session(plan, subject, cache, {"precision": precision}, runs, only_cached, progress)
+    s = Session(plan, subject, cache, {"precision": "f32"}, runs, only_cached, progress)
     s.cluster = tasks.Cluster.start(s, backends, ray_address) if ray_address and not only_cached else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     builds = _measurement_builds(s, backends, offload)
@@ -223,21 +225,21 @@ def search(
     _measure_pieces(s, cut, offload, backends)
     # 5. the shortest path over the graph's order.
     allowed = list(backends) if TVM in backends else [*backends, TVM]  # a unit no backend takes stays on TVM
-    ranked = _ranked(s, cut, allowed, TVM in backends, max(top, 5) * 2)
+    rank = functools.partial(_ranked, s, cut, allowed, TVM in backends, max(top, 5) * 2)
+    ranked = rank()
     rest = s.rest_s()
     s.frozen = True
     # 6. the best ones built and measured end to end, checked against TVM alone.
     notes: list = []
     rows, chosen = _chosen(s, ranked, rest, top, notes)
+    rows += [_verdict(Row(a, p, what=w), m) for a, w, p, m in learn.relearn(s, rows, rank, rest, top)]
+    if precision != "f32":
+        rows += [_verdict(row, m) for row, m in reduced.variants(s, rows, precision)]
     baseline = _baseline(builds, offload, notes)
-    if anchors and subject.source is not None:
-        t_anchors = time.perf_counter()
-        baseline.update(_anchors(s, notes))
-        s.steps.append({"what": "the whole-model anchors", "s": round(time.perf_counter() - t_anchors, 3)})
-    finals, skipped = run_finals(s, rows, anchors)
+    finals, skipped = anchors_and_finals(s, rows, baseline, anchors and subject.source is not None, notes)
     chosen = _by_finals(rows, chosen, finals, skipped, notes)
     for r in rows if chosen is not None else ():
-        r.differs = paths.differs(r.assign, chosen.assign)
+        r.differs = paths.differs(r.assign, chosen.assign) + reduced.differs(r, chosen)
     if chosen is None:
         notes.append("no placement measured gave TVM alone's outputs: none is chosen")
     measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
@@ -265,7 +267,8 @@ def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
     from byoc_workbench.backends import openvino
 
     backends = check_backends(backends)
-    openvino.check_precision(precision)
+    if openvino.check_precision(precision) != "f32" and "openvino" not in backends:
+        raise WorkbenchError(f"precision {precision} is OpenVINO's; openvino is not among the backends", "add openvino")
     if runs < 1 or seams < 0 or top < 1:
         raise WorkbenchError(
             f"runs, seams and top must be 1, 0 and 1 or more; got {runs}, {seams}, {top}", "pass 10, 1, 3"
@@ -317,8 +320,10 @@ def _by_finals(rows: list, chosen, finals: list, skipped: dict, notes: list):
     winner = next(r for r in rows if r.what == best.what)
     whole = [f for f in finals if not f.placement and f.median_s < best.median_s]
     for f in whole:
+        tie = best.median_s - f.median_s < max(f.spread, best.spread) / 2 * best.median_s
+        ran = "as fast as the fastest placement, within their spread," if tie else "faster than every placement"
         notes.append(
-            f"{f.what} ran faster than every placement in the finals ({f.median_s * 1e3:.1f} ms against "
+            f"{f.what} ran {ran} in the finals ({f.median_s * 1e3:.1f} ms against "
             f"{best.median_s * 1e3:.1f} ms, spread {f.spread:.0%} and {best.spread:.0%})"
         )
     if winner is not chosen:
@@ -345,13 +350,11 @@ def _baseline(builds: dict, offload: list, notes: list) -> dict:
 
 def _units_json(s: Session, cut: dict, allowed: list) -> list:
     """Each unit: its members, ops, seams and measured cost per backend."""
-    out = []
-    for u in s.plan.units:
-        costs = {b: s.cost(u, b) for b in allowed}
-        ops = list(s.plan.regions[u].ops)
-        seams = list(cut.get(u, ()))
-        out.append({"name": u, "members": s.plan.size(u), "ops": len(ops), "seams": seams, "costs": costs})
-    return out
+    return [
+        {"name": u, "members": s.plan.size(u), "ops": len(s.plan.regions[u].ops), "seams": list(cut.get(u, ()))}
+        | {"costs": {b: s.cost(u, b) for b in allowed}}
+        for u in s.plan.units
+    ]
 
 
 def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
@@ -418,20 +421,15 @@ def _measurement_rows(s: Session, rows: list) -> list:
 
 def _verdict(row: Row, m: Measured) -> Row:
     """``row`` with the measured time of ``m`` and whether its outputs are TVM alone's."""
-    row.measured_s, row.equal = m.end_to_end_s, _equal(m.check)
+    row.measured_s, row.equal = m.end_to_end_s, bool(m.check and m.check["equal"])
     row.rejected = _refused(m) or ("" if row.equal else _why_not_equal(m.check))
     return row
 
 
 def _refused(m: Measured) -> str:
-    """Why a backend of the placement would not take its segment ("" when every one did): such a build
-    ran that segment on the host, so its time is not the placement's."""
+    """Why a backend would not take its segment ("" if every one did): that segment ran on the host."""
     label, cost = next(((k, c) for k, c in m.costs.items() if c.refused), (None, None))
     return f"{cost.backend} refused {label}: {cost.refused}" if cost else ""
-
-
-def _equal(check: dict | None) -> bool:
-    return bool(check and check["equal"])
 
 
 def _why_not_equal(check: dict | None) -> str:
@@ -479,21 +477,3 @@ def _seams(s: Session, n: int) -> dict:
     for _, u, chosen in sorted(candidates, reverse=True)[:MAX_SPLIT_UNITS]:
         out[u] = chosen
     return out
-
-
-def _anchors(s: Session, notes: list) -> dict:
-    key = digest(s.cache.machine, s.model_key, "anchors", s.runs)
-    found = s.cache.get("anchors", key)
-    if found is None:
-        if s.only_cached:
-            raise NotCached("the whole-model anchors are not cached", "run the search once with measuring on")
-        s._say("timing the whole-model anchors")
-        entries, skipped = subject_anchors(s.subject, s.runs)
-        found = {"entries": entries, "skipped": skipped}
-        s.cache.put("anchors", key, found)
-    for label, why in found["skipped"].items():
-        notes.append(f"{label} skipped: {why}")
-    for label, entry in found["entries"].items():
-        if entry.get("note"):
-            notes.append(f"{label}: {entry['note']}")
-    return {label: e["median_s"] for label, e in found["entries"].items()}

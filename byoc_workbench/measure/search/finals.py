@@ -2,11 +2,16 @@
 
 Each placement built end to end was timed once, on its own, at its own moment;
 a machine whose speed drifts by tens of percent within an hour can rank two
-such times either way. So the fastest few are built again and timed with the
-whole-model runtimes (ONNX Runtime and OpenVINO on the model's ONNX form) in
-rounds: one run of each per round, several rounds, in one process, so drift
-moves them all alike. The chosen placement is the finalist with the least
-median; its speedups over the runtimes run whole come from the same rounds.
+such times either way. So the fastest few are timed again with the whole-model
+runtimes (ONNX Runtime and OpenVINO on the model's ONNX form) in rounds: one
+run of each per round, several rounds, in one process, so drift moves them all
+alike. The chosen placement is the finalist with the least median; its
+speedups over the runtimes run whole come from the same rounds.
+
+Nothing is built twice for them: a finalist measured in this process is the
+build its measurement made (:meth:`.measure.Session.build`), and the runtimes
+run whole are opened once, for the anchors' timing and the finals alike
+(:func:`anchors_and_finals`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,10 @@ import statistics
 import time
 
 from byoc_workbench.measure import timing
-from byoc_workbench.measure.anchors import subject_runs
-from byoc_workbench.measure.search.measure import NotCached, digest
+from byoc_workbench.measure.anchors import subject_anchors, subject_runs
+from byoc_workbench.measure.search.measure import FINALISTS, NotCached, digest
 
 ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
-FINALISTS = 3  # placements in the finals (the fastest measured that gave TVM alone's outputs)
 SLOWER = 3.0  # a placement measured this many times slower than the fastest is not a finalist
 
 
@@ -61,15 +65,17 @@ def finalists(rows: list, n: int = FINALISTS) -> list:
     for r in passed:
         if len(out) == n or r.measured_s > SLOWER * passed[0].measured_s:
             break
-        if all(r.assign != o.assign for o in out):
+        if all((r.assign, r.precision) != (o.assign, o.precision) for o in out):
             out.append(r)
     return out
 
 
-def run_finals(session, rows: list, anchors: bool, rounds: int = ROUNDS, n: int = FINALISTS) -> tuple:
+def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = FINALISTS) -> tuple:
     """``(finals, skipped)``: the finalists of ``rows`` and the whole-model runtimes, timed round-robin.
 
-    ``skipped`` is ``{label: why}`` for a runtime that could not run the model whole.
+    ``whole()``, when given, returns the runtimes run whole as :func:`~byoc_workbench.measure.anchors.subject_runs`
+    yields them (opened once for the anchors and the finals). ``skipped`` is ``{label: why}`` for a runtime
+    that could not run the model whole.
     """
     picked = finalists(rows, n)
     if not picked:
@@ -77,8 +83,8 @@ def run_finals(session, rows: list, anchors: bool, rounds: int = ROUNDS, n: int 
     placed = []
     for r in picked:  # by content, as the search's cache keys a build
         contents = session.plan.contents(r.assign)
-        placed.append(sorted((contents[label], backend) for label, backend in r.assign.items()))
-    key = digest(session.cache.machine, session.model_key, placed, session.options, rounds, anchors)
+        placed.append([r.precision, *sorted((contents[label], backend) for label, backend in r.assign.items())])
+    key = digest(session.cache.machine, session.model_key, placed, session.options, rounds, whole is not None)
     found = _cached(session.cache.get("finals", key), picked)
     if found is not None:  # the same finalists on the same machine: read, not run again
         return found
@@ -87,16 +93,15 @@ def run_finals(session, rows: list, anchors: bool, rounds: int = ROUNDS, n: int 
     session._say(f"the finals: {len(picked)} placements and the runtimes run whole, {rounds} rounds")
     args = timing.tensors(session.subject.inputs)
     runs, built = {}, []
-    with contextlib.ExitStack() as stack:
-        for r in picked:
-            b = timing.build(session.plan.stages(r.assign, session.options), mark=session.plan.mark)
-            built.append(b)  # kept alive: its compiled subgraphs are released with it
-            runs[r.what] = (b.vm["main"], True)
-        skipped: dict = {}
-        if anchors and session.subject.source is not None:
-            found, skipped = stack.enter_context(subject_runs(session.subject))
-            runs.update({label: (run, False) for label, run in found.items()})
-        times = _rounds({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
+    for r in picked:
+        b = session.build(r.assign, {"precision": r.precision})  # OpenVINO's, as the row was measured
+        built.append(b)  # kept alive: its compiled subgraphs are released with it
+        runs[r.what] = (b.vm["main"], True)
+    skipped: dict = {}
+    if whole is not None:
+        found, skipped = whole()
+        runs.update({label: (run, False) for label, run in found.items()})
+    times = _rounds({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
     finals = [Final(label, times[label], placement) for label, (_, placement) in runs.items()]
     session.cache.put("finals", key, {"finals": [f.to_json() | {"times": f.times} for f in finals], "skipped": skipped})
     return finals, skipped
@@ -129,3 +134,43 @@ def _rounds(calls: dict, rounds: int) -> dict:
             call()
             times[label].append(time.perf_counter() - t0)
     return times
+
+
+def anchors_and_finals(s, rows: list, baseline: dict, anchors: bool, notes: list) -> tuple:
+    """The finals' ``(finals, skipped)``, once the whole-model anchors are timed into ``baseline`` (with
+    ``anchors``). The runtimes run whole are opened once for both, and only when one of them is not cached."""
+    with contextlib.ExitStack() as stack:
+        opened: list = []
+
+        def whole() -> tuple:
+            if not opened:
+                opened.append(stack.enter_context(subject_runs(s.subject)))
+            return opened[0]
+
+        if anchors:
+            t0 = time.perf_counter()
+            baseline.update(_anchors(s, whole, notes))
+            s.steps.append({"what": "the whole-model anchors", "s": round(time.perf_counter() - t0, 3)})
+        t0 = time.perf_counter()
+        found = run_finals(s, rows, whole if anchors else None)
+        s.steps.append({"what": "the finals", "s": round(time.perf_counter() - t0, 3)})
+    s.alive.clear()  # the finalists' builds, and their compiled subgraphs, released
+    return found
+
+
+def _anchors(s, whole, notes: list) -> dict:
+    key = digest(s.cache.machine, s.model_key, "anchors", s.runs)
+    found = s.cache.get("anchors", key)
+    if found is None:
+        if s.only_cached:
+            raise NotCached("the whole-model anchors are not cached", "run the search once with measuring on")
+        s._say("timing the whole-model anchors")
+        entries, skipped = subject_anchors(s.subject, s.runs, whole())
+        found = {"entries": entries, "skipped": skipped}
+        s.cache.put("anchors", key, found)
+    for label, why in found["skipped"].items():
+        notes.append(f"{label} skipped: {why}")
+    for label, entry in found["entries"].items():
+        if entry.get("note"):
+            notes.append(f"{label}: {entry['note']}")
+    return {label: e["median_s"] for label, e in found["entries"].items()}

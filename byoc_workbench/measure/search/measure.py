@@ -17,7 +17,8 @@ placement. So a repeated search re-measures only what changed.
 
 :class:`Session` holds one search's measurements: each placement it needs,
 from the cache or built and timed now, and the cost of each segment on each
-backend that the shortest path ranks placements by.
+backend that the shortest path ranks placements by. It keeps the :data:`FINALISTS`
+fastest builds that passed, so that the finals time them without building them again.
 """
 
 from __future__ import annotations
@@ -30,13 +31,10 @@ import os
 import statistics
 import sys
 import time
-import zipfile
 from pathlib import Path
 
-import numpy as np
-
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.files import cache_dir, write_atomic
+from byoc_workbench.files import cache_dir, read_arrays, write_arrays, write_atomic
 from byoc_workbench.flow import summary
 from byoc_workbench.measure import clock, timing
 from byoc_workbench.measure.search.placement import TVM, Plan, inlined
@@ -45,6 +43,7 @@ from byoc_workbench.stages import STAGES
 logger = logging.getLogger(__name__)
 
 SLOW_S = 2.0  # a first run longer than this is not repeated: the instrumented run is the measurement
+FINALISTS = 3  # the fastest that gave TVM alone's outputs: in the finals, and their builds kept alive for them
 
 
 @dataclasses.dataclass
@@ -227,18 +226,10 @@ class Cache:
         write_atomic(self._path(kind, key), json.dumps(value))
 
     def get_arrays(self, key: str) -> list | None:
-        path = self._path("reference", key, ".npz")
-        if not (self.enabled and path.is_file()):
-            return None
-        try:
-            with np.load(path) as data:
-                return [data[f"a{k}"] for k in range(len(data.files))]
-        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # damaged: measured again
-            return None
+        return read_arrays(self._path("reference", key, ".npz")) if self.enabled else None  # damaged: None
 
     def put_arrays(self, key: str, arrays: list) -> None:
-        arrays = {f"a{k}": np.asarray(a) for k, a in enumerate(arrays)}
-        write_atomic(self._path("reference", key, ".npz"), lambda f: np.savez(f, **arrays))
+        write_arrays(self._path("reference", key, ".npz"), arrays)
 
 
 # --- one search's measurements -------------------------------------------------------
@@ -264,23 +255,31 @@ class Session:
         self.steps: list = []  # {"what", "s", "cached"}: where the search's time went
         self.fetched: dict = {}  # key -> (record, cached): builds measured as tasks on a Ray cluster
         self.cluster = None  # the search's tasks on a Ray cluster (tasks.Cluster), when it runs on one
+        self.alive: dict = {}  # key -> (end-to-end seconds, Built): the FINALISTS fastest that passed
 
-    def key(self, assign: dict) -> tuple:
-        """``(key, contents)``: the cache's key of placement ``assign``, and each of its labels' content."""
+    def key(self, assign: dict, options: dict | None = None) -> tuple:
+        """``(key, contents)``: the cache's key of placement ``assign`` (built with ``options``, default the
+        search's), and each of its labels' content."""
         contents = self.plan.contents(assign)
         # By content: the same subgraphs on the same backends in the same model are the same build,
         # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
         placed = sorted((contents[label], backend) for label, backend in assign.items())
-        return digest(self.cache.machine, self.model_key, placed, self.options), contents
+        return digest(self.cache.machine, self.model_key, placed, self._options(options)), contents
 
-    def need(self, assign: dict, what: str, reference: bool = False) -> Measured:
+    def _options(self, options: dict | None) -> dict:
+        """The search's options, with ``options`` in place of some."""
+        return {**self.options, **(options or {})}
+
+    def need(self, assign: dict, what: str, reference: bool = False, options: dict | None = None) -> Measured:
         """The measurement of placement ``assign``: from the cache, else built and timed now.
 
         ``reference=True``: this build is TVM alone, whose outputs every other
-        build is checked against; they are cached with it.
+        build is checked against; they are cached with it. ``options`` replace
+        some of the search's for this build (a precision), and are part of its key.
         """
         t0 = time.perf_counter()
-        key, contents = self.key(assign)
+        options = self._options(options)
+        key, contents = self.key(assign, options)
         self.contents.update(contents)
         fetched = self.fetched.pop(key, None)
         if fetched and self.cache.enabled:  # needed again, it is read as the cache's would be
@@ -298,11 +297,13 @@ class Session:
                     "run it once with measuring on (byoc-workbench search, or search(..., only_cached=False))",
                 )
             self._say(f"measuring {what}")
-            measured, outputs, *_ = measure(self.plan, self.subject, assign, self.options, self.runs, self.reference)
+            measured, outputs, built, _ = measure(self.plan, self.subject, assign, options, self.runs, self.reference)
             if reference:
                 self.reference = outputs
                 measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
                 self.cache.put_arrays(key, outputs)
+            if measured.check and measured.check["equal"]:
+                self._keep_alive(key, measured.end_to_end_s, built)
             self.built += 1
             if not any(c.refused for c in measured.costs.values()):  # a refusal is asked again, never kept
                 self.cache.put("build", key, {"measured": measured.to_json(), "contents": contents})
@@ -315,6 +316,24 @@ class Session:
         self.records.append((what, measured, not self.frozen))
         self.steps.append({"what": what, "s": round(time.perf_counter() - t0, 3), "cached": record is not None})
         return measured
+
+    def _keep_alive(self, key: str, seconds: float, built) -> None:
+        self.alive[key] = (seconds, built)
+        for slowest in sorted(self.alive, key=lambda k: self.alive[k][0])[FINALISTS:]:
+            del self.alive[slowest]  # its compiled subgraphs are released with it
+
+    def build(self, assign: dict, options: dict | None = None):
+        """Placement ``assign``'s :class:`~byoc_workbench.measure.timing.Built`: the one its measurement
+        built, when kept alive, else built now."""
+        options = self._options(options)
+        kept = self.alive.get(self.key(assign, options)[0])
+        return kept[1] if kept else timing.build(self.plan.stages(assign, options), mark=self.plan.mark)
+
+    def learn(self, measured: Measured) -> None:
+        """Let an end-to-end build's costs, measured in place, join its segments' costs (:mod:`.learn`)."""
+        for label, cost in measured.costs.items():
+            if not cost.refused and label in self.contents:
+                self._add_cost(self.contents[label], cost)
 
     def _add_cost(self, content: str, cost: Cost) -> None:
         """Keep one cost per segment and backend: warm measurements over a cold one, the mean of warm ones."""

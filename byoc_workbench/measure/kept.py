@@ -1,0 +1,82 @@
+"""Slow baselines' runs kept on disk, so that a notebook run again does not wait for them again.
+
+TVM alone runs the SSD in tens of seconds on a laptop's CPU, once per run of
+notebook 02. :func:`load` and :func:`store` keep such a run (its latency and its
+outputs) under ``$BYOC_WORKBENCH_CACHE/runs``, keyed by what it depends on: the
+compiled module's build key (:func:`byoc_workbench.measure.compiled.key`: the
+module, the target, TVM and the machine), the inputs' bytes, and how many runs
+were timed. Whoever shows a kept run says when it was measured.
+
+The JSON is written last, so a run torn by Ctrl-C or a damaged file is a
+miss and is measured again. Nothing is read inside
+:func:`byoc_workbench.measure.compiled.refresh` or with ``BYOC_WORKBENCH_NO_CACHE=1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+
+import numpy as np
+
+from byoc_workbench import files
+from byoc_workbench.measure import clock, compiled
+
+logger = logging.getLogger(__name__)
+_warned: list = []
+
+
+def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
+    """The key of running ``mod`` built for ``target`` on ``inputs``, or None for a module TVM cannot hash."""
+    try:
+        build_key = compiled.key(mod, target)
+    except Exception:  # noqa: BLE001 - not kept, as the build cache does not keep it
+        return None
+    h = hashlib.sha256(f"{build_key}\n{repeat} {warmup}".encode())
+    for a in inputs:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype} {a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def load(k: str) -> tuple | None:
+    """``(latency, outputs, when)`` of the run kept under ``k``, or None (not kept, damaged, or not reading)."""
+    root = files.cache_dir("runs")
+    if not compiled.reading() or not (root / f"{k}.json").is_file():
+        return None
+    try:
+        record = json.loads((root / f"{k}.json").read_text())
+        outputs = files.read_arrays(root / f"{k}.npz")
+        if outputs is None or len(outputs) != record["outputs"]:
+            return None
+        latency = clock.Latency(**record["latency"], warmup=record["warmup"])
+        return latency, outputs[0] if record["single"] else outputs, record["when"]
+    except (OSError, ValueError, KeyError, TypeError):  # damaged: run again
+        return None
+
+
+def store(k: str, latency: clock.Latency, outputs) -> None:
+    """Keep a run whose outputs are an array or a list of arrays (nested outputs are not kept); a cache
+    that cannot be written keeps nothing, says so once, and the run stands."""
+    single = isinstance(outputs, np.ndarray)
+    if not single and not all(isinstance(a, np.ndarray) for a in outputs):
+        return
+    root = files.cache_dir("runs")
+    arrays = [outputs] if single else list(outputs)
+    record = {
+        "single": single,
+        "latency": latency.to_json(),
+        "warmup": latency.warmup,
+        "outputs": len(arrays),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    try:
+        files.write_arrays(root / f"{k}.npz", arrays)
+        files.write_atomic(root / f"{k}.json", json.dumps(record))
+    except OSError as err:
+        if not _warned:
+            logger.warning("runs are not kept in %s (%s): each is measured again next time", root, err)
+            _warned.append(k)

@@ -1,0 +1,37 @@
+"""Reduced precision beside f32: the best placements measured again with OpenVINO at bf16 or f16.
+
+The search ranks, builds and checks every placement at f32. Asked for a reduced
+precision, it then builds the fastest measured placements that put a segment on
+OpenVINO again, OpenVINO inferring at that precision, and checks each against
+TVM alone like any other build: its error, and for a detector how many of TVM
+alone's detections it still finds. A variant whose outputs pass joins the
+finals, so a reduced precision is chosen only when asked for and only when it
+gives TVM alone's outputs; one that does not pass stands in the table with its error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+VARIANTS = 3  # the fastest measured placements with a segment on OpenVINO, each built again at the precision
+
+
+def variants(session, rows: list, precision: str, n: int = VARIANTS) -> list:
+    """``[(row, Measured)]``: for the ``n`` fastest measured ``rows`` that use OpenVINO and gave TVM alone's
+    outputs, a new row for the same placement with OpenVINO at ``precision``, and its end-to-end measurement
+    (no prediction: every segment's cost was measured at f32)."""
+    on_ov = [r for r in rows if r.measured_s and r.equal and "openvino" in r.assign.values()]
+    picked: list = []
+    for r in sorted(on_ov, key=lambda r: r.measured_s):
+        if len(picked) < n and all(r.assign != p.assign for p in picked):
+            picked.append(r)
+    found = []
+    for r in picked:
+        row = dataclasses.replace(r, what=f"{r.what}, openvino at {precision}", precision=precision, predicted_s=None)
+        found.append((row, session.need(r.assign, f"{row.what}, end to end", options={"precision": precision})))
+    return found
+
+
+def differs(row, chosen) -> list:
+    """What differs from the chosen placement in precision (``paths.differs`` says where segments run)."""
+    return [f"openvino at {row.precision}"] if row.precision != chosen.precision else []
