@@ -8,6 +8,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
+# The suite's cache of builds, measurements and seeded weights is the checkout's own: it never reads what
+# a user's runs left in ~/.cache/byoc-workbench (trained weights, say), nor writes there, and a clean clone
+# starts with none. A test that needs an empty cache still sets one of its own.
+os.environ["BYOC_WORKBENCH_CACHE"] = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".test-cache"
+)
+
 import memory
 import pytest
 

@@ -66,7 +66,6 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_edit
-from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
 from byoc_workbench.measure import clock, execute
@@ -441,28 +440,3 @@ def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict:
     p = profile(built, inputs, runs=runs)
     rows = [{"name": e.name, "kind": e.kind, "target": e.target, "time_s": e.time_s} for e in p.top(top)]
     return {"end_to_end_s": p.end_to_end_s, "by_kind": p.by_kind, "top": rows}
-
-
-def lesson(builds: dict, runs: int = 10, compare=(), tolerance: float = 1e-3, collapse: bool = False) -> latency.Lesson:
-    """Profile each build (``{label: (Built, inputs)}``, e.g. pruned and unpruned) and compare those
-    named in ``compare`` against TVM alone; the maps are drawn with the same legend rules.
-
-    For notebook 02::
-
-        found = {"pruned": model_build(workbench=wb), "unpruned": model_build(prune=False, workbench=wb)}
-        lesson = timing.lesson(found, compare=["pruned"], collapse=True)
-        lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
-
-    (``model_build`` is :func:`byoc_workbench.measure.builds.model_build`.)
-    """
-    # numerics builds on this module's Built and tensors, so it is imported here rather than at the top.
-    from byoc_workbench.measure import numerics as checks
-
-    profiles, numerics, reports = {}, {}, {}
-    for label, (built, inputs) in builds.items():
-        profiles[label] = profile(built, inputs, runs=runs)
-        if label in compare:
-            numerics[label] = checks.compare(built, inputs, tolerance=tolerance)
-        title = f"{label}: measured" + (f" — {built.mark}" if built.mark else "")
-        reports[label] = latency.report(built, profiles[label], numerics.get(label), collapse, title)
-    return latency.Lesson(profiles, numerics, reports)

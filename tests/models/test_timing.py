@@ -20,7 +20,7 @@ from byoc_workbench import cli, ir, stages
 from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import builds, timing
+from byoc_workbench.measure import builds, lessons, timing
 from byoc_workbench.measure import compare as matching
 from byoc_workbench.measure import numerics as checks
 from byoc_workbench.models.demo import demo_inputs
@@ -259,7 +259,7 @@ def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
 
 def test_lesson_stacks_the_builds_and_shows_each_table_once():
     found = {"pruned": builds.demo_build(), "unpruned": builds.demo_build(prune=False)}
-    lesson = timing.lesson(found, runs=3, compare=["unpruned"])
+    lesson = lessons.timed_and_checked(found, runs=3, compare=["unpruned"])
     assert list(lesson.profiles) == ["pruned", "unpruned"] and list(lesson.numerics) == ["unpruned"]
     page = lesson._repr_html_()
     assert page.count("<svg") == 2 and "pruned: measured" in page and "calls crossing" in page
