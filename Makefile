@@ -67,7 +67,12 @@ lab: setup
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=lab --IdentityProvider.token="$$token" \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
+# The package compiled once before the suite: where PYTHONDONTWRITEBYTECODE is set (CI's environment sets
+# it), every process the suite starts (a CLI, a kernel, a Ray worker) would otherwise compile it anew.
+BYTECODE := $(BIN)/python -m compileall -q byoc_workbench
+
 test: setup lint
+	$(BYTECODE)
 	$(PYTEST)
 
 lint: setup
@@ -76,6 +81,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test-fast: setup
+	$(BYTECODE)
 	$(PYTEST) tests/unit
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.

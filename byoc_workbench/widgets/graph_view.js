@@ -230,8 +230,10 @@ function render({ model, el }) {
   }
 
   // After a double-click opens a group: its cluster's top at the top of the box, at
-  // a readable scale, centred when it fits across, else its left edge at the left
-  // of the box. False when the drawing holds no group opened by a double-click.
+  // a readable scale; across, its first rows (the nodes inside it that the box's
+  // height takes in) centred when they fit, else their left edge at the left of the
+  // box, wherever Graphviz put them in a wide cluster. False when the drawing holds
+  // no group opened by a double-click.
   const showOpened = (scale) => {
     const o = opening;
     if (!o || performance.now() - o.at > OPEN_WAIT_MS) {
@@ -246,7 +248,15 @@ function render({ model, el }) {
     if (!r.width || !r.height) return false;
     const cw = frame.clientWidth;
     const s = Math.max(scale, readable);
-    const [left, top, w] = [(r.left - sv.left) / view.s, (r.top - sv.top) / view.s, r.width / view.s];
+    const top = (r.top - sv.top) / view.s;
+    const band = r.top + ((frame.clientHeight - OPEN_MARGIN) / s) * view.s; // the box's height, on screen now
+    const rows = [...viewport.querySelectorAll("g.node")]
+      .map((g) => g.getBoundingClientRect())
+      .filter((n) => n.left >= r.left && n.right <= r.right && n.top >= r.top && n.bottom <= band);
+    const [x0, x1] = rows.length
+      ? [Math.min(...rows.map((n) => n.left)), Math.max(...rows.map((n) => n.right))]
+      : [r.left, r.right];
+    const [left, w] = [(x0 - sv.left) / view.s, (x1 - x0) / view.s];
     const x = w * s <= cw ? (cw - w * s) / 2 - left * s : OPEN_MARGIN - left * s;
     view = { s, x, y: OPEN_MARGIN - top * s };
     mode = "free";

@@ -497,8 +497,12 @@ _CLUSTER_SIZE = """id => {
     const members = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')]
         .map(g => g.getBoundingClientRect()).map(n => [n.left + n.width / 2, n.top + n.height / 2])
         .filter(([x, y]) => inside(x, y, r));
+    const whole = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')]
+        .map(g => g.getBoundingClientRect())
+        .filter(n => inside(n.left + n.width / 2, n.top + n.height / 2, r))
+        .filter(n => n.left >= f.left && n.right <= f.right && n.top >= f.top && n.bottom <= f.bottom);
     return {w: r.width / f.width, h: r.height / f.height, nodes: members.length,
-            shown: members.filter(([x, y]) => inside(x, y, f)).length};
+            shown: members.filter(([x, y]) => inside(x, y, f)).length, whole: whole.length};
 }"""
 
 
@@ -550,6 +554,7 @@ def _open_group(page, node_id: str, shot: str) -> dict:
     assert page.evaluate(_NODES_IN_BOX) > 0, "after opening a group the box must still show nodes"
     assert heights and _median(heights) >= MIN_LABEL_PX, f"labels are {_median(heights):.1f} px tall once opened"
     assert size["shown"] > 0, f"the box shows none of the opened group's nodes: {size}"
+    assert size["whole"] > 0, f"every opened node in the box is cut at its edge, labels and all: {size}"
     page.locator(".byoc-zoom-fit").click()  # and the whole diagram, one click away
     fit = page.evaluate(_LABELS_IN_BOX)
     print(f"  after 'fit': scale {_scale(page):.2f}, median label {_median(fit):.1f} px")
