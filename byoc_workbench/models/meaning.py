@@ -159,8 +159,8 @@ def prediction(task: str, outputs, loaded, backend: str = "", notes=()) -> Predi
     result.warnings = (warning,) if warning else ()
     if warning:
         logger.warning("%s", warning)
-    if not loaded.is_trained:
-        logger.warning("%s from %s: %s", task, loaded.name, loaded.weights_label)
+    # Untrained weights are said by what shows the prediction (its table's line, its picture's title), with
+    # result.weights_label: a log line here too said it again at every prediction, in pink in a notebook.
     return result
 
 

@@ -29,6 +29,16 @@ def test_segmentation_mask_is_the_best_class_per_pixel():
     assert p.summary().startswith("2 classes in the mask")
 
 
+def test_untrained_weights_travel_with_the_prediction_and_are_not_logged_again(caplog):
+    """The mark is said by what shows the prediction (once in the chooser's status, on each table and
+    picture); a log line at every prediction said it again, in pink in a notebook."""
+    scores = np.zeros((1, 3, 4, 5), dtype="float32")
+    with caplog.at_level("INFO"):
+        p = _predict("segmentation", [scores, scores])
+    assert p.weights_label == "untrained weights (seed 0)"
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+
 def test_pose_keypoint_is_its_heatmap_peak_in_input_pixels():
     heatmaps = np.zeros((1, 17, 16, 12), dtype="float32")
     heatmaps[0, 0, 3, 5] = 0.9  # the nose's peak: row 3, column 5 of a heatmap a quarter of 64x48
