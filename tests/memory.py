@@ -2,7 +2,7 @@
 
 A worker process runs dozens of test modules, and the model modules load models of hundreds of
 megabytes each. Kept by module-level caches and by the allocator after they were freed, they added
-up to 14 GB in one worker, and the kernel killed it on a 24 GB machine, with the other worker and
+up to 14 GB in one worker, and the kernel killed it on a 23 GB machine, with the other worker and
 the browser tests' notebooks beside it.
 """
 

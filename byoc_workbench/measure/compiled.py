@@ -132,7 +132,6 @@ def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], 
         if not _warned:
             logger.warning("build cache: builds are not kept in %s (%s); each is compiled again next time", root, err)
             _warned.append(k)
-        return executable, False
     # Not loaded back from the library just written, though that would spare LLVM generating the machine code
     # again when a VM first loads it (about 6 s of TVM alone's SSD): what TVM loads it keeps for the life of
     # the process, and a search keeps a dozen builds. The executable as built is freed with its last VM.
