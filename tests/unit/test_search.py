@@ -171,7 +171,7 @@ def test_search_on_a_small_conv_model(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_OPENVINO, reason="openvino is not installed")
-def test_a_reduced_precision_stands_beside_f32_and_is_chosen_only_when_its_outputs_pass(tmp_path):
+def test_a_reduced_precision_stands_beside_f32_and_is_chosen_only_when_its_outputs_pass(tmp_path, monkeypatch):
     """Asked for bf16, the search still ranks and builds at f32, then measures its best OpenVINO placements
     again with OpenVINO at bf16: each with its error against TVM alone. bf16 rounds the convolutions beyond
     the tolerance, so those variants are rejected, shown, and never chosen."""
@@ -179,6 +179,9 @@ def test_a_reduced_precision_stands_beside_f32_and_is_chosen_only_when_its_outpu
 
     if "BF16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
         pytest.skip("this CPU has no bf16: OpenVINO's bf16 would run in f32")
+    # Every OpenVINO placement that passed at f32 is measured again, not the three fastest: which three
+    # were fastest is the machine's timing, and some runs they all kept the convolutions on TVM.
+    monkeypatch.setattr("byoc_workbench.measure.search.reduced.VARIANTS", 100)
     subject = small_conv_model()
     result = search.search(subject, ("openvino", "tvm"), precision="bf16", runs=2, cache=search.Cache(tmp_path))
     reduced = [r for r in result.placements if r.precision == "bf16"]

@@ -16,10 +16,11 @@ import dataclasses
 VARIANTS = 3  # the fastest measured placements with a segment on OpenVINO, each built again at the precision
 
 
-def variants(session, rows: list, precision: str, n: int = VARIANTS) -> list:
-    """``[(row, Measured)]``: for the ``n`` fastest measured ``rows`` that use OpenVINO and gave TVM alone's
-    outputs, a new row for the same placement with OpenVINO at ``precision``, and its end-to-end measurement
-    (no prediction: every segment's cost was measured at f32)."""
+def variants(session, rows: list, precision: str, n: int | None = None) -> list:
+    """``[(row, Measured)]``: for the ``n`` (default :data:`VARIANTS`) fastest measured ``rows`` that use
+    OpenVINO and gave TVM alone's outputs, a new row for the same placement with OpenVINO at ``precision``,
+    and its end-to-end measurement (no prediction: every segment's cost was measured at f32)."""
+    n = VARIANTS if n is None else n
     on_ov = [r for r in rows if r.measured_s and r.equal and "openvino" in r.assign.values()]
     picked: list = []
     for r in sorted(on_ov, key=lambda r: r.measured_s):
