@@ -224,8 +224,8 @@ def _notebooks() -> tuple:
 
 
 def _rerun_02() -> dict:
-    """Notebook 02 twice in a row from a seat's copies, the second time with the first's cache (its builds and
-    its run of TVM alone kept), as an attendee runs it again; both times from the same minutes."""
+    """Notebook 02 twice in a row from a seat's copies, the second time with the first's cache (its builds, its
+    run of TVM alone and its numerics references kept), as an attendee runs it again; both from the same minutes."""
     from lab_copies import sync
 
     from byoc_workbench.files import CACHE_ENV

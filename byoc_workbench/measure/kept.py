@@ -7,6 +7,11 @@ compiled module's build key (:func:`byoc_workbench.measure.compiled.key`: the
 module, the target, TVM and the machine), the inputs' bytes, and how many runs
 were timed. Whoever shows a kept run says when it was measured.
 
+The numerics check reruns each offloaded subgraph with TVM alone, as long again
+for the SSD's backbone. :func:`reference` keeps those outputs under
+``$BYOC_WORKBENCH_CACHE/references``, keyed the same way (without a count of
+runs): they are what TVM computes, not a measurement, so they carry no date.
+
 The JSON is written last, so a run torn by Ctrl-C or a damaged file is a
 miss and is measured again. Nothing is read inside
 :func:`byoc_workbench.measure.compiled.refresh` or with ``BYOC_WORKBENCH_NO_CACHE=1``.
@@ -26,6 +31,7 @@ from byoc_workbench.measure import clock, compiled
 
 logger = logging.getLogger(__name__)
 _warned: list = []
+KEEP_S = 1.0  # a reference computed faster than this is not kept
 
 
 def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
@@ -34,7 +40,11 @@ def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
         build_key = compiled.key(mod, target)
     except Exception:  # noqa: BLE001 - not kept, as the build cache does not keep it
         return None
-    h = hashlib.sha256(f"{build_key}\n{repeat} {warmup}".encode())
+    return _digest(f"{build_key}\n{repeat} {warmup}", inputs)
+
+
+def _digest(head: str, inputs) -> str:
+    h = hashlib.sha256(head.encode())
     for a in inputs:
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype} {a.shape}".encode())
@@ -80,3 +90,26 @@ def store(k: str, latency: clock.Latency, outputs) -> None:
         if not _warned:
             logger.warning("runs are not kept in %s (%s): each is measured again next time", root, err)
             _warned.append(k)
+
+
+def reference(build_key: str | None, function: str, inputs: list, compute) -> list:
+    """TVM alone's outputs of ``function`` on ``inputs`` (a list of arrays), read from the cache when kept,
+    else ``compute()``-d and kept if that took :data:`KEEP_S` or more. ``build_key`` is the key of the
+    build ``function`` belongs to; None keeps nothing, nor do outputs that are not all arrays."""
+    if build_key is None:
+        return compute()
+    path = files.cache_dir("references") / f"{_digest(build_key + '/' + function, inputs)}.npz"
+    found = files.read_arrays(path) if compiled.reading() else None
+    if found is not None:
+        return found
+    t0 = time.perf_counter()
+    outputs = compute()
+    quick = time.perf_counter() - t0 < KEEP_S  # a loop's many small calls: reading would cost as much
+    if not quick and all(isinstance(a, np.ndarray) for a in outputs):
+        try:
+            files.write_arrays(path, outputs)
+        except OSError as err:
+            if not _warned:
+                logger.warning("references are not kept in %s (%s): each is computed again", path.parent, err)
+                _warned.append(path)
+    return outputs

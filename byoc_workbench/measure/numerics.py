@@ -16,7 +16,7 @@ import dataclasses
 import tvm
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import execute, timing
+from byoc_workbench.measure import compiled, execute, kept, timing
 from byoc_workbench.measure.compare import output_error
 from byoc_workbench.measure.recorder import Recorder
 
@@ -118,23 +118,19 @@ def compare(
 
     The subgraphs come from the prune stage's module, their composites
     inlined (``flatten_subgraphs``), and are compiled by TVM for ``target``.
+    Their outputs are kept on disk, so a check run again on the same inputs
+    (notebook 02 rehearsed, say) reads them instead of rerunning TVM alone.
     """
-    from byoc_workbench.flow.partition import flatten_subgraphs
-
     if not tolerance >= 0:
         raise WorkbenchError(f"tolerance must be 0 or more, got {tolerance}.", "pass a relative error such as 1e-3.")
     seen = capture(built, inputs, entry)
     rows = []
     if seen:
-        flat = flatten_subgraphs(built.partitioned)
-        ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
-        vm = execute.build(ref_mod, target)
+        reference = _references(built, seen, target)
     for name, site in built.subgraphs.items():
         errors: dict = {}
         for ins, outs in seen.get(name, []):
-            ref = execute.to_numpy(vm[name](*timing.tensors(ins)))
-            ref = ref if isinstance(ref, list) else [ref]
-            for k, (got, want) in enumerate(zip(outs, ref)):
+            for k, (got, want) in enumerate(zip(outs, reference(name, ins))):
                 max_abs, max_rel = output_error(got, want)
                 old = errors.get(k)
                 if old is None or (max_rel, max_abs) > (old.max_rel, old.max_abs):
@@ -143,3 +139,26 @@ def compare(
         calls = len(seen.get(name, []))
         rows.append(SubgraphCheck(name, site.target, site.backend, calls, outputs, tolerance, site.detail))
     return Numerics(rows, tolerance, built.mark)
+
+
+def _references(built: timing.Built, seen: dict, target: str):
+    """``reference(subgraph, inputs)``: its outputs computed by TVM alone, kept on disk
+    (:func:`byoc_workbench.measure.kept.reference`), so a check run again reruns nothing; the
+    subgraphs are built only when some reference is not kept."""
+    from byoc_workbench.flow.partition import flatten_subgraphs
+
+    flat = flatten_subgraphs(built.partitioned)
+    ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
+    try:
+        build_key = compiled.key(ref_mod, target)
+    except Exception:  # noqa: BLE001 - a module TVM cannot hash is checked, its references not kept
+        build_key = None
+    vm = []
+
+    def compute(name, ins):
+        if not vm:
+            vm.append(execute.build(ref_mod, target))
+        ref = execute.to_numpy(vm[0][name](*timing.tensors(ins)))
+        return ref if isinstance(ref, list) else [ref]
+
+    return lambda name, ins: kept.reference(build_key, name, ins, lambda: compute(name, ins))

@@ -468,6 +468,8 @@ def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
     box.fill("conv")
     expect(conv3d).to_be_visible()  # a filter finds folded rules too
     shown = page.locator(".byoc-rule-row:visible .byoc-rule")
+    # The kernel hides the rows one message at a time: wait until the last of them has gone.
+    expect(shown.filter(has_not_text=re.compile("conv|matmul"))).to_have_count(0)
     names = [t.strip() for t in shown.all_inner_texts()]
     assert names and all("conv" in n or "matmul" in n for n in names), names
     assert page.get_by_label("tensorrt.add", exact=True).is_hidden()

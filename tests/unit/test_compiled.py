@@ -1,6 +1,7 @@
 """The build cache: a module compiled once per machine, kept by content, never poisoned."""
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -31,23 +32,35 @@ def _build(mod):
     return compiled.load_or_build(mod, "llvm", (), lambda: tvm.compile(mod, target="llvm"))
 
 
-def _build_in_another_process(disabled=()) -> None:
-    """The demo compiled without the passes ``disabled`` and kept, as :func:`_build` keeps it, by another
-    process: this one has not loaded its library.
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory):
+    """A cache in which another process compiled and kept the demo, with and without StaticPlanBlockMemory,
+    as :func:`_build` keeps it: this process has not loaded its libraries. Built once for the module."""
+    root = tmp_path_factory.mktemp("elsewhere")
+    script = "import tvm; from byoc_workbench.measure import compiled; from byoc_workbench.models import demo\n"
+    script += "compiled.KEEP_S = 0; mod = demo.demo_module()\n"
+    script += "for disabled in ([], ['StaticPlanBlockMemory']):\n"
+    script += "    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):\n"
+    script += "        compiled.load_or_build(mod, 'llvm', disabled, lambda: tvm.compile(mod, target='llvm'))"
+    subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, **{files.CACHE_ENV: str(root)}))
+    return root / "builds"
+
+
+def _kept_by_another_process(elsewhere, cache, disabled=()) -> None:
+    """The entry another process kept (:func:`elsewhere`), copied into ``cache``: new files, never loaded here.
 
     (A library a process has loaded must not be damaged in place under it: the process's mapping of the
     file would change, and loading the path again returns that mapping. The cache only ever replaces a
     file by renaming a whole new one over it.)"""
-    script = "import tvm; from byoc_workbench.measure import compiled; from byoc_workbench.models import demo\n"
-    script += f"compiled.KEEP_S = 0; mod = demo.demo_module(); disabled = {list(disabled)!r}\n"
-    script += "with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):\n"
-    script += "    compiled.load_or_build(mod, 'llvm', disabled, lambda: tvm.compile(mod, target='llvm'))"
-    subprocess.run([sys.executable, "-c", script], check=True, env=os.environ)
+    name = compiled.key(demo.demo_module(), "llvm", disabled) + ".so"
+    cache.mkdir(parents=True, exist_ok=True)
+    for entry in (name, name + ".sum"):
+        shutil.copyfile(elsewhere / entry, cache / entry)
 
 
-def test_a_module_built_in_one_process_is_loaded_in_another(cache, demo_mod, reference_output):
+def test_a_module_built_in_one_process_is_loaded_in_another(cache, elsewhere, demo_mod, reference_output):
     disabled = ["StaticPlanBlockMemory"]  # the demo's loop is a recursive function
-    _build_in_another_process(disabled)
+    _kept_by_another_process(elsewhere, cache, disabled)
     names = _entries(cache)
     assert len(names) == 2 and {n.split(".", 1)[1] for n in names} == {"so", "so.sum"}
     executable, hit = compiled.load_or_build(demo_mod, "llvm", disabled, lambda: pytest.fail("compiled again"))
@@ -86,9 +99,9 @@ def test_the_key_follows_the_module_the_target_and_the_passes(demo_mod, byoc):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign seal", "no seal", "foreign library"])
-def test_a_damaged_entry_is_built_again_and_repaired(cache, damage, demo_mod):
+def test_a_damaged_entry_is_built_again_and_repaired(cache, elsewhere, damage, demo_mod):
     mod = demo_mod
-    _build_in_another_process()
+    _kept_by_another_process(elsewhere, cache)
     lib = next(cache.glob("*.so"))
     record = lib.with_name(lib.name + ".sum")
     good = lib.read_bytes()
@@ -170,3 +183,34 @@ def test_a_kept_run_is_shown_again_with_when_it_was_measured(cache, demo_mod, re
     with compiled.refresh():
         assert runner.build_and_run(demo_mod, inputs, 1, 0, progress=False, keep=True).measured == ""
     assert runner.build_and_run(demo_mod, inputs, 1, 0, progress=False, keep=True).measured.startswith("measured")
+
+
+# --- a numerics check's references, kept -------------------------------------------------------
+
+
+def test_a_checks_references_are_kept_and_read_back(cache, monkeypatch):
+    """The demo offloaded and checked twice: the second check builds and runs nothing of TVM alone and
+    finds the same errors; what it reads is what it compares against (a reference changed on disk shows
+    as an error over tolerance); a damaged entry or refresh() computes it again."""
+    from byoc_workbench.measure import builds, kept, numerics
+
+    monkeypatch.setattr(kept, "KEEP_S", 0.0)  # the demo's references take microseconds: keep them anyway
+    built, inputs = builds.demo_build(prune=True)
+    built_refs = []
+    real_build = execute.build
+    monkeypatch.setattr(execute, "build", lambda *a, **k: built_refs.append(a) or real_build(*a, **k))
+    first = numerics.compare(built, inputs)
+    assert first.rows and not first.over and len(built_refs) == 1
+    kept_refs = sorted((cache.parent / "references").glob("*.npz"))
+    assert len(kept_refs) == sum(r.calls for r in first.rows)  # one per call, keyed by its inputs
+    again = numerics.compare(built, inputs)
+    assert len(built_refs) == 1 and [r.to_json() for r in again.rows] == [r.to_json() for r in first.rows]
+
+    arrays = files.read_arrays(kept_refs[0])
+    files.write_arrays(kept_refs[0], [a + 1 for a in arrays])
+    assert numerics.compare(built, inputs).over, "the check compares against what it read"
+    with compiled.refresh():
+        assert not numerics.compare(built, inputs).over and len(built_refs) == 2
+    kept_refs[0].write_bytes(b"torn")
+    assert not numerics.compare(built, inputs).over and len(built_refs) == 3
+    assert files.read_arrays(kept_refs[0]) is not None  # repaired
