@@ -34,13 +34,18 @@ _warned: list = []
 KEEP_S = 1.0  # a reference computed faster than this is not kept
 
 
-def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
-    """The key of running ``mod`` built for ``target`` on ``inputs``, or None for a module TVM cannot hash."""
+def build_key(mod, target: str) -> str | None:
+    """:func:`byoc_workbench.measure.compiled.key` of ``mod``, or None for a module TVM cannot hash."""
     try:
-        build_key = compiled.key(mod, target)
+        return compiled.key(mod, target)
     except Exception:  # noqa: BLE001 - not kept, as the build cache does not keep it
         return None
-    return _digest(f"{build_key}\n{repeat} {warmup}", inputs)
+
+
+def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
+    """The key of running ``mod`` built for ``target`` on ``inputs``, or None for a module TVM cannot hash."""
+    built = build_key(mod, target)
+    return None if built is None else _digest(f"{built}\n{repeat} {warmup}", inputs)
 
 
 def _digest(head: str, inputs) -> str:
@@ -92,13 +97,13 @@ def store(k: str, latency: clock.Latency, outputs) -> None:
             _warned.append(k)
 
 
-def reference(build_key: str | None, function: str, inputs: list, compute) -> list:
+def reference(built: str | None, function: str, inputs: list, compute) -> list:
     """TVM alone's outputs of ``function`` on ``inputs`` (a list of arrays), read from the cache when kept,
-    else ``compute()``-d and kept if that took :data:`KEEP_S` or more. ``build_key`` is the key of the
-    build ``function`` belongs to; None keeps nothing, nor do outputs that are not all arrays."""
-    if build_key is None:
+    else ``compute()``-d and kept if that took :data:`KEEP_S` or more. ``built`` is the :func:`build_key`
+    of the module ``function`` belongs to; None keeps nothing, nor do outputs that are not all arrays."""
+    if built is None:
         return compute()
-    path = files.cache_dir("references") / f"{_digest(build_key + '/' + function, inputs)}.npz"
+    path = files.cache_dir("references") / f"{_digest(built + '/' + function, inputs)}.npz"
     found = files.read_arrays(path) if compiled.reading() else None
     if found is not None:
         return found

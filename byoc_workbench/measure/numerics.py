@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 
 import tvm
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import compiled, execute, kept, timing
+from byoc_workbench.measure import execute, kept, timing
 from byoc_workbench.measure.compare import output_error
 from byoc_workbench.measure.recorder import Recorder
 
@@ -149,16 +150,14 @@ def _references(built: timing.Built, seen: dict, target: str):
 
     flat = flatten_subgraphs(built.partitioned)
     ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
-    try:
-        build_key = compiled.key(ref_mod, target)
-    except Exception:  # noqa: BLE001 - a module TVM cannot hash is checked, its references not kept
-        build_key = None
-    vm = []
+    build_key = kept.build_key(ref_mod, target)
+
+    @functools.cache
+    def vm():
+        return execute.build(ref_mod, target)
 
     def compute(name, ins):
-        if not vm:
-            vm.append(execute.build(ref_mod, target))
-        ref = execute.to_numpy(vm[0][name](*timing.tensors(ins)))
+        ref = execute.to_numpy(vm()[name](*timing.tensors(ins)))
         return ref if isinstance(ref, list) else [ref]
 
     return lambda name, ins: kept.reference(build_key, name, ins, lambda: compute(name, ins))
