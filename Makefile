@@ -18,7 +18,7 @@ PORT ?= 8888
 TEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile --max-worker-restart 0
 
-.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast demo bench clean
+.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast test-numpy2 demo bench clean
 
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
@@ -74,6 +74,28 @@ BYTECODE := $(BIN)/python -m compileall -q byoc_workbench
 test: setup lint
 	$(BYTECODE)
 	$(PYTEST)
+	@$(MAKE) --no-print-directory test-numpy2
+
+# Part 1 on Python 3.12 with numpy 2 and no MXNet, in a second, small venv (TVM, numpy 2 and pytest only): the
+# demo through every stage, the teaching codegen and the VM, and a GPU build's placement run on the CPU.
+# The first python3.12 that runs (pyenv's shim for a version not selected does not).
+PY312 ?= $(shell for p in $$(command -v python3.12) $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12 \
+  2>/dev/null); do $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo $$p && break; done)
+VENV312 := .venv-py312
+NUMPY2_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.5.5 pytest==9.2.0 hypothesis==6.170.17
+PART1_TESTS := tests/unit/test_stages_demo.py tests/unit/test_codegen.py tests/unit/test_demo_partition.py \
+  tests/unit/test_devices.py
+
+test-numpy2:
+	@set -e; if [ -z "$(PY312)" ]; then \
+	  echo "skipped: Part 1 on Python 3.12 with numpy 2 (no python3.12 here: install it, or pass PY312=/path/to/python3.12)"; \
+	  exit 0; fi; \
+	stamp=$(VENV312)/.installed-$$(echo "$(NUMPY2_PINS)" | sha1sum | cut -c1-12); \
+	if [ ! -f $$stamp ]; then rm -rf $(VENV312) && $(PY312) -m venv $(VENV312) && \
+	  $(VENV312)/bin/pip install --quiet $(NUMPY2_PINS) && \
+	  PYTHONWARNINGS=ignore::UserWarning $(VENV312)/bin/pip install --quiet --no-deps -e . && touch $$stamp; fi; \
+	echo "Part 1 on $$($(VENV312)/bin/python --version), numpy $$($(VENV312)/bin/python -c 'import numpy; print(numpy.__version__)'):"; \
+	$(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PART1_TESTS)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -103,4 +125,4 @@ lab-fresh:
 	$(BIN)/python tools/lab_copies.py notebooks lab --fresh
 
 clean:
-	rm -rf build $(VENV) .pytest_cache
+	rm -rf build $(VENV) $(VENV312) .pytest_cache

@@ -1,37 +1,29 @@
-"""On an NVIDIA GPU: TVM CUDA alone against the offloaded build, with every backend that can run there. JSON out.
+"""On an NVIDIA GPU: TVM alone on CUDA against each backend that runs there, per model, with where the time went.
 
-What it measures, where each piece exists:
+For each model it builds TVM alone for the GPU (what TVM has no GPU kernel for
+runs on the CPU: :mod:`byoc_workbench.devices`) and times every VM call with
+the GPU waited for (:func:`byoc_workbench.measure.timing.profile`), so the JSON
+splits each run into GPU kernels, CPU kernels and the copies between them. Then
+each offloading backend that imports here (TensorRT, ONNX Runtime, on the CPU
+where onnxruntime-gpu is missing), pruned and unpruned, timed and split the
+same way, its outputs checked against TVM alone's (detections as a set).
 
-- ``tvm_cuda``: the model built by TVM alone for ``cuda`` (the seed's baseline,
-  about 50 ms for SSD-ResNet50 on a T4);
-- ``tensorrt``: the SSD partitioned with upstream's TensorRT rules, pruned,
-  its subgraph built into a TensorRT engine (cached on disk), TVM CUDA for the rest;
-- ``onnxruntime``: the same with ONNX Runtime's CUDA provider (onnxruntime-gpu);
-- each checked against TVM CUDA's output (detections as a set for the SSD).
+Models (``--models``, comma-separated):
 
-The model is the SSD (``ssd_512_resnet50_v1_coco``, seeded weights unless
-cached) where mxnet and gluoncv import, else Part 1's demo loop, which needs
-neither (the JSON says which, and why).
+- a zoo name (default ``ssd_512_resnet50_v1_coco``): from ``--exports DIR/<name>``
+  (:mod:`byoc_workbench.models.portable`: no MXNet needed, the weights
+  regenerated from the seed), else imported here where MXNet is;
+- ``resnet50``: torchvision's, through TVM's PyTorch frontend, against PyTorch eager on the same GPU;
+- ``demo``: Part 1's loop graph.
 
-Nothing here is required: a missing piece (no GPU, no TVM, no TensorRT, no
-onnxruntime-gpu, no mxnet) is one line in ``missing`` with its fix, the rest
-still runs, and the script exits 0. It imports only the standard library until
-it knows TVM is there, so it also runs on a machine with torch/cupy and no TVM,
-where it reports the GPU and what is missing.
+Nothing here is required: a missing piece (no GPU, no TVM, no torch, no export)
+is one line in ``missing`` with its fix, the rest still runs, and the script
+exits 0. It imports only the standard library until it knows TVM is there.
 
-Usage::
-
-    python benchmarks/gpu_check.py [--model auto|ssd|demo] [--repeat 20] [--fp16] [--out FILE.json]
-
-Through the device tool (a session lent a GPU machine): the machine gets a copy
-of the working tree and runs one command from the repository root; ignored
-paths such as ``.venv`` travel only when named in ``carry`` (64 MiB in all, too
-little for TVM's 100 MB wheel), so use the machine's own Python::
-
-    run(command="python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json", timeout_s=420)
-
-and read ``gpu_check.json`` from ``files_at``. A cold TensorRT engine build
-takes tens of seconds; TVM's CUDA build of the SSD about a minute.
+On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
+``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
+unpacks and runs this (``tools/gpu_run.sh``). ``--target llvm`` runs the same
+measurements on the CPU, to try the script anywhere.
 """
 
 from __future__ import annotations
@@ -48,16 +40,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODELS = "ssd_512_resnet50_v1_coco,resnet50,demo"
 
 FIXES = {
-    "tvm": "pip install apache-tvm==0.27.0.post1 (Python 3.10+)",
-    "mxnet": "pip install mxnet==1.9.1 gluoncv numpy==1.23.5 on Python 3.11 (the SSD; the demo runs without)",
-    "gluoncv": "pip install gluoncv (with mxnet, for the SSD)",
+    "tvm": "pip install apache-tvm==0.27.0.post1, or unpack tools/gpu_pack.py's archives (tools/gpu_run.sh)",
+    "torch": "pip install torch torchvision (resnet50 and its PyTorch eager anchor)",
+    "torchvision": "pip install torchvision (resnet50)",
     "onnx": "pip install onnx (the ONNX backends translate subgraphs with it)",
     "onnxruntime": "pip install onnxruntime-gpu for its CUDA provider",
     "tensorrt": "pip install .[tensorrt] (TensorRT 10 or later) on this GPU machine",
-    "torch": "only reported: torch names the GPU when nvidia-smi is absent",
-    "cupy": "only reported",
+    "mxnet": "export the model where MXNet is (tools/gpu_pack.py) and pass --exports",
 }
 
 
@@ -76,7 +68,7 @@ def probe(name: str) -> tuple:
 
 
 def gpu_info() -> dict:
-    """The GPU as nvidia-smi sees it, else as torch sees it, else why neither could tell."""
+    """The GPU as nvidia-smi sees it, and the CUDA compilers here."""
     info: dict = {}
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -86,173 +78,239 @@ def gpu_info() -> dict:
             info["nvidia_smi"] = out.stdout.strip().splitlines()
         except (OSError, subprocess.SubprocessError) as err:
             info["nvidia_smi_error"] = str(err)
-    torch, version, _ = probe("torch")
-    if torch is not None:
-        info["torch"] = version
-        try:
-            if torch.cuda.is_available():
-                info["torch_device"] = torch.cuda.get_device_name(0)
-                info["torch_cuda"] = torch.version.cuda
-        except Exception as err:  # noqa: BLE001
-            info["torch_error"] = str(err)
-    cupy, version, _ = probe("cupy")
-    if cupy is not None:
-        info["cupy"] = version
     return info
 
 
-def pieces(report: dict) -> dict:
-    """Which optional pieces import here; each missing one adds a line to ``report["missing"]``."""
-    found = {}
-    for name in ("tvm", "onnx", "onnxruntime", "tensorrt", "mxnet", "gluoncv"):
-        mod, version, why = probe(name)
-        found[name] = mod
-        report["versions"][name] = version
-        if why:
-            report["missing"].append(_line(name, why))
-    ort = found["onnxruntime"]
-    if ort is not None:
-        report["onnxruntime_providers"] = ort.get_available_providers()
-        if "CUDAExecutionProvider" not in report["onnxruntime_providers"]:
-            report["missing"].append(_line("onnxruntime", "no CUDAExecutionProvider (CPU-only onnxruntime)"))
-    return found
-
-
-def _model(found: dict, want: str, weights):
-    """``(label, module, prepared module, inputs, same)``: the SSD where mxnet imports, unless the demo
-    is asked for; else the demo. ``same(ref, got)`` compares two outputs."""
-    import numpy as np
-
-    if want != "demo" and found["mxnet"] is not None and found["gluoncv"] is not None:
-        from byoc_workbench import transforms, workflow
-        from byoc_workbench.measure import compare as matching
-        from byoc_workbench.models import zoo
-
-        loaded = zoo.load_model(weights=weights)
-        x, _ = workflow.model_input(None, loaded.input_shape)
-        imported = zoo.import_model(input_shape=x.shape, loaded=loaded)
-        label = f"{zoo.DEFAULT_MODEL} ({loaded.weights_label})"
-        return label, imported.mod, transforms.prepare(imported.mod), [x], matching.same_detections
-    if want == "ssd":
-        raise RuntimeError("the SSD needs mxnet and gluoncv (see missing)")
-    from byoc_workbench.models import demo
-
-    mod = demo.demo_module()
-
-    def close(ref, got):
-        return all(np.allclose(a, b, rtol=1e-2, atol=1e-2) for a, b in zip(_flat(ref), _flat(got)))
-
-    why = "asked for" if want == "demo" else "mxnet or gluoncv missing: no SSD"
-    return f"Part 1 demo loop ({why})", mod, mod, demo.demo_inputs(), close
-
-
-def _flat(x) -> list:
-    return [y for v in x for y in _flat(v)] if isinstance(x, (list, tuple)) else [x]
-
-
 def _first_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip() and not ln.startswith(("Traceback", "  File"))]
-    return f"{type(err).__name__}: {(lines or [''])[0][:300]}"
+    from byoc_workbench.errors import first_line
+
+    return f"{type(err).__name__}: {first_line(err)}"
 
 
-def measure(found: dict, report: dict, args) -> None:
-    """TVM CUDA alone, then each backend that can run here, offloaded; results into ``report``."""
-    sys.path.insert(0, str(ROOT))
-    from byoc_workbench import stages
-    from byoc_workbench.errors import WorkbenchError
+# --- the models ------------------------------------------------------------------------
+
+
+class Model:
+    """A model to measure: its module, inputs, how to compare two runs' outputs, and an eager anchor."""
+
+    def __init__(self, name, mod, inputs, task, mark, source, anchor=None):
+        self.name, self.mod, self.inputs, self.task, self.mark, self.source = name, mod, inputs, task, mark, source
+        self.anchor = anchor  # (label, run(inputs) -> outputs, sync) or None
+
+    def same(self, ref, got) -> dict:
+        from byoc_workbench.measure import compare
+
+        return compare.check_outputs(ref, got, detection=self.task == "detection")
+
+
+def load_model(name: str, exports: Path | None, report: dict) -> Model | None:
+    """The model ``name``, or None with a line in ``report["missing"]`` saying why."""
+    if name == "demo":
+        from byoc_workbench.models import demo
+
+        return Model("demo", demo.demo_module(), demo.demo_inputs(), "demo", "", "Part 1's loop graph")
+    if name == "resnet50":
+        return _resnet50(report)
+    folder = exports / name if exports else None
+    if folder is not None and folder.is_dir():
+        from byoc_workbench.models import portable
+
+        p = portable.load(folder)
+        return Model(name, p.mod, p.inputs, p.task, p.mark, f"exported ({folder.name}), weights regenerated here")
+    if probe("mxnet")[0] is None:
+        report["missing"].append(_line("mxnet", f"{name}: no export in {exports} and no MXNet to import it"))
+        return None
+    from byoc_workbench.models import images, zoo
+
+    loaded = zoo.load_model(name, "untrained")
+    x, _ = images.model_input(None, loaded.input_shape)
+    mod = zoo.import_model(name, loaded=loaded).mod
+    return Model(name, mod, [x], loaded.spec.kind, loaded.weights_label, "imported here from GluonCV")
+
+
+def _resnet50(report: dict) -> Model | None:
+    for need in ("torch", "torchvision"):
+        if probe(need)[0] is None:
+            report["missing"].append(_line(need, f"resnet50: {probe(need)[2]}"))
+            return None
+    import numpy as np
+    import torch
+    import torchvision
+
+    from byoc_workbench.frontends import torch_import
+
+    torch.manual_seed(0)
+    net = torchvision.models.resnet50(weights=None).eval()
+    x = torch.from_numpy(np.random.RandomState(0).uniform(-1, 1, (1, 3, 224, 224)).astype("float32"))
+    own = torch_import.import_torch(net, x, name="resnet50", mark="seeded weights (torch.manual_seed(0))")
+    anchor = None
+    if torch.cuda.is_available():
+        gpu_net = net.to("cuda")
+
+        def eager(inputs):
+            with torch.no_grad():
+                return [gpu_net(torch.from_numpy(inputs[0]).to("cuda")).cpu().numpy()]
+
+        anchor = (f"pytorch eager ({torch.cuda.get_device_name(0)})", eager, torch.cuda.synchronize)
+    return Model(
+        "resnet50", own.mod, own.inputs, "classification", own.mark, "torchvision, through torch.export", anchor
+    )
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+
+def measure_build(found_stages, model: Model, target, runs: int, warmup: int) -> tuple:
+    """``(record, outputs)`` of one build: its end-to-end time, where the time went, and what ran where."""
+    from byoc_workbench import devices
+    from byoc_workbench.measure import timing
+
+    t0 = time.perf_counter()
+    built = timing.build(found_stages, target, mark=model.mark)
+    build_s = time.perf_counter() - t0
+    outputs: list = []
+    p = timing.profile(built, model.inputs, runs=runs, warmup=warmup, outputs=outputs)
+    placement = devices.propose(found_stages[-1].mod) if devices.is_gpu(target) else None
+    record = {
+        "median_s": p.end_to_end_s,
+        "runs": p.runs,
+        "build_s": build_s,
+        "by_device_s": p.by_device,
+        "by_kind_s": p.by_kind,
+        "entries_over_end_to_end": p.paired,
+        "subgraphs": p.backends,
+    }
+    if placement:
+        record["on_cpu"] = sorted(op.removeprefix("relax.") for op in placement.cpu_only)
+        record["copies"] = len(placement.crossings)
+        record["copied_mb_per_run"] = placement.copied_bytes / 1e6
+    return record, outputs
+
+
+def measure_model(model: Model, target, runs: int, warmup: int, backends: list, report: dict) -> dict:
+    """TVM alone, then each backend pruned and unpruned; one line in ``report["errors"]`` per failure."""
+    from byoc_workbench import stages, transforms
     from byoc_workbench.flow import rules
-    from byoc_workbench.measure import runner
-    from byoc_workbench.measure.timing import run_json
 
-    name, mod, prepared, inputs, same = _model(found, args.model, args.weights)
-    report["model"] = name
-    target_rules = rules.get_target("tensorrt" if prepared is not mod else "byoc-target").rules
-    results = report["results"]
+    out: dict = {"weights": model.mark, "source": model.source, "builds": {}, "speedup_vs_tvm": {}, "equal": {}}
+    errors = report["errors"]
     outputs = {}
-    base_label = f"tvm_{args.target}"
+    base = f"tvm alone ({target if isinstance(target, str) else target.get('kind')})"
     try:
-        base = runner.build_and_run(mod, inputs, repeat=args.repeat, warmup=3, target=args.target, label=base_label)
-        results[base_label] = run_json(base)
-        outputs[base_label] = base.outputs
+        alone = stages.run_stages(model.mod, (), backend="tvm")
+        out["builds"][base], outputs[base] = measure_build(alone, model, target, runs, warmup)
     except Exception as err:  # noqa: BLE001 - one line, then the backends still run
-        report["errors"][base_label] = _first_line(err)
-    backends = []
-    if found["tensorrt"] is not None:
-        backends.append("tensorrt")
-    providers = report.get("onnxruntime_providers", ())
-    if "CUDAExecutionProvider" in providers or (args.target != "cuda" and providers):
-        backends.append("onnxruntime")
-    options = {"fp16": True} if args.fp16 else {}
+        errors[f"{model.name}: {base}"] = _first_line(err)
+    prepared = transforms.prepare(model.mod) if model.task != "demo" else model.mod
+    target_rules = rules.get_target("tensorrt" if model.task != "demo" else "byoc-target").rules
     for backend in backends:
         for prune in (True, False):
-            label = backend + ("" if prune else "_unpruned")
+            label = f"{backend}" + ("" if prune else ", unpruned")
             try:
-                found_stages = stages.run_stages(
-                    prepared,
-                    target_rules,
-                    stages.no_mac() if prune else stages.keep_all,
-                    backend=backend,
-                    options=options,
+                found = stages.run_stages(
+                    prepared, target_rules, stages.no_mac() if prune else stages.keep_all, backend=backend
                 )
-                run = runner.build_and_run(found_stages[-1], inputs, args.repeat, 3, target=args.target, label=label)
-            except WorkbenchError as err:
-                report["errors"][label] = err.line
-                break
+                out["builds"][label], outputs[label] = measure_build(found, model, target, runs, warmup)
             except Exception as err:  # noqa: BLE001
-                report["errors"][label] = _first_line(err)
-                break
-            results[label] = run_json(run)
-            results[label]["structure"] = run.structure.lines()
-            outputs[label] = run.outputs
-    if not backends:
-        report["errors"]["offload"] = "no backend can offload on this GPU: neither tensorrt nor onnxruntime-gpu"
-    if base_label in outputs:
-        t = results[base_label]["median_s"]
-        for label in outputs:
-            if label != base_label:
-                report["speedup_vs_tvm"][label] = t / results[label]["median_s"]
-                report["outputs_match_tvm"][label] = bool(same(outputs[base_label], outputs[label]))
+                errors[f"{model.name}: {label}"] = _first_line(err)
+    if model.anchor is not None:
+        label, run, sync = model.anchor
+        out["builds"][label], outputs[label] = _time_anchor(run, sync, model.inputs, runs, warmup)
+    if base in outputs:
+        t = out["builds"][base]["median_s"]
+        for label, got in outputs.items():
+            if label != base:
+                out["speedup_vs_tvm"][label] = t / out["builds"][label]["median_s"]
+                out["equal"][label] = model.same(outputs[base], got)
+    return out
+
+
+def _time_anchor(run, sync, inputs, runs: int, warmup: int) -> tuple:
+    import statistics
+
+    got = None
+    for _ in range(warmup):
+        got = run(inputs)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        got = run(inputs)
+        sync()
+        times.append(time.perf_counter() - t0)
+    return {"median_s": statistics.median(times), "runs": runs}, got
+
+
+def backends_here(report: dict, target) -> list:
+    """The offloading backends that can run here, each missing one a line in ``report["missing"]``."""
+    from byoc_workbench import devices
+
+    out = []
+    trt, _, why = probe("tensorrt")
+    if trt is not None:
+        out.append("tensorrt")
+    else:
+        report["missing"].append(_line("tensorrt", why))
+    ort, version, why = probe("onnxruntime")
+    if ort is None:
+        report["missing"].append(_line("onnxruntime", why))
+    else:
+        out.append("onnxruntime")
+        if devices.is_gpu(target) and "CUDAExecutionProvider" not in ort.get_available_providers():
+            report["missing"].append(
+                _line("onnxruntime", "no CUDAExecutionProvider (a CPU-only onnxruntime): its subgraphs run on the CPU")
+            )
+    return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("auto", "ssd", "demo"), default="auto")
-    parser.add_argument("--weights", help="trained, untrained or a .params file (default: cache, else untrained)")
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--fp16", action="store_true", help="offloaded subgraphs in float16 (written in the graph)")
+    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
+    parser.add_argument("--exports", type=Path, help="folder of model exports (tools/gpu_pack.py writes one)")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--target", default="cuda", help="cuda (this GPU), or llvm: the same on the CPU")
     parser.add_argument("--out", help="also write the JSON to this file")
-    parser.add_argument(
-        "--target", default="cuda", help="TVM's target (llvm: the same flow on the CPU, to try the script anywhere)"
-    )
     args = parser.parse_args(argv)
     report: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "gpu": gpu_info(),
+        "target": args.target,
         "versions": {},
         "missing": [],
         "errors": {},
-        "results": {},
-        "target": args.target,
-        "speedup_vs_tvm": {},
-        "outputs_match_tvm": {},
+        "models": {},
     }
-    found = pieces(report)
-    tvm = found["tvm"]
+    for name in ("tvm", "numpy", "torch", "onnxruntime"):
+        report["versions"][name] = probe(name)[1]
+    tvm = probe("tvm")[0]
+    t0 = time.perf_counter()
     if tvm is None:
-        report["errors"]["measure"] = "nothing measured: TVM is not importable here (see missing)"
+        report["missing"].append(_line("tvm", probe("tvm")[2]))
     elif args.target == "cuda" and not tvm.cuda(0).exist:
-        why = "TVM sees no CUDA device (no GPU, no driver, or a CPU-only build)"
-        report["missing"].append(
-            _line("tvm", why, "run on an NVIDIA GPU machine with its driver, or pass --target llvm")
-        )
-        report["errors"]["measure"] = "nothing measured: no CUDA device for TVM"
+        report["missing"].append(_line("tvm", "TVM sees no CUDA device", "run on an NVIDIA GPU, or pass --target llvm"))
     else:
-        t0 = time.perf_counter()
-        try:
-            measure(found, report, args)
-        except Exception as err:  # noqa: BLE001 - the report still comes out
-            report["errors"]["measure"] = _first_line(err)
-        report["wall_s"] = time.perf_counter() - t0
+        sys.path.insert(0, str(ROOT))
+        from byoc_workbench.measure import cuda
+
+        if args.target == "cuda":
+            report["gpu"]["tvm_device"] = tvm.cuda(0).device_name
+            try:
+                report["gpu"]["cuda_compiler"] = str(cuda.find())
+            except Exception as err:  # noqa: BLE001
+                report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
+        backends = backends_here(report, args.target)
+        for name in args.models.split(","):
+            try:
+                model = load_model(name.strip(), args.exports, report)
+            except Exception as err:  # noqa: BLE001
+                report["errors"][f"{name}: load"] = _first_line(err)
+                continue
+            if model is not None:
+                print(f"measuring {model.name} ({model.source})...", file=sys.stderr, flush=True)
+                report["models"][model.name] = measure_model(
+                    model, args.target, args.runs, args.warmup, backends, report
+                )
+    report["wall_s"] = time.perf_counter() - t0
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if args.out:

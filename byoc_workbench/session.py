@@ -405,4 +405,6 @@ def node_details(n: graph_mod.Node, variables=()) -> dict:
         d["why_not_claimed"] = n.why
     if n.ops:
         d["ops_inside"] = n.ops
+    if n.on_cpu:
+        d["on_cpu_in_a_gpu_build"] = n.on_cpu
     return d

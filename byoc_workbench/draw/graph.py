@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_types, tvm_private
+from byoc_workbench import devices, ir, ir_types, tvm_private
 from byoc_workbench.flow.summary import HOST, function_steps
 
 
@@ -33,6 +33,7 @@ class Node:
     why: str | None = None  # why no rule claimed it
     ops: list = dataclasses.field(default_factory=list)  # ops inside a composite or subgraph
     expandable: bool = False
+    on_cpu: str = ""  # why it runs on the CPU when TVM builds for a GPU ("" when it runs on the GPU)
 
 
 @dataclasses.dataclass
@@ -429,4 +430,17 @@ def build_graph(
         builder.function(name)
     builder.link_calls()
     builder.g.sites = {(key[0], var): nid for key, (nid, var) in builder.ids.items() if nid in builder.g.nodes}
+    _mark_cpu(builder.g, mod)
     return builder.g
+
+
+def _mark_cpu(g: Graph, mod: tvm.IRModule) -> None:
+    """Each node that a GPU build runs on the CPU says why (:func:`byoc_workbench.devices.propose`)."""
+    placement = devices.propose(mod)
+    if not placement:
+        return
+    for (function, var), nid in g.sites.items():
+        if placement.runs_on_cpu(function, var.name) and g.nodes[nid].kind != "input":
+            node = g.nodes[nid]
+            why = placement.cpu_only.get(node.op)
+            node.on_cpu = f"no GPU kernel in TVM 0.27: {why}" if why else "reads only what the CPU made"

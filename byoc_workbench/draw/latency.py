@@ -28,6 +28,13 @@ UNTIMED = "#ffffff"
 OVER = "#c92a2a"  # a subgraph over the numerics tolerance
 OUTLINES = {graph_mod.HOST: "#868e96", BOUNDARY: "#f59f00"}
 MAX_DECADES = 5  # the scale spans at most 1e5 from the slowest node down
+# In a GPU build, where each part of a run went (Profile.by_device); each is said in these words.
+DEVICES = {
+    "gpu": "GPU kernels",
+    "cpu": "CPU kernels (no GPU kernel in TVM)",
+    "copy": "copies between GPU and CPU",
+    "other": "the VM's own work and offloaded subgraphs",
+}
 
 
 def ms(seconds: float) -> str:
@@ -220,6 +227,10 @@ def _legend(shaded: Shaded, profile, numerics) -> str:
                 f'<TR><TD BGCOLOR="{_outline(target)}" WIDTH="14"></TD>'
                 f'<TD ALIGN="LEFT">{html.escape(target)}: {ms(seconds)} ({share:.0%})</TD></TR>'
             )
+        for place, seconds in profile.by_device.items():  # a GPU build: where each part ran
+            rows.append(
+                f'<TR><TD COLSPAN="2" ALIGN="LEFT">{html.escape(DEVICES.get(place, place))}: {ms(seconds)}</TD></TR>'
+            )
         rows.append(
             f'<TR><TD COLSPAN="2">entries {ms(profile.total_s)} = {profile.ratio:.0%} of '
             f"end-to-end {ms(profile.end_to_end_s)}</TD></TR>"
@@ -248,6 +259,7 @@ def summary_line(profile) -> str:
     return (
         f"entries sum {ms(profile.total_s)}, end-to-end median {ms(profile.end_to_end_s)} "
         f"({profile.ratio:.1%}), {profile.runs} runs"
+        + "".join(f"; {DEVICES.get(p, p)} {ms(t)}" for p, t in profile.by_device.items())
         + "".join(f"; {name} ran on {b}" for name, b in profile.backends.items())
         + (f" [{profile.mark}]" if profile.mark else "")
     )

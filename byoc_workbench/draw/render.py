@@ -131,6 +131,9 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
         tip = n.op or n.label
         if n.ty:
             tip += f" : {n.ty}"
+        if n.on_cpu:  # a double border: on the CPU in a GPU build
+            attrs["peripheries"] = "2"
+            tip += f" — on the CPU in a GPU build ({n.on_cpu})"
         attrs["tooltip"] = escape(tip)
         if n.kind == "if":  # its then branch comes in left of its else branch, at every stage
             attrs["ordering"] = "in"
@@ -149,7 +152,7 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
     emit(dot, None)
     _edges(dot, graph, show_shapes)
     if legend:
-        _legend(dot, graph.targets)
+        _legend(dot, graph.targets, cpu=any(n.on_cpu for n in graph.nodes.values()))
     return dot
 
 
@@ -181,12 +184,15 @@ def _pin_inputs(g, inputs: list) -> None:
         g.edge(a, b, style="invis")
 
 
-def _legend(dot, targets):
+def _legend(dot, targets, cpu: bool = False):
     rows = "".join(
         f'<TR><TD BGCOLOR="{html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>'
         for t in targets
     )
     rows += '<TR><TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD></TR>'
+    if cpu:
+        double = '<TABLE BORDER="1" CELLBORDER="1" CELLSPACING="2" CELLPADDING="0"><TR><TD WIDTH="8"></TD></TR></TABLE>'
+        rows += f'<TR><TD>{double}</TD><TD ALIGN="LEFT">double border: on the CPU in a GPU build</TD></TR>'
     dot.node(
         "legend",
         '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'

@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from byoc_workbench import ir
+from byoc_workbench import devices, ir
 from byoc_workbench.flow.rules import TARGETS, Targets
 from byoc_workbench.flow.summary import HOST, op_owners
 
@@ -48,6 +48,7 @@ class Report:
     pruned_why: dict  # subgraph -> why it went back
     mark: str = ""
     notes: list = dataclasses.field(default_factory=list)
+    gpu_build: devices.Placement | None = None  # what a GPU build of the pruned module runs on the CPU
 
     @property
     def supported(self) -> dict:
@@ -76,6 +77,7 @@ class Report:
             "pruned": self.pruned_why,
             **({"weights": self.mark} if self.mark else {}),
             "notes": self.notes,
+            **({"gpu_build": _placement_json(self.gpu_build)} if self.gpu_build else {}),
         }
 
     def text(self, width: int = 60) -> str:
@@ -103,7 +105,17 @@ class Report:
             fate = "kept" if s["name"] in kept else f"pruned: {self.pruned_why.get(s['name'], '')}"
             lines.append(f"  {s['name']:16s} {s['ops']:5d} ops, {s['mac_ops']:3d} MAC  {fate}")
         lines += [f"note: {n}" for n in self.notes]
+        if self.gpu_build:
+            lines += ["", *self.gpu_build.lines()]
         return "\n".join(lines)
+
+
+def _placement_json(p: devices.Placement) -> dict:
+    return {
+        "on_cpu": {f: list(names) for f, names in p.on_cpu.items()},
+        "no_gpu_kernel": p.cpu_only,
+        "copies": [dataclasses.asdict(c) | {"bytes": c.bytes} for c in p.crossings],
+    }
 
 
 def _short(op: str) -> str:
@@ -225,4 +237,5 @@ def partition_report(wb, model: str = "", targets: Targets | None = None) -> Rep
         pruned_why=pruned_why,
         mark=wb.mark,
         notes=list(wb.stage("source").notes),
+        gpu_build=devices.propose(prune.mod) or None,
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir
+from byoc_workbench import devices, ir
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import compiled
+from byoc_workbench.measure import compiled, cuda
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -36,8 +38,12 @@ def has_branches(mod: tvm.IRModule) -> bool:
     )
 
 
-def compile(mod: tvm.IRModule, target: str = "llvm") -> relax.VMExecutable:
-    """``tvm.compile`` the module for ``target``.
+def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
+    """``tvm.compile`` the module for ``target`` (``"llvm"``, ``"cuda"`` or a dict, see :mod:`byoc_workbench.devices`).
+
+    For a GPU, what TVM has no GPU kernel for is placed on the CPU first
+    (:func:`byoc_workbench.devices.place`), and the build goes through
+    :func:`byoc_workbench.measure.cuda.pipeline` with the CUDA compiler found here.
 
     TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
     recursive function (it reuses storage across recursive calls) and on some
@@ -48,12 +54,22 @@ def compile(mod: tvm.IRModule, target: str = "llvm") -> relax.VMExecutable:
     """
     _check_ranks(mod)
     disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
+    tvm_target = devices.resolve(target)
+    pipeline = "default"
+    if devices.is_gpu(tvm_target):
+        mod = devices.place(mod, tvm_target)
+        pipeline = cuda.pipeline(tvm_target)
+        toolchain = cuda.compiling(cuda.find())
+    else:
+        toolchain = contextlib.nullcontext()
 
     def build():
-        with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):
-            return tvm.compile(mod, target=target)
+        with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain:
+            return tvm.compile(mod, target=tvm_target, relax_pipeline=pipeline)
 
-    return compiled.load_or_build(mod, target, disabled, build)[0]
+    if devices.is_gpu(tvm_target) and not cuda.loads_here():
+        return build()  # compiled here for another machine: a library this runtime cannot load is not kept
+    return compiled.load_or_build(mod, str(tvm_target), disabled, build)[0]
 
 
 def _check_ranks(mod: tvm.IRModule) -> None:
@@ -79,15 +95,39 @@ def _check_ranks(mod: tvm.IRModule) -> None:
                 )
 
 
-def device(target: str = "llvm") -> tvm.runtime.Device:
-    """The device a VM built for ``target`` runs on: the first GPU for ``cuda``, else the CPU."""
-    kind = target.split()[0] if isinstance(target, str) else tvm.target.Target(target).kind.name
-    return tvm.cuda(0) if kind == "cuda" else tvm.cpu()
+def device(target="llvm") -> tvm.runtime.Device:
+    """The device a VM built for ``target`` takes its inputs on: the first GPU for ``cuda``, else the CPU."""
+    return tvm.cuda(0) if devices.is_gpu(target) else tvm.cpu()
 
 
-def build(mod: tvm.IRModule, target: str = "llvm") -> relax.VirtualMachine:
-    """:func:`compile` the module and load it in a VM on ``target``'s device."""
-    return relax.VirtualMachine(compile(mod, target), device(target))
+def vm_devices(target="llvm") -> list:
+    """The devices of a VM built for ``target``, in the order of the module's virtual devices (GPU, then CPU)."""
+    return [tvm.cuda(0), tvm.cpu()] if devices.is_gpu(target) else [tvm.cpu()]
+
+
+def sync_of(target="llvm"):
+    """What waits for ``target``'s device to finish what was launched (None for the CPU, which never lags)."""
+    return device(target).sync if devices.is_gpu(target) else None
+
+
+def synced(fn, target="llvm"):
+    """``fn`` (a VM function) returning once its work is done: on a GPU the VM returns when it has launched
+    the kernels, and a timer would see the launches only."""
+    sync = sync_of(target)
+    if sync is None:
+        return fn
+
+    def run(*args):
+        out = fn(*args)
+        sync()
+        return out
+
+    return run
+
+
+def build(mod: tvm.IRModule, target="llvm") -> relax.VirtualMachine:
+    """:func:`compile` the module and load it in a VM on ``target``'s devices."""
+    return relax.VirtualMachine(compile(mod, target), vm_devices(target))
 
 
 def to_numpy(value):

@@ -108,7 +108,7 @@ def capture(built: timing.Built, inputs, entry: str = "main") -> dict:
             seen[site.name].append((pending.pop(symbol), [a.numpy() for a in args[n_in:]]))
 
     recorder = Recorder(built.functions, watch, entry)
-    recorder.run(built.vm, built.vm[entry], timing.tensors(inputs))
+    recorder.run(built.vm, built.vm[entry], timing.tensors(inputs, execute.device(built.target)))
     return dict(seen)
 
 

@@ -24,8 +24,11 @@ class Recorder:
     kept as ``(symbol, start, end, time in nested calls, runner marks, function, k)``: the Relax
     function it was called from, and how many calls of ``symbol`` that call of the function made before."""
 
-    def __init__(self, functions: frozenset, watch=None, entry: str = "main"):
+    def __init__(self, functions: frozenset, watch=None, entry: str = "main", sync=None):
         self.functions, self.entry = functions, entry
+        # A GPU runs what the VM launches after the call returns: waiting for it at each call's start and end
+        # times the call itself (and adds a wait per call, which the end-to-end runs do not have).
+        self.sync = sync
         self.watch = watch  # called as watch(symbol, before, args) for every call, when set
         self.stack: list = []
         self.calls: list = []
@@ -33,6 +36,8 @@ class Recorder:
         self.frames: list = []  # (function, Counter of its calls so far), innermost last
 
     def __call__(self, func, symbol, before, ret, *args):
+        if self.sync is not None:
+            self.sync()
         now = time.perf_counter()
         if self.watch is not None:
             self.watch(symbol, before, args)

@@ -241,11 +241,11 @@ def build_and_run(
     with _progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, target)
-        vm = tvm.relax.VirtualMachine(executable, execute.device(target))
+        vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(target))
         build_s = time.perf_counter() - t0
         dev = execute.device(target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
-        fn = vm["main"]
+        fn = execute.synced(vm["main"], target)
         run_key = kept.key(mod, target, inputs, repeat, warmup) if keep and not generated else None
         found = kept.load(run_key) if run_key else None
         if found is not None:
@@ -340,20 +340,30 @@ class Choice:
 
 
 def offload_choice() -> Choice:
-    """TensorRT (and TVM on CUDA) where TensorRT and an NVIDIA GPU are usable, else ONNX Runtime on the CPU."""
-    from byoc_workbench.backends import tensorrt
+    """Where notebook 02 builds and runs: on an NVIDIA GPU (with a CUDA compiler), TVM on CUDA, what it has
+    no GPU kernel for on the CPU (:mod:`byoc_workbench.devices`), and the subgraphs on TensorRT where it runs,
+    else on ONNX Runtime; without a GPU, ONNX Runtime and TVM on the CPU. The line says which, and why."""
+    from byoc_workbench.backends import onnxruntime, tensorrt
+    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.measure import cuda
 
-    why = tensorrt.missing()
-    if why is None:
+    try:
+        tensorrt.check()
         return Choice(
             "tensorrt", "cuda", "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
         )
-    cause = why.split(" Fix:")[0].removeprefix("error: ")  # one sentence, which may hold parentheses itself
-    line = (
-        f"No TensorRT here: {cause} The offloaded subgraphs run on ONNX Runtime (CPU), the rest on TVM (llvm), "
-        "and every timing says so."
-    )
-    return Choice("onnxruntime", "llvm", text.wrap(line))
+    except WorkbenchError as err:
+        no_trt = err.cause.rstrip(". ")
+    target, where = "llvm", "TVM on the CPU (llvm)"
+    if tvm.cuda(0).exist:
+        try:
+            cuda.find()
+            target, where = "cuda", "TVM on the GPU (CUDA, NMS on the CPU)"
+        except WorkbenchError as err:
+            where += f", since {err.cause[0].lower()}{err.cause[1:]}"
+    ort = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
+    line = f"No TensorRT here: {no_trt}. The offloaded subgraphs run on ONNX Runtime ({ort}), the rest on {where}."
+    return Choice("onnxruntime", target, text.wrap(line + " Every timing says so."))
 
 
 def _what_ran(backend: str) -> tuple:

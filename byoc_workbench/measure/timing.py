@@ -65,7 +65,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit
+from byoc_workbench import devices, ir, ir_edit
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
 from byoc_workbench.measure import clock, execute
@@ -88,6 +88,7 @@ class Site:
     var: object = None  # the relax.Var the binding defines, when there is exactly one
     num_outputs: int = 0  # a subgraph's outputs come last in its arguments
     detail: str = ""  # how its backend runs it, e.g. "CPU, bf16" (Compiled.detail)
+    device: str = ""  # in a GPU build: "gpu" or "cpu" for a kernel (byoc_workbench.devices), "" otherwise
 
 
 @dataclasses.dataclass
@@ -102,6 +103,7 @@ class Built:
     stages: list  # what run_stages returned: the map draws the codegen stage
     mark: str = ""  # e.g. "untrained weights"
     in_order: dict = dataclasses.field(default_factory=dict)  # (function, kernel) -> [Site per call, in order]
+    target: str = "llvm"  # what TVM built for: "llvm", or a GPU target (its calls are then timed to the end)
 
 
 @dataclasses.dataclass
@@ -150,6 +152,14 @@ class Profile:
     def by_kind(self) -> dict:
         return _sum_by(self.entries, lambda e: e.kind)
 
+    @property
+    def by_device(self) -> dict:
+        """In a GPU build, seconds per place: ``gpu`` and ``cpu`` kernels, ``copy`` between them, ``other``
+        (builtins, offloaded subgraphs); empty for a CPU build."""
+        if not any(e.site is not None and e.site.device for e in self.entries):
+            return {}
+        return _sum_by(self.entries, lambda e: e.site.device if e.site is not None and e.site.device else "other")
+
     def top(self, n: int = 10) -> list:
         return self.entries[:n]
 
@@ -162,6 +172,7 @@ class Profile:
             "runs": self.runs,
             "by_target": self.by_target,
             "by_kind": self.by_kind,
+            "by_device": self.by_device,
             "subgraphs": self.backends,
             "entries": [e.to_json() for e in self.entries],
         }
@@ -247,12 +258,15 @@ def _kernel_sites(mod: tvm.IRModule) -> tuple:
     return editor.finish(), sites, dict(in_order)
 
 
-def build(stages, target: str = "llvm", mark: str = "") -> Built:
+def build(stages, target="llvm", mark: str = "") -> Built:
     """Compile the codegen stage of ``stages`` (from ``run_stages``) for :func:`profile` and
     :func:`byoc_workbench.measure.numerics.compare`.
 
     The build is ``tvm.compile``'s, but for kernel names (see the module's
-    docstring): each call site of a TIR kernel calls a copy of its own.
+    docstring): each call site of a TIR kernel calls a copy of its own. For a
+    GPU ``target`` the module is placed first (:func:`byoc_workbench.devices.place`):
+    each kernel's site says whether it ran on the GPU or the CPU, and the copies
+    between them are entries of their own (kind ``copy``).
     """
     codegen, pruned = stage(stages, "codegen"), stage(stages, "prune")
     mod = codegen.mod
@@ -261,8 +275,11 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
             f"Subgraphs {', '.join(ir.subgraph_functions(mod))} were not compiled, so the module cannot run.",
             "choose a backend (run_stages(..., backend='onnxruntime' or 'teaching')) or switch their rules off.",
         )
-    ops = {s.var: s.op for fname in ir.host_functions(mod) for s in ir.walk(mod[fname], mod, descend=False)}
-    with tvm.target.Target(target):
+    gpu = devices.is_gpu(target)
+    placed = devices.place(mod, target) if gpu else mod
+    origin = _origins(mod, placed)
+    ops = {s.var: s.op for fname in ir.host_functions(placed) for s in ir.walk(placed[fname], placed, descend=False)}
+    with devices.resolve(target):
         legal = tvm.transform.Sequential(
             [
                 relax.backend.DispatchSampling(),
@@ -270,14 +287,16 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
                 relax.transform.LegalizeOps(),
                 relax.transform.DeadCodeElimination(),  # what runs is what is listed
             ]
-        )(mod)
+        )(placed)
     legal, kernel_sites, kernel_order = _kernel_sites(legal)
-    names = binding_names(mod)
+    names = binding_names(placed)
+    on_cpu = devices.propose(mod) if gpu else None
 
     def kernel_site(kernel, fname, var) -> Site:
         op = (ops.get(var) or kernel).replace("relax.", "")
         name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
-        return Site(name, HOST, "kernel", op, function=fname, var=var)
+        device = ("cpu" if on_cpu.runs_on_cpu(fname, var.name) else "gpu") if gpu else ""
+        return Site(name, HOST, "kernel", op, function=fname, var=origin.get(var.__chandle__(), var), device=device)
 
     sites = {kernel: kernel_site(kernel, fname, var) for kernel, (fname, var) in kernel_sites.items()}
     in_order = {(f, k): [kernel_site(k, f, v) for v in vs] for (f, k), vs in kernel_order.items()}
@@ -293,14 +312,34 @@ def build(stages, target: str = "llvm", mark: str = "") -> Built:
         where = packed_sites.get(c.symbol, [])
         fname, var = where[0] if len(where) == 1 else ("", None)
         where_to = targets.get(name, c.backend)
+        var = origin.get(var.__chandle__(), var) if var is not None else None
         subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs, c.detail)
         sites[c.symbol] = subgraphs[name]
     for symbol, where in packed_sites.items():
         if symbol not in sites:
             fname, var = where[0] if len(where) == 1 else ("", None)
             sites[symbol] = Site(symbol, HOST, "extern", function=fname, var=var)
+    if gpu:
+        sites[_COPY] = Site("copies between GPU and CPU", HOST, "copy", device="copy")
     functions = frozenset(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, relax.Function))
-    return Built(execute.build(legal, target), sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order)
+    vm = execute.build(legal, target)
+    return Built(vm, sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order, str(target))
+
+
+_COPY = "vm.builtin.to_device"  # what R.to_vdevice becomes in the VM
+
+
+def _origins(mod: tvm.IRModule, placed: tvm.IRModule) -> dict:
+    """``{placed variable's handle: the module's own variable}``: placing retypes the CPU's bindings and adds
+    copies, in order, so the two walks pair up once the copies are left out."""
+    if placed is mod:
+        return {}
+    out = {}
+    for fname in ir.host_functions(mod):
+        mine = [s.var for s in ir.walk(mod[fname], mod, descend=False)]
+        theirs = [s.var for s in ir.walk(placed[fname], placed, descend=False) if s.op != "relax.to_vdevice"]
+        out.update({t.__chandle__(): m for m, t in zip(mine, theirs)})
+    return out
 
 
 def _site(built: Built, symbol: str, function: str = "", k: int = 0) -> Site:
@@ -326,9 +365,10 @@ def _split(call) -> dict:
     return {"compute": end - start - nested}
 
 
-def tensors(inputs) -> list:
-    """``inputs`` as TVM tensors on the CPU (those that are already tensors kept)."""
-    return [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.asarray(a)) for a in inputs]
+def tensors(inputs, device=None) -> list:
+    """``inputs`` as TVM tensors on ``device`` (the CPU by default; those that are already tensors kept)."""
+    dev = device or tvm.cpu()
+    return [a if isinstance(a, tvm.runtime.Tensor) else tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
 
 
 def profile(
@@ -363,14 +403,14 @@ def profile(
     """
     if runs < 1:
         raise WorkbenchError(f"runs must be 1 or more, got {runs}.", "pass runs=10 or so.")
-    fn = built.vm[entry]
-    args = tensors(inputs)
+    fn = execute.synced(built.vm[entry], built.target)
+    args = tensors(inputs, execute.device(built.target))
     for i in range(warmup):
         t0 = time.perf_counter()
         fn(*args)
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
             clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
-    recorder = Recorder(built.functions, entry=entry)
+    recorder = Recorder(built.functions, entry=entry, sync=execute.sync_of(built.target))
     ends, pairs = [], []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(runs):

@@ -68,6 +68,7 @@ def demo_inputs(seed: int = 0) -> list:
     rng = np.random.RandomState(seed)
     return [
         rng.uniform(-1, 1, (1, 32, 56, 56)).astype("float32"),
-        rng.uniform(-1, 1, (32, 32, 3, 3)).astype("float32") / np.sqrt(32 * 9),
+        # a float32 divisor: numpy 2 would make the weights float64 (numpy 1 kept the array's float32)
+        rng.uniform(-1, 1, (32, 32, 3, 3)).astype("float32") / np.float32(np.sqrt(32 * 9)),
         rng.uniform(-0.1, 0.1, (32,)).astype("float32"),
     ]

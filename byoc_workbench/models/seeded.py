@@ -55,10 +55,8 @@ def seeded_init(
     # Gluon infers most shapes lazily; one forward pass makes them known.
     block(mx.nd.zeros(input_shape))
     params = block.collect_params()
-    for name, param in sorted(params.items()):
-        if param.grad_req == "null" and not _is_bn_stat(name):
-            continue  # constants such as the SSD anchors: computed by the model, not learnt
-        param.set_data(mx.nd.array(_draw(name, param.shape, rng), dtype=param.dtype))
+    for name, param in drawn(params):
+        param.set_data(mx.nd.array(draw(name, param.shape, rng), dtype=param.dtype))
     _tame_predictors(block, rng, background_logit, class_scale, box_scale, mx)
     batch = _calibration_batch(rng, input_shape)
     traced = gluon.trace(block, [input_shape])
@@ -67,11 +65,20 @@ def seeded_init(
     _calibrate_heads(block, traced, params, batch, rng, spreads, background_logit, mx)
 
 
+def drawn(params) -> list:
+    """``(name, parameter)`` of what :func:`seeded_init` draws, in the order it draws them: the learnt
+    parameters and the batch-norm statistics. Constants such as the SSD's anchors are computed by the
+    model, not learnt, and are not drawn."""
+    return [(name, p) for name, p in sorted(params.items()) if p.grad_req != "null" or _is_bn_stat(name)]
+
+
 def _is_bn_stat(name: str) -> bool:
     return name.endswith(("running_mean", "running_var", "moving_mean", "moving_var"))
 
 
-def _draw(name: str, shape, rng: np.random.RandomState) -> np.ndarray:
+def draw(name: str, shape, rng: np.random.RandomState) -> np.ndarray:
+    """One parameter drawn from ``rng`` by its kind (its name says which); numpy only, so a machine without
+    MXNet draws the same (:mod:`byoc_workbench.models.portable`)."""
     if name.endswith("gamma"):
         return rng.uniform(0.5, 1.5, shape)
     if name.endswith("beta"):

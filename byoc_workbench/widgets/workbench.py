@@ -113,9 +113,11 @@ class WorkbenchWidget(W.VBox):
         mark: str = "",
         inputs=None,
         backend: str | None = None,
+        tvm_target: str = "llvm",
     ):
         self.target = target
         self.inputs = inputs  # what the "time" view runs the build on
+        self.tvm_target = tvm_target  # what TVM builds the time view for: llvm, or cuda on a GPU
         self._syncing = False  # set while the controls are put back to what is shown
         self._measured: tuple | None = None  # (workbench, profile, svg) of the last measurement
         self.collapse = collapse
@@ -345,7 +347,7 @@ class WorkbenchWidget(W.VBox):
         if self._measured is None or self._measured[0] is not wb:
             what = f"{wb.backend} + TVM" if wb.backend else "TVM"
             self.status.value = status_html(f"building with {what} and measuring 5 runs …", busy=True)
-            built = timing.build(wb.stages)
+            built = timing.build(wb.stages, target=self.tvm_target)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
         svg = latency.time_view(wb, built, profile, expand=tuple(sorted(expand)), collapse=self.collapse)
@@ -468,7 +470,7 @@ def workbench_widget(
         own codegen (the teaching one for ``byoc-target``); for a target
         without one (``tensorrt``), given ``inputs``, what
         :func:`byoc_workbench.measure.runner.offload_choice` picks: TensorRT where it
-        can run, else ONNX Runtime.
+        can run, else ONNX Runtime, with TVM on the GPU where there is one.
 
     Returns
     -------
@@ -481,10 +483,11 @@ def workbench_widget(
             target = as_target(target)  # a registered target's name
         except WorkbenchError as err:
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
+    tvm_target = "llvm"
     if backend is None and inputs is not None and native(target.codegen) is None:
         from byoc_workbench.measure.runner import offload_choice
 
-        backend = offload_choice().backend
+        backend, tvm_target = offload_choice().backend, offload_choice().target
     return WorkbenchWidget(
         demo.demo_module() if mod is None else mod,
         target,
@@ -496,4 +499,5 @@ def workbench_widget(
         mark=mark,
         inputs=inputs,
         backend=backend,
+        tvm_target=tvm_target,
     )

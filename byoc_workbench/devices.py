@@ -1,0 +1,333 @@
+"""Where each op runs when TVM builds a model for a GPU: what TVM 0.27 has no GPU kernel for stays on the CPU.
+
+A model built for ``cuda`` runs on the GPU, except the ops of :data:`CPU_ONLY`
+(classic NMS and the box filter before it). Those, and the ops that only read
+what they made (the slices of the detections, say), run on the CPU; a copy
+(``R.to_vdevice``) carries a tensor across wherever one side reads what the
+other made. The placement uses Relax's virtual devices: the module gets two
+(``I.vdevice``), the GPU first, so that everything not placed runs there.
+
+As the stages do, placing is two steps: :func:`propose` says where each
+binding runs and which tensors cross, as data that the diagrams and the report
+read; :func:`place` rewrites the module. :func:`crossings` checks a placed module
+on its own: every op reads its tensors on the device it runs on.
+
+Targets are written as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU
+here, with its arch) or a dict (``{"kind": "cuda", "arch": "sm_90"}``, which
+compiles without a GPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tvm
+from tvm import relax
+from tvm.relax.global_info import VDevice
+
+from byoc_workbench import ir, ir_edit, ir_types
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.tvm_private import items
+
+# Ops TVM 0.27 builds for the CPU only, and why. tests/models/test_cuda_build.py legalizes every op of the
+# suite's models for CUDA and fails on a packed call outside this table.
+CPU_ONLY = {
+    "relax.vision.non_max_suppression": "its kernel calls a packed sort (tvm.contrib.sort), which device code cannot",
+    "relax.vision.get_valid_counts": "its kernel is one serial loop over every box, and NMS reads what it writes",
+}
+GPU_KINDS = ("cuda",)
+# Read from the GPU when there is one; written for a CUDA build made without one (CI compiles for sm_90).
+_CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1024}
+
+
+# --- targets -------------------------------------------------------------------------
+
+
+def kind(target) -> str:
+    """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target."""
+    if isinstance(target, str):
+        return target.split()[0] if target.strip() else ""
+    if isinstance(target, dict):
+        return str(target.get("kind", ""))
+    return target.kind.name
+
+
+def is_gpu(target) -> bool:
+    return kind(target) in GPU_KINDS
+
+
+def resolve(target) -> tvm.target.Target:
+    """A TVM target; ``"cuda"`` becomes this machine's GPU (its arch), with the CPU (``llvm``) as host.
+
+    A GPU build made without a GPU names its arch: ``{"kind": "cuda", "arch": "sm_90"}``.
+    """
+    if isinstance(target, tvm.target.Target):
+        return target
+    if kind(target) not in ("llvm", *GPU_KINDS):
+        raise WorkbenchError(f"Unknown TVM target {target!r}", "build for 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU)")
+    if not is_gpu(target):
+        return tvm.target.Target(target)
+    spec = dict(target) if isinstance(target, dict) else {"kind": "cuda"}
+    if "arch" not in spec:
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            raise WorkbenchError(
+                "A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here",
+                "run on a machine with an NVIDIA GPU and its driver, or name the arch: "
+                "{'kind': 'cuda', 'arch': 'sm_90'} (compiles without running)",
+            )
+        spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
+    spec = _CUDA_LIMITS | spec
+    return tvm.target.Target(spec, host=spec.pop("host", "llvm"))
+
+
+def label(target) -> str:
+    """``llvm``, ``cuda sm_90``: a target in a few words, for printouts and keys."""
+    t = resolve(target)
+    arch = t.attrs.get("arch") if is_gpu(t) else None
+    return f"{t.kind.name} {arch}" if arch else t.kind.name
+
+
+# --- where each binding runs ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Crossing:
+    """A tensor copied between the GPU and the CPU: made by ``var`` in ``function``, read on ``to``."""
+
+    function: str
+    var: str
+    to: str  # "cpu" or "gpu"
+    shape: tuple | None  # None where it is not static
+    dtype: str
+
+    @property
+    def bytes(self) -> int:
+        """Bytes per copy (0 for a shape known only at run time)."""
+        if self.shape is None:
+            return 0
+        n = 1
+        for d in self.shape:
+            n *= int(d)
+        return n * tvm.runtime.DataType(self.dtype).bits // 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """What runs on the CPU in a GPU build, as names: ``{function: (var, ...)}``, the ops among them
+    that have no GPU kernel (with why), and the copies between the two."""
+
+    on_cpu: dict
+    cpu_only: dict  # op -> why (CPU_ONLY's entries the module calls)
+    crossings: tuple  # of Crossing
+
+    def __bool__(self) -> bool:
+        return bool(self.crossings) or any(self.on_cpu.values())
+
+    def runs_on_cpu(self, function: str, var: str) -> bool:
+        return var in self.on_cpu.get(function, ())
+
+    @property
+    def copied_bytes(self) -> int:
+        return sum(c.bytes for c in self.crossings)
+
+    def lines(self) -> list:
+        """The placement in words, for the stage report."""
+        if not self:
+            return []
+        n = sum(len(v) for v in self.on_cpu.values())
+        out = [f"on the CPU in a GPU build: {n} binding(s); TVM 0.27 has no GPU kernel for"]
+        out += [f"  {op.removeprefix('relax.')}: {why}" for op, why in self.cpu_only.items()]
+        size = self.copied_bytes
+        said = f"{size / 1e6:.2f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"
+        out.append(f"  {len(self.crossings)} copies between GPU and CPU, {said} per run")
+        return out
+
+
+def _tensor_reads(value) -> list:
+    """The variables of tensor type ``value`` reads, looking into inline tuples (``R.concat((a, b))``)."""
+    return [v for v in ir.reads(value) if isinstance(v.ty, relax.TensorType)]
+
+
+def _on_cpu(step, cpu: set) -> bool:
+    """Whether ``step``'s binding runs on the CPU, given the variables (handles) already placed there: a
+    CPU-only op, or an op, tuple or alias that reads only what the CPU made. A match_cast keeps its type,
+    so it stays on the GPU, as do calls of functions and subgraphs, Ifs and constants."""
+    if type(step.binding) is not relax.VarBinding:
+        return False
+    if step.op in CPU_ONLY:
+        return True
+    value = step.value
+    if step.op is None and not (type(value) in (relax.TupleGetItem, relax.Tuple) or ir.is_var(value)):
+        return False
+    reads = _tensor_reads(value) if step.op is not None else ir.reads(value)
+    return bool(reads) and all(v.__chandle__() in cpu for v in reads)
+
+
+def _propose_function(func, fname: str, mod):
+    """``(cpu handles, {handle: devices it is read on but not made on}, steps)`` for one function."""
+    cpu: set = set()
+    needed: dict = {}
+    steps = list(ir.walk(func, mod, descend=False, name=fname))
+    for step in steps:
+        on_cpu = _on_cpu(step, cpu)
+        if on_cpu:
+            cpu.add(step.var.__chandle__())
+        # An op reads its tensors where it runs; everything else (a call, a branch's result) on the GPU. A
+        # tuple or alias on the CPU reads only what the CPU made.
+        wants = "cpu" if on_cpu else "gpu"
+        for v in _tensor_reads(step.value):
+            if ("cpu" if v.__chandle__() in cpu else "gpu") != wants:
+                needed.setdefault(v.__chandle__(), (v, set()))[1].add(wants)
+    # A function other than main hands its result to a caller that reads it on the GPU.
+    if fname != "main":
+        for res in _results(func):
+            if res.__chandle__() in cpu and isinstance(res.ty, relax.TensorType):
+                needed.setdefault(res.__chandle__(), (res, set()))[1].add("gpu")
+    return cpu, needed, steps
+
+
+def _results(func) -> list:
+    """The variables a function returns, through its If branches."""
+    out = []
+
+    def of_seq(seq):
+        body = seq.body
+        out.extend(v for v in ([body] if ir.is_var(body) else getattr(body, "fields", [])) if ir.is_var(v))
+
+    of_seq(func.body)
+    for step in ir.walk(func, descend=False):
+        if type(step.value) is relax.If:
+            of_seq(step.value.true_branch)
+            of_seq(step.value.false_branch)
+    return out
+
+
+def propose(mod: tvm.IRModule) -> Placement:
+    """Where each binding of ``mod`` runs in a GPU build, and the tensors that cross (nothing rewritten)."""
+    on_cpu, crossings, used = {}, [], {}
+    for fname in ir.host_functions(mod):
+        cpu, needed, steps = _propose_function(mod[fname], fname, mod)
+        on_cpu[fname] = tuple(s.var.name for s in steps if s.var.__chandle__() in cpu)
+        for s in steps:
+            if s.var.__chandle__() in cpu and s.op in CPU_ONLY:
+                used[s.op] = CPU_ONLY[s.op]
+        for v, wants in needed.values():
+            for to in sorted(wants):
+                shape = tuple(int(d) for d in v.ty.shape) if ir_types.is_static(v.ty) else None
+                crossings.append(Crossing(fname, v.name, to, shape, str(v.ty.dtype)))
+    return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings))
+
+
+def place(mod: tvm.IRModule, gpu, cpu="llvm") -> tvm.IRModule:
+    """``mod`` with two virtual devices, ``gpu`` first, and :func:`propose`'s placement written in.
+
+    Bindings that run on the CPU read CPU copies of what the GPU made, and
+    the other way round; each copy is made once, right after the tensor it copies.
+    A module with nothing to place is returned as it is.
+    """
+    devices = [VDevice(resolve(gpu), 0, "global"), VDevice(resolve(cpu), 0, "global")]
+    editor = ir_edit.ModuleEditor(mod)
+    placed_any = False
+    for fname in ir.host_functions(mod):
+        func = mod[fname]
+        cpu_vars, needed, _ = _propose_function(func, fname, mod)
+        if cpu_vars or needed:
+            placed_any = True
+            rewrite = _Rewrite(cpu_vars, needed, {"gpu": devices[0], "cpu": devices[1]})
+            editor.update(fname, rewrite.function(func, returns_to_gpu=fname != "main"))
+    if not placed_any:
+        return mod
+    out = editor.finish()
+    out.update_global_info("vdevice", devices)
+    return out
+
+
+class _Rewrite:
+    """One function's placement written in: CPU bindings retyped, copies made after what they copy."""
+
+    def __init__(self, cpu: set, needed: dict, to: dict):
+        self.cpu, self.needed, self.to = cpu, needed, to
+        self.bb = relax.BlockBuilder()
+        self.now: dict = {}  # handle -> the variable standing for it now (a CPU binding's, retyped)
+        self.copies: dict = {}  # (handle, "cpu" | "gpu") -> its copy
+
+    def function(self, func, returns_to_gpu: bool) -> relax.Function:
+        params = items(func.params)
+        head = [c for p in params for c in self._copies_of(p, p.__chandle__())]
+
+        body = self._seq(func.body, returns_to_gpu)
+        if head:
+            body = relax.SeqExpr([relax.BindingBlock(head), *items(body.blocks)], body.body)
+        return relax.Function(params, body, self.bb.normalize(body.body).ty, func.is_pure, func.attrs)
+
+    def _seq(self, seq: relax.SeqExpr, to_gpu: bool) -> relax.SeqExpr:
+        """``seq`` rewritten in order, each If's branches where the If stands (they read what came before)."""
+        blocks = []
+        for block in items(seq.blocks):
+            is_df = isinstance(block, relax.DataflowBlock)
+            bindings = self._block(is_df, items(block.bindings))
+            blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
+        gpu = {h: c for (h, dest), c in self.copies.items() if dest == "gpu"} if to_gpu else {}
+        return relax.SeqExpr(blocks, ir_edit.substitute(seq.body, {**self.now, **gpu}))
+
+    def _copies_of(self, var, handle) -> list:
+        out = []
+        for dest in sorted(self.needed.get(handle, (None, ()))[1]):
+            value = self.bb.normalize(relax.op.to_vdevice(var, self.to[dest]))
+            copy = type(var)(f"{var.name}_to_{dest}", value.ty)  # an output of its block stays one
+            self.copies[(handle, dest)] = copy
+            out.append(relax.VarBinding(copy, value))
+        return out
+
+    def _block(self, is_df: bool, bindings: list) -> list:
+        out = []
+        for b in bindings:
+            h = b.var.__chandle__()
+            on_cpu = h in self.cpu
+            wants = "cpu" if on_cpu else "gpu"
+            mapping = dict(self.now)
+            for v in _tensor_reads(b.value) if type(b.value) is not relax.If else ():
+                copy = self.copies.get((v.__chandle__(), wants))
+                if copy is not None:
+                    mapping[v.__chandle__()] = copy
+            if type(b.value) is relax.If:
+                v = b.value  # a branch's result is read on the GPU, as the If's own is
+                branches = self._seq(v.true_branch, True), self._seq(v.false_branch, True)
+                b = relax.VarBinding(b.var, relax.If(ir_edit.substitute(v.cond, mapping), *branches))
+            elif on_cpu:
+                value = self.bb.normalize(ir_edit.substitute(b.value, mapping))  # its type says where it lives
+                var = type(b.var)(b.var.name, value.ty)
+                self.now[h] = var
+                b = relax.VarBinding(var, value)
+            elif isinstance(b, relax.MatchCast):
+                b = relax.MatchCast(b.var, ir_edit.substitute(b.value, mapping), b.ty)
+            else:
+                b = relax.VarBinding(b.var, ir_edit.substitute(b.value, mapping, same_types=True))
+            out.append(b)
+            out.extend(self._copies_of(b.var, h))
+        return out
+
+
+def crossings(mod: tvm.IRModule) -> list:
+    """Ops that read a tensor on another device than their own (empty for a sound placement), as
+    ``"function/var: op reads x (llvm) on cuda"``."""
+    devices = mod.global_infos.get("vdevice", []) if mod.global_infos else []
+    if not devices:
+        return []
+    default = devices[0].target.kind.name
+    out = []
+
+    def where(ty) -> str:
+        vdev = getattr(ty, "vdevice", None)
+        return vdev.target.kind.name if vdev is not None else default
+
+    for fname in ir.host_functions(mod):
+        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
+            if step.op is None or step.op == "relax.to_vdevice" or not isinstance(step.var.ty, relax.TensorType):
+                continue
+            own = where(step.var.ty)
+            for v in _tensor_reads(step.value):
+                if where(v.ty) != own:
+                    out.append(f"{fname}/{step.var.name}: {step.op} reads {v.name} ({where(v.ty)}) on {own}")
+    return out

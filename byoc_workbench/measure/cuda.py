@@ -1,0 +1,143 @@
+"""Building for an NVIDIA GPU: the CUDA compiler TVM calls, and the pipeline it builds with.
+
+TVM turns each kernel into CUDA C and hands it to a compiler: NVRTC by default
+(``cuda-bindings``), or ``nvcc``. Neither needs a GPU, so CI compiles for CUDA on
+a CPU-only machine. :func:`compiler` looks for ``nvcc`` in pip's CUDA toolkit
+(``make setup EXTRAS=cuda`` installs it: ``cuda-toolkit[nvcc,cccl]``), then on
+``PATH``, then in ``/usr/local/cuda``; failing all three it
+takes NVRTC where ``cuda-bindings`` imports (PyTorch's CUDA wheels bring it).
+
+The pipeline is upstream's for CUDA (``relax.backend.cuda.pipeline``), but for
+its GPU schedules: some of dlight's rules stop on a kernel they do not handle
+(the reduction rule asserts on Faster R-CNN's ``roi_align``) instead of passing it
+on. Here such a rule passes the kernel to the next one, ending with dlight's
+``Fallback``, which schedules any kernel, so every op of the zoo has a GPU kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import importlib.util
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import tvm
+from tvm import relax
+from tvm.relax.backend.cuda import pipeline as upstream
+from tvm.s_tir import dlight
+
+from byoc_workbench.errors import WorkbenchError
+
+logger = logging.getLogger(__name__)
+
+FIX = "make setup EXTRAS=cuda (pip install 'byoc-workbench[cuda]': nvcc from PyPI, no GPU needed)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiler:
+    """What compiles TVM's CUDA C: ``nvcc`` (at ``path``) or ``nvrtc``."""
+
+    name: str
+    path: str = ""
+
+    def __str__(self) -> str:
+        return f"nvcc ({self.path})" if self.name == "nvcc" else "NVRTC (cuda-bindings)"
+
+
+def _pip_nvcc() -> str | None:
+    """``nvcc`` from pip's ``nvidia-cuda-nvcc`` (``site-packages/nvidia/cu*/bin/nvcc``), if installed."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec and spec.submodule_search_locations else ():
+        for found in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvcc")), reverse=True):
+            if os.access(found, os.X_OK):
+                return found
+    return None
+
+
+def find() -> Compiler:
+    """The CUDA compiler a build here uses; a one-line error naming the extra when there is none."""
+    # The project's own (pinned by the cuda extra) before the machine's, so CI compiles with what it installed.
+    for candidate in (_pip_nvcc(), shutil.which("nvcc"), *sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))):
+        if candidate and os.access(candidate, os.X_OK):
+            return Compiler("nvcc", str(Path(candidate).resolve()))
+    if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None:
+        return Compiler("nvrtc")
+    raise WorkbenchError("No CUDA compiler here: neither nvcc nor NVRTC (cuda-bindings) was found", FIX)
+
+
+@contextlib.contextmanager
+def compiling(with_compiler: Compiler):
+    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables)."""
+    saved = {k: os.environ.get(k) for k in ("TVM_CUDA_COMPILE_MODE", "PATH")}
+    os.environ["TVM_CUDA_COMPILE_MODE"] = with_compiler.name
+    if with_compiler.name == "nvcc":  # TVM runs "nvcc" from PATH
+        os.environ["PATH"] = os.pathsep.join([str(Path(with_compiler.path).parent), saved["PATH"] or ""])
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _PassOn(dlight.ScheduleRule):
+    """A dlight rule that passes a kernel it stops on to the next rule, instead of ending the build."""
+
+    def __init__(self, rule: dlight.ScheduleRule):
+        self.rule = rule
+
+    def apply(self, func, target, tunable):
+        try:
+            return self.rule.apply(func, target, tunable)
+        except (AssertionError, ValueError, RuntimeError) as err:  # dlight asserts; a schedule primitive raises
+            logger.info("%s does not schedule this kernel (%s); the next rule does", type(self.rule).__name__, err)
+            return None
+
+
+def schedules() -> tvm.transform.Pass:
+    """dlight's GPU rules in upstream's order, each passing on what it stops on, ``Fallback`` last."""
+    rules = [dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(), dlight.gpu.GeneralReduction()]
+    return dlight.ApplyDefaultSchedule(*(_PassOn(r) for r in rules), dlight.gpu.Fallback())
+
+
+def pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
+    """Upstream's CUDA pipeline with :func:`schedules` for its last legalization pass."""
+    legalize = upstream.legalize_passes(target)
+    if type(legalize[-1]).__name__ != "ApplyDefaultSchedule":
+        raise RuntimeError("upstream's CUDA pipeline changed: its last legalization pass is no longer dlight's")
+
+    @tvm.transform.module_pass(opt_level=0)
+    def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with target:
+            passes = [
+                *upstream.library_dispatch_passes(target),
+                *legalize[:-1],
+                schedules(),
+                *upstream.dataflow_lower_passes(target),
+                *upstream.finalize_passes(target),
+            ]
+            return tvm.transform.Sequential(passes)(mod)
+
+    return _pipeline
+
+
+def source(executable: relax.VMExecutable) -> str:
+    """The CUDA C of a GPU build's kernels ("" for a CPU build)."""
+    todo = list(executable.mod.imports_)
+    while todo:
+        m = todo.pop()
+        if m.kind == "cuda":
+            return m.inspect_source()
+        todo.extend(m.imports_)
+    return ""
+
+
+def loads_here() -> bool:
+    """Whether this machine's TVM runtime can load a CUDA library (a GPU build kept on disk)."""
+    return tvm.get_global_func("ffi.Module.load_from_bytes.cuda", allow_missing=True) is not None

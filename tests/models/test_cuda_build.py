@@ -1,0 +1,178 @@
+"""TVM builds every kind of model the workbench imports for CUDA, on a machine with no GPU: code generation
+and the CUDA compiler both (nvcc from the cuda extra), for the H200's sm_90 and the seed's T4, sm_75.
+
+What TVM 0.27 has no GPU kernel for (devices.CPU_ONLY) is placed on the CPU; a build fails here if such an
+op lands in device code, if some other op needs a packed call the GPU cannot make, or if an op reads a
+tensor on another device than its own. Running the builds needs a GPU: benchmarks/gpu_check.py does that;
+tests/unit/test_devices.py runs a placement's CPU twin.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+import tvm
+from tvm import relax
+
+from byoc_workbench import devices, ir, stages
+from byoc_workbench.backends import registry
+from byoc_workbench.flow import rules
+from byoc_workbench.measure import cuda, execute
+
+pytestmark = pytest.mark.slow
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+SM75 = {"kind": "cuda", "arch": "sm_75"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiler():
+    try:
+        return cuda.find()
+    except Exception as err:  # noqa: BLE001 - said in the skip
+        pytest.skip(f"no CUDA compiler here ({err}); make setup EXTRAS=cuda installs nvcc from PyPI")
+
+
+def _check_build(mod, target=SM90) -> str:
+    """Build ``mod`` for CUDA and check where each op went; returns the CUDA source."""
+    placed = devices.place(mod, target)
+    assert devices.crossings(placed) == []
+    executable = execute.compile(mod, target)
+    source = cuda.source(executable)
+    kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)
+    assert kernels, "a CUDA build with no GPU kernel"
+    for op in devices.CPU_ONLY:
+        name = op.rsplit(".", 1)[1]
+        assert not [k for k in kernels if name in k], f"{op} compiled into device code"
+    return source
+
+
+def _packed_calls_on_gpu(mod, target) -> set:
+    """Kernels of ``mod`` legalized for the GPU that make packed calls, which device code cannot."""
+    with devices.resolve(target):
+        legal = tvm.transform.Sequential([relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()])(
+            devices.place(mod, target)
+        )
+    bad = set()
+    for gv, func in legal.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            on_cpu = func.attrs is not None and "target" in func.attrs and func.attrs["target"].kind.name == "llvm"
+            if not on_cpu and "call_packed" in func.script():
+                bad.add(gv.name_hint)
+    return bad
+
+
+def test_the_compiler_is_the_projects_own_where_installed(compiler):
+    assert compiler.name in ("nvcc", "nvrtc")
+    if cuda._pip_nvcc():  # the cuda extra: CI compiles with what it installed
+        assert compiler.name == "nvcc" and "site-packages" in compiler.path
+
+
+def test_demo_loop_builds_for_cuda_and_places_nothing(demo_mod):
+    assert not devices.propose(demo_mod)
+    assert devices.place(demo_mod, SM90) is demo_mod
+    source = _check_build(demo_mod)
+    assert "conv2d" in source
+
+
+def test_demo_partitioned_builds_for_cuda(demo_mod, byoc):
+    """The partitioned demo with its subgraphs back on TVM, as build_and_run(..., backend="tvm") builds it."""
+    found = stages.run_stages(demo_mod, byoc.rules, stages.keep_all, backend="tvm")
+    mod, generated, _ = registry.run_codegen(found[-1].mod, "tvm")
+    assert not generated and not ir.subgraph_functions(mod)
+    _check_build(mod)
+
+
+@pytest.fixture(scope="module")
+def ssd():
+    pytest.importorskip("mxnet", reason="the SSD needs mxnet 1.9.1 (Python 3.11): run make setup")
+    from byoc_workbench.models import zoo
+
+    loaded = zoo.load_model(weights="untrained")
+    return zoo.import_model(loaded=loaded).mod
+
+
+def test_ssd_places_nms_on_the_cpu(ssd):
+    placement = devices.propose(ssd)
+    assert set(placement.cpu_only) == set(devices.CPU_ONLY)
+    [crossing] = placement.crossings  # the box list, once, to the CPU; the detections stay there
+    assert crossing.to == "cpu" and crossing.shape[-1] == 6
+    assert any("non_max_suppression" in line for line in placement.lines())
+
+
+@pytest.mark.parametrize("target", [SM90, SM75], ids=["sm_90", "sm_75"])
+def test_ssd_builds_for_cuda(ssd, target):
+    assert _packed_calls_on_gpu(ssd, target) == set()
+    source = _check_build(ssd, target)
+    assert "conv2d" in source
+
+
+# One model per GluonCV family the suite covers (test_zoo_families.py), at its small input.
+FAMILIES = {
+    "ssd_300_vgg16_atrous_coco": (1, 3, 260, 260),
+    "yolo3_mobilenet1.0_coco": (1, 3, 160, 160),
+    "center_net_resnet18_v1b_coco": (1, 3, 128, 128),
+    "faster_rcnn_resnet50_v1b_coco": (1, 3, 256, 256),
+    "fcn_resnet50_ade": (1, 3, 96, 96),
+    "simple_pose_resnet50_v1b": (1, 3, 128, 96),
+    "mobilenetv3_small": (1, 3, 224, 224),
+}
+
+
+@functools.cache
+def _family(name: str):
+    pytest.importorskip("mxnet", reason="the zoo needs mxnet 1.9.1 (Python 3.11): run make setup")
+    from byoc_workbench.models import zoo
+
+    shape = FAMILIES[name]
+    block = zoo.build_block(name, shape)
+    if hasattr(block, "rpn"):  # eight proposals: the same graph, op for op (see test_zoo_families.py)
+        block._rpn_test_post_nms = block.rpn._test_post_nms = 8
+    loaded = zoo.load_model(name, "untrained", seed=0, input_shape=shape, block=block)
+    return zoo.import_model(name, loaded=loaded).mod
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_zoo_family_builds_for_cuda(name):
+    mod = _family(name)
+    assert _packed_calls_on_gpu(mod, SM90) == set()
+    _check_build(mod)
+
+
+def test_faster_rcnn_proposals_cross_both_ways():
+    """NMS picks the proposals on the CPU; ROI Align reads them beside the GPU's feature map, so they go back."""
+    placement = devices.propose(_family("faster_rcnn_resnet50_v1b_coco"))
+    assert {c.to for c in placement.crossings} == {"cpu", "gpu"}
+
+
+def test_onnx_file_builds_for_cuda(tmp_path):
+    pytest.importorskip("onnx")
+    from test_onnx_import import _scoped_model
+
+    from byoc_workbench.session import Workbench
+
+    wb = Workbench.from_onnx(_scoped_model(tmp_path / "scoped.onnx", batch=1), rules.get_target("tensorrt"))
+    _check_build(wb.stage("source").mod)
+
+
+def test_pytorch_program_builds_for_cuda():
+    torch = pytest.importorskip("torch", reason="needs the [pytorch] extra: make test EXTRAS=pytorch")
+    torchvision = pytest.importorskip("torchvision", reason="needs the [pytorch] extra")
+    from byoc_workbench.session import Workbench
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    wb = Workbench.from_torch(model, torch.randn(1, 3, 64, 64), rules.get_target("tensorrt"))
+    _check_build(wb.stage("source").mod)
+
+
+def test_a_cuda_build_needs_an_arch_where_there_is_no_gpu():
+    if tvm.cuda(0).exist:
+        pytest.skip("a GPU is here: 'cuda' takes its arch")
+    from byoc_workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError, match="arch"):
+        devices.resolve("cuda")
+    assert devices.label(SM75) == "cuda sm_75"

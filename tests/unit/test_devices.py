@@ -1,0 +1,134 @@
+"""Placing a model for a GPU build: what TVM has no GPU kernel for runs on the CPU, with copies where the two
+sides meet. Checked on a small detector tail (boxes, the box filter, NMS, slices, and a GPU op reading both
+sides), by the placement's own record, by a check of the placed module, and by running it with both
+devices the CPU (the CPU twin: what the copies and retyped bindings compute, without a GPU)."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from byoc_workbench import devices
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import execute
+
+
+@I.ir_module
+class Tail:
+    @R.function
+    def main(boxes: R.Tensor((1, 64, 6), "float32"), bias: R.Tensor((1, 10, 6), "float32")):
+        with R.dataflow():
+            scaled = R.multiply(boxes, R.const(1.5, "float32"))
+            counted = R.vision.get_valid_counts(scaled, score_threshold=0.2, id_index=0, score_index=1)
+            count = counted[0]
+            valid = counted[1]
+            order = counted[2]
+            kept = R.vision.non_max_suppression(
+                valid,
+                count,
+                order,
+                max_output_size=-1,
+                iou_threshold=0.5,
+                force_suppress=False,
+                top_k=20,
+                coord_start=2,
+                score_index=1,
+                id_index=0,
+                return_indices=False,
+                invalid_to_bottom=True,
+            )
+            top = R.strided_slice(kept, axes=[1], begin=[0], end=[10])
+            shifted = R.add(top, bias)
+            R.output(top, shifted)
+        return (top, shifted)
+
+
+def _boxes(seed=0):
+    rng = np.random.RandomState(seed)
+    b = rng.uniform(0, 1, (1, 64, 6)).astype("float32")
+    b[..., 0] = rng.randint(0, 3, 64)  # class ids
+    b[..., 4:] += b[..., 2:4]  # x2, y2 past x1, y1
+    return [b, rng.uniform(-1, 1, (1, 10, 6)).astype("float32")]
+
+
+def test_proposal_places_the_box_filter_nms_and_what_reads_only_them_on_the_cpu():
+    placement = devices.propose(Tail)
+    assert set(placement.on_cpu["main"]) == {"counted", "count", "valid", "order", "kept", "top"}
+    assert set(placement.cpu_only) == set(devices.CPU_ONLY)
+    crossings = {(c.var, c.to) for c in placement.crossings}
+    assert crossings == {("scaled", "cpu"), ("top", "gpu")}  # the boxes go over; the slice comes back for add
+    assert placement.copied_bytes == 64 * 6 * 4 + 10 * 6 * 4
+    assert "2 copies between GPU and CPU, 1.8 kB per run" in "\n".join(placement.lines())
+
+
+def test_placed_module_reads_every_tensor_where_its_op_runs():
+    placed = devices.place(Tail, {"kind": "cuda", "arch": "sm_90"})
+    assert [v.target.kind.name for v in placed.global_infos["vdevice"]] == ["cuda", "llvm"]
+    assert devices.crossings(placed) == []
+    tvm.ir.assert_structural_equal(placed, relax.transform.Normalize()(placed))
+    where = {
+        b.var.name: (b.var.ty.vdevice.target.kind.name if b.var.ty.vdevice is not None else "gpu (the default)")
+        for block in placed["main"].body.blocks
+        for b in block.bindings
+        if isinstance(b.var.ty, relax.TensorType)
+    }
+    assert where["kept"] == where["top"] == where["scaled_to_cpu"] == "llvm"
+    assert where["top_to_gpu"] == "cuda" and where["shifted"] != "llvm"
+
+
+def test_cpu_twin_computes_what_the_module_did():
+    twin = devices.place(Tail, "llvm", "llvm")
+    vm = relax.VirtualMachine(tvm.compile(twin, target="llvm"), [tvm.cpu(), tvm.cpu()])
+    inputs = _boxes()
+    got = execute.to_numpy(vm["main"](*[tvm.runtime.tensor(a) for a in inputs]))
+    want = execute.run(Tail, inputs)
+    assert want[0][0, 0, 1] > 0.2  # NMS kept something: the comparison sees real detections
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_module_with_nothing_to_place_is_left_as_it_is(demo_mod):
+    assert not devices.propose(demo_mod)
+    assert devices.place(demo_mod, {"kind": "cuda", "arch": "sm_90"}) is demo_mod
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [("llvm", "llvm"), ({"kind": "cuda", "arch": "sm_75"}, "cuda sm_75"), ({"kind": "llvm"}, "llvm")],
+)
+def test_targets_in_a_few_words(target, expected):
+    assert devices.label(target) == expected
+    assert devices.is_gpu(target) == expected.startswith("cuda")
+
+
+def test_unknown_target_is_one_line():
+    with pytest.raises(WorkbenchError, match="Unknown TVM target 'metal'"):
+        devices.resolve("metal")
+
+
+def test_report_and_diagram_mark_what_a_gpu_build_runs_on_the_cpu():
+    from byoc_workbench.flow import rules
+    from byoc_workbench.session import Workbench
+
+    wb = Workbench(Tail, rules.get_target("tensorrt"))
+    report = wb.report()
+    assert set(report.gpu_build.cpu_only) == set(devices.CPU_ONLY)
+    assert "on the CPU in a GPU build: 6 binding(s)" in report.text()
+    assert report.to_json()["gpu_build"]["copies"][0]["var"] == "scaled"
+    view = wb.view("codegen")
+    marked = {nid for nid, d in view.nodes.items() if d.get("on_cpu_in_a_gpu_build")}
+    assert {"main/counted", "main/kept", "main/top"} <= marked
+    assert "main/shifted" not in marked and "main/scaled" not in marked
+    assert "packed sort" in view.nodes["main/kept"]["on_cpu_in_a_gpu_build"]
+    assert view.dot.count("peripheries=2") == len(marked)
+    assert "double border: on the CPU in a GPU build" in view.dot
+
+
+def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
+    from byoc_workbench.session import Workbench
+
+    wb = Workbench(demo_mod, byoc)
+    assert wb.report().gpu_build is None
+    assert "peripheries" not in wb.view("codegen").dot
