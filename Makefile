@@ -76,13 +76,14 @@ test: setup lint
 	$(PYTEST)
 	@$(MAKE) --no-print-directory test-numpy2
 
-# Part 1 on Python 3.12 with numpy 2 and no MXNet, in a second, small venv (TVM, numpy 2 and pytest only): the
+# Part 1 on Python 3.12 with numpy 2 and no MXNet, in a second, small venv (TVM, numpy 2, graphviz, pytest): the
 # demo through every stage, the teaching codegen and the VM, and a GPU build's placement run on the CPU.
 # The first python3.12 that runs (pyenv's shim for a version not selected does not).
 PY312 ?= $(shell for p in $$(command -v python3.12) $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12 \
   2>/dev/null); do $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo $$p && break; done)
 VENV312 := .venv-py312
-NUMPY2_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.5.5 pytest==9.2.0 hypothesis==6.170.17
+NUMPY2_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.5.5 graphviz==0.8.4 pytest==9.2.0 \
+  hypothesis==6.170.17
 PART1_TESTS := tests/unit/test_stages_demo.py tests/unit/test_codegen.py tests/unit/test_demo_partition.py \
   tests/unit/test_devices.py
 

@@ -188,9 +188,8 @@ def measure_build(found_stages, model: Model, target, runs: int, warmup: int) ->
 
 
 def measure_model(model: Model, target, runs: int, warmup: int, backends: list, report: dict) -> dict:
-    """TVM alone, then each backend pruned and unpruned; one line in ``report["errors"]`` per failure."""
-    from byoc_workbench import stages, transforms
-    from byoc_workbench.flow import rules
+    """TVM alone, then each offloaded build (:func:`offloaded_builds`); one line in ``report["errors"]`` per failure."""
+    from byoc_workbench import stages
 
     out: dict = {"weights": model.mark, "source": model.source, "builds": {}, "speedup_vs_tvm": {}, "equal": {}}
     errors = report["errors"]
@@ -201,18 +200,11 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
         out["builds"][base], outputs[base] = measure_build(alone, model, target, runs, warmup)
     except Exception as err:  # noqa: BLE001 - one line, then the backends still run
         errors[f"{model.name}: {base}"] = _first_line(err)
-    prepared = transforms.prepare(model.mod) if model.task != "demo" else model.mod
-    target_rules = rules.get_target("tensorrt" if model.task != "demo" else "byoc-target").rules
-    for backend in backends:
-        for prune in (True, False):
-            label = f"{backend}" + ("" if prune else ", unpruned")
-            try:
-                found = stages.run_stages(
-                    prepared, target_rules, stages.no_mac() if prune else stages.keep_all, backend=backend
-                )
-                out["builds"][label], outputs[label] = measure_build(found, model, target, runs, warmup)
-            except Exception as err:  # noqa: BLE001
-                errors[f"{model.name}: {label}"] = _first_line(err)
+    for label, found in offloaded_builds(model, backends):
+        try:
+            out["builds"][label], outputs[label] = measure_build(found(), model, target, runs, warmup)
+        except Exception as err:  # noqa: BLE001
+            errors[f"{model.name}: {label}"] = _first_line(err)
     if model.anchor is not None:
         label, run, sync = model.anchor
         out["builds"][label], outputs[label] = _time_anchor(run, sync, model.inputs, runs, warmup)
@@ -222,6 +214,32 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
             if label != base:
                 out["speedup_vs_tvm"][label] = t / out["builds"][label]["median_s"]
                 out["equal"][label] = model.same(outputs[base], got)
+    return out
+
+
+def offloaded_builds(model: Model, backends: list) -> list:
+    """``(label, stages())`` per offloaded build: each backend with upstream's TensorRT rules (the seed's), pruned
+    and unpruned; torch with its NMS rules too (the backbone and the NMS on torch, the rest on TVM), and with its
+    own target (every op it runs: the whole model)."""
+    from byoc_workbench import stages, transforms
+    from byoc_workbench.backends import registry
+    from byoc_workbench.flow import rules
+
+    prepared = transforms.prepare(model.mod) if model.task != "demo" else model.mod
+    seed_rules = rules.get_target("tensorrt" if model.task != "demo" else "byoc-target").rules
+    torch_rules = registry.DEFAULT.targets.get("torch").rules if "torch" in backends else ()
+    nms = tuple(r for r in torch_rules if r.name in ("vision_get_valid_counts", "vision_non_max_suppression"))
+    out = []
+    for backend in backends:
+        with_rules = (*seed_rules, *nms) if backend == "torch" else seed_rules
+        what = " (its backbone and NMS)" if backend == "torch" and model.task == "detection" else ""
+        for prune in (True, False):
+            label = f"{backend}{what}" + ("" if prune else ", unpruned")
+            keep = stages.no_mac() if prune else stages.keep_all
+            out.append((label, lambda r=with_rules, k=keep, b=backend: stages.run_stages(prepared, r, k, backend=b)))
+    if "torch" in backends:
+        whole = lambda: stages.run_stages(prepared, torch_rules, stages.keep_all, backend="torch")  # noqa: E731
+        out.append(("torch (its own target: every op it runs)", whole))
     return out
 
 
@@ -250,6 +268,11 @@ def backends_here(report: dict, target) -> list:
         out.append("tensorrt")
     else:
         report["missing"].append(_line("tensorrt", why))
+    for need in ("torch", "torchvision"):
+        if probe(need)[0] is None:
+            report["missing"].append(_line(need, f"the torch backend: {probe(need)[2]}"))
+    if probe("torch")[0] is not None and probe("torchvision")[0] is not None:
+        out.append("torch")
     ort, version, why = probe("onnxruntime")
     if ort is None:
         report["missing"].append(_line("onnxruntime", why))

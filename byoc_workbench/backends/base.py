@@ -72,7 +72,7 @@ class Backend:
 
 
 # The backends the package brings, by name, in the order registry.BUILTIN holds them.
-BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt")
+BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt", "torch")
 # The symbols that records made by register_packed hold: symbol -> [backend, how many records].
 # Compiling the same content twice gives the same symbol, so a symbol goes with its last record.
 # It mirrors TVM's table of global functions, which is one per process.

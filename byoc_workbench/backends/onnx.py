@@ -14,7 +14,6 @@ tensors) becomes the graph outputs in order.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
@@ -24,6 +23,7 @@ from tvm import relax
 from byoc_workbench import ir
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.flow import rules as flow_rules
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "target_rules", "translate"]
 __all__ += ["unsupported"]
@@ -91,60 +91,22 @@ class Graph:
         return self.const(np.asarray(value, dtype=self.dtype(like)), "scalar")
 
 
-def convertible(ctx) -> bool:
-    """A ``FuseOpsByPattern`` check: the translator converts every op call the match holds.
-
-    Only ops in :data:`SUPPORTED_OPS` are vetted here, for their attributes; a
-    match on an op with no converter at all is left to fail at build time with
-    a one-line error, so a user's rule that names such an op is not silently
-    ignored.
-    """
-    calls = [ctx.matched_expr, *ctx.annotated_expr.values(), *ctx.matched_bindings.values()]
-    for call in calls:
-        if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name in CONVERTERS:
-            if unsupported(call) is not None:
-                return False
-    return True
+def _refuses(call) -> bool:
+    # Only ops with a converter are vetted, for their attributes; a match on an op with no converter at all is
+    # left to fail at build time with a one-line error, so a user's rule that names one is not silently ignored.
+    return call.op.name in CONVERTERS and unsupported(call) is not None
 
 
 def target_rules(target: str) -> tuple:
-    """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts.
-
-    Each rule's check asks of every call what the translator would (its
-    attributes, layouts and shapes; :func:`unsupported`), as torch.fx's
-    ``OperatorSupport`` asks of a node, so the target claims exactly what the
-    backend takes: the host's slices, concats and box arithmetic too.
-    """
-    from tvm.relax.dpl import is_op, wildcard
-
-    from byoc_workbench.flow.rules import pattern_rule
-
-    def claims(op: str):  # its required arguments, then any optional ones (strided_slice without strides)
-        arity = max(1, int(tvm.ir.Op.get(op).num_inputs))
-        return is_op(op)(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
-
-    return tuple(
-        pattern_rule(target, op.removeprefix("relax.").replace(".", "_"), claims(op), _converts, "converted to ONNX")
-        for op in sorted(SUPPORTED_OPS)
-    )
-
-
-def _converts(call) -> bool:
-    return unsupported(call) is None
+    """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts, each
+    asking of every call what the translator would (its attributes, layouts and shapes; :func:`unsupported`),
+    so the target claims exactly what the backend takes: the host's slices, concats and box arithmetic too."""
+    return flow_rules.every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
 
 
 def guard_rules(rules) -> tuple:
-    """``rules`` with :func:`convertible` added to each check, for the ONNX-based backends."""
-    return tuple(_guard(r) for r in rules)
-
-
-def _guard(rule):
-    inner = rule.fusion_pattern().check
-
-    def check(ctx) -> bool:
-        return convertible(ctx) and (inner is None or bool(inner(ctx)))
-
-    return dataclasses.replace(rule, check=None, ctx_check=check)
+    """``rules`` narrowed to what the ONNX translator converts, for the ONNX-based backends."""
+    return flow_rules.narrowed(rules, _refuses)
 
 
 # --- walking the subgraph -----------------------------------------------------------

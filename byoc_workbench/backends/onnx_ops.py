@@ -19,25 +19,25 @@ from byoc_workbench import ir_types
 # --- reading static values off Relax expressions --------------------------------
 
 
-def _scalar(value):
+def scalar(value):
     """A Python number from an int, IntImm, FloatImm or PrimValue."""
     while not isinstance(value, (int, float, bool, np.number)) and hasattr(value, "value"):
         value = value.value
     return value
 
 
-def _ints(values) -> list:
+def ints(values) -> list:
     """Static integers from a ShapeExpr, a Relax tuple of PrimValues or an attribute array."""
     if isinstance(values, relax.ShapeExpr):
         values = values.values
     elif isinstance(values, relax.Tuple):
         values = values.fields
-    return [int(_scalar(v)) for v in values]
+    return [int(scalar(v)) for v in values]
 
 
 def static_shape(ty) -> list:
     """The static shape of a tensor type, as ints."""
-    return _ints(ty.shape.values)
+    return ints(ty.shape.values)
 
 
 def onnx_dims(ty) -> list | None:
@@ -109,7 +109,7 @@ def _check_layer_norm(call):
     if not _dims_static(call.args[1].ty):
         return "relax.nn.layer_norm with a scale of symbolic shape"
     ndim = call.args[0].ty.ndim
-    axes = sorted(a % ndim for a in _ints(call.attrs.axes))
+    axes = sorted(a % ndim for a in ints(call.attrs.axes))
     if axes != list(range(ndim - len(axes), ndim)):
         return f"relax.nn.layer_norm over axes {axes} (only trailing axes)"
     return None
@@ -134,8 +134,8 @@ def _check_pool(call):
     layout = _layout_check(("layout", layout), ("out_layout", layout))(call)
     if layout:
         return layout
-    if "avg" in call.op.name and any(d != 1 for d in _ints(call.attrs.dilation)):
-        return f"{call.op.name} with dilation {_ints(call.attrs.dilation)} (ONNX AveragePool needs opset 19)"
+    if "avg" in call.op.name and any(d != 1 for d in ints(call.attrs.dilation)):
+        return f"{call.op.name} with dilation {ints(call.attrs.dilation)} (ONNX AveragePool needs opset 19)"
     return None
 
 
@@ -146,7 +146,7 @@ def _check_integer_divide(call):
     return None
 
 
-def _check_known_shapes(call):
+def known_shapes(call):
     """Symbolic dimensions (``n``) convert to ONNX's named dimensions; an unknown rank or shape does not."""
     for expr in [*call.args, call]:
         ty = expr.ty
@@ -186,7 +186,7 @@ def _check_split(call):
 def _check_strided_slice(call):
     try:
         for v in call.args[1:]:
-            _ints(v)
+            ints(v)
     except (TypeError, ValueError, AttributeError):
         return "relax.strided_slice with bounds computed at run time"
     return None
@@ -208,7 +208,7 @@ def _binary(op_type: str) -> Callable:
 def _reduce(op_type: str) -> Callable:
     def convert(g, call, x):
         axis = call.attrs.axis
-        inputs = [x[0]] if axis is None else [x[0], g.int64s(_ints(axis), "axes")]
+        inputs = [x[0]] if axis is None else [x[0], g.int64s(ints(axis), "axes")]
         return g.node(op_type, inputs, keepdims=int(bool(call.attrs.keepdims)))
 
     return convert
@@ -217,9 +217,9 @@ def _reduce(op_type: str) -> Callable:
 def _conv(transpose: bool) -> Callable:
     def convert(g, call, x):
         a = call.attrs
-        attrs = dict(strides=_ints(a.strides), pads=_ints(a.padding), dilations=_ints(a.dilation), group=int(a.groups))
+        attrs = dict(strides=ints(a.strides), pads=ints(a.padding), dilations=ints(a.dilation), group=int(a.groups))
         if transpose:
-            attrs["output_padding"] = _ints(a.output_padding)
+            attrs["output_padding"] = ints(a.output_padding)
         return g.node("ConvTranspose" if transpose else "Conv", [x[0], x[1]], **attrs)
 
     return convert
@@ -234,10 +234,10 @@ def _pool(op_type: str) -> Callable:
     def convert(g, call, x):
         a = call.attrs
         attrs = dict(
-            kernel_shape=_ints(a.pool_size), strides=_ints(a.strides), pads=_ints(a.padding), ceil_mode=int(a.ceil_mode)
+            kernel_shape=ints(a.pool_size), strides=ints(a.strides), pads=ints(a.padding), ceil_mode=int(a.ceil_mode)
         )
         if op_type == "MaxPool":
-            attrs["dilations"] = _ints(a.dilation)
+            attrs["dilations"] = ints(a.dilation)
         else:
             attrs["count_include_pad"] = int(a.count_include_pad)
         return g.node(op_type, [x[0]], **attrs)
@@ -263,17 +263,17 @@ def _reshape(g, call, x):
 
 
 def _expand_dims(g, call, x):
-    return g.node("Unsqueeze", [x[0], g.int64s(_ints(call.attrs.axis), "axes")])
+    return g.node("Unsqueeze", [x[0], g.int64s(ints(call.attrs.axis), "axes")])
 
 
 def _squeeze(g, call, x):
     axis = call.attrs.axis
-    return g.node("Squeeze", [x[0]] if axis is None else [x[0], g.int64s(_ints(axis), "axes")])
+    return g.node("Squeeze", [x[0]] if axis is None else [x[0], g.int64s(ints(axis), "axes")])
 
 
 def _permute_dims(g, call, x):
     axes = call.attrs.axes
-    perm = list(reversed(range(call.args[0].ty.ndim))) if axes is None else _ints(axes)
+    perm = list(reversed(range(call.args[0].ty.ndim))) if axes is None else ints(axes)
     return g.node("Transpose", [x[0]], perm=perm)
 
 
@@ -300,20 +300,20 @@ def _layer_norm(g, call, x):
     norm_shape = static_shape(call.args[1].ty)
     gamma = x[1] if a.scale else g.const(np.ones(norm_shape, str(call.args[1].ty.dtype)), "ones")
     beta = x[2] if a.center else g.const(np.zeros(norm_shape, str(call.args[2].ty.dtype)), "zeros")
-    axis = -len(_ints(a.axes))
+    axis = -len(ints(a.axes))
     return g.node("LayerNormalization", [x[0], gamma, beta], axis=axis, epsilon=float(a.epsilon))
 
 
 def _clip(g, call, x):
-    lo, hi = (_scalar(v) for v in call.args[1:3])
+    lo, hi = (scalar(v) for v in call.args[1:3])
     return g.node("Clip", [x[0], g.scalar(lo, call), g.scalar(hi, call)])
 
 
 def _strided_slice(g, call, x):
-    axes, begin, end = (_ints(v) for v in call.args[1:4])
-    strides = _ints(call.args[4]) if len(call.args) > 4 else [1] * len(axes)
-    ints = [g.int64s(v, hint) for v, hint in ((begin, "starts"), (end, "ends"), (axes, "axes"), (strides, "steps"))]
-    return g.node("Slice", [x[0], *ints])
+    axes, begin, end = (ints(v) for v in call.args[1:4])
+    strides = ints(call.args[4]) if len(call.args) > 4 else [1] * len(axes)
+    bounds = [g.int64s(v, hint) for v, hint in ((begin, "starts"), (end, "ends"), (axes, "axes"), (strides, "steps"))]
+    return g.node("Slice", [x[0], *bounds])
 
 
 def _cast(g, call, x):
@@ -335,7 +335,7 @@ def _not_equal(g, call, x):
 
 
 def _arange(g, call, x):
-    start, end, step = (_scalar(v) for v in call.args[:3])
+    start, end, step = (scalar(v) for v in call.args[:3])
     return g.node("Range", [g.scalar(start, call), g.scalar(end, call), g.scalar(step, call)])
 
 
@@ -353,7 +353,7 @@ def _resize2d(g, call, x):
     if _dims_static(call.ty):
         sizes, axes = g.int64s(static_shape(call.ty), "sizes"), {}
     else:  # a symbolic batch or channel count: resize the spatial axes alone (Resize-18's axes)
-        sizes, axes = g.int64s(_ints(call.ty.shape.values[2:]), "sizes"), {"axes": [2, 3]}
+        sizes, axes = g.int64s(ints(call.ty.shape.values[2:]), "sizes"), {"axes": [2, 3]}
     attrs = dict(
         **axes,
         mode=_RESIZE_MODES[a.method],
@@ -474,7 +474,7 @@ def unsupported(call: relax.Call) -> str | None:
     name = call.op.name
     if name not in CONVERTERS:
         return f"{name} (no converter)"
-    reason = _check_known_shapes(call)
+    reason = known_shapes(call)
     if reason is None and name in CHECKS:
         reason = CHECKS[name](call)
     return reason

@@ -2,13 +2,14 @@
 
 A backend turns one partitioned function into a packed function registered
 under a content-hashed symbol (:func:`.base.register_packed`); the host then
-calls it with ``R.call_dps_packed``. Five are built in:
+calls it with ``R.call_dps_packed``. Six are built in:
 
 - ``teaching``: readable NumPy source (the seed's demo codegen);
 - ``c``: plain C loops, compiled by the system's C compiler;
 - ``onnxruntime``: the subgraph as ONNX, run by an ONNX Runtime session;
 - ``openvino``: the same ONNX, compiled by OpenVINO for the CPU (f32 unless ``precision`` says);
-- ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only).
+- ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only);
+- ``torch``: torch calls, one per op, eager or under ``torch.compile``, on the GPU or the CPU.
 
 A :class:`Registry` is a value holding backends and targets by name;
 ``Registry.builtin()`` makes a new one of the built-ins. :data:`DEFAULT` is the
@@ -55,6 +56,18 @@ def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
     return tensorrt.compile_subgraph(name, func, **options)
 
 
+def _torch(name: str, func: relax.Function, **options) -> Compiled:
+    from byoc_workbench.backends import pytorch  # torch is imported only when a subgraph is compiled
+
+    return pytorch.compile_subgraph(name, func, **options)
+
+
+def _torch_guard(rules) -> tuple:
+    from byoc_workbench.backends.pytorch import guard_rules
+
+    return guard_rules(rules)
+
+
 def _onnx_guard(rules) -> tuple:
     from byoc_workbench.backends.onnx import guard_rules  # rules never claim a call the ONNX translator cannot convert
 
@@ -79,19 +92,30 @@ BUILTIN = (
         native="openvino",
     ),
     Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
+    Backend(
+        "torch",
+        _torch,
+        "PyTorch, eager or torch.compile, where TVM hands it the tensors (GPU or CPU), NMS included",
+        _torch_guard,
+        native="torch",
+    ),
 )
-OWN_TARGETS = ("onnxruntime", "openvino")  # the backends that bring a target of their own (own_targets)
+OWN_TARGETS = ("onnxruntime", "openvino", "torch")  # the backends that bring a target of their own (own_targets)
 assert tuple(b.name for b in BUILTIN) == base.BUILTIN
 AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
 
 
 def own_targets() -> tuple:
-    """The targets the ONNX runtimes bring: each claims every op the ONNX translator converts, call by call."""
-    from byoc_workbench.backends.onnx import target_rules  # numpy and tvm: onnx itself is imported when used
+    """The targets the runtimes bring: each claims every op its backend runs, call by call (the ONNX runtimes
+    through the ONNX translator, torch through its own table)."""
+    from byoc_workbench.backends import onnx, pytorch  # tvm and numpy: onnx and torch are imported when used
 
-    return tuple(
-        Target(name, target_rules(name), f"every op {name} takes through the ONNX translator") for name in OWN_TARGETS
-    )
+    onnx_targets = [
+        Target(name, onnx.target_rules(name), f"every op {name} takes through the ONNX translator")
+        for name in OWN_TARGETS
+        if name != "torch"
+    ]
+    return (*onnx_targets, Target("torch", pytorch.target_rules(), "every op the torch backend runs, NMS included"))
 
 
 class Registry:

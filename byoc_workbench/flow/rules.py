@@ -198,6 +198,38 @@ def pattern_rule(target: str, name: str, pattern, check: CallCheck | None = None
     return Rule(target, name, "pattern", pattern=pattern, check=check, doc=doc)
 
 
+def every_op_rules(target: str, ops, takes: CallCheck, doc: str) -> tuple:
+    """A runtime's own target: one per-pattern rule for each op in ``ops`` (named after it), claiming
+    every call that ``takes(call)``, as torch.fx's ``OperatorSupport`` asks of a node. Each pattern takes
+    the op's required arguments, then any optional ones (strided_slice without strides)."""
+
+    def claims(op: str):
+        arity = max(1, int(tvm.ir.Op.get(op).num_inputs))
+        return is_op(op)(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
+
+    return tuple(
+        pattern_rule(target, op.removeprefix("relax.").replace(".", "_"), claims(op), takes, doc) for op in sorted(ops)
+    )
+
+
+def narrowed(rules, refuses: Callable) -> tuple:
+    """``rules`` whose matches a backend runs whole: a match holding a call ``refuses(call)`` is not
+    claimed (the rule's own check still applies), so rules never offload what the backend cannot run."""
+
+    def narrow(rule):
+        inner = rule.fusion_pattern().check
+
+        def check(ctx) -> bool:
+            calls = [ctx.matched_expr, *ctx.annotated_expr.values(), *ctx.matched_bindings.values()]
+            if any(isinstance(c, relax.Call) and isinstance(c.op, tvm.ir.Op) and refuses(c) for c in calls):
+                return False
+            return inner is None or bool(inner(ctx))
+
+        return dataclasses.replace(rule, check=None, ctx_check=check)
+
+    return tuple(narrow(r) for r in rules)
+
+
 def codegen_name(target: str) -> str:
     """``byoc-target`` -> ``byoc_target``: the name in ``relax.ext.<name>`` and ``Codegen``."""
     return re.sub(r"\W", "_", target)

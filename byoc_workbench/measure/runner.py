@@ -342,16 +342,16 @@ class Choice:
 def offload_choice() -> Choice:
     """Where notebook 02 builds and runs: on an NVIDIA GPU (with a CUDA compiler), TVM on CUDA, what it has
     no GPU kernel for on the CPU (:mod:`byoc_workbench.devices`), and the subgraphs on TensorRT where it runs,
-    else on ONNX Runtime; without a GPU, ONNX Runtime and TVM on the CPU. The line says which, and why."""
-    from byoc_workbench.backends import onnxruntime, tensorrt
+    else on torch on the GPU, else on ONNX Runtime; without a GPU, ONNX Runtime and TVM on the CPU. The line
+    says which, and why."""
+    from byoc_workbench.backends import onnxruntime, pytorch, tensorrt
     from byoc_workbench.errors import WorkbenchError
     from byoc_workbench.measure import cuda
 
     try:
         tensorrt.check()
-        return Choice(
-            "tensorrt", "cuda", "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
-        )
+        line = "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
+        return Choice("tensorrt", "cuda", line)
     except WorkbenchError as err:
         no_trt = err.cause.rstrip(". ")
     target, where = "llvm", "TVM on the CPU (llvm)"
@@ -361,9 +361,13 @@ def offload_choice() -> Choice:
             target, where = "cuda", "TVM on the GPU (CUDA, NMS on the CPU)"
         except WorkbenchError as err:
             where += f", since {err.cause[0].lower()}{err.cause[1:]}"
-    ort = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
-    line = f"No TensorRT here: {no_trt}. The offloaded subgraphs run on ONNX Runtime ({ort}), the rest on {where}."
-    return Choice("onnxruntime", target, text.wrap(line + " Every timing says so."))
+    if target == "cuda" and pytorch.sees_a_gpu():
+        backend, runs_on = "torch", "torch on the GPU (eager)"
+    else:
+        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
+        backend, runs_on = "onnxruntime", f"ONNX Runtime ({provider})"
+    line = f"No TensorRT here: {no_trt}. The offloaded subgraphs run on {runs_on}, the rest on {where}."
+    return Choice(backend, target, text.wrap(line + " Every timing says so."))
 
 
 def _what_ran(backend: str) -> tuple:

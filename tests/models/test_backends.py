@@ -159,23 +159,45 @@ def test_the_registry_names_every_choice():
     assert registry.backends_for("auto", "tensorrt") == ("tensorrt", "onnxruntime", "openvino", "teaching")
 
 
-@pytest.mark.slow
-@pytest.mark.mxnet
-def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds():
+@pytest.fixture(scope="module")
+def ssd256():
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
     from byoc_workbench import transforms
-    from byoc_workbench.measure import compare as matching
     from byoc_workbench.models import zoo
 
     imported = zoo.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
-    prepared = transforms.prepare(imported.mod)
+    x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
+    return imported.mod, transforms.prepare(imported.mod), x, execute.run(imported.mod, [x])
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
+    from byoc_workbench.measure import compare as matching
+
+    _, prepared, x, alone = ssd256
     final = codegen_stage(prepared, rules.get_target("tensorrt").rules, "onnxruntime")
     assert [(n, g.backend) for n, g in final.generated.items()] == [("tensorrt_0", "onnxruntime")]
     assert "Conv 73," in final.generated["tensorrt_0"].source, "all 73 conv2d run in ONNX Runtime"
-    x = np.random.RandomState(0).uniform(-2, 2, (1, 3, 256, 256)).astype("float32")
-    alone, offloaded = execute.run(imported.mod, [x]), execute.run(final.mod, [x])
+    offloaded = execute.run(final.mod, [x])
     assert (np.asarray(alone[0]) >= 0).sum() > 10, "the seeded model detects something to compare"
     assert matching.unmatched(alone, offloaded) == []
     shifted = [np.asarray(a).copy() for a in offloaded]
     shifted[2][0, 0, 0] += 0.1
     assert matching.unmatched(alone, shifted) != [], "the comparison sees a box moved by 0.1 px"
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
+    """The torch target takes the whole SSD, its box filter and NMS included, as one subgraph."""
+    pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
+    from byoc_workbench.measure import compare as matching
+
+    _, prepared, x, alone = ssd256
+    final = codegen_stage(prepared, registry.DEFAULT.targets.get("torch").rules, "torch", prune_rule=stages.keep_all)
+    [(name, compiled)] = final.generated.items()
+    assert compiled.backend == "torch" and "vision.non_max_suppression(" in compiled.source
+    offloaded = execute.run(final.mod, [x])
+    assert (np.asarray(alone[0]) >= 0).sum() > 10, "the seeded model detects something to compare"
+    assert matching.unmatched(alone, offloaded) == []

@@ -14,6 +14,7 @@ import re
 
 import pytest
 import tvm
+from test_zoo_families import OFFLOADED  # one model per family, as the suite's zoo tests offload them
 from tvm import relax
 
 from byoc_workbench import devices, ir, stages
@@ -109,32 +110,20 @@ def test_ssd_builds_for_cuda(ssd, target):
     assert "conv2d" in source
 
 
-# One model per GluonCV family the suite covers (test_zoo_families.py), at its small input.
-FAMILIES = {
-    "ssd_300_vgg16_atrous_coco": (1, 3, 260, 260),
-    "yolo3_mobilenet1.0_coco": (1, 3, 160, 160),
-    "center_net_resnet18_v1b_coco": (1, 3, 128, 128),
-    "faster_rcnn_resnet50_v1b_coco": (1, 3, 256, 256),
-    "fcn_resnet50_ade": (1, 3, 96, 96),
-    "simple_pose_resnet50_v1b": (1, 3, 128, 96),
-    "mobilenetv3_small": (1, 3, 224, 224),
-}
-
-
 @functools.cache
 def _family(name: str):
+    """One model of a GluonCV family at the small input test_zoo_families.py uses (Faster R-CNN with eight
+    proposals: the same graph, op for op)."""
     pytest.importorskip("mxnet", reason="the zoo needs mxnet 1.9.1 (Python 3.11): run make setup")
+    from test_zoo_families import MODELS, _build
+
     from byoc_workbench.models import zoo
 
-    shape = FAMILIES[name]
-    block = zoo.build_block(name, shape)
-    if hasattr(block, "rpn"):  # eight proposals: the same graph, op for op (see test_zoo_families.py)
-        block._rpn_test_post_nms = block.rpn._test_post_nms = 8
-    loaded = zoo.load_model(name, "untrained", seed=0, input_shape=shape, block=block)
+    loaded = zoo.load_model(name, "untrained", seed=0, input_shape=MODELS[name], block=_build(name, MODELS[name]))
     return zoo.import_model(name, loaded=loaded).mod
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", OFFLOADED)
 def test_zoo_family_builds_for_cuda(name):
     mod = _family(name)
     assert _packed_calls_on_gpu(mod, SM90) == set()

@@ -2,6 +2,7 @@
 exported here by MXNet's own ONNX exporter (the SSD among them), each offloaded run checked against ONNX
 Runtime on the original file."""
 
+import importlib.util
 import json
 
 import numpy as np
@@ -122,6 +123,9 @@ def test_scoped_model_every_stage_offload_and_hierarchy(scoped):
     result = byom.run(wb, "onnxruntime")
     assert result["check"]["equal"], result["check"]
     assert result["ran_on"].startswith("onnxruntime")
+    if importlib.util.find_spec("torchvision"):  # the torch backend: the [pytorch] extra
+        by_torch = byom.run(wb, "torch")
+        assert by_torch["check"]["equal"] and by_torch["ran_on"].startswith("torch (eager, f32)"), by_torch["check"]
     report = wb.report()
     assert report.supported["relax.nn.conv2d"] == 3 and not report.unsupported
 
@@ -229,15 +233,17 @@ def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, na
     labels = {n.label.split("\n")[0].split(" — ")[0].split(" ")[0] for n in g.nodes.values() if n.kind == "fold"}
     names = " ".join(b.var.name for blk in wb.model.mod["main"].body.blocks for b in blk.bindings)
     assert labels and all(lbl in names for lbl in labels), labels  # Gluon's own block names, e.g. stage1
-    result = byom.run(wb, "onnxruntime")
     assert wb.model.detection == ("ssd" in name)
-    if not result["check"]["equal"]:  # seeded weights give near-tied scores: only the cut at 100 rows may differ
-        from byoc_workbench.measure import compare as matching
+    backends = ["onnxruntime", "torch"] if importlib.util.find_spec("torchvision") else ["onnxruntime"]
+    for backend in backends:
+        result = byom.run(wb, backend)
+        if not result["check"]["equal"]:  # seeded weights give near-tied scores: only the cut at 100 rows may differ
+            from byoc_workbench.measure import compare as matching
 
-        ref = wb.model.reference(wb.model.inputs)
-        missing = matching.unmatched(ref, result["outputs"])
-        scores = ref[1][0, :, 0]
-        assert len(missing) <= 2 and all(abs(scores[i] - scores[-1]) < 5e-3 for i in missing), result["check"]
+            ref = wb.model.reference(wb.model.inputs)
+            missing = matching.unmatched(ref, result["outputs"])
+            scores = ref[1][0, :, 0]
+            assert len(missing) <= 2 and all(abs(scores[i] - scores[-1]) < 5e-3 for i in missing), (backend, result)
 
 
 @pytest.mark.mxnet

@@ -72,12 +72,13 @@ def workbenches():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_every_stage_offloaded_equals_eager_pytorch(workbenches, name):
+def test_every_stage_offloaded_equals_eager_pytorch(workbenches, name, backend):
     wb = workbenches(name)
     assert [s.name for s in wb.stages] == list(stages.STAGES)
     assert wb.stage("prune").subgraphs, "TensorRT's rules took nothing"
-    result = byom.run(wb, "onnxruntime")
+    result = byom.run(wb, backend)
     assert result["check"]["equal"], result["check"]
     assert result["check"]["max_rel"] > 0 or name == "vit"  # really computed, not two zero tensors
     assert result["reference"] == "eager PyTorch"

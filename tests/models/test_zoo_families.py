@@ -110,12 +110,15 @@ def test_zoo_model_equals_mxnet(run):
         assert len(np.unique(ref["mask"])) > 1, "the mask holds more than one class"
 
 
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
 @pytest.mark.parametrize("run", OFFLOADED, indirect=True)
-def test_offloaded_run_equals_tvm_alone(run):
-    """Partitioned with TensorRT's rules, pruned, the subgraphs run by ONNX Runtime: the same outputs."""
-    found = workflow.offload(transforms.prepare(run.imported.mod), "onnxruntime")
+def test_offloaded_run_equals_tvm_alone(run, backend):
+    """Partitioned with TensorRT's rules, pruned, the subgraphs run by ONNX Runtime, or by torch: the same outputs."""
+    if backend == "torch":
+        pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
+    found = workflow.offload(transforms.prepare(run.imported.mod), backend)
     codegen = found[-1]
-    assert codegen.generated and all(g.backend == "onnxruntime" for g in codegen.generated.values())
+    assert codegen.generated and all(g.backend == backend for g in codegen.generated.values())
     offloaded = run.predict(execute.run(codegen.mod, [run.x]))
     ref, got = run.tvm, offloaded
     if run.name.startswith("faster_rcnn"):

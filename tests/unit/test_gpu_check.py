@@ -1,6 +1,7 @@
 """benchmarks/gpu_check.py on a machine without a GPU: one line per missing piece, exit 0, and the same
 measurements run on the CPU when asked (``--target llvm``), each build split and checked against TVM alone."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -38,7 +39,10 @@ def test_on_the_cpu_the_same_measurements_run_and_agree(tmp_path):
     pytest.importorskip("onnxruntime")
     report, _ = _run(tmp_path, "--target", "llvm", "--models", "demo", "--runs", "2", "--warmup", "1")
     demo = report["models"]["demo"]
-    assert set(demo["builds"]) == {"tvm alone (llvm)", "onnxruntime", "onnxruntime, unpruned"}
+    expected = {"tvm alone (llvm)", "onnxruntime", "onnxruntime, unpruned"}
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"):
+        expected |= {"torch", "torch, unpruned", "torch (its own target: every op it runs)"}
+    assert set(demo["builds"]) == expected
     for label, check in demo["equal"].items():
         assert check["equal"], (label, check)
     for build in demo["builds"].values():

@@ -270,8 +270,9 @@ def test_a_registry_is_a_value(fresh_registry, demo_mod, byoc):
     assert tuple(fresh_registry.backends) == base.BUILTIN and list(fresh_registry.targets) == [
         "byoc-target",
         "tensorrt",
-        "onnxruntime",  # the ONNX runtimes' own targets
+        "onnxruntime",  # the runtimes' own targets
         "openvino",
+        "torch",
     ]
 
 

@@ -1,0 +1,210 @@
+"""The ``torch`` backend: each subgraph becomes a torch function, run eagerly or under ``torch.compile``.
+
+PyTorch is the vendor runtime a GPU machine ships: cuDNN and cuBLAS behind its
+eager ops on an NVIDIA GPU, oneDNN on a CPU, Triton behind ``torch.compile``,
+and torchvision's NMS on either. Unlike TensorRT it builds no engine: a subgraph
+is a list of torch calls, one per Relax op (:mod:`.pytorch_ops`), ready at once.
+
+Tensors cross by DLPack in both directions, with no copy, on the device they
+are on: a subgraph runs where TVM hands it its inputs (the GPU in a CUDA build,
+the CPU otherwise), and writes its results into TVM's output buffers.
+
+Options: ``compile=True`` runs the function under ``torch.compile`` (its first
+call compiles, seconds to minutes; later calls are fused kernels); ``precision``
+``"f16"`` or ``"bf16"`` runs the floats in that type (weights and inputs cast,
+outputs cast back to float32). The record's ``detail`` says which, with the device.
+
+The backend brings a target of its own (``torch``): one rule per op the table converts,
+so it claims the detectors' NMS and box arithmetic as well as their backbones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from byoc_workbench import ir
+from byoc_workbench.backends import phases
+from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.backends.pytorch_ops import CONVERTERS, SUPPORTED_OPS, unsupported
+from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.flow import rules
+
+FIX = "switch off the rule that offloads it, or add a converter in byoc_workbench/backends/pytorch_ops.py"
+PRECISIONS = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def _torch():
+    return import_optional("torch", "make setup EXTRAS=pytorch (pip install torch torchvision)")
+
+
+def sees_a_gpu() -> bool:
+    """Whether torch is installed and sees an NVIDIA GPU (nothing imported when torch is not installed)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None and bool(_torch().cuda.is_available())
+
+
+class Program:
+    """A subgraph as torch calls: each step reads the values before it and binds its own."""
+
+    def __init__(self, func: relax.Function, name: str):
+        self.name = name
+        self.consts: list = []  # numpy arrays, moved to a device once per device
+        self.steps: list = []  # (converter, call, [read(env) per argument], slot)
+        self.lines: list = []  # the program as text, a line a step
+        self.params = len(func.params)
+        self._values = ir.Values(self._leaf)
+        names = {}
+        for i, p in enumerate(func.params):
+            self._values.bind((), p, _slot(i))
+            names[i] = p.name
+        slot = self.params
+        for step in ir.walk(func):
+            value, frame = step.value, step.frame
+            if step.descended:
+                self._values.enter(step, [self._values.get(frame, a) for a in value.args])
+            elif step.op is not None:
+                reads = [_ref(self._values.get(frame, a)) for a in value.args]
+                self.steps.append((CONVERTERS[step.op], value, reads, slot))
+                args = ", ".join(r.text for r in reads if r is not _NONE)
+                self.lines.append(f"{step.var.name} = {step.op.removeprefix('relax.')}({args})")
+                self._values.bind(frame, step.var, _slot(slot, step.var.name))
+                slot += 1
+            elif isinstance(value, relax.TupleGetItem):
+                self._values.bind(frame, step.var, _item(self._values.get(frame, value.tuple_value), value.index))
+            elif isinstance(value, (relax.Tuple, tvm.ir.expr.Constant)) or ir.is_var(value):
+                self._values.bind(frame, step.var, self._values.get(frame, value))
+            else:
+                raise WorkbenchError(f"{name}: the torch backend cannot run a {type(value).__name__} binding", FIX)
+        self.result = _ref(self._values.get((), func.body.body))
+
+    def _leaf(self, expr):
+        if isinstance(expr, tvm.ir.expr.Constant) and hasattr(expr.value, "numpy"):
+            self.consts.append(expr.value.numpy())
+            return _const(len(self.consts) - 1)
+        return None  # a ShapeExpr, a PrimValue: converters read these from the call
+
+    def run(self, torch, inputs: list, consts: list, device) -> list:
+        env = {"inputs": inputs, "consts": consts}
+        for i, x in enumerate(inputs):
+            env[i] = x
+        for convert, call, reads, slot in self.steps:
+            env[slot] = convert(torch, call, [r(env) for r in reads], device)
+        out = self.result(env)
+        return list(_flatten(out))
+
+
+class _Ref:
+    """How a step reads a value: ``ref(env)``; ``text`` names it in the program's listing."""
+
+    def __init__(self, read, text: str):
+        self.read, self.text = read, text
+
+    def __call__(self, env):
+        return self.read(env)
+
+
+def _slot(i: int, name: str = "") -> _Ref:
+    return _Ref(lambda env: env[i], name or f"in{i}")
+
+
+def _const(j: int) -> _Ref:
+    return _Ref(lambda env: env["consts"][j], f"const{j}")
+
+
+def _item(base, k: int) -> _Ref:
+    if isinstance(base, tuple):  # a tuple built in the subgraph
+        return base[k]
+    return _Ref(lambda env: base(env)[k], f"{base.text}[{k}]")
+
+
+_NONE = _Ref(lambda env: None, "")  # a static argument: the converter reads it from the call
+
+
+def _ref(value) -> _Ref:
+    """A value of the walk (a ref, a tuple of them, or None for a static one) as one ref."""
+    if value is None:
+        return _NONE
+    if isinstance(value, tuple):
+        refs = [_ref(v) for v in value]
+        return _Ref(lambda env: tuple(r(env) for r in refs), "(" + ", ".join(r.text for r in refs) + ")")
+    return value
+
+
+def _flatten(value):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _flatten(v)
+    else:
+        yield value
+
+
+class Runner:
+    """A packed function: ``(*inputs, *outputs)`` TVM tensors, read and written in place through DLPack."""
+
+    def __init__(self, program: Program, compile: bool, precision: str):
+        self.torch = _torch()
+        self.program = program
+        self.precision = precision
+        self.dtype = getattr(self.torch, PRECISIONS[precision])
+        self._consts: dict = {}  # device -> the constants there
+        run = self._run
+        self.fn = self.torch.compile(run, dynamic=False) if compile else run
+
+    def _run(self, inputs, consts, device):
+        return self.program.run(self.torch, inputs, consts, device)
+
+    def consts(self, device) -> list:
+        if device not in self._consts:
+            t = self.torch
+            tensors = [t.from_numpy(np.ascontiguousarray(c)).to(device) for c in self.program.consts]
+            self._consts[device] = [self._cast(c) for c in tensors]
+        return self._consts[device]
+
+    def _cast(self, x):
+        return x.to(self.dtype) if self.precision != "f32" and x.dtype == self.torch.float32 else x
+
+    def __call__(self, *args):
+        t = self.torch
+        n = self.program.params
+        ins = [self._cast(t.from_dlpack(a)) for a in args[:n]]
+        device = ins[0].device if ins else t.device("cpu")
+        phases.mark("inputs")
+        with t.inference_mode():
+            results = self.fn(ins, self.consts(device), device)
+        phases.mark("compute")
+        for out, res in zip(args[n:], results):
+            t.from_dlpack(out).copy_(res)
+
+
+def compile_subgraph(name: str, func, compile: bool = False, precision: str = "f32", **options) -> Compiled:
+    """A torch function computing ``func``, registered as a packed function; one line naming every op it lacks."""
+    if precision not in PRECISIONS:
+        raise WorkbenchError(f"Unknown precision {precision!r} for torch", f"choose one of: {', '.join(PRECISIONS)}")
+    reasons = list(dict.fromkeys(r for r in map(unsupported, [s.value for s in ir.walk(func) if s.op]) if r))
+    if reasons:
+        raise WorkbenchError(f"{name}: the torch backend cannot run {'; '.join(reasons)}", FIX)
+    torch = _torch()
+    program = Program(func, name)
+    runner = Runner(program, compile, precision)
+    mode = "torch.compile" if compile else "eager"
+    header = f"# torch {torch.__version__}, {mode}, {precision}: {len(program.steps)} calls\n"
+    source = header + "\n".join(program.lines)
+    content = hashlib.sha256(source.encode() + b"".join(c.tobytes() for c in program.consts)).digest()
+    num_outputs = len(func.ret_ty.fields) if isinstance(func.ret_ty, relax.TupleType) else 1
+    return register_packed("torch", name, runner, content, source, num_outputs, detail=f"{mode}, {precision}")
+
+
+def target_rules(target: str = "torch") -> tuple:
+    """The torch target: one per-op rule for every op the table converts, each asking what
+    :func:`.pytorch_ops.unsupported` asks, so it claims exactly what the backend runs."""
+    return rules.every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "run by torch")
+
+
+def guard_rules(rule_set) -> tuple:
+    """``rule_set`` narrowed to the calls the torch backend runs (every op a match holds)."""
+    return rules.narrowed(rule_set, lambda call: unsupported(call) is not None)
