@@ -35,6 +35,8 @@ class WorkbenchError(Exception):
         A final period is optional in both; the line gets exactly one.
     """
 
+    status = 2  # the command's exit status: a mistake in the input
+
     def __init__(self, cause: str, fix: str):
         self.cause = cause
         self.fix = fix

@@ -41,6 +41,25 @@ def cache_dir(kind: str) -> Path:
     return Path(root).expanduser() / kind
 
 
+NO_CACHE_ENV = "BYOC_WORKBENCH_NO_CACHE"
+_YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def no_cache() -> bool:
+    """Whether ``$BYOC_WORKBENCH_NO_CACHE`` says to read no cache (``1``/``true``/``yes``; ``0``/``false``/``no``
+    or unset: read them); anything else is a one-line error. Every cache asks it: builds, kept runs and
+    references, the search's measurements."""
+    value = os.environ.get(NO_CACHE_ENV, "").strip().lower()
+    if value in _YES:
+        return True
+    if value in _NO:
+        return False
+    raise WorkbenchError(
+        f"{NO_CACHE_ENV}={os.environ[NO_CACHE_ENV]!r} is neither yes nor no",
+        f"set {NO_CACHE_ENV}=1 to read no cache, or unset it (or 0)",
+    )
+
+
 def _given(path, flag: str, example: str) -> Path:
     if path is None or not str(path).strip():
         raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
@@ -208,9 +227,47 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     return path
 
 
+class OutputError(WorkbenchError):
+    """A result that could not be put in place (a full disk, a read-only place, a link to nothing): exit status 1."""
+
+    status = 1
+
+
+def _destination(path: Path) -> Path:
+    """Where a result for ``path`` goes: a link's target (the link stays a link), else ``path``."""
+    if not path.is_symlink():
+        return path
+    target = path.resolve()
+    if not target.parent.is_dir():
+        raise OutputError(f"{path} is a link to {target}, whose directory does not exist", "remove the link")
+    return target
+
+
+def put(path, data: bytes | str | Callable) -> Path:
+    """A result written to ``path`` without clobbering what is there: through a link, into its target; into a
+    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`).
+    Any failure is one line (:class:`OutputError`), with nothing left under the name or beside it."""
+    path = Path(path)
+    try:
+        target = _destination(path)
+        if target.exists() and not target.is_file() and not target.is_dir():  # a device or a FIFO
+            with open(target, "wb") as f:
+                if callable(data):
+                    data(f)
+                else:
+                    f.write(data.encode() if isinstance(data, str) else data)
+        else:
+            write_atomic(target, data)
+    except OSError as err:
+        raise OutputError(
+            f"Cannot write {path} ({err.strerror or err})", "free some space, or pass a path you can write to"
+        ) from None
+    return path
+
+
 def write_file(path, data: bytes | str) -> Path:
-    """A result written with :func:`write_atomic`, and recorded in :data:`written`."""
-    path = write_atomic(path, data)
+    """A result put at ``path`` (:func:`put`), and recorded in :data:`written`."""
+    path = put(path, data)
     written.append(path)
     return path
 
@@ -225,17 +282,34 @@ def staged(out):
     """
     out = Path(out)
     base = _existing_ancestor(out)
-    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
+    except OSError as err:
+        raise OutputError(
+            f"Cannot write to {base} ({err.strerror or err})", "pass a directory you can write to"
+        ) from None
     try:
         yield tmp
+        _moved_into(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _moved_into(tmp: Path, out: Path) -> None:
+    """``tmp``'s files put in ``out`` (made if need be), each through :func:`put` where a rename would clobber."""
+    try:
         out.mkdir(parents=True, exist_ok=True)
         for f in sorted(tmp.iterdir()):
             target = out / f.name
-            try:
-                os.replace(f, target)
-            except OSError:  # another file system: copy, then rename within it
-                shutil.copyfile(f, target.with_name(f".{f.name}.part"))
-                os.replace(target.with_name(f".{f.name}.part"), target)
+            if target.is_symlink() or (target.exists() and not target.is_file()):  # not clobbered: see put
+                put(target, f.read_bytes())
+            else:
+                try:
+                    os.replace(f, target)
+                except OSError:  # another file system: copy, then rename within it
+                    put(target, f.read_bytes())
             written.append(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as err:
+        raise OutputError(
+            f"Cannot write to {out} ({err.strerror or err})", "pass a directory you can write to"
+        ) from None

@@ -255,6 +255,7 @@ class Workbench:
         or closing a block or a folded run only folds it again, and only opening a composite or
         a subgraph call walks the module again.
         """
+        expand = _node_ids(expand)
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         return folding.fold_chains(g, keep_open=expand) if collapse else g
@@ -382,6 +383,18 @@ def claimed_ops(s: summary.Stage) -> dict:
         if target != summary.HOST:
             counts.setdefault(target, collections.Counter())[op] += n
     return {t: dict(c.most_common()) for t, c in sorted(counts.items())}
+
+
+def _node_ids(expand) -> tuple:
+    """``expand`` as a tuple of node ids, or a one-line error (a bare id, a number)."""
+    if isinstance(expand, str) or not isinstance(expand, (list, tuple, set, frozenset)):
+        raise WorkbenchError(
+            f"expand must be a list of node ids, got {expand!r:.60}",
+            "pass e.g. expand=['main/tensorrt_0'] (the ids a View's nodes are keyed by)",
+        )
+    if not all(isinstance(e, str) for e in expand):
+        raise WorkbenchError("expand must hold node ids (text)", "pass e.g. expand=['main/tensorrt_0']")
+    return tuple(expand)
 
 
 def node_details(n: graph_mod.Node, variables=()) -> dict:

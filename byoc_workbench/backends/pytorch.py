@@ -161,7 +161,8 @@ class Runner:
     def consts(self, device) -> list:
         if device not in self._consts:
             t = self.torch
-            tensors = [t.from_numpy(np.ascontiguousarray(c)).to(device) for c in self.program.consts]
+            # np.array, not np.ascontiguousarray, which makes a 0-d constant 1-d
+            tensors = [t.from_numpy(np.array(c, order="C")).to(device) for c in self.program.consts]
             self._consts[device] = [self._cast(c) for c in tensors]
         return self._consts[device]
 

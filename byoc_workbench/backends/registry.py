@@ -166,6 +166,33 @@ def choices(registry: Registry | None = None) -> tuple:
     return ("auto", "tvm", *_chosen(registry).backends)
 
 
+# What each built-in backend needs installed (the packages it imports), and the extra that brings them.
+NEEDS = {
+    "onnxruntime": (("onnx", "onnxruntime"), "pip install onnx onnxruntime"),
+    "openvino": (("onnx", "openvino"), "pip install onnx openvino"),
+    "torch": (("torch", "torchvision"), "make setup EXTRAS=pytorch (pip install torch torchvision)"),
+    "tensorrt": (("tensorrt",), "pip install .[tensorrt] on a machine with an NVIDIA GPU"),
+}
+
+
+def missing(backend: str) -> str | None:
+    """Why ``backend`` cannot run here (a package not installed; for tensorrt, no GPU either), or None.
+    Nothing is imported to tell: a search refuses such a backend before it measures anything."""
+    import importlib.util
+
+    packages, fix = NEEDS.get(backend, ((), ""))
+    absent = [p for p in packages if importlib.util.find_spec(p) is None]
+    if absent:
+        return (
+            f"{backend} needs {' and '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} not installed ({fix})"
+        )
+    if backend == "tensorrt":
+        from byoc_workbench.backends import tensorrt
+
+        return tensorrt.missing()
+    return None
+
+
 def check_backend(backend: str, also: tuple = (), registry: Registry | None = None) -> str:
     """``backend`` when it names a backend (or one of ``also``), else a one-line error with the nearest name."""
     known = (*also, *choices(registry))

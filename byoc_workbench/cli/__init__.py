@@ -1,7 +1,8 @@
 """``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools.
 
 Everything a user can get wrong ends in one line, ``error: <cause>. Fix: <fix>.``,
-and exit status 2: bad arguments (argparse's own refusals too, see
+and exit status 2 (1 for a result that could not be written, :class:`~byoc_workbench.files.OutputError`):
+bad arguments (argparse's own refusals too, see
 :class:`~byoc_workbench.cli.args.Parser`), bad files, bad models. Ctrl-C ends in
 one line and exit status 130. ``--traceback`` (or ``BYOC_WORKBENCH_DEBUG=1``)
 prints the whole trace as well. Output paths are checked before any work
@@ -100,6 +101,9 @@ class _CtrlC:
     @classmethod
     def _handle(cls, signum, frame):
         cls.seen = True
+        # The command is ending: a second Ctrl-C (the terminal signals its whole process group, and an impatient
+        # user presses again) must not raise a second KeyboardInterrupt in the middle of the one-line exit.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     @classmethod
@@ -114,7 +118,8 @@ class _CtrlC:
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, old)
+            if not cls.seen:  # after a Ctrl-C the process is ending, and further ones stay ignored
+                signal.signal(signal.SIGINT, old)
 
 
 def main(argv=None) -> int:
@@ -137,7 +142,7 @@ def _main(argv) -> int:
         else:  # with -v the trace (and the error it was raised from) is logged too
             logging.getLogger(__name__).info("where the error was raised:", exc_info=True)
         print(err.line, file=sys.stderr)
-        return 2
+        return err.status
     except KeyboardInterrupt:
         return _stopped(args)
     except BrokenPipeError:  # the reader went away (| head): stop quietly

@@ -78,6 +78,8 @@ def _onnx():
 def load(path) -> object:
     """The ``onnx.ModelProto`` in ``path``, or a one-line error."""
     onnx = _onnx()
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise OnnxImportError(f"Not the path of an ONNX file: {path!r:.80}", "pass the path of a .onnx file")
     path = Path(path)
     if path.is_dir():
         raise OnnxImportError(f"{path} is a directory", "pass the path of a .onnx file")

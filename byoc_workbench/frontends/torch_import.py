@@ -170,7 +170,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
 
     def reference(arrays):
         with torch.no_grad():
-            return _numpy(module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)))
+            return _numpy(module(*(torch.from_numpy(np.array(a, order="C")) for a in arrays)))
 
     return OwnModel(
         name=name or type(module).__name__,

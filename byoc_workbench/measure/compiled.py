@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import platform
 import time
 from collections.abc import Callable
@@ -66,7 +65,7 @@ def refresh():
 
 def reading() -> bool:
     """Whether builds are read from the cache now (False inside :func:`refresh`)."""
-    return _reading[-1] and not os.environ.get("BYOC_WORKBENCH_NO_CACHE")
+    return _reading[-1] and not files.no_cache()
 
 
 def machine_key() -> str:

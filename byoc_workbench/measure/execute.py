@@ -137,8 +137,40 @@ def to_numpy(value):
     return value.numpy()
 
 
+def check_inputs(mod: tvm.IRModule, inputs, entry: str = "main") -> list:
+    """``inputs`` as arrays, checked against ``entry``'s parameters (count, rank, static sizes, dtype): a
+    mismatch is one line naming the parameter, before TVM stops on it in C++."""
+    if entry not in [gv.name_hint for gv in mod.get_global_vars()]:
+        raise WorkbenchError(f"The module has no function {entry!r}", "pass entry='main' or a function it has")
+    params = list(mod[entry].params)
+    if inputs is None or isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__"):
+        raise WorkbenchError(f"inputs must be a list of arrays, got {type(inputs).__name__}", "pass [x, ...]")
+    if len(inputs) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise WorkbenchError(f"{entry} takes {len(params)} inputs ({names}), got {len(inputs)}", f"pass {names}")
+    arrays = []
+    for p, a in zip(params, inputs):
+        a = np.asarray(a)
+        ty = p.ty
+        if isinstance(ty, relax.TensorType) and hasattr(ty.shape, "values"):
+            want = [int(d.value) if type(d).__name__ == "IntImm" else None for d in ty.shape.values]
+            if a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape)):
+                shown = "x".join("?" if w is None else str(w) for w in want)
+                raise WorkbenchError(
+                    f"input {p.name} has shape {'x'.join(map(str, a.shape)) or '()'}, {entry} takes {shown}",
+                    f"pass {p.name} as an array of shape {shown}",
+                )
+            if str(ty.dtype) != str(a.dtype):
+                raise WorkbenchError(
+                    f"input {p.name} is {a.dtype}, {entry} takes {ty.dtype}", f"pass {p.name}.astype('{ty.dtype}')"
+                )
+        arrays.append(a)
+    return arrays
+
+
 def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine | None = None):
-    """Build (unless ``vm`` is given) and run ``entry`` on NumPy inputs."""
+    """Build (unless ``vm`` is given) and run ``entry`` on NumPy inputs (checked first: :func:`check_inputs`)."""
+    inputs = check_inputs(mod, inputs, entry)
     vm = vm or build(mod)
     args = [tvm.runtime.tensor(np.asarray(a)) for a in inputs]
     return to_numpy(vm[entry](*args))

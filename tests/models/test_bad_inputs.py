@@ -34,7 +34,7 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
 from byoc_workbench.errors import WorkbenchError, first_line, shorten
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import clock
+from byoc_workbench.measure import clock, execute
 from byoc_workbench.models import demo, images
 from byoc_workbench.session import Workbench
 
@@ -416,9 +416,19 @@ API = [
     ("codegen-rules-5", "api", lambda d: _codegen(rules=5), ["must be a list of rules, got int"]),
     ("codegen-emit-empty", "api", lambda d: _codegen(emit={}), ["emit is an empty dict"]),
     ("codegen-mxnet", "api", lambda d: _codegen(name="mxnet"), ["mxnet is a framework's name"]),
-    ("codegen-torch", "api", lambda d: _codegen(name="Torch"), ["Torch is a framework's name"]),
+    ("codegen-torch", "api", lambda d: _codegen(name="Torch"), ["Torch is a built-in backend already"]),
     ("codegen-target-name", "api", lambda d: _codegen(name="byoc_target"), ["a built-in target"]),
     ("codegen-dash", "api", lambda d: _codegen(name="byoc-target"), ["letters, digits and _"]),
+    ("run-inputs-count", "api", lambda d: execute.run(demo.demo_module(), demo.demo_inputs()[:2]), ["takes 3 inputs"]),
+    (
+        "run-inputs-dtype",
+        "api",
+        lambda d: execute.run(demo.demo_module(), [a.astype("float64") for a in demo.demo_inputs()]),
+        ["input data is float64", "astype('float32')"],
+    ),
+    ("run-inputs-none", "api", lambda d: execute.run(demo.demo_module(), None), ["must be a list of arrays"]),
+    ("view-expand-int", "api", lambda d: _demo_wb().view("partition", expand=5), ["expand must be a list"]),
+    ("from-onnx-none", "api", lambda d: Workbench.from_onnx(None), ["Not the path of an ONNX file"]),
     (
         "measure-over-budget",
         "api",

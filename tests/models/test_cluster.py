@@ -156,3 +156,20 @@ def test_ctrl_c_stops_the_cluster_bench_in_one_line(cluster, tmp_path):
 def test_a_model_taken_for_the_address_is_one_line(capsys):
     assert cli.main(["bench", "--ray", "demo"]) == 2
     assert "put --ray after the models" in one_line(capsys.readouterr().err.strip())
+
+
+@pytest.mark.parametrize(
+    "address, said",
+    [
+        ("ray://127.0.0.1:9", "No Ray cluster answers at ray://127.0.0.1:9"),  # nothing listens: said in seconds
+        ("ray://head-without-port", "is not a Ray client address"),
+    ],
+)
+def test_a_ray_client_address_that_does_not_answer_is_one_line(address, said):
+    """The first address form the docs give, in a fresh process (this one is connected to the test's cluster)."""
+    cmd = [sys.executable, "-m", "byoc_workbench", "search", "demo", "--backends", "onnxruntime,tvm", "--ray", address]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert said in one_line(done.stderr.strip()), done.stderr
+    assert time.perf_counter() - t0 < 30

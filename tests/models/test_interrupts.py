@@ -58,3 +58,21 @@ def test_two_searches_at_once_share_one_cache_and_tear_nothing(tmp_path):
             json.loads(path.read_text())  # whole, not torn
     third = subprocess.run([*cmd, "--cached"], env=env, capture_output=True, text=True, timeout=600)
     assert third.returncode == 0 and "0 builds measured" in third.stdout, third.stderr[-2000:]
+
+
+def test_ctrl_c_twice_is_still_one_line_and_130(tmp_path):
+    """The terminal signals the whole process group, and people press twice: the second Ctrl-C is swallowed."""
+    env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "byoc_workbench", "search", "demo", "--backends", "onnxruntime,tvm", "--no-cache"]
+    cmd += ["--seams", "3", "--runs", "40"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().startswith("search: ")
+    time.sleep(0.5)
+    for _ in range(2):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the search finished before the Ctrl-C")
+    assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1].startswith("interrupted; "), err

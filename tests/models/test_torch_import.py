@@ -80,7 +80,9 @@ def test_every_stage_offloaded_equals_eager_pytorch(workbenches, name, backend):
     assert wb.stage("prune").subgraphs, "TensorRT's rules took nothing"
     result = byom.run(wb, backend)
     assert result["check"]["equal"], result["check"]
-    assert result["check"]["max_rel"] > 0 or name == "vit"  # really computed, not two zero tensors
+    assert max(float(abs(o).max()) for o in result["outputs"]) > 0  # really computed, not zero tensors
+    # ONNX Runtime sums in another order than PyTorch; torch's own kernels can give its very bits.
+    assert result["check"]["max_rel"] > 0 or name == "vit" or backend == "torch"
     assert result["reference"] == "eager PyTorch"
 
 
@@ -155,3 +157,13 @@ def test_bench_of_a_pytorch_program_in_the_one_layout():
     assert list(result["anchors"]) == ["pytorch_eager"] and result["weights_label"] == "seeded weights"
     assert result["outputs_match"] == {"tvm": True, "onnxruntime": True, "pytorch_eager": True}
     assert "tiny (seeded weights)" in bench.report_text(result)
+
+
+def test_a_0d_input_is_compared_as_0d():
+    class Scale(torch.nn.Module):
+        def forward(self, x, s):
+            return x * s, s * 2  # the second output is 0-d too
+
+    wb = Workbench.from_torch(Scale(), (torch.ones(2, 3), torch.tensor(2.0)), name="scale")
+    result = byom.run(wb, "onnxruntime")
+    assert wb.model.inputs[1].shape == () and result["check"]["equal"], result["check"]

@@ -227,3 +227,12 @@ def test_argparse_refusals_are_one_line_with_a_fix(argv, line, capsys):
     """Each refusal argparse makes, as one line whose fix comes from the argument at fault."""
     assert run(argv) == 2
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_bench_without_tvm_says_its_outputs_were_not_checked(capsys):
+    """TVM alone is the zoo's and the demo's reference: without it nothing is checked, and the notes say so."""
+    assert cli.main(["bench", "demo", "--backends", "onnxruntime", "--repeat", "1", "--no-anchors", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["outputs_match"] == {}
+    assert not [n for n in result["notes"] if n.startswith("outputs checked against")]
+    assert "outputs not checked: tvm alone did not run (add tvm to the backends)" in result["notes"]

@@ -112,3 +112,82 @@ def test_arrays_kept_read_back_whole_or_not_at_all(tmp_path):
     path.write_text('{"hello": "world"}')
     assert files.read_arrays(path) is None
     assert files.read_arrays(tmp_path / "missing.npz") is None
+
+
+def test_a_result_never_clobbers_a_link_or_a_fifo(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    monkeypatch.setattr(files, "written", [])
+    target = tmp_path / "kept" / "result.json"
+    target.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    files.write_file(link, "{}\n")
+    assert link.is_symlink() and target.read_text() == "{}\n"  # the link stays; its target is written
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    files.write_file(fifo, b"through the pipe")
+    reader.join(timeout=10)
+    assert got == [b"through the pipe"] and fifo.is_fifo()  # written through, still a FIFO
+    assert files.written == [link, fifo]
+
+
+def test_a_result_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    dangling = tmp_path / "out.json"
+    dangling.symlink_to(tmp_path / "no" / "such" / "dir" / "out.json")
+    with pytest.raises(files.OutputError) as err:
+        files.write_file(dangling, "x")
+    assert err.value.status == 1 and "is a link to" in err.value.line and "\n" not in err.value.line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # the link alone, nothing beside it
+
+
+def test_a_staged_directory_keeps_links_among_its_files(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").symlink_to(target)
+    with files.staged(out) as tmp:
+        (tmp / "summary.json").write_text("[]")
+        (tmp / "other.txt").write_text("x")
+    assert (out / "summary.json").is_symlink() and target.read_text() == "[]"
+    assert (out / "other.txt").read_text() == "x"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+@pytest.mark.parametrize(
+    "value, reads", [(None, True), ("", True), ("0", True), ("no", True), ("1", False), ("TRUE", False), ("yes", False)]
+)
+def test_no_cache_means_one_thing_to_every_cache(monkeypatch, tmp_path, value, reads):
+    from byoc_workbench.measure import compiled
+    from byoc_workbench.measure.search.measure import Cache
+
+    if value is None:
+        monkeypatch.delenv(files.NO_CACHE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(files.NO_CACHE_ENV, value)
+    assert compiled.reading() == reads
+    assert Cache(tmp_path).enabled == reads
+
+
+def test_no_cache_set_to_anything_else_is_one_line(monkeypatch):
+    monkeypatch.setenv(files.NO_CACHE_ENV, "maybe")
+    with pytest.raises(files.WorkbenchError, match="BYOC_WORKBENCH_NO_CACHE='maybe' is neither yes nor no"):
+        files.no_cache()
+
+
+def test_an_unwritable_search_cache_warns_once_and_measures_on(tmp_path, caplog):
+    from byoc_workbench.measure.search.measure import Cache
+
+    root = tmp_path / "a file, not a directory"
+    root.write_text("")
+    cache = Cache(root)
+    cache.put("unit", "k1", {"s": 1.0})
+    cache.put("unit", "k2", {"s": 2.0})
+    cache.put_arrays("k3", [np.zeros(2)])
+    warned = [r for r in caplog.records if "search cache: nothing is kept" in r.getMessage()]
+    assert len(warned) == 1 and cache.get("unit", "k1") is None

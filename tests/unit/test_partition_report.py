@@ -10,9 +10,9 @@ def test_each_host_op_names_the_targets_that_could_take_it():
     report = partition_report(Workbench(demo.demo_module(), "tensorrt"))
     rows = {r["op"]: r for r in report.ops}
     assert rows["relax.less"]["why"] == {"no rule": 1}  # TensorRT's table has no comparison
-    assert rows["relax.less"]["others"] == ["onnxruntime", "openvino"]  # the ONNX runtimes convert it
+    assert rows["relax.less"]["others"] == ["onnxruntime", "openvino", "torch"]  # the runtimes take it
     assert all(r["others"] == [] for r in report.ops if not r["host"])  # nothing to say where nothing is left
-    assert "less" in report.text() and "onnxruntime, openvino could take it" in report.text()
+    assert "less" in report.text() and "onnxruntime, openvino, torch could take it" in report.text()
     assert report.to_json()["ops"] == report.ops
 
 

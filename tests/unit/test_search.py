@@ -218,9 +218,18 @@ def test_a_reduced_precision_needs_openvino():
 
 @pytest.mark.parametrize(
     "backends, message",
-    [("tvm", "needs a backend that offloads"), ("onnxruntim,tvm", "did you mean onnxruntime"), ("auto", "not auto")],
+    [
+        ("tvm", "needs a backend that offloads"),
+        ("onnxruntim,tvm", "did you mean onnxruntime"),
+        ("auto", "not auto"),
+        ("tensorrt,tvm", "tensorrt cannot run here"),  # its placements would be TVM's, named after it
+    ],
 )
 def test_bad_backends_are_one_line(backends, message):
+    from byoc_workbench.backends import registry
+
+    if backends.startswith("tensorrt") and registry.missing("tensorrt") is None:
+        pytest.skip("TensorRT runs here")
     with pytest.raises(WorkbenchError) as err:
         search.check_backends(backends)
     assert message in str(err.value) and "\n" not in str(err.value)
@@ -255,22 +264,66 @@ def test_a_refusal_is_never_kept_as_a_time(tmp_path, monkeypatch):
     assert measured.measurements["builds"] > 0 and "c_alone" in measured.baseline
 
 
-def test_a_damaged_cache_is_measured_again_never_trusted(demo_search, tmp_path):
+def _retyped(text: str) -> str:
+    """A sealed entry whose first number became a string: it still parses, and its seal no longer holds."""
+    import re
+
+    return re.sub(r"(\d+\.\d+)", r'"\1"', text, count=1)
+
+
+def _nudged(text: str) -> str:
+    """A sealed entry with a time made ten times smaller: parses, types right, and lies."""
+    import re
+
+    return re.sub(r"(\d+\.\d+)", lambda m: repr(float(m.group(1)) / 10), text, count=1)
+
+
+DAMAGES = {
+    "truncated": lambda b: b[: len(b) // 3],
+    "empty": lambda b: b"",
+    "binary": lambda b: bytes(range(256)),
+    "foreign json": lambda b: b'{"measured": {"hello": 1}, "finals": 3, "entries": []}',
+    "retyped": lambda b: _retyped(b.decode(errors="replace")).encode(),
+    "nudged": lambda b: _nudged(b.decode(errors="replace")).encode(),
+}
+
+
+class _Watching(search.Cache):
+    """A cache that notes each entry it hands back, as the bytes it read."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.handed: list = []
+
+    def get(self, kind, key):
+        value = super().get(kind, key)
+        if value is not None:
+            self.handed.append(self._path(kind, key).read_bytes())
+        return value
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_cache_is_measured_again_never_trusted(demo_search, tmp_path, damage):
+    """Every entry of every kind (measurements, finals, the reference arrays) damaged one way: the search
+    measures them again and chooses what it chose on a whole cache, as a search on an empty cache would."""
     import shutil
 
     subject, cache, result = demo_search
     root = tmp_path / "search"
     shutil.copytree(cache.root, root)
-    damaged = 0
+    kinds, damaged = set(), set()
     for path in root.rglob("*"):
-        if path.suffix == ".npz":  # truncated
-            path.write_bytes(path.read_bytes()[:40])
-        elif path.suffix == ".json":  # JSON, but not a measurement
-            path.write_text('{"measured": {"hello": 1}, "finals": 3, "entries": []}')
-        damaged += path.is_file()
-    assert damaged >= 3
-    again = search.search(subject, result.backends, runs=2, cache=search.Cache(root))
-    assert again.measurements["builds"] >= 1 and again.chosen is not None and again.chosen.equal
+        if path.is_file() and not path.name.endswith(".sum"):
+            path.write_bytes(DAMAGES[damage](path.read_bytes()))
+            kinds.add(path.parent.name)
+            damaged.add(path.read_bytes())
+    assert {"build", "finals", "reference"} <= kinds  # the demo has no whole-model anchor
+    watching = _Watching(root)
+    again = search.search(subject, result.backends, runs=3, cache=watching)
+    assert again.measurements["builds"] >= 1
+    assert not damaged & set(watching.handed), "a damaged entry was handed back"  # only what this search wrote
+    assert again.chosen is not None and again.chosen.equal
+    assert again.chosen.assign == result.chosen.assign or again.fastest() != result.fastest()
 
 
 def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
@@ -304,3 +357,10 @@ def test_a_model_no_rule_claims_has_nothing_to_place():
     wb = Workbench(demo.demo_module(), "byoc-target", enabled=[])
     with pytest.raises(WorkbenchError, match="claims an op of .*: nothing to place"):
         search.search(search.of(wb, demo.demo_inputs()), backends="onnxruntime,tvm")
+
+
+def test_another_runs_count_is_another_measurement(demo_search):
+    """--runs is in the cache's key: a search asking for more runs measures them, never reuses fewer."""
+    subject, cache, result = demo_search
+    with pytest.raises(search.NotCached):
+        search.search(subject, result.backends, runs=5, cache=cache, only_cached=True)

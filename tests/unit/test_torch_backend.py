@@ -122,3 +122,11 @@ def test_refusals_are_one_line():
         pytorch.compile_subgraph("s", mod["main"])
     with pytest.raises(WorkbenchError, match="Unknown precision 'f8'"):
         pytorch.compile_subgraph("s", mod["main"], precision="f8")
+
+
+def test_a_subgraph_of_0d_tensors_keeps_them_0d(demo_mod, byoc, reference_output):
+    """The demo unpruned: its loop counter's add is a subgraph of 0-d tensors (a 0-d constant among them)."""
+    found = stages.run_stages(demo_mod, byoc.rules, stages.keep_all, backend="torch")
+    assert any(c.source.count("add(") for c in found[-1].generated.values())
+    run = runner.build_and_run(found[-1], demo.demo_inputs(), 1, progress=False)
+    np.testing.assert_allclose(flat(run.outputs)[0], flat(reference_output)[0], rtol=1e-4, atol=1e-4)

@@ -107,7 +107,7 @@ def test_a_host_ops_details_name_the_other_targets_that_could_take_it():
     w = workbench_widget()
     host = next(k for k, d in w.view.nodes.items() if d.get("op") == "relax.less")
     w.graph.selected = host
-    assert "other targets" in w.details.value and "onnxruntime, openvino could take it" in w.details.value
+    assert "other targets" in w.details.value and "onnxruntime, openvino, torch could take it" in w.details.value
     offloaded = next(k for k, d in w.view.nodes.items() if d.get("target") == "byoc-target")
     w.graph.selected = offloaded
     assert "byoc-target" in w.details.value and "other targets" not in w.details.value

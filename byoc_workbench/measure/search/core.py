@@ -169,6 +169,9 @@ def check_backends(backends) -> tuple:
         if b in ("auto",):
             raise WorkbenchError("search takes named backends, not auto", "pass e.g. onnxruntime,openvino,tvm")
         registry.check_backend(b)
+        why = registry.missing(b)
+        if why:  # its placements would be TVM's, named after it
+            raise WorkbenchError(f"{b} cannot run here: {why.removeprefix('error: ')}", f"leave {b} out of --backends")
     if not [b for b in names if b != TVM]:
         raise WorkbenchError(
             f"search needs a backend that offloads, got {', '.join(names) or 'none'}",

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.files import cache_dir, read_arrays, write_arrays, write_atomic
+from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, seal, write_arrays, write_atomic
 from byoc_workbench.flow import summary
 from byoc_workbench.measure import clock, timing
 from byoc_workbench.measure.search.placement import TVM, Plan, inlined
@@ -197,7 +197,8 @@ class Cache:
 
     def __init__(self, root: os.PathLike | None = None, enabled: bool = True):
         self.root = Path(root) if root is not None else cache_dir("search")
-        self.enabled = enabled
+        self.enabled = enabled and not no_cache()  # BYOC_WORKBENCH_NO_CACHE=1 reaches this cache too
+        self._unwritable = self._warned_damage = False
         self.machine = digest(machine_key())
         self.hits = 0
         self.misses = 0
@@ -206,15 +207,15 @@ class Cache:
         return self.root / kind / f"{key}{suffix}"
 
     def get(self, kind: str, key: str):
+        """The value kept under ``key``, or None: missing, or damaged (torn, retyped, foreign, or not matching the
+        seal it was written with), which is said once per search and measured again, never trusted."""
         path = self._path(kind, key)
         if self.enabled and path.is_file():
-            try:
-                value = json.loads(path.read_text())
-            except (OSError, ValueError):  # a torn or foreign file is a miss, not an error
-                value = None
+            value = _unsealed(path)
             if value is not None:
                 self.hits += 1
                 return value
+            self._damaged(path)
         self.misses += 1
         return None
 
@@ -223,13 +224,53 @@ class Cache:
         return self.enabled and self._path(kind, key).is_file()
 
     def put(self, kind: str, key: str, value) -> None:
-        write_atomic(self._path(kind, key), json.dumps(value))
+        self._keep(lambda: write_atomic(self._path(kind, key), _sealed(value)))
+
+    def _damaged(self, path: Path) -> None:
+        if not self._warned_damage:
+            logger.warning("search cache: %s is damaged; it is measured again", path)
+        self._warned_damage = True
+
+    def _keep(self, write) -> None:
+        """``write()`` a measurement; where the cache cannot be written, say so once and carry on without it."""
+        try:
+            write()
+        except OSError as err:
+            if not self._unwritable:
+                logger.warning("search cache: nothing is kept in %s (%s); the search measures on", self.root, err)
+            self._unwritable = True
 
     def get_arrays(self, key: str) -> list | None:
-        return read_arrays(self._path("reference", key, ".npz")) if self.enabled else None  # damaged: None
+        """TVM alone's outputs kept under ``key``; None when missing or damaged (its seal: :func:`files.intact`)."""
+        path = self._path("reference", key, ".npz")
+        if not self.enabled or not path.is_file():
+            return None
+        if not intact(path):
+            self._damaged(path)
+            return None
+        return read_arrays(path)
 
     def put_arrays(self, key: str, arrays: list) -> None:
-        write_arrays(self._path("reference", key, ".npz"), arrays)
+        path = self._path("reference", key, ".npz")
+        self._keep(lambda: (write_arrays(path, arrays), seal(path)))
+
+
+def _sealed(value) -> str:
+    """``value`` as JSON, with the SHA-256 of its own text: what :func:`_unsealed` checks."""
+    text = json.dumps(value, sort_keys=True)
+    return json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "value": value}, sort_keys=True)
+
+
+def _unsealed(path: Path):
+    """The value in a sealed entry, or None for any entry that is not whole and as written."""
+    try:
+        entry = json.loads(path.read_text())
+        text = json.dumps(entry["value"], sort_keys=True)
+        if entry["sha256"] != hashlib.sha256(text.encode()).hexdigest():
+            return None
+        return entry["value"]
+    except (OSError, ValueError, KeyError, TypeError):  # torn, foreign, binary, not a dict
+        return None
 
 
 # --- one search's measurements -------------------------------------------------------
@@ -264,7 +305,8 @@ class Session:
         # By content: the same subgraphs on the same backends in the same model are the same build,
         # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
         placed = sorted((contents[label], backend) for label, backend in assign.items())
-        return digest(self.cache.machine, self.model_key, placed, self._options(options)), contents
+        # The runs too: a median of 100 runs is another measurement than one of 3 (--runs).
+        return digest(self.cache.machine, self.model_key, placed, self._options(options), self.runs), contents
 
     def _options(self, options: dict | None) -> dict:
         """The search's options, with ``options`` in place of some."""
