@@ -58,12 +58,13 @@ git-filter:
 system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh
 
-# JupyterLab runs working copies in lab/ (ignored by git), so saved outputs never show up in git status.
+# JupyterLab runs working copies in lab/ (ignored by git), so saved outputs never show up in git status. The venv
+# comes first on its PATH, so that a terminal opened in Lab finds byoc-workbench and the venv's Python.
 lab: setup
 	@$(BIN)/python tools/lab_copies.py notebooks lab
 	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
 	echo ""; echo "  JupyterLab on 127.0.0.1 only. Open: http://127.0.0.1:$(PORT)/lab?token=$$token"; echo ""; \
-	exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+	PATH="$(abspath $(BIN)):$$PATH" exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=lab --IdentityProvider.token="$$token" \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 

@@ -19,7 +19,9 @@ DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
 ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
 PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
-PRECISION_HELP = "with --backend openvino: its inference precision (default f32; bf16 and f16 are faster, less exact)"
+PRECISION_HELP = (
+    "with --backend openvino or torch: its inference precision (default f32; bf16 and f16 are faster, less exact)"
+)
 
 
 class UsageError(WorkbenchError):
@@ -217,11 +219,11 @@ def precision_options(args, backend) -> dict | None:
     """``--precision`` as the backend's options; a one-line error where ``backend`` would ignore it."""
     if not args.precision:
         return None
-    if args.precision != "f32" and backend != "openvino":
+    if args.precision != "f32" and backend not in ("openvino", "torch"):
         raise WorkbenchError(
-            f"--precision {args.precision} applies to --backend openvino only; "
+            f"--precision {args.precision} applies to --backend openvino or torch only; "
             f"{backend or 'the default backend'} runs in f32",
-            f"add --backend openvino, or remove --precision {args.precision}",
+            f"add --backend openvino (or torch), or remove --precision {args.precision}",
         )
     return {"precision": args.precision}
 

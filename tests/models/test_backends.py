@@ -201,3 +201,17 @@ def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
     offloaded = execute.run(final.mod, [x])
     assert (np.asarray(alone[0]) >= 0).sum() > 10, "the seeded model detects something to compare"
     assert matching.unmatched(alone, offloaded) == []
+
+
+@pytest.mark.slow
+def test_torch_compile_runs_the_demo_and_says_so(demo_mod, byoc, reference_output):
+    """compile=True: each subgraph under torch.compile (its first call compiles, with the C compiler on a CPU)."""
+    pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
+    from byoc_workbench.measure import runner
+    from byoc_workbench.models import demo
+
+    found = stages.run_stages(demo_mod, byoc.rules, backend="torch", options={"compile": True})
+    assert all(c.detail == "torch.compile, f32" for c in found[-1].generated.values())
+    run = runner.build_and_run(found[-1], demo.demo_inputs(), repeat=2, progress=False)
+    assert run.backend.startswith("torch (torch.compile, f32)")
+    np.testing.assert_allclose(np.asarray(run.outputs), np.asarray(reference_output), rtol=1e-4, atol=1e-4)

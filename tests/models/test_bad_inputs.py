@@ -286,7 +286,7 @@ CLI = [
         "precision-ignored",
         "own",
         ["profile", "{d}/relu.onnx", "--backend", "onnxruntime", "--precision", "bf16"],
-        ["--precision bf16 applies to --backend openvino only", "onnxruntime runs in f32"],
+        ["--precision bf16 applies to --backend openvino or torch only", "onnxruntime runs in f32"],
     ),
     ("torch-syntax", "own", ["report", "--torch", "bad_torch_syntax:f"], ["bad_torch_syntax raised SyntaxError"]),
     ("torch-no-module", "own", ["report", "--torch", "no_such_module_x:f"], ["No module named 'no_such_module_x'"]),

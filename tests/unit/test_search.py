@@ -197,6 +197,22 @@ def test_a_reduced_precision_stands_beside_f32_and_is_chosen_only_when_its_outpu
     assert "openvino at bf16" in result.text() and result.to_json()["placements"][-1]["precision"] in ("f32", "bf16")
 
 
+def test_torch_at_f16_stands_beside_f32_with_its_error(tmp_path, monkeypatch):
+    """torch takes a precision as OpenVINO does, on any CPU: its best placements measured again at f16, each
+    checked against TVM alone (f16 rounds the convolutions), never predicted, and chosen only if they pass."""
+    pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
+    monkeypatch.setattr("byoc_workbench.measure.search.reduced.VARIANTS", 100)
+    subject = small_conv_model()
+    result = search.search(subject, ("torch", "tvm"), precision="f16", runs=2, cache=search.Cache(tmp_path))
+    reduced = [r for r in result.placements if r.precision == "f16"]
+    assert reduced and all(r.what.endswith("torch at f16") and r.measured_s for r in reduced)
+    assert all(r.predicted_s is None for r in reduced)
+    convs = [r for r in reduced if r.assign.get("tensorrt_0") == "torch"]
+    assert convs and all(r.equal or "max relative error" in r.rejected for r in convs)  # checked like any build
+    assert result.chosen is not None and result.chosen.equal  # a variant is chosen only when its outputs pass
+    assert "torch at f16" in result.text()
+
+
 def test_one_candidate_measured_from_a_serialisable_description():
     description = {
         "model": {"kind": "demo"},
@@ -212,7 +228,7 @@ def test_one_candidate_measured_from_a_serialisable_description():
 
 
 def test_a_reduced_precision_needs_openvino():
-    with pytest.raises(WorkbenchError, match="precision bf16 is OpenVINO's; openvino is not among the backends"):
+    with pytest.raises(WorkbenchError, match="precision bf16 is OpenVINO's and torch's; neither is among the backends"):
         search.search(search.load({"kind": "demo"}), "onnxruntime,tvm", precision="bf16")
 
 

@@ -65,7 +65,7 @@ class Row:
     differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
     final_s: float | None = None  # the median over the finals' rounds, for a finalist
     spread: float | None = None  # (max - min) / median over those rounds
-    precision: str = "f32"  # OpenVINO's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
+    precision: str = "f32"  # OpenVINO's and torch's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -270,8 +270,10 @@ def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
     from byoc_workbench.backends import openvino
 
     backends = check_backends(backends)
-    if openvino.check_precision(precision) != "f32" and "openvino" not in backends:
-        raise WorkbenchError(f"precision {precision} is OpenVINO's; openvino is not among the backends", "add openvino")
+    if openvino.check_precision(precision) != "f32" and not set(reduced.REDUCED) & set(backends):
+        raise WorkbenchError(
+            f"precision {precision} is OpenVINO's and torch's; neither is among the backends", "add openvino or torch"
+        )
     if runs < 1 or seams < 0 or top < 1:
         raise WorkbenchError(
             f"runs, seams and top must be 1, 0 and 1 or more; got {runs}, {seams}, {top}", "pass 10, 1, 3"

@@ -94,7 +94,7 @@ def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = F
     args = timing.tensors(session.subject.inputs)
     runs, built = {}, []
     for r in picked:
-        b = session.build(r.assign, {"precision": r.precision})  # OpenVINO's, as the row was measured
+        b = session.build(r.assign, {"precision": r.precision})  # OpenVINO's and torch's, as the row was measured
         built.append(b)  # kept alive: its compiled subgraphs are released with it
         runs[r.what] = (b.vm["main"], True)
     skipped: dict = {}
