@@ -214,7 +214,7 @@ def propose(mod: tvm.IRModule) -> Placement:
                 used[s.op] = CPU_ONLY[s.op]
         for v, wants in needed.values():
             for to in sorted(wants):
-                shape = tuple(int(d) for d in v.ty.shape) if ir_types.is_static(v.ty) else None
+                shape = tuple(ir_types.dims(v.ty)) if ir_types.is_static(v.ty) else None
                 crossings.append(Crossing(fname, v.name, to, shape, str(v.ty.dtype)))
     return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings))
 

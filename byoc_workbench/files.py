@@ -151,12 +151,17 @@ def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
 
     def save(name: str) -> None:
         with open(name, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data.encode() if isinstance(data, str) else data)
+            _write_to(f, data)
 
     return write_with(path, save)
+
+
+def _write_to(f, data: bytes | memoryview | str | Callable) -> None:
+    """``data`` into the open binary file ``f``: bytes, text, or a function that writes to it."""
+    if callable(data):
+        data(f)
+    else:
+        f.write(data.encode() if isinstance(data, str) else data)
 
 
 def write_arrays(path, arrays: list) -> Path:
@@ -252,10 +257,7 @@ def put(path, data: bytes | str | Callable) -> Path:
         target = _destination(path)
         if target.exists() and not target.is_file() and not target.is_dir():  # a device or a FIFO
             with open(target, "wb") as f:
-                if callable(data):
-                    data(f)
-                else:
-                    f.write(data.encode() if isinstance(data, str) else data)
+                _write_to(f, data)
         else:
             write_atomic(target, data)
     except OSError as err:

@@ -83,6 +83,11 @@ def prim_text(expr, names: dict | None = None) -> str:
     return text(expr)
 
 
+def dims(ty) -> list:
+    """A tensor type's dimensions as ints, None where one is symbolic (``n``)."""
+    return [int(d.value) if type(d).__name__ == "IntImm" else None for d in items(ty.shape.values)]
+
+
 def is_static(ty) -> bool:
     """Whether a tensor type has a known shape of plain integers (no symbolic dimension); kept per type
     object, as :func:`type_str` is (each dimension is read through the FFI)."""

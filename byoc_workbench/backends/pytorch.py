@@ -58,10 +58,8 @@ class Program:
         self.lines: list = []  # the program as text, a line a step
         self.params = len(func.params)
         self._values = ir.Values(self._leaf)
-        names = {}
         for i, p in enumerate(func.params):
             self._values.bind((), p, _slot(i))
-            names[i] = p.name
         slot = self.params
         for step in ir.walk(func):
             value, frame = step.value, step.frame
@@ -89,7 +87,7 @@ class Program:
         return None  # a ShapeExpr, a PrimValue: converters read these from the call
 
     def run(self, torch, inputs: list, consts: list, device) -> list:
-        env = {"inputs": inputs, "consts": consts}
+        env = {"consts": consts}
         for i, x in enumerate(inputs):
             env[i] = x
         for convert, call, reads, slot in self.steps:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from tvm import relax
 
+from byoc_workbench import ir_types
 from byoc_workbench.backends import onnx_ops
 from byoc_workbench.backends.onnx_ops import ints, scalar, static_shape
 
@@ -98,13 +99,8 @@ def _torch_dtype(t, dtype) -> object:
 
 
 def _reshape(t, call, x, dev):
-    shape = [int(d) if d is not None else -1 for d in _dims(call.ty)]
+    shape = [-1 if d is None else d for d in ir_types.dims(call.ty)]  # at most one symbolic: the check says
     return x[0].reshape(shape)
-
-
-def _dims(ty) -> list:
-    """A tensor type's dimensions: ints, None where symbolic (at most one: the check says)."""
-    return [int(d.value) if type(d).__name__ == "IntImm" else None for d in ty.shape.values]
 
 
 def _expand_dims(t, call, x, dev):
@@ -232,7 +228,7 @@ def _check_nms(call):
 
 
 def _check_reshape(call):
-    dims = _dims(call.ty)
+    dims = ir_types.dims(call.ty)
     return None if dims.count(None) <= 1 else f"relax.reshape to a shape with {dims.count(None)} symbolic dimensions"
 
 

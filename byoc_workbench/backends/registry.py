@@ -186,10 +186,13 @@ def missing(backend: str) -> str | None:
         return (
             f"{backend} needs {' and '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} not installed ({fix})"
         )
-    if backend == "tensorrt":
+    if backend == "tensorrt":  # installed, and it needs a GPU too
         from byoc_workbench.backends import tensorrt
 
-        return tensorrt.missing()
+        try:
+            tensorrt.check()
+        except WorkbenchError as err:
+            return err.cause
     return None
 
 

@@ -436,6 +436,8 @@ def build_graph(
 
 def _mark_cpu(g: Graph, mod: tvm.IRModule) -> None:
     """Each node that a GPU build runs on the CPU says why (:func:`byoc_workbench.devices.propose`)."""
+    if not any(n.op in devices.CPU_ONLY for n in g.nodes.values()):
+        return  # nearly every model: no second walk of the module on a rule toggle's redraw
     placement = devices.propose(mod)
     if not placement:
         return

@@ -8,7 +8,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import devices, ir
+from byoc_workbench import devices, ir, ir_types
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import compiled, cuda
 
@@ -153,7 +153,7 @@ def check_inputs(mod: tvm.IRModule, inputs, entry: str = "main") -> list:
         a = np.asarray(a)
         ty = p.ty
         if isinstance(ty, relax.TensorType) and hasattr(ty.shape, "values"):
-            want = [int(d.value) if type(d).__name__ == "IntImm" else None for d in ty.shape.values]
+            want = ir_types.dims(ty)
             if a.ndim != len(want) or any(w is not None and w != g for w, g in zip(want, a.shape)):
                 shown = "x".join("?" if w is None else str(w) for w in want)
                 raise WorkbenchError(

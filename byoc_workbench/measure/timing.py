@@ -295,6 +295,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
     def kernel_site(kernel, fname, var) -> Site:
         op = (ops.get(var) or kernel).replace("relax.", "")
         name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
+        # a tuple's type holds no device (the box filter's): the placement's own record says where it ran
         device = ("cpu" if on_cpu.runs_on_cpu(fname, var.name) else "gpu") if gpu else ""
         return Site(name, HOST, "kernel", op, function=fname, var=origin.get(var.__chandle__(), var), device=device)
 

@@ -487,7 +487,8 @@ def workbench_widget(
     if backend is None and inputs is not None and native(target.codegen) is None:
         from byoc_workbench.measure.runner import offload_choice
 
-        backend, tvm_target = offload_choice().backend, offload_choice().target
+        choice = offload_choice()  # it looks for TensorRT, a GPU and a CUDA compiler: once
+        backend, tvm_target = choice.backend, choice.target
     return WorkbenchWidget(
         demo.demo_module() if mod is None else mod,
         target,

@@ -171,7 +171,7 @@ def check_backends(backends) -> tuple:
         registry.check_backend(b)
         why = registry.missing(b)
         if why:  # its placements would be TVM's, named after it
-            raise WorkbenchError(f"{b} cannot run here: {why.removeprefix('error: ')}", f"leave {b} out of --backends")
+            raise WorkbenchError(f"{b} cannot run here: {why}", f"leave {b} out of --backends")
     if not [b for b in names if b != TVM]:
         raise WorkbenchError(
             f"search needs a backend that offloads, got {', '.join(names) or 'none'}",
