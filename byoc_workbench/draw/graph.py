@@ -434,6 +434,18 @@ def build_graph(
     return builder.g
 
 
+def on_cpu_of(members) -> str:
+    """What a group of nodes drawn as one says of the CPU: why, when every member runs there in a GPU build."""
+    members = list(members)
+    if not members or not all(m.on_cpu for m in members):
+        return ""
+    whys = {m.on_cpu for m in members}
+    if len(whys) == 1:
+        return whys.pop()
+    none = sorted({short_op(m.op) for m in members if m.op in devices.CPU_ONLY})
+    return f"no GPU kernel in TVM 0.27 for {', '.join(none)}; the rest reads only what they made"
+
+
 def _mark_cpu(g: Graph, mod: tvm.IRModule) -> None:
     """Each node that a GPU build runs on the CPU says why (:func:`byoc_workbench.devices.propose`)."""
     if not any(n.op in devices.CPU_ONLY for n in g.nodes.values()):

@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from byoc_workbench import ir
-from byoc_workbench.draw.graph import Cluster, Graph, Node, short_op
+from byoc_workbench.draw.graph import Cluster, Graph, Node, on_cpu_of, short_op
 
 START = 300  # a view of at most this many nodes is drawn as it is
 AIM = 150  # a folded cluster (or an opened fold) draws about this many nodes at most
@@ -225,7 +225,9 @@ class _Placer:
         lines, ops, target = contents(self.g, fold.flat)
         label = "\n".join([title(self.g, fold), *lines])
         what = "run" if fold.period else "segment"
-        return Node(fid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=what)
+        node = Node(fid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=what)
+        node.on_cpu = on_cpu_of(self.g.nodes[m] for m in fold.flat)
+        return node
 
 
 def fold_structure(g: Graph, keep_open=(), start: int = START, aim: int = AIM) -> Plan | None:

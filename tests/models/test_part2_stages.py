@@ -220,3 +220,13 @@ def test_blocks_hold_inside_an_opened_subgraph_and_the_tail_wraps_into_rows(ssd_
     run = wb.graph("source", collapse=True, expand=[tail.id])
     widths = ranks_with_rows(run, f"x_{tail.id}")
     assert sum(widths.values()) >= 240 and max(widths.values()) <= folding.WRAP
+
+
+def test_the_folded_nms_is_drawn_on_the_cpu_of_a_gpu_build(ssd_wb):
+    """Collapsed, the box filter and NMS are one folded node: it carries the double border its ops would."""
+    wb, _ = ssd_wb
+    g = wb.graph("prune", collapse=True)
+    [nms] = [n for n in g.nodes.values() if "relax.vision.non_max_suppression" in n.ops]
+    assert nms.kind == "fold" and "no GPU kernel" in nms.on_cpu
+    assert not [n for n in g.nodes.values() if n.kind == "fold" and "relax.nn.conv2d" in n.ops and n.on_cpu]
+    assert "double border: on the CPU in a GPU build" in wb.dot("prune", collapse=True).source
