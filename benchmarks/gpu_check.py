@@ -187,24 +187,28 @@ def measure_build(found_stages, model: Model, target, runs: int, warmup: int) ->
     return record, outputs
 
 
-def measure_model(model: Model, target, runs: int, warmup: int, backends: list, report: dict) -> dict:
-    """TVM alone, then each offloaded build (:func:`offloaded_builds`); one line in ``report["errors"]`` per failure."""
-    from byoc_workbench import stages
+def measure_model(model: Model, target, runs: int, warmup: int, backends: list, report: dict, saved) -> None:
+    """TVM alone, then each offloaded build (:func:`offloaded_builds`), into ``report["models"]``; one line in
+    ``report["errors"]`` per failure; ``saved()`` after each build, so a run cut short keeps what it measured."""
+    from byoc_workbench import devices, stages
 
     out: dict = {"weights": model.mark, "source": model.source, "builds": {}, "speedup_vs_tvm": {}, "equal": {}}
+    report["models"][model.name] = out
     errors = report["errors"]
     outputs = {}
     base = f"tvm alone ({target if isinstance(target, str) else target.get('kind')})"
-    try:
-        alone = stages.run_stages(model.mod, (), backend="tvm")
-        out["builds"][base], outputs[base] = measure_build(alone, model, target, runs, warmup)
-    except Exception as err:  # noqa: BLE001 - one line, then the backends still run
-        errors[f"{model.name}: {base}"] = _first_line(err)
-    for label, found in offloaded_builds(model, backends):
+    builds = [
+        (base, lambda: stages.run_stages(model.mod, (), backend="tvm")),
+        *offloaded_builds(model, backends, devices.is_gpu(target)),
+    ]
+    for label, found in builds:
+        t0 = time.perf_counter()
         try:
             out["builds"][label], outputs[label] = measure_build(found(), model, target, runs, warmup)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - one line, then the other builds still run
             errors[f"{model.name}: {label}"] = _first_line(err)
+        print(f"  {label}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        saved()
     if model.anchor is not None:
         label, run, sync = model.anchor
         out["builds"][label], outputs[label] = _time_anchor(run, sync, model.inputs, runs, warmup)
@@ -214,13 +218,13 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
             if label != base:
                 out["speedup_vs_tvm"][label] = t / out["builds"][label]["median_s"]
                 out["equal"][label] = model.same(outputs[base], got)
-    return out
+    saved()
 
 
-def offloaded_builds(model: Model, backends: list) -> list:
+def offloaded_builds(model: Model, backends: list, gpu: bool) -> list:
     """``(label, stages())`` per offloaded build: each backend with upstream's TensorRT rules (the seed's), pruned
     and unpruned; torch with its NMS rules too (the backbone and the NMS on torch, the rest on TVM), and with its
-    own target (every op it runs: the whole model)."""
+    own target (every op it runs: the whole model); on a GPU, the torch builds again with no CUDA graph."""
     from byoc_workbench import stages, transforms
     from byoc_workbench.backends import registry
     from byoc_workbench.flow import rules
@@ -238,8 +242,16 @@ def offloaded_builds(model: Model, backends: list) -> list:
             keep = stages.no_mac() if prune else stages.keep_all
             out.append((label, lambda r=with_rules, k=keep, b=backend: stages.run_stages(prepared, r, k, backend=b)))
     if "torch" in backends:
-        whole = lambda: stages.run_stages(prepared, torch_rules, stages.keep_all, backend="torch")  # noqa: E731
-        out.append(("torch (its own target: every op it runs)", whole))
+
+        def on_torch(rule_set, keep, **options):
+            return lambda: stages.run_stages(prepared, rule_set, keep, backend="torch", options=options)
+
+        whole = "torch (its own target: every op it runs)"
+        out.append((whole, on_torch(torch_rules, stages.keep_all)))
+    if "torch" in backends and gpu:  # what the CUDA graphs give: the same builds with every subgraph eager
+        what = " (its backbone and NMS)" if model.task == "detection" else ""
+        out.append((f"torch{what}, unpruned, all eager", on_torch((*seed_rules, *nms), stages.keep_all, graphs=False)))
+        out.append((f"{whole}, all eager", on_torch(torch_rules, stages.keep_all, graphs=False)))
     return out
 
 
@@ -307,6 +319,14 @@ def main(argv=None) -> int:
         report["versions"][name] = probe(name)[1]
     tvm = probe("tvm")[0]
     t0 = time.perf_counter()
+
+    def saved() -> str:
+        report["wall_s"] = time.perf_counter() - t0
+        text = json.dumps(report, indent=2, default=str)
+        if args.out:
+            Path(args.out).write_text(text)
+        return text
+
     if tvm is None:
         report["missing"].append(_line("tvm", probe("tvm")[2]))
     elif args.target == "cuda" and not tvm.cuda(0).exist:
@@ -330,14 +350,9 @@ def main(argv=None) -> int:
                 continue
             if model is not None:
                 print(f"measuring {model.name} ({model.source})...", file=sys.stderr, flush=True)
-                report["models"][model.name] = measure_model(
-                    model, args.target, args.runs, args.warmup, backends, report
-                )
-    report["wall_s"] = time.perf_counter() - t0
-    text = json.dumps(report, indent=2, default=str)
+                measure_model(model, args.target, args.runs, args.warmup, backends, report, saved)
+    text = saved()
     print(text)
-    if args.out:
-        Path(args.out).write_text(text)
     for line in report["missing"]:
         print("missing:", line, file=sys.stderr)
     return 0

@@ -243,6 +243,11 @@ def place(mod: tvm.IRModule, gpu, cpu="llvm") -> tvm.IRModule:
     return out
 
 
+def placed(mod: tvm.IRModule) -> bool:
+    """Whether :func:`place` wrote two devices into ``mod``."""
+    return len(mod.global_infos.get("vdevice", []) if mod.global_infos else []) > 1
+
+
 class _Rewrite:
     """One function's placement written in: CPU bindings retyped, copies made after what they copy."""
 
@@ -312,10 +317,9 @@ class _Rewrite:
 def crossings(mod: tvm.IRModule) -> list:
     """Ops that read a tensor on another device than their own (empty for a sound placement), as
     ``"function/var: op reads x (llvm) on cuda"``."""
-    devices = mod.global_infos.get("vdevice", []) if mod.global_infos else []
-    if not devices:
+    if not placed(mod):
         return []
-    default = devices[0].target.kind.name
+    default = mod.global_infos["vdevice"][0].target.kind.name
     out = []
 
     def where(ty) -> str:
@@ -330,4 +334,21 @@ def crossings(mod: tvm.IRModule) -> list:
             for v in _tensor_reads(step.value):
                 if where(v.ty) != own:
                     out.append(f"{fname}/{step.var.name}: {step.op} reads {v.name} ({where(v.ty)}) on {own}")
+    return out
+
+
+def misplaced_buffers(lowered: tvm.IRModule) -> list:
+    """Tensors of a lowered module (:func:`byoc_workbench.measure.execute.lower`) made in a buffer of another
+    device than their own, as ``"function/var: on device 1, in storage on 0"`` (empty for a sound build)."""
+    out = []
+    for fname in ir.host_functions(lowered):
+        storage = {}
+        for step in ir.walk(lowered[fname], descend=False):
+            if step.op == "relax.vm.alloc_storage":
+                storage[step.var.__chandle__()] = int(step.value.args[1].value)
+            elif step.op == "relax.vm.alloc_tensor":
+                held, own = step.value.args[0], int(step.value.args[4].value)
+                where = storage.get(held.__chandle__(), own)
+                if where != own:
+                    out.append(f"{fname}/{step.var.name}: on device {own}, in storage on {where}")
     return out

@@ -72,7 +72,7 @@ class Subject:
         """The model's content (module and inputs, not the rules) as a hex digest, for the cache."""
         h = hashlib.sha1(f"{tvm_ffi.structural_hash(self.workbench.mod):016x}".encode())
         for x in self.inputs:
-            a = np.ascontiguousarray(x)
+            a = np.asarray(x, order="C")  # np.ascontiguousarray makes a 0-d array 1-d
             h.update(f"{a.dtype}{a.shape}".encode() + a.tobytes())
         return h.hexdigest()
 

@@ -231,8 +231,8 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
     """
     limit_s = TRIAL_S if limit_s is None else limit_s
     lib = build(source, plan.name)
-    ins = [np.ascontiguousarray(a, dtype=dtype) for a, (_, _, dtype) in zip(inputs, plan.params)]
-    consts = [np.ascontiguousarray(c) for _, c in plan.constants]
+    ins = [np.asarray(a, dtype=dtype, order="C") for a, (_, _, dtype) in zip(inputs, plan.params)]
+    consts = [np.asarray(c, order="C") for _, c in plan.constants]
     outs = [np.zeros(shape, dtype) for _, shape, dtype in plan.outputs]
     read, write = os.pipe()
     pid = os.fork()
@@ -296,7 +296,7 @@ class Runner:
         self.fn = fn
         self.name = plan.name
         self.num_inputs = len(plan.params)
-        self.constants = [np.ascontiguousarray(c) for _, c in plan.constants]  # kept alive with the runner
+        self.constants = [np.asarray(c, order="C") for _, c in plan.constants]  # kept alive with the runner
         self._constant_ptrs = [c.ctypes.data for c in self.constants]
 
     def __call__(self, *args):
@@ -314,7 +314,7 @@ class Runner:
 
     def _through_host(self, args):
         """Tensors on a GPU (or not compact): the C runs on the CPU, so copy through NumPy."""
-        ins = [np.ascontiguousarray(t.numpy()) for t in args[: self.num_inputs]]
+        ins = [np.asarray(t.numpy(), order="C") for t in args[: self.num_inputs]]
         outs = [np.empty(tuple(t.shape), dtype=str(t.dtype)) for t in args[self.num_inputs :]]
         phases.mark("inputs")
         self._run([a.ctypes.data for a in ins] + self._constant_ptrs + [a.ctypes.data for a in outs])

@@ -99,7 +99,7 @@ class Codegen:
         if self.name not in base.BUILTIN:  # the built-in codegens' emitters are tested op by op
             self.check(name, func, source, plan)
         runner = _language(self.language).load(source, plan)
-        content = source.encode() + b"".join(np.ascontiguousarray(c).tobytes() for _, c in plan.constants)
+        content = source.encode() + b"".join(np.asarray(c, order="C").tobytes() for _, c in plan.constants)
         return base.register_packed(self.name, name, runner, content, source, len(plan.outputs))
 
     def trial(self, name: str, func: relax.Function, inputs: list) -> list:

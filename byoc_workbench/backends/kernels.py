@@ -24,4 +24,4 @@ def conv2d(x, w, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
         # contract over C, kh, kw -> (N, OH, OW, O)
         outs.append(np.tensordot(xg, wg, axes=([1, 4, 5], [1, 2, 3])))
     out = np.concatenate(outs, axis=-1) if groups > 1 else outs[0]
-    return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(x.dtype, copy=False)
+    return np.asarray(out.transpose(0, 3, 1, 2), order="C").astype(x.dtype, copy=False)

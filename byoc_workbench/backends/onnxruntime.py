@@ -99,7 +99,7 @@ class Runner:
         results = self.session.run(self.outputs, feed)
         phases.mark("compute")
         for out, res in zip(outs, results):
-            out.copyfrom(np.ascontiguousarray(res))
+            out.copyfrom(np.asarray(res, order="C"))
 
 
 def compile_subgraph(

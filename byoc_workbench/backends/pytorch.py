@@ -9,10 +9,17 @@ Tensors cross by DLPack in both directions, with no copy, on the device they
 are on: a subgraph runs where TVM hands it its inputs (the GPU in a CUDA build,
 the CPU otherwise), and writes its results into TVM's output buffers.
 
+On a GPU an eager subgraph is replayed as a CUDA graph: its first call runs it
+twice (cuDNN and cuBLAS choose their kernels) and records its launches once, and
+every later call copies the inputs in and replays them, with no Python between
+kernels. A subgraph whose ops read a value back to the host (NMS counts its
+boxes) cannot be recorded, and runs eagerly.
+
 Options: ``compile=True`` runs the function under ``torch.compile`` (its first
 call compiles, seconds to minutes; later calls are fused kernels); ``precision``
 ``"f16"`` or ``"bf16"`` runs the floats in that type (weights and inputs cast,
-outputs cast back to float32). The record's ``detail`` says which, with the device.
+outputs cast back to float32); ``graphs=False`` keeps a GPU subgraph eager. The
+record's ``detail`` says which.
 
 The backend brings a target of its own (``torch``): one rule per op the table converts,
 so it claims the detectors' NMS and box arithmetic as well as their backbones.
@@ -20,13 +27,16 @@ so it claims the detectors' NMS and box arithmetic as well as their backbones.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import warnings
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir
+from byoc_workbench import ir, ir_types
 from byoc_workbench.backends import phases
 from byoc_workbench.backends.base import Compiled, register_packed
 from byoc_workbench.backends.pytorch_ops import CONVERTERS, SUPPORTED_OPS, unsupported
@@ -35,6 +45,10 @@ from byoc_workbench.flow import rules
 
 FIX = "switch off the rule that offloads it, or add a converter in byoc_workbench/backends/pytorch_ops.py"
 PRECISIONS = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+# Ops whose torch code waits for a value on the host (a box count, NMS's survivors): no CUDA graph records them.
+HOST_READS = frozenset({"relax.vision.non_max_suppression"})
+
+logger = logging.getLogger(__name__)
 
 
 def _torch():
@@ -57,6 +71,8 @@ class Program:
         self.steps: list = []  # (converter, call, [read(env) per argument], slot)
         self.lines: list = []  # the program as text, a line a step
         self.params = len(func.params)
+        self.static = all(ir_types.is_static(p.ty) for p in func.params)
+        self.ops: set = set()
         self._values = ir.Values(self._leaf)
         for i, p in enumerate(func.params):
             self._values.bind((), p, _slot(i))
@@ -68,6 +84,7 @@ class Program:
             elif step.op is not None:
                 reads = [_ref(self._values.get(frame, a)) for a in value.args]
                 self.steps.append((CONVERTERS[step.op], value, reads, slot))
+                self.ops.add(step.op)
                 args = ", ".join(r.text for r in reads if r is not _NONE)
                 self.lines.append(f"{step.var.name} = {step.op.removeprefix('relax.')}({args})")
                 self._values.bind(frame, step.var, _slot(slot, step.var.name))
@@ -144,7 +161,7 @@ def _flatten(value):
 class Runner:
     """A packed function: ``(*inputs, *outputs)`` TVM tensors, read and written in place through DLPack."""
 
-    def __init__(self, program: Program, compile: bool, precision: str):
+    def __init__(self, program: Program, compile: bool, precision: str, graphs: bool = True):
         self.torch = _torch()
         self.program = program
         self.precision = precision
@@ -152,6 +169,8 @@ class Runner:
         self._consts: dict = {}  # device -> the constants there
         run = self._run
         self.fn = self.torch.compile(run, dynamic=False) if compile else run
+        self.graphs = graphs and not compile and program.static and not program.ops & HOST_READS
+        self._graph = None  # (graph, its input buffers, its outputs) once recorded on a GPU
 
     def _run(self, inputs, consts, device):
         return self.program.run(self.torch, inputs, consts, device)
@@ -159,7 +178,6 @@ class Runner:
     def consts(self, device) -> list:
         if device not in self._consts:
             t = self.torch
-            # np.array, not np.ascontiguousarray, which makes a 0-d constant 1-d
             tensors = [t.from_numpy(np.array(c, order="C")).to(device) for c in self.program.consts]
             self._consts[device] = [self._cast(c) for c in tensors]
         return self._consts[device]
@@ -173,14 +191,61 @@ class Runner:
         ins = [self._cast(t.from_dlpack(a)) for a in args[:n]]
         device = ins[0].device if ins else t.device("cpu")
         phases.mark("inputs")
-        with t.inference_mode():
-            results = self.fn(ins, self.consts(device), device)
+        with t.inference_mode(), self._exact():
+            if self.graphs and device.type == "cuda":
+                results = self._replay(ins, device)
+            else:
+                results = self.fn(ins, self.consts(device), device)
         phases.mark("compute")
         for out, res in zip(args[n:], results):
             t.from_dlpack(out).copy_(res)
 
+    @contextlib.contextmanager
+    def _exact(self):
+        """At f32, float32 arithmetic: cuDNN's convolutions take TF32 on a GPU unless told not to (10 bits of
+        mantissa, which moves an untrained SSD's scores across its 0.01 threshold)."""
+        flags = self.torch.backends.cudnn, self.torch.backends.cuda.matmul
+        saved = [f.allow_tf32 for f in flags]
+        for f in flags:
+            f.allow_tf32 = f.allow_tf32 and self.precision != "f32"
+        try:
+            yield
+        finally:
+            for f, was in zip(flags, saved):
+                f.allow_tf32 = was
 
-def compile_subgraph(name: str, func, compile: bool = False, precision: str = "f32", **options) -> Compiled:
+    def _replay(self, ins, device) -> list:
+        """The subgraph as a CUDA graph, recorded at its first call (eager if recording fails)."""
+        t = self.torch
+        if self._graph is None:
+            static, consts = [x.clone() for x in ins], self.consts(device)
+            side = t.cuda.Stream(device)
+            side.wait_stream(t.cuda.current_stream(device))
+            with t.cuda.stream(side):  # cuDNN and cuBLAS choose kernels and workspaces outside the recording
+                for _ in range(2):
+                    self.fn(static, consts, device)
+            t.cuda.current_stream(device).wait_stream(side)
+            graph = t.cuda.CUDAGraph()
+            try:
+                with t.cuda.graph(graph), warnings.catch_warnings():
+                    # A subgraph of views only (a reshape) records no kernel: its outputs read the input buffers.
+                    warnings.filterwarnings("ignore", "The CUDA Graph is empty")
+                    outs = self.fn(static, consts, device)
+            except RuntimeError as err:
+                logger.warning("%s runs eagerly: a CUDA graph cannot record it (%s)", self.program.name, err)
+                self.graphs = False
+                return self.fn(ins, consts, device)
+            self._graph = (graph, static, outs)
+        graph, static, outs = self._graph
+        for buffer, x in zip(static, ins):
+            buffer.copy_(x)
+        graph.replay()
+        return outs
+
+
+def compile_subgraph(
+    name: str, func, compile: bool = False, precision: str = "f32", graphs: bool = True, **options
+) -> Compiled:
     """A torch function computing ``func``, registered as a packed function; one line naming every op it lacks."""
     if precision not in PRECISIONS:
         raise WorkbenchError(f"Unknown precision {precision!r} for torch", f"choose one of: {', '.join(PRECISIONS)}")
@@ -189,8 +254,8 @@ def compile_subgraph(name: str, func, compile: bool = False, precision: str = "f
         raise WorkbenchError(f"{name}: the torch backend cannot run {'; '.join(reasons)}", FIX)
     torch = _torch()
     program = Program(func, name)
-    runner = Runner(program, compile, precision)
-    mode = "torch.compile" if compile else "eager"
+    runner = Runner(program, compile, precision, graphs)
+    mode = "torch.compile" if compile else "eager, CUDA graph on GPU" if runner.graphs else "eager"
     header = f"# torch {torch.__version__}, {mode}, {precision}: {len(program.steps)} calls\n"
     source = header + "\n".join(program.lines)
     content = hashlib.sha256(source.encode() + b"".join(c.tobytes() for c in program.consts)).digest()

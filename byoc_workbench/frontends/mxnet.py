@@ -189,7 +189,7 @@ def _as_numpy(value, dtype) -> np.ndarray:
         value = value.asnumpy()
     elif hasattr(value, "numpy"):
         value = value.numpy()
-    return np.ascontiguousarray(np.asarray(value, dtype=dtype))
+    return np.asarray(value, dtype=dtype, order="C")
 
 
 def _strip_prefix(params: Mapping | None) -> dict:

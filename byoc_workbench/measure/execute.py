@@ -49,27 +49,50 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
     recursive function (it reuses storage across recursive calls) and on some
     If branches (a reshape in one branch, then a split after the If, for
     one); that pass is only an optimisation, so such modules go without it.
+    Nor does a module placed on two devices take it: the pass reuses a GPU
+    buffer for a CPU tensor (the SSD's NMS output lands in GPU memory, and the
+    CPU kernel that reads it stops on "Mismatched out_tensor.device_type").
     A module compiled before on this machine is loaded from the build cache
     (:mod:`byoc_workbench.measure.compiled`).
     """
     _check_ranks(mod)
-    disabled = ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) else []
     tvm_target = devices.resolve(target)
-    pipeline = "default"
-    if devices.is_gpu(tvm_target):
-        mod = devices.place(mod, tvm_target)
-        pipeline = cuda.pipeline(tvm_target)
-        toolchain = cuda.compiling(cuda.find())
-    else:
-        toolchain = contextlib.nullcontext()
+    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
 
     def build():
-        with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain:
-            return tvm.compile(mod, target=tvm_target, relax_pipeline=pipeline)
+        with _building(mod, tvm_target):
+            return tvm.compile(_lower(mod, tvm_target), target=tvm_target, relax_pipeline=None)
 
     if devices.is_gpu(tvm_target) and not cuda.loads_here():
         return build()  # compiled here for another machine: a library this runtime cannot load is not kept
-    return compiled.load_or_build(mod, str(tvm_target), disabled, build)[0]
+    return compiled.load_or_build(mod, str(tvm_target), _unplannable(mod), build)[0]
+
+
+def lower(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
+    """The Relax module as :func:`compile` hands it to code generation: placed, planned, every op a kernel
+    call, every buffer allocated on its device (what the CUDA build tests read)."""
+    tvm_target = devices.resolve(target)
+    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
+    with _building(mod, tvm_target):
+        return _lower(mod, tvm_target)
+
+
+def _unplannable(mod: tvm.IRModule) -> list:
+    """The passes ``mod`` builds without (see :func:`compile`)."""
+    return ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) or devices.placed(mod) else []
+
+
+@contextlib.contextmanager
+def _building(mod: tvm.IRModule, tvm_target: tvm.target.Target):
+    """The pass context a build of ``mod`` runs in, with the CUDA compiler found here for a GPU."""
+    toolchain = cuda.compiling(cuda.find()) if devices.is_gpu(tvm_target) else contextlib.nullcontext()
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=_unplannable(mod)), toolchain, tvm_target:
+        yield
+
+
+def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
+    gpu = devices.is_gpu(tvm_target)
+    return (cuda.pipeline(tvm_target) if gpu else relax.get_pipeline("default"))(mod)
 
 
 def _check_ranks(mod: tvm.IRModule) -> None:

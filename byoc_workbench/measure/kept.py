@@ -51,7 +51,7 @@ def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
 def _digest(head: str, inputs) -> str:
     h = hashlib.sha256(head.encode())
     for a in inputs:
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a, order="C")
         h.update(f"{a.dtype} {a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()[:32]

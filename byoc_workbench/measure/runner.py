@@ -362,7 +362,7 @@ def offload_choice() -> Choice:
         except WorkbenchError as err:
             where += f", since {err.cause[0].lower()}{err.cause[1:]}"
     if target == "cuda" and pytorch.sees_a_gpu():
-        backend, runs_on = "torch", "torch on the GPU (eager)"
+        backend, runs_on = "torch", "torch on the GPU (eager, replayed as CUDA graphs where nothing waits for the host)"
     else:
         provider = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
         backend, runs_on = "onnxruntime", f"ONNX Runtime ({provider})"

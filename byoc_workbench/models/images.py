@@ -75,7 +75,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)
     if image is None:
         raise NotAnImageError(f"{path} is not a readable image", "pass a JPEG or PNG file")
-    return np.ascontiguousarray(image[:, :, ::-1])
+    return np.asarray(image[:, :, ::-1], order="C")
 
 
 def resize_short_within(image: np.ndarray, short: int, max_size: int) -> np.ndarray:
@@ -142,7 +142,7 @@ def load_test(
                 f"The picture is {resized.shape[0]}x{resized.shape[1]} once resized, smaller than {h}x{w}",
                 "pass a larger picture",
             )
-        resized = np.ascontiguousarray(resized[:h, :w])
+        resized = np.asarray(resized[:h, :w], order="C")
     logger.debug("loaded %s as %s", path, resized.shape)
     return to_input(resized, mean, std), resized
 
@@ -173,4 +173,4 @@ def model_input(image, shape) -> tuple:
         shown = np.zeros((*padded.shape[2:], picture.shape[2]), picture.dtype)
         shown[: picture.shape[0], : picture.shape[1]] = picture
         x, picture = padded, shown
-    return np.ascontiguousarray(x[:, :, :h, :w]), np.ascontiguousarray(picture[:h, :w])
+    return np.asarray(x[:, :, :h, :w], order="C"), np.asarray(picture[:h, :w], order="C")

@@ -50,7 +50,7 @@ class Portable:
 def _digest(arrays) -> str:
     h = hashlib.sha256()
     for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(np.asarray(a, order="C").tobytes())
     return h.hexdigest()
 
 

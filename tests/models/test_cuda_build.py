@@ -2,9 +2,9 @@
 and the CUDA compiler both (nvcc from the cuda extra), for the H200's sm_90 and the seed's T4, sm_75.
 
 What TVM 0.27 has no GPU kernel for (devices.CPU_ONLY) is placed on the CPU; a build fails here if such an
-op lands in device code, if some other op needs a packed call the GPU cannot make, or if an op reads a
-tensor on another device than its own. Running the builds needs a GPU: benchmarks/gpu_check.py does that;
-tests/unit/test_devices.py runs a placement's CPU twin.
+op lands in device code, if some other op needs a packed call the GPU cannot make, if an op reads a tensor
+on another device than its own, or if a tensor is made in another device's buffer. Running the builds needs
+a GPU: benchmarks/gpu_check.py does that; tests/unit/test_devices.py runs a placement's CPU twin.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def _check_build(mod, target=SM90) -> str:
     """Build ``mod`` for CUDA and check where each op went; returns the CUDA source."""
     placed = devices.place(mod, target)
     assert devices.crossings(placed) == []
+    if devices.placed(placed):  # TVM's memory planner put the SSD's NMS output in a GPU buffer
+        assert devices.misplaced_buffers(execute.lower(mod, target)) == []
     executable = execute.compile(mod, target)
     source = cuda.source(executable)
     kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)

@@ -3,6 +3,8 @@ sides meet. Checked on a small detector tail (boxes, the box filter, NMS, slices
 sides), by the placement's own record, by a check of the placed module, and by running it with both
 devices the CPU (the CPU twin: what the copies and retyped bindings compute, without a GPU)."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -76,6 +78,19 @@ def test_placed_module_reads_every_tensor_where_its_op_runs():
     }
     assert where["kept"] == where["top"] == where["scaled_to_cpu"] == "llvm"
     assert where["top_to_gpu"] == "cuda" and where["shifted"] != "llvm"
+
+
+def test_a_gpu_build_allocates_each_tensor_on_its_own_device():
+    """Lowered as compile lowers it (no GPU needed): the CPU side's tensors in CPU buffers, and no tensor in
+    another device's buffer (TVM's memory planner put the SSD's NMS output in a GPU one)."""
+    try:
+        lowered = execute.lower(Tail, {"kind": "cuda", "arch": "sm_90"})
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    assert devices.misplaced_buffers(lowered) == []
+    text = lowered["main"].script()
+    assert "get_valid_counts_llvm" in text and "add_cuda" in text
+    assert len(re.findall(r"alloc_storage\([^)]*\), 1,", text)) >= 4  # on the CPU: counts, boxes, order, NMS
 
 
 def test_cpu_twin_computes_what_the_module_did():

@@ -334,3 +334,25 @@ def test_an_own_target_converts_and_runs_every_op_it_claims(backend):
         for want, have in zip(flat(e), flat(g), strict=True):  # split gives a tuple
             assert want.shape == have.shape and want.dtype == have.dtype, name
             np.testing.assert_allclose(have, want, rtol=tol, atol=tol, err_msg=name)
+
+
+def _counter(demo_mod, byoc):
+    """The demo unpruned's subgraph of 0-d tensors: its loop counter's add."""
+    found = stages.run_stages(demo_mod, byoc.rules, stages.keep_all, backend="onnxruntime")
+    mod = found[-2].mod  # prune: the subgraphs as functions
+    [func] = [mod[n] for n in ir.subgraph_functions(mod) if mod[n].params[0].ty.ndim == 0]
+    return func
+
+
+def test_a_0d_result_copied_through_the_host_stays_0d(demo_mod, byoc):
+    """A GPU build with a CPU-only ONNX Runtime copies through the host, as OpenVINO always does: a 0-d
+    result copies back into its 0-d tensor (np.ascontiguousarray made it 1-d, which TVM refused)."""
+    import tvm
+
+    from byoc_workbench.backends import onnxruntime as ort_backend
+
+    model = bo.translate(_counter(demo_mod, byoc), "counter")
+    runner = ort_backend.Runner(ort_backend.make_session(model.SerializeToString(), "counter"))
+    i, out = tvm.runtime.tensor(np.array(3, "int32")), tvm.runtime.tensor(np.array(0, "int32"))
+    runner._through_host([i], [out])
+    assert out.shape == () and int(out.numpy()) == 4

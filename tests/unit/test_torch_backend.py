@@ -94,10 +94,25 @@ def test_detector_tail_box_filter_and_nms_equal_tvm():
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
+def test_a_cuda_graph_records_only_what_never_waits_for_the_host():
+    """NMS counts its boxes on the host, so its subgraph stays eager; a static conv is recorded on a GPU (on
+    the CPU it runs eagerly: nothing recorded); graphs=False keeps it eager."""
+    from test_devices import Tail
+
+    codegen, _ = offload(Tail)
+    [nms] = codegen.generated.values()
+    assert nms.detail == "eager, f32"
+    make, shapes, _ = CASES["relax.nn.conv2d"]
+    for graphs, detail in ((True, "eager, CUDA graph on GPU, f32"), (False, "eager, f32")):
+        codegen, _ = offload(module(make, shapes), graphs=graphs)
+        [conv] = codegen.generated.values()
+        assert conv.detail == detail
+
+
 def test_demo_offloaded_to_torch_equals_tvm(demo_mod, byoc, reference_output):
     found = stages.run_stages(demo_mod, byoc.rules, backend="torch")
     run = runner.build_and_run(found[-1], demo.demo_inputs(), 2, progress=False)
-    assert run.backend.startswith("torch (eager, f32)")
+    assert run.backend.startswith("torch (eager, CUDA graph on GPU, f32)")
     np.testing.assert_allclose(flat(run.outputs)[0], flat(reference_output)[0], rtol=1e-4, atol=1e-4)
     assert "nn.conv2d(" in run.artifact()
 
@@ -108,7 +123,7 @@ def test_reduced_precision_is_said_and_close(precision, tolerance):
     mod = module(make, shapes)
     codegen, _ = offload(mod, precision=precision)
     [compiled] = codegen.generated.values()
-    assert compiled.detail == f"eager, {precision}"
+    assert compiled.detail == f"eager, CUDA graph on GPU, {precision}"
     x = [np.random.RandomState(0).uniform(*low_high, s).astype("float32") for s in shapes]
     got = flat(runner.build_and_run(codegen, x, repeat=1, progress=False).outputs)[0]
     want = flat(execute.run(mod, x))[0]
