@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -23,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from byoc_workbench.errors import WorkbenchError
+
+logger = logging.getLogger(__name__)
 
 #: Paths put in place by this process, in order (what an interrupted command says it wrote).
 written: list = []
@@ -39,6 +42,25 @@ def cache_dir(kind: str) -> Path:
     """
     root = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
     return Path(root).expanduser() / kind
+
+
+_unkept: set = set()  # the caches that said, once in this process, that they keep nothing
+
+
+def keep(kind: str, write: Callable[[], object], errors: tuple = (OSError,)) -> bool:
+    """Put a cache entry of ``kind`` in place with ``write()``; one that cannot be written (a read-only,
+    full or missing cache, a file where its folder should be) keeps nothing and says so once per kind in
+    this process, in one warning line, and the work it saved stands. Whether it was kept."""
+    try:
+        write()
+        return True
+    except errors as err:
+        if kind not in _unkept:
+            _unkept.add(kind)
+            why = " ".join(str(err).split())[:200]
+            logger.warning("%s cache: nothing is kept in %s (%s); it is computed again next time", kind,
+                           cache_dir(kind), why)  # fmt: skip
+        return False
 
 
 NO_CACHE_ENV = "BYOC_WORKBENCH_NO_CACHE"
@@ -164,15 +186,24 @@ def _write_to(f, data: bytes | memoryview | str | Callable) -> None:
         f.write(data.encode() if isinstance(data, str) else data)
 
 
+def write_sealed(path, data: bytes | str | Callable) -> Path:
+    """A cache entry: written with :func:`write_atomic`, then sealed (:func:`seal`); read it only if :func:`intact`."""
+    write_atomic(path, data)
+    seal(path)
+    return Path(path)
+
+
 def write_arrays(path, arrays: list) -> Path:
-    """Arrays kept in a cache entry: an ``.npz`` written with :func:`write_atomic`, read by :func:`read_arrays`."""
+    """Arrays kept in a cache entry: a sealed ``.npz`` (:func:`write_sealed`), read by :func:`read_arrays`."""
     named = {f"a{k}": np.asarray(a) for k, a in enumerate(arrays)}
-    return write_atomic(path, lambda f: np.savez(f, **named))
+    return write_sealed(path, lambda f: np.savez(f, **named))
 
 
 def read_arrays(path) -> list | None:
-    """The arrays :func:`write_arrays` kept at ``path``, in order; None when it is missing or damaged (a
-    cache entry measured again, never an error)."""
+    """The arrays :func:`write_arrays` kept at ``path``, in order; None when it is missing, or damaged since
+    (its seal disagrees, even if it still parses): a cache entry computed again, never an error."""
+    if not intact(path):
+        return None
     try:
         with np.load(path) as data:
             return [data[f"a{k}"] for k in range(len(data.files))]
@@ -207,7 +238,7 @@ def intact(path) -> bool:
     path = Path(path)
     stamp = path.with_name(path.name + ".sum")
     try:
-        return path.is_file() and stamp.is_file() and stamp.read_text() == _digest(path)
+        return path.is_file() and stamp.is_file() and stamp.read_bytes() == _digest(path).encode()
     except OSError:
         return False
 

@@ -14,6 +14,7 @@ copied on the way in or out.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import faulthandler
 import functools
@@ -185,10 +186,25 @@ def build(source: str, name: str) -> Path:
                 f"{Path(cmd[0]).name} could not compile the C of {name}: {_first_error(done.stderr, source)}",
                 "fix the emitter that wrote that line; Compiled.source holds the whole C",
             )
-        files.write_atomic(lib.with_suffix(".c"), source)
-        files.write_atomic(lib, out.read_bytes())  # a concurrent reader never loads half a library
-        files.seal(lib)
-    return lib
+
+        def write():
+            files.write_atomic(lib.with_suffix(".c"), source)
+            files.write_atomic(lib, out.read_bytes())  # a concurrent reader never loads half a library
+            files.seal(lib)
+
+        if files.keep("c", write):
+            return lib
+        unkept = _scratch() / lib.name  # lives as long as this process: a child of a trial loads it too
+        shutil.copyfile(out, unkept)
+        return unkept
+
+
+@functools.cache
+def _scratch() -> Path:
+    """A folder for the libraries a cache that cannot be written does not keep, removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix="byoc-workbench-c-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def _first_error(stderr: str, source: str) -> str:

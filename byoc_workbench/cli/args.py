@@ -24,6 +24,10 @@ PRECISION_HELP = (
 )
 
 
+# The options whose empty value means something: --rules '' switches every rule off.
+MAY_BE_EMPTY = frozenset({"rules"})
+
+
 class UsageError(WorkbenchError):
     """A command line argparse refused: the option, what was wrong, and what to type."""
 
@@ -72,6 +76,10 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, fix)
 
     def _get_value(self, action, text):
+        # --out '' is never the default: an empty value is refused, but where it means something (--rules '': none)
+        if action.option_strings and isinstance(text, str) and not text.strip() and action.dest not in MAY_BE_EMPTY:
+            name = _name(action)
+            raise UsageError(f"{name} is empty", f"give {name} a value, or leave it out for its default")
         try:
             return super()._get_value(action, text)
         except argparse.ArgumentError as err:

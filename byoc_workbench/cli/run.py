@@ -27,6 +27,11 @@ def cmd_run(args) -> int:
     from byoc_workbench import subjects, workflow
     from byoc_workbench.backends.codegen import resolve_backend
 
+    if args.what == "demo":
+        raise WorkbenchError(
+            "run checks a model against the framework it came from, and the demo was written in Relax",
+            "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
+        )
     save = files.check_file(args.save_outputs, "--save-outputs") if args.save_outputs is not None else None
     args.backend = resolve_backend(args.backend)
     if subjects.is_own(args.what, args.torch):

@@ -112,6 +112,29 @@ def _numpy(outputs) -> list:
     )
 
 
+def _check_outputs(program, name: str) -> None:
+    """Refuse, in one line, a ``forward`` whose result is not tensors (None, or a number beside a tensor)."""
+    torch = _torch()
+    [out] = [n for n in program.graph.nodes if n.op == "output"]
+    leaves = torch.utils._pytree.tree_leaves(out.args[0])
+
+    def what(v) -> str:
+        if isinstance(v, torch.fx.Node):
+            return "a value that is no tensor"
+        return "None" if v is None else f"the {type(v).__name__} {v!r}"
+
+    bad = [
+        f"output {k} is {what(v)}"
+        for k, v in enumerate(leaves)
+        if not (isinstance(v, torch.fx.Node) and isinstance(v.meta.get("val"), torch.Tensor))
+    ]
+    if not leaves or bad:
+        raise TorchImportError(
+            f"{name}.forward must return tensors, and {'; '.join(bad) if bad else 'it returns none'}",
+            "return tensors, or tuples, lists or dicts of tensors, and nothing else",
+        )
+
+
 def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
     """Export ``module`` with ``torch.export`` on ``example_inputs`` and import it into Relax.
 
@@ -156,6 +179,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         ) from None
     if chatter.getvalue():
         sys.stderr.write(chatter.getvalue())
+    _check_outputs(program, type(module).__name__)
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
     from tvm import relax

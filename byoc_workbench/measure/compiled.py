@@ -46,7 +46,6 @@ FORMAT = 2  # bumped when what an entry holds changes
 # for the demo) would cost more than compiling it again. TVM alone on the SSD compiles in tens of seconds.
 KEEP_S = 2.0
 _reading = [True]
-_warned: list = []  # one warning per process about a cache that cannot be written
 # TVM 0.27 frees nothing of a library it loaded: each load_module of an entry keeps the entry's size in
 # memory for the life of the process (160 MB more for each load of TVM alone's SSD). So a process loads
 # each entry once, and hands the same executable to every VM after (an executable is read-only).
@@ -125,12 +124,7 @@ def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], 
     executable = build()
     if time.perf_counter() - t0 < KEEP_S:
         return executable, False
-    try:
-        _store(executable, lib)
-    except (OSError, RuntimeError) as err:  # no compiler, an unwritable cache: use it unkept
-        if not _warned:
-            logger.warning("build cache: builds are not kept in %s (%s); each is compiled again next time", root, err)
-            _warned.append(k)
+    files.keep("builds", lambda: _store(executable, lib), (OSError, RuntimeError))  # RuntimeError: no compiler
     # Not loaded back from the library just written, though that would spare LLVM generating the machine code
     # again when a VM first loads it (about 6 s of TVM alone's SSD): what TVM loads it keeps for the life of
     # the process, and a search keeps a dozen builds. The executable as built is freed with its last VM.

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import time
 
 import numpy as np
@@ -29,8 +28,6 @@ import numpy as np
 from byoc_workbench import files
 from byoc_workbench.measure import clock, compiled
 
-logger = logging.getLogger(__name__)
-_warned: list = []
 KEEP_S = 1.0  # a reference computed faster than this is not kept
 
 
@@ -60,7 +57,7 @@ def _digest(head: str, inputs) -> str:
 def load(k: str) -> tuple | None:
     """``(latency, outputs, when)`` of the run kept under ``k``, or None (not kept, damaged, or not reading)."""
     root = files.cache_dir("runs")
-    if not compiled.reading() or not (root / f"{k}.json").is_file():
+    if not compiled.reading() or not files.intact(root / f"{k}.json"):  # missing, or changed since it was sealed
         return None
     try:
         record = json.loads((root / f"{k}.json").read_text())
@@ -88,13 +85,12 @@ def store(k: str, latency: clock.Latency, outputs) -> None:
         "outputs": len(arrays),
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
-    try:
+
+    def write():
         files.write_arrays(root / f"{k}.npz", arrays)
-        files.write_atomic(root / f"{k}.json", json.dumps(record))
-    except OSError as err:
-        if not _warned:
-            logger.warning("runs are not kept in %s (%s): each is measured again next time", root, err)
-            _warned.append(k)
+        files.write_sealed(root / f"{k}.json", json.dumps(record))
+
+    files.keep("runs", write)
 
 
 def reference(built: str | None, function: str, inputs: list, compute) -> list:
@@ -111,10 +107,5 @@ def reference(built: str | None, function: str, inputs: list, compute) -> list:
     outputs = compute()
     quick = time.perf_counter() - t0 < KEEP_S  # a loop's many small calls: reading would cost as much
     if not quick and all(isinstance(a, np.ndarray) for a in outputs):
-        try:
-            files.write_arrays(path, outputs)
-        except OSError as err:
-            if not _warned:
-                logger.warning("references are not kept in %s (%s): each is computed again", path.parent, err)
-                _warned.append(path)
+        files.keep("references", lambda: files.write_arrays(path, outputs))
     return outputs

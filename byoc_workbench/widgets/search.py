@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipywidgets as W
 
 from byoc_workbench.draw import placements, render
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure.search.core import SearchResult
 from byoc_workbench.widgets.workbench import GraphView
 
 
@@ -46,4 +48,9 @@ class SearchWidget(W.VBox):
 def search_widget(result) -> SearchWidget:
     """The widget of a :class:`~byoc_workbench.measure.search.SearchResult`
     (from :func:`byoc_workbench.measure.search.search`)."""
+    if not isinstance(result, SearchResult):
+        raise WorkbenchError(
+            f"search_widget takes a search's result, not {type(result).__name__}",
+            "pass what byoc_workbench.measure.search.search(...) returned",
+        )
     return SearchWidget(result)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from byoc_workbench import workflow
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import zoo
 from byoc_workbench.widgets.html import esc, status_html, status_line
 from byoc_workbench.widgets.predictions import prediction_view
@@ -63,9 +64,11 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
     """
     import ipywidgets as widgets
 
-    from byoc_workbench.errors import WorkbenchError
-
     names = list(models or zoo.MODELS)
+    for name in names:
+        zoo.model_spec(name)  # an unknown name is one line, with the names it could be
+    if value is not None and value not in names:
+        raise WorkbenchError(f"value {value!r} is not among the chooser's models", f"pick one of: {', '.join(names)}")
     labels = [(f"{n}  ({zoo.MODELS[n].family}, {zoo.MODELS[n].kind})", n) for n in names]
     dropdown = widgets.Dropdown(
         options=labels, value=value or names[0], description="model", layout=widgets.Layout(width="560px")

@@ -37,6 +37,10 @@ TORCH = {
         "import torch\n\n\nclass Picky(torch.nn.Module):\n    def forward(self, x):\n        y = x[x > 0]\n"
         "        return y * 2 if y.numel() > 4 else y\n\n\ndef net():\n    return Picky()\n"
     ),
+    "bad_torch_outputs.py": (
+        "import torch\n\n\nclass Nothing(torch.nn.Module):\n    def forward(self, x):\n        return None\n\n\n"
+        "class Count(torch.nn.Module):\n    def forward(self, x):\n        return x * 2, 3\n"
+    ),
 }
 
 

@@ -191,6 +191,7 @@ CLI = [
     ("unknown-rule", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "byoc-target.nope"], ["nope"]),
     ("rule-without-target", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "add"], ["target.rule"]),
     ("zoo-model-typo", "cli", ["run", "ssd", "--model", "ssd_512_resnet"], ["Unknown model"]),
+    ("run-demo", "cli", ["run", "demo"], ["the demo was written in Relax", "compare demo"]),
     ("bench-unknown-model", "cli", ["bench", "yolo9000"], ["Unknown model 'yolo9000'", "simple_pose_resnet18_v1b"]),
     # output paths: refused before any work, nothing written
     ("out-empty", "output", ["stages", "demo", "--out", ""], ["--out is empty"]),
@@ -205,6 +206,10 @@ CLI = [
     ("profile-out-file", "output", ["profile", "demo", "--out", "{d}/a_file"], ["is a file, not a directory"]),
     ("profile-out-taken", "output", ["profile", "demo", "--out", "{d}/blocked"], ["profile.json"]),
     ("compare-out-empty", "output", ["compare", "demo", "--out", ""], ["--out is empty"]),
+    ("bench-out-empty", "output", ["bench", "demo", "--out", ""], ["--out is empty", "leave it out"]),
+    ("search-out-empty", "output", ["search", "demo", "--out", " "], ["--out is empty"]),
+    ("report-target-empty", "cli", ["report", "demo", "--target", ""], ["--target is empty"]),
+    ("search-target-empty", "cli", ["search", "demo", "--target", ""], ["--target is empty"]),
     # user model files
     ("file-missing", "file", ["stages", "{d}/nope.py", "--out", "{d}/o"], ["does not exist"]),
     ("file-is-a-dir", "file", ["stages", "{d}/a_dir", "--out", "{d}/o"], ["is a directory"]),
@@ -257,7 +262,7 @@ CLI = [
     # weights: refused before the network is built
     ("weights-missing", "weights", ["run", "ssd", "--weights", "{d}/nope.params"], ["does not exist"]),
     ("weights-dir", "weights", ["import", "ssd", "--weights", "{d}/a_dir"], ["is a directory"]),
-    ("weights-empty", "weights", ["stages", "ssd", "--out", "{d}/o", "--weights", ""], ["weights path is empty"]),
+    ("weights-empty", "weights", ["stages", "ssd", "--out", "{d}/o", "--weights", ""], ["--weights is empty"]),
     # your own models: ONNX files, --torch, --input-shape, codegen files
     ("not-py-or-onnx", "own", ["report", "{d}/README.md"], ["README.md is neither a .py nor a .onnx file"]),
     ("shape-huge", "own", ["report", "{d}/sym.onnx", "--input-shape", "100000,3,1000,1000"], ["1.1 TiB", "4.0 GiB"]),
@@ -298,7 +303,19 @@ CLI = [
         ["no input named y", "name one of: input"],
     ),
     ("torch-data-dependent", "own", ["report", "--torch", "bad_torch_data_dependent:net"], ["cannot trace Picky"]),
-    ("prefetch-empty", "cli", ["prefetch", "--models", ""], ["--models '' names an empty model"]),
+    (
+        "torch-returns-none",
+        "own",
+        ["report", "--torch", "bad_torch_outputs:Nothing", "--input-shape", "x=1,3"],
+        ["Nothing.forward must return tensors, and output 0 is None"],
+    ),
+    (
+        "torch-returns-a-number",
+        "own",
+        ["report", "--torch", "bad_torch_outputs:Count", "--input-shape", "x=1,3"],
+        ["output 1 is the int 3"],
+    ),
+    ("prefetch-empty", "cli", ["prefetch", "--models", ""], ["--models is empty"]),
     ("emitter-syntax", "own", ["compare", "demo", "--backend", "{d}/cg_syntax.py"], ["not valid Python"]),
     ("emitter-empty", "own", ["compare", "demo", "--backend", "{d}/cg_empty.py"], ["returned an empty str"]),
     ("emitter-undefined", "own", ["compare", "demo", "--backend", "{d}/cg_undefined.py"], ["uses nope"]),
@@ -429,6 +446,9 @@ API = [
     ("run-inputs-none", "api", lambda d: execute.run(demo.demo_module(), None), ["must be a list of arrays"]),
     ("view-expand-int", "api", lambda d: _demo_wb().view("partition", expand=5), ["expand must be a list"]),
     ("from-onnx-none", "api", lambda d: Workbench.from_onnx(None), ["Not the path of an ONNX file"]),
+    ("search-widget-none", "api", lambda d: _search_widget(None), ["takes a search's result, not NoneType"]),
+    ("chooser-unknown", "api", lambda d: _zoo_chooser(models=["nosuch"]), ["Unknown model 'nosuch'"]),
+    ("chooser-value", "api", lambda d: _zoo_chooser(models=["resnet18_v1"], value="x"), ["pick one of: resnet18_v1"]),
     (
         "measure-over-budget",
         "api",
@@ -436,6 +456,18 @@ API = [
         ["--max-seconds"],
     ),
 ]
+
+
+def _search_widget(result):
+    from byoc_workbench.widgets.search import search_widget
+
+    return search_widget(result)
+
+
+def _zoo_chooser(**kw):
+    from byoc_workbench.widgets.zoo_chooser import zoo_chooser
+
+    return zoo_chooser(**kw)
 
 
 @pytest.mark.parametrize("case", API, ids=[c[0] for c in API])

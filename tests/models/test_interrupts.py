@@ -76,3 +76,14 @@ def test_ctrl_c_twice_is_still_one_line_and_130(tmp_path):
         pytest.skip("the search finished before the Ctrl-C")
     assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().splitlines()[-1].startswith("interrupted; "), err
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_130():
+    """The command loads TVM before it parses a word (a second or more): a Ctrl-C then is the same one line."""
+    script = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
+    proc = subprocess.Popen([script, "report", "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.4)  # inside the imports: TVM alone takes longer to load
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines() == ["interrupted; nothing was written."], err

@@ -129,6 +129,24 @@ def test_libraries_are_cached_by_content(tmp_path, monkeypatch, demo_mod, byoc):
     assert {n: g.symbol for n, g in again.generated.items()} == {n: g.symbol for n, g in first.generated.items()}
 
 
+def test_an_unwritable_cache_keeps_no_library_says_so_once_and_runs(
+    tmp_path, monkeypatch, caplog, demo_mod, byoc, reference_output
+):
+    """The cache's root a file (a read-only or full cache is the same OSError): each library is compiled
+    into a folder of this process's, one warning line says so, and the demo still gives TVM alone's outputs."""
+    from byoc_workbench import files
+
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(blocker))
+    monkeypatch.setattr(files, "_unkept", set())
+    final = stages.run_stages(demo_mod, byoc.rules, stages.keep_all, backend="c")[-1]
+    np.testing.assert_allclose(execute.run(final.mod, demo.demo_inputs()), reference_output, rtol=1e-5, atol=1e-5)
+    warned = [r.getMessage() for r in caplog.records if "c cache: nothing is kept" in r.getMessage()]
+    assert len(warned) == 1 and str(blocker) in warned[0], warned
+    assert blocker.read_text() == ""
+
+
 def test_the_runner_uses_tvm_buffers_in_place(demo_mod, byoc):
     final = stages.run_stages(demo_mod, byoc.rules, backend="c")[-1]
     runner = tvm.get_global_func(final.generated["byoc_target_1"].symbol)

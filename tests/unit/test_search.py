@@ -113,6 +113,23 @@ def test_search_on_the_demo(demo_search):
     assert "chosen: " in result.text() and "<table>" in result._repr_html_()
 
 
+def test_the_summary_line_reads_the_finals_the_table_shows(demo_search):
+    """A baseline build that ran in the finals (found by its placement, whatever its row is called) is
+    compared with the chosen placement by the two finals' medians, never by an earlier measurement."""
+    _, _, result = demo_search
+    chosen, speed = result.chosen, result.speedup()
+    assert set(speed) == {f"vs_{k}" for k in result.baseline}
+    finalists = {tuple(sorted(r.assign.items())): r.final_s for r in result.placements if r.final_s is not None}
+    for label, assign in result.baseline_assign.items():
+        theirs = finalists.get(tuple(sorted(assign.items())))
+        if theirs is not None and chosen.final_s:
+            assert speed[f"vs_{label}"] == pytest.approx(theirs / chosen.final_s), label
+    assert any(tuple(sorted(a.items())) in finalists for a in result.baseline_assign.values()), "none ran twice"
+    summary = next(line for line in result.text().splitlines() if line.startswith("chosen is faster than"))
+    for label, ratio in speed.items():
+        assert f"{label.removeprefix('vs_')} {ratio:.2f}x" in summary
+
+
 def test_the_widget_draws_the_picked_placement_in_its_backends_colours(demo_search):
     from byoc_workbench.widgets.search import search_widget
 

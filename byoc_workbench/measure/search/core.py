@@ -90,6 +90,7 @@ class SearchResult:
     plan: Plan | None = dataclasses.field(default=None, repr=False)
     session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
     finals: list = dataclasses.field(default_factory=list)  # Final: the fastest, timed again round-robin
+    baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
 
     def cost(self, label: str, backend: str) -> float | None:
         """The measured seconds of a unit or segment on a backend (None: not measured)."""
@@ -119,17 +120,19 @@ class SearchResult:
     def speedup(self) -> dict:
         """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
 
-        Against a runtime run whole, from the finals' medians (the same rounds); else from each one's
-        own measurement.
+        Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
+        not its name), from the finals' medians (the same rounds); else from each one's own measurement.
         """
         if self.chosen is None or not self.chosen.measured_s:
             return {}
-        final = {f.what: f.median_s for f in self.finals}
-        mine = final.get(self.chosen.what)
+        final = {f.what: f.median_s for f in self.finals if not f.placement}
+        placed = {_frozen(r.assign): r.final_s for r in self.placements if r.final_s is not None}
+        mine = self.chosen.final_s
         out = {}
         for k, v in self.baseline.items():
-            if mine and k in final:
-                out[f"vs_{k}"] = final[k] / mine
+            theirs = final.get(k) or placed.get(_frozen(self.baseline_assign.get(k, {})))
+            if mine and theirs:
+                out[f"vs_{k}"] = theirs / mine
             elif v:
                 out[f"vs_{k}"] = v / self.chosen.measured_s
         return out
@@ -238,7 +241,8 @@ def search(
     rows += [_verdict(Row(a, p, what=w), m) for a, w, p, m in learn.relearn(s, rows, rank, rest, top)]
     if precision != "f32":
         rows += [_verdict(row, m) for row, m in reduced.variants(s, rows, precision)]
-    baseline = _baseline(builds, offload, notes)
+    compared = _baseline(builds, offload, notes)
+    baseline = {k: m.end_to_end_s for k, m in compared.items()}
     finals, skipped = anchors_and_finals(s, rows, baseline, anchors and subject.source is not None, notes)
     chosen = _by_finals(rows, chosen, finals, skipped, notes)
     for r in rows if chosen is not None else ():
@@ -251,7 +255,7 @@ def search(
     units = _units_json(s, cut, allowed)
     return SearchResult(
         subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
-        measurements, notes, subject.mark, plan, s, finals,
+        measurements, notes, subject.mark, plan, s, finals, {k: m.assign for k, m in compared.items()},
     )  # fmt: skip
 
 
@@ -336,20 +340,24 @@ def _by_finals(rows: list, chosen, finals: list, skipped: dict, notes: list):
     return winner
 
 
+def _frozen(assign: dict) -> tuple:
+    return tuple(sorted(assign.items()))
+
+
 def _baseline(builds: dict, offload: list, notes: list) -> dict:
-    """Seconds per run of the measurement builds the chosen placement is compared with."""
+    """The measurement builds the chosen placement is compared with, by label."""
     alone = builds["alone"]
-    baseline = {"tvm": alone.end_to_end_s}
+    baseline = {"tvm": alone}
     if not alone.warm:
         notes.append(f"tvm: one instrumented run ({alone.end_to_end_s:.1f} s), TVM alone is not run twice")
     if builds["pruned"] is not None:
-        baseline["pruned"] = builds["pruned"].end_to_end_s
+        baseline["pruned"] = builds["pruned"]
     for b, m in builds["on"].items():
         if _refused(m):  # not a time of b: the host ran what b refused
             notes.append(f"{b} alone is not timed: {_refused(m)}")
             continue
-        baseline.setdefault("unpruned", m.end_to_end_s)
-        baseline[f"{b}_alone"] = m.end_to_end_s
+        baseline.setdefault("unpruned", m)
+        baseline[f"{b}_alone"] = m
     return baseline
 
 
