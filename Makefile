@@ -59,13 +59,16 @@ system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh
 
 # JupyterLab runs working copies in lab/ (ignored by git), so saved outputs never show up in git status. The venv
-# comes first on its PATH, so that a terminal opened in Lab finds byoc-workbench and the venv's Python.
+# comes first on its PATH, so that a terminal opened in Lab finds byoc-workbench and the venv's Python; its shell
+# is the user's own, not a login shell (which Lab starts when its output is no terminal, and whose /etc/profile
+# puts the system's PATH back).
 lab: setup
 	@$(BIN)/python tools/lab_copies.py notebooks lab
 	@token="$${JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))')}"; \
 	echo ""; echo "  JupyterLab on 127.0.0.1 only. Open: http://127.0.0.1:$(PORT)/lab?token=$$token"; echo ""; \
 	PATH="$(abspath $(BIN)):$$PATH" exec $(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=lab --IdentityProvider.token="$$token" \
+	  --ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" \
 	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 # The package compiled once before the suite: where PYTHONDONTWRITEBYTECODE is set (CI's environment sets

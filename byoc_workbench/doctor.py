@@ -23,11 +23,14 @@ from pathlib import Path
 from byoc_workbench.text import to_json
 
 PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
-PART_TITLES = {
-    PART1: "Part 1 (notebook 01, the demo graph)",
-    PART1_C: "Your own codegen in C (notebook 04)",
-    PART2_CPU: "Part 2 on the CPU (the SSD)",
-    PART2_TRT: "Part 2 with TensorRT",
+OWN, ZOO = "own_models", "zoo"
+PART_TITLES = {  # a verdict per notebook
+    PART1: "Notebook 01, Part 1 (the demo graph)",
+    PART2_CPU: "Notebooks 02 and 03, Part 2 on the CPU (the SSD)",
+    PART2_TRT: "Notebook 02 with TensorRT",
+    PART1_C: "Notebook 04, your own codegen in C",
+    OWN: "Notebook 05, your own model (ONNX, PyTorch)",
+    ZOO: "Notebook 06, the GluonCV zoo",
 }
 CHROMIUM = "/usr/bin/chromium"  # where the browser tests look for it
 TVM_PIN = "0.27.0.post1"
@@ -262,6 +265,32 @@ def check_chromium() -> Check:
     return Check("chromium", ok, found, fix)
 
 
+def check_path() -> Check:
+    """Whether a shell here finds this install's ``byoc-workbench`` (Lab's terminal from ``make lab`` does)."""
+    mine = Path(sys.executable).parent / "byoc-workbench"
+    found = shutil.which("byoc-workbench")
+    if found and mine.exists() and Path(found).resolve() == mine.resolve():
+        return Check("path", True, f"byoc-workbench on PATH is this install's ({found})", info={"command": found})
+    where = f"the first on PATH is {found}" if found else "none is on PATH"
+    return Check(
+        "path",
+        False,
+        f"a shell here does not run this install's byoc-workbench ({mine}): {where}",
+        f"make lab puts {mine.parent} first on Lab's PATH; in another shell: source {mine.parent}/activate",
+        info={"command": found, "expected": str(mine)},
+    )
+
+
+def check_torch() -> Check:
+    """PyTorch and torchvision: notebook 05's PyTorch models and the torch backend."""
+    found = {d: _installed(d) for d in ("torch", "torchvision")}
+    missing = [d for d, v in found.items() if v is None]
+    text = ", ".join(f"{d} {v}" for d, v in found.items() if v)
+    if missing:
+        text = (text + "; " if text else "") + f"missing {', '.join(missing)}: PyTorch models and the torch backend"
+    return Check("torch", not missing, text, "make setup EXTRAS=pytorch" if missing else "", info=found)
+
+
 def check_ray() -> Check:
     """Ray, for ``--ray`` (bench, search and the zoo walk on a cluster); without it they run on this machine."""
     version = _installed("ray")
@@ -290,11 +319,13 @@ def check_weights() -> Check:
     # Grouped by state: the zoo has two dozen models, and the line names each.
     lines = [f"{state} ({len(names)}): {', '.join(names)}" for state, names in by_state.items()]
     ok = all(m["state"].startswith("trained") for m in models.values())
+    example = cache / zoo.params_file_name(zoo.DEFAULT_MODEL)
     fix = (
         ""
         if ok
-        else "byoc-workbench prefetch where there is a network (or put the .params files at the paths above, "
-        "or pass --weights PATH); without them Part 2 runs on seeded untrained weights and says so"
+        else f"byoc-workbench prefetch where there is a network, or put GluonCV's .params files in {cache} "
+        f"under GluonCV's names (the SSD's: {example.name}), or pass --weights PATH; without them Part 2 runs "
+        "on seeded untrained weights and says so"
     )
     return Check(
         "weights",
@@ -321,14 +352,20 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_chromium,
     check_ray,
     check_weights,
+    check_path,
+    check_torch,
 )
 
 # What each part cannot run without. Part 2 on the CPU also uses onnxruntime when it is there.
+_LAB = ("python", "tvm", "dot", "jupyter")
+_MXNET = ("mxnet", "gluoncv", "numpy")
 NEEDS = {
-    PART1: ("python", "tvm", "dot", "jupyter"),
-    PART1_C: ("python", "tvm", "dot", "jupyter", "cc"),
-    PART2_CPU: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy"),
-    PART2_TRT: ("python", "tvm", "dot", "jupyter", "mxnet", "gluoncv", "numpy", "onnxruntime", "tensorrt", "gpu"),
+    PART1: _LAB,
+    PART2_CPU: (*_LAB, *_MXNET),
+    PART2_TRT: (*_LAB, *_MXNET, "onnxruntime", "tensorrt", "gpu"),
+    PART1_C: (*_LAB, "cc"),
+    OWN: (*_LAB, "onnxruntime", "torch"),
+    ZOO: (*_LAB, *_MXNET),
 }
 
 

@@ -30,7 +30,7 @@ def test_part1_ready_and_exit_code_zero(report, capsys):
     assert report["exit_code"] == 0
     assert cli.main(["doctor"]) == 0
     text = capsys.readouterr().out
-    assert "Part 1 (notebook 01, the demo graph): ready" in text
+    assert "Notebook 01, Part 1 (the demo graph): ready" in text
 
 
 def test_tvm_flags_are_reported(report):
@@ -64,7 +64,7 @@ def test_tensorrt_unavailable_names_package_and_gpu(report, capsys):
     assert report["checks"]["tensorrt"]["info"] == {"installed": False}
     print(doctor.render(report))
     text = capsys.readouterr().out
-    assert "Part 2 with TensorRT: not ready, missing tensorrt, gpu" in text
+    assert "Notebook 02 with TensorRT: not ready, missing tensorrt, gpu" in text
 
 
 def test_weights_cache_lists_every_model(report):
@@ -79,12 +79,39 @@ def test_json_has_the_same_data(capsys):
     assert cli.main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"checks", "parts", "exit_code"}
-    assert set(data["parts"]) == {"part1", "part1_c", "part2_cpu", "part2_tensorrt"}
+    assert set(data["parts"]) == {"part1", "part1_c", "part2_cpu", "part2_tensorrt", "own_models", "zoo"}
+    titles = [p["title"] for p in data["parts"].values()]
+    for notebook in ("01", "02", "03", "04", "05", "06"):  # a verdict per notebook
+        assert any(notebook in t for t in titles), (notebook, titles)
     names = [fn.__name__.removeprefix("check_") for fn in doctor.CHECKS]
     assert list(data["checks"]) == names
     for check in data["checks"].values():
         assert set(check) == {"name", "ok", "found", "fix", "seconds", "info"}
         assert check["ok"] or check["fix"], check  # whatever is missing comes with its fix
+
+
+def test_the_command_on_path_is_this_installs(monkeypatch, tmp_path):
+    """Lab's terminal from make lab finds this install's byoc-workbench; a shell without the venv is told how."""
+    import os
+    import sys
+
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]))
+    assert doctor.check_path().ok
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check = doctor.check_path()
+    assert not check.ok and "none is on PATH" in check.found
+    assert f"source {os.path.dirname(sys.executable)}/activate" in check.fix
+
+
+def test_torch_is_checked_for_notebook_05(report, monkeypatch):
+    import importlib.util
+
+    want = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("torchvision") is not None
+    assert report["checks"]["torch"]["ok"] == want
+    assert ("torch" in report["parts"]["own_models"]["missing"]) == (not want)
+    monkeypatch.setattr(doctor, "_installed", lambda module, dist=None: None)
+    check = doctor.check_torch()
+    assert not check.ok and check.fix == "make setup EXTRAS=pytorch" and "missing torch, torchvision" in check.found
 
 
 def test_the_c_compiler_is_checked(report, monkeypatch, tmp_path):
