@@ -26,6 +26,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from byoc_workbench.measure import clock
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench.json"
 MARKER = re.compile(r"<!-- bench:(\w+) -->(.*?)<!-- /bench -->")
@@ -63,11 +65,9 @@ def values(bench: dict) -> dict:
     b, a = ssd["backends"], ssd["anchors"]
     m = ssd["machine"]
     pruned, unpruned = b[OFFLOAD]["median_s"], b[f"{OFFLOAD}_unpruned"]["median_s"]
-    # Which build is faster, by the best of the runs: other work on the machine only ever adds time, and a
-    # busy 2-core machine moves the two medians by more than they differ.
-    best, best_unpruned = b[OFFLOAD]["min_s"], b[f"{OFFLOAD}_unpruned"]["min_s"]
-    faster = "not pruning" if best_unpruned < best else "pruning"
-    ratio = max(best, best_unpruned) / min(best, best_unpruned)
+    # Which build is faster, by the rule notebook 02 prints its own verdict with (clock.verdict).
+    latency = {k: clock.Latency(*(b[k][f] for f in ("median_s", "min_s", "max_s", "runs"))) for k in b}
+    prune = clock.verdict("pruned", latency[OFFLOAD], "unpruned", latency[f"{OFFLOAD}_unpruned"])
     load = f", load average {m['load_average']:g}" if m.get("load_average") is not None else ""
     out = {
         "machine": f"{m['cpu']}, {m['cores']} cores{load}",
@@ -82,10 +82,7 @@ def values(bench: dict) -> dict:
         "ort_whole_s": seconds(a["onnxruntime_whole_model"]["median_s"]),
         "vs_mxnet": f"{a['mxnet']['median_s'] / pruned:.1f}x",
         "vs_ort_whole": f"{pruned / a['onnxruntime_whole_model']['median_s']:.2f}x",
-        "prune_verdict": (
-            f"best of {b[OFFLOAD]['runs']} runs pruned {seconds(best)}, unpruned {seconds(best_unpruned)}: "
-            f"{faster} is {ratio:.2f}x faster"
-        ),
+        "prune_verdict": f"{b[OFFLOAD]['runs']} runs each: {prune.line()}",
         "doctor_s": seconds(bench["doctor_s"]),
     }
     for name, s in bench["notebooks"].items():

@@ -43,6 +43,11 @@ class Latency:
     def to_json(self) -> dict:
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s, "runs": self.runs}
 
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: how far apart the runs were."""
+        return (self.max_s - self.min_s) / self.median_s if self.median_s else 0.0
+
     def __str__(self) -> str:
         runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
         if self.runs == 1:
@@ -51,6 +56,40 @@ class Latency:
             f"median {text.seconds(self.median_s)} (min {text.seconds(self.min_s)}, max {text.seconds(self.max_s)}; "
             f"{runs} after {self.warmup} warm-up)"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Which of two timed builds is faster, or a tie: their medians closer than half the wider spread of their
+    runs (the search's finals decide by the same rule). ``faster`` is a label, or None for a tie."""
+
+    labels: tuple
+    latencies: tuple  # of Latency
+    faster: str | None
+
+    @property
+    def ratio(self) -> float:
+        a, b = (lat.median_s for lat in self.latencies)
+        return max(a, b) / min(a, b)
+
+    def line(self) -> str:
+        (la, lb), (a, b) = self.labels, self.latencies
+        numbers = (
+            f"medians {text.seconds(a.median_s)} and {text.seconds(b.median_s)}, "
+            f"{'closer than' if self.faster is None else 'beyond'} half the wider spread of their runs "
+            f"({a.spread:.0%} and {b.spread:.0%})"
+        )
+        if self.faster is None:
+            return f"'{la}' and '{lb}' tie here: {numbers}"
+        return f"'{self.faster}' is {self.ratio:.2f}x faster here: {numbers}"
+
+
+def verdict(label_a: str, a: Latency, label_b: str, b: Latency) -> Verdict:
+    """:class:`Verdict` of two builds' latencies."""
+    slow, fast = (a, b) if a.median_s > b.median_s else (b, a)
+    beyond = slow.median_s - fast.median_s >= max(a.spread, b.spread) / 2 * fast.median_s
+    faster = (label_a if fast is a else label_b) if beyond else None
+    return Verdict((label_a, label_b), (a, b), faster)
 
 
 class OverBudget(WorkbenchError):

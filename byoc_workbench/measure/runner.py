@@ -410,6 +410,12 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
     return "\n".join(lines)
 
 
+def verdict(a: Run, b: Run) -> str:
+    """Which of two runs was faster here, or a tie (:func:`byoc_workbench.measure.clock.verdict`), as lines
+    that fit a notebook."""
+    return text.wrap(clock.verdict(a.label, a.latency, b.label, b.latency).line(), indent="  ")
+
+
 def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
     """What one subgraph costs offloaded and on the host, from two :class:`byoc_workbench.measure.timing.Profile`\\ s.
 

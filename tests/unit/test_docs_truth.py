@@ -168,3 +168,26 @@ def test_the_architecture_names_every_module_the_notebooks_import():
     section = _section((ROOT / "docs" / "ARCHITECTURE.md").read_text(), "## Entry points")
     missing = sorted(n for n in _notebook_imports() if not re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", section))
     assert not missing, f"docs/ARCHITECTURE.md's 'Entry points' does not name what the notebooks import: {missing}"
+
+
+def test_a_verdict_is_a_tie_within_the_spread_and_a_ratio_beyond_it():
+    from byoc_workbench.measure import clock
+
+    a, b = clock.Latency(0.364, 0.335, 0.518, 10), clock.Latency(0.335, 0.309, 0.367, 10)
+    tie = clock.verdict("pruned", a, "unpruned", b)
+    assert tie.faster is None and tie.line().startswith("'pruned' and 'unpruned' tie here")
+    fast = clock.verdict("pruned", clock.Latency(1.0, 0.99, 1.01, 5), "unpruned", clock.Latency(2.0, 1.9, 2.1, 5))
+    assert fast.faster == "pruned" and "'pruned' is 2.00x faster here" in fast.line()
+
+
+def test_notebook_02_prints_its_own_pruning_verdict_and_its_prose_claims_none():
+    """One account of pruning: the verdict comes from the runs the table shows; the prose names no winner."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / "02_ssd_tensorrt.ipynb", as_version=4)
+    prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    prose = re.sub(r"<!-- bench:\w+ -->.*?<!-- /bench -->", "", prose)  # the bench record's own verdict
+    for claim in ("not pruning is faster", "pruning is faster", "unpruned build is the faster", "it turns around"):
+        assert claim not in prose.lower(), claim
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "runner.verdict(pruned, unpruned)" in code
