@@ -139,10 +139,21 @@ def feedback(number: int, cls=None, **fields) -> Feedback:
     return (cls or Feedback)(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
 
 
+def _blank(name, ops): ...  # a function the attendee has not written yet: its body is ... (or pass)
+
+
+def _unanswered(answer) -> bool:
+    """``...``, None, or a function whose body is still only ``...``, ``pass`` or a docstring."""
+    if answer is ... or answer is None:
+        return True
+    code = getattr(answer, "__code__", None)
+    return code is not None and code.co_code == _blank.__code__.co_code and not code.co_names
+
+
 def _start(number: int, *answers) -> Feedback:
     """Exercise ``number``'s feedback, already saying so when an answer is still ``...``."""
     fb = feedback(number)
-    if any(a is ... or a is None for a in answers):
+    if any(_unanswered(a) for a in answers):
         fb.wrong.append(_NOT_ANSWERED)
     return fb
 

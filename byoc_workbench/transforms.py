@@ -134,7 +134,7 @@ class PrepareStep:
         if rest:
             what = "decompose what is left" if _changed(self.folded, self.after, 1) else "drop dead code"
             lines.append(f"{what}: {rest}")
-        lines.append(f"{self.op_count_before} imported ops -> {self.op_count} ops at the source stage")
+        lines.append(f"{self.op_count_before} Relax ops from the importer -> {self.op_count} at the source stage")
         return [f"{self.name}: {line}" for line in lines]
 
     def to_json(self) -> dict:

@@ -54,6 +54,12 @@ class _Notes(logging.Handler):
         )
 
 
+def _kind_of(name: str) -> str:
+    """``SSD, detection``; a family named after its task (classification) once."""
+    spec = zoo.MODELS[name]
+    return spec.family if spec.family.lower() == spec.kind.lower() else f"{spec.family}, {spec.kind}"
+
+
 def zoo_chooser(models=None, value: str | None = None, weights=None, backend: str | None = None):
     """The chooser: a dropdown over ``models`` (default: every model of :data:`zoo.MODELS`).
 
@@ -69,7 +75,7 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
         zoo.model_spec(name)  # an unknown name is one line, with the names it could be
     if value is not None and value not in names:
         raise WorkbenchError(f"value {value!r} is not among the chooser's models", f"pick one of: {', '.join(names)}")
-    labels = [(f"{n}  ({zoo.MODELS[n].family}, {zoo.MODELS[n].kind})", n) for n in names]
+    labels = [(f"{n}  ({_kind_of(n)})", n) for n in names]
     dropdown = widgets.Dropdown(
         options=labels, value=value or names[0], description="model", layout=widgets.Layout(width="560px")
     )

@@ -82,6 +82,15 @@ def test_exercise2_multiply_rule():
     _fails(exercises.check_multiply_rule(other, 1), "its target is 'mychip'", "the stages give 3")
 
 
+def test_the_starter_prune_rule_is_not_answered_and_nothing_is_right():
+    """Notebook 01 hands out `def my_prune_rule(name, ops): ...`, which returns None (keep) for every case."""
+
+    def my_prune_rule(name, ops): ...
+
+    fb = exercises.check_prune_exercise(my_prune_rule)
+    assert fb.wrong == [exercises._NOT_ANSWERED] and fb.right == [], repr(fb)
+
+
 def test_exercise3_prune_rule():
     _passes(exercises.check_prune_exercise(part1.at_least_two_macs))
     _passes(exercises.check_prune_exercise(stages.no_mac(2)))  # the package's own rule is an answer too

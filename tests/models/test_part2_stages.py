@@ -156,7 +156,7 @@ def test_batch_norm_folding_is_a_named_step_that_explains_the_count(ssd_wb, tmp_
     source = wb.stage("source")
     notes = [n for n in source.notes if n.startswith("prepare: ")]
     assert notes[0] == "prepare: fold batch norm (x * scale + shift): 61 nn.batch_norm -> 61 add + 61 multiply"
-    assert notes[-1] == f"prepare: 654 imported ops -> {source.op_count} ops at the source stage"
+    assert notes[-1] == f"prepare: 654 Relax ops from the importer -> {source.op_count} at the source stage"
     assert "relax.nn.batch_norm" not in {op for op, *_ in source.owners}, "every batch norm is folded"
     step = summary.summary_json("ssd", wb.stages)["prepare"]
     assert step["op_count_before"] == 654 and step["op_count"] == source.op_count
