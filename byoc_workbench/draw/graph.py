@@ -288,8 +288,10 @@ class _Builder:
             symbol = str(v.args[0].global_symbol)
             made = self.packed.get(symbol)
             name, target = (made.name, made.target) if made is not None else (symbol, HOST)
-            node = Node(nid, "packed", f"{name}\n(generated code)", target=target, op=symbol, cluster=cluster, ty=ty)
-            return self.simple(w, step, node, v.args[1].fields)
+            packed_args = tvm_private.items(v.args[1].fields)
+            node = Node(nid, "packed", f"{name}\n(generated code)", target=target, op=symbol, cluster=cluster, ty=ty,
+                        input_types=_types_of(packed_args))  # fmt: skip
+            return self.simple(w, step, node, packed_args)
         if step.op:
             inside = w.target != HOST or step.composite is not None
             node = Node(

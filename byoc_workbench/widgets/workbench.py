@@ -380,7 +380,10 @@ class WorkbenchWidget(W.VBox):
         self.script.value = code_html(self.view.script, "byoc-tvmscript")
 
     def _show(self, view: View) -> None:
-        """Show ``view``; the selection stays while its node is still drawn."""
+        """Show ``view``; the selection stays while its node is still drawn in the same kind of drawing (the
+        time map and the plain diagram draw different nodes, so switching between them clears it)."""
+        if self.view is not None and self.view.measured != view.measured:
+            self.graph.selected = ""
         self.view = view
         self.rules_panel.update(self.workbench.enabled, view.rule_matches)
         self.stage_help.value = f"<i>{esc(STAGE_HELP.get(view.stage, ''))}</i>"

@@ -54,3 +54,16 @@ def test_a_failed_switch_leaves_the_stage_bar_and_time_button_on_what_is_shown()
     assert w.set_stage("codegen") is False
     assert (w.stage, w.view.stage) == ("prune", "prune"), "the stage bar shows what the diagram shows"
     assert w.set_stage("merge") and w.view.stage == "merge" and w.status.value == ""
+
+
+def test_the_details_panel_shows_a_calls_inputs_at_codegen_and_clears_when_the_time_map_redraws():
+    w = workbench_widget(inputs=demo.demo_inputs())
+    w.set_stage("codegen")
+    packed = next(k for k, n in w.view.nodes.items() if n["kind"] == "packed")
+    w.select(packed)
+    assert "float32[32, 32, 3, 3]" in w.details.value  # its three inputs, not "—"
+    assert w.set_time(True), w.status.value
+    assert w.graph.selected == "" and "Click a node" in w.details.value
+    w.select(packed)
+    assert w.set_time(False)
+    assert w.graph.selected == "" and "Click a node" in w.details.value
