@@ -94,6 +94,7 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
         why.value = notes.value = stages.value = subgraphs.value = ""
         run.children = ()
         log.clear_output()
+        workflow.release_memory()  # the last model's builds, VMs and arrays, before the next one's
         package, kept, report = logging.getLogger("byoc_workbench"), _Notes(), None
         package.addHandler(kept)
         with log:  # a real bug's traceback shows here, in the widget
