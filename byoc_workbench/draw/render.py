@@ -81,14 +81,18 @@ def _cluster_tree(graph: Graph) -> dict:
 def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool = True) -> graphviz.Digraph:
     """A Digraph of ``graph``: nodes coloured by target, a cluster per function,
     If branch and merged region, and dashed edges where data crosses targets."""
+    cpu = any(n.on_cpu for n in graph.nodes.values())
     dot = graphviz.Digraph(
         "G",
         graph_attr={
             "rankdir": "TB",
             "fontname": "Helvetica",
             "fontsize": "11",
-            "label": escape(title),
+            # The title, and the legend in one row under it, at the top left: in view where a diagram
+            # wider than the notebook scrolls sideways, and no column of its own beside the graph.
+            "label": _heading(title, graph.targets if legend else None, cpu),
             "labelloc": "t",
+            "labeljust": "l",
             "newrank": "true",
             "compound": "true",
             # A second crossing pass across clusters would undo the order inputs are pinned in.
@@ -151,8 +155,6 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
 
     emit(dot, None)
     _edges(dot, graph, show_shapes)
-    if legend:
-        _legend(dot, graph.targets, cpu=any(n.on_cpu for n in graph.nodes.values()))
     return dot
 
 
@@ -170,6 +172,28 @@ def _edges(dot, graph: Graph, show_shapes: bool) -> None:
         dot.edge(e.src, e.dst, label=escape(e.label) if show_shapes else "", **attrs)
     for upper, lower in graph.below:  # wide ranks wrapped into rows
         dot.edge(upper, lower, style="invis")
+    for caller_end, callee_start in _stacked(graph):
+        dot.edge(caller_end, callee_start, style="invis")
+
+
+def _stacked(graph: Graph) -> list:
+    """``(a caller's return, its callee's first node)`` for each call of another function: the callee drawn
+    wholly below the caller, so that the two share the page's width instead of standing side by side."""
+
+    def function_of(cid):
+        while cid in graph.clusters and graph.clusters[cid].parent:
+            cid = graph.clusters[cid].parent
+        return cid
+
+    returns = {n.cluster: n.id for n in graph.nodes.values() if n.kind == "output" and n.cluster}
+    out = []
+    for e in graph.edges:
+        if e.kind != "call" or e.src not in graph.nodes:
+            continue
+        caller = function_of(graph.nodes[e.src].cluster)
+        if caller != e.to_cluster and caller in returns:
+            out.append((returns[caller], e.dst))
+    return out
 
 
 def _pin_inputs(g, inputs: list) -> None:
@@ -184,22 +208,26 @@ def _pin_inputs(g, inputs: list) -> None:
         g.edge(a, b, style="invis")
 
 
-def _legend(dot, targets, cpu: bool = False):
-    rows = "".join(
-        f'<TR><TD BGCOLOR="{html_color(target_color(t))}" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD></TR>'
+def _heading(title: str, targets, cpu: bool) -> str:
+    """The graph's label: ``title`` (its lines left-aligned) and, for ``targets``, the legend in one row."""
+    lines = "".join(f'{html.escape(line)}<BR ALIGN="LEFT"/>' for line in escape(title).split("\n") if line)
+    if targets is None:
+        return escape(title)
+    cells = "".join(
+        f'<TD BGCOLOR="{html_color(target_color(t))}" BORDER="1" WIDTH="14"></TD><TD ALIGN="LEFT">{html.escape(t)}</TD>'
         for t in targets
     )
-    rows += '<TR><TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD></TR>'
+    cells += '<TD><FONT COLOR="#c92a2a">- -</FONT></TD><TD ALIGN="LEFT">crosses a target boundary</TD>'
     if cpu:
         double = '<TABLE BORDER="1" CELLBORDER="1" CELLSPACING="2" CELLPADDING="0"><TR><TD WIDTH="8"></TD></TR></TABLE>'
-        rows += f'<TR><TD>{double}</TD><TD ALIGN="LEFT">double border: on the CPU in a GPU build</TD></TR>'
-    dot.node(
-        "legend",
-        '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
-        f'<TR><TD COLSPAN="2"><B>targets</B></TD></TR>{rows}</TABLE>>',
-        shape="plaintext",
-        id="legend",
+        cells += f'<TD>{double}</TD><TD ALIGN="LEFT">double border: on the CPU in a GPU build</TD>'
+    head = (
+        f'<TR><TD ALIGN="LEFT" BALIGN="LEFT" COLSPAN="{2 * len(targets) + 2 + 2 * cpu + 1}">{lines}</TD></TR>'
+        if lines
+        else ""
     )
+    legend = f'<TR><TD ALIGN="LEFT"><B>targets</B></TD>{cells}</TR>'
+    return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="1">{head}{legend}</TABLE>>'
 
 
 def html_color(color: str) -> str:

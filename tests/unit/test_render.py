@@ -167,3 +167,22 @@ def test_write_all_lays_out_in_the_background_what_to_svg_would(demo_mod, byoc, 
     broken.body.append("a -> {{ b")
     with pytest.raises(RuntimeError, match="bad.svg"):
         render.write_all([(dots[0], tmp_path / "ok.svg"), (broken, tmp_path / "bad.svg")])
+
+
+def test_the_legend_heads_the_diagram_and_a_called_function_stands_below_its_caller(demo_mod, byoc):
+    """A diagram wider than the notebook's column scrolls sideways from its left edge: the legend sits there,
+    under the title, and the loop is drawn under main rather than beside it (1431 pt wide before, at partition)."""
+
+    def box(svg, cluster):
+        outline = re.search(rf'<g id="cluster_{cluster}" class="cluster">.*?(?:d|points)="([^"]+)"', svg, re.S)
+        xs, ys = zip(*(map(float, p.split(",")) for p in re.findall(r"-?[\d.]+,-?[\d.]+", outline.group(1))))
+        return min(xs), min(ys), max(xs), max(ys)
+
+    for stage in ("source", "partition", "codegen"):
+        svg = wb(demo_mod, byoc).view(stage).svg
+        width = float(re.search(r'<svg width="(\d+)pt"', svg).group(1))
+        legend_x = float(re.search(r'<text[^>]*x="([\d.]+)"[^>]*>crosses a target boundary</text>', svg).group(1))
+        assert legend_x < 0.4 * width, (stage, legend_x, width)
+        main, loop = box(svg, "fn_main"), box(svg, "fn_while_loop")
+        assert loop[1] > main[3], f"{stage}: the loop is not below main"  # SVG's y grows downwards
+        assert width < 1250, (stage, width)
