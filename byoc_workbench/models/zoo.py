@@ -252,11 +252,12 @@ def _seeded(block, name: str, seed: int, shape, kept: bool) -> None:
     seeded_init(block, seed, shape)
     if path is None:
         return
-    try:
+
+    def write():
         files.write_with(path, block.save_parameters, suffix=".params")
         files.seal(path)
-    except OSError as err:  # an unwritable cache: seeded again next time
-        logger.warning("seeded weights not kept in %s (%s)", path.parent, err)
+
+    files.keep("seeded", write)  # an unwritable cache: seeded again next time
 
 
 @dataclass
