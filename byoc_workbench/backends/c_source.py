@@ -195,7 +195,8 @@ def build(source: str, name: str) -> Path:
         if files.keep("c", write):
             return lib
         unkept = _scratch() / lib.name  # lives as long as this process: a child of a trial loads it too
-        shutil.copyfile(out, unkept)
+        if not unkept.exists():  # the same name is the same content, perhaps loaded: never rewritten in place
+            files.write_atomic(unkept, out.read_bytes())
         return unkept
 
 
