@@ -338,7 +338,8 @@ class _Watching(search.Cache):
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_cache_is_measured_again_never_trusted(demo_search, tmp_path, damage):
     """Every entry of every kind (measurements, finals, the reference arrays) damaged one way: the search
-    measures them again and chooses what it chose on a whole cache, as a search on an empty cache would."""
+    measures them again, hands back nothing damaged, and chooses by its own finals, as a search on an empty
+    cache does."""
     import shutil
 
     subject, cache, result = demo_search
@@ -355,8 +356,14 @@ def test_a_damaged_cache_is_measured_again_never_trusted(demo_search, tmp_path, 
     again = search.search(subject, result.backends, runs=3, cache=watching)
     assert again.measurements["builds"] >= 1
     assert not damaged & set(watching.handed), "a damaged entry was handed back"  # only what this search wrote
-    assert again.chosen is not None and again.chosen.equal
-    assert again.chosen.assign == result.chosen.assign or again.fastest() != result.fastest()
+    assert again.chosen is not None and again.chosen.equal and again.chosen.measured_s is not None
+    # The choice is this search's own: the fastest placement of its own finals. Two placements a few percent
+    # apart can swap between two runs on a busy machine, as they can between two searches on an empty cache;
+    # the damaged entries above are what must never decide it.
+    placed = [f for f in again.finals if f.placement]
+    if placed:
+        assert again.chosen.what == min(placed, key=lambda f: f.median_s).what
+    assert again.chosen.assign == result.chosen.assign or any(f.what == again.chosen.what for f in placed)
 
 
 def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
