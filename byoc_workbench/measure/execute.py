@@ -56,37 +56,38 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
     (:mod:`byoc_workbench.measure.compiled`).
     """
     _check_ranks(mod)
-    tvm_target = devices.resolve(target)
-    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
+    mod, tvm_target, disabled = _prepared(mod, target)
 
     def build():
-        with _building(mod, tvm_target):
+        with _building(tvm_target, disabled):
             return tvm.compile(_lower(mod, tvm_target), target=tvm_target, relax_pipeline=None)
 
     if devices.is_gpu(tvm_target) and not cuda.loads_here():
         return build()  # compiled here for another machine: a library this runtime cannot load is not kept
-    return compiled.load_or_build(mod, str(tvm_target), _unplannable(mod), build)[0]
+    return compiled.load_or_build(mod, str(tvm_target), disabled, build)[0]
 
 
 def lower(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
     """The Relax module as :func:`compile` hands it to code generation: placed, planned, every op a kernel
     call, every buffer allocated on its device (what the CUDA build tests read)."""
-    tvm_target = devices.resolve(target)
-    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
-    with _building(mod, tvm_target):
+    mod, tvm_target, disabled = _prepared(mod, target)
+    with _building(tvm_target, disabled):
         return _lower(mod, tvm_target)
 
 
-def _unplannable(mod: tvm.IRModule) -> list:
-    """The passes ``mod`` builds without (see :func:`compile`)."""
-    return ["StaticPlanBlockMemory"] if has_recursion(mod) or has_branches(mod) or devices.placed(mod) else []
+def _prepared(mod: tvm.IRModule, target) -> tuple:
+    """``(module, target, passes it builds without)``: placed on the GPU and the CPU for a GPU target."""
+    tvm_target = devices.resolve(target)
+    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
+    unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
+    return mod, tvm_target, ["StaticPlanBlockMemory"] if unplannable else []
 
 
 @contextlib.contextmanager
-def _building(mod: tvm.IRModule, tvm_target: tvm.target.Target):
-    """The pass context a build of ``mod`` runs in, with the CUDA compiler found here for a GPU."""
+def _building(tvm_target: tvm.target.Target, disabled: list):
+    """The pass context a build runs in, with the CUDA compiler found here for a GPU."""
     toolchain = cuda.compiling(cuda.find()) if devices.is_gpu(tvm_target) else contextlib.nullcontext()
-    with tvm.transform.PassContext(opt_level=3, disabled_pass=_unplannable(mod)), toolchain, tvm_target:
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain, tvm_target:
         yield
 
 
