@@ -84,12 +84,7 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_130():
     proc = subprocess.Popen([script, "report", "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.4)  # inside the imports: TVM alone takes longer to load
     proc.send_signal(signal.SIGINT)
-    try:
-        out, err = proc.communicate(timeout=1.5)
-    except subprocess.TimeoutExpired:  # a library's import swallowed it (seen once in CI): the user presses again
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:  # seen in CI: the Ctrl-C fell inside a library's import, which swallowed it
-        pytest.skip("the Ctrl-C was swallowed by a library's import, and the command ran to its end")
+    # A library's import may catch the KeyboardInterrupt (seen in CI): the press must still end the command.
+    out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == ["interrupted; nothing was written."], err
