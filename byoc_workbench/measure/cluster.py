@@ -19,11 +19,13 @@ results are written by the caller, once everything is gathered.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
 import os
 import socket
+import subprocess
 import sys
 import time
 import warnings
@@ -81,7 +83,7 @@ def connect(address: str = "auto", timing: bool = True) -> str:
             try:
                 ray.init(address="auto", **quiet)
             except ConnectionError:  # no cluster runs here: this machine alone, one timing at a time
-                ray.init(resources={TIMING: 1}, include_dashboard=False, **quiet)
+                _start_here(ray, quiet)
         else:
             _join(ray, address, quiet)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -92,6 +94,52 @@ def connect(address: str = "auto", timing: bool = True) -> str:
             f"start each node with ray start ... --resources '{{\"{TIMING}\": 1}}'",
         )
     return f"ray: {len(nodes)} node(s), {len(timed)} that time, {int(ray.cluster_resources().get('CPU', 0))} CPUs"
+
+
+def _start_here(ray, quiet: dict) -> None:
+    """Start a Ray of this machine alone. Stopped while it starts (Ctrl-C), Ray's own shutdown leaves its
+    two agents (about 100 MB each) running for a minute, and killing them before it ends the process in a
+    segfault: a reaper stops, once this process has ended, whatever Ray had started and left running."""
+    try:
+        ray.init(resources={TIMING: 1}, include_dashboard=False, **quiet)
+    except BaseException:
+        atexit.unregister(ray.shutdown)  # it segfaults on a Ray stopped while it started (ray 2.x)
+        with contextlib.suppress(Exception):
+            _reap_after_exit()
+        raise
+
+
+_REAPER = """
+import sys, time, psutil
+parent, started = int(sys.argv[1]), sys.argv[2:]
+while psutil.pid_exists(parent) and psutil.Process(parent).status() != "zombie":
+    time.sleep(0.2)
+time.sleep(1.0)  # Ray's own shutdown goes first
+left = []
+for p in started:
+    pid, born = p.split(":")
+    try:
+        q = psutil.Process(int(pid))
+        if q.create_time() == float(born):
+            q.terminate()
+            left.append(q)
+    except psutil.Error:
+        pass
+for q in psutil.wait_procs(left, timeout=3)[1]:
+    try:
+        q.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def _reap_after_exit() -> None:
+    import psutil  # comes with ray
+
+    started = [f"{p.pid}:{p.create_time()!r}" for p in psutil.Process().children(recursive=True)]
+    quiet = subprocess.DEVNULL
+    cmd = [sys.executable, "-c", _REAPER, str(os.getpid()), *started]
+    subprocess.Popen(cmd, stdin=quiet, stdout=quiet, stderr=quiet, start_new_session=True)
 
 
 def _join(ray, address: str, quiet: dict) -> None:

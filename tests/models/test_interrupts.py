@@ -6,6 +6,7 @@ Ctrl-C. A search is interrupted at several moments after it starts measuring.
 Two searches started together on one empty cache share it without tearing it.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -88,3 +89,37 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_130():
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == ["interrupted; nothing was written."], err
+
+
+def test_ctrl_c_while_ray_starts_or_runs_stops_every_process_it_started():
+    """``--ray auto`` starts a Ray of this machine alone: a Ctrl-C while it starts leaves none of its
+    processes behind (Ray's own shutdown left its agents, about 100 MB each, for a minute)."""
+    psutil = pytest.importorskip("psutil", reason="comes with the [cluster] extra")
+    pytest.importorskip("ray", reason="needs the [cluster] extra")
+    if subprocess.run(["ray", "status"], capture_output=True).returncode == 0:
+        pytest.skip("a Ray cluster runs on this machine, and --ray auto would join it")
+    script = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
+    cmd = [script, "search", "demo", "--ray", "auto", "--no-cache"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started, deadline = [], time.time() + 120
+    while "ray::DashboardAgent" not in _names(started) and proc.poll() is None:  # the raylet's child
+        assert time.time() < deadline, "Ray's agents did not start in 2 minutes"
+        time.sleep(0.1)
+        with contextlib.suppress(psutil.Error):
+            started = psutil.Process(proc.pid).children(recursive=True)
+    time.sleep(1.0)  # the agents run, and Ray is still starting (for some 5 s more on a 2-core machine)
+    started += psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "interrupted; nothing was written.", err
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert not [n for n in _names(alive) if n != "zombie"], _names(alive)
+
+
+def _names(processes) -> list:
+    names = []
+    for p in processes:
+        with contextlib.suppress(Exception):
+            names.append("zombie" if p.status() == "zombie" else p.name())
+    return names
