@@ -157,11 +157,14 @@ class Workbench:
 
         return cls.from_model(import_torch(module, example_inputs, **kw), target, enabled, prune_rule)
 
-    def report(self):
-        """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`)."""
+    def report(self, model: str = "", targets=None):
+        """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`) of the stages up to
+        prune, titled ``model`` (default: the imported model's name); ``targets`` as there."""
         from byoc_workbench.flow.report import partition_report
 
-        return partition_report(self)
+        ran = [self.stage(n) for n in stages.STAGES[: stages.STAGES.index("prune") + 1]]
+        model = model or getattr(self.model, "name", "") or "module"
+        return partition_report(ran, self.rules, self.all_rules, self.target.name, model, self.mark, targets)
 
     @property
     def all_rules(self) -> tuple:
@@ -221,7 +224,7 @@ class Workbench:
         """The annotate stage, its match counts and notes for every enabled rule."""
         run = self._planned[1].upto(_ANNOTATE)
         matches = {r.qualified: run.rule_matches.get(r.qualified, 0) for r in self.rules}
-        return dataclasses.replace(run, rule_matches=matches, notes=stages.unmatched_notes(matches))
+        return dataclasses.replace(run, rule_matches=matches, notes=summary.unmatched_notes(matches))
 
     @property
     def stages(self) -> list:

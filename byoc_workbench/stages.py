@@ -25,7 +25,7 @@ from byoc_workbench.flow.partition import partition as _partition
 from byoc_workbench.flow.prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from byoc_workbench.flow.regions import propose_regions
 from byoc_workbench.flow.rules import check_rules, get_target
-from byoc_workbench.flow.summary import Stage, Subgraph, rule_matches, summarize
+from byoc_workbench.flow.summary import Stage, Subgraph, rule_matches, summarize, unmatched_notes
 
 STAGES = ("source", "composite", "annotate", "merge", "partition", "prune", "codegen")
 
@@ -101,9 +101,9 @@ def annotate(mod: tvm.IRModule, rules, fuse=None) -> tvm.IRModule:
     return (fuse or fuse_rules)(mod, [r for r in rules if r.kind == "op"])
 
 
-def unmatched_notes(matches: dict) -> list:
-    """The annotate stage's notes: one line per rule that claimed nothing."""
-    return [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
+def returned_notes(returned: dict) -> list:
+    """The prune stage's notes on its :attr:`~byoc_workbench.flow.summary.Stage.returned`: one per subgraph."""
+    return [f"{n} returned to host: {why}" for n, why in returned.items()]
 
 
 def merge(mod: tvm.IRModule) -> tuple:
@@ -197,20 +197,21 @@ def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
     partitioned = summary("partition", m, regions=regions, lifted=lifted)
     yield partitioned
     m, reasons = prune(m, prune_rule, ops={s.name: s.ops for s in partitioned.subgraphs})
-    yield summary("prune", m, notes=[f"{n} returned to host: {why}" for n, why in reasons.items()])
+    yield summary("prune", m, notes=returned_notes(reasons), returned=reasons)
     yield codegen_stage(last, backend, options, memo)
 
 
 def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None, memo=None) -> Stage:
     """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
-    (None: each target's own codegen), with notes on what compiled each one; ``memo`` as for
-    :func:`~byoc_workbench.flow.summary.summarize`."""
+    (None: each target's own codegen), with what compiled each one (``generated``), why the others were
+    not (``skipped``) and notes saying both; ``memo`` as for :func:`~byoc_workbench.flow.summary.summarize`."""
     offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
     m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
     if backend is not None:  # what no backend took went back to the host
         offloaded = [s for s in offloaded if s.name not in skipped]
+    notes = describe(generated, skipped)
     stage = summarize(
-        "codegen", m, pruned, subgraphs=offloaded, notes=describe(generated, skipped), generated=generated, memo=memo
+        "codegen", m, pruned, subgraphs=offloaded, notes=notes, generated=generated, skipped=skipped, memo=memo
     )
     for c in stage.changes:
         if c["kind"] == "removed" and c["from"].function in generated:

@@ -189,10 +189,8 @@ def missing(backend: str) -> str | None:
     if backend == "tensorrt":  # installed, and it needs a GPU too
         from byoc_workbench.backends import tensorrt
 
-        try:
-            tensorrt.check()
-        except WorkbenchError as err:
-            return err.cause
+        absent = tensorrt.missing()
+        return absent.cause if absent else None
     return None
 
 
@@ -254,6 +252,12 @@ def compile_subgraph(
             continue
         compiled.tried = tried
         return compiled
+    return refusal(tried)
+
+
+def refusal(tried: list) -> str:
+    """Why TVM runs a subgraph that each backend of ``tried`` (``[(backend, why)]``) refused, as the codegen
+    stage keeps it (:func:`run_codegen`'s ``skipped``)."""
     return "; ".join(f"{b} refused: {why}" for b, why in tried) + "; TVM runs it on the host"
 
 
@@ -290,7 +294,7 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Regi
             try:
                 result = compile_subgraph(name, mod[name], backend.get(name, "tvm"), registry=registry, **options)
             except WorkbenchError as err:  # a placement measures what runs: a refusal puts it on the host
-                result = f"{backend[name]} refused: {err.cause}; TVM runs it on the host"
+                result = refusal([(backend[name], err.cause)])
         else:
             result = compile_subgraph(name, mod[name], backend, registry=registry, **options)
         if isinstance(result, Compiled):

@@ -75,12 +75,12 @@ def check() -> tuple:
     return trt, _gpu()
 
 
-def missing() -> str | None:
-    """Why the tensorrt backend cannot run here, or None when it can."""
+def missing() -> WorkbenchError | None:
+    """Why the tensorrt backend cannot run here (its ``cause`` and ``fix``), or None when it can."""
     try:
         check()
     except WorkbenchError as err:
-        return str(err)
+        return err
     return None
 
 

@@ -14,7 +14,7 @@ from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, add_ray, count, shapes
 
 def cmd_search(args) -> int:
     from byoc_workbench import subjects
-    from byoc_workbench.draw import placements, render
+    from byoc_workbench.draw import render
     from byoc_workbench.measure import compiled, search
 
     names = ["search.json", "search.txt", "search.svg"]
@@ -42,7 +42,7 @@ def cmd_search(args) -> int:
     data = result.to_json()
     print(text.to_json(data) if args.json else result.text())
     if out:
-        dot = placements.chosen_dot(result)
+        dot = result.dot()
         with files.staged(out) as tmp:
             (tmp / "search.json").write_text(text.to_json(data))
             (tmp / "search.txt").write_text(result.text() + "\n")

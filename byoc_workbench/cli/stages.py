@@ -86,13 +86,12 @@ def cmd_stages(args) -> int:
 
 def cmd_report(args) -> int:
     from byoc_workbench.draw import render
-    from byoc_workbench.flow.report import partition_report
 
     out = files.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
     if out:
         render.check_dot()
     wb, name, collapse = _workbench(args, None)
-    report = partition_report(wb, name)
+    report = wb.report(name)
     print(text.to_json(report.to_json()) if args.json else report.text())
     if out:
         with files.staged(out) as tmp:

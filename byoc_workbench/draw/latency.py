@@ -461,30 +461,22 @@ def stacked(reports: dict) -> str:
     )
 
 
-def time_view(
-    workbench,
-    built,
-    profile,
-    numerics=None,
-    expand=(),
-    collapse: bool = False,
-) -> str:
-    """The widget's "time" view, as SVG: the workbench's codegen diagram (opened and folded as
-    the widget draws it) shaded by ``profile``.
+def time_view(codegen, graph, title: str, built, profile, numerics=None, collapse: bool = False) -> str:
+    """The widget's "time" view, as SVG: ``graph``, the diagram of the ``codegen`` stage (opened and
+    folded as the widget draws it; ``collapse`` as it was drawn), shaded by ``profile``, under ``title``.
 
-    ``built`` must come from ``timing.build(workbench.stages)``: the map finds
-    each measured binding in the very module the workbench drew.
+    ``built`` must come from the stages that end in ``codegen`` (``timing.build(workbench.stages)``):
+    the map finds each measured binding in the very module drawn.
     """
     from byoc_workbench.errors import WorkbenchError
 
-    if built.stages[-1] is not workbench.stage("codegen"):
+    if built.stages[-1] is not codegen:
         raise WorkbenchError(
             "The measurement is of another build than the workbench shows (a rule or the prune switch changed).",
             "measure again: timing.profile(timing.build(workbench.stages), inputs).",
         )
-    shaded = shade(built, profile, numerics, graph=workbench.graph("codegen", expand, collapse))
-    title = workbench.title("codegen") + " — measured"
-    return render.to_svg(to_dot(shaded, profile, numerics, title, show_shapes=not collapse))
+    shaded = shade(built, profile, numerics, graph=graph)
+    return render.to_svg(to_dot(shaded, profile, numerics, title + " — measured", show_shapes=not collapse))
 
 
 @dataclasses.dataclass

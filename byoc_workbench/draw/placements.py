@@ -1,9 +1,9 @@
 """A search's result for a reader: the best placements as a table, and the model coloured by the chosen backends.
 
 Data first: :func:`rows` turns a :class:`~byoc_workbench.measure.search.core.SearchResult`
-into table rows; :func:`chosen_dot` draws the chosen placement (each
-offloaded subgraph filled in its backend's colour, what stays on TVM as
-host); the text and HTML tables are made from the same rows.
+into table rows; :func:`placement_dot` draws a placement from the module its
+search made for it (each offloaded subgraph filled in its backend's colour, what
+stays on TVM as host); the text and HTML tables are made from the same rows.
 """
 
 from __future__ import annotations
@@ -107,32 +107,18 @@ def table_html(result, n: int = SHOWN) -> str:
     return f"<table><caption style='text-align:left'>{caption}</caption><tr>{th}</tr>{body}</table>"
 
 
-def placement_dot(result, assign: dict, title: str = "", collapse: bool | None = None):
-    """A Digraph of one placement of ``result``: each offloaded subgraph in its backend's colour, the rest host.
-
-    Large models (over 100 ops in units) are drawn collapsed: constants hidden, long runs of ops folded.
-    """
-    mod, packed = result.drawn(assign)
-    big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
-    g = graph_mod.build_graph(mod, packed=packed, constants=not big)
-    if big:
+def placement_dot(mod, packed: dict, title: str, collapse: bool = False):
+    """A Digraph of one placement, drawn from ``(mod, packed)`` (a placement's module, each offloaded subgraph
+    a packed call in ``packed``, coloured by backend; the rest host); ``collapse`` hides constants and folds
+    long runs of ops."""
+    g = graph_mod.build_graph(mod, packed=packed, constants=not collapse)
+    if collapse:
         g = folding.fold_chains(g)
-    title = title or f"{result.model}: a placement, coloured by backend"
-    return render.to_dot(g, title=title + (f" — {result.mark}" if result.mark else ""), show_shapes=not big)
+    return render.to_dot(g, title=title, show_shapes=not collapse)
 
 
-def chosen_dot(result, collapse: bool | None = None):
-    """:func:`placement_dot` of the chosen placement, or None when none was chosen."""
-    if result.chosen is None or result.plan is None:
-        return None
-    return placement_dot(
-        result, result.chosen.assign, f"{result.model}: the chosen placement, coloured by backend", collapse
-    )
-
-
-def result_html(result) -> str:
-    """The chosen placement's diagram, then the table."""
-    dot = chosen_dot(result)
+def result_html(result, dot=None) -> str:
+    """The diagram ``dot`` (e.g. the chosen placement's), then the table of ``result``."""
     return (diagram_html(render.to_svg(dot)) if dot is not None else "") + table_html(result)
 
 

@@ -28,7 +28,7 @@ import dataclasses
 
 from byoc_workbench import devices, ir
 from byoc_workbench.flow.rules import TARGETS, Targets
-from byoc_workbench.flow.summary import HOST, op_owners
+from byoc_workbench.flow.summary import HOST, op_owners, stage
 
 PRUNED = "pruned"
 
@@ -146,8 +146,9 @@ def _per_op(owners) -> tuple:
     return total, host
 
 
-def _check_refusals(wb, host_ops: set) -> dict:
-    """``{(rule, op): calls}`` that a rule with a check would claim without it, beyond what it claims with it.
+def _check_refusals(mod, rules, host_ops: set) -> dict:
+    """``{(rule, op): calls}`` that a rule of ``rules`` with a check would claim in ``mod`` without it,
+    beyond what it claims with it.
 
     Each such rule is fused alone, once with its check and once without: a rule
     that claims more without its check is refused by it that many times.
@@ -155,12 +156,12 @@ def _check_refusals(wb, host_ops: set) -> dict:
     from byoc_workbench.flow.fusion import fuse_rules
 
     out = {}
-    for rule in wb.rules:
+    for rule in rules:
         if not set(rule.ops) & host_ops or (rule.check is None and rule.ctx_check is None):
             continue
         unchecked = dataclasses.replace(rule, check=None, ctx_check=None)
-        with_check = _claimed(fuse_rules(wb.mod, [rule]))
-        without = _claimed(fuse_rules(wb.mod, [unchecked]))
+        with_check = _claimed(fuse_rules(mod, [rule]))
+        without = _claimed(fuse_rules(mod, [unchecked]))
         for op in set(rule.ops) & host_ops:
             if without[op] > with_check[op]:
                 out[(rule.qualified, op)] = without[op] - with_check[op]
@@ -183,19 +184,24 @@ def other_takers(op: str, target: str, targets: Targets | None = None) -> list:
     return _naming(targets.get(name) for name in targets if name != target).get(op, [])
 
 
-def partition_report(wb, model: str = "", targets: Targets | None = None) -> Report:
-    """The partitioning report of a :class:`~byoc_workbench.session.Workbench` (see the module's notes);
-    ``targets`` (default: :data:`~byoc_workbench.flow.rules.TARGETS`) are those it names beside each host op."""
-    annotate, partition, prune = (wb.stage(n) for n in ("annotate", "partition", "prune"))
+def partition_report(
+    stages: list, rules, all_rules, target: str, model: str = "module", mark: str = "", targets: Targets | None = None
+) -> Report:
+    """The partitioning report (see the module's notes) of ``stages`` (a run's, from source to prune at
+    least, as :func:`byoc_workbench.stages.run_stages` gives them) for ``target``'s rules ``all_rules``, of
+    which ``rules`` were on; ``targets`` (default: :data:`~byoc_workbench.flow.rules.TARGETS`) are those it
+    names beside each host op."""
+    source, annotate, partition, prune = (stage(stages, n) for n in ("source", "annotate", "partition", "prune"))
     total, host_after = _per_op(prune.owners)
     _, host_before = _per_op(annotate.owners)  # before pruning: what no rule claimed
-    refused = _check_refusals(wb, set(host_before))
+    refused = _check_refusals(source.mod, rules, set(host_before))
+    enabled = {r.qualified for r in rules}
     naming: dict = collections.defaultdict(list)  # op -> rules of the target that name it
-    for rule in wb.all_rules:
+    for rule in all_rules:
         for op in rule.ops:
             naming[op].append(rule)
     targets = TARGETS if targets is None else targets
-    others = _naming(targets.get(name) for name in targets if name != wb.target.name)
+    others = _naming(targets.get(name) for name in targets if name != target)
     rows = []
     for op, n in total.most_common():
         why: dict = {}
@@ -203,7 +209,7 @@ def partition_report(wb, model: str = "", targets: Targets | None = None) -> Rep
         if host_after[op] > unclaimed:
             why[PRUNED] = host_after[op] - unclaimed
         left = unclaimed
-        on = [r for r in naming.get(op, ()) if r.qualified in wb.enabled]
+        on = [r for r in naming.get(op, ()) if r.qualified in enabled]
         if left and not naming.get(op):
             why["no rule"] = left
             left = 0
@@ -221,21 +227,16 @@ def partition_report(wb, model: str = "", targets: Targets | None = None) -> Rep
             why[f"pattern does not match ({names})"] = left
         row = {"op": op, "total": n, "offloaded": n - host_after[op], "host": host_after[op], "why": why}
         rows.append(row | {"others": others.get(op, []) if host_after[op] else []})
-    pruned_why = {}
-    for note in prune.notes:  # "<name> returned to host: <reason>"
-        name, _, reason = note.partition(" returned to host: ")
-        if reason:
-            pruned_why[name] = reason
     return Report(
-        model=model or getattr(getattr(wb, "model", None), "name", "") or "module",
-        target=wb.target.name,
-        rules_on=len(wb.rules),
-        rules=len(wb.all_rules),
+        model=model,
+        target=target,
+        rules_on=len(rules),
+        rules=len(all_rules),
         ops=rows,
         partitioned=_subgraph_rows(partition),
         pruned=_subgraph_rows(prune),
-        pruned_why=pruned_why,
-        mark=wb.mark,
-        notes=list(wb.stage("source").notes),
+        pruned_why=dict(prune.returned),
+        mark=mark,
+        notes=list(source.notes),
         gpu_build=devices.propose(prune.mod) or None,
     )

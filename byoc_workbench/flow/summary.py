@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import re
 import typing
 
 import tvm
@@ -38,6 +37,8 @@ class Stage:
     notes: list = dataclasses.field(default_factory=list)
     generated: dict = dataclasses.field(default_factory=dict)
     rule_matches: dict = dataclasses.field(default_factory=dict)  # annotate: calls each rule claimed
+    returned: dict = dataclasses.field(default_factory=dict)  # prune: subgraph -> why it went back to the host
+    skipped: dict = dataclasses.field(default_factory=dict)  # codegen: subgraph -> why no backend compiled it
     owners: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
     calls: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)  # see _census
 
@@ -216,11 +217,12 @@ def describe_change(c: dict) -> str:
 
 
 def summarize(
-    name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, rule_matches=None, memo=None, lifted=None
+    name, mod, previous, subgraphs=None, regions=(), notes=(), generated=None, memo=None, lifted=None, **records
 ) -> Stage:
     """The :class:`Stage` of ``mod``, its changes counted against ``previous``; ``memo`` (a dict shared
     by the stages of one run) keeps the walks of the functions a stage leaves as they were, and
-    ``lifted`` gives the op places of the subgraphs partition made (see :func:`_census`)."""
+    ``lifted`` gives the op places of the subgraphs partition made (see :func:`_census`); ``records`` are
+    the stage's own fields (``rule_matches``, ``returned``, ``skipped``)."""
     # Stages that leave the module as it was (merge, or annotate without per-op rules) share its count.
     same = previous is not None and previous.mod is mod
     owners, found, calls = (previous.owners, None, previous.calls) if same else _census(mod, memo, lifted)
@@ -239,9 +241,9 @@ def summarize(
         changes=diff(previous.owners, owners) if previous is not None else [],
         notes=list(notes),
         generated=generated or {},
-        rule_matches=rule_matches or {},
         owners=owners,
         calls=calls,
+        **records,
     )
 
 
@@ -269,24 +271,27 @@ def stages_text(stages: list, notes: bool = True) -> str:
         lines.append(f"{s.name:10s} {s.op_count:4d} ops  {n:3d} subgraph{'s' if n != 1 else ''}")
         if not notes:
             continue
-        grouped = _grouped_notes(s.notes)
+        grouped = _grouped_notes(s)
         lines += [text.wrap(note, indent="      ", first="    - ") for note in grouped[:NOTES_SHOWN]]
         if len(grouped) > NOTES_SHOWN:
             lines.append(f"    … and {len(grouped) - NOTES_SHOWN} more notes (stage.notes has them all)")
     return "\n".join(lines)
 
 
-def _grouped_notes(notes) -> list:
-    """``notes`` with the rules that matched nothing said in one note: a big target has dozens."""
-    unmatched = [m[1] for m in (_UNMATCHED.fullmatch(n) for n in notes) if m]
-    rest = [n for n in notes if not _UNMATCHED.fullmatch(n)]
+def unmatched_notes(matches: dict) -> list:
+    """The annotate stage's notes on ``matches`` (its :attr:`Stage.rule_matches`): one per rule that claimed nothing."""
+    return [f"rule {q} matched nothing" for q, n in matches.items() if n == 0]
+
+
+def _grouped_notes(stage: Stage) -> list:
+    """The stage's notes with the rules that matched nothing (its match counts say which) said in one
+    note: a big target has dozens."""
+    unmatched = [q for q, n in stage.rule_matches.items() if n == 0]
     if len(unmatched) < 2:
-        return list(notes)
+        return list(stage.notes)
+    own = set(unmatched_notes(stage.rule_matches))
     listed = ", ".join(unmatched[:4]) + (f" … and {len(unmatched) - 4} more" if len(unmatched) > 4 else "")
-    return [f"{len(unmatched)} rules matched nothing: {listed}", *rest]
-
-
-_UNMATCHED = re.compile(r"rule (\S+) matched nothing")
+    return [f"{len(unmatched)} rules matched nothing: {listed}", *(n for n in stage.notes if n not in own)]
 
 
 def stage(stages, name: str):

@@ -103,10 +103,12 @@ def whole_model_anchors(
         return (*_timed(runs, repeat, f" on {Path(path).name}", progress, max_seconds), skipped)
 
 
+RAN_ON = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}  # a whole model's runtime, as said
+
+
 def _timed(runs: dict, repeat: int, where: str, progress: bool = True, max_seconds: float | None = None) -> tuple:
     """``({label: entry}, {label: outputs})``: each of :func:`whole_model_runs`' runs timed; ``where`` ends
     each entry's ``ran_on``."""
-    ran_on = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}
     entries, outputs = {}, {}
     for label, run in runs.items():
         out: list = [None]
@@ -116,7 +118,7 @@ def _timed(runs: dict, repeat: int, where: str, progress: bool = True, max_secon
 
         backend = label.removesuffix("_whole_model")
         lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
-        entries[label] = lat.to_json() | {"ran_on": ran_on[backend] + where}
+        entries[label] = lat.to_json() | {"ran_on": RAN_ON[backend] + where}
         outputs[label] = out[0]
     return entries, outputs
 
@@ -175,7 +177,7 @@ def zoo_anchors(
         found, more = _timed(opened[0], repeat, "", progress, max_seconds)
         skipped = opened[1]
     for label, entry in found.items():
-        entries[label] = entry | {"ran_on": f"{entry['ran_on'].split(' on ')[0]}, MXNet's ONNX export"}
+        entries[label] = entry | {"ran_on": f"{RAN_ON[label.removesuffix('_whole_model')]}, MXNet's ONNX export"}
         if loaded.spec.kind == "detection":
             entries[label]["note"] = CLASS_AGNOSTIC
         outputs[label] = more[label]

@@ -9,7 +9,7 @@ runtime's :class:`Structure` (VM functions, TIR kernels, external functions
 and the backend holding each) and the artifact of each subgraph (an ONNX
 summary, a TensorRT engine's layers, or generated NumPy or C source).
 
-Every printout names the backend that actually ran (:func:`ran_on`), e.g.
+Every printout names the backend that actually ran (:class:`RanOn`), e.g.
 ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable``.
 """
 
@@ -118,26 +118,44 @@ def describe_backend(compiled) -> str:
     return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
 
 
-def ran_on(generated: dict, skipped: dict | None = None, target: str = "llvm") -> str:
-    """One phrase for every printout: the backends that ran the subgraphs, and why the others did not.
+PRETTY = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}  # in printouts
 
-    e.g. ``onnxruntime (CPU) — TensorRT not available: tensorrt is not importable (…)``, or
-    ``tvm alone (llvm)`` when nothing was offloaded.
-    """
-    if not generated:
-        return f"tvm alone ({target})"
-    names = sorted({describe_backend(c) for c in generated.values()})
-    refused = {}
-    for c in generated.values():
-        for backend, why in c.tried:
-            refused.setdefault(backend, why)
-    text = ", ".join(names) + f" + tvm ({target}) for the rest"
-    for backend, why in refused.items():
-        pretty = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
-        text += f" — {pretty} not available: {why}"
-    if skipped:
-        text += f"; {len(skipped)} subgraph(s) back on tvm"
-    return text
+
+@dataclasses.dataclass
+class RanOn:
+    """Where a build ran: the backends that ran its subgraphs (as :func:`describe_backend` names them,
+    none when TVM ran it all), TVM's target for the rest, why a backend tried first took nothing
+    (``{backend: why}``), and how many subgraphs went back to TVM. ``str()`` is the phrase every
+    printout shows, e.g. ``onnxruntime (CPU) + tvm (llvm) for the rest — TensorRT not available: …``."""
+
+    backends: tuple = ()
+    target: str = "llvm"
+    refused: dict = dataclasses.field(default_factory=dict)
+    back_on_tvm: int = 0
+
+    @classmethod
+    def of(cls, generated: dict, skipped: dict | None = None, target: str = "llvm") -> RanOn:
+        """Where a build ran whose subgraphs ``generated`` (``{name: Compiled}``) compiled and ``skipped`` did not."""
+        refused: dict = {}
+        for c in generated.values():
+            for backend, why in c.tried:
+                refused.setdefault(backend, why)
+        names = tuple(sorted({describe_backend(c) for c in generated.values()}))
+        return cls(names, target, refused, len(skipped or ()) if generated else 0)
+
+    def ran(self) -> str:
+        """What ran the build, e.g. ``onnxruntime (CPU) + tvm (llvm) for the rest`` or ``tvm alone (llvm)``."""
+        if not self.backends:
+            return f"tvm alone ({self.target})"
+        more = f"; {self.back_on_tvm} subgraph(s) back on tvm" if self.back_on_tvm else ""
+        return ", ".join(self.backends) + f" + tvm ({self.target}) for the rest" + more
+
+    def why(self) -> list:
+        """One phrase per backend that did not run: ``TensorRT not available: <why>``."""
+        return [f"{PRETTY.get(b, b)} not available: {why}" for b, why in self.refused.items()]
+
+    def __str__(self) -> str:
+        return " — ".join([self.ran(), *self.why()])
 
 
 # --- build and run ------------------------------------------------------------------
@@ -148,7 +166,7 @@ class Run:
     """One module built and run: outputs, latency, the runtime's structure and each subgraph's artifact."""
 
     label: str
-    backend: str  # :func:`ran_on`
+    ran: RanOn
     latency: clock.Latency
     build_s: float
     outputs: list
@@ -158,6 +176,11 @@ class Run:
     vm: object = dataclasses.field(repr=False, default=None)
     mark: str = ""  # e.g. "untrained weights"
     measured: str = ""  # when a kept run was measured (:mod:`byoc_workbench.measure.kept`); "" for this one
+
+    @property
+    def backend(self) -> str:
+        """Where it ran, as every printout says it (:class:`RanOn`)."""
+        return str(self.ran)
 
     def line(self) -> str:
         """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.text.WIDTH`."""
@@ -264,7 +287,7 @@ def build_and_run(
         )
     return Run(
         name,
-        ran_on(generated, skipped, target),
+        RanOn.of(generated, skipped, target),
         latency,
         build_s,
         outputs,
@@ -348,12 +371,10 @@ def offload_choice() -> Choice:
     from byoc_workbench.errors import WorkbenchError
     from byoc_workbench.measure import cuda
 
-    try:
-        tensorrt.check()
+    no_trt = tensorrt.missing()
+    if no_trt is None:
         line = "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
         return Choice("tensorrt", "cuda", line)
-    except WorkbenchError as err:
-        no_trt = err.cause.rstrip(". ")
     target, where = "llvm", "TVM on the CPU (llvm)"
     if tvm.cuda(0).exist:
         try:
@@ -366,14 +387,10 @@ def offload_choice() -> Choice:
     else:
         provider = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
         backend, runs_on = "onnxruntime", f"ONNX Runtime ({provider})"
-    line = f"No TensorRT here: {no_trt}. The offloaded subgraphs run on {runs_on}, the rest on {where}."
+    line = (
+        f"No TensorRT here: {no_trt.cause.rstrip('. ')}. The offloaded subgraphs run on {runs_on}, the rest on {where}."
+    )
     return Choice(backend, target, text.wrap(line + " Every timing says so."))
-
-
-def _what_ran(backend: str) -> tuple:
-    """``ran_on``'s phrase split into what ran and why the others did not."""
-    ran, _, why = backend.partition(" — ")
-    return ran, why
 
 
 def speedup_table(runs, baseline: Run | None = None) -> str:
@@ -388,9 +405,8 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
     whys = []
     for r in runs:
         lat = r.latency
-        ran, why = _what_ran(r.backend)
-        if why and why not in whys:
-            whys.append(why)
+        ran = r.ran.ran()
+        whys += [w for w in r.ran.why() if w not in whys]
         row = (
             f"{r.label:{width}s} {text.seconds(lat.median_s):>8s} {text.seconds(lat.min_s):>8s} "
             f"{lat.runs:4d} {base.latency.median_s / lat.median_s:6.1f}x  "

@@ -42,7 +42,7 @@ class SearchWidget(W.VBox):
     def show(self, k: int) -> None:
         """Draw the ``k``-th placement of the dropdown."""
         label, assign = self.options[k]
-        self.view.svg = render.to_svg(placements.placement_dot(self.result, assign, f"{self.result.model}: {label}"))
+        self.view.svg = render.to_svg(self.result.dot(assign, f"{self.result.model}: {label}"))
 
 
 def search_widget(result) -> SearchWidget:

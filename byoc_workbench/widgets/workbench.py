@@ -350,7 +350,8 @@ class WorkbenchWidget(W.VBox):
             built = timing.build(wb.stages, target=self.tvm_target)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
-        svg = latency.time_view(wb, built, profile, expand=tuple(sorted(expand)), collapse=self.collapse)
+        drawn = wb.graph("codegen", tuple(sorted(expand)), self.collapse)
+        svg = latency.time_view(wb.stage("codegen"), drawn, wb.title("codegen"), built, profile, collapse=self.collapse)
         notes = [f"measured: {latency.summary_line(profile)}", *view.notes]
         return dataclasses.replace(view, svg=svg, notes=notes, measured=True)
 

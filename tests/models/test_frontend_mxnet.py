@@ -538,7 +538,7 @@ def test_run_rejects_an_unknown_backend_and_model():
     if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
         with pytest.raises(WorkbenchError) as err:
             workflow.run(backend="tensorrt")
-        assert err.value.line == why and "\n" not in why and "Fix:" in why
+        assert err.value.line == why.line and "\n" not in why.line and "Fix:" in why.line
 
 
 @pytest.mark.mxnet

@@ -1,6 +1,8 @@
 """build_and_run as in the seed, on the demo loop: outputs, latency, the runtime's structure, the artifacts;
 the detections' slider (its pure twin); the bench's parsing and comparisons."""
 
+import dataclasses
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -70,7 +72,7 @@ def test_printouts_fit_a_notebook_line_and_nest_no_parentheses(demo_mod):
         deepest = max(deepest, depth)
     assert deepest <= 1 and depth == 0, line
     run = runner.build_and_run(demo_mod, demo.demo_inputs(), repeat=1, label="x" * 40, progress=False)
-    run.backend += " — TensorRT not available: " + "a long reason " * 12
+    run.ran = dataclasses.replace(run.ran, refused={"tensorrt": "a long reason " * 12})
     for printout in (run.line(), runner.speedup_table([run, run])):
         assert all(len(ln) <= text.WIDTH for ln in printout.splitlines()), printout
     table = runner.speedup_table([run, run])

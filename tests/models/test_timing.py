@@ -251,10 +251,11 @@ def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
     wb = Workbench(demo_mod, byoc)
     built = timing.build(wb.stages)
     p = timing.profile(built, demo_inputs(), runs=3)
-    svg = latency.time_view(wb, built, p)
+    svg = latency.time_view(wb.stage("codegen"), wb.graph("codegen"), wb.title("codegen"), built, p)
     assert "time per run" in svg and "into byoc_target_1" in svg and "— measured" in svg
+    other = wb.with_rule("byoc-target.add", False)
     with pytest.raises(WorkbenchError, match="another build"):
-        latency.time_view(wb.with_rule("byoc-target.add", False), built, p)
+        latency.time_view(other.stage("codegen"), other.graph("codegen"), other.title("codegen"), built, p)
 
 
 def test_lesson_stacks_the_builds_and_shows_each_table_once():

@@ -1,13 +1,12 @@
 """The partitioning report names, beside each op the host keeps, the other targets that could take it."""
 
 from byoc_workbench.flow import rules
-from byoc_workbench.flow.report import partition_report
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 
 
 def test_each_host_op_names_the_targets_that_could_take_it():
-    report = partition_report(Workbench(demo.demo_module(), "tensorrt"))
+    report = Workbench(demo.demo_module(), "tensorrt").report()
     rows = {r["op"]: r for r in report.ops}
     assert rows["relax.less"]["why"] == {"no rule": 1}  # TensorRT's table has no comparison
     assert rows["relax.less"]["others"] == ["onnxruntime", "openvino", "torch"]  # the runtimes take it
@@ -20,6 +19,6 @@ def test_the_targets_it_names_are_the_ones_given():
     only = rules.Targets()
     only.add(rules.get_target("tensorrt"))
     only.add(rules.get_target("byoc-target"))
-    report = partition_report(Workbench(demo.demo_module(), "tensorrt"), targets=only)
+    report = Workbench(demo.demo_module(), "tensorrt").report(targets=only)
     less = next(r for r in report.ops if r["op"] == "relax.less")
     assert less["others"] == [] and "no other target could" in report.text()

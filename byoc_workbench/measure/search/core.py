@@ -141,14 +141,21 @@ class SearchResult:
         """What ran fastest in the finals: the chosen placement's name, or a runtime run whole."""
         return min(self.finals, key=lambda f: f.median_s).what if self.finals else None
 
-    def drawn(self, assign: dict) -> tuple:
-        """``(module, packed)`` of a placement of this result, to draw without compiling it."""
-        return drawn(self.plan, assign)
+    def dot(self, assign: dict | None = None, title: str = ""):
+        """A Digraph of a placement (default: the chosen one, else None), uncompiled; collapsed past 100 ops."""
+        from byoc_workbench.draw import placements
+
+        if assign is None and (self.chosen is None or self.plan is None):
+            return None
+        title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
+        mod, packed = drawn(self.plan, assign or self.chosen.assign)
+        big = sum(u["ops"] for u in self.units) > 100
+        return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)
 
     def _repr_html_(self) -> str:
         from byoc_workbench.draw import placements
 
-        return placements.result_html(self)
+        return placements.result_html(self, self.dot())
 
     def text(self) -> str:
         from byoc_workbench.draw import placements

@@ -123,7 +123,7 @@ def _costs(plan, assign: dict, stages: list, profile, warm: bool) -> dict:
     """Each segment's :class:`Cost` from a profile of its placement's build."""
     segments = {s.function: s for s in plan.segments(assign)}
     codegen = stages[STAGES.index("codegen")]
-    refused = {n: why for n, why in _refusals(codegen).items() if n in segments}
+    refused = {n: why for n, why in codegen.skipped.items() if n in segments}
     costs = {}
     for fn, s in segments.items():
         backend = assign[s.label]
@@ -146,16 +146,6 @@ def _costs(plan, assign: dict, stages: list, profile, warm: bool) -> dict:
             if 0 <= member < len(cost.members_s):
                 cost.members_s[member] += e.time_s
     return costs
-
-
-def _refusals(codegen) -> dict:
-    """``{subgraph: why}`` for the subgraphs the codegen stage sent back to the host (its notes say why)."""
-    out = {}
-    for note in codegen.notes:
-        name, _, rest = note.partition(": not compiled, ")
-        if rest:
-            out[name] = rest
-    return out
 
 
 def _from_record(record: dict, assign: dict, contents: dict) -> Measured | None:
