@@ -12,8 +12,8 @@ import html
 
 from byoc_workbench import text
 from byoc_workbench.draw import folding, render
-from byoc_workbench.draw import graph as graph_mod
 from byoc_workbench.draw.display import diagram_html
+from byoc_workbench.draw.graph import build_graph
 
 HEAD = ("placement", "predicted", "measured", "finals", "outputs", "what differs from the chosen one")
 SHOWN = 8  # rows in the table
@@ -114,7 +114,7 @@ def placement_dot(result, assign: dict, title: str = "", collapse: bool | None =
     """
     mod, packed = result.drawn(assign)
     big = collapse if collapse is not None else sum(u["ops"] for u in result.units) > 100
-    g = graph_mod.build_graph(mod, packed=packed, constants=not big)
+    g = build_graph(mod, packed=packed, constants=not big)
     if big:
         g = folding.fold_chains(g)
     title = title or f"{result.model}: a placement, coloured by backend"
