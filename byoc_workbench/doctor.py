@@ -302,13 +302,13 @@ def check_ray() -> Check:
 
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
-    from byoc_workbench.models import weights as zoo  # specs and the cache; imports neither mxnet nor the frontend
+    from byoc_workbench.models import weights  # specs and the cache; imports neither mxnet nor the frontend
 
-    cache = zoo.cache_dir()
+    cache = weights.cache_dir()
     models, by_state = {}, {}
-    for name, spec in zoo.MODELS.items():
-        path = cache / zoo.params_file_name(name)
-        if zoo.cached_weights(name) is not None:
+    for name, spec in weights.MODELS.items():
+        path = cache / weights.params_file_name(name)
+        if weights.cached_weights(name) is not None:
             state = "trained (sha1 checked)"
         elif path.exists():
             state = "wrong sha1, ignored"
@@ -319,7 +319,7 @@ def check_weights() -> Check:
     # Grouped by state: the zoo has two dozen models, and the line names each.
     lines = [f"{state} ({len(names)}): {', '.join(names)}" for state, names in by_state.items()]
     ok = all(m["state"].startswith("trained") for m in models.values())
-    example = cache / zoo.params_file_name(zoo.DEFAULT_MODEL)
+    example = cache / weights.params_file_name(weights.DEFAULT_MODEL)
     fix = (
         ""
         if ok
@@ -332,7 +332,7 @@ def check_weights() -> Check:
         ok,
         f"cache {cache}: " + "; ".join(lines),
         fix,
-        info={"cache": str(cache), "default": zoo.DEFAULT_MODEL, "models": models},
+        info={"cache": str(cache), "default": weights.DEFAULT_MODEL, "models": models},
     )
 
 

@@ -19,7 +19,7 @@ import tvm
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import guard
 from byoc_workbench.draw import folding, render
-from byoc_workbench.draw import graph as graph_mod
+from byoc_workbench.draw.graph import Graph, Node, build_graph
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.prune import check_prune_rule
@@ -250,7 +250,7 @@ class Workbench:
         return self._planned[1].upto(stages.STAGES.index(name))
 
     @cycles_collected_after()
-    def graph(self, name: str, expand=(), collapse: bool = False) -> graph_mod.Graph:
+    def graph(self, name: str, expand=(), collapse: bool = False) -> Graph:
         """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
         constants and folds long data-movement runs.
 
@@ -263,7 +263,7 @@ class Workbench:
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         return folding.fold_chains(g, keep_open=expand) if collapse else g
 
-    def _closed_graph(self, name: str, collapse: bool) -> graph_mod.Graph:
+    def _closed_graph(self, name: str, collapse: bool) -> Graph:
         """The stage's graph with no call opened, kept for the last few stages drawn. Composite and
         annotate draw one graph when the annotate stage leaves the module as it was."""
         s = self.stage(name)
@@ -277,7 +277,7 @@ class Workbench:
         kept.move_to_end(key)
         return kept[key]
 
-    def _build_graph(self, name: str, expand, collapse: bool) -> graph_mod.Graph:
+    def _build_graph(self, name: str, expand, collapse: bool) -> Graph:
         s = self.stage(name)
         packed = {}
         if name == "codegen":  # its calls name a generated symbol; this says which subgraph each one runs
@@ -285,7 +285,7 @@ class Workbench:
             packed = {c.symbol: subgraphs[n] for n, c in s.generated.items() if n in subgraphs}
         # Stages before merge are laid out in the regions merge will draw: stepping on, the boxes appear.
         early = stages.STAGES.index(name) <= stages.STAGES.index("merge")
-        return graph_mod.build_graph(
+        return build_graph(
             s.mod,
             regions=self.stage("merge").regions if early else None,
             layout_only=name != "merge",
@@ -400,7 +400,7 @@ def _node_ids(expand) -> tuple:
     return tuple(expand)
 
 
-def node_details(n: graph_mod.Node, variables=()) -> dict:
+def node_details(n: Node, variables=()) -> dict:
     """What clicking a node shows; ``variables`` are the Relax variables it draws."""
     d = {
         "id": n.id,

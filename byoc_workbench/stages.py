@@ -20,8 +20,7 @@ from byoc_workbench import ir, transforms, tvm_private
 from byoc_workbench.backends.registry import describe, guard, run_codegen
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.fusion import fuse_rules
-from byoc_workbench.flow.partition import inline_subgraphs, subgraph_names
-from byoc_workbench.flow.partition import partition as _partition
+from byoc_workbench.flow.partition import inline_subgraphs, partition, subgraph_names
 from byoc_workbench.flow.prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
 from byoc_workbench.flow.regions import propose_regions
 from byoc_workbench.flow.rules import check_rules, get_target
@@ -109,11 +108,6 @@ def returned_notes(returned: dict) -> list:
 def merge(mod: tvm.IRModule) -> tuple:
     """Find the regions that can become subgraphs. The IR is unchanged."""
     return mod, propose_regions(mod)
-
-
-def partition(mod: tvm.IRModule, regions, names: dict | None = None) -> tvm.IRModule:
-    """Lift each region into a global function with ``Codegen`` and ``global_symbol`` (named as ``names`` says)."""
-    return _partition(mod, regions, names)
 
 
 def codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:

@@ -68,7 +68,7 @@ class Subject:
     def mark(self) -> str:
         return self.workbench.mark
 
-    def key(self) -> str:
+    def model_key(self) -> str:
         """The model's content (module and inputs, not the rules) as a hex digest, for the cache."""
         h = hashlib.sha1(f"{tvm_ffi.structural_hash(self.workbench.mod):016x}".encode())
         for x in self.inputs:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from byoc_workbench import files
-from byoc_workbench.measure import compiled, kept
+from byoc_workbench.measure import compiled
 
 
 # Each damage gives the entry's new bytes from its old ones and a number in [0, 1); the entry is replaced
@@ -58,13 +58,13 @@ def damage_entry(path: Path, damage: str, at: float) -> None:
 @contextlib.contextmanager
 def cache():
     root = Path(tempfile.mkdtemp(prefix="byoc-damage-"))
-    saved = os.environ.get(files.CACHE_ENV), compiled.KEEP_S, kept.KEEP_S
+    saved = os.environ.get(files.CACHE_ENV), compiled.KEEP_S
     os.environ[files.CACHE_ENV] = str(root)
-    compiled.KEEP_S = kept.KEEP_S = 0.0  # keep everything, however fast it was to make
+    compiled.KEEP_S = 0.0  # keep everything, however fast it was to make
     try:
         yield root
     finally:
-        compiled.KEEP_S, kept.KEEP_S = saved[1], saved[2]
+        compiled.KEEP_S = saved[1]
         if saved[0] is None:
             os.environ.pop(files.CACHE_ENV, None)
         else:

@@ -23,7 +23,7 @@ from tvm import relax
 from byoc_workbench import ir
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
-from byoc_workbench.flow import rules as flow_rules
+from byoc_workbench.flow.rules import every_op_rules, narrowed
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "target_rules", "translate"]
 __all__ += ["unsupported"]
@@ -101,12 +101,12 @@ def target_rules(target: str) -> tuple:
     """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts, each
     asking of every call what the translator would (its attributes, layouts and shapes; :func:`unsupported`),
     so the target claims exactly what the backend takes: the host's slices, concats and box arithmetic too."""
-    return flow_rules.every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
+    return every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
 
 
 def guard_rules(rules) -> tuple:
     """``rules`` narrowed to what the ONNX translator converts, for the ONNX-based backends."""
-    return flow_rules.narrowed(rules, _refuses)
+    return narrowed(rules, _refuses)
 
 
 # --- walking the subgraph -----------------------------------------------------------

@@ -12,8 +12,7 @@ import os
 import numpy as np
 import tvm
 
-from byoc_workbench.backends import onnx as onnx_translate
-from byoc_workbench.backends import phases
+from byoc_workbench.backends import onnx, phases
 from byoc_workbench.backends.base import Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
@@ -62,7 +61,7 @@ def make_session(model: bytes, name: str, threads: int | None = None, spinning: 
     try:
         return ort.InferenceSession(model, sess_options=session_options(threads, spinning), providers=providers())
     except _errors(ort) as err:
-        raise WorkbenchError(f"ONNX Runtime rejected {name}: {first_line(err)}", onnx_translate.FIX) from None
+        raise WorkbenchError(f"ONNX Runtime rejected {name}: {first_line(err)}", onnx.FIX) from None
 
 
 class Runner:
@@ -106,12 +105,12 @@ def compile_subgraph(
     name: str, func, threads: int | None = None, spinning: bool = False, fp16: bool = False, **options
 ) -> Compiled:
     """Translate ``func`` to ONNX, open a session (see :func:`session_options`) and register it."""
-    model = onnx_translate.translate(func, name, fp16=fp16)
+    model = onnx.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     session = make_session(data, name, threads, spinning)
     runner = Runner(session)
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
-    source = header + onnx_translate.summary(model)
+    source = header + onnx.summary(model)
     return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs))
 
 

@@ -23,8 +23,7 @@ import os
 
 import numpy as np
 
-from byoc_workbench.backends import onnx as onnx_translate
-from byoc_workbench.backends import phases
+from byoc_workbench.backends import onnx, phases
 from byoc_workbench.backends.base import Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
@@ -69,7 +68,7 @@ def compile_model(model, name: str, precision: str = "f32", threads: int | None 
         return core().compile_model(core().read_model(model), "CPU", settings)
     except RuntimeError as err:  # OpenVINO's errors are RuntimeErrors; what went wrong is said last
         cause = f"OpenVINO rejected {name}: {first_line(err, last=True)}"
-        raise WorkbenchError(cause, fix or onnx_translate.FIX) from None
+        raise WorkbenchError(cause, fix or onnx.FIX) from None
 
 
 def effective_precision(compiled) -> str:
@@ -149,7 +148,7 @@ def compile_subgraph(
     ``fp16=True`` (as for the other ONNX backends) writes float16 into the graph itself;
     ``precision`` is OpenVINO's own inference precision (f32 unless asked).
     """
-    model = onnx_translate.translate(func, name, fp16=fp16)
+    model = onnx.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     compiled = compile_model(data, name, precision, threads)
     runner = Runner(compiled)
@@ -158,7 +157,7 @@ def compile_subgraph(
         f"# openvino {_ov().__version__.split('-')[0]} on CPU ({core().get_property('CPU', 'FULL_DEVICE_NAME')}), "
         f"inference precision {got}" + (f" (asked {precision})" if got != precision else "") + "\n"
     )
-    source = header + onnx_translate.summary(model)
+    source = header + onnx.summary(model)
     content = data + precision.encode()
     return register_packed("openvino", name, runner, content, source, len(compiled.outputs), f"CPU, {got}")
 

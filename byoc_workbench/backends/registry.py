@@ -34,8 +34,7 @@ from byoc_workbench.backends.base import Backend, Compiled, register_global
 from byoc_workbench.backends.c import C
 from byoc_workbench.backends.teaching import TEACHING
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow import rules as flow_rules
-from byoc_workbench.flow.rules import Target, Targets
+from byoc_workbench.flow.rules import TARGETS, Target, Targets
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
@@ -154,7 +153,7 @@ class Registry:
 
 # The user's registry: register_codegen adds to it, and every function here reads it unless told.
 # Its targets are flow.rules.TARGETS, the table get_target reads (flow cannot import this module).
-DEFAULT = Registry.builtin(flow_rules.TARGETS)
+DEFAULT = Registry.builtin(TARGETS)
 
 
 def _chosen(registry: Registry | None) -> Registry:

@@ -24,7 +24,7 @@ from pathlib import Path
 import tvm
 
 from byoc_workbench import files, ir_types
-from byoc_workbench.backends import onnx as onnx_translate
+from byoc_workbench.backends import onnx
 from byoc_workbench.backends.base import Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, import_optional
 
@@ -105,7 +105,7 @@ def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES)
     parser = trt.OnnxParser(network, _Logger.get(trt))
     if not parser.parse(model):
         errors = "; ".join(str(parser.get_error(i)).strip().replace("\n", " ") for i in range(parser.num_errors))
-        raise WorkbenchError(f"TensorRT's ONNX parser rejected {name}: {errors}.", onnx_translate.FIX + ".")
+        raise WorkbenchError(f"TensorRT's ONNX parser rejected {name}: {errors}.", onnx.FIX + ".")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
@@ -205,7 +205,7 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     """Translate ``func`` to ONNX, build (or load) its engine and register it as a packed function."""
     check_static(name, func)
     trt, dev = check()
-    model = onnx_translate.translate(func, name, fp16=fp16)
+    model = onnx.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     plan, path, was_cached = cached_engine(trt, dev, data, name, workspace)
     inputs = [i.name for i in model.graph.input]
@@ -218,5 +218,5 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
         f"# {len(layers)} layers:",
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
-    source = "\n".join(header + body) + "\n\n" + onnx_translate.summary(model)
+    source = "\n".join(header + body) + "\n\n" + onnx.summary(model)
     return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))

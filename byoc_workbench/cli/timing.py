@@ -87,7 +87,7 @@ def cmd_profile(args) -> int:
 
 def cmd_compare(args) -> int:
     from byoc_workbench.draw import latency
-    from byoc_workbench.measure import numerics as checks
+    from byoc_workbench.measure import numerics
 
     if not args.tolerance >= 0:
         raise WorkbenchError(
@@ -95,12 +95,12 @@ def cmd_compare(args) -> int:
         )
     out = _report_dir(args, "compare")
     built, inputs, collapse = _measured(args)
-    numerics = checks.compare(built, inputs, tolerance=args.tolerance)
-    data = numerics.to_json()
-    print(text.to_json(data) if args.json else latency.numerics_text(numerics))
+    checked = numerics.compare(built, inputs, tolerance=args.tolerance)
+    data = checked.to_json()
+    print(text.to_json(data) if args.json else latency.numerics_text(checked))
     if out:
-        _write_report(out, "compare", latency.report(built, numerics=numerics, collapse=collapse), data)
-    return 1 if numerics.over else 0
+        _write_report(out, "compare", latency.report(built, numerics=checked, collapse=collapse), data)
+    return 1 if checked.over else 0
 
 
 def _add_measured(command, name: str, helptext: str, func, *uses: str):

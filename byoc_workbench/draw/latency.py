@@ -17,8 +17,8 @@ import math
 import re
 
 from byoc_workbench.draw import folding, render
-from byoc_workbench.draw import graph as graph_mod
 from byoc_workbench.draw.display import diagram_html
+from byoc_workbench.draw.graph import HOST, Edge, Graph, Node, build_graph
 from byoc_workbench.flow.summary import BOUNDARY, stage
 
 # Light to dark: little time to much. Text turns white on the last DARK colours.
@@ -26,7 +26,7 @@ HEAT = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d948
 DARK = 2
 UNTIMED = "#ffffff"
 OVER = "#c92a2a"  # a subgraph over the numerics tolerance
-OUTLINES = {graph_mod.HOST: "#868e96", BOUNDARY: "#f59f00"}
+OUTLINES = {HOST: "#868e96", BOUNDARY: "#f59f00"}
 MAX_DECADES = 5  # the scale spans at most 1e5 from the slowest node down
 # In a GPU build, where each part of a run went (Profile.by_device); each is said in these words.
 DEVICES = {
@@ -45,13 +45,13 @@ def ms(seconds: float) -> str:
     return f"{value:.3g} ms" if value >= 1e-3 or value == 0 else f"{value:.2e} ms"
 
 
-def stage_graph(built, collapse: bool = False) -> graph_mod.Graph:
+def stage_graph(built, collapse: bool = False) -> Graph:
     """The codegen stage's graph, packed calls named after their subgraphs; ``collapse`` hides
     constants and folds long runs of ops (for the SSD)."""
     codegen = stage(built.stages, "codegen")
     subgraphs = {sg.name: sg for sg in codegen.subgraphs}
     packed = {c.symbol: subgraphs[n] for n, c in codegen.generated.items() if n in subgraphs}
-    g = graph_mod.build_graph(codegen.mod, packed=packed, constants=not collapse)
+    g = build_graph(codegen.mod, packed=packed, constants=not collapse)
     return folding.fold_chains(g) if collapse else g
 
 
@@ -82,7 +82,7 @@ class Scale:
 class Shaded:
     """A graph with boundary nodes added, and what the map shows on each node."""
 
-    graph: graph_mod.Graph
+    graph: Graph
     times: dict  # node id -> seconds per run
     calls: dict  # node id -> VM calls per run
     scale: Scale
@@ -90,7 +90,7 @@ class Shaded:
     checks: dict  # node id -> SubgraphCheck
 
 
-def _place(g: graph_mod.Graph, profile) -> tuple:
+def _place(g: Graph, profile) -> tuple:
     times: dict = collections.defaultdict(float)
     calls: dict = collections.defaultdict(int)
     boundary: dict = collections.defaultdict(dict)
@@ -108,10 +108,10 @@ def _place(g: graph_mod.Graph, profile) -> tuple:
     return times, calls, boundary, unplaced
 
 
-def _with_boundaries(g: graph_mod.Graph, boundary: dict, times: dict, calls: dict) -> graph_mod.Graph:
+def _with_boundaries(g: Graph, boundary: dict, times: dict, calls: dict) -> Graph:
     """``g`` with a node before (``<id>.in``) and after (``<id>.out``) each offloaded call
     that has boundary entries; the call's data edges pass through them."""
-    out = graph_mod.Graph(dict(g.nodes), [], dict(g.clusters), dict(g.sites))
+    out = Graph(dict(g.nodes), [], dict(g.clusters), dict(g.sites))
     via: dict = {}
     for nid, phases in boundary.items():
         node = g.nodes[nid]
@@ -119,7 +119,7 @@ def _with_boundaries(g: graph_mod.Graph, boundary: dict, times: dict, calls: dic
             bid = f"{nid}.{phase}"
             label = f"{'into' if phase == 'in' else 'out of'} {node.op if node.kind != 'packed' else node.label}"
             label = label.split("\n")[0]
-            out.nodes[bid] = graph_mod.Node(
+            out.nodes[bid] = Node(
                 bid, "boundary", label, target=node.target, op=f"boundary {phase}", cluster=node.cluster
             )
             times[bid], calls[bid] = seconds, n
@@ -134,11 +134,11 @@ def _with_boundaries(g: graph_mod.Graph, boundary: dict, times: dict, calls: dic
         out.edges.append(_edge(out, e, src, dst))
     for (nid, phase), bid in via.items():
         a, b = (bid, nid) if phase == "in" else (nid, bid)
-        out.edges.append(graph_mod.Edge(a, b))
+        out.edges.append(Edge(a, b))
     return out
 
 
-def _edge(g: graph_mod.Graph, e: graph_mod.Edge, src: str, dst: str) -> graph_mod.Edge:
+def _edge(g: Graph, e: Edge, src: str, dst: str) -> Edge:
     crosses = e.kind == "data" and g.nodes[src].target != g.nodes[dst].target and g.nodes[src].kind != "const"
     return dataclasses.replace(e, src=src, dst=dst, crosses=crosses)
 
@@ -148,7 +148,7 @@ def shade(
     profile=None,
     numerics=None,
     collapse: bool = False,
-    graph: graph_mod.Graph | None = None,
+    graph: Graph | None = None,
 ) -> Shaded:
     """Place ``profile``'s entries and ``numerics``' checks on the codegen stage's graph.
 
@@ -185,7 +185,7 @@ def to_dot(
     g = shaded.graph
     dot = render.to_dot(g, title=title, legend=False, show_shapes=show_shapes)
     for nid, n in g.nodes.items():
-        attrs = {"color": _outline(n.target), "penwidth": "2" if n.target != graph_mod.HOST else "1"}
+        attrs = {"color": _outline(n.target), "penwidth": "2" if n.target != HOST else "1"}
         label = n.label
         if nid in shaded.times:
             t = shaded.times[nid]

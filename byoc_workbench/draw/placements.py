@@ -12,8 +12,8 @@ import html
 
 from byoc_workbench import text
 from byoc_workbench.draw import folding, render
-from byoc_workbench.draw import graph as graph_mod
 from byoc_workbench.draw.display import diagram_html
+from byoc_workbench.draw.graph import build_graph
 
 HEAD = ("placement", "predicted", "measured", "finals", "outputs", "what differs from the chosen one")
 SHOWN = 8  # rows in the table
@@ -111,7 +111,7 @@ def placement_dot(mod, packed: dict, title: str, collapse: bool = False):
     """A Digraph of one placement, drawn from ``(mod, packed)`` (a placement's module, each offloaded subgraph
     a packed call in ``packed``, coloured by backend; the rest host); ``collapse`` hides constants and folds
     long runs of ops."""
-    g = graph_mod.build_graph(mod, packed=packed, constants=not collapse)
+    g = build_graph(mod, packed=packed, constants=not collapse)
     if collapse:
         g = folding.fold_chains(g)
     return render.to_dot(g, title=title, show_shapes=not collapse)

@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import progress as _progress
+import byoc_workbench.progress
 from byoc_workbench import tvm_private
 from byoc_workbench.errors import WorkbenchError, first_line
 from byoc_workbench.frontends import gluon
@@ -203,9 +203,9 @@ def _strip_prefix(params: Mapping | None) -> dict:
 def _convert_nodes(bb, nodes, values, converters, progress) -> list:
     """Convert every op node; returns ``[(node name, its output values)]`` in order (see :mod:`..naming`)."""
     # None: a bar on a terminal or in a notebook (a text line there), none in a pipe.
-    shown = progress if progress is not None else (_progress.in_notebook() or os.isatty(2))
+    shown = progress if progress is not None else (byoc_workbench.progress.in_notebook() or os.isatty(2))
     converted = []
-    with _progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=shown) as bar:
+    with byoc_workbench.progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=shown) as bar:
         for node in nodes:
             bar.update()
             if node.op == "null":

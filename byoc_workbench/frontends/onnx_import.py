@@ -382,12 +382,12 @@ def to_relax(model, shapes: dict):
 
 def ort_reference(path, shapes: dict):
     """``run(inputs) -> outputs`` of ONNX Runtime on the original file."""
-    from byoc_workbench.backends import onnxruntime as ort_backend
+    from byoc_workbench.backends.onnxruntime import providers, session_options
 
     ort = import_optional("onnxruntime", INSTALL_FIX)
-    options = ort_backend.session_options()
+    options = session_options()
     options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), sess_options=options, providers=ort_backend.providers())
+    session = ort.InferenceSession(str(path), sess_options=options, providers=providers())
     names = [i.name for i in session.get_inputs()]
 
     def run(inputs):

@@ -44,8 +44,7 @@ import numpy as np
 
 from byoc_workbench import text
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import byom, clock, runner, timing
-from byoc_workbench.measure import compare as matching
+from byoc_workbench.measure import byom, clock, compare, runner, timing
 from byoc_workbench.measure.anchors import CLASS_AGNOSTIC, own_anchors, zoo_anchors
 from byoc_workbench.models import meaning, zoo
 
@@ -97,7 +96,7 @@ def parse_backends(text: str) -> tuple:
 
 @dataclasses.dataclass
 class Benched:
-    """A model as the bench sees it, whichever way it came (:func:`zoo_model`, :func:`own_model`)."""
+    """A model as the bench sees it, whichever way it came (:func:`benched_zoo`, :func:`benched_own`)."""
 
     name: str
     task: str | None
@@ -116,7 +115,7 @@ class Benched:
     expected: Callable | None = None  # () -> the reference's outputs; None: TVM alone's
 
 
-def zoo_model(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=None) -> Benched:
+def benched_zoo(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=None) -> Benched:
     """A zoo model for :func:`bench_model`: loaded (or ``loaded``), imported and prepared, on ``image``."""
     from byoc_workbench import stages, transforms
     from byoc_workbench.flow.rules import get_target
@@ -148,7 +147,7 @@ def zoo_model(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=N
     )
 
 
-def own_model(wb) -> Benched:
+def benched_own(wb) -> Benched:
     """Your own model for :func:`bench_model`, from a workbench made by ``from_onnx`` or ``from_torch``."""
     model = byom.own_model(wb)
     return Benched(
@@ -170,7 +169,7 @@ def own_model(wb) -> Benched:
     )
 
 
-def demo_model() -> Benched:
+def benched_demo() -> Benched:
     """The Part 1 demo loop for :func:`bench_model`, with ``byoc-target``'s rules, checked against TVM alone."""
     from byoc_workbench import stages
     from byoc_workbench.flow.rules import get_target
@@ -194,14 +193,14 @@ def described(description: dict, weights=None, image=None) -> Benched:
 
     kind = subjects.check_description(description)["kind"]
     if kind == "demo":
-        return demo_model()
+        return benched_demo()
     if kind == "ssd":
         d = description
-        return zoo_model(d.get("model") or zoo.DEFAULT_MODEL, d.get("weights") or weights, d.get("image") or image)
+        return benched_zoo(d.get("model") or zoo.DEFAULT_MODEL, d.get("weights") or weights, d.get("image") or image)
     if kind not in ("onnx", "torch"):
         raise WorkbenchError(f"bench takes no {kind} model", "bench demo, a zoo model, a .onnx file or --torch")
     shapes = description.get("input_shapes") or description.get("shape")
-    model = own_model(subjects.own_workbench(description.get("path"), description.get("spec"), shapes))
+    model = benched_own(subjects.own_workbench(description.get("path"), description.get("spec"), shapes))
     if not model.inputs:  # the tables are laid out by the first input's shape
         raise WorkbenchError(
             f"{model.name} takes no inputs: it computes a constant, with nothing to time",
@@ -244,7 +243,7 @@ def bench_model(
     if isinstance(model, dict):
         what = described(model, weights, image)
     else:
-        what = zoo_model(model, weights, image, loaded) if isinstance(model, str) else own_model(model)
+        what = benched_zoo(model, weights, image, loaded) if isinstance(model, str) else benched_own(model)
     result = _layout(what)
     found = _builds(what, result, backends, (repeat, tvm_repeat), unpruned, progress, where, max_seconds)
     if "tvm" in result["backends"]:
@@ -385,17 +384,17 @@ def differ_predictions(ref, got) -> tuple:
     """``(lines, detections)``: what differs between two predictions of a zoo model's task
     (:func:`byoc_workbench.measure.compare.differences`), and for a detector how many of
     ``ref``'s detections ``got`` holds, as ``"found/rows"`` (else None)."""
-    lines = matching.differences(ref, got)
+    lines = compare.differences(ref, got)
     if (getattr(ref, "task", "") or "detection") != "detection":
         return lines, None
     rows = len(np.asarray(ref["ids"])[0])
-    return lines, f"{rows - len(matching.unmatched(ref, got))}/{rows}"
+    return lines, f"{rows - len(compare.unmatched(ref, got))}/{rows}"
 
 
 def differ_outputs(ref, got, detection: bool = False) -> tuple:
     """``(lines, detections)`` as :func:`differ_predictions`, for raw outputs against the reference's
     (:func:`byoc_workbench.measure.compare.check_outputs`): each output over the tolerance, or the detections."""
-    check = matching.check_outputs(ref, got, detection=detection)
+    check = compare.check_outputs(ref, got, detection=detection)
     found = check.get("detections_found")
     if check["equal"]:
         return [], found

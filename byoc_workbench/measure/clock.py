@@ -3,7 +3,8 @@
 :func:`measure` calls a function a number of times and returns its
 :class:`Latency` (median, min, max); with a time budget, the first call's
 time refuses a loop that would take longer (:func:`check_budget`,
-:class:`OverBudget`). :func:`machine` records where numbers are measured.
+:class:`OverBudget`). :func:`machine` records where numbers are measured, and
+:func:`machine_key` what of it every cache of builds and times is keyed by.
 Every measurement of the package goes through these: ``runner`` times
 builds, ``timing`` each VM call, ``bench`` and ``search`` whole models.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import tvm
 
-from byoc_workbench import progress as _progress
+import byoc_workbench.progress
 from byoc_workbench import text
 from byoc_workbench.errors import WorkbenchError
 
@@ -115,7 +117,7 @@ def measure(
     desc: str = "runs",
     progress: bool = True,
     max_seconds: float | None = None,
-    bar: _progress.Bar | None = None,
+    bar: byoc_workbench.progress.Bar | None = None,
 ) -> Latency:
     """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
 
@@ -128,7 +130,7 @@ def measure(
             f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
         )
     times = []
-    with contextlib.nullcontext(bar) if bar is not None else _progress.bar(enabled=progress) as shown:
+    with contextlib.nullcontext(bar) if bar is not None else byoc_workbench.progress.bar(enabled=progress) as shown:
         shown.phase(desc, warmup + repeat, "run")
         for i in range(warmup + repeat):
             t0 = time.perf_counter()
@@ -152,6 +154,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "cpu": cpu_name(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "os": f"{platform.system()} {platform.machine()}",
         "tvm": tvm.__version__,
         "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
     }
@@ -161,6 +164,17 @@ def machine() -> dict:
     with contextlib.suppress(OSError):
         info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran while measuring
     return info
+
+
+# What a kept build or time depends on besides the code: not the load, the Python or the kernel's version.
+KEYED = ("cpu", "cores", "os", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")
+
+
+def machine_key(info: dict | None = None) -> str:
+    """The machine as every cache keys it (builds, runs, references, the search's times): the :data:`KEYED`
+    fields of this machine's :func:`machine`, or of ``info``, another's (a cluster node's)."""
+    info = info or machine()
+    return json.dumps({k: info.get(k) for k in KEYED}, sort_keys=True)
 
 
 def cpu_name() -> str:

@@ -3,7 +3,7 @@
 TVM alone on the SSD takes tens of seconds to compile, and the notebooks,
 ``bench``, ``profile``, the search and the tests all build it. :func:`load_or_build`
 keys a build by the module's structural hash (its functions, attributes and
-constants), the target, the passes left out, TVM's version and the machine,
+constants), the target, the passes left out and the machine (:func:`~byoc_workbench.measure.clock.machine_key`),
 and keeps the exported library under ``$BYOC_WORKBENCH_CACHE/builds``.
 
 TVM 0.27 frees nothing of a library it loaded, so a process loads each entry once (``_opened``),
@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,13 +36,15 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import files
-from byoc_workbench.measure.clock import cpu_name
+from byoc_workbench.measure.clock import machine_key
 
 logger = logging.getLogger(__name__)
 
 FORMAT = 2  # bumped when what an entry holds changes
-# A build that compiled faster than this is not kept: exporting and linking its library (a third of a second
-# for the demo) would cost more than compiling it again. TVM alone on the SSD compiles in tens of seconds.
+# What took less than this to make is made again, not kept: a build (load_or_build) or TVM alone's reference
+# outputs (kept.reference). Keeping costs about as much (linking the demo's library takes a third of a second, and a
+# library loaded back stays in memory for the process's life); what pays is what takes tens of seconds (TVM alone
+# compiling and running the SSD). Two seconds leaves the demo's build unkept even on a busy machine.
 KEEP_S = 2.0
 _reading = [True]
 # TVM 0.27 frees nothing of a library it loaded: each load_module of an entry keeps the entry's size in
@@ -67,15 +68,15 @@ def reading() -> bool:
     return _reading[-1] and not files.no_cache()
 
 
-def machine_key() -> str:
-    """What a compiled library depends on besides the module: TVM, the CPU and the platform."""
-    return f"tvm {tvm.__version__}; {cpu_name()}; {platform.machine()}; {platform.system()}"
-
-
-def key(mod: tvm.IRModule, target: str, disabled=()) -> str:
-    """The cache key of compiling ``mod`` for ``target`` without the passes ``disabled``."""
-    parts = [f"format {FORMAT}", f"{tvm_ffi.structural_hash(mod):x}", str(target), ",".join(sorted(disabled))]
-    parts.append(machine_key())
+def build_key(mod: tvm.IRModule, target: str, disabled=()) -> str | None:
+    """The cache key of compiling ``mod`` for ``target`` without the passes ``disabled``, or None for a
+    module TVM cannot hash (built, never kept)."""
+    try:
+        content = tvm_ffi.structural_hash(mod)
+    except Exception as err:  # noqa: BLE001 - whatever TVM raises: not keyed
+        logger.info("build cache: not keyed (%s)", err)
+        return None
+    parts = [f"format {FORMAT}", f"{content:x}", str(target), ",".join(sorted(disabled)), machine_key()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -109,13 +110,10 @@ def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], 
 
     Returns ``(executable, hit)``.
     """
-    try:
-        root = files.cache_dir("builds")
-        k = key(mod, target, disabled)
-    except Exception as err:  # noqa: BLE001 - a module TVM cannot hash is built, not cached
-        logger.info("build cache: not keyed (%s)", err)
+    k = build_key(mod, target, disabled)
+    if k is None:
         return build(), False
-    lib = root / f"{k}.so"
+    lib = files.cache_dir("builds") / f"{k}.so"
     if reading():
         found = _load(lib)
         if found is not None:

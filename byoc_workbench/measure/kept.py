@@ -3,7 +3,7 @@
 TVM alone runs the SSD in tens of seconds on a laptop's CPU, once per run of
 notebook 02. :func:`load` and :func:`store` keep such a run (its latency and its
 outputs) under ``$BYOC_WORKBENCH_CACHE/runs``, keyed by what it depends on: the
-compiled module's build key (:func:`byoc_workbench.measure.compiled.key`: the
+compiled module's build key (:func:`byoc_workbench.measure.compiled.build_key`: the
 module, the target, TVM and the machine), the inputs' bytes, and how many runs
 were timed. Whoever shows a kept run says when it was measured.
 
@@ -28,20 +28,10 @@ import numpy as np
 from byoc_workbench import files
 from byoc_workbench.measure import clock, compiled
 
-KEEP_S = 1.0  # a reference computed faster than this is not kept
 
-
-def build_key(mod, target: str) -> str | None:
-    """:func:`byoc_workbench.measure.compiled.key` of ``mod``, or None for a module TVM cannot hash."""
-    try:
-        return compiled.key(mod, target)
-    except Exception:  # noqa: BLE001 - not kept, as the build cache does not keep it
-        return None
-
-
-def key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
+def run_key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
     """The key of running ``mod`` built for ``target`` on ``inputs``, or None for a module TVM cannot hash."""
-    built = build_key(mod, target)
+    built = compiled.build_key(mod, target)
     return None if built is None else _digest(f"{built}\n{repeat} {warmup}", inputs)
 
 
@@ -95,8 +85,9 @@ def store(k: str, latency: clock.Latency, outputs) -> None:
 
 def reference(built: str | None, function: str, inputs: list, compute) -> list:
     """TVM alone's outputs of ``function`` on ``inputs`` (a list of arrays), read from the cache when kept,
-    else ``compute()``-d and kept if that took :data:`KEEP_S` or more. ``built`` is the :func:`build_key`
-    of the module ``function`` belongs to; None keeps nothing, nor do outputs that are not all arrays."""
+    else ``compute()``-d and kept if that took :data:`~byoc_workbench.measure.compiled.KEEP_S` or more.
+    ``built`` is the :func:`~byoc_workbench.measure.compiled.build_key` of the module ``function`` belongs
+    to; None keeps nothing, nor do outputs that are not all arrays."""
     if built is None:
         return compute()
     path = files.cache_dir("references") / f"{_digest(built + '/' + function, inputs)}.npz"
@@ -105,7 +96,7 @@ def reference(built: str | None, function: str, inputs: list, compute) -> list:
         return found
     t0 = time.perf_counter()
     outputs = compute()
-    quick = time.perf_counter() - t0 < KEEP_S  # a loop's many small calls: reading would cost as much
+    quick = time.perf_counter() - t0 < compiled.KEEP_S  # a loop's many small calls: reading would cost as much
     if not quick and all(isinstance(a, np.ndarray) for a in outputs):
         files.keep("references", lambda: files.write_arrays(path, outputs))
     return outputs

@@ -17,7 +17,7 @@ import functools
 import tvm
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import execute, kept, timing
+from byoc_workbench.measure import compiled, execute, kept, timing
 from byoc_workbench.measure.compare import output_error
 from byoc_workbench.measure.recorder import Recorder
 
@@ -150,7 +150,7 @@ def _references(built: timing.Built, seen: dict, target: str):
 
     flat = flatten_subgraphs(built.partitioned)
     ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
-    build_key = kept.build_key(ref_mod, target)
+    built = compiled.build_key(ref_mod, target)
 
     @functools.cache
     def vm():
@@ -160,4 +160,4 @@ def _references(built: timing.Built, seen: dict, target: str):
         ref = execute.to_numpy(vm()[name](*timing.tensors(ins)))
         return ref if isinstance(ref, list) else [ref]
 
-    return lambda name, ins: kept.reference(build_key, name, ins, lambda: compute(name, ins))
+    return lambda name, ins: kept.reference(built, name, ins, lambda: compute(name, ins))

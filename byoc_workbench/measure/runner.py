@@ -22,8 +22,8 @@ import time
 import numpy as np
 import tvm
 
+import byoc_workbench.progress
 from byoc_workbench import ir, text
-from byoc_workbench import progress as _progress
 from byoc_workbench.backends import registry
 from byoc_workbench.measure import clock, execute, kept
 
@@ -261,7 +261,7 @@ def build_and_run(
     """
     mod, generated, skipped = _module_and_generated(what, backend, options or {})
     name = label or "module"
-    with _progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
+    with byoc_workbench.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, target)
         vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(target))
@@ -269,7 +269,7 @@ def build_and_run(
         dev = execute.device(target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
         fn = execute.synced(vm["main"], target)
-        run_key = kept.key(mod, target, inputs, repeat, warmup) if keep and not generated else None
+        run_key = kept.run_key(mod, target, inputs, repeat, warmup) if keep and not generated else None
         found = kept.load(run_key) if run_key else None
         if found is not None:
             latency, outputs, when = found
@@ -315,7 +315,7 @@ def _timed(vm, executable, fn, args, name: str, bar, repeat: int, warmup: int, p
     return latency, execute.to_numpy(last[0]), f", {calls[0]} VM calls" if calls else ""
 
 
-def _first_call_with_progress(vm, executable, fn, name: str, bar: _progress.Bar, calls: list):
+def _first_call_with_progress(vm, executable, fn, name: str, bar: byoc_workbench.progress.Bar, calls: list):
     """``fn`` whose first call counts the VM calls ``main`` makes on ``bar`` (a slow baseline:
     tens of seconds) and appends their number to ``calls``; later calls run without the instrument."""
     expected = sum(

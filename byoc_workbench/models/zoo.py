@@ -27,7 +27,7 @@ from pathlib import Path
 from byoc_workbench import files
 from byoc_workbench.errors import MissingDependencyError, first_line
 from byoc_workbench.frontends import gluon
-from byoc_workbench.models import seeded as seeded_module
+from byoc_workbench.models import seeded
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 from byoc_workbench.models.seeded import seeded_init
 from byoc_workbench.models.weights import (
@@ -234,7 +234,7 @@ def seeded_file(name: str, seed: int, shape) -> Path:
     """Where the seeded weights of ``name`` are kept: keyed by the seed, the input size, the seeding code
     and MXNet's and GluonCV's versions (``$BYOC_WORKBENCH_CACHE/seeded``)."""
     versions = [importlib.metadata.version(p) for p in ("mxnet", "gluoncv")]
-    code = hashlib.sha1(Path(seeded_module.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
+    code = hashlib.sha1(Path(seeded.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
     return files.cache_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
 
 

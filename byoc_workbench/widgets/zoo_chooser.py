@@ -11,7 +11,7 @@ from byoc_workbench import workflow
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import zoo
 from byoc_workbench.widgets.html import esc, status_html, status_line
-from byoc_workbench.widgets.predictions import prediction_view
+from byoc_workbench.widgets.prediction_view import prediction_view
 
 
 def stages_html(report: workflow.ZooReport) -> str:

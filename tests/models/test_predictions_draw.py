@@ -1,5 +1,5 @@
 """What each task's outputs mean and how they are drawn: masks, keypoints and limbs, top-5 classes
-(models/outputs.py, draw/predictions.py, widgets/predictions.py); no model is run here."""
+(models/outputs.py, draw/predictions.py, widgets/prediction_view.py); no model is run here."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_each_task_draws_with_the_mark(task):
     picture = np.full((64, 48, 3), 128, dtype=np.uint8)
     png = viz.prediction_png(picture, p, mark="untrained weights", title=task)
     assert png.startswith(b"\x89PNG") and len(png) > 2000
-    from byoc_workbench.widgets.predictions import prediction_view
+    from byoc_workbench.widgets.prediction_view import prediction_view
 
     box = prediction_view(picture, p, mark="untrained weights")
     assert box.children[0].value.endswith("— untrained weights</div>") and box.children[1].value == viz.prediction_png(

@@ -152,7 +152,7 @@ def test_threshold_view_is_the_sliders_pure_twin():
 
 def test_slider_redraws_on_a_new_threshold():
     pytest.importorskip("ipywidgets")
-    from byoc_workbench.widgets.detections import detections_slider
+    from byoc_workbench.widgets.detection_view import detections_slider
 
     picture = np.zeros((40, 40, 3), "uint8")
     dets = {"ids": np.zeros((1, 3, 1)), "scores": np.array([[[0.9], [0.6], [0.3]]]), "boxes": np.ones((1, 3, 4))}

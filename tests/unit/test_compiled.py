@@ -52,7 +52,7 @@ def _kept_by_another_process(elsewhere, cache, disabled=()) -> None:
     (A library a process has loaded must not be damaged in place under it: the process's mapping of the
     file would change, and loading the path again returns that mapping. The cache only ever replaces a
     file by renaming a whole new one over it.)"""
-    name = compiled.key(demo.demo_module(), "llvm", disabled) + ".so"
+    name = compiled.build_key(demo.demo_module(), "llvm", disabled) + ".so"
     cache.mkdir(parents=True, exist_ok=True)
     for entry in (name, name + ".sum"):
         shutil.copyfile(elsewhere / entry, cache / entry)
@@ -90,12 +90,12 @@ def test_the_key_follows_the_module_the_target_and_the_passes(demo_mod, byoc):
 
     other = stages.run_stages(demo_mod, byoc.rules)[1].mod  # composite: another module
     keys = {
-        compiled.key(demo_mod, "llvm"),
-        compiled.key(other, "llvm"),
-        compiled.key(demo_mod, "llvm -mcpu=skylake"),
-        compiled.key(demo_mod, "llvm", ["StaticPlanBlockMemory"]),
+        compiled.build_key(demo_mod, "llvm"),
+        compiled.build_key(other, "llvm"),
+        compiled.build_key(demo_mod, "llvm -mcpu=skylake"),
+        compiled.build_key(demo_mod, "llvm", ["StaticPlanBlockMemory"]),
     }
-    assert len(keys) == 4 and compiled.key(demo_mod, "llvm") == compiled.key(demo.demo_module(), "llvm")
+    assert len(keys) == 4 and compiled.build_key(demo_mod, "llvm") == compiled.build_key(demo.demo_module(), "llvm")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign seal", "no seal", "foreign library"])
@@ -192,9 +192,9 @@ def test_a_checks_references_are_kept_and_read_back(cache, monkeypatch):
     """The demo offloaded and checked twice: the second check builds and runs nothing of TVM alone and
     finds the same errors; what it reads is what it compares against (a reference changed on disk shows
     as an error over tolerance); a damaged entry or refresh() computes it again."""
-    from byoc_workbench.measure import builds, kept, numerics
+    from byoc_workbench.measure import builds, numerics
 
-    monkeypatch.setattr(kept, "KEEP_S", 0.0)  # the demo's references take microseconds: keep them anyway
+    monkeypatch.setattr(compiled, "KEEP_S", 0.0)  # the demo's references take microseconds: keep them anyway
     built, inputs = builds.demo_build(prune=True)
     built_refs = []
     real_build = execute.build

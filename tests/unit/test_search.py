@@ -182,8 +182,8 @@ def test_search_on_a_small_conv_model(tmp_path, monkeypatch):
     assert len(result.units) == 2 and all(u["seams"] for u in result.units)
     check_search(result, subject, cache)
     # TVM alone's outputs are the reference: the chosen placement computes them.
-    ref = search.measure(result.plan, subject, {u["name"]: "tvm" for u in result.units}, runs=1)[1]
-    got = search.measure(result.plan, subject, result.chosen.assign, runs=1, reference=ref)[0]
+    ref = search.measure_placement(result.plan, subject, {u["name"]: "tvm" for u in result.units}, runs=1)[1]
+    got = search.measure_placement(result.plan, subject, result.chosen.assign, runs=1, reference=ref)[0]
     assert got.check["equal"] and got.check["max_rel"] <= 1e-3
 
 

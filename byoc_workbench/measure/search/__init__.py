@@ -26,7 +26,7 @@ from byoc_workbench.measure.search.core import (
     plan_for,
     search,
 )
-from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure
+from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure_placement
 from byoc_workbench.measure.search.placement import Plan, Segment
 from byoc_workbench.subjects import Subject, load, of
 
@@ -43,8 +43,8 @@ __all__ = [
     "Subject",
     "check_backends",
     "load",
-    "measure",
     "measure_candidate",
+    "measure_placement",
     "of",
     "plan_for",
     "search",
@@ -87,7 +87,7 @@ def measure_candidate(description: dict) -> dict:
         measured = session.need(assign, description.get("what", "a candidate"))
         cached = session.built == 0
     else:
-        measured = measure(plan, subject, assign, options, runs, reference)[0]
+        measured = measure_placement(plan, subject, assign, options, runs, reference)[0]
     return measured.to_json() | {"machine": machine(), "units": plan.units, "model": subject.name, "cached": cached}
 
 

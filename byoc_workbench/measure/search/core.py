@@ -25,7 +25,7 @@ than estimated. For a model and a set of backends:
    the machine's drift moves them all alike. The least median is chosen, and
    its speedups over the runtimes come from the same rounds.
 
-Every measurement goes through :func:`.measure.measure` and the content-keyed
+Every measurement goes through :func:`.measure.measure_placement` and the content-keyed
 :class:`.measure.Cache`, so a repeat re-measures only what changed.
 """
 
@@ -39,7 +39,7 @@ import time
 from byoc_workbench import ir
 from byoc_workbench.backends import registry
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow import prune as prune_mod
+from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.clock import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
 from byoc_workbench.measure.search.finals import anchors_and_finals
@@ -301,7 +301,7 @@ def _measurement_builds(s: Session, backends, offload: list) -> dict:
     if TVM in backends:
         macs = {u: any(op in ir.MAC_OPS for op in s.plan.regions[u].ops) for u in units}
         assign = {u: offload[0] if macs[u] else TVM for u in units}
-        wanted.append((assign, f"pruned ({prune_mod.rule_name(prune_mod.no_mac())}, on {offload[0]})"))
+        wanted.append((assign, f"pruned ({rule_name(no_mac())}, on {offload[0]})"))
     tasks.prefetch(s, wanted)
     alone_on = {b: s.need(*w) for b, w in zip(offload, wanted)}
     pruned = s.need(*wanted[-1]) if TVM in backends else None

@@ -1,6 +1,6 @@
 """Measuring one candidate placement, and the cache that makes a repeated search cheap.
 
-:func:`measure` builds a placement (:meth:`.placement.Plan.stages`), times it
+:func:`measure_placement` builds a placement (:meth:`.placement.Plan.stages`), times it
 with the latency map's instrumented runs (:func:`byoc_workbench.measure.timing.profile`),
 and splits the time into each segment's :class:`Cost`: for an offloaded
 segment its compute and the crossings into and out of its backend, as the
@@ -12,8 +12,8 @@ is the build's *rest*. A build whose first run takes longer than ``slow_s``
 
 :class:`Cache` keeps costs by content: a segment's cost under the structural
 hash of its subgraph (ops, attributes, constants), its backend and options,
-and the machine; a build's record under the model's content and the
-placement. So a repeated search re-measures only what changed.
+and the machine (:func:`~byoc_workbench.measure.clock.machine_key`); a build's
+record under the model's content and the placement. So a repeated search re-measures only what changed.
 
 :class:`Session` holds one search's measurements: each placement it needs,
 from the cache or built and timed now, and the cost of each segment on each
@@ -93,7 +93,9 @@ class Measured:
         return cls(**(d | {"costs": {k: Cost.from_json(c) for k, c in d["costs"].items()}}))
 
 
-def measure(plan, subject, assign: dict, options=None, runs: int = 10, reference=None, slow_s: float = SLOW_S):
+def measure_placement(
+    plan, subject, assign: dict, options=None, runs: int = 10, reference=None, slow_s: float = SLOW_S
+):
     """Build and time the placement ``assign``; returns ``(Measured, outputs, Built, Profile)``.
 
     ``reference`` (TVM alone's outputs) makes ``Measured.check`` say whether
@@ -166,13 +168,6 @@ def _from_record(record: dict, assign: dict, contents: dict) -> Measured | None:
 # --- the cache -----------------------------------------------------------------------
 
 
-def machine_key(info: dict | None = None) -> dict:
-    """What a cached time depends on besides the code: the CPU, its cores and the runtimes' versions
-    (of this machine, or of the one ``info``, a :func:`byoc_workbench.measure.clock.machine`, describes)."""
-    info = info or clock.machine()
-    return {k: info.get(k) for k in ("cpu", "cores", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")}
-
-
 def digest(*parts) -> str:
     """A stable hex key for JSON-able parts."""
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -189,7 +184,7 @@ class Cache:
         self.root = Path(root) if root is not None else cache_dir("search")
         self.enabled = enabled and not no_cache()  # BYOC_WORKBENCH_NO_CACHE=1 reaches this cache too
         self._unwritable = self._warned_damage = False
-        self.machine = digest(machine_key())
+        self.machine = digest(clock.machine_key())
         self.hits = 0
         self.misses = 0
 
@@ -276,7 +271,7 @@ class Session:
     def __init__(self, plan: Plan, subject, cache: Cache, options: dict, runs: int, only_cached: bool, progress):
         self.plan, self.subject, self.cache = plan, subject, cache
         self.options, self.runs, self.only_cached, self.progress = options, runs, only_cached, progress
-        self.model_key = subject.key()
+        self.model_key = subject.model_key()
         self.reference = None
         self.records: list = []  # (what, Measured), every build this search used
         self.frozen = False  # once placements are ranked, builds check predictions and teach nothing
@@ -288,7 +283,7 @@ class Session:
         self.cluster = None  # the search's tasks on a Ray cluster (tasks.Cluster), when it runs on one
         self.alive: dict = {}  # key -> (end-to-end seconds, Built): the FINALISTS fastest that passed
 
-    def key(self, assign: dict, options: dict | None = None) -> tuple:
+    def placement_key(self, assign: dict, options: dict | None = None) -> tuple:
         """``(key, contents)``: the cache's key of placement ``assign`` (built with ``options``, default the
         search's), and each of its labels' content."""
         contents = self.plan.contents(assign)
@@ -311,7 +306,7 @@ class Session:
         """
         t0 = time.perf_counter()
         options = self._options(options)
-        key, contents = self.key(assign, options)
+        key, contents = self.placement_key(assign, options)
         self.contents.update(contents)
         fetched = self.fetched.pop(key, None)
         if fetched and self.cache.enabled:  # needed again, it is read as the cache's would be
@@ -329,7 +324,9 @@ class Session:
                     "run it once with measuring on (byoc-workbench search, or search(..., only_cached=False))",
                 )
             self._say(f"measuring {what}")
-            measured, outputs, built, _ = measure(self.plan, self.subject, assign, options, self.runs, self.reference)
+            measured, outputs, built, _ = measure_placement(
+                self.plan, self.subject, assign, options, self.runs, self.reference
+            )
             if reference:
                 self.reference = outputs
                 measured.check = {"equal": True, "max_rel": 0.0, "max_abs": 0.0, "tolerance": 0.0}
@@ -358,7 +355,7 @@ class Session:
         """Placement ``assign``'s :class:`~byoc_workbench.measure.timing.Built`: the one its measurement
         built, when kept alive, else built now."""
         options = self._options(options)
-        kept = self.alive.get(self.key(assign, options)[0])
+        kept = self.alive.get(self.placement_key(assign, options)[0])
         return kept[1] if kept else timing.build(self.plan.stages(assign, options), mark=self.plan.mark)
 
     def learn(self, measured: Measured) -> None:

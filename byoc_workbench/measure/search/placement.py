@@ -20,11 +20,11 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir
-from byoc_workbench import stages as flow_stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.partition import partition
 from byoc_workbench.flow.regions import outputs_of
 from byoc_workbench.flow.rules import codegen_name
+from byoc_workbench.stages import STAGES, keep_all, restage, run_stages
 
 TVM = "tvm"
 _LABEL = re.compile(r"^(?P<unit>[\w.]+?)(\[(?P<start>\d+):(?P<stop>\d+)\])?$")
@@ -68,9 +68,9 @@ class Plan:
     """
 
     def __init__(self, mod, rules, mark: str = ""):
-        self.base = flow_stages.run_stages(mod, rules, flow_stages.keep_all, check=False, backend=TVM)
+        self.base = run_stages(mod, rules, keep_all, check=False, backend=TVM)
         self.mark = mark
-        merge = self.base[flow_stages.STAGES.index("merge")]
+        merge = self.base[STAGES.index("merge")]
         counters: dict = {}
         self.regions: dict = {}  # unit -> Region, named as partition() names it
         for region in merge.regions:
@@ -120,7 +120,7 @@ class Plan:
         """``(module, regions, names)``: the annotated module partitioned into ``segments`` (kept per cut)."""
         key = tuple(s.label for s in segments)
         if key not in self._partitions:
-            annotate = self.base[flow_stages.STAGES.index("annotate")]
+            annotate = self.base[STAGES.index("annotate")]
             regions, names, users = [], {}, {}
             for k, s in enumerate(segments):
                 region = self.regions[s.unit]
@@ -155,7 +155,7 @@ class Plan:
         segments = self.segments(assign)
         _, regions, names = self.partitioned(segments)
         backend = {s.function: assign[s.label] for s in segments}
-        return flow_stages.restage(self.base, regions, names, backend, options)
+        return restage(self.base, regions, names, backend, options)
 
     def narrow_cuts(self, unit: str) -> list:
         """Positions ``c`` (0 < c < size) where one tensor alone crosses from ``members[:c]`` to the rest.
@@ -163,7 +163,7 @@ class Plan:
         A seam there costs one crossing each way; elsewhere several values would cross.
         """
         region = self.regions[unit]
-        annotate = self.base[flow_stages.STAGES.index("annotate")].mod
+        annotate = self.base[STAGES.index("annotate")].mod
         values = {s.var: s.value for s in ir.walk(annotate[region.func], annotate, descend=False)}
         members = list(region.members)
         reads = [set(ir.free_vars(values[v])) if v in values else set() for v in members]
@@ -184,8 +184,8 @@ def inlined(stages: list) -> dict:
     so the host kernels of a unit on TVM can be found in a profile (by
     ``Site.var``) and split by member, for the seams.
     """
-    partitioned = stages[flow_stages.STAGES.index("partition")].mod
-    pruned = stages[flow_stages.STAGES.index("prune")].mod
+    partitioned = stages[STAGES.index("partition")].mod
+    pruned = stages[STAGES.index("prune")].mod
     gone = set(ir.subgraph_functions(partitioned)) - set(ir.subgraph_functions(pruned))
     out: dict = {name: [] for name in gone}
     for fname in ir.host_functions(pruned):

@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 
 from byoc_workbench.measure import cluster
-from byoc_workbench.measure.search.measure import Measured, digest, machine_key
+from byoc_workbench.measure.clock import machine_key
+from byoc_workbench.measure.search.measure import Measured
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Measured))
 
@@ -51,7 +52,7 @@ class Cluster:
 
     def notes(self) -> list:
         """A note when the builds were measured on machines of more than one kind (ranks then mix them)."""
-        kinds = {digest(machine_key(m)) for m in self.machines.values()} | {digest(machine_key())}
+        kinds = {machine_key(m) for m in self.machines.values()} | {machine_key()}
         if len(kinds) < 2:
             return []
         return [
@@ -70,7 +71,7 @@ def prefetch(s, wanted: list) -> None:
 
     units, keys = {}, {}
     for assign, what in wanted:
-        key, contents = s.key(assign)
+        key, contents = s.placement_key(assign)
         if key in s.fetched or key in (k for k, _ in keys.values()) or s.cache.has("build", key):
             continue
         units[what] = (c.base | {"assign": assign, "reference": s.reference, "what": what},)

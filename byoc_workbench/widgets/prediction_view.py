@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from byoc_workbench.draw import predictions as viz
-from byoc_workbench.widgets.detections import detections_slider
+from byoc_workbench.draw.predictions import prediction_png
+from byoc_workbench.widgets.detection_view import detections_slider
 from byoc_workbench.widgets.html import esc
 
 
 def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh: float = 0.5):
-    """Detections under the score slider (:func:`.detections.detections_slider`); a mask, keypoints
+    """Detections under the score slider (:func:`.detection_view.detections_slider`); a mask, keypoints
     or top-5 classes as a picture with a one-line caption. ``mark`` (e.g. "untrained weights") is
     written across the picture and in the caption."""
     if prediction.task == "detection":
@@ -17,7 +17,7 @@ def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh
 
     caption = prediction.summary() + (f" — {mark}" if mark else "")
     image = widgets.Image(
-        value=viz.prediction_png(picture, prediction, mark=mark, title=title),
+        value=prediction_png(picture, prediction, mark=mark, title=title),
         format="png",
         layout=widgets.Layout(max_width="860px", max_height="600px", object_fit="contain"),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from byoc_workbench.draw import detections as viz
+from byoc_workbench.draw.detections import at_threshold, detections_png, table_html
 
 
 def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, **drawing):
@@ -38,10 +38,10 @@ def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, 
 
     def show(change=None):
         t = slider.value
-        view = viz.at_threshold(ids, scores, boxes, class_names, t, top, mark)
+        view = at_threshold(ids, scores, boxes, class_names, t, top, mark)
         caption.value = view["caption"]
-        picture_widget.value = viz.detections_png(picture, ids, scores, boxes, class_names, t, **drawing)
-        table.value = viz.table_html(view["shown"])
+        picture_widget.value = detections_png(picture, ids, scores, boxes, class_names, t, **drawing)
+        table.value = table_html(view["shown"])
 
     slider.observe(show, names="value")
     show()
