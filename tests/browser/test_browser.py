@@ -11,8 +11,6 @@ from lab_server import BUILD, TIMEOUT_MS, VIEWPORTS
 
 from byoc_workbench.models import zoo
 
-pytestmark = pytest.mark.browser
-
 RESHAPE = "byoc-target.reshape"
 
 sync_api = lab_server.playwright_or_skip()
@@ -170,7 +168,7 @@ def ssd_page_and_first(nb02, lab, tmp_path_factory):
 
 WIDGETS = [
     pytest.param(("page_and_first", RESHAPE), id="demo"),
-    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd", marks=[pytest.mark.slow, pytest.mark.mxnet]),
+    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd", marks=pytest.mark.mxnet),
 ]
 
 
@@ -444,7 +442,6 @@ def test_controls_above_the_diagram_fit_one_viewport(widget):
     assert size["above"] <= VIEWPORTS["1366"]["height"], size
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
     page, _first = ssd_page_and_first
@@ -563,7 +560,6 @@ def _open_group(page, node_id: str, shot: str) -> dict:
     return size
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
     page, _first = ssd_page_and_first
@@ -590,7 +586,6 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
         stage.click()
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def _chooser_parts(pg) -> dict:
     """The chooser's status line, its caption or slider title, and the rectangles a reader needs."""
@@ -668,7 +663,6 @@ def _outputs_text(nb) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
     import re
@@ -718,7 +712,6 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 # line boxes outnumber its lines. Also how many characters a line of the first one holds.
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_printouts_never_wrap_mid_word(nb02):
     from byoc_workbench import text
@@ -789,7 +782,6 @@ _LAYOUT = f"""heading => {{
 }}"""
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     page, _nb = nb02
@@ -814,7 +806,6 @@ def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     assert not speed["overlaps"] and not speed["clipped"], speed
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_detections_read_in_a_room(nb02):
     import re
@@ -830,7 +821,6 @@ def test_nb02_detections_read_in_a_room(nb02):
     page.screenshot(path=str(BUILD / "nb02-detections-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     # Locators keep to the workbench: with the search cached, the search widget draws a diagram too.
@@ -853,7 +843,6 @@ def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     page.screenshot(path=str(BUILD / "nb02-details-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page, _nb = nb02
@@ -880,7 +869,6 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page, nb = nb02
@@ -893,7 +881,6 @@ def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page.screenshot(path=str(BUILD / "nb02-search-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     """Last of the notebook-02 tests: a reload, as an instructor does before the next group."""

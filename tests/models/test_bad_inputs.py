@@ -679,7 +679,6 @@ def test_two_runs_at_once_give_identical_outputs(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a", "b", "shared"]
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_corrupted_weights_warn_once_and_the_run_finishes(tmp_path, capsys):
     """A .params file whose box-head bias has blown exponents (3e38) loads without error; the run warns."""
