@@ -36,7 +36,8 @@ _TESTS = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(config, items):
     no_mxnet = importlib.util.find_spec("mxnet") is None
     for item in items:
-        for name in TIERS.get(item.path.relative_to(_TESTS).parts[0], ()):
+        folder = item.path.relative_to(_TESTS).parts[0] if item.path.is_relative_to(_TESTS) else None
+        for name in TIERS.get(folder, ()):
             item.add_marker(name)
         if no_mxnet and item.get_closest_marker("mxnet"):
             item.add_marker(pytest.mark.skip(reason="needs mxnet and gluoncv: pip install -e '.[mxnet]' (Python 3.11)"))
