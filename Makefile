@@ -18,7 +18,7 @@ PORT ?= 8888
 TEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile --max-worker-restart 0
 
-.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast test-numpy2 demo bench clean
+.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast test-slow test-numpy2 demo bench clean
 
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
@@ -109,7 +109,12 @@ lint: setup
 
 test-fast: setup
 	$(BYTECODE)
-	$(PYTEST) tests/unit
+	$(PYTEST) -m "not slow" tests/unit
+
+# The tiers test-fast leaves out (tests/models, tests/browser: marked slow by folder), after a test-fast.
+test-slow: setup
+	$(BYTECODE)
+	$(PYTEST) -m slow
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup

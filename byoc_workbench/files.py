@@ -58,8 +58,9 @@ def keep(kind: str, write: Callable[[], object], errors: tuple = (OSError,)) -> 
         if kind not in _unkept:
             _unkept.add(kind)
             why = " ".join(str(err).split())[:200]
-            logger.warning("%s cache: nothing is kept in %s (%s); it is computed again next time", kind,
-                           cache_dir(kind), why)  # fmt: skip
+            logger.warning(
+                "%s cache: nothing is kept in %s (%s); it is computed again next time", kind, cache_dir(kind), why
+            )
         return False
 
 

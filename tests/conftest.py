@@ -1,4 +1,6 @@
+import importlib.util
 import os
+from pathlib import Path
 
 # `make test` runs the suite in two processes (pytest-xdist) on a machine of two cores or so: each
 # process, and every kernel or command it starts, runs TVM's and ONNX Runtime's kernels on one thread,
@@ -21,6 +23,24 @@ import pytest
 from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
+
+# The helper modules that hold a test's asserts, rewritten as the tests' own are (each assert says what it saw).
+pytest.register_assert_rewrite("bad_rows", "widget_page")
+
+# The tiers are folders, and each folder's tests carry its markers, so that `-m` selects across them:
+# `make test-fast` runs tests/unit with `-m "not slow"`, `make test-slow` the rest with `-m slow`.
+TIERS = {"models": ("slow",), "browser": ("slow", "browser")}
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    no_mxnet = importlib.util.find_spec("mxnet") is None
+    for item in items:
+        folder = item.path.relative_to(_TESTS).parts[0] if item.path.is_relative_to(_TESTS) else None
+        for name in TIERS.get(folder, ()):
+            item.add_marker(name)
+        if no_mxnet and item.get_closest_marker("mxnet"):
+            item.add_marker(pytest.mark.skip(reason="needs mxnet and gluoncv: pip install -e '.[mxnet]' (Python 3.11)"))
 
 
 @pytest.fixture(scope="session")

@@ -289,8 +289,16 @@ class _Builder:
             made = self.packed.get(symbol)
             name, target = (made.name, made.target) if made is not None else (symbol, HOST)
             packed_args = tvm_private.items(v.args[1].fields)
-            node = Node(nid, "packed", f"{name}\n(generated code)", target=target, op=symbol, cluster=cluster, ty=ty,
-                        input_types=_types_of(packed_args))  # fmt: skip
+            node = Node(
+                nid,
+                "packed",
+                f"{name}\n(generated code)",
+                target=target,
+                op=symbol,
+                cluster=cluster,
+                ty=ty,
+                input_types=_types_of(packed_args),
+            )
             return self.simple(w, step, node, packed_args)
         if step.op:
             inside = w.target != HOST or step.composite is not None

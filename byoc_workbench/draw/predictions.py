@@ -98,9 +98,18 @@ def watermark(ax, mark: str) -> None:
     """``mark`` in capitals across the picture, so that no copy of it loses the warning."""
     if mark:
         ax.text(
-            0.5, 0.5, mark.upper(), transform=ax.transAxes, ha="center", va="center", rotation=30,
-            fontsize=22, color="#c92a2a", alpha=0.55, fontweight="bold",
-        )  # fmt: skip
+            0.5,
+            0.5,
+            mark.upper(),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            rotation=30,
+            fontsize=22,
+            color="#c92a2a",
+            alpha=0.55,
+            fontweight="bold",
+        )
 
 
 def draw_prediction(picture, prediction, class_names=None, mark: str = "", title: str = "", ax=None, thresh=0.5):
@@ -112,9 +121,16 @@ def draw_prediction(picture, prediction, class_names=None, mark: str = "", title
     names = prediction.class_names if class_names is None else class_names
     if prediction.task == "detection":
         return detections.draw_detections(
-            picture, prediction["ids"], prediction["scores"], prediction["boxes"], names, thresh, mark=mark,
-            title=title, ax=ax,
-        )  # fmt: skip
+            picture,
+            prediction["ids"],
+            prediction["scores"],
+            prediction["boxes"],
+            names,
+            thresh,
+            mark=mark,
+            title=title,
+            ax=ax,
+        )
     if ax is None:
         import matplotlib.pyplot as plt
 

@@ -178,11 +178,21 @@ def benched_demo() -> Benched:
     mod, rules = demo.demo_module(), get_target("byoc-target").rules
     offload = functools.partial(stages.offload, mod, rules=rules)
     return Benched(
-        "demo", None, None, demo.demo_inputs(), mod, offload, "tvm alone", "as in the model", "", "", [],
+        "demo",
+        None,
+        None,
+        demo.demo_inputs(),
+        mod,
+        offload,
+        "tvm alone",
+        "as in the model",
+        "",
+        "",
+        [],
         judge=lambda outputs, what: outputs,
         differ=differ_outputs,
         anchors=lambda *_: ({}, {}, {}),  # the demo has no framework of its own to run it whole
-    )  # fmt: skip
+    )
 
 
 def described(description: dict, weights=None, image=None) -> Benched:

@@ -1,144 +1,29 @@
 """The workbench widget in a real JupyterLab, driven by headless Chromium."""
 
-import json
 import re
 import time
 
 import lab_server
 import pytest
-import seat
-from lab_server import BUILD, TIMEOUT_MS, VIEWPORTS
-
-from byoc_workbench.models import zoo
-
-pytestmark = pytest.mark.browser
-
-RESHAPE = "byoc-target.reshape"
+import widget_page as wp
+from lab_server import BUILD, VIEWPORTS
 
 sync_api = lab_server.playwright_or_skip()
 
-MIN_LABEL_PX = 10  # node labels at least 10 px tall at the first view
-DEMO_CELL = """\
-from IPython.display import display
-from byoc_workbench.draw.display import Diagram
-from byoc_workbench.flow.rules import get_target
-from byoc_workbench.models import demo
-from byoc_workbench.session import Workbench
-from byoc_workbench.widgets import workbench_widget
-display(workbench_widget())
-Diagram(Workbench(demo.demo_module(), get_target("byoc-target")).view("partition").svg)"""
-# Notebook 06's chooser on its cheapest model.
-ZOO_CELL = """\
-from byoc_workbench.widgets.zoo_chooser import zoo_chooser
-zoo_chooser(value="simple_pose_resnet18_v1b")"""
-# Issue 19: a model of 6,000 ops (six stages of 250 residual blocks, 1,000 ops a stage), made in one
-# cell and shown by the next, so that the second cell's time is the widget's own.
-BIG_CELLS = [
-    "from byoc_workbench.models.synthetic import residual_model\n"
-    "from byoc_workbench.widgets import workbench_widget\n"
-    "mod = residual_model(6000)",
-    'workbench_widget(mod, "tensorrt", collapse=True)',
-]
-# The same 6,000 ops with no names: nothing groups them but their structure.
-FLAT_CELLS = [
-    "from byoc_workbench.models.synthetic import flat_model\n"
-    "from byoc_workbench.widgets import workbench_widget\n"
-    "mod = flat_model(6000)",
-    BIG_CELLS[1],
-]
+RESHAPE = "byoc-target.reshape"
 NB02 = "02_ssd_tensorrt"  # make lab's copy, run top to bottom as a user would
 NB02_TIMEOUT_MS = 900_000  # notebook 02 top to bottom: TVM alone runs once (tens of seconds), then the builds
 
 
-def _notebook(*sources: str) -> dict:
-    return {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{k}", "metadata": {}, "outputs": [], "source": src}
-            for k, src in enumerate(sources)
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on a free port with a token, serving make lab's copies of the notebooks from a
-    folder outside the repository, as a seat does, and the test's own notebooks beside them; always stopped."""
-    root = seat.copies(tmp_path_factory.mktemp("lab"))
-    (root / "demo.ipynb").write_text(json.dumps(_notebook(DEMO_CELL)))
-    (root / "zoo.ipynb").write_text(json.dumps(_notebook(ZOO_CELL)))
-    (root / "big.ipynb").write_text(json.dumps(_notebook(*BIG_CELLS)))
-    (root / "flat.ipynb").write_text(json.dumps(_notebook(*FLAT_CELLS)))
-    with lab_server.serve(root, tmp_path_factory.mktemp("jupyter-home")) as lab:
-        yield lab
-
-
-def _open(browser, lab, name: str, tmp_path_factory):
-    """A page at 1366x768 with notebook ``name``'s first cell run and its diagram drawn; its first view measured.
-
-    Returns ``(page, first)``: see :func:`_first_views`.
-    """
-    pg = browser.new_page(viewport=VIEWPORTS["1366"])
-    pg.set_default_timeout(TIMEOUT_MS)
-    pg.goto(lab["url"].format(name))
-    pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    lab_server.accept_kernel(pg)
-    pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    _run_cell(pg, 0)
-    _wait_for_diagram(pg, lab, tmp_path_factory)
-    return pg, _first_views(pg, name)
-
-
-def _run_cell(pg, index: int) -> None:
-    """Run code cell ``index`` as a user does (click it, Shift+Enter) and wait until it has started; press
-    again if the keypress was lost while Lab was still connecting its kernel (the cell then stays ``[ ]``)."""
-    cell = pg.locator(".jp-Notebook .jp-CodeCell").nth(index)
-    for _attempt in range(3):
-        lab_server.accept_kernel(pg)
-        cell.locator(".jp-InputArea-editor").click()
-        pg.keyboard.press("Shift+Enter")
-        try:
-            cell.locator(".jp-InputPrompt", has_text="[*]").or_(
-                cell.locator(".jp-InputPrompt", has_text=f"[{index + 1}]")
-            ).wait_for(timeout=15_000)
-            return
-        except sync_api.TimeoutError:
-            continue
-    raise AssertionError(f"cell {index} did not start")
-
-
-def _wait_for_diagram(pg, lab, tmp_path_factory, timeout: int = TIMEOUT_MS) -> None:
-    try:
-        pg.locator(".byoc-graph svg g.node").first.wait_for(timeout=timeout)
-    except sync_api.TimeoutError:
-        shot = tmp_path_factory.mktemp("shots") / "timeout.png"
-        pg.screenshot(path=str(shot), full_page=True)
-        output = pg.locator(".jp-OutputArea").first.inner_text() if pg.locator(".jp-OutputArea").count() else ""
-        pytest.fail(
-            f"the widget did not draw; cell output: {output[:1000]!r}; screenshot: {shot}; "
-            f"lab log: {lab['log'].read_text()[-1500:]}"
-        )
-
-
-def _first_views(pg, name: str) -> dict:
-    """The on-screen heights of the node labels at the first view, before any test zooms or pans, for each
-    viewport ("1366", "1920"). Screenshots of both go to build/widget-<name>-<viewport>.png."""
-    BUILD.mkdir(exist_ok=True)
-    first = {}
-    for key in ("1366", "1920", "1366"):  # a resize redoes the first view until the user moves it
-        pg.set_viewport_size(VIEWPORTS[key])
-        pg.locator(".byoc-graph-widget").scroll_into_view_if_needed()
-        pg.wait_for_timeout(500)  # the ResizeObserver and the first view run on the next frames
-        first.setdefault(key, _label_heights(pg))
-        pg.screenshot(path=str(BUILD / f"widget-{name}-{key}.png"))
-    return first
+    """A JupyterLab server serving the seat's notebooks and the tests' own: see wp.serve_lab."""
+    yield from wp.serve_lab(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def page_and_first(browser, lab, tmp_path_factory):
-    pg, first = _open(browser, lab, "demo", tmp_path_factory)
+    pg, first = wp.open_notebook(browser, lab, "demo", tmp_path_factory)
     yield pg, first
     lab_server.close(pg)
 
@@ -164,13 +49,13 @@ def nb02(browser, lab, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ssd_page_and_first(nb02, lab, tmp_path_factory):
     pg, _nb = nb02
-    _wait_for_diagram(pg, lab, tmp_path_factory)
-    return pg, _first_views(pg, "ssd")
+    wp.wait_for_diagram(pg, lab, tmp_path_factory)
+    return pg, wp.first_views(pg, "ssd")
 
 
 WIDGETS = [
     pytest.param(("page_and_first", RESHAPE), id="demo"),
-    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd", marks=[pytest.mark.slow, pytest.mark.mxnet]),
+    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd", marks=pytest.mark.mxnet),
 ]
 
 
@@ -184,73 +69,6 @@ def widget(request):
 
 # --- what the diagram shows, measured in the page -------------------------------------
 
-_LABEL_HEIGHTS = """() => [...document.querySelectorAll('.byoc-graph svg g.node text')]
-    .map(t => t.getBoundingClientRect().height).sort((a, b) => a - b)"""
-_NODES_IN_BOX = """() => {
-    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
-    return [...document.querySelectorAll('.byoc-graph svg g.node')].filter(g => {
-        const r = g.getBoundingClientRect();
-        return g.id !== 'legend' && r.right > f.left && r.left < f.right && r.bottom > f.top && r.top < f.bottom;
-    }).length;
-}"""
-_SCROLL_TOP = """() => {
-    for (let e = document.querySelector('.byoc-graph'); e; e = e.parentElement) {
-        const y = getComputedStyle(e).overflowY;
-        if ((y === 'auto' || y === 'scroll') && e.scrollHeight > e.clientHeight) return e.scrollTop;
-    }
-    return document.scrollingElement.scrollTop;
-}"""
-# Where a node is inside the box (so page scrolling does not count); without an id, the node nearest the middle.
-_NODE_IN_BOX = """id => {
-    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
-    const at = g => {
-        const r = g.getBoundingClientRect();
-        return {id: g.id, x: r.left + r.width / 2 - f.left, y: r.top + r.height / 2 - f.top};
-    };
-    const all = [...document.querySelectorAll('.byoc-graph svg g.node')].filter(g => g.id !== 'legend').map(at);
-    if (id) return all.find(n => n.id === id) || null;
-    const d = n => Math.hypot(n.x - f.width / 2, n.y - f.height / 2);
-    return all.sort((a, b) => d(a) - d(b))[0];
-}"""
-
-
-def _label_heights(page) -> list:
-    return page.evaluate(_LABEL_HEIGHTS)
-
-
-def _median(values: list) -> float:
-    return sorted(values)[len(values) // 2] if values else 0.0
-
-
-def _scale(page) -> float:
-    return float(page.locator(".byoc-graph").get_attribute("data-scale"))
-
-
-def _hover_diagram(page) -> None:
-    """Bring the diagram's box into view and put the mouse over its middle."""
-    frame = page.locator(".byoc-graph")
-    frame.scroll_into_view_if_needed()
-    box = frame.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-
-
-def _ctrl_wheel(page, delta_y: float) -> None:
-    page.keyboard.down("Control")
-    try:
-        page.mouse.wheel(0, delta_y)
-    finally:
-        page.keyboard.up("Control")
-
-
-def _toggle(page, rule: str) -> None:
-    """Flip rule ``rule``'s checkbox and wait for the new drawing."""
-    svg = page.locator(".byoc-graph svg").inner_html()
-    page.get_by_label(rule, exact=True).click()
-    page.wait_for_function(
-        "old => document.querySelector('.byoc-graph svg').innerHTML !== old", arg=svg, timeout=TIMEOUT_MS
-    )
-    page.wait_for_timeout(200)
-
 
 # --- the diagram's view (issue 8: readable first, survives a change, map-style wheel) ---
 
@@ -259,9 +77,9 @@ def test_first_view_labels_are_readable(widget):
     _page, first, _rule = widget
     for key, heights in first.items():
         assert heights, f"no node labels at {key}"
-        median = _median(heights)
+        median = wp.median_of(heights)
         print(f"median node label height at the first view, {key}: {median:.1f} px over {len(heights)} labels")
-        assert median >= MIN_LABEL_PX, f"labels are {median:.1f} px tall at the first view at {key}"
+        assert median >= wp.MIN_LABEL_PX, f"labels are {median:.1f} px tall at the first view at {key}"
 
 
 def test_a_toggle_redoes_a_view_the_user_has_not_moved(widget):
@@ -271,71 +89,63 @@ def test_a_toggle_redoes_a_view_the_user_has_not_moved(widget):
     frame = page.locator(".byoc-graph")
     frame.scroll_into_view_if_needed()
     assert frame.get_attribute("data-mode") == "first"
-    _toggle(page, rule)
-    assert frame.get_attribute("data-mode") == "first" and page.evaluate(_NODES_IN_BOX) > 0
+    wp.toggle_rule(page, rule)
+    assert frame.get_attribute("data-mode") == "first" and page.evaluate(wp.NODES_IN_BOX) > 0
     name = "ssd" if NB02 in page.url else "demo"
     page.screenshot(path=str(BUILD / f"widget-{name}-toggled-1366.png"))
-    _toggle(page, rule)
-    assert page.evaluate(_NODES_IN_BOX) > 0
+    wp.toggle_rule(page, rule)
+    assert page.evaluate(wp.NODES_IN_BOX) > 0
 
 
 def test_plain_wheel_scrolls_the_page_and_ctrl_wheel_zooms(widget):
     page, _first, _rule = widget
-    _hover_diagram(page)
-    top, scale = page.evaluate(_SCROLL_TOP), _scale(page)
+    wp.hover_diagram(page)
+    top, scale = page.evaluate(wp.SCROLL_TOP), wp.diagram_scale(page)
     page.mouse.wheel(0, -200 if top > 0 else 200)
-    page.wait_for_function(f"() => ({_SCROLL_TOP})() !== {top}", timeout=5_000)
-    assert _scale(page) == scale, "a plain wheel must not zoom the diagram"
+    page.wait_for_function(f"() => ({wp.SCROLL_TOP})() !== {top}", timeout=5_000)
+    assert wp.diagram_scale(page) == scale, "a plain wheel must not zoom the diagram"
     sync_api.expect(page.locator(".byoc-graph-overlay.byoc-show")).to_be_visible()
     sync_api.expect(page.locator(".byoc-graph-hint")).to_contain_text("scroll")
 
-    _hover_diagram(page)
-    top = page.evaluate(_SCROLL_TOP)
-    _ctrl_wheel(page, -300)  # Ctrl + wheel up zooms in, as a pinch does
+    wp.hover_diagram(page)
+    top = page.evaluate(wp.SCROLL_TOP)
+    wp.ctrl_wheel(page, -300)  # Ctrl + wheel up zooms in, as a pinch does
     sync_api.expect(page.locator(".byoc-graph")).not_to_have_attribute("data-scale", f"{scale:.3f}")
-    assert _scale(page) > scale
-    assert page.evaluate(_SCROLL_TOP) == top, "Ctrl + wheel must zoom, not scroll the page"
-
-
-def _assert_held(page, held: dict) -> None:
-    """The box shows nodes, and node ``held`` is where it was, if the new drawing still has it."""
-    assert page.evaluate(_NODES_IN_BOX) > 0, "after a zoom and a toggle the box must still show nodes"
-    now = page.evaluate(_NODE_IN_BOX, held["id"])
-    if now is not None:
-        assert abs(now["x"] - held["x"]) < 3 and abs(now["y"] - held["y"]) < 3, (held, now)
+    assert wp.diagram_scale(page) > scale
+    assert page.evaluate(wp.SCROLL_TOP) == top, "Ctrl + wheel must zoom, not scroll the page"
 
 
 def test_view_survives_zoom_then_toggle(widget):
     page, _first, rule = widget
     page.locator(".byoc-zoom-100").click()
-    _hover_diagram(page)
-    _ctrl_wheel(page, -400)
-    zoomed = _scale(page)
+    wp.hover_diagram(page)
+    wp.ctrl_wheel(page, -400)
+    zoomed = wp.diagram_scale(page)
     assert zoomed > 1.2
 
-    central = page.evaluate(_NODE_IN_BOX, None)  # the view holds on to the node nearest the middle
-    _toggle(page, rule)
-    _assert_held(page, central)
-    assert _scale(page) == pytest.approx(zoomed, abs=1e-3), "a toggle keeps the zoom"
+    central = page.evaluate(wp.NODE_IN_BOX, None)  # the view holds on to the node nearest the middle
+    wp.toggle_rule(page, rule)
+    wp.assert_held(page, central)
+    assert wp.diagram_scale(page) == pytest.approx(zoomed, abs=1e-3), "a toggle keeps the zoom"
 
-    selected = page.evaluate(_NODE_IN_BOX, None)  # ... or to the selected node
+    selected = page.evaluate(wp.NODE_IN_BOX, None)  # ... or to the selected node
     page.locator(f'.byoc-graph g.node[id="{selected["id"]}"]').click()
     sync_api.expect(page.locator(".byoc-graph g.node.byoc-selected")).to_have_count(1)
-    selected = page.evaluate(_NODE_IN_BOX, selected["id"])
-    _toggle(page, rule)
-    _assert_held(page, selected)
+    selected = page.evaluate(wp.NODE_IN_BOX, selected["id"])
+    wp.toggle_rule(page, rule)
+    wp.assert_held(page, selected)
 
-    central = page.evaluate(_NODE_IN_BOX, None)
+    central = page.evaluate(wp.NODE_IN_BOX, None)
     svg = page.locator(".byoc-graph svg").inner_html()
     page.locator(".byoc-stage button", has_text="annotate").click()  # a stage switch redraws too
     page.wait_for_function("old => document.querySelector('.byoc-graph svg').innerHTML !== old", arg=svg)
-    _assert_held(page, central)
+    wp.assert_held(page, central)
 
     page.locator(".byoc-zoom-fit").click()
-    assert _scale(page) < zoomed
+    assert wp.diagram_scale(page) < zoomed
     page.locator(".byoc-zoom-100").click()
-    assert _scale(page) == 1.0
-    assert page.evaluate(_NODES_IN_BOX) > 0, "100% after fit shows nodes, never an empty box"
+    assert wp.diagram_scale(page) == 1.0
+    assert page.evaluate(wp.NODES_IN_BOX) > 0, "100% after fit shows nodes, never an empty box"
     page.locator(".byoc-stage button", has_text="prune" if NB02 in page.url else "partition").click()
 
 
@@ -355,7 +165,7 @@ def test_static_diagram_fits_the_output_and_zooms_on_click(page):
         f"static diagram: {fitted['width']:.0f} px wide in a {output['width']:.0f} px output, "
         f"labels {min(heights):.1f} to {max(heights):.1f} px"
     )
-    assert heights and min(heights) >= MIN_LABEL_PX - 0.5, "every label of a static diagram is readable"
+    assert heights and min(heights) >= wp.MIN_LABEL_PX - 0.5, "every label of a static diagram is readable"
     if fitted["width"] > output["width"] + 1:
         assert diagram.evaluate("d => d.scrollWidth > d.clientWidth"), "what does not fit scrolls sideways"
     page.screenshot(path=str(BUILD / "diagram-demo-1366.png"))
@@ -365,10 +175,6 @@ def test_static_diagram_fits_the_output_and_zooms_on_click(page):
     assert diagram.evaluate("d => d.scrollWidth > d.clientWidth"), "at full size the box scrolls sideways"
     diagram.click()
     assert svg.bounding_box()["width"] == pytest.approx(fitted["width"], abs=1)
-
-
-def _table(page) -> str:
-    return page.locator(".byoc-subgraph-table").inner_text()
 
 
 def test_rule_checkbox_redraws_and_node_click_shows_details(page):
@@ -403,7 +209,7 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page):
     cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     start = float(frame.get_attribute("data-scale"))
     page.mouse.move(cx, cy)
-    _ctrl_wheel(page, -400)  # Ctrl + wheel up zooms in
+    wp.ctrl_wheel(page, -400)  # Ctrl + wheel up zooms in
     expect(frame).not_to_have_attribute("data-scale", f"{start:.3f}")
     assert float(frame.get_attribute("data-scale")) > start
     moved_from = frame.locator(".byoc-viewport").get_attribute("style")
@@ -425,26 +231,19 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page):
 
 # --- the controls above the diagram (issue 8: built for large targets) -----------------
 
-_CONTROLS = """() => {
-    const w = document.querySelector('.byoc-workbench').getBoundingClientRect();
-    const g = document.querySelector('.byoc-graph').getBoundingClientRect();
-    return {above: g.top - w.top, total: w.height};
-}"""
-
 
 def test_controls_above_the_diagram_fit_one_viewport(widget):
     page, _first, _rule = widget
     page.evaluate("() => document.querySelector('.byoc-workbench').scrollIntoView({block: 'start'})")
     name = "ssd" if NB02 in page.url else "demo"
     page.screenshot(path=str(BUILD / f"widget-{name}-1366-top.png"))  # what a user sees first: the controls
-    size = page.evaluate(_CONTROLS)
+    size = page.evaluate(wp.CONTROLS)
     print(
         f"controls above the diagram: {size['above']:.0f} px of a 768 px viewport; widget {size['total']:.0f} px tall"
     )
     assert size["above"] <= VIEWPORTS["1366"]["height"], size
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
     page, _first = ssd_page_and_first
@@ -480,90 +279,7 @@ def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
 
 # --- opening a group (issue 8: a folded run or a Gluon block opens to a readable layout) ---
 
-# The on-screen heights of the node labels inside the diagram's box (what a user can read there).
-_LABELS_IN_BOX = """() => {
-    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
-    return [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend) text')]
-        .map(t => t.getBoundingClientRect())
-        .filter(r => r.right > f.left && r.left < f.right && r.bottom > f.top && r.top < f.bottom)
-        .map(r => r.height).sort((a, b) => a - b);
-}"""
-# An opened group's cluster measured in boxes (how many box widths and heights it takes at the current zoom),
-# and how many of the nodes drawn inside it the box shows.
-_CLUSTER_SIZE = """id => {
-    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
-    const c = document.querySelector(`.byoc-graph g.cluster[id="${CSS.escape(id)}"]`);
-    if (!c) return null;
-    const r = c.getBoundingClientRect();
-    const inside = (x, y, b) => x > b.left && x < b.right && y > b.top && y < b.bottom;
-    const members = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')]
-        .map(g => g.getBoundingClientRect()).map(n => [n.left + n.width / 2, n.top + n.height / 2])
-        .filter(([x, y]) => inside(x, y, r));
-    const whole = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')]
-        .map(g => g.getBoundingClientRect())
-        .filter(n => inside(n.left + n.width / 2, n.top + n.height / 2, r))
-        .filter(n => n.left >= f.left && n.right <= f.right && n.top >= f.top && n.bottom <= f.bottom);
-    return {w: r.width / f.width, h: r.height / f.height, nodes: members.length,
-            shown: members.filter(([x, y]) => inside(x, y, f)).length, whole: whole.length};
-}"""
 
-
-def _bring_into_box(page, node_id: str) -> None:
-    """Drag the diagram so that node ``node_id`` sits in the middle of the box, as a user would before opening it.
-
-    A drag made while a redraw still places the view (a stage switch on a loaded machine) can be undone by
-    it, so, as a user would, drag again: at most three times.
-    """
-    frame = page.locator(".byoc-graph")
-    frame.scroll_into_view_if_needed()
-    tries = []
-    for _ in range(3):
-        at = page.evaluate(_NODE_IN_BOX, node_id)
-        assert at is not None, f"{node_id} is not drawn"
-        box = frame.bounding_box()
-        cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-        page.mouse.move(cx, cy)
-        page.mouse.down()
-        page.mouse.move(cx + box["width"] / 2 - at["x"], cy + box["height"] / 2 - at["y"], steps=8)
-        page.mouse.up()
-        page.wait_for_timeout(300)
-        at = page.evaluate(_NODE_IN_BOX, node_id)
-        tries.append(at)
-        if 0 < at["x"] < box["width"] and 0 < at["y"] < box["height"]:
-            return
-    raise AssertionError(f"{node_id} never came into the box {box}: {tries}")
-
-
-def _open_group(page, node_id: str, shot: str) -> dict:
-    """Double-click group ``node_id`` at 100% and check what the box shows once the view settles."""
-    page.locator(".byoc-zoom-100").click()
-    _bring_into_box(page, node_id)
-    cluster = f"cluster_x_{node_id}"
-    t0 = time.time()
-    page.locator(f'.byoc-graph g.node[id="{node_id}"]').dblclick()
-    page.locator(f'.byoc-graph g.cluster[id="{cluster}"]').wait_for(timeout=TIMEOUT_MS)
-    print(f"{node_id} opened in {time.time() - t0:.2f} s (double-click to drawn, in the browser)")
-    page.wait_for_timeout(300)  # the redraw places the view on the next frames
-    page.locator(".byoc-graph").scroll_into_view_if_needed()
-    page.screenshot(path=str(BUILD / shot))
-    heights = page.evaluate(_LABELS_IN_BOX)
-    size = page.evaluate(_CLUSTER_SIZE, cluster)
-    print(
-        f"{node_id} opened at scale {_scale(page):.2f}: {len(heights)} labels in the box, median "
-        f"{_median(heights):.1f} px; the group: {size['nodes']} nodes over {size['w']:.1f} x {size['h']:.1f} boxes, "
-        f"{size['shown']} of them in the box"
-    )
-    assert page.evaluate(_NODES_IN_BOX) > 0, "after opening a group the box must still show nodes"
-    assert heights and _median(heights) >= MIN_LABEL_PX, f"labels are {_median(heights):.1f} px tall once opened"
-    assert size["shown"] > 0, f"the box shows none of the opened group's nodes: {size}"
-    assert size["whole"] > 0, f"every opened node in the box is cut at its edge, labels and all: {size}"
-    page.locator(".byoc-zoom-fit").click()  # and the whole diagram, one click away
-    fit = page.evaluate(_LABELS_IN_BOX)
-    print(f"  after 'fit': scale {_scale(page):.2f}, median label {_median(fit):.1f} px")
-    return size
-
-
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
     page, _first = ssd_page_and_first
@@ -572,7 +288,7 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
     page.locator('.byoc-graph g.node[id="fold_main/ssd0_slice_axis0"]').wait_for()
     try:
         # The folded run of 241 slices and concats at the prune stage.
-        size = _open_group(page, "fold_main/ssd0_slice_axis0", "widget-ssd-fold-1366.png")
+        size = wp.open_group(page, "fold_main/ssd0_slice_axis0", "widget-ssd-fold-1366.png")
         assert size["w"] <= 8, f"an opened run wraps into rows, not one strip: {size}"
         # The view moves to the opened run (its top), not to the node that stayed in the middle.
         assert size["shown"] >= 5, f"the box shows too few of the opened run's ops at readable labels: {size}"
@@ -582,7 +298,7 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
         # The Gluon backbone (resnetv10), drawn as one node before the partition.
         page.locator(".byoc-stage button", has_text="annotate").click()
         page.locator('.byoc-graph g.node[id="main/ssd0_resnetv10_"]').wait_for()
-        size = _open_group(page, "main/ssd0_resnetv10_", "widget-ssd-block-1366.png")
+        size = wp.open_group(page, "main/ssd0_resnetv10_", "widget-ssd-block-1366.png")
         assert size["w"] <= 8, f"an opened block lays out in rows, not one strip: {size}"
     finally:
         if page.locator(".byoc-collapse").is_enabled():
@@ -590,85 +306,9 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
         stage.click()
 
 
-@pytest.mark.slow
-@pytest.mark.mxnet
-def _chooser_parts(pg) -> dict:
-    """The chooser's status line, its caption or slider title, and the rectangles a reader needs."""
-    out = pg.locator(".jp-OutputArea").first
-    return pg.evaluate(
-        """(out) => {
-            const rect = (e) => { const r = e.getBoundingClientRect(); return {x: r.x, w: r.width, h: r.height}; };
-            const htmls = [...out.querySelectorAll('.widget-html')];
-            const clipped = [...out.querySelectorAll('.widget-html, .widget-label')].filter(
-                (e) => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map((e) => e.innerText.slice(0, 80));
-            return {status: htmls.length ? htmls[0].innerText : '', area: rect(out),
-                    text: htmls.map((e) => e.innerText).join('\\n'),
-                    tables: [...out.querySelectorAll('table.byoc-subgraphs')].map(rect),
-                    images: out.querySelectorAll('.widget-image').length, clipped};
-        }""",
-        out.element_handle(),
-    )
-
-
-def test_zoo_chooser_behaves_like_one_control(browser, lab):
-    """Notebook 06's chooser at 1366x768: a pose model, then a detector, then a segmenter. On each pick the
-    last model's outputs go at once and a progress line says what runs; then the new model's tables stand
-    apart, its caption wraps, the weights' mark is said once, and nothing is clipped or logged as an error."""
-    pytest.importorskip("mxnet", reason="the chooser needs mxnet and gluoncv")
-    pg = browser.new_page(viewport=VIEWPORTS["1366"])
-    pg.set_default_timeout(TIMEOUT_MS)
-    pg.goto(lab["url"].format("zoo"))
-    pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    _run_cell(pg, 0)
-    picture = pg.locator(".jp-OutputArea .widget-image")
-    picture.first.wait_for(timeout=300_000)  # a kernel start, then the import, the partition and a build
-    BUILD.mkdir(exist_ok=True)
-    for model in ("simple_pose_resnet18_v1b", "yolo3_mobilenet1.0_voc", "fcn_resnet50_ade"):
-        if model != "simple_pose_resnet18_v1b":
-            spec = zoo.MODELS[model]  # the dropdown's labels, as the chooser writes them
-            pg.locator(".jp-OutputArea .widget-dropdown select").first.select_option(
-                label=f"{model}  ({spec.family}, {spec.kind})"
-            )
-            pg.wait_for_function(
-                "(m) => { const o = document.querySelector('.jp-OutputArea');"
-                " return !o.querySelector('.widget-image') && o.innerText.includes('importing ' + m); }",
-                arg=model,
-                timeout=10_000,
-            )  # the old picture is gone and the line says what runs, before the import ends
-            pg.locator(f".jp-OutputArea .widget-html b:text-is('{model}')").wait_for(timeout=300_000)
-            picture.first.wait_for(timeout=300_000)
-        pg.wait_for_timeout(500)
-        parts = _chooser_parts(pg)
-        pg.screenshot(path=str(BUILD / f"widget-zoo-{model}-1366.png"), full_page=True)
-        assert parts["status"].startswith(model), parts["status"]
-        assert parts["status"].count("untrained weights") == 1, parts["status"]  # the mark, once
-        others = {"simple_pose_resnet18_v1b", "yolo3_mobilenet1.0_voc", "fcn_resnet50_ade"} - {model}
-        assert not [m for m in others if m in parts["text"]], parts["text"][:500]  # nothing of the last model
-        first, second = parts["tables"]
-        assert second["x"] >= first["x"] + first["w"] + 16, parts["tables"]  # two tables, visibly apart
-        area = parts["area"]
-        assert second["x"] + second["w"] <= area["x"] + area["w"] + 1, (parts["tables"], area)
-        assert parts["images"] == 1 and not parts["clipped"], parts
-    status_item = pg.locator(".jp-LogConsoleStatusItem")
-    assert not re.search(r"\d", status_item.inner_text() if status_item.count() else ""), "messages in Lab's log"
-    lab_server.close(pg)
-
-
 # --- notebook 02, run top to bottom once (issue 18: Part 2 reads as well as Part 1) ---------
 
 
-def _outputs_text(nb) -> str:
-    """Every text output of a saved notebook, with runs of white space made one: lines wrapped for the
-    page still read as one sentence."""
-    parts = []
-    for c in nb.cells:
-        for o in c.outputs if c.cell_type == "code" else ():
-            parts.append(o.get("text", "") + o.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
-
-
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
     import re
@@ -677,7 +317,7 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 
     page, nb = nb02
     assert not re.search(r"\d", lab_server.log_console_count(page)), "messages in Lab's log console"
-    text = _outputs_text(nb)
+    text = wp.outputs_text(nb)
     flat = " ".join(text.split())
     assert "untrained weights" in text  # offline: the seeded weights, and the notebook says so
     # Without TensorRT the same flow runs on ONNX Runtime: said at the top and on every timed build.
@@ -718,7 +358,6 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 # line boxes outnumber its lines. Also how many characters a line of the first one holds.
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_printouts_never_wrap_mid_word(nb02):
     from byoc_workbench import text
@@ -736,67 +375,13 @@ def test_nb02_printouts_never_wrap_mid_word(nb02):
     assert stages.first.inner_text().count("returned to host") == 4, "all four prune notes"
 
 
-# The output areas of the cells after the markdown cell whose h2 reads ``heading``, up to the next h2.
-_SECTION = """heading => {
-    const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
-    const titled = c => [...c.querySelectorAll('.jp-MarkdownOutput h2')].some(h => h.textContent.includes(heading));
-    const at = cells.findIndex(titled);
-    const out = [];
-    for (const c of cells.slice(at + 1)) {
-        if (c.querySelector('.jp-MarkdownOutput h2')) break;
-        out.push(...c.querySelectorAll('.jp-OutputArea-output'));
-    }
-    return out;
-}"""
-# In a section: text boxes (line boxes of its HTML text, the diagrams' own labels aside) that overlap another,
-# table cells whose content is cut or out of sight, and times broken across lines.
-_LAYOUT = f"""heading => {{
-    const areas = ({_SECTION})(heading);
-    const boxes = [], clipped = [], broken = [];
-    for (const area of areas) {{
-        const box = area.getBoundingClientRect();
-        const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
-        for (let n = walker.nextNode(); n; n = walker.nextNode()) {{
-            if (!n.textContent.trim() || n.parentElement.closest('svg')) continue;
-            const range = document.createRange();
-            range.selectNodeContents(n);
-            for (const r of range.getClientRects()) if (r.width > 1 && r.height > 1)
-                boxes.push({{r, text: n.textContent.trim().slice(0, 40)}});
-        }}
-        for (const cell of area.querySelectorAll('td, th')) {{
-            const r = cell.getBoundingClientRect();
-            if (cell.scrollWidth > cell.clientWidth + 1 || r.right > box.right + 1 || r.left < box.left - 1)
-                clipped.push(cell.textContent.trim().slice(0, 40));
-            if (/^[\\d.e+-]+\\s*(ms|s|µs)$/.test(cell.textContent.trim())) {{
-                const range = document.createRange();
-                range.selectNodeContents(cell);
-                const lines = new Set([...range.getClientRects()].map(x => Math.round(x.top)));
-                if (lines.size > 1) broken.push(cell.textContent);
-            }}
-        }}
-    }}
-    const overlaps = [];
-    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {{
-        const a = boxes[i].r, b = boxes[j].r;
-        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
-        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-        if (w > 1 && h > 2) overlaps.push([boxes[i].text, boxes[j].text]);
-    }}
-    const labels = areas.flatMap(a => [...a.querySelectorAll('.byoc-diagram svg g.node text')])
-        .map(t => t.getBoundingClientRect().height).filter(x => x > 0).sort((a, b) => a - b);
-    return {{areas: areas.length, boxes: boxes.length, overlaps: overlaps.slice(0, 10), clipped, broken,
-             label_px: labels.length ? labels[labels.length >> 1] : 0}};
-}}"""
-
-
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     page, _nb = nb02
     heading = page.locator(".jp-MarkdownOutput h2", has_text="Where the time goes")
     heading.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
-    found = page.evaluate(_LAYOUT, "Where the time goes")
+    found = page.evaluate(wp.LAYOUT, "Where the time goes")
     print(
         f"timing section: {found['areas']} outputs, {found['boxes']} text boxes, map labels {found['label_px']:.1f} px"
     )
@@ -810,11 +395,10 @@ def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     for k in range(tables.count()):  # each table of the section, as a projector shows it
         tables.nth(k).scroll_into_view_if_needed()
         page.screenshot(path=str(BUILD / f"nb02-timing-table{k}-1366.png"))
-    speed = page.evaluate(_LAYOUT, "not pruning is faster")
+    speed = page.evaluate(wp.LAYOUT, "not pruning is faster")
     assert not speed["overlaps"] and not speed["clipped"], speed
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_detections_read_in_a_room(nb02):
     import re
@@ -830,7 +414,6 @@ def test_nb02_detections_read_in_a_room(nb02):
     page.screenshot(path=str(BUILD / "nb02-detections-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     # Locators keep to the workbench: with the search cached, the search widget draws a diagram too.
@@ -853,7 +436,6 @@ def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     page.screenshot(path=str(BUILD / "nb02-details-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page, _nb = nb02
@@ -874,17 +456,16 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page.locator(".byoc-graph-widget").scroll_into_view_if_needed()
     page.locator(".byoc-workbench .byoc-zoom-100").click()  # labels and times at full size
     page.wait_for_timeout(500)
-    assert page.evaluate(_NODES_IN_BOX) > 0
+    assert page.evaluate(wp.NODES_IN_BOX) > 0
     page.screenshot(path=str(BUILD / "nb02-widget-time-1366.png"))
     page.locator(".byoc-stage button", has_text="prune").click()  # leaving codegen switches the time view off
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page, nb = nb02
-    if "Not searched here" in " ".join(_outputs_text(nb).split()):
+    if "Not searched here" in " ".join(wp.outputs_text(nb).split()):
         pytest.skip("the search is not cached here: notebook 02 said so in one line and measured nothing")
     graph = page.locator(".byoc-graph").nth(1)  # the first is the workbench's
     graph.scroll_into_view_if_needed()
@@ -893,7 +474,6 @@ def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page.screenshot(path=str(BUILD / "nb02-search-1366.png"))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     """Last of the notebook-02 tests: a reload, as an instructor does before the next group."""
@@ -901,7 +481,7 @@ def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     lab_server.saved(page)
     page.reload()
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    _wait_for_diagram(page, lab, tmp_path_factory)  # the live widgets come back from the kernel
+    wp.wait_for_diagram(page, lab, tmp_path_factory)  # the live widgets come back from the kernel
     page.wait_for_timeout(3000)
     broken = page.get_by_text("Error displaying widget")
     print(f"after a reload: {broken.count()} 'Error displaying widget'")
@@ -910,95 +490,3 @@ def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
 
 
 # --- a model of 6,000 ops (issue 19: the cost of a view is what is on screen) -------------
-
-
-def _model_then_widget(browser, lab, name: str):
-    """A page at 1366x768 on notebook ``name`` (a model made in one cell, its widget in the next) with
-    the first cell run, ready for the second."""
-    pg = browser.new_page(viewport=VIEWPORTS["1366"])
-    pg.set_default_timeout(TIMEOUT_MS)
-    pg.goto(lab["url"].format(name))
-    pg.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    _run_cell(pg, 0)
-    pg.locator(".jp-Notebook .jp-CodeCell").nth(0).locator(".jp-InputPrompt", has_text="[1]").wait_for()
-    pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
-    return pg
-
-
-def test_a_6000_op_model_opens_on_its_blocks_and_they_open_readable(browser, lab, tmp_path_factory):
-    """The widget on 6,000 ops: what it draws is what is on screen (a handful of blocks), so its
-    first view, a 1,000-op block opened, and a toggle that splits the one subgraph into 1,501 each
-    draw a small picture with readable labels. The times are printed (the scale benchmark keeps them)."""
-    pg = _model_then_widget(browser, lab, "big")
-    try:
-        t0 = time.time()
-        _run_cell(pg, 1)
-        _wait_for_diagram(pg, lab, tmp_path_factory)
-        print(f"6,000 ops: first view drawn {time.time() - t0:.2f} s after its cell ran (stages to partition included)")
-        pg.locator(".byoc-graph-widget").scroll_into_view_if_needed()
-        pg.wait_for_timeout(500)
-        pg.screenshot(path=str(BUILD / "widget-6000ops-1366.png"))
-        nodes = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
-        assert 0 < nodes <= 12, f"the first view of 6,000 ops draws {nodes} nodes"
-        assert _median(_label_heights(pg)) >= MIN_LABEL_PX
-
-        # relu off: the one subgraph becomes 1,501 (one per block, and the last add), drawn inside the blocks.
-        t0 = time.time()
-        pg.get_by_label("tensorrt.nn.relu", exact=True).click()
-        sync_api.expect(pg.locator(".byoc-summary")).to_contain_text("partition: 1501 subgraphs", timeout=TIMEOUT_MS)
-        pg.locator('.byoc-graph g.node[id="main/stage1."]').wait_for()
-        print(f"6,000 ops: relu switched off and redrawn in {time.time() - t0:.2f} s (click to drawn)")
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(BUILD / "widget-6000ops-toggled-1366.png"))
-        nodes = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
-        assert 0 < nodes <= 12, f"1,501 subgraphs drawn as {nodes} nodes"
-        assert pg.evaluate(_NODES_IN_BOX) > 0 and _median(_label_heights(pg)) >= MIN_LABEL_PX
-        pg.get_by_label("tensorrt.nn.relu", exact=True).click()  # back on: the run before, kept
-        sync_api.expect(pg.locator(".byoc-summary")).to_contain_text("partition: 1 subgraph", timeout=TIMEOUT_MS)
-
-        # Before the partition, the model is its six stages of 1,000 ops; one opens to its 250 blocks.
-        pg.locator(".byoc-stage button", has_text="source").click()
-        pg.locator('.byoc-graph g.node[id="main/stage1."]').wait_for()
-        size = _open_group(pg, "main/stage1.", "widget-6000ops-stage1-1366.png")
-        assert size["nodes"] >= 200, f"stage1 opens to its blocks: {size}"
-    finally:
-        lab_server.close(pg)
-
-
-def test_a_flat_6000_op_model_folds_by_structure_and_its_worst_toggle_stays_small(browser, lab, tmp_path_factory):
-    """No names group the flat model's ops: the view folds runs of its repeated pattern. Switching
-    tensorrt.add off (which shatters the one subgraph into thousands) draws a view as small and as
-    readable, and a fold opens readable. The times are printed (the scale benchmark keeps them)."""
-    pg = _model_then_widget(browser, lab, "flat")
-    try:
-        _run_cell(pg, 1)
-        _wait_for_diagram(pg, lab, tmp_path_factory)
-        pg.locator(".byoc-graph-widget").scroll_into_view_if_needed()
-        summary = pg.locator(".byoc-summary").inner_text()
-        before = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
-        assert 0 < before <= 500, f"the first view of the flat model draws {before} nodes"
-        assert _median(_label_heights(pg)) >= MIN_LABEL_PX
-
-        t0 = time.time()
-        pg.get_by_label("tensorrt.add", exact=True).click()
-        pg.wait_for_function(
-            "(s) => { const e = document.querySelector('.byoc-summary'); return e && e.innerText !== s; }",
-            arg=summary,
-            timeout=TIMEOUT_MS,
-        )
-        pg.locator(".byoc-graph svg g.node").first.wait_for()
-        print(f"flat 6,000 ops: tensorrt.add switched off and redrawn in {time.time() - t0:.2f} s (click to drawn)")
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(BUILD / "widget-flat6000-add-off-1366.png"))
-        after = pg.locator(".byoc-summary").inner_text()
-        shattered = int(re.search(r"partition: (\d+) subgraph", after).group(1))
-        assert shattered > 1000, after  # the toggle split the model into thousands of subgraphs
-        nodes = pg.locator(".byoc-graph svg g.node:not(#legend)").count()
-        assert 0 < nodes <= 500, f"{shattered} subgraphs drawn as {nodes} nodes"
-        assert pg.evaluate(_NODES_IN_BOX) > 0 and _median(_label_heights(pg)) >= MIN_LABEL_PX
-        fold = pg.locator('.byoc-graph g.node[id^="run_"], .byoc-graph g.node[id^="seg_"]').first
-        size = _open_group(pg, fold.get_attribute("id"), "widget-flat6000-fold-1366.png")
-        assert size["nodes"] >= 2, f"a fold opens to what it holds: {size}"
-    finally:
-        lab_server.close(pg)

@@ -9,10 +9,8 @@ import sys
 import time
 
 import lab_server
-import pytest
 from lab_server import BUILD, ROOT
 
-pytestmark = pytest.mark.browser
 sync_api = lab_server.playwright_or_skip()
 
 

@@ -10,7 +10,6 @@ import pytest
 import seat
 from lab_server import BUILD
 
-pytestmark = pytest.mark.browser
 sync_api = lab_server.playwright_or_skip()
 
 # A last cell in notebook 01's copy: TVM came into the kernel without torch (about 700 MB less per seat).
@@ -79,7 +78,6 @@ def test_part1_notebook_runs_in_lab(browser, lab):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_ssd_exercise_notebook_runs_in_lab(browser, lab):
     nb, text = _part2(browser, lab, "03_exercises_ssd", 10)
     assert "Exercise 5, one TensorRT rule off on the SSD: not yet" in text  # committed unanswered
@@ -106,7 +104,6 @@ def test_codegen_notebook_runs_in_lab(browser, lab):
     )
 
 
-@pytest.mark.slow
 def test_bring_your_own_model_notebook_runs_in_lab(browser, lab):
     pytest.importorskip(
         "torch", reason="notebook 05's PyTorch half needs the [pytorch] extra: pip install -e .[pytorch]"
@@ -125,7 +122,6 @@ def test_bring_your_own_model_notebook_runs_in_lab(browser, lab):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_zoo_notebook_runs_in_lab_and_the_architectures_partition_differently(browser, lab):
     nb, text = _part2(browser, lab, "06_gluoncv_zoo", 15)
     counts = dict(re.findall(r"^(\S+) .*?(\d+) subgraphs, ", text, re.MULTILINE))

@@ -170,7 +170,6 @@ def ssd256():
     return imported.mod, transforms.prepare(imported.mod), x, execute.run(imported.mod, [x])
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
     from byoc_workbench.measure import compare as matching
@@ -187,7 +186,6 @@ def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
     assert matching.unmatched(alone, shifted) != [], "the comparison sees a box moved by 0.1 px"
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
     """The torch target takes the whole SSD, its box filter and NMS included, as one subgraph."""
@@ -203,7 +201,6 @@ def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
     assert matching.unmatched(alone, offloaded) == []
 
 
-@pytest.mark.slow
 def test_torch_compile_runs_the_demo_and_says_so(demo_mod, byoc, reference_output):
     """compile=True: each subgraph under torch.compile (its first call compiles, with the C compiler on a CPU)."""
     pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")

@@ -7,6 +7,9 @@ Every row is run and checked the same way:
 - exactly one line ``error: <cause>. Fix: <fix>.`` that names the cause (the words given in the row);
 - no output left behind: the rows' directory is the same before and after (files, sizes, times).
 
+The bad inputs that are accepted, and what needs a real process, are in
+test_bad_inputs_accepted.py and test_bad_inputs_process.py; the rows' files are in bad_rows.py.
+
 CLI rows run in-process through ``cli.main(argv)``; only what needs a real
 process (``sys.exit`` inside a user file, Ctrl-C by SIGINT, two runs at once)
 starts one. No row builds an SSD-size model.
@@ -14,144 +17,27 @@ starts one. No row builds an SSD-size model.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
-from pathlib import Path
 
-import bad_models
 import numpy as np
 import pytest
-from messages import LINE, one_line
-from PIL import Image
+from bad_rows import no_traceback, rows_dir, snapshot, the_line
+from messages import one_line
 
 from byoc_workbench import cli, stages, subjects
 from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
-from byoc_workbench.errors import WorkbenchError, first_line, shorten
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure import clock, execute
 from byoc_workbench.models import demo, images
 from byoc_workbench.session import Workbench
 
-MODEL = """
-from tvm.script import ir as I, relax as R
-from tvm.relax.dpl import is_op, wildcard
-from byoc_workbench.flow.rules import op_rule, pattern_rule
-
-
-@I.ir_module
-class Mine:
-    @R.function
-    def main(x: R.Tensor((2, 8), "float32"), w: R.Tensor((8, 4), "float32")):
-        with R.dataflow():
-            y = R.nn.relu(R.matmul(x, w))
-            R.output(y)
-        return y
-
-
-mod = Mine
-"""
-MATMUL_RELU = 'is_op("relax.nn.relu")(is_op("relax.matmul")(wildcard(), wildcard()))'
-
-# User files: name -> source. MODEL plus a tail, unless the source stands alone.
-FILES = {
-    "mine.py": MODEL + 'rules = [op_rule("mychip", "mm", "relax.matmul")]\n',
-    "syntax.py": "x = = 1\n",
-    "raises.py": "x = 1\nraise RuntimeError('boom')\n",
-    "imports.py": "import nothing_here_at_all\n",
-    "exit0.py": "import sys\nsys.exit(0)\n",
-    "exit3.py": "import sys\nsys.exit(3)\n",
-    "no_mod.py": "y = 2\n",
-    "mod5.py": "mod = 5\n",
-    "primfunc.py": textwrap.dedent("""
-        from tvm.script import ir as I
-        from tvm.script import tirx as T
-
-        @I.ir_module
-        class M:
-            @T.prim_func
-            def main(a: T.Buffer((4,), "float32")):
-                a[0] = T.float32(1)
-
-        mod = M
-    """),
-    "no_main.py": MODEL.replace("def main(", "def other("),
-    "bad_shapes.py": MODEL.replace('w: R.Tensor((8, 4), "float32")', 'w: R.Tensor((3, 4), "float32")'),
-    "rules5.py": MODEL + "rules = 5\n",
-    "rules_ints.py": MODEL + "rules = [1, 2]\n",
-    "rules_one.py": MODEL + 'rules = op_rule("mychip", "mm", "relax.matmul")\n',
-    "rules_dup.py": MODEL
-    + 'rules = [op_rule("mychip", "mm", "relax.matmul"), op_rule("mychip", "mm", "relax.nn.relu")]\n',
-    "rules_dup_table.py": MODEL + 'rules = [op_rule("byoc-target", "add", "relax.nn.relu")]\n',
-    "unknown_op.py": MODEL + 'rules = [op_rule("mychip", "mm", "relax.no_such_op")]\n',
-    "not_pattern.py": MODEL + 'rules = [pattern_rule("mychip", "mm", "relax.matmul")]\n',
-    "check5.py": MODEL + 'rules = [op_rule("mychip", "mm", "relax.matmul", check=5)]\n',
-    "check_raises.py": MODEL
-    + 'def picky(call):\n    return 1 / 0\n\n\nrules = [op_rule("mychip", "mm", "relax.matmul", check=picky)]\n',
-    "pattern_raises.py": MODEL
-    + "def picky(call):\n    raise KeyError('layout')\n\n\n"
-    + f'rules = [pattern_rule("mychip", "mr", {MATMUL_RELU}, check=picky)]\n',
-    "check_raises_ours.py": MODEL
-    + "from byoc_workbench.errors import WorkbenchError\n\n\n"
-    + "def picky(call):\n    raise WorkbenchError('Nested cause', 'nested fix')\n\n\n"
-    + 'rules = [op_rule("mychip", "mm", "relax.matmul", check=picky)]\n',
-    "empty_name.py": MODEL + 'rules = [op_rule("mychip", "", "relax.matmul")]\n',
-    "sleepy.py": "import time\nprint('ready', flush=True)\ntime.sleep(60)\n",
-}
-
-
-def _picture(path: Path, h: int, w: int) -> None:
-    Image.fromarray(np.random.RandomState(0).randint(0, 255, (h, w, 3), dtype=np.uint8)).save(path)
-
 
 @pytest.fixture(scope="module")
 def d(tmp_path_factory):
-    """One directory holding every row's files; rows write (or must not write) under it."""
-    root = tmp_path_factory.mktemp("bad")
-    for name, source in FILES.items():
-        (root / name).write_text(source)
-    (root / "a_file").write_text("not a directory")
-    (root / "a_dir").mkdir()
-    (root / "cwd").mkdir()
-    (root / "empty.jpg").write_bytes(b"")
-    (root / "text.jpg").write_text("hello, not a picture\n" * 20)
-    _picture(root / "pic.png", 40, 60)
-    (root / "half.png").write_bytes((root / "pic.png").read_bytes()[:60])
-    (root / "garbage.params").write_bytes(b"\x00\x01 not mxnet parameters" * 10)
-    blocked = root / "blocked"  # a stage file's name taken by a directory
-    (blocked / "03-merge.svg").mkdir(parents=True)
-    (blocked / "profile.json").mkdir()
-    bad_models.write_all(root)  # ONNX files, PyTorch modules and codegen files
-    sys.path.insert(0, str(root))  # so that --torch bad_torch_...:f imports from here
-    yield root
-    sys.path.remove(str(root))
-
-
-def _snapshot(root: Path) -> dict:
-    """Every file and directory under ``root``, with size and modification time (Python's own caches aside)."""
-    return {
-        str(p.relative_to(root)): (p.is_dir(), p.stat().st_size if p.is_file() else 0, p.stat().st_mtime_ns)
-        for p in root.rglob("*")
-        if "__pycache__" not in p.parts
-    }
-
-
-def _no_traceback(*texts: str) -> None:
-    for text in texts:
-        assert "Traceback" not in text and 'File "' not in text, text[-2000:]
-
-
-def _the_line(err: str) -> str:
-    """The one error line: every other stderr line is a warning or a progress bar, none is a second error."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("error:")]
-    assert len(errors) == 1, err
-    return one_line(errors[0])
+    """One directory holding every row's files (bad_rows.rows_dir)."""
+    yield from rows_dir(tmp_path_factory)
 
 
 # --- the command line -------------------------------------------------------------------
@@ -346,17 +232,17 @@ def test_cli_bad_input(case, d, capsys, monkeypatch):
     _id, _kind, argv, words = case
     monkeypatch.setattr(c_source, "TRIAL_S", 5.0)  # a hung trial is killed sooner than a user's 30 s
     monkeypatch.chdir(d / "cwd")  # so that an empty --out would show up as files written here
-    before = _snapshot(d)
+    before = snapshot(d)
     rc = cli.main([a.format(d=d) for a in argv])
     out, err = capsys.readouterr()
-    _no_traceback(out, err)
+    no_traceback(out, err)
     assert rc == 2, (rc, err)
     assert len(err.splitlines()) < 20, err[:2000]  # nothing printed at length before the line (torch's graphs)
-    line = _the_line(err)
+    line = the_line(err)
     assert "Fix: Fix" not in line and line.count("error:") == 1 and line.count("Fix:") == 1, line
     for word in words:
         assert word.format(d=d) in line, (word, line)
-    assert _snapshot(d) == before, "nothing is left behind"
+    assert snapshot(d) == before, "nothing is left behind"
 
 
 # --- the Python API -----------------------------------------------------------------------
@@ -473,235 +359,17 @@ def _zoo_chooser(**kw):
 @pytest.mark.parametrize("case", API, ids=[c[0] for c in API])
 def test_api_bad_input(case, d):
     _id, _kind, call, words = case
-    before = _snapshot(d)
+    before = snapshot(d)
     with pytest.raises(WorkbenchError) as err:
         call(d)
     line = one_line(err)
     assert line.count("error:") == 1 and line.count("Fix:") == 1, line
     for word in words:
         assert word in line, (word, line)
-    assert _snapshot(d) == before
+    assert snapshot(d) == before
 
 
 def test_the_table_covers_every_kind_and_at_least_60_inputs():
     kinds = {c[1] for c in CLI + API}
     assert kinds >= {"cli", "output", "file", "picture", "weights", "api"}
     assert len(CLI) + len(API) >= 60
-
-
-# --- bad inputs that are accepted, as the issue asks --------------------------------------
-
-
-def test_pictures_of_any_shape_are_accepted(d):
-    """3000x1 crashed OpenCV's resize; now it resizes as GluonCV's rules say, and bench pads it to 512x512."""
-    _picture(d / "wide.png", 1, 3000)
-    _picture(d / "tall.png", 3000, 1)
-    _picture(d / "dot.png", 1, 1)
-    x, resized = images.load_test(d / "wide.png")
-    assert x.shape == (1, 3, 1, 1024) and resized.shape == (1, 1024, 3)
-    assert images.load_test(d / "tall.png")[0].shape == (1, 3, 1024, 1)
-    assert images.load_test(d / "dot.png")[0].shape == (1, 3, 512, 512)
-    cut, shown = images.model_input(d / "wide.png", (1, 3, 512, 512))
-    assert shown.shape == (512, 512, 3) and not shown[1:].any()
-    assert cut.shape == (1, 3, 512, 512) and np.all(cut[:, :, 1:] == 0) and np.any(cut[:, :, 0] != 0)
-
-
-def test_a_target_given_by_name(d):
-    wb = Workbench(demo.demo_module(), "byoc-target", enabled="byoc-target.add,byoc-target.conv2d_bias_relu")
-    assert {r.qualified for r in wb.rules} == {"byoc-target.add", "byoc-target.conv2d_bias_relu"}
-    assert len(wb.stage("partition").subgraphs) == 3
-
-
-def test_the_widget_shows_a_bad_target_in_one_line():
-    from byoc_workbench.widgets import workbench_widget
-
-    for target in (5, "byoc"):
-        w = workbench_widget(target=target)
-        assert w.workbench is None and "error:" in w.status.value and "Fix:" in w.status.value
-
-
-def test_the_widget_refuses_an_unknown_rule_in_one_line():
-    from byoc_workbench.widgets import workbench_widget
-
-    w = workbench_widget()
-    before = w.workbench
-    assert w.set_rule("byoc-target.nope", False) is False
-    assert "byoc-target.nope" in w.status.value and "Fix:" in w.status.value
-    assert w.workbench is before, "the previous state is kept"
-
-
-def test_causes_are_cut_at_a_word_and_nested_errors_not_repeated():
-    long = ValueError("word " * 200)
-    text = first_line(long)
-    assert len(text) <= 300 and text.endswith("word […]")
-    assert shorten("x" * 400, 300).endswith("[…]") and len(shorten("x" * 400, 300)) <= 300
-    nested = WorkbenchError("Inner cause", "inner fix")
-    outer = WorkbenchError(f"Outer failed ({first_line(nested)})", "outer fix")
-    assert LINE.fullmatch(outer.line) and outer.line.count("Fix:") == 1 and "error:" not in outer.cause
-
-
-def test_nonfinite_outputs_give_one_warning_and_the_run_finishes(d):
-    from byoc_workbench.models import meaning, zoo
-
-    name = "ssd_512_resnet50_v1_coco"
-    loaded = zoo.LoadedModel(name, None, str(d / "flipped.params"), zoo.model_spec(name))
-    ids, scores = np.zeros((1, 4, 1), "float32"), np.ones((1, 4, 1), "float32")
-    boxes = np.ones((1, 4, 4), "float32")
-    boxes[0, 2, 1] = np.inf
-    result = meaning.prediction("detection", [ids, scores, boxes], loaded)
-    assert len(result.warnings) == 1
-    (line,) = result.warnings
-    assert "output boxes holds 1 non-finite values (first inf at [0, 2, 1])" in line
-    assert "flipped.params" in line and "corrupted" in line and "\n" not in line
-    assert meaning.prediction("detection", [ids, scores, np.ones((1, 4, 4), "float32")], loaded).warnings == ()
-
-
-def test_saved_outputs_are_whole_and_counted(d, capsys):
-    """Each output is saved whole (batch axis and scalars too) and the line counts outputs, not rows."""
-    for model, shape, saved, expect in [
-        ("relu.onnx", [], "1 output", {"output0": (1, 4, 16, 16)}),
-        ("batch.onnx", ["--input-shape", "4,4,16,16"], "1 output", {"output0": (4, 4, 16, 16)}),
-        ("scalar.onnx", [], "2 outputs", {"output0": (), "output1": (1, 4, 16, 16)}),
-    ]:
-        path = d / "saved" / f"{model}.npz"
-        assert cli.main(["run", str(d / model), *shape, "--save-outputs", str(path)]) == 0
-        assert f"saved {saved} to" in capsys.readouterr().out
-        with np.load(path) as z:
-            assert {k: z[k].shape for k in z} == expect
-
-
-def test_named_input_shapes_reach_pytorch(d, capsys):
-    """--input-shape NAME=... names forward's input; it was ignored for 1,3,224,224."""
-    save = d / "saved" / "torch.npz"
-    assert (
-        cli.main(["run", "--torch", "bad_torch_tiny:net", "--input-shape", "input=2,5", "--save-outputs", str(save)])
-        == 0
-    )
-    with np.load(save) as z:
-        assert z["output0"].shape == (2, 5)
-    model = subjects.own_workbench(None, "bad_torch_tiny:net", {"input": [2, 5]}).model
-    assert [x.shape for x in model.inputs] == [(2, 5)]
-    described = subjects.describe(None, None, torch_spec="bad_torch_tiny:net", shapes={"input": [3, 2]})
-    assert subjects.load(described).inputs[0].shape == (3, 2)  # the search's path
-
-
-def test_a_model_file_in_capitals_is_accepted(d, capsys):
-    (d / "upper").mkdir()
-    (d / "upper" / "RELU.ONNX").write_bytes((d / "relu.onnx").read_bytes())
-    (d / "upper" / "MINE.PY").write_text(FILES["mine.py"])
-    assert cli.main(["report", str(d / "upper" / "RELU.ONNX"), "--json"]) == 0
-    assert cli.main(["report", str(d / "upper" / "MINE.PY"), "--target", "mychip", "--json"]) == 0
-    capsys.readouterr()
-
-
-# --- what needs a real process ---------------------------------------------------------------
-
-
-def _cli_process(*args, **kw):
-    return subprocess.Popen(
-        [sys.executable, "-m", "byoc_workbench.cli", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
-
-
-def test_a_user_file_that_exits_0_exits_2(d):
-    proc = _cli_process("stages", d / "exit0.py", "--out", d / "exit-out")
-    out, err = proc.communicate(timeout=120)
-    _no_traceback(out, err)
-    assert proc.returncode == 2 and "sys.exit(0)" in _the_line(err)
-    assert not (d / "exit-out").exists()
-
-
-def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(d):
-    proc = _cli_process("stages", d / "sleepy.py", "--out", d / "ctrl-c-out")
-    assert proc.stdout.readline().strip() == "ready"  # the user file is loading: interrupt it there
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    _no_traceback(out, err)
-    assert proc.returncode == 130 and err.strip() == "interrupted; nothing was written."
-    assert not (d / "ctrl-c-out").exists()
-
-
-def test_ctrl_c_while_writing_keeps_the_old_output(tmp_path, capsys, monkeypatch):
-    """Interrupted after three of seven diagrams: the old output stays as it was, and the line says so."""
-    from byoc_workbench.draw import render
-
-    out = tmp_path / "out"
-    assert cli.main(["stages", "demo", "--out", str(out), "--format", "dot"]) == 0
-    old = {p.name: p.read_bytes() for p in out.iterdir()}
-    capsys.readouterr()
-    real, calls = render.write, []
-
-    def write_then_interrupt(dot, path, fmt="svg"):
-        calls.append(path)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(dot, path, fmt)
-
-    monkeypatch.setattr(render, "write", write_then_interrupt)
-    assert cli.main(["stages", "demo", "--out", str(out), "--format", "dot", "--rules", ""]) == 130
-    out_text, err = capsys.readouterr()
-    _no_traceback(out_text, err)
-    assert err.strip() == "interrupted; nothing was written."
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
-    assert [p.name for p in tmp_path.iterdir()] == ["out"], "no temporary directory is left"
-
-
-@pytest.mark.parametrize("how", ["flag", "env"])
-def test_traceback_flag_and_debug_env_show_the_whole_trace(d, capsys, monkeypatch, how):
-    argv = ["stages", str(d / "check_raises.py"), "--out", str(d / "o")]
-    if how == "flag":
-        argv.append("--traceback")
-    else:
-        monkeypatch.setenv("BYOC_WORKBENCH_DEBUG", "1")
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" in err and "ZeroDivisionError: division by zero" in err and "check_raises.py" in err
-    assert err.rstrip().splitlines()[-1].startswith("error: Rule mychip.mm's check raised ZeroDivisionError")
-
-
-def test_two_runs_at_once_give_identical_outputs(tmp_path):
-    """Concurrency holds: two processes, their own directories and one shared, all complete and equal."""
-    env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(tmp_path / "cache"))
-    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "shared", tmp_path / "shared"]
-    procs = [_cli_process("stages", "demo", "--out", o, "--format", "dot", env=env) for o in dirs[:2]]
-    procs += [_cli_process("stages", "demo", "--out", o, "--format", "dot", env=env) for o in dirs[2:]]
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-2000:]
-    contents = [{f.name: f.read_bytes() for f in o.iterdir()} for o in dirs[1:3]]
-    first = {f.name: f.read_bytes() for f in dirs[0].iterdir()}
-    assert len(first) == 8 and all(c == first for c in contents)
-    assert json.loads(first["summary.json"])["model"] == "demo"
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a", "b", "shared"]
-
-
-@pytest.mark.slow
-@pytest.mark.mxnet
-def test_corrupted_weights_warn_once_and_the_run_finishes(tmp_path, capsys):
-    """A .params file whose box-head bias has blown exponents (3e38) loads without error; the run warns."""
-    pytest.importorskip("mxnet")
-    from byoc_workbench.models import zoo
-
-    name = "ssd_512_mobilenet1.0_coco"  # the smallest detector of the zoo
-    loaded = zoo.load_model(name, "untrained")
-    bias = loaded.block.collect_params()["ssd0_convpredictor1_conv0_bias"]  # the first box predictor
-    bias.set_data(np.full(bias.shape, 3e38, "float32"))
-    path = tmp_path / "flipped.params"
-    loaded.block.save_parameters(str(path))
-    save = tmp_path / "out.npz"
-    assert (
-        cli.main(
-            ["run", "ssd", "--backend", "mxnet", "--model", name, "--weights", str(path), "--save-outputs", str(save)]
-        )
-        == 0
-    )
-    out, err = capsys.readouterr()
-    _no_traceback(out, err)
-    warnings = [ln for ln in err.splitlines() if "non-finite" in ln]
-    assert len(warnings) == 1 and warnings[0].startswith("warning: ") and "output boxes" in warnings[0]
-    assert str(path) in warnings[0] and "corrupted" in warnings[0]
-    assert np.load(save)["boxes"].shape == (1, 100, 4), "the run finished and saved its outputs"

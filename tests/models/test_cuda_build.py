@@ -22,8 +22,6 @@ from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
 from byoc_workbench.measure import cuda, execute
 
-pytestmark = pytest.mark.slow
-
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 SM75 = {"kind": "cuda", "arch": "sm_75"}
 

@@ -131,7 +131,6 @@ def ssd_workbench():
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_exercise5_ssd_rule_off(ssd_workbench):
     key = _key("ssd")
     assert exercises.rule_off(ssd_workbench, ...) is ssd_workbench  # unanswered: the notebook still runs

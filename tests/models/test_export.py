@@ -50,7 +50,6 @@ def test_static_copy_follows_each_widget():
     assert json.dumps(nb.cells[0].outputs) != json.dumps(outputs)  # the original is left as it was
 
 
-@pytest.mark.browser
 def test_exported_html_shows_a_stage_diagram_offline(exported):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make setup does it)")

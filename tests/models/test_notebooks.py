@@ -34,7 +34,6 @@ def _text(nb):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_bring_your_own_model_notebook_runs_without_torch(lab):
     """A plain `make lab` has no torch: the ONNX half runs on MXNet's export, the PyTorch half is one line."""
     pytest.importorskip("mxnet")

@@ -224,7 +224,6 @@ def exported(tmp_path_factory):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 @pytest.mark.parametrize("name", GLUON)
 def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, name):
     loaded, path = exported(name)
@@ -248,7 +247,6 @@ def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, na
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_ssd_report_from_onnx_matches_the_gluon_import(exported):
     """The same ops on the TensorRT side and the same subgraphs after pruning; the README explains
     the extra subgraphs before pruning (MXNet's exporter spells box decoding and NMS differently)."""

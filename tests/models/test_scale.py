@@ -2,6 +2,7 @@
 and a workbench's cached toggles against every stage computed from scratch."""
 
 import collections
+import functools
 import gc
 
 import graphs
@@ -177,15 +178,6 @@ def test_a_region_that_grows_after_a_host_op_read_it():
     assert not graphs.region_cycle(merged.mod, merged.regions)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["named", "flat"])
-def residual(request):
-    """The residual chain with block names, and without (a flat model: bindings ``lv``, ``lv1``, ...)."""
-    mod = stages.check_module(residual_model(48, blocks_per_stage=4, named=request.param))
-    wb = Workbench(mod, "tensorrt")
-    matched = [r.qualified for r in wb.target.rules if wb._runs.fuse.can_match(r)]
-    return wb, matched, request.param
-
-
 def structure(stage):
     return (
         [(s.name, s.target, list(s.ops)) for s in stage.subgraphs],
@@ -195,31 +187,54 @@ def structure(stage):
     )
 
 
-FLIPS: dict = {True: [], False: []}  # every flip checked, named and flat, so the last test can say how many
-
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flips=st.lists(st.integers(0, 10**6), min_size=10, max_size=10))
-def test_toggled_workbench_equals_the_stages_from_scratch(residual, flips):
-    wb, matched, named = residual
+def toggle_search(named: bool) -> tuple:
+    """Hypothesis toggles rules of a workbench on the residual chain, with block names or without (a flat
+    model: bindings ``lv``, ``lv1``, ...), and checks every stage against the stages from scratch. Gives
+    the names flipped, and the error that a failing example raised (None when every one held)."""
+    mod = stages.check_module(residual_model(48, blocks_per_stage=4, named=named))
+    start = Workbench(mod, "tensorrt")
+    matched = [r.qualified for r in start.target.rules if start._runs.fuse.can_match(r)]
     target = rules.get_target("tensorrt")
-    for k in flips:
-        name = matched[k % len(matched)]
-        wb = wb.with_rule(name, name not in wb.enabled)
-        chosen = [r for r in target.rules if r.qualified in wb.enabled]
-        fresh = stages.run_stages(residual_model(48, blocks_per_stage=4, named=named), chosen)
-        for got, want in zip(wb.stages, fresh, strict=True):
-            assert got.name == want.name
-            assert tvm_ffi.structural_equal(got.mod, want.mod), (got.name, sorted(wb.enabled))
-            assert structure(got) == structure(want), got.name
-        FLIPS[named].append(name)
+    flipped: list = []
+
+    @settings(max_examples=20, deadline=None)
+    @given(flips=st.lists(st.integers(0, 10**6), min_size=10, max_size=10))
+    def search(flips):
+        wb = start
+        for k in flips:
+            name = matched[k % len(matched)]
+            wb = wb.with_rule(name, name not in wb.enabled)
+            chosen = [r for r in target.rules if r.qualified in wb.enabled]
+            fresh = stages.run_stages(residual_model(48, blocks_per_stage=4, named=named), chosen)
+            for got, want in zip(wb.stages, fresh, strict=True):
+                assert got.name == want.name
+                assert tvm_ffi.structural_equal(got.mod, want.mod), (got.name, sorted(wb.enabled))
+                assert structure(got) == structure(want), got.name
+            flipped.append(name)
+
+    try:
+        search()
+    except Exception as error:  # raised again by the test that checks the stages, counted by the other
+        return flipped, error
+    return flipped, None
 
 
-def test_at_least_200_flips_were_checked_on_each_model():
-    ran = {named: flips for named, flips in FLIPS.items() if flips}  # under xdist, those of this worker
-    if not ran:
-        pytest.skip("runs after test_toggled_workbench_equals_the_stages_from_scratch")
-    for named, flips in ran.items():
+@pytest.fixture(scope="module")
+def toggle_searches():
+    """Each model's search, run once for the two tests that read it, by whichever of them asks first."""
+    return functools.cache(toggle_search)
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "flat"])
+def test_toggled_workbench_equals_the_stages_from_scratch(toggle_searches, named):
+    _, error = toggle_searches(named)
+    if error is not None:
+        raise error
+
+
+def test_at_least_200_flips_were_checked_on_each_model(toggle_searches):
+    for named in (True, False):
+        flips, _ = toggle_searches(named)
         assert len(flips) >= 200 and len(set(flips)) > 1, ("named" if named else "flat", len(flips))
 
 

@@ -31,7 +31,6 @@ def tvm_alone(tmp_path_factory):
     return dict(np.load(out))
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_cli_run_tvm_saves_outputs(tvm_alone):
     assert sorted(tvm_alone) == ["boxes", "ids", "scores"]
@@ -39,7 +38,6 @@ def test_cli_run_tvm_saves_outputs(tvm_alone):
     assert tvm_alone["boxes"].shape[-1] == 4 and (tvm_alone["scores"] > 0).any()
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_cli_run_tvm_finds_what_mxnet_finds(tvm_alone, tmp_path):
     """The full-size SSD on the default picture, float32 as deployed: TVM alone's detections equal MXNet's
@@ -54,7 +52,6 @@ def test_cli_run_tvm_finds_what_mxnet_finds(tvm_alone, tmp_path):
     assert matching.same_detections(mxnet, tvm_alone)
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_cli_run_onnxruntime_finds_what_tvm_alone_finds(tvm_alone, tmp_path, capsys):
     """The whole picture through the CLI: the backbone in ONNX Runtime, the rest in TVM, float32;
@@ -76,7 +73,6 @@ def test_cli_run_onnxruntime_finds_what_tvm_alone_finds(tvm_alone, tmp_path, cap
     assert matching.same_detections(tvm_alone, got)
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_bench_json_shape_on_a_small_ssd(capsys):
     """A cheap bench (MobileNet SSD, one run, no TVM alone): the JSON's shape, and TensorRT's one line."""

@@ -213,7 +213,6 @@ def test_cli_profile_and_compare_demo(tmp_path, capsys):
     assert cli.main(["profile", "demo", "--runs", "0"]) == 2
 
 
-@pytest.mark.slow
 @pytest.mark.mxnet
 def test_ssd_onnxruntime_profile_and_compare():
     """An SSD with onnxruntime, seeded weights, float32: pruned and unpruned maps; errors under 1e-3. The

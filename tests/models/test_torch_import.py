@@ -71,7 +71,6 @@ def workbenches():
     return get
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_stage_offloaded_equals_eager_pytorch(workbenches, name, backend):
@@ -86,7 +85,6 @@ def test_every_stage_offloaded_equals_eager_pytorch(workbenches, name, backend):
     assert result["reference"] == "eager PyTorch"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 def test_hierarchy_uses_the_modules_own_names(workbenches, name):
     wb = workbenches(name)
@@ -98,7 +96,6 @@ def test_hierarchy_uses_the_modules_own_names(workbenches, name):
     assert any(n.startswith(f"{attr}.") for n in names)
 
 
-@pytest.mark.slow
 def test_report_counts_every_op(workbenches):
     wb = workbenches("resnet18")
     report = wb.report().to_json()
@@ -107,7 +104,6 @@ def test_report_counts_every_op(workbenches):
     assert len(report["subgraphs_before_prune"]) >= len(report["subgraphs_after_prune"]) == 1
 
 
-@pytest.mark.slow
 def test_onnx_written_from_pytorch_keeps_the_same_hierarchy(tmp_path, workbenches):
     torch.manual_seed(0)
     model = V.resnet18(weights=None).eval()

@@ -53,7 +53,6 @@ def pose_tvm(tmp_path_factory):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_run_pose_offloaded_saves_keypoints_equal_to_tvm_alone(pose_tvm, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     from byoc_workbench.measure import compare as matching
@@ -74,7 +73,6 @@ def test_run_pose_offloaded_saves_keypoints_equal_to_tvm_alone(pose_tvm, tmp_pat
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_stages_profile_and_compare_take_a_zoo_name(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     assert cli.main(["stages", POSE, "--out", str(tmp_path), "--format", "dot", "--weights", "untrained"]) == 0
@@ -92,7 +90,6 @@ def test_stages_profile_and_compare_take_a_zoo_name(tmp_path, capsys):
 
 
 @pytest.mark.mxnet
-@pytest.mark.slow
 def test_bench_a_classifier_in_bench_ssds_json_shape(capsys):
     pytest.importorskip("onnxruntime")
     args = ["bench", CLASSIFIER, "--weights", "untrained", "--backends", "tvm,onnxruntime", "--repeat", "2"]

@@ -16,7 +16,7 @@ from byoc_workbench.measure import compare as matching
 from byoc_workbench.measure import execute
 from byoc_workbench.models import meaning, zoo
 
-pytestmark = [pytest.mark.mxnet, pytest.mark.slow]
+pytestmark = pytest.mark.mxnet
 
 # model -> input shape (N, C, H, W): the smallest each architecture takes, or near it.
 MODELS = {

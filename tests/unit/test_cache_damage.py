@@ -45,8 +45,12 @@ def _c() -> list:
 
 
 # kind -> (what computes through that cache, the folder its entries are in)
-KINDS = {"builds": (_builds, "builds"), "runs": (_runs, "runs"), "references": (_references, "references"),
-         "c": (_c, "c")}  # fmt: skip
+KINDS = {
+    "builds": (_builds, "builds"),
+    "runs": (_runs, "runs"),
+    "references": (_references, "references"),
+    "c": (_c, "c"),
+}
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))

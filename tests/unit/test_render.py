@@ -141,8 +141,11 @@ def test_stepping_through_stages_keeps_left_and_right(demo_mod, byoc):
     inputs = ["while_loop/iter1", "while_loop/d1", "while_loop/w1", "while_loop/b1"]
     branches = ["cluster_while_loop/result.then", "cluster_while_loop/result.else"]
     for s in w.stages:
-        laid = json.loads(subprocess.run(["dot", "-Tjson"], input=w.dot(s.name).source.encode(), capture_output=True,
-                                         check=True).stdout)  # fmt: skip
+        laid = json.loads(
+            subprocess.run(
+                ["dot", "-Tjson"], input=w.dot(s.name).source.encode(), capture_output=True, check=True
+            ).stdout
+        )
         x = {}
         for o in laid["objects"]:
             if "pos" in o:

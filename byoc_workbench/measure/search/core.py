@@ -261,9 +261,23 @@ def search(
     tasks.report(s, measurements, notes)
     units = _units_json(s, cut, allowed)
     return SearchResult(
-        subject.name, backends, precision, units, rows, chosen, baseline, time.perf_counter() - t0, machine(),
-        measurements, notes, subject.mark, plan, s, finals, {k: m.assign for k, m in compared.items()},
-    )  # fmt: skip
+        subject.name,
+        backends,
+        precision,
+        units,
+        rows,
+        chosen,
+        baseline,
+        time.perf_counter() - t0,
+        machine(),
+        measurements,
+        notes,
+        subject.mark,
+        plan,
+        s,
+        finals,
+        {k: m.assign for k, m in compared.items()},
+    )
 
 
 def _placeable(plan: Plan, subject) -> Plan:

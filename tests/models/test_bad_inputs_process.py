@@ -1,0 +1,131 @@
+"""Bad inputs that need a real process: ``sys.exit`` inside a user file, Ctrl-C by SIGINT, two runs at
+once; and the whole trace on request (the rows of test_bad_inputs.py, bad_rows.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from bad_rows import no_traceback, rows_dir, the_line
+
+from byoc_workbench import cli
+
+
+@pytest.fixture(scope="module")
+def d(tmp_path_factory):
+    """One directory holding every row's files (bad_rows.rows_dir)."""
+    yield from rows_dir(tmp_path_factory)
+
+
+def _cli_process(*args, **kw):
+    return subprocess.Popen(
+        [sys.executable, "-m", "byoc_workbench.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def test_a_user_file_that_exits_0_exits_2(d):
+    proc = _cli_process("stages", d / "exit0.py", "--out", d / "exit-out")
+    out, err = proc.communicate(timeout=120)
+    no_traceback(out, err)
+    assert proc.returncode == 2 and "sys.exit(0)" in the_line(err)
+    assert not (d / "exit-out").exists()
+
+
+def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(d):
+    proc = _cli_process("stages", d / "sleepy.py", "--out", d / "ctrl-c-out")
+    assert proc.stdout.readline().strip() == "ready"  # the user file is loading: interrupt it there
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    no_traceback(out, err)
+    assert proc.returncode == 130 and err.strip() == "interrupted; nothing was written."
+    assert not (d / "ctrl-c-out").exists()
+
+
+def test_ctrl_c_while_writing_keeps_the_old_output(tmp_path, capsys, monkeypatch):
+    """Interrupted after three of seven diagrams: the old output stays as it was, and the line says so."""
+    from byoc_workbench.draw import render
+
+    out = tmp_path / "out"
+    assert cli.main(["stages", "demo", "--out", str(out), "--format", "dot"]) == 0
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    real, calls = render.write, []
+
+    def write_then_interrupt(dot, path, fmt="svg"):
+        calls.append(path)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(dot, path, fmt)
+
+    monkeypatch.setattr(render, "write", write_then_interrupt)
+    assert cli.main(["stages", "demo", "--out", str(out), "--format", "dot", "--rules", ""]) == 130
+    out_text, err = capsys.readouterr()
+    no_traceback(out_text, err)
+    assert err.strip() == "interrupted; nothing was written."
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
+    assert [p.name for p in tmp_path.iterdir()] == ["out"], "no temporary directory is left"
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_traceback_flag_and_debug_env_show_the_whole_trace(d, capsys, monkeypatch, how):
+    argv = ["stages", str(d / "check_raises.py"), "--out", str(d / "o")]
+    if how == "flag":
+        argv.append("--traceback")
+    else:
+        monkeypatch.setenv("BYOC_WORKBENCH_DEBUG", "1")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError: division by zero" in err and "check_raises.py" in err
+    assert err.rstrip().splitlines()[-1].startswith("error: Rule mychip.mm's check raised ZeroDivisionError")
+
+
+def test_two_runs_at_once_give_identical_outputs(tmp_path):
+    """Concurrency holds: two processes, their own directories and one shared, all complete and equal."""
+    env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(tmp_path / "cache"))
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "shared", tmp_path / "shared"]
+    procs = [_cli_process("stages", "demo", "--out", o, "--format", "dot", env=env) for o in dirs[:2]]
+    procs += [_cli_process("stages", "demo", "--out", o, "--format", "dot", env=env) for o in dirs[2:]]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    contents = [{f.name: f.read_bytes() for f in o.iterdir()} for o in dirs[1:3]]
+    first = {f.name: f.read_bytes() for f in dirs[0].iterdir()}
+    assert len(first) == 8 and all(c == first for c in contents)
+    assert json.loads(first["summary.json"])["model"] == "demo"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a", "b", "shared"]
+
+
+@pytest.mark.mxnet
+def test_corrupted_weights_warn_once_and_the_run_finishes(tmp_path, capsys):
+    """A .params file whose box-head bias has blown exponents (3e38) loads without error; the run warns."""
+    pytest.importorskip("mxnet")
+    from byoc_workbench.models import zoo
+
+    name = "ssd_512_mobilenet1.0_coco"  # the smallest detector of the zoo
+    loaded = zoo.load_model(name, "untrained")
+    bias = loaded.block.collect_params()["ssd0_convpredictor1_conv0_bias"]  # the first box predictor
+    bias.set_data(np.full(bias.shape, 3e38, "float32"))
+    path = tmp_path / "flipped.params"
+    loaded.block.save_parameters(str(path))
+    save = tmp_path / "out.npz"
+    assert (
+        cli.main(
+            ["run", "ssd", "--backend", "mxnet", "--model", name, "--weights", str(path), "--save-outputs", str(save)]
+        )
+        == 0
+    )
+    out, err = capsys.readouterr()
+    no_traceback(out, err)
+    warnings = [ln for ln in err.splitlines() if "non-finite" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: ") and "output boxes" in warnings[0]
+    assert str(path) in warnings[0] and "corrupted" in warnings[0]
+    assert np.load(save)["boxes"].shape == (1, 100, 4), "the run finished and saved its outputs"
