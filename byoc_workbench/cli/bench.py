@@ -21,7 +21,7 @@ from byoc_workbench.cli.args import (
 
 
 def cmd_bench(args) -> int:
-    from byoc_workbench.measure import bench
+    from byoc_workbench.measure import bench, bench_report
 
     out = files.check_file(args.out, "--out") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
@@ -48,7 +48,9 @@ def cmd_bench(args) -> int:
     if args.json:
         print(text.to_json(data))
     else:
-        print("\n\n".join(f"{r['model']}: {r['error']}" if "error" in r else bench.report_text(r) for r in results))
+        print(
+            "\n\n".join(f"{r['model']}: {r['error']}" if "error" in r else bench_report.report_text(r) for r in results)
+        )
     return 1 if failed else 0
 
 

@@ -1,6 +1,6 @@
 """A search's result for a reader: the best placements as a table, and the model coloured by the chosen backends.
 
-Data first: :func:`rows` turns a :class:`~byoc_workbench.measure.search.core.SearchResult`
+Data first: :func:`rows` turns a :class:`~byoc_workbench.measure.search.result.SearchResult`
 into table rows; :func:`placement_dot` draws a placement from the module its
 search made for it (each offloaded subgraph filled in its backend's colour, what
 stays on TVM as host); the text and HTML tables are made from the same rows.

@@ -4,6 +4,7 @@
 (grouped by op family for a large target); :mod:`.workbench` the widgets.
 """
 
+from byoc_workbench.widgets.graph_view import GraphView, expand_key, toggled
 from byoc_workbench.widgets.html import (
     code_html,
     details_html,
@@ -17,7 +18,7 @@ from byoc_workbench.widgets.html import (
     subgraphs_tab_html,
     svg_body,
 )
-from byoc_workbench.widgets.workbench import GraphView, WorkbenchWidget, expand_key, toggled, workbench_widget
+from byoc_workbench.widgets.workbench import WorkbenchWidget, workbench_widget
 
 __all__ = [
     "GraphView",

@@ -11,8 +11,8 @@ import ipywidgets as W
 
 from byoc_workbench.draw import placements, render
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.search.core import SearchResult
-from byoc_workbench.widgets.workbench import GraphView
+from byoc_workbench.measure.search.result import SearchResult
+from byoc_workbench.widgets.graph_view import GraphView
 
 
 def choices(result, n: int = placements.SHOWN) -> list:

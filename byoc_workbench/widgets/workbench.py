@@ -13,11 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from pathlib import Path
 
-import anywidget
 import ipywidgets as W
-import traitlets
 
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import native
@@ -26,6 +23,7 @@ from byoc_workbench.flow import report
 from byoc_workbench.flow.rules import Target, as_target
 from byoc_workbench.models import demo
 from byoc_workbench.session import View, Workbench
+from byoc_workbench.widgets.graph_view import GraphView, expand_key, toggled
 from byoc_workbench.widgets.html import (
     NO_SELECTION,
     code_html,
@@ -43,7 +41,6 @@ from byoc_workbench.widgets.rule_panel import RulePanel
 
 log = logging.getLogger(__name__)
 
-_HERE = Path(__file__).parent
 PRUNE_LABEL = "prune subgraphs with no MAC op"
 STAGE_HELP = {
     "source": "The module as written: every op runs on the host.",
@@ -55,40 +52,6 @@ STAGE_HELP = {
     "prune": "Subgraphs that fail the prune rule go back to the host (prune_tensorrt_subgraphs).",
     "codegen": "The target's codegen compiles each subgraph; the host calls the generated code.",
 }
-
-
-# --- pure helpers: what a double-click opens ------------------------------------------
-
-
-def expand_key(details: dict | None) -> str | None:
-    """What ``Workbench.view(expand=...)`` takes to open a node: the node's id, for a
-    composite call, a subgraph call or a folded run of ops (one call opens, not all)."""
-    if not details or details.get("kind") not in ("composite", "subgraph", "fold"):
-        return None
-    return details.get("id") or None
-
-
-def toggled(expand: frozenset, key: str) -> frozenset:
-    """``expand`` with ``key`` added, or removed when it was there."""
-    return expand - {key} if key in expand else expand | {key}
-
-
-# --- the widgets ---------------------------------------------------------------------
-
-
-class GraphView(anywidget.AnyWidget):
-    """An SVG diagram with pan, zoom and node clicks (see graph_view.js).
-
-    ``svg`` is the drawing; clicking a node sets ``selected`` to its id;
-    double-clicking one sends ``{"event": "toggle", "id": ...}``.
-    """
-
-    _esm = (_HERE / "graph_view.js").read_text(encoding="utf-8")
-    # The rule panel's style rides along: anywidget adds a widget's CSS to the page.
-    _css = "\n".join((_HERE / f).read_text(encoding="utf-8") for f in ("graph_view.css", "rule_panel.css"))
-    svg = traitlets.Unicode("").tag(sync=True)
-    selected = traitlets.Unicode("").tag(sync=True)
-    height = traitlets.Int(440).tag(sync=True)
 
 
 class WorkbenchWidget(W.VBox):

@@ -7,14 +7,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("byoc_workbench", "tests")
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
-# Over a limit today, each to refactor (issue 41): a path, or path::function, with its length now. A
-# listed one that grows fails too, and one back under its limit is to be struck off the list.
-OVER = {
-    "byoc_workbench/measure/bench.py": 511,
-    "byoc_workbench/measure/search/core.py": 506,
-    "byoc_workbench/measure/search/core.py::search": 88,
-    "byoc_workbench/widgets/workbench.py": 507,
-}
 
 
 def _lengths() -> dict:
@@ -36,7 +28,5 @@ def _lengths() -> dict:
 def test_no_file_or_function_is_over_its_limit():
     lengths = _lengths()
     assert len([k for k in lengths if k.startswith("tests/")]) > 100  # the tests are measured, not just the package
-    over = {k: n for k, (n, limit) in lengths.items() if n > max(limit, OVER.get(k, 0))}
+    over = {k: n for k, (n, limit) in lengths.items() if n > limit}
     assert not over, f"over {MAX_FILE_LINES} lines a file or {MAX_FUNCTION_LINES} a function: {over}"
-    back = [k for k, n in OVER.items() if k in lengths and lengths[k][0] <= lengths[k][1]]
-    assert not back, f"back under the limit, strike them off OVER: {back}"

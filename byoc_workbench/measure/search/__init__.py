@@ -18,16 +18,10 @@ import functools
 import json
 import os
 
-from byoc_workbench.measure.search.core import (
-    DEFAULT_BACKENDS,
-    Row,
-    SearchResult,
-    check_backends,
-    plan_for,
-    search,
-)
+from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, Options, check_backends, plan_for, search
 from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure_placement
 from byoc_workbench.measure.search.placement import Plan, Segment
+from byoc_workbench.measure.search.result import Row, SearchResult
 from byoc_workbench.subjects import Subject, load, of
 
 __all__ = [
@@ -36,6 +30,7 @@ __all__ = [
     "Cost",
     "Measured",
     "NotCached",
+    "Options",
     "Plan",
     "Row",
     "SearchResult",

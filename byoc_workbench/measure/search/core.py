@@ -44,123 +44,13 @@ from byoc_workbench.measure.clock import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
 from byoc_workbench.measure.search.finals import anchors_and_finals
 from byoc_workbench.measure.search.measure import Cache, Measured, Session
-from byoc_workbench.measure.search.placement import TVM, Plan, Segment, drawn
+from byoc_workbench.measure.search.placement import TVM, Plan, Segment
+from byoc_workbench.measure.search.result import Row, SearchResult
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BACKENDS = ("onnxruntime", "openvino", "tvm")
 MAX_SPLIT_UNITS = 2  # the units cut at seams: the costliest on TVM's time map
-
-
-@dataclasses.dataclass
-class Row:
-    """One placement in the table: its assignment, predicted and measured time, and its outputs' verdict."""
-
-    assign: dict
-    predicted_s: float | None  # None at a reduced precision: the costs were measured at f32
-    measured_s: float | None = None
-    equal: bool | None = None
-    rejected: str = ""
-    what: str = ""  # "rank 1", "each on onnxruntime", "pruned", ...
-    differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
-    final_s: float | None = None  # the median over the finals' rounds, for a finalist
-    spread: float | None = None  # (max - min) / median over those rounds
-    precision: str = "f32"  # OpenVINO's and torch's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class SearchResult:
-    """What :func:`search` found; ``to_json()`` is the CLI's ``--json``."""
-
-    model: str
-    backends: tuple
-    precision: str
-    units: list  # {"name", "members", "ops", "seams", "costs": {backend: seconds}}
-    placements: list  # Row, ranked placements first, then the measurement builds
-    chosen: Row | None
-    baseline: dict  # label -> seconds
-    search_s: float
-    machine: dict
-    measurements: dict
-    notes: list
-    mark: str = ""
-    plan: Plan | None = dataclasses.field(default=None, repr=False)
-    session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
-    finals: list = dataclasses.field(default_factory=list)  # Final: the fastest, timed again round-robin
-    baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
-
-    def cost(self, label: str, backend: str) -> float | None:
-        """The measured seconds of a unit or segment on a backend (None: not measured)."""
-        return self.session.cost(label, backend) if self.session is not None else None
-
-    def to_json(self) -> dict:
-        out = {
-            "model": self.model,
-            "backends": list(self.backends),
-            "precision": self.precision,
-            "placements": [r.to_json() for r in self.placements],
-            "chosen": self.chosen.to_json() if self.chosen else None,
-            "baseline": self.baseline,
-            "speedup": self.speedup(),
-            "units": self.units,
-            "search_s": self.search_s,
-            "measurements": self.measurements,
-            "machine": self.machine,
-            "notes": self.notes,
-            "finals": [f.to_json() for f in self.finals],
-            "fastest": self.fastest(),
-        }
-        if self.mark:
-            out["weights"] = self.mark
-        return out
-
-    def speedup(self) -> dict:
-        """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
-
-        Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
-        not its name), from the finals' medians (the same rounds); else from each one's own measurement.
-        """
-        if self.chosen is None or not self.chosen.measured_s:
-            return {}
-        final = {f.what: f.median_s for f in self.finals if not f.placement}
-        placed = {_frozen(r.assign): r.final_s for r in self.placements if r.final_s is not None}
-        mine = self.chosen.final_s
-        out = {}
-        for k, v in self.baseline.items():
-            theirs = final.get(k) or placed.get(_frozen(self.baseline_assign.get(k, {})))
-            if mine and theirs:
-                out[f"vs_{k}"] = theirs / mine
-            elif v:
-                out[f"vs_{k}"] = v / self.chosen.measured_s
-        return out
-
-    def fastest(self) -> str | None:
-        """What ran fastest in the finals: the chosen placement's name, or a runtime run whole."""
-        return min(self.finals, key=lambda f: f.median_s).what if self.finals else None
-
-    def dot(self, assign: dict | None = None, title: str = ""):
-        """A Digraph of a placement (default: the chosen one, else None), uncompiled; collapsed past 100 ops."""
-        from byoc_workbench.draw import placements
-
-        if assign is None and (self.chosen is None or self.plan is None):
-            return None
-        title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
-        mod, packed = drawn(self.plan, assign or self.chosen.assign)
-        big = sum(u["ops"] for u in self.units) > 100
-        return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)
-
-    def _repr_html_(self) -> str:
-        from byoc_workbench.draw import placements
-
-        return placements.result_html(self, self.dot())
-
-    def text(self) -> str:
-        from byoc_workbench.draw import placements
-
-        return placements.result_text(self)
 
 
 def plan_for(subject, backends) -> Plan:
@@ -190,93 +80,82 @@ def check_backends(backends) -> tuple:
     return names
 
 
-def search(
-    subject,
-    backends=DEFAULT_BACKENDS,
-    precision: str = "f32",
-    runs: int = 10,
-    seams: int = 1,
-    top: int = 3,
-    cache: Cache | None = None,
-    only_cached: bool = False,
-    anchors: bool = True,
-    progress: bool = False,
-    ray_address: str | None = None,
-) -> SearchResult:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    """How a search measures; :func:`search` takes them as keywords (a misspelt one is a TypeError)."""
+
+    precision: str = "f32"  # besides f32, the best placements on OpenVINO or torch measured again at it
+    runs: int = 10  # instrumented runs per build; each call's median is kept
+    seams: int = 1  # seams per unit cut, 0 for none
+    top: int = 3  # placements built and measured end to end (the chosen one among them)
+    only_cached: bool = False  # measure nothing (NotCached if a measurement is missing)
+    anchors: bool = True  # also time the whole-model anchors (runtimes run whole, MXNet for the SSD)
+    ray_address: str | None = None  # "auto" or a cluster's address: each build a task alone on its node
+
+
+def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progress=False, **options) -> SearchResult:
     """Search placements of ``subject`` over ``backends``; see the module's docstring for the steps.
 
-    Parameters
-    ----------
-    subject : Subject
-        From :func:`.subject.load` (a description) or :func:`.subject.of` (a workbench and inputs).
-    backends : sequence of str or "a,b,c"
-        Backends to place units on; ``tvm`` is the host. At least one must offload.
-    precision : "f32", "bf16" or "f16"
-        Besides f32, the best placements on OpenVINO measured again at this precision (:mod:`.reduced`).
-    runs, seams : int
-        Instrumented runs per build (each call's median is kept); seams per unit cut, 0 for none.
-    top : int
-        Placements built and measured end to end (the chosen one among them).
-    cache, only_cached : Cache (default ``$BYOC_WORKBENCH_CACHE/search``), bool
-        Where measurements are kept; with ``only_cached``, measure nothing (:class:`NotCached` if one is missing).
-    anchors : bool
-        Also time the whole-model anchors (ONNX Runtime and OpenVINO on its ONNX form, MXNet for the SSD).
-    ray_address : str, optional
-        ``"auto"`` or a Ray cluster's address: each candidate build a task, alone on its node (:mod:`.tasks`).
+    ``subject`` comes from :func:`.subject.load` (a description) or :func:`.subject.of` (a workbench and
+    inputs); ``backends`` (a sequence or ``"a,b,c"``) are where units may go, ``tvm`` the host, and at least
+    one must offload. Measurements are kept in ``cache`` (default ``$BYOC_WORKBENCH_CACHE/search``);
+    ``options`` are :class:`Options`' fields.
     """
     t0 = time.perf_counter()
-    backends = _check(backends, precision, runs, seams, top)
+    opts = Options(**options)
+    backends = _check(backends, opts)
     offload = [b for b in backends if b != TVM]
     cache = cache or Cache()
     plan = _placeable(plan_for(subject, backends), subject)
-    s = Session(plan, subject, cache, {"precision": "f32"}, runs, only_cached, progress)
-    s.cluster = tasks.Cluster.start(s, backends, ray_address) if ray_address and not only_cached else None
+    s = Session(plan, subject, cache, {"precision": "f32"}, opts.runs, opts.only_cached, progress)
+    cluster = opts.ray_address and not opts.only_cached
+    s.cluster = tasks.Cluster.start(s, backends, opts.ray_address) if cluster else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     builds = _measurement_builds(s, backends, offload)
     # 4. seams where the time map splits a unit evenly; the pieces on each backend.
-    cut = _seams(s, seams)
+    cut = _seams(s, opts.seams)
     _measure_pieces(s, cut, offload, backends)
     # 5. the shortest path over the graph's order.
     allowed = list(backends) if TVM in backends else [*backends, TVM]  # a unit no backend takes stays on TVM
-    rank = functools.partial(_ranked, s, cut, allowed, TVM in backends, max(top, 5) * 2)
+    rank = functools.partial(_ranked, s, cut, allowed, TVM in backends, max(opts.top, 5) * 2)
     ranked = rank()
     rest = s.rest_s()
     s.frozen = True
     # 6. the best ones built and measured end to end, checked against TVM alone.
     notes: list = []
-    rows, chosen = _chosen(s, ranked, rest, top, notes)
-    rows += [_verdict(Row(a, p, what=w), m) for a, w, p, m in learn.relearn(s, rows, rank, rest, top)]
-    if precision != "f32":
-        rows += [_verdict(row, m) for row, m in reduced.variants(s, rows, precision)]
+    rows, chosen = _chosen(s, ranked, rest, opts.top, notes)
+    rows += [_verdict(Row(a, p, what=w), m) for a, w, p, m in learn.relearn(s, rows, rank, rest, opts.top)]
+    if opts.precision != "f32":
+        rows += [_verdict(row, m) for row, m in reduced.variants(s, rows, opts.precision)]
     compared = _baseline(builds, offload, notes)
     baseline = {k: m.end_to_end_s for k, m in compared.items()}
-    finals, skipped = anchors_and_finals(s, rows, baseline, anchors and subject.source is not None, notes)
+    anchors = opts.anchors and subject.source is not None
+    finals, skipped = anchors_and_finals(s, rows, baseline, anchors, notes)
     chosen = _by_finals(rows, chosen, finals, skipped, notes)
     for r in rows if chosen is not None else ():
         r.differs = paths.differs(r.assign, chosen.assign) + reduced.differs(r, chosen)
     if chosen is None:
         notes.append("no placement measured gave TVM alone's outputs: none is chosen")
     measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
-    measurements |= {"runs_per_build": runs, "rest_s": rest, "steps": s.steps}
+    measurements |= {"runs_per_build": opts.runs, "rest_s": rest, "steps": s.steps}
     tasks.report(s, measurements, notes)
-    units = _units_json(s, cut, allowed)
     return SearchResult(
-        subject.name,
-        backends,
-        precision,
-        units,
-        rows,
-        chosen,
-        baseline,
-        time.perf_counter() - t0,
-        machine(),
-        measurements,
-        notes,
-        subject.mark,
-        plan,
-        s,
-        finals,
-        {k: m.assign for k, m in compared.items()},
+        model=subject.name,
+        backends=backends,
+        precision=opts.precision,
+        units=_units_json(s, cut, allowed),
+        placements=rows,
+        chosen=chosen,
+        baseline=baseline,
+        search_s=time.perf_counter() - t0,
+        machine=machine(),
+        measurements=measurements,
+        notes=notes,
+        mark=subject.mark,
+        plan=plan,
+        session=s,
+        finals=finals,
+        baseline_assign={k: m.assign for k, m in compared.items()},
     )
 
 
@@ -290,19 +169,19 @@ def _placeable(plan: Plan, subject) -> Plan:
     return plan
 
 
-def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
+def _check(backends, opts: Options) -> tuple:
     """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
     from byoc_workbench.backends import openvino
 
     backends = check_backends(backends)
-    if openvino.check_precision(precision) != "f32" and not set(reduced.REDUCED) & set(backends):
+    if openvino.check_precision(opts.precision) != "f32" and not set(reduced.REDUCED) & set(backends):
         raise WorkbenchError(
-            f"precision {precision} is OpenVINO's and torch's; neither is among the backends", "add openvino or torch"
+            f"precision {opts.precision} is OpenVINO's and torch's; neither is among the backends",
+            "add openvino or torch",
         )
-    if runs < 1 or seams < 0 or top < 1:
-        raise WorkbenchError(
-            f"runs, seams and top must be 1, 0 and 1 or more; got {runs}, {seams}, {top}", "pass 10, 1, 3"
-        )
+    if opts.runs < 1 or opts.seams < 0 or opts.top < 1:
+        got = f"{opts.runs}, {opts.seams}, {opts.top}"
+        raise WorkbenchError(f"runs, seams and top must be 1, 0 and 1 or more; got {got}", "pass 10, 1, 3")
     return backends
 
 
@@ -359,10 +238,6 @@ def _by_finals(rows: list, chosen, finals: list, skipped: dict, notes: list):
     if winner is not chosen:
         notes.append(f"the finals chose {winner.what} over {chosen.what}, the shortest path's first")
     return winner
-
-
-def _frozen(assign: dict) -> tuple:
-    return tuple(sorted(assign.items()))
 
 
 def _baseline(builds: dict, offload: list, notes: list) -> dict:

@@ -1,0 +1,117 @@
+"""What a placement search found: its table's rows and the result the CLI, the widget and the notebook show."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from byoc_workbench.draw import placements
+from byoc_workbench.measure.search.placement import Plan, drawn
+
+
+@dataclasses.dataclass
+class Row:
+    """One placement in the table: its assignment, predicted and measured time, and its outputs' verdict."""
+
+    assign: dict
+    predicted_s: float | None  # None at a reduced precision: the costs were measured at f32
+    measured_s: float | None = None
+    equal: bool | None = None
+    rejected: str = ""
+    what: str = ""  # "rank 1", "each on onnxruntime", "pruned", ...
+    differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
+    final_s: float | None = None  # the median over the finals' rounds, for a finalist
+    spread: float | None = None  # (max - min) / median over those rounds
+    precision: str = "f32"  # OpenVINO's and torch's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """What :func:`search` found; ``to_json()`` is the CLI's ``--json``."""
+
+    model: str
+    backends: tuple
+    precision: str
+    units: list  # {"name", "members", "ops", "seams", "costs": {backend: seconds}}
+    placements: list  # Row, ranked placements first, then the measurement builds
+    chosen: Row | None
+    baseline: dict  # label -> seconds
+    search_s: float
+    machine: dict
+    measurements: dict
+    notes: list
+    mark: str = ""
+    plan: Plan | None = dataclasses.field(default=None, repr=False)
+    session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
+    finals: list = dataclasses.field(default_factory=list)  # Final: the fastest, timed again round-robin
+    baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
+
+    def cost(self, label: str, backend: str) -> float | None:
+        """The measured seconds of a unit or segment on a backend (None: not measured)."""
+        return self.session.cost(label, backend) if self.session is not None else None
+
+    def to_json(self) -> dict:
+        out = {
+            "model": self.model,
+            "backends": list(self.backends),
+            "precision": self.precision,
+            "placements": [r.to_json() for r in self.placements],
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "baseline": self.baseline,
+            "speedup": self.speedup(),
+            "units": self.units,
+            "search_s": self.search_s,
+            "measurements": self.measurements,
+            "machine": self.machine,
+            "notes": self.notes,
+            "finals": [f.to_json() for f in self.finals],
+            "fastest": self.fastest(),
+        }
+        if self.mark:
+            out["weights"] = self.mark
+        return out
+
+    def speedup(self) -> dict:
+        """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
+
+        Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
+        not its name), from the finals' medians (the same rounds); else from each one's own measurement.
+        """
+        if self.chosen is None or not self.chosen.measured_s:
+            return {}
+        final = {f.what: f.median_s for f in self.finals if not f.placement}
+        placed = {frozen(r.assign): r.final_s for r in self.placements if r.final_s is not None}
+        mine = self.chosen.final_s
+        out = {}
+        for k, v in self.baseline.items():
+            theirs = final.get(k) or placed.get(frozen(self.baseline_assign.get(k, {})))
+            if mine and theirs:
+                out[f"vs_{k}"] = theirs / mine
+            elif v:
+                out[f"vs_{k}"] = v / self.chosen.measured_s
+        return out
+
+    def fastest(self) -> str | None:
+        """What ran fastest in the finals: the chosen placement's name, or a runtime run whole."""
+        return min(self.finals, key=lambda f: f.median_s).what if self.finals else None
+
+    def dot(self, assign: dict | None = None, title: str = ""):
+        """A Digraph of a placement (default: the chosen one, else None), uncompiled; collapsed past 100 ops."""
+        if assign is None and (self.chosen is None or self.plan is None):
+            return None
+        title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
+        mod, packed = drawn(self.plan, assign or self.chosen.assign)
+        big = sum(u["ops"] for u in self.units) > 100
+        return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)
+
+    def _repr_html_(self) -> str:
+        return placements.result_html(self, self.dot())
+
+    def text(self) -> str:
+        return placements.result_text(self)
+
+
+def frozen(assign: dict) -> tuple:
+    return tuple(sorted(assign.items()))
