@@ -11,7 +11,8 @@ const MAX_SCALE = 8;
 const MAX_FIRST_SCALE = 1.5; // a small graph is not blown up past this at its first view
 const OPEN_WAIT_MS = 30000; // how long a double-clicked node waits for its opened drawing
 const OPEN_MARGIN = 8; // px between the box's edge and an opened group's top or left
-const READABLE_PX = 11; // on-screen height of a node label at the first view (10 px is the floor)
+const READABLE_PX = 11; // on-screen height of a node label at the first view
+const MIN_LABEL_PX = 10; // "fit" never draws labels smaller ("−" still zooms out past it)
 const DRAG_SLOP = 4; // pixels a press may move and still count as a click
 const HINT_MS = 1500;
 const IS_MAC = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
@@ -65,7 +66,7 @@ function render({ model, el }) {
   let view = { x: 0, y: 0, s: 1 };
   let size = { w: 0, h: 0 };
   let readable = 1; // the scale at which labels are READABLE_PX tall, set by firstView
-  let mode = "first"; // "first": the first view, redone on resize; "fit": the whole diagram; "free": user moved
+  let mode = "first"; // "first": the first view, redone on resize; "fit": see fitReadable; "free": user moved
   let drag = null;
   let suppressClick = false;
   let hintTimer = 0;
@@ -105,6 +106,21 @@ function render({ model, el }) {
     if (!cw || !ch || !size.w || !size.h) return false;
     const s = Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * 0.96;
     view = { s, x: (cw - size.w * s) / 2, y: (ch - size.h * s) / 2 };
+    apply(0);
+    return true;
+  };
+
+  // "fit": the whole diagram when its labels stay MIN_LABEL_PX tall there, else the width at that
+  // size when it fits, else that size, the middle of the box held where it is.
+  const fitReadable = () => {
+    const cw = frame.clientWidth;
+    const ch = frame.clientHeight;
+    if (!cw || !ch || !size.w || !size.h) return false;
+    const floor = (readable * MIN_LABEL_PX) / READABLE_PX;
+    if (Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * 0.96 >= floor) return fitWhole();
+    const s = Math.max(floor, Math.min((cw / size.w) * 0.98, MAX_FIRST_SCALE));
+    const [mx, my] = centre();
+    view = { s, x: mx - ((mx - view.x) / view.s) * s, y: my - ((my - view.y) / view.s) * s };
     apply(0);
     return true;
   };
@@ -170,9 +186,9 @@ function render({ model, el }) {
     toolbar.appendChild(b);
   };
   const centre = () => [frame.clientWidth / 2, frame.clientHeight / 2];
-  button("fit", "show the whole diagram", "byoc-zoom-fit", () => {
+  button("fit", "as much of the diagram as readable labels allow (− zooms out further)", "byoc-zoom-fit", () => {
     mode = "fit";
-    fitWhole();
+    fitReadable();
     ensureNodes();
   });
   button("100%", "labels at their full size", "byoc-zoom-100", () => zoomAt(1 / view.s, ...centre()));
@@ -287,7 +303,7 @@ function render({ model, el }) {
     const c = a && centreOf(findNode(a.id));
     if (showOpened(scale)) {
       // placed on the opened group
-    } else if (mode === "fit") fitWhole();
+    } else if (mode === "fit") fitReadable();
     else if (c) {
       view = { s: scale, x: a.sx - c.x * scale, y: a.sy - c.y * scale };
       apply();
@@ -377,7 +393,7 @@ function render({ model, el }) {
   // The output area may have no width yet when the widget first renders.
   const resize = new ResizeObserver(() => {
     if (mode === "first") firstView();
-    else if (mode === "fit") fitWhole();
+    else if (mode === "fit") fitReadable();
     else apply();
   });
   resize.observe(frame);

@@ -143,6 +143,8 @@ def test_view_survives_zoom_then_toggle(widget):
 
     page.locator(".byoc-zoom-fit").click()
     assert wp.diagram_scale(page) < zoomed
+    fit = page.evaluate(wp.LABELS_IN_BOX)
+    assert fit and wp.median_of(fit) >= wp.MIN_LABEL_PX - 0.5, "'fit' keeps labels readable"
     page.locator(".byoc-zoom-100").click()
     assert wp.diagram_scale(page) == 1.0
     assert page.evaluate(wp.NODES_IN_BOX) > 0, "100% after fit shows nodes, never an empty box"
@@ -197,7 +199,8 @@ def test_rule_checkbox_redraws_and_node_click_shows_details(page):
     assert page.locator(".byoc-graph svg").inner_html() != svg_before
     expect(page.locator(".byoc-status")).to_have_text("")
 
-    page.locator(".byoc-zoom-fit").click()  # the whole diagram, so that the node is in the box
+    page.locator(".byoc-zoom-fit").click()
+    wp.bring_into_box(page, host_reshape.get_attribute("id"))
     host_reshape.click()
     details = page.locator(".byoc-details")
     expect(details).to_contain_text("relax.reshape")
@@ -426,6 +429,7 @@ def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     page.screenshot(path=str(BUILD / "nb02-subgraphs-tab-1366.png"))
     page.locator(".byoc-workbench .byoc-zoom-fit").click()
     node = page.locator(".byoc-workbench .byoc-graph g.node", has_text="tensorrt_0").first
+    wp.bring_into_box(page, node.get_attribute("id"))
     node.click()
     details = page.locator(".byoc-details")
     sync_api.expect(details).to_contain_text("ops inside")
