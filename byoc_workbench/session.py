@@ -12,12 +12,12 @@ import collections
 import contextlib
 import dataclasses
 import gc
-from functools import cached_property
+from functools import cached_property, wraps
 
 import tvm
 
 from byoc_workbench import stages
-from byoc_workbench.backends.registry import guard
+from byoc_workbench.backends.registry import DEFAULT, Registry, guard
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.graph import Graph, Node, build_graph
 from byoc_workbench.errors import WorkbenchError
@@ -52,26 +52,37 @@ class View:
 _ANNOTATE = stages.STAGES.index("annotate")
 
 
-_startup_frozen: list = []  # one item once gc.freeze() has run
-
-
 @contextlib.contextmanager
-def cycles_collected_after():
-    """Python's cycle collector paused, then resumed: a stage or a diagram makes hundreds of thousands
-    of small objects and almost no cycles, while each full collection walks every object alive, the
-    caches of thousands of functions included (a third of a toggle's time on 12,000 ops)."""
-    was = gc.isenabled()
-    if was and not _startup_frozen:
-        # What was alive before the first stage (TVM, the frameworks it imports, half of all objects)
-        # lives as long as the process: frozen, no full collection walks it again.
-        gc.freeze()
-        _startup_frozen.append(True)
-    gc.disable()
+def cycles_paused(on: bool = True):
+    """Python's cycle collector paused, then resumed (``on=False``: left alone): a stage or a diagram makes
+    hundreds of thousands of small objects and almost no cycles, while each full collection walks every
+    object alive, the caches of thousands of functions included (a third of a toggle's time on 12,000 ops).
+
+    The first pause also freezes what is alive (TVM, the frameworks it imports, half of all objects,
+    living as long as the process), so no full collection walks it again. A collector the caller
+    switched off stays off; one the caller froze is not frozen again.
+    """
+    was = on and gc.isenabled()
+    if was:
+        if not gc.get_freeze_count():
+            gc.freeze()
+        gc.disable()
     try:
         yield
     finally:
         if was:
             gc.enable()
+
+
+def _paused(method):
+    """``method`` run in :func:`cycles_paused` when its workbench was made with ``pause_gc``."""
+
+    @wraps(method)
+    def run(self, *args, **kw):
+        with cycles_paused(self.pause_gc):
+            return method(self, *args, **kw)
+
+    return run
 
 
 def why_unclaimed(target: Target, enabled: set) -> dict:
@@ -98,6 +109,14 @@ class Workbench:
     The module is checked once, here; ``with_rule`` and ``with_prune`` make
     new workbenches that share it. :meth:`from_onnx` and :meth:`from_torch`
     make one for the user's own model, kept as :attr:`model`.
+
+    ``registry`` is where a target's name and ``backend`` are looked up, and
+    where each target's own codegen is found; by default the notebook's
+    :data:`~byoc_workbench.backends.registry.DEFAULT`, the one ``register_codegen``
+    adds to, so the workbench sees what the notebook registered (names before it
+    is made, codegens before its codegen stage is computed). ``pause_gc=True``
+    pauses Python's cycle collector while it computes (:func:`cycles_paused`), as
+    the widget asks; otherwise the workbench leaves the collector alone.
     """
 
     model = None  # the OwnModel behind from_onnx / from_torch: example inputs and the reference run
@@ -111,15 +130,19 @@ class Workbench:
         extra_rules=(),
         mark: str = "",
         backend: str | None = None,
+        registry: Registry | None = None,
+        pause_gc: bool = False,
     ):
         self.mod = stages.check_module(mod)
         self.mark = mark  # e.g. "untrained weights": every title says it
-        self.target = as_target(target)
+        self.registry = DEFAULT if registry is None else registry
+        self.pause_gc = pause_gc
+        self.target = as_target(target, self.registry.targets)
         self.extra_rules = check_rules(extra_rules, "extra_rules")  # beyond the target's table, e.g. a user's own
         check_rules(self.all_rules, f"target {self.target.name}'s rules and extra_rules")  # one name, one rule
         self.backend = backend  # what compiles the codegen stage's subgraphs; None: each target's own codegen
         # The rules as run_stages has them for this backend: narrowed to what it can compile.
-        self._stage_rules = guard(backend, self.all_rules) if backend is not None else self.all_rules
+        self._stage_rules = guard(backend, self.all_rules, self.registry) if backend is not None else self.all_rules
         self.enabled = self._names(enabled)
         self.prune_rule = check_prune_rule(prune_rule)
         self._runs = _Runs(self.mod, self._stage_rules)  # shared with the workbenches made from this one
@@ -210,12 +233,16 @@ class Workbench:
         fuse = self._runs.fuse
         effective = tuple(r for r in self._stage_rules if r.qualified in self.enabled and fuse.can_match(r))
         key = (tuple(r.qualified for r in effective), self.prune_rule)
-        mod, prune_rule, source = self.mod, self.prune_rule, self._runs.source()
+        mod, prune_rule, source, registry = self.mod, self.prune_rule, self._runs.source(), self.registry
         # The run holds what it needs, not this workbench: a workbench holds its run, and a cycle between
-        # them would leave a toggle's stages and diagrams to the cycle collector (see cycles_collected_after).
+        # them would leave a toggle's stages and diagrams to the cycle collector (see cycles_paused).
         run = self._runs.get(
             key,
-            lambda: _Run(lambda: stages.iter_stages(mod, effective, prune_rule, check=False, fuse=fuse, source=source)),
+            lambda: _Run(
+                lambda: stages.iter_stages(
+                    mod, effective, prune_rule, check=False, fuse=fuse, source=source, registry=registry
+                )
+            ),
         )
         return key, run
 
@@ -237,7 +264,7 @@ class Workbench:
         """
         return [self.stage(name) for name in stages.STAGES]
 
-    @cycles_collected_after()
+    @_paused
     def stage(self, name: str) -> summary.Stage:
         if name not in stages.STAGES:
             raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
@@ -246,10 +273,12 @@ class Workbench:
         if name == "codegen" and self.backend is not None:
             key, run = self._planned
             pruned = run.upto(stages.STAGES.index("prune"))
-            return self._runs.get((*key, self.backend), lambda: stages.codegen_stage(pruned, self.backend))
+            return self._runs.get(
+                (*key, self.backend), lambda: stages.codegen_stage(pruned, self.backend, registry=self.registry)
+            )
         return self._planned[1].upto(stages.STAGES.index(name))
 
-    @cycles_collected_after()
+    @_paused
     def graph(self, name: str, expand=(), collapse: bool = False) -> Graph:
         """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
         constants and folds long data-movement runs.
@@ -303,7 +332,7 @@ class Workbench:
     def dot(self, name: str, expand=(), collapse: bool = False):
         return render.to_dot(self.graph(name, expand, collapse), title=self.title(name), show_shapes=not collapse)
 
-    @cycles_collected_after()
+    @_paused
     def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False) -> View:
         s = self.stage(name)
         g = self.graph(name, expand, collapse)

@@ -110,9 +110,9 @@ def merge(mod: tvm.IRModule) -> tuple:
     return mod, propose_regions(mod)
 
 
-def codegen(mod: tvm.IRModule, backend: str | None = None, **options) -> tuple:
+def codegen(mod: tvm.IRModule, backend: str | None = None, *, registry=None, **options) -> tuple:
     """Compile subgraphs with ``backend``; see :func:`byoc_workbench.backends.registry.run_codegen`."""
-    return run_codegen(mod, backend, **options)
+    return run_codegen(mod, backend, registry=registry, **options)
 
 
 def run_stages(mod: tvm.IRModule, rules, *args, **kw) -> list:
@@ -129,6 +129,7 @@ def iter_stages(
     options: dict | None = None,
     fuse=None,
     source=None,
+    registry=None,
 ):
     """Every stage for ``rules``, one :class:`Stage` at a time: a stage is computed when the one before
     it has been taken and the next is asked for, so a reader that stops at partition pays nothing after it.
@@ -140,17 +141,18 @@ def iter_stages(
     backends, rules never claim a call the ONNX translator cannot convert; a
     codegen keeps the rules of other targets whose ops it has emitters for,
     and the annotate stage's notes say how many it kept. ``fuse`` stands in for :func:`fuse_rules`;
-    ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it).
+    ``source`` is the source stage of ``mod`` from an earlier run (no rule changes it). ``registry``
+    is where backends are found by name (default :data:`~byoc_workbench.backends.registry.DEFAULT`).
     The arguments are checked, and the module too, before the first stage is asked for.
     """
     mod = check_module(mod) if check else mod
     rules = check_rules(rules)
-    guarded = guard(backend, rules) if backend is not None else rules
+    guarded = guard(backend, rules, registry) if backend is not None else rules
     prune_rule = check_prune_rule(prune_rule)
-    return _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source)
+    return _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source, registry)
 
 
-def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
+def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source, registry):
     kept = {r.qualified for r in guarded}
     dropped = [r.qualified for r in rules if r.qualified not in kept]
     rules = guarded
@@ -192,15 +194,18 @@ def _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source):
     yield partitioned
     m, reasons = prune(m, prune_rule, ops={s.name: s.ops for s in partitioned.subgraphs})
     yield summary("prune", m, notes=returned_notes(reasons), returned=reasons)
-    yield codegen_stage(last, backend, options, memo)
+    yield codegen_stage(last, backend, options, memo, registry)
 
 
-def codegen_stage(pruned: Stage, backend: str | None = None, options: dict | None = None, memo=None) -> Stage:
+def codegen_stage(
+    pruned: Stage, backend: str | None = None, options: dict | None = None, memo=None, registry=None
+) -> Stage:
     """The codegen stage after the prune stage ``pruned``: its subgraphs compiled by ``backend``
     (None: each target's own codegen), with what compiled each one (``generated``), why the others were
-    not (``skipped``) and notes saying both; ``memo`` as for :func:`~byoc_workbench.flow.summary.summarize`."""
+    not (``skipped``) and notes saying both; ``memo`` as for :func:`~byoc_workbench.flow.summary.summarize`;
+    backends found by name in ``registry`` (default :data:`~byoc_workbench.backends.registry.DEFAULT`)."""
     offloaded = pruned.subgraphs  # compiled now, or listed as skipped in the notes
-    m, generated, skipped = codegen(pruned.mod, backend, **(options or {}))
+    m, generated, skipped = codegen(pruned.mod, backend, registry=registry, **(options or {}))
     if backend is not None:  # what no backend took went back to the host
         offloaded = [s for s in offloaded if s.name not in skipped]
     notes = describe(generated, skipped)

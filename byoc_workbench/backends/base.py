@@ -50,8 +50,7 @@ class Compiled:
         The symbol leaves TVM's table once no other record holds it; a module
         that calls it can no longer be built, while a VM built before still runs.
         """
-        if self._hold is not None:
-            self._hold()
+        self._hold = None  # the last record to let go of a symbol takes it out of TVM's table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +72,29 @@ class Backend:
 
 # The backends the package brings, by name, in the order registry.BUILTIN holds them.
 BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt", "torch")
-# The symbols that records made by register_packed hold: symbol -> [backend, how many records].
-# Compiling the same content twice gives the same symbol, so a symbol goes with its last record.
-# It mirrors TVM's table of global functions, which is one per process.
-_HELD: dict = {}
+
+
+class _Held:
+    """TVM's global function ``symbol``, registered by ``backend``, for as long as a record holds this.
+
+    Every :class:`Compiled` record of the symbol holds the same one; when the last lets go, the
+    symbol leaves TVM's table (at exit it is left alone: TVM may be gone, and the table with it).
+    """
+
+    def __init__(self, symbol: str, backend: str):
+        self.backend = backend
+        weakref.finalize(self, _remove_global, symbol).atexit = False
+
+
+# symbol -> its _Held while a record holds it. The records own each entry; this only finds it,
+# since compiling the same content twice gives the same symbol.
+_HELD_BY_SYMBOL: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _remove_global(symbol: str) -> None:
+    import tvm_ffi
+
+    tvm_ffi.remove_global_func(symbol)
 
 
 def register_global(name: str, fn: Callable) -> None:
@@ -98,29 +116,14 @@ def register_packed(
     """
     digest = hashlib.sha1(content).hexdigest()[:10]
     symbol = f"byoc_workbench.{backend}.{name}.{digest}"
-    held = _HELD.setdefault(symbol, [backend, 0])
-    held[1] += 1
-    register_global(symbol, runner)
-    compiled = Compiled(name, symbol, source, num_outputs, backend, detail=detail)
-    compiled._hold = weakref.finalize(compiled, _let_go, symbol)
-    compiled._hold.atexit = False  # at exit TVM may be gone, and the table with it
-    return compiled
-
-
-def _let_go(symbol: str) -> None:
-    """One record less holds ``symbol``; the last one removes it from TVM's table."""
-    held = _HELD.get(symbol)
+    held = _HELD_BY_SYMBOL.get(symbol)
     if held is None:
-        return
-    held[1] -= 1
-    if held[1] <= 0:
-        del _HELD[symbol]
-        import tvm_ffi
-
-        tvm_ffi.remove_global_func(symbol)
+        held = _HELD_BY_SYMBOL[symbol] = _Held(symbol, backend)
+    register_global(symbol, runner)
+    return Compiled(name, symbol, source, num_outputs, backend, detail=detail, _hold=held)
 
 
 def registered_by(symbol: str) -> str | None:
     """The backend that registered ``symbol`` through :func:`register_packed`, while a record holds it."""
-    held = _HELD.get(symbol)
-    return held[0] if held else None
+    held = _HELD_BY_SYMBOL.get(symbol)
+    return held.backend if held is not None else None

@@ -11,11 +11,12 @@ calls it with ``R.call_dps_packed``. Six are built in:
 - ``tensorrt``: the same ONNX, built into a TensorRT engine (NVIDIA GPU only);
 - ``torch``: torch calls, one per op, eager or under ``torch.compile``, on the GPU or the CPU.
 
-A :class:`Registry` is a value holding backends and targets by name;
-``Registry.builtin()`` makes a new one of the built-ins. :data:`DEFAULT` is the
-one the notebook and command line user works with: yours join it with
-:func:`.codegen.register_codegen`, and every function here reads it unless
-given ``registry=``. Importing a module registers nothing anywhere.
+A :class:`Registry` is a value holding backends and targets by name, each
+registry its own; ``Registry.builtin()`` makes a new one of the built-ins.
+:data:`DEFAULT` is the notebook's and command line's convenience: yours join it
+with :func:`.codegen.register_codegen`, and every function here (and a
+:class:`~byoc_workbench.session.Workbench`) reads it unless given ``registry=``.
+Importing a module registers nothing anywhere.
 
 ``auto`` tries ``tensorrt``, then ``onnxruntime``, then ``openvino``, then
 ``teaching``, and leaves to TVM what none of them takes. ``tvm`` offloads nothing.
@@ -121,19 +122,19 @@ class Registry:
     """Backends and targets by name: what a backend choice, ``auto`` and a target's name pick from.
 
     ``backends`` maps each name to its :class:`~.base.Backend`, in the order
-    added; ``targets`` is a :class:`~byoc_workbench.flow.rules.Targets`.
+    added; ``targets`` is a :class:`~byoc_workbench.flow.rules.Targets` of its
+    own (a copy of the one given), so adding to one registry changes no other.
     """
 
     def __init__(self, backends=(), targets: Targets | None = None):
         self.backends = {b.name: b for b in backends}
-        self.targets = Targets() if targets is None else targets
+        self.targets = Targets() if targets is None else targets.copy()
 
     @classmethod
-    def builtin(cls, targets: Targets | None = None) -> Registry:
-        """A new registry of the built-in backends and targets (or of ``targets``)."""
-        registry = cls(BUILTIN, Targets.builtin() if targets is None else targets)
-        for target in own_targets():
-            registry.targets.add(target)
+    def builtin(cls) -> Registry:
+        """A new registry of the built-in backends and targets, sharing nothing with any other."""
+        registry = cls()
+        registry.reset()
         return registry
 
     def add(self, backend: Backend, target: Target | None = None) -> Backend:
@@ -151,9 +152,13 @@ class Registry:
             self.targets.add(target)
 
 
-# The user's registry: register_codegen adds to it, and every function here reads it unless told.
-# Its targets are flow.rules.TARGETS, the table get_target reads (flow cannot import this module).
-DEFAULT = Registry.builtin(TARGETS)
+# The notebook's and the command line's registry, for the free functions: register_codegen adds to it, and
+# every function here reads it unless told. The one registry whose targets are not its own: they are
+# flow.rules.TARGETS, the table get_target reads (flow cannot import this module), so a codegen registered
+# with its rules is a target get_target finds. A Workbench reads it unless given a registry of its own.
+DEFAULT = Registry()
+DEFAULT.targets = TARGETS
+DEFAULT.reset()
 
 
 def _chosen(registry: Registry | None) -> Registry:

@@ -338,6 +338,10 @@ class Targets:
             raise WorkbenchError(f"Unknown target {name!r}.", f"choose one of: {', '.join(sorted(self))}.")
         return self._makers[name]()
 
+    def copy(self) -> Targets:
+        """A new table of the same targets: adding to one leaves the other as it is."""
+        return Targets(self._makers)
+
     def reset(self) -> None:
         """Back to the built-in targets, in place: whoever holds this table sees the change."""
         self._makers = Targets.builtin()._makers

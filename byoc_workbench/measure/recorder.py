@@ -65,11 +65,10 @@ class Recorder:
         self.stack, self.calls, self.marks = [], [], []
         self.frames = [(self.entry, collections.Counter())]
         vm.set_instrument(self)
-        phases.record(self.marks)
         try:
-            self.result = fn(*args)
+            with phases.recording(self.marks):
+                self.result = fn(*args)
         finally:
-            phases.record(None)
             vm.set_instrument(_no_instrument)
         return self.calls
 

@@ -93,7 +93,7 @@ class WorkbenchWidget(W.VBox):
         try:
             if error is not None:
                 raise error
-            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark=mark, backend=backend)
+            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark, backend, pause_gc=True)
         except Exception as err:  # a bad module or rule must not break the cell
             self._error(err)
         self._make_rules(prune_rule, tuple(extra_rules))

@@ -404,10 +404,10 @@ def test_the_stage_diff_turns_one_census_into_the_other(before, after):
 
 
 def test_the_cycle_collector_is_paused_only_while_a_workbench_computes(demo_mod, byoc):
-    """A stage or a diagram pauses Python's cycle collector (a full collection walks every object
-    alive: a third of a toggle on 12,000 ops); it is running again after, after an error too, and a
-    collector the user had switched off stays off."""
-    wb = Workbench(demo_mod, byoc)
+    """Asked to (``pause_gc``, as the widget asks), a stage or a diagram pauses Python's cycle collector
+    (a full collection walks every object alive: a third of a toggle on 12,000 ops); it is running again
+    after, after an error too, and a collector the user had switched off stays off."""
+    wb = Workbench(demo_mod, byoc, pause_gc=True)
     seen = []
     wb._build_graph = lambda *a, _build=wb._build_graph: (seen.append(gc.isenabled()), _build(*a))[1]
     wb.view("merge")
