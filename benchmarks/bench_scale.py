@@ -151,7 +151,7 @@ def child(arg: str) -> dict:
 
     flat, _, size = arg.rpartition(":")
     mod = residual_model(int(size), named=flat != "flat")
-    return measure(lambda: Workbench(mod, "tensorrt"))
+    return measure(lambda: Workbench(mod, "tensorrt", pause_gc=True))  # as the widget makes it
 
 
 def child_real() -> dict:
@@ -164,7 +164,7 @@ def child_real() -> dict:
     base = _rss_mb()
     wb, _ = workflow.model_workbench(weights="untrained")
     mod, target, mark = wb.mod, wb.target, wb.mark
-    return measure(lambda: Workbench(mod, target, mark=mark), base=base)
+    return measure(lambda: Workbench(mod, target, mark=mark, pause_gc=True), base=base)
 
 
 def in_child(arg: str) -> dict | None:

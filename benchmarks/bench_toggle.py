@@ -36,7 +36,7 @@ def line(label, times, target):
 
 
 def bench_demo(stage, repeat):
-    wb = Workbench(demo.demo_module(), rules.get_target("byoc-target"))
+    wb = Workbench(demo.demo_module(), rules.get_target("byoc-target"), pause_gc=True)  # as the widget makes it
     wb.view(stage)  # warm up: TVM's first pass runs load code
     names = [r.qualified for r in wb.target.rules]
     times, on = [], False
