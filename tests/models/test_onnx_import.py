@@ -147,7 +147,7 @@ def test_cli_report_run_and_stages(scoped, tmp_path, capsys):
 def test_bench_of_an_onnx_file_in_the_one_layout(scoped, capsys):
     """``bench model.onnx --json``: the keys every bench result has, each build checked against
     ONNX Runtime on the file, and the whole-model anchors beside them."""
-    from byoc_workbench.measure import bench
+    from byoc_workbench.measure import bench, bench_report
 
     args = ["bench", str(scoped), "--input-shape", "1,3,16,16", "--backends", "tvm,onnxruntime", "--repeat", "1"]
     assert cli.main([*args, "--json"]) == 0
@@ -159,7 +159,7 @@ def test_bench_of_an_onnx_file_in_the_one_layout(scoped, capsys):
     assert set(own["outputs_match"]) == {*own["backends"], *own["anchors"]} and all(own["outputs_match"].values())
     assert own["differences"]["tvm"] == [] and own["detections_equal"] == {} and own["where_time_goes"] == {}
     assert own["speedup_vs_tvm"]["onnxruntime"] > 0 and own["targets"]["backend"] == "onnxruntime"
-    text = bench.report_text(own)
+    text = bench_report.report_text(own)
     assert text.startswith("scoped.onnx (weights as in the model)") and "outputs checked against onnxruntime" in text
     assert "the project's bar for the SSD" not in text  # a model of your own is not held to the SSD's bar
 

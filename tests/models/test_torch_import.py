@@ -143,7 +143,7 @@ def test_bench_of_a_pytorch_program_in_the_one_layout():
     """A PyTorch program benched as a zoo model or an ONNX file is: the same keys, each build and the
     eager PyTorch anchor checked against eager PyTorch."""
     pytest.importorskip("onnxruntime")
-    from byoc_workbench.measure import bench
+    from byoc_workbench.measure import bench, bench_report
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 2))
@@ -152,7 +152,7 @@ def test_bench_of_a_pytorch_program_in_the_one_layout():
     assert list(result) == list(bench.LAYOUT)
     assert list(result["anchors"]) == ["pytorch_eager"] and result["weights_label"] == "seeded weights"
     assert result["outputs_match"] == {"tvm": True, "onnxruntime": True, "pytorch_eager": True}
-    assert "tiny (seeded weights)" in bench.report_text(result)
+    assert "tiny (seeded weights)" in bench_report.report_text(result)
 
 
 def test_a_0d_input_is_compared_as_0d():
