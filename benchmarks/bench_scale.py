@@ -273,6 +273,57 @@ def toggle_table(rows: list, what: str) -> str:
     return "\n".join(lines)
 
 
+def measure_sizes(sizes: str, flat: bool) -> dict:
+    """``{"rows": [...], "flat_rows": [...]}``: each size of the hierarchical model (and of the flat one)
+    measured in a child process of its own."""
+    models = {"rows": "", "flat_rows": "flat:"} if flat else {"rows": ""}
+    found: dict = {key: [] for key in models}
+    for size in map(int, sizes.split(",")):
+        for key, prefix in models.items():
+            r = in_child(f"{prefix}{size}")
+            if r:
+                found[key].append(r)
+                print(f"  {prefix}{size:,} ops measured (load average {r['load_average']:.2f})", file=sys.stderr)
+    return found
+
+
+def measure_real() -> dict | None:
+    """The SSD measured in a child process, or None (said on stderr) without mxnet."""
+    try:
+        import mxnet  # noqa: F401
+    except ImportError:
+        print("  SSD skipped: mxnet is not installed", file=sys.stderr)
+        return None
+    return in_child("real")
+
+
+def cli_lines(cli: dict) -> list:
+    """The stages command's run, as the report prints it: a line, then its output's tail."""
+    head = (
+        f"stages FILE.py --out DIR on {cli['ops']:,} ops: {cli['wall_s']:.1f} s, {cli['files']} files, "
+        f"{cli['mb']:.1f} MB (load average {cli['load_average']:.2f}){'' if cli['ok'] else ' FAILED'}"
+    )
+    tail = cli["tail"] if isinstance(cli["tail"], list) else [cli["tail"]]
+    return [head] + [f"  {line}" for line in tail]
+
+
+def record(found: dict, real: dict | None, cli: dict | None) -> dict:
+    """The numbers as ``--json`` writes them."""
+    rows, flat_rows = found["rows"], found.get("flat_rows", [])
+    return {
+        "how": "benchmarks/bench_scale.py",
+        "cpu_count": os.cpu_count(),
+        "toggle": TOGGLE,
+        "rows": rows,
+        "flat_rows": flat_rows,
+        "real": real,
+        "cli": cli,
+        "exponents": {k: exponent(rows, k) for k in COLUMNS},
+        "flat_exponents": {k: exponent(flat_rows, k) for k in COLUMNS},
+        "rule_exponents": {key: rule_exponents(found[key]) for key in found},
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -285,50 +336,18 @@ def main() -> None:
     if args.child:
         print(json.dumps(child_real() if args.child == "real" else child(args.child)))
         return
-    models = {"rows": "", "flat_rows": "flat:"} if not args.no_flat else {"rows": ""}
-    found: dict = {key: [] for key in models}
-    for size in map(int, args.sizes.split(",")):
-        for key, prefix in models.items():
-            r = in_child(f"{prefix}{size}")
-            if r:
-                found[key].append(r)
-                print(f"  {prefix}{size:,} ops measured (load average {r['load_average']:.2f})", file=sys.stderr)
-    rows = found["rows"]
-    real = None
-    if not args.no_real:
-        try:
-            import mxnet  # noqa: F401
-        except ImportError:
-            print("  SSD skipped: mxnet is not installed", file=sys.stderr)
-        else:
-            real = in_child("real")
-    print(table(rows, real))
+    found = measure_sizes(args.sizes, flat=not args.no_flat)
+    real = None if args.no_real else measure_real()
+    print(table(found["rows"], real))
     for key, what in (("rows", "hierarchical model (block names)"), ("flat_rows", "flat model (no names)")):
         if found.get(key):
             print(toggle_table(found[key], what))
     cli = None if args.no_cli else cli_run(3000)
     if cli:
-        print(
-            f"stages FILE.py --out DIR on {cli['ops']:,} ops: {cli['wall_s']:.1f} s, {cli['files']} files, "
-            f"{cli['mb']:.1f} MB (load average {cli['load_average']:.2f}){'' if cli['ok'] else ' FAILED'}"
-        )
-        for line in cli["tail"] if isinstance(cli["tail"], list) else [cli["tail"]]:
-            print(f"  {line}")
+        print("\n".join(cli_lines(cli)))
     if args.json:
-        out = {
-            "how": "benchmarks/bench_scale.py",
-            "cpu_count": os.cpu_count(),
-            "toggle": TOGGLE,
-            "rows": rows,
-            "flat_rows": found.get("flat_rows", []),
-            "real": real,
-            "cli": cli,
-            "exponents": {k: exponent(rows, k) for k in COLUMNS},
-            "flat_exponents": {k: exponent(found.get("flat_rows", []), k) for k in COLUMNS},
-            "rule_exponents": {key: rule_exponents(found[key]) for key in found},
-        }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(record(found, real, cli), indent=2) + "\n")
 
 
 if __name__ == "__main__":

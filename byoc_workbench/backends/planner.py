@@ -315,6 +315,25 @@ class _Planner:
         return tuple(inner)
 
     def run(self, func: relax.Function) -> SubgraphPlan:
+        params = self._params(func)
+        steps: list = []
+
+        def descend(step):
+            return self.codegen.fused(ir.func_attr(step.callee, ir.COMPOSITE)) is None
+
+        for step in ir.walk(func, descend=descend):
+            composite = ir.func_attr(step.callee, ir.COMPOSITE)
+            if step.descended:
+                steps.append(composite or "local function")
+                self.values.enter(step, [self._text(step.frame, a) for a in step.value.args])
+            elif step.op or (composite and self.codegen.fused(composite)):
+                steps.append(self._emitted(step, composite))
+            else:
+                self._bind_value(step)
+        return self._plan(func, params, steps)
+
+    def _params(self, func: relax.Function) -> list:
+        """``(name, shape, dtype)`` of each parameter, named and bound; NumPy reads its symbolic dimensions."""
         params = []
         for p in func.params:
             name = self.names.fresh(p.name)
@@ -323,59 +342,57 @@ class _Planner:
                 self._read_dims(name, p.ty)
             params.append((name, _shape(p.ty, self.symbolic), str(getattr(p.ty, "dtype", ""))))
             self.types[name] = params[-1][1:]
-        steps: list = []
+        return params
 
-        def descend(step):
-            return self.codegen.fused(ir.func_attr(step.callee, ir.COMPOSITE)) is None
+    def _emitted(self, step: ir.Step, composite) -> tuple:
+        """``(Op, emitter)`` of an op, or of a composite the codegen fuses, its result named and bound."""
+        emitter = self.codegen.emit.get(step.op) if step.op else self.codegen.fused(composite)
+        if emitter is None:
+            language = "C" if self.c else "NumPy"
+            raise WorkbenchError(
+                f"The {self.codegen.name} codegen has no {language} emitter for {step.op} (in {self.name})",
+                f"add one to its emit table ('{step.op.removeprefix('relax.')}': a function of one Op), "
+                "or switch off the rule that offloads it",
+            )
+        out = self.names.fresh(step.var.name)
+        op = self._op(step, step.op or composite, out, [self._text(step.frame, a) for a in step.value.args])
+        if composite and not step.op:
+            op.ops = self._inner_ops(step)
+        if self.c:
+            self._check_c(op)
+            self.types[out] = (op.shape, op.dtype)
+        self.values.bind(step.frame, step.var, out)
+        return op, emitter
 
-        for step in ir.walk(func, descend=descend):
-            value, frame = step.value, step.frame
-            composite = ir.func_attr(step.callee, ir.COMPOSITE)
-            if step.descended:
-                steps.append(composite or "local function")
-                self.values.enter(step, [self._text(frame, a) for a in value.args])
-            elif step.op or (composite and self.codegen.fused(composite)):
-                emitter = self.codegen.emit.get(step.op) if step.op else self.codegen.fused(composite)
-                if emitter is None:
-                    language = "C" if self.c else "NumPy"
-                    raise WorkbenchError(
-                        f"The {self.codegen.name} codegen has no {language} emitter for {step.op} (in {self.name})",
-                        f"add one to its emit table ('{step.op.removeprefix('relax.')}': a function of one Op), "
-                        "or switch off the rule that offloads it",
-                    )
-                out = self.names.fresh(step.var.name)
-                op = self._op(step, step.op or composite, out, [self._text(frame, a) for a in value.args])
-                if composite and not step.op:
-                    op.ops = self._inner_ops(step)
-                if self.c:
-                    self._check_c(op)
-                    self.types[out] = (op.shape, op.dtype)
-                steps.append((op, emitter))
-                self.values.bind(frame, step.var, out)
-            elif isinstance(value, relax.TupleGetItem):
-                whole = self.values.get(frame, value.tuple_value)
-                if isinstance(whole, tuple):
-                    self.values.bind(frame, step.var, whole[value.index])
-                elif self.c:
-                    raise WorkbenchError(
-                        f"The C codegen {self.codegen.name} cannot take an item of an op's tuple result in {self.name}",
-                        "keep ops that return tuples (split) on the host",
-                    )
-                else:
-                    self.values.bind(frame, step.var, f"{whole}[{value.index}]")
-            elif isinstance(value, relax.Tuple) or ir.is_var(value):
-                self.values.bind(frame, step.var, self.values.get(frame, value))
-            else:
+    def _bind_value(self, step: ir.Step) -> None:
+        """A binding that computes nothing (an item of a tuple, a tuple, a variable) bound to what it names."""
+        value, frame = step.value, step.frame
+        if isinstance(value, relax.TupleGetItem):
+            whole = self.values.get(frame, value.tuple_value)
+            if isinstance(whole, tuple):
+                self.values.bind(frame, step.var, whole[value.index])
+            elif self.c:
                 raise WorkbenchError(
-                    f"The {self.codegen.name} codegen cannot compile a {type(value).__name__} binding in {self.name}",
-                    "keep it on the host",
+                    f"The C codegen {self.codegen.name} cannot take an item of an op's tuple result in {self.name}",
+                    "keep ops that return tuples (split) on the host",
                 )
+            else:
+                self.values.bind(frame, step.var, f"{whole}[{value.index}]")
+        elif isinstance(value, relax.Tuple) or ir.is_var(value):
+            self.values.bind(frame, step.var, self.values.get(frame, value))
+        else:
+            raise WorkbenchError(
+                f"The {self.codegen.name} codegen cannot compile a {type(value).__name__} binding in {self.name}",
+                "keep it on the host",
+            )
+
+    def _plan(self, func: relax.Function, params: list, steps: list) -> SubgraphPlan:
+        """The plan of the walked ``func``, with its outputs: C's buffers, or NumPy's returned text."""
         result = func.body.body
-        fields = list(result.fields) if isinstance(result, relax.Tuple) else [result]
         plan = SubgraphPlan(self.name, self.codegen.language, params, self.constants, steps, None, [], types=self.types)
         plan.prologue = self.prologue
         if self.c:
-            self._bind_outputs(plan, fields)
+            self._bind_outputs(plan, list(result.fields) if isinstance(result, relax.Tuple) else [result])
         else:
             plan.result = self._text((), result)
             ret = func.ret_ty

@@ -115,43 +115,60 @@ def fold_blocks(g: Graph, keep_open=()) -> Graph:
     cluster ``x_<id>`` that lays out its own content, sub-blocks closed.
     Graphs whose names carry no Gluon block prefixes come back unchanged.
     """
+    groups = _block_groups(g)
+    if not groups:
+        return g
+    keep_open = set(keep_open)
+    clusters = dict(g.clusters)
+    for gid, grp in groups.items():
+        if _shown(groups, keep_open, gid) is None:  # open, and every group around it open
+            parent = _place(grp.parent, grp.cluster)
+            clusters[f"x_{gid}"] = Cluster(f"x_{gid}", grp.label, "block", parent, g.clusters[grp.cluster].target)
+    nodes, rename = _fold_into_blocks(g, groups, keep_open)
+    return _remap(g, nodes, rename, clusters)
+
+
+def _block_groups(g: Graph) -> dict:
+    """The model's blocks among ``g``'s nodes (:func:`.blocks.find_groups`); subgraph calls in them too
+    when there are more than :data:`MANY_SUBGRAPHS`."""
     items: dict = {}
     many = sum(n.kind == "subgraph" for n in g.nodes.values()) > MANY_SUBGRAPHS
     kinds = BLOCK_KINDS + (("subgraph",) if many else ())
     for n in g.nodes.values():
         if n.kind in kinds and "/" in n.id:
             items.setdefault(n.cluster, []).append((n.id, n.id.rsplit("/", 1)[1], n.op))
-    groups = blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: nid.rsplit("/", 1)[0])
-    if not groups:
-        return g
-    keep_open = set(keep_open)
+    return blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: nid.rsplit("/", 1)[0])
+
+
+def _shown(groups: dict, keep_open: set, gid) -> str | None:
+    """The group, or the outermost closed group around it, that is drawn as a node; None when it and
+    every group around it are open."""
+    closed = None
+    while gid is not None:
+        if gid not in keep_open:
+            closed = gid
+        gid = groups[gid].parent
+    return closed
+
+
+def _place(gid, cluster):
+    """The cluster a node directly inside group ``gid`` is drawn in: the open block's, or its own."""
+    return f"x_{gid}" if gid is not None else cluster
+
+
+def _fold_into_blocks(g: Graph, groups: dict, keep_open: set) -> tuple:
+    """``(nodes, rename)``: each node of ``g`` drawn in its open block, or hidden in the closed block drawn
+    as one node in its stead (``rename``: old id -> that block); in binding order, each closed block
+    where its first node was."""
     innermost = {nid: gid for gid, grp in groups.items() for nid in grp.members}
-
-    def chain(gid):  # gid and its enclosing groups, innermost first
-        while gid is not None:
-            yield gid
-            gid = groups[gid].parent
-
-    def shown(gid):  # the group, or the closed group around it, that is drawn as a node
-        closed = [x for x in chain(gid) if x not in keep_open]
-        return closed[-1] if closed else None
-
-    def place(gid, cluster):  # the cluster a node directly inside ``gid`` is drawn in
-        return f"x_{gid}" if gid is not None else cluster
-
-    clusters = dict(g.clusters)
-    for gid, grp in groups.items():
-        if shown(gid) is None:  # open, and every group around it open
-            parent = place(grp.parent, grp.cluster)
-            clusters[f"x_{gid}"] = Cluster(f"x_{gid}", grp.label, "block", parent, g.clusters[grp.cluster].target)
     members: dict = collections.defaultdict(list)  # closed group drawn -> the nodes it hides
     rename, nodes = {}, {}
-    order = []  # nodes and closed groups, each where its first node was, so binding order holds
+    order = []
     for nid, n in g.nodes.items():
         gid = innermost.get(nid)
-        top = shown(gid) if gid is not None else None
+        top = _shown(groups, keep_open, gid)
         if top is None:
-            nodes[nid] = dataclasses.replace(n, cluster=place(gid, n.cluster)) if gid is not None else n
+            nodes[nid] = dataclasses.replace(n, cluster=_place(gid, n.cluster)) if gid is not None else n
             order.append(nid)
             continue
         if top not in members:
@@ -160,8 +177,8 @@ def fold_blocks(g: Graph, keep_open=()) -> Graph:
         rename[nid] = top
     for top, hidden in members.items():
         grp = groups[top]
-        nodes[top] = _group_node(top, grp.label, hidden, place(grp.parent, grp.cluster), "block")
-    return _remap(g, {nid: nodes[nid] for nid in order}, rename, clusters)
+        nodes[top] = _group_node(top, grp.label, hidden, _place(grp.parent, grp.cluster), "block")
+    return {nid: nodes[nid] for nid in order}, rename
 
 
 WRAP = 8  # at most about this many nodes of one cluster side by side; more wrap into rows

@@ -106,15 +106,8 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
         members.setdefault(n.cluster or None, []).append(n)
     children = _cluster_tree(graph)
 
-    # Where each cluster's first node is in binding order: a cluster is written where its first
-    # node would be, so a node keeps its place in the DOT text whether or not a stage boxes it.
     index = {nid: i for i, nid in enumerate(graph.nodes)}
-    first: dict = {}
-    for n in graph.nodes.values():
-        cid = n.cluster or None
-        while cid is not None and cid not in first:
-            first[cid] = index[n.id]
-            cid = graph.clusters[cid].parent if cid in graph.clusters else None
+    first = _first_places(graph, index)
 
     def emit(g, cluster_id):
         nodes = [(index[n.id], n) for n in members.get(cluster_id, [])]
@@ -123,39 +116,58 @@ def to_dot(graph: Graph, title: str = "", legend: bool = True, show_shapes: bool
             if isinstance(item, str):
                 emit_cluster(g, item)
             else:
-                emit_node(g, item)
+                _emit_node(g, item, show_shapes)
         _pin_inputs(g, [n.id for n in members.get(cluster_id, []) if n.kind == "input"])
-
-    def emit_node(g, n):
-        attrs = dict(NODE_SHAPES.get(n.kind, {}))
-        attrs["fillcolor"] = target_color(n.target)
-        attrs["id"] = n.id
-        if n.target != HOST:  # the widget's first view centres on the first offloaded node
-            attrs["class"] = "byoc-offload"
-        tip = n.op or n.label
-        if n.ty:
-            tip += f" : {n.ty}"
-        if n.on_cpu:  # a double border: on the CPU in a GPU build
-            attrs["peripheries"] = "2"
-            tip += f" — on the CPU in a GPU build ({n.on_cpu})"
-        attrs["tooltip"] = escape(tip)
-        if n.kind == "if":  # its then branch comes in left of its else branch, at every stage
-            attrs["ordering"] = "in"
-        label = n.label if not n.ty or n.kind in ("const", "output") or not show_shapes else f"{n.label}\n{n.ty}"
-        g.node(n.id, escape(label), **attrs)
 
     def emit_cluster(g, cid):
         c = graph.clusters[cid]
         with g.subgraph(name=f"cluster_{cid}") as sub:
-            style = dict(CLUSTER_STYLE.get(c.kind, {}))
-            if c.kind in ("region", "subgraph", "composite"):
-                style["color"] = "#2b8a3e" if c.target == "byoc-target" else "#343a40"
-            sub.attr(label=escape(c.label), id=f"cluster_{cid}", **style)
+            sub.attr(label=escape(c.label), id=f"cluster_{cid}", **_cluster_style(c))
             emit(sub, cid)
 
     emit(dot, None)
     _edges(dot, graph, show_shapes)
     return dot
+
+
+def _first_places(graph: Graph, index: dict) -> dict:
+    """Where each cluster's first node is in binding order: a cluster is written where its first
+    node would be, so a node keeps its place in the DOT text whether or not a stage boxes it."""
+    first: dict = {}
+    for n in graph.nodes.values():
+        cid = n.cluster or None
+        while cid is not None and cid not in first:
+            first[cid] = index[n.id]
+            cid = graph.clusters[cid].parent if cid in graph.clusters else None
+    return first
+
+
+def _emit_node(g, n, show_shapes: bool) -> None:
+    """One node: its shape by kind, its fill by target, a tooltip with its op and type."""
+    attrs = dict(NODE_SHAPES.get(n.kind, {}))
+    attrs["fillcolor"] = target_color(n.target)
+    attrs["id"] = n.id
+    if n.target != HOST:  # the widget's first view centres on the first offloaded node
+        attrs["class"] = "byoc-offload"
+    tip = n.op or n.label
+    if n.ty:
+        tip += f" : {n.ty}"
+    if n.on_cpu:  # a double border: on the CPU in a GPU build
+        attrs["peripheries"] = "2"
+        tip += f" — on the CPU in a GPU build ({n.on_cpu})"
+    attrs["tooltip"] = escape(tip)
+    if n.kind == "if":  # its then branch comes in left of its else branch, at every stage
+        attrs["ordering"] = "in"
+    label = n.label if not n.ty or n.kind in ("const", "output") or not show_shapes else f"{n.label}\n{n.ty}"
+    g.node(n.id, escape(label), **attrs)
+
+
+def _cluster_style(c) -> dict:
+    """A cluster's style by kind; a region, subgraph or composite green for ``byoc-target``, dark otherwise."""
+    style = dict(CLUSTER_STYLE.get(c.kind, {}))
+    if c.kind in ("region", "subgraph", "composite"):
+        style["color"] = "#2b8a3e" if c.target == "byoc-target" else "#343a40"
+    return style
 
 
 def _edges(dot, graph: Graph, show_shapes: bool) -> None:

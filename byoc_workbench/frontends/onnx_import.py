@@ -288,56 +288,71 @@ def _selected(bb, selected, count_name: str):
     return bb.match_cast(cut, relax.TensorType([tirx.Var(count_name, "int64"), 3], "int64"))
 
 
+class _ImporterFixes:
+    """What :func:`_importer_class` adds to TVM's ONNX importer, ahead of it in the class's order: each
+    node's outputs recorded, and two converters fixed (see the module)."""
+
+    def __init__(self, shapes, dtypes, graph):
+        super().__init__(shapes, dtypes)
+        self.converted: list = []  # (node name, [outputs]) in order
+        self.nodes, self.next = list(graph.node), 0  # nodes convert in order; many have no name
+        self.nms = 0
+
+    def check_ops(self, graph):
+        _check_ops(graph)
+
+    def convert(self, op_name, inputs, attrs, opset):
+        from tvm import relax
+
+        name = tvm_private.onnx_node_name(attrs)
+        node = self._node(name, op_name)
+        try:
+            out = self._fixed(op_name, inputs, attrs, opset)
+        except WorkbenchError:
+            raise
+        except Exception as err:  # the frontend's converters raise anything
+            label = scoped_name(node) if node is not None else name
+            raise OnnxImportError(
+                f"TVM's ONNX frontend cannot convert node {label!r} ({op_name}): {first_line(err)}",
+                "check that node's inputs and attributes; " + SHAPE_FIX,
+            ) from err
+        if node is not None:
+            outs = list(out.fields) if isinstance(out, relax.Tuple) else [out]
+            self.converted.append((scoped_name(node), outs))
+        return out
+
+    def _fixed(self, op_name, inputs, attrs, opset):
+        """The node converted by upstream, but for Expand of a shape, Range to a symbolic size and
+        NonMaxSuppression's count; a call bound here, so the binding can take the node's name."""
+        from tvm import relax
+
+        if op_name == "Expand" and inputs[0] is not None and isinstance(inputs[0].ty, relax.ShapeType):
+            inputs[0] = self.bb.emit(relax.op.shape_to_tensor(inputs[0]))  # upstream reads data.ty.shape
+        if op_name == "Range" and _symbolic_range(inputs):
+            out = _arange(self.bb, inputs)
+        else:
+            out = super().convert(op_name, inputs, attrs, opset)
+        if op_name == "NonMaxSuppression":
+            out = _selected(self.bb, out, f"nms_count{self.nms}" if self.nms else "nms_count")
+            self.nms += 1
+        elif isinstance(out, relax.Call):
+            out = self.bb.emit(out)
+        return out
+
+    def _node(self, name: str, op: str):
+        """The graph node being converted: the next one of this name and op (None inside an If's branch)."""
+        for i in range(self.next, len(self.nodes)):
+            if self.nodes[i].name == name and self.nodes[i].op_type == op:
+                self.next = i + 1
+                return self.nodes[i]
+        return None
+
+
 def _importer_class():
-    from tvm import relax
+    """TVM's ONNX importer (imported only when a file is) with :class:`_ImporterFixes`'s changes."""
 
-    class Importer(tvm_private.onnx_importer_base()):
+    class Importer(_ImporterFixes, tvm_private.onnx_importer_base()):
         """TVM's ONNX importer, recording each node's outputs and fixing two converters (see the module)."""
-
-        def __init__(self, shapes, dtypes, graph):
-            super().__init__(shapes, dtypes)
-            self.converted: list = []  # (node name, [outputs]) in order
-            self.nodes, self.next = list(graph.node), 0  # nodes convert in order; many have no name
-            self.nms = 0
-
-        def check_ops(self, graph):
-            _check_ops(graph)
-
-        def convert(self, op_name, inputs, attrs, opset):
-            name = tvm_private.onnx_node_name(attrs)
-            node = self._node(name, op_name)
-            try:
-                if op_name == "Expand" and inputs[0] is not None and isinstance(inputs[0].ty, relax.ShapeType):
-                    inputs[0] = self.bb.emit(relax.op.shape_to_tensor(inputs[0]))  # upstream reads data.ty.shape
-                if op_name == "Range" and _symbolic_range(inputs):
-                    out = _arange(self.bb, inputs)
-                else:
-                    out = super().convert(op_name, inputs, attrs, opset)
-                if op_name == "NonMaxSuppression":
-                    out = _selected(self.bb, out, f"nms_count{self.nms}" if self.nms else "nms_count")
-                    self.nms += 1
-                elif isinstance(out, relax.Call):  # bound here, so the binding can take the node's name
-                    out = self.bb.emit(out)
-            except WorkbenchError:
-                raise
-            except Exception as err:  # the frontend's converters raise anything
-                label = scoped_name(node) if node is not None else name
-                raise OnnxImportError(
-                    f"TVM's ONNX frontend cannot convert node {label!r} ({op_name}): {first_line(err)}",
-                    "check that node's inputs and attributes; " + SHAPE_FIX,
-                ) from err
-            if node is not None:
-                outs = list(out.fields) if isinstance(out, relax.Tuple) else [out]
-                self.converted.append((scoped_name(node), outs))
-            return out
-
-        def _node(self, name: str, op: str):
-            """The graph node being converted: the next one of this name and op (None inside an If's branch)."""
-            for i in range(self.next, len(self.nodes)):
-                if self.nodes[i].name == name and self.nodes[i].op_type == op:
-                    self.next = i + 1
-                    return self.nodes[i]
-            return None
 
     return Importer
 

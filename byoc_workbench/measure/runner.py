@@ -219,20 +219,26 @@ def _module_and_generated(what, backend: str | None, options: dict) -> tuple:
     return mod, generated, skipped
 
 
-def build_and_run(
-    what,
-    inputs,
-    repeat: int = 10,
-    warmup: int = 1,
-    target: str = "llvm",
-    backend: str | None = None,
-    label: str = "",
-    mark: str = "",
-    progress: bool = True,
-    options: dict | None = None,
-    max_seconds: float | None = None,
-    keep: bool = False,
-) -> Run:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How :func:`build_and_run` builds and reports; it takes them as keywords (a misspelt one is a TypeError)."""
+
+    target: str = "llvm"
+    # For a partitioned module: any backend of the registry (``onnxruntime``, ``tensorrt``, ``auto``,
+    # ``teaching``, ``c``, yours) or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
+    backend: str | None = None
+    label: str = ""  # what the printout calls this build
+    mark: str = ""  # e.g. "untrained weights"
+    progress: bool = True
+    options: dict | None = None  # the backend's own keywords, for its codegen
+    max_seconds: float | None = None  # refuse the timed runs when the first one says they would take longer
+    # For a slow baseline (TVM alone): keep the run on disk and, next time the same build gets the same
+    # inputs on this machine, show the kept run instead of running it again (:mod:`byoc_workbench.measure.kept`);
+    # the printout says when it was measured. ``BYOC_WORKBENCH_NO_CACHE=1`` measures it again.
+    keep: bool = False
+
+
+def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
     """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
 
     Parameters
@@ -245,23 +251,15 @@ def build_and_run(
     repeat, warmup : int
         Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
         the first timed run shows a progress bar per VM call.
-    backend : str, optional
-        For a partitioned module: any backend of the registry (``onnxruntime``,
-        ``tensorrt``, ``auto``, ``teaching``, ``c``, yours) or ``tvm`` (see
-        :mod:`byoc_workbench.backends.registry`).
-    label, mark : str
-        What the printout calls this build, and e.g. ``"untrained weights"``.
-    max_seconds : float, optional
-        Refuse the timed runs when the first one says they would take longer.
-    keep : bool
-        For a slow baseline (TVM alone): keep the run on disk and, next time the same
-        build gets the same inputs on this machine, show the kept run instead of
-        running it again (:mod:`byoc_workbench.measure.kept`); the printout says when
-        it was measured. ``BYOC_WORKBENCH_NO_CACHE=1`` measures it again.
+    **kw
+        :class:`RunOptions`' fields: ``target``, ``backend``, ``label``, ``mark``, ``progress``,
+        ``options``, ``max_seconds``, ``keep``.
     """
-    mod, generated, skipped = _module_and_generated(what, backend, options or {})
-    name = label or "module"
-    with byoc_workbench.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=progress) as bar:
+    opts = RunOptions(**kw)
+    target = opts.target
+    mod, generated, skipped = _module_and_generated(what, opts.backend, opts.options or {})
+    name = opts.label or "module"
+    with byoc_workbench.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=opts.progress) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, target)
         vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(target))
@@ -269,13 +267,13 @@ def build_and_run(
         dev = execute.device(target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
         fn = execute.synced(vm["main"], target)
-        run_key = kept.run_key(mod, target, inputs, repeat, warmup) if keep and not generated else None
+        run_key = kept.run_key(mod, target, inputs, repeat, warmup) if opts.keep and not generated else None
         found = kept.load(run_key) if run_key else None
         if found is not None:
             latency, outputs, when = found
             measured, counted = f"measured {when} on this machine and kept", ""
         else:
-            timed = _timed(vm, executable, fn, args, name, bar, repeat, warmup, progress, max_seconds)
+            timed = _timed(vm, executable, fn, args, name, bar, repeat, warmup, opts.progress, opts.max_seconds)
             (latency, outputs, counted), measured = timed, ""
             if run_key:
                 kept.store(run_key, latency, outputs)
@@ -295,7 +293,7 @@ def build_and_run(
         generated,
         skipped,
         vm,
-        mark,
+        opts.mark,
         measured,
     )
 

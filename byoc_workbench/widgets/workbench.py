@@ -54,6 +54,22 @@ STAGE_HELP = {
 }
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WidgetOptions:
+    """What a :class:`WorkbenchWidget` starts with besides its module and target (:func:`workbench_widget`'s
+    parameters); it takes them as keywords (a misspelt one is a TypeError)."""
+
+    enabled: object = None  # qualified rule names switched on; all when None
+    prune_rule: object = None  # stages.no_mac() when None
+    stage: str = "partition"  # the stage shown first
+    extra_rules: tuple = ()
+    collapse: bool = False  # hide constants and fold long runs of ops
+    mark: str = ""  # in every diagram title, e.g. "untrained weights"
+    inputs: object = None  # what the "time" view runs the build on
+    backend: str | None = None  # what compiles the codegen stage's subgraphs
+    tvm_target: str = "llvm"  # what TVM builds the time view for: llvm, or cuda on a GPU
+
+
 class WorkbenchWidget(W.VBox):
     """Rules, stage, diagram and panels of one :class:`Workbench`.
 
@@ -63,41 +79,38 @@ class WorkbenchWidget(W.VBox):
     leaves the previous state and shows one red line in ``status``.
     """
 
-    def __init__(
-        self,
-        mod,
-        target: Target,
-        enabled=None,
-        prune_rule=None,
-        stage: str = "partition",
-        extra_rules=(),
-        error: Exception | None = None,
-        collapse: bool = False,
-        mark: str = "",
-        inputs=None,
-        backend: str | None = None,
-        tvm_target: str = "llvm",
-    ):
+    def __init__(self, mod, target: Target, error: Exception | None = None, **options):
+        opts = WidgetOptions(**options)
         self.target = target
-        self.inputs = inputs  # what the "time" view runs the build on
-        self.tvm_target = tvm_target  # what TVM builds the time view for: llvm, or cuda on a GPU
+        self.inputs = opts.inputs
+        self.tvm_target = opts.tvm_target
         self._syncing = False  # set while the controls are put back to what is shown
         self._measured: tuple | None = None  # (workbench, profile, svg) of the last measurement
-        self.collapse = collapse
+        self.collapse = opts.collapse
         self.workbench: Workbench | None = None
         self.view: View | None = None
         self._script_of: View | None = None  # the view the TVMScript tab shows
         self.expand: frozenset = frozenset()
         self.status = W.HTML("").add_class("byoc-status")
+        prune_rule = opts.prune_rule
         self._pruning = prune_rule if prune_rule not in (None, stages.keep_all) else stages.no_mac()
         try:
             if error is not None:
                 raise error
-            self.workbench = Workbench(mod, target, enabled, prune_rule, extra_rules, mark, backend, pause_gc=True)
+            self.workbench = Workbench(
+                mod,
+                target,
+                opts.enabled,
+                prune_rule,
+                opts.extra_rules,
+                mark=opts.mark,
+                backend=opts.backend,
+                pause_gc=True,
+            )
         except Exception as err:  # a bad module or rule must not break the cell
             self._error(err)
-        self._make_rules(prune_rule, tuple(extra_rules))
-        self._make_stage_row(stage, inputs)
+        self._make_rules(prune_rule, tuple(opts.extra_rules))
+        self._make_stage_row(opts.stage, opts.inputs)
         self._make_diagram()
         self._make_tabs()
 
@@ -459,10 +472,10 @@ def workbench_widget(
     return WorkbenchWidget(
         demo.demo_module() if mod is None else mod,
         target,
-        enabled,
-        prune_rule,
-        stage,
-        extra_rules,
+        enabled=enabled,
+        prune_rule=prune_rule,
+        stage=stage,
+        extra_rules=extra_rules,
         collapse=collapse,
         mark=mark,
         inputs=inputs,

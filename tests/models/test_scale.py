@@ -23,19 +23,59 @@ def reference_groups(steps, users) -> list:
     """The region search by brute force: whether one group depends on another is found by a walk of
     every binding made so far, from scratch, at every question (cubic, and plainly right). The linear
     search keeps direct dependencies and prunes its walk; this is the meaning it must keep."""
-    parent, target, producer, done = {}, {}, {}, []
+    groups = BruteForceGroups(users)
+    for step in steps:
+        groups.add(step)
+    members: dict = {}
+    for step in steps:
+        members.setdefault(groups.find(step.var), []).append(step)
+    return [(groups.target[root], group) for root, group in members.items() if groups.target[root] is not None]
 
-    def find(v):
-        while parent[v] != v:
-            v = parent[v]
+
+class BruteForceGroups:
+    """The groups of :func:`reference_groups`, one binding added at a time; ``find`` and ``target``
+    are what ``regions._plumbing_home`` reads."""
+
+    def __init__(self, users):
+        self.users = users
+        self.parent, self.target, self.producer, self.done = {}, {}, {}, []
+
+    def find(self, v):
+        while self.parent[v] != v:
+            v = self.parent[v]
         return v
 
-    def depends(group, on) -> bool:
-        reads: dict = {}  # root -> the roots its bindings read
-        for s in done:
-            reads.setdefault(find(s.var), set()).update(
-                find(producer[v.__chandle__()]) for v in ir.reads(s.value) if v.__chandle__() in producer
-            )
+    def add(self, step) -> None:
+        v, tgt = step.var, regions.target_of(step)
+        arg_groups = self._arg_groups(step)
+        plumbing = regions._plumbing_home(self, step.value, v, self.users, self.producer) if tgt is None else None
+        self.parent[v], self.target[v] = v, tgt if plumbing is None else self.target[plumbing]
+        if plumbing is not None:
+            self.parent[v] = self.find(plumbing)
+        elif tgt is not None:
+            self._join(v, tgt, arg_groups)
+        self.producer[v.__chandle__()] = v
+        self.done.append(step)
+
+    def _join(self, v, tgt, arg_groups: list) -> None:
+        """``v`` joins each group it reads of its target that no other group it reads depends on."""
+        joinable = [
+            g for g in arg_groups if self.target[g] == tgt and not any(self.depends(h, g) for h in arg_groups if h != g)
+        ]
+        for g in joinable:
+            self.parent[self.find(g)] = self.find(v)
+
+    def _arg_groups(self, step) -> list:
+        """The groups of the values ``step`` reads, each once, in order of reading."""
+        arg_groups = []
+        for var in ir.reads(step.value):
+            k = var.__chandle__()
+            if k in self.producer and self.find(self.producer[k]) not in arg_groups:
+                arg_groups.append(self.find(self.producer[k]))
+        return arg_groups
+
+    def depends(self, group, on) -> bool:
+        reads = self._reads()
         seen, todo = {group}, [group]
         while todo:
             for p in reads.get(todo.pop(), ()):
@@ -46,38 +86,14 @@ def reference_groups(steps, users) -> list:
                     todo.append(p)
         return False
 
-    class Groups:  # what regions._plumbing_home reads
-        def find(self, v):
-            return find(v)
-
-        @property
-        def target(self):
-            return target
-
-    groups = Groups()
-    for step in steps:
-        v, tgt = step.var, regions.target_of(step)
-        arg_groups = []
-        for var in ir.reads(step.value):
-            k = var.__chandle__()
-            if k in producer and find(producer[k]) not in arg_groups:
-                arg_groups.append(find(producer[k]))
-        plumbing = regions._plumbing_home(groups, step.value, v, users, producer) if tgt is None else None
-        parent[v], target[v] = v, tgt if plumbing is None else target[plumbing]
-        if plumbing is not None:
-            parent[v] = find(plumbing)
-        elif tgt is not None:
-            joinable = [
-                g for g in arg_groups if target[g] == tgt and not any(depends(h, g) for h in arg_groups if h != g)
-            ]
-            for g in joinable:
-                parent[find(g)] = find(v)
-        producer[v.__chandle__()] = v
-        done.append(step)
-    members: dict = {}
-    for step in steps:
-        members.setdefault(find(step.var), []).append(step)
-    return [(target[root], group) for root, group in members.items() if target[root] is not None]
+    def _reads(self) -> dict:
+        """Each group's root -> the roots its bindings read, from every binding made so far."""
+        reads: dict = {}
+        for s in self.done:
+            reads.setdefault(self.find(s.var), set()).update(
+                self.find(self.producer[v.__chandle__()]) for v in ir.reads(s.value) if v.__chandle__() in self.producer
+            )
+        return reads
 
 
 def each_block(mod):
