@@ -53,6 +53,11 @@ def megabytes(mb: float) -> str:
     return f"{mb:.0f} MB" if mb < 1000 else f"{mb / 1024:.1f} GB"
 
 
+def seat_gb(peaks: dict) -> int:
+    """A seat's memory: half as much again as the largest kernel's peak (``{notebook: MB}``), in whole GB."""
+    return math.ceil(1.5 * max(peaks.values()) / 1024)
+
+
 def _notebook_list(names: list) -> str:
     """``01, 04 and 05`` (``none`` for no notebook)."""
     nums = [n[:2] for n in names]
@@ -90,8 +95,7 @@ def values(bench: dict) -> dict:
     peaks = bench["notebooks_peak_mb"]
     for name, mb in peaks.items():
         out[f"nb{name[:2]}_mb"] = f"{mb:.0f} MB"  # in MB, all of them, to compare with a limit such as 2 GB
-    # A seat's memory: half as much again as the largest kernel's peak, in whole GB.
-    out["seat_gb"] = f"{math.ceil(1.5 * max(peaks.values()) / 1024)} GB"
+    out["seat_gb"] = f"{seat_gb(peaks)} GB"
     out["binder_fits"] = _notebook_list([n for n, mb in sorted(peaks.items()) if mb < BINDER_MB])
     out["binder_over"] = _notebook_list([n for n, mb in sorted(peaks.items()) if mb >= BINDER_MB])
     rerun = bench["nb02_rerun"]

@@ -55,7 +55,11 @@ function render({ model, el }) {
   const overlay = document.createElement("div");
   overlay.className = "byoc-graph-overlay";
   overlay.textContent = `${MOD_KEY} + scroll to zoom · drag to move`;
-  frame.append(viewport, overlay);
+  const corner = document.createElement("div"); // the time map's legend, held in view (see placeLegend)
+  corner.className = "byoc-legend-corner";
+  corner.title = "the legend: click to fold or unfold it";
+  corner.hidden = true;
+  frame.append(viewport, overlay, corner);
   const hint = document.createElement("div");
   hint.className = "byoc-graph-hint";
   hint.textContent =
@@ -280,6 +284,29 @@ function render({ model, el }) {
     return true;
   };
 
+  // A drawing's legend (the time map's) is drawn again in the box's top-right corner at the first view's
+  // label size, whatever the pan and zoom: Graphviz places it beside a graph that may be metres long.
+  const placeLegend = () => {
+    const g = viewport.querySelector('g.node[id="legend"]');
+    corner.replaceChildren();
+    corner.hidden = !g;
+    if (!g) return;
+    const b = g.getBBox();
+    const s = Math.max(1, readable);
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", `${b.x} ${b.y} ${b.width} ${b.height}`);
+    svg.setAttribute("width", `${b.width * s}px`);
+    svg.setAttribute("height", `${b.height * s}px`);
+    svg.appendChild(g.cloneNode(true));
+    corner.appendChild(svg);
+    g.style.visibility = "hidden";
+  };
+  corner.addEventListener("pointerdown", (e) => e.stopPropagation()); // a click here is not a drag
+  corner.addEventListener("click", (e) => {
+    e.stopPropagation();
+    corner.classList.toggle("byoc-folded");
+  });
+
   const draw = () => {
     // A view the user has not moved is redone for the new drawing (a toggle changes its size); a
     // moved one holds on to its nodes; "fit" fits again.
@@ -310,6 +337,7 @@ function render({ model, el }) {
     } else firstView();
     // Never an empty box: when the held place shows no node, start afresh.
     if (frame.clientWidth && !showsNodes()) firstView();
+    placeLegend();
     ensureNodes();
   };
 

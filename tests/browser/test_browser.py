@@ -461,6 +461,7 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page.locator(".byoc-workbench .byoc-zoom-100").click()  # labels and times at full size
     page.wait_for_timeout(500)
     assert page.evaluate(wp.NODES_IN_BOX) > 0
+    wp.legend_in_box(page)
     page.screenshot(path=str(BUILD / "nb02-widget-time-1366.png"))
     page.locator(".byoc-stage button", has_text="prune").click()  # leaving codegen switches the time view off
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")

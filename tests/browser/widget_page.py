@@ -26,10 +26,20 @@ display(workbench_widget())
 Diagram(Workbench(demo.demo_module(), get_target("byoc-target")).view("partition").svg)"""
 
 
+# Notebook 01's widget as its last section makes it: with inputs, so that "time" measures the build.
+TIMED_CELL = """\
+from byoc_workbench.models import demo
+from byoc_workbench.widgets import workbench_widget
+workbench_widget(inputs=demo.demo_inputs())"""
+
 # Notebook 06's chooser on its cheapest model.
 ZOO_CELL = """\
 from byoc_workbench.widgets.zoo_chooser import zoo_chooser
 zoo_chooser(value="simple_pose_resnet18_v1b")"""
+# The kernel's peak resident memory, in MB (as make bench reads it for bench.json's notebooks_peak_mb).
+PEAK_CELL = """\
+import re
+print("peak", int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) // 1024, "MB")"""
 
 
 # Issue 19: a model of 6,000 ops (six stages of 250 residual blocks, 1,000 ops a stage), made in one
@@ -68,7 +78,8 @@ def serve_lab(tmp_path_factory):
     folder outside the repository, as a seat does, and the test's own notebooks beside them; always stopped."""
     root = seat.copies(tmp_path_factory.mktemp("lab"))
     (root / "demo.ipynb").write_text(json.dumps(notebook(DEMO_CELL)))
-    (root / "zoo.ipynb").write_text(json.dumps(notebook(ZOO_CELL)))
+    (root / "timed.ipynb").write_text(json.dumps(notebook(TIMED_CELL)))
+    (root / "zoo.ipynb").write_text(json.dumps(notebook(ZOO_CELL, PEAK_CELL)))
     (root / "big.ipynb").write_text(json.dumps(notebook(*BIG_CELLS)))
     (root / "flat.ipynb").write_text(json.dumps(notebook(*FLAT_CELLS)))
     with lab_server.serve(root, tmp_path_factory.mktemp("jupyter-home")) as lab:
@@ -406,3 +417,18 @@ def model_then_widget(browser, lab, name: str):
     pg.locator(".jp-Notebook .jp-CodeCell").nth(0).locator(".jp-InputPrompt", has_text="[1]").wait_for()
     pg.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(state="attached")
     return pg
+
+
+LEGEND_LABELS = (
+    "() => [...document.querySelectorAll('.byoc-legend-corner text')].map(t => t.getBoundingClientRect().height)"
+)
+
+
+def legend_in_box(page) -> list:
+    """The time map's legend: in the diagram's box, its labels readable; their heights."""
+    box, corner = page.locator(".byoc-graph").bounding_box(), page.locator(".byoc-legend-corner").bounding_box()
+    assert corner and corner["x"] >= box["x"] and corner["x"] + corner["width"] <= box["x"] + box["width"] + 1
+    assert corner["y"] >= box["y"] and corner["y"] + corner["height"] <= box["y"] + box["height"] + 1
+    heights = page.evaluate(LEGEND_LABELS)
+    assert heights and min(heights) >= MIN_LABEL_PX - 0.5, f"legend labels of {min(heights or [0]):.1f} px"
+    return heights
