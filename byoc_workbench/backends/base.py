@@ -24,6 +24,9 @@ import hashlib
 import weakref
 from collections.abc import Callable
 
+import tvm
+import tvm_ffi
+
 
 @dataclasses.dataclass
 class Compiled:
@@ -81,8 +84,6 @@ _HELD: dict = {}
 
 def register_global(name: str, fn: Callable) -> None:
     """Register ``fn`` as TVM's global function ``name``, replacing an earlier one."""
-    import tvm
-
     tvm.register_global_func(name, fn, override=True)
 
 
@@ -115,8 +116,6 @@ def _let_go(symbol: str) -> None:
     held[1] -= 1
     if held[1] <= 0:
         del _HELD[symbol]
-        import tvm_ffi
-
         tvm_ffi.remove_global_func(symbol)
 
 

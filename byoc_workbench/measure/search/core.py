@@ -37,7 +37,8 @@ import logging
 import time
 
 from byoc_workbench import ir
-from byoc_workbench.backends import registry
+from byoc_workbench.backends import openvino, registry
+from byoc_workbench.draw import placements
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.clock import machine
@@ -143,8 +144,6 @@ class SearchResult:
 
     def dot(self, assign: dict | None = None, title: str = ""):
         """A Digraph of a placement (default: the chosen one, else None), uncompiled; collapsed past 100 ops."""
-        from byoc_workbench.draw import placements
-
         if assign is None and (self.chosen is None or self.plan is None):
             return None
         title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
@@ -153,13 +152,9 @@ class SearchResult:
         return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)
 
     def _repr_html_(self) -> str:
-        from byoc_workbench.draw import placements
-
         return placements.result_html(self, self.dot())
 
     def text(self) -> str:
-        from byoc_workbench.draw import placements
-
         return placements.result_text(self)
 
 
@@ -292,8 +287,6 @@ def _placeable(plan: Plan, subject) -> Plan:
 
 def _check(backends, precision: str, runs: int, seams: int, top: int) -> tuple:
     """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
-    from byoc_workbench.backends import openvino
-
     backends = check_backends(backends)
     if openvino.check_precision(precision) != "f32" and not set(reduced.REDUCED) & set(backends):
         raise WorkbenchError(
