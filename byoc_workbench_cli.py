@@ -16,7 +16,7 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        from byoc_workbench.cli import main as run
+        from byoc_workbench.cli import main as run  # noqa: PLC0415  after the Ctrl-C handler is set
     except BaseException:
         if not pressed:  # a real failure to import keeps its traceback
             raise

@@ -16,10 +16,15 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import tvm
+
+from byoc_workbench.backends import c_source
+from byoc_workbench.models import weights
 from byoc_workbench.text import to_json
 
 PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
@@ -91,10 +96,6 @@ def check_python() -> Check:
 
 
 def check_tvm() -> Check:
-    try:
-        import tvm
-    except Exception as err:  # a broken install raises anything from ImportError to OSError
-        return Check("tvm", False, f"cannot import tvm ({_first_line(err)})", f"pip install apache-tvm=={TVM_PIN}")
     libinfo = dict(tvm.support.libinfo())
 
     def flag(key: str) -> bool:
@@ -129,10 +130,6 @@ def check_dot() -> Check:
 
 def check_cc() -> Check:
     """The C compiler the c codegen calls: found, and able to build a shared library."""
-    import tempfile
-
-    from byoc_workbench.backends import c_source  # no TVM: finding and running the compiler only
-
     try:
         cmd = c_source.compiler()
         version = c_source.compiler_version(tuple(cmd))
@@ -302,8 +299,6 @@ def check_ray() -> Check:
 
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
-    from byoc_workbench.models import weights  # specs and the cache; imports neither mxnet nor the frontend
-
     cache = weights.cache_dir()
     models, by_state = {}, {}
     for name, spec in weights.MODELS.items():

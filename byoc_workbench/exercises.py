@@ -23,6 +23,8 @@ from tvm import relax
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
+from byoc_workbench.measure import execute
+from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 from byoc_workbench.text import wrap
 
@@ -252,8 +254,6 @@ def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
 
 
 def _demo() -> tvm.IRModule:
-    from byoc_workbench.models import demo
-
     return demo.demo_module()
 
 
@@ -364,8 +364,6 @@ def check_own_graph(mod, rules, predicted_subgraphs) -> Feedback:
 
 def _runs_the_same(wb: Workbench) -> list:
     """Where the teaching codegen compiled every subgraph, run both modules on random inputs and compare."""
-    from byoc_workbench.measure import execute
-
     codegen = wb.stage("codegen")
     offloaded = {sg.name for sg in codegen.subgraphs}
     if not offloaded or not offloaded <= set(codegen.generated):

@@ -14,9 +14,14 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, stages
+from byoc_workbench.backends import c
+from byoc_workbench.backends.emit import NoCode, make_codegen
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.exercises import _NOT_ANSWERED, BYOC, Feedback, _demo, _f32, feedback
+from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import Rule, get_target
+from byoc_workbench.measure import execute
+from byoc_workbench.measure.compare import output_error
 
 
 @dataclasses.dataclass(repr=False)
@@ -64,10 +69,6 @@ def _why_inf(diff: float) -> str:
 def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
     """``(largest difference, prune stage)``: ``mod`` partitioned by ``rules``, and each subgraph's
     code from ``codegen`` run once (:meth:`Codegen.trial`, so a crash in C is one line) against TVM alone."""
-    from byoc_workbench.flow.partition import flatten_subgraphs
-    from byoc_workbench.measure import execute
-    from byoc_workbench.measure.compare import output_error
-
     pruned = next(s for s in stages.run_stages(mod, rules, prune) if s.name == "prune")
     flat = flatten_subgraphs(pruned.mod)
     rng = np.random.RandomState(7)
@@ -85,8 +86,6 @@ def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
 
 def _compile_error(err: WorkbenchError) -> str | None:
     """None when the emitter is still unwritten (it returned ``...`` or nothing), else what went wrong."""
-    from byoc_workbench.backends.emit import NoCode
-
     return None if isinstance(err, NoCode) and err.value in (None, ...) else err.cause
 
 
@@ -96,9 +95,6 @@ def check_emitters(relu, add) -> EmitterFeedback:
     ``feedback.emit`` maps each op to your emitter when it passed, else to the
     c codegen's own, so the notebook runs on while you work on yours.
     """
-    from byoc_workbench.backends import c
-    from byoc_workbench.backends.emit import make_codegen
-
     fb = feedback(6, EmitterFeedback)
     for short, op_name, emitter in (("relu", "relax.nn.relu", relu), ("add", "relax.add", add)):
         fb.emit[short] = c.EMITTERS[op_name]
@@ -132,9 +128,6 @@ def check_reshape_emitter(reshape) -> EmitterFeedback:
     subgraphs with and without it, and each subgraph's output against TVM alone.
     ``feedback.emit`` holds your reshape once it passes, the c codegen's until then.
     """
-    from byoc_workbench.backends import c
-    from byoc_workbench.backends.emit import make_codegen
-
     fb = feedback(7, EmitterFeedback, emit={"reshape": c.copy})
     if reshape is ... or reshape is None:
         fb.wrong.append(_NOT_ANSWERED)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from tqdm import tqdm
+
 
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (JupyterLab, nbclient), where outputs are saved with the notebook."""
@@ -25,7 +27,7 @@ class _Line:
     """A file for tqdm that shows the last line written to it in one display output."""
 
     def __init__(self):
-        from IPython.display import display
+        from IPython.display import display  # noqa: PLC0415  only in a kernel, where IPython is loaded (0.1 s)
 
         self.text = ""
         self.handle = display({"text/plain": ""}, raw=True, display_id=True)
@@ -68,8 +70,6 @@ def bar(total: int | None = None, desc: str = "", unit: str = "it", enabled: boo
     if not enabled:
         yield Bar()
         return
-    from tqdm import tqdm
-
     line = _Line() if in_notebook() else None
     file = line if line is not None else sys.stderr
     tq = tqdm(total=total, desc=desc, unit=unit, file=file, leave=line is not None, ascii=False, **options)

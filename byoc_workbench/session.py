@@ -23,8 +23,12 @@ from byoc_workbench.draw.graph import Graph, Node, build_graph
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.prune import check_prune_rule
+from byoc_workbench.flow.report import partition_report
 from byoc_workbench.flow.reuse import FuseCache
 from byoc_workbench.flow.rules import Target, as_target, check_rules, select
+from byoc_workbench.frontends.onnx_import import import_onnx
+from byoc_workbench.frontends.torch_import import import_torch
+from byoc_workbench.transforms import prepare
 
 
 @dataclasses.dataclass
@@ -151,8 +155,6 @@ class Workbench:
     def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
         """A workbench on an imported :class:`~byoc_workbench.frontends.own.OwnModel`, prepared for the
         target's patterns (batch norm folded, see :func:`byoc_workbench.transforms.prepare`)."""
-        from byoc_workbench.transforms import prepare
-
         wb = cls(prepare(model.mod), target, enabled, prune_rule, mark=model.mark)
         wb.model = model
         return wb
@@ -166,8 +168,6 @@ class Workbench:
         ``input_shapes`` fixes the inputs' shapes (``{name: shape}``, or one
         shape), so that the file's shape arithmetic is folded before import.
         """
-        from byoc_workbench.frontends.onnx_import import import_onnx
-
         return cls.from_model(import_onnx(path, input_shapes, seed), target, enabled, prune_rule)
 
     @classmethod
@@ -176,15 +176,11 @@ class Workbench:
     ) -> Workbench:
         """A workbench on a PyTorch module, through ``torch.export`` (see
         :func:`byoc_workbench.frontends.torch_import.import_torch`; ``kw``: its ``name`` and ``mark``)."""
-        from byoc_workbench.frontends.torch_import import import_torch
-
         return cls.from_model(import_torch(module, example_inputs, **kw), target, enabled, prune_rule)
 
     def report(self, model: str = "", targets=None):
         """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`) of the stages up to
         prune, titled ``model`` (default: the imported model's name); ``targets`` as there."""
-        from byoc_workbench.flow.report import partition_report
-
         ran = [self.stage(n) for n in stages.STAGES[: stages.STAGES.index("prune") + 1]]
         model = model or getattr(self.model, "name", "") or "module"
         return partition_report(ran, self.rules, self.all_rules, self.target.name, model, self.mark, targets)

@@ -32,6 +32,7 @@ from byoc_workbench import stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import check_rules, get_target, target_and_extra
 from byoc_workbench.frontends.own import seeded_inputs
+from byoc_workbench.frontends.torch_import import import_spec
 from byoc_workbench.models import demo, weights, zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.session import Workbench
@@ -109,8 +110,6 @@ def load(description: dict) -> Subject:
         wb = Workbench.from_onnx(d["path"], target or "tensorrt", input_shapes=shapes, enabled=enabled)
         return Subject(wb.model.name, wb, wb.model.inputs, d, wb.model.detection, Path(d["path"]))
     if kind == "torch":
-        from byoc_workbench.frontends.torch_import import import_spec  # torch is an optional extra
-
         model = import_spec(d["spec"], shape=d.get("shape") or DEFAULT_SHAPE)
         wb = Workbench.from_model(model, target or "tensorrt", enabled)
         return Subject(model.name, wb, model.inputs, d)
@@ -238,8 +237,6 @@ def own_workbench(path, torch_spec=None, shapes=None, target=None, enabled=None,
     """
     target = target or "tensorrt"
     if torch_spec:
-        from byoc_workbench.frontends.torch_import import import_spec  # torch is an optional extra
-
         if path:
             raise WorkbenchError(f"Both {path} and --torch were given", "give one model: a file, or --torch")
         model = import_spec(torch_spec, shape=shapes or DEFAULT_SHAPE)

@@ -9,6 +9,7 @@ imports (through :func:`.frontends.from_gluon`), :mod:`.subjects` makes the work
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import gc
@@ -17,12 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from byoc_workbench.backends import registry, tensorrt
+from byoc_workbench.draw.profile import profile
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import runner
 from byoc_workbench.models import zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.models.meaning import Prediction, prediction
 from byoc_workbench.stages import offload
 from byoc_workbench.subjects import model_workbench  # noqa: F401  (the notebooks' workflow.model_workbench)
+from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +38,6 @@ class WorkflowError(WorkbenchError):
 
 def relax_op_counts(mod) -> dict[str, int]:
     """Count the Relax operator calls in ``mod``, most frequent first."""
-    from byoc_workbench.draw.profile import profile
-
     return dict(profile(mod).rows())
 
 
@@ -99,24 +102,17 @@ def run(
         The arrays of the model's task (:mod:`byoc_workbench.models.meaning`);
         ``backend`` says what ran.
     """
-    from byoc_workbench.backends import registry
-
     try:
         registry.check_backend(backend, also=("mxnet",))
     except WorkbenchError as err:
         raise WorkflowError(err.cause, err.fix) from None
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
-        from byoc_workbench.backends import tensorrt
-
         tensorrt.check()
     x, _ = model_input(image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, weights)
     if backend == "mxnet":
         return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
-    from byoc_workbench.measure import runner
-    from byoc_workbench.transforms import prepare
-
     imported = zoo.import_model(model, loaded=loaded)
     if backend == "tvm":
         what, notes = imported.mod, ()
@@ -216,10 +212,6 @@ def zoo_report(model: str, weights=None, backend: str | None = None, image=None,
     ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.runner.offload_choice`).
     ``say``, if given, is called with a line before each long step (the chooser's progress line).
     """
-    import collections
-
-    from byoc_workbench.measure import runner
-
     say = say or (lambda line: None)
     choice = runner.offload_choice()
     say(f"importing {model} and partitioning it with TensorRT's rules…")

@@ -24,6 +24,9 @@ import hashlib
 import weakref
 from collections.abc import Callable
 
+import tvm
+import tvm_ffi
+
 
 @dataclasses.dataclass
 class Compiled:
@@ -92,15 +95,11 @@ _HELD_BY_SYMBOL: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def _remove_global(symbol: str) -> None:
-    import tvm_ffi
-
     tvm_ffi.remove_global_func(symbol)
 
 
 def register_global(name: str, fn: Callable) -> None:
     """Register ``fn`` as TVM's global function ``name``, replacing an earlier one."""
-    import tvm
-
     tvm.register_global_func(name, fn, override=True)
 
 

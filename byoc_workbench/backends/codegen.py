@@ -37,6 +37,7 @@ from byoc_workbench.backends.emit import Codegen, make_codegen
 from byoc_workbench.backends.registry import DEFAULT, Registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import Rule, Target, Targets, codegen_name
+from byoc_workbench.user_file import import_user_file
 
 RESERVED = ("auto", "tvm")  # backend choices that are not backends
 # Names a run already reports for something else: the frameworks (run --backend mxnet, the references).
@@ -123,8 +124,6 @@ def load_codegen_file(path) -> Codegen:
     The file must leave exactly one codegen registered in the default registry among its
     top-level names (``mychip = register_codegen("mychip", ...)``).
     """
-    from byoc_workbench.user_file import import_user_file
-
     fix = "pass the path of a .py file that calls register_codegen(...) and keeps its result"
     module = import_user_file(path, "Codegen file", fix)
     found = {v.name: v for v in vars(module).values() if isinstance(v, Codegen) and v.name in DEFAULT.backends}

@@ -17,9 +17,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.backends import base
+from byoc_workbench.backends import base, c_source, numpy_source
 from byoc_workbench.backends.planner import Op, SubgraphPlan, plan_subgraph
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import codegen_name
 
 LANGUAGES = ("numpy", "c")
@@ -201,8 +202,6 @@ def _seeded(rng, shape: list, dtype: str) -> np.ndarray:
 
 def _tvm_outputs(name: str, func: relax.Function, inputs: list) -> list:
     """What TVM alone computes for the subgraph ``func`` on ``inputs``, as a list of arrays."""
-    from byoc_workbench.flow.partition import flatten_subgraphs
-
     flat = flatten_subgraphs(tvm.IRModule({name: func}))
     vm = relax.VirtualMachine(tvm.compile(flat, target="llvm"), tvm.cpu())
     out = vm[name](*[tvm.runtime.tensor(a) for a in inputs])
@@ -213,11 +212,7 @@ def _tvm_outputs(name: str, func: relax.Function, inputs: list) -> list:
 
 def _language(language: str):
     if language == "c":
-        from byoc_workbench.backends import c_source
-
         return c_source
-    from byoc_workbench.backends import numpy_source
-
     return numpy_source
 
 

@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_types
+from byoc_workbench.backends.c_source import ctype
 from byoc_workbench.errors import WorkbenchError
 
 # Names the generated code uses for itself, and the loop variables emitters are free to declare.
@@ -63,8 +64,6 @@ class Op:
     @property
     def ctype(self) -> str:
         """The C type of the output's elements (``float`` for float32)."""
-        from byoc_workbench.backends.c_source import ctype
-
         return ctype(self.dtype)
 
     def index(self, k: int, i: str = "i") -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import logging
 import warnings
 
@@ -57,8 +58,6 @@ def _torch():
 
 def sees_a_gpu() -> bool:
     """Whether torch is installed and sees an NVIDIA GPU (nothing imported when torch is not installed)."""
-    import importlib.util
-
     return importlib.util.find_spec("torch") is not None and bool(_torch().cuda.is_available())
 
 

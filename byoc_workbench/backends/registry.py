@@ -25,53 +25,43 @@ Importing a module registers nothing anywhere.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 
 import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_edit, ir_types
-from byoc_workbench.backends import base
+from byoc_workbench.backends import base, onnx, onnxruntime, openvino, pytorch, tensorrt
 from byoc_workbench.backends.base import Backend, Compiled, register_global
 from byoc_workbench.backends.c import C
 from byoc_workbench.backends.teaching import TEACHING
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.partition import inline_subgraphs
 from byoc_workbench.flow.rules import TARGETS, Target, Targets
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
-    from byoc_workbench.backends import onnxruntime  # onnx and onnxruntime are imported only when used
-
     return onnxruntime.compile_subgraph(name, func, **options)
 
 
 def _openvino(name: str, func: relax.Function, **options) -> Compiled:
-    from byoc_workbench.backends import openvino
-
     return openvino.compile_subgraph(name, func, **options)
 
 
 def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
-    from byoc_workbench.backends import tensorrt
-
     return tensorrt.compile_subgraph(name, func, **options)
 
 
 def _torch(name: str, func: relax.Function, **options) -> Compiled:
-    from byoc_workbench.backends import pytorch  # torch is imported only when a subgraph is compiled
-
     return pytorch.compile_subgraph(name, func, **options)
 
 
 def _torch_guard(rules) -> tuple:
-    from byoc_workbench.backends.pytorch import guard_rules
-
-    return guard_rules(rules)
+    return pytorch.guard_rules(rules)
 
 
 def _onnx_guard(rules) -> tuple:
-    from byoc_workbench.backends.onnx import guard_rules  # rules never claim a call the ONNX translator cannot convert
-
-    return guard_rules(rules)
+    return onnx.guard_rules(rules)
 
 
 BUILTIN = (
@@ -108,8 +98,6 @@ AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this orde
 def own_targets() -> tuple:
     """The targets the runtimes bring: each claims every op its backend runs, call by call (the ONNX runtimes
     through the ONNX translator, torch through its own table)."""
-    from byoc_workbench.backends import onnx, pytorch  # tvm and numpy: onnx and torch are imported when used
-
     onnx_targets = [
         Target(name, onnx.target_rules(name), f"every op {name} takes through the ONNX translator")
         for name in OWN_TARGETS
@@ -182,8 +170,6 @@ NEEDS = {
 def missing(backend: str) -> str | None:
     """Why ``backend`` cannot run here (a package not installed; for tensorrt, no GPU either), or None.
     Nothing is imported to tell: a search refuses such a backend before it measures anything."""
-    import importlib.util
-
     packages, fix = NEEDS.get(backend, ((), ""))
     absent = [p for p in packages if importlib.util.find_spec(p) is None]
     if absent:
@@ -191,8 +177,6 @@ def missing(backend: str) -> str | None:
             f"{backend} needs {' and '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} not installed ({fix})"
         )
     if backend == "tensorrt":  # installed, and it needs a GPU too
-        from byoc_workbench.backends import tensorrt
-
         absent = tensorrt.missing()
         return absent.cause if absent else None
     return None
@@ -306,8 +290,6 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Regi
         else:
             skipped[name] = result
     if backend is not None and skipped:
-        from byoc_workbench.flow.partition import inline_subgraphs
-
         mod = inline_subgraphs(mod, skipped)
     if not generated:
         return mod, generated, skipped

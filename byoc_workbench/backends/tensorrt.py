@@ -22,6 +22,7 @@ import logging
 from pathlib import Path
 
 import tvm
+import tvm_ffi
 
 from byoc_workbench import files, ir_types
 from byoc_workbench.backends import onnx
@@ -143,8 +144,6 @@ class Runner:
     """
 
     def __init__(self, trt, dev, plan: bytes, inputs: list, outputs: list):
-        import tvm_ffi
-
         self._ffi = tvm_ffi
         self.dev = dev
         self.runtime = trt.Runtime(_Logger.get(trt))

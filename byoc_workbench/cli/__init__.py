@@ -9,8 +9,9 @@ prints the whole trace as well. Output paths are checked before any work
 starts, and results are written atomically (:mod:`byoc_workbench.files`).
 
 Each command is in a module of its own, which adds its subparser
-(``add_<command>``) and runs it (``cmd_<command>``); they import what loads TVM
-inside the commands, so that ``--help`` answers at once.
+(``add_<command>``) and runs it (``cmd_<command>``); they import the floors a command
+runs inside it, which would add seconds to every command and to ``--help`` (TVM itself
+loads with the package).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``bench``: models timed on several backends and beside their whole-model anchors, each in one process."""
 
-# The byoc_workbench modules that load TVM are imported inside the command, so that
-# `byoc-workbench --help` does not wait for TVM.
+# The floors a command runs are imported inside it: at the top, they would make every command and
+# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
 
 from __future__ import annotations
 

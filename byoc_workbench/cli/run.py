@@ -1,12 +1,14 @@
 """``import`` (a zoo model into Relax, described as JSON) and ``run`` (a model, checked against its
 own framework)."""
 
-# The byoc_workbench modules that load TVM (and numpy) are imported inside the commands, so that
-# `byoc-workbench --help` does not wait for TVM.
+# The floors a command runs are imported inside it: at the top, they would make every command and
+# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
 
 from __future__ import annotations
 
 import io
+
+import numpy as np
 
 from byoc_workbench import files, text
 from byoc_workbench.cli.args import BACKEND_HELP, ZOO_HELP, no_shapes, shapes
@@ -22,8 +24,6 @@ def cmd_import(args) -> int:
 
 
 def cmd_run(args) -> int:
-    import numpy as np
-
     from byoc_workbench import subjects, workflow
     from byoc_workbench.backends.codegen import resolve_backend
 
@@ -53,8 +53,6 @@ def cmd_run(args) -> int:
 
 def _run_own(args, save) -> int:
     """``run`` of an ONNX file or ``--torch``: exit 1 when the outputs differ from the framework's."""
-    import numpy as np
-
     from byoc_workbench import subjects
     from byoc_workbench.measure import byom
     from byoc_workbench.measure.compare import as_list

@@ -1,7 +1,7 @@
 """``search``: the fastest placement of a model's subgraphs across backends, chosen by measuring."""
 
-# The byoc_workbench modules that load TVM are imported inside the command, so that
-# `byoc-workbench --help` does not wait for TVM.
+# The floors a command runs are imported inside it: at the top, they would make every command and
+# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``profile`` (every VM call of a partitioned build timed, and the latency map) and ``compare`` (each
 offloaded subgraph checked against TVM alone)."""
 
-# The byoc_workbench modules that load TVM are imported inside the commands, so that
-# `byoc-workbench --help` does not wait for TVM.
+# The floors a command runs are imported inside it: at the top, they would make every command and
+# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
 
 from __future__ import annotations
 

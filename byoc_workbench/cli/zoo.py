@@ -1,7 +1,7 @@
 """``prefetch``: the zoo's weights downloaded into the cache ahead of a workshop, or listed."""
 
-# byoc_workbench.models.zoo loads TVM: it is imported inside the command, so that
-# `byoc-workbench --help` does not wait for TVM.
+# The floors a command runs are imported inside it: at the top, they would make every command and
+# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
 
 from __future__ import annotations
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import colorsys
 import html
+import io
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from byoc_workbench.draw.render import target_color
 
@@ -117,8 +121,6 @@ def draw_detections(
     """Draw the ``top`` best detections scoring at least ``thresh``, each box with its rank; a label
     ("3 person 0.61") where it fits without covering another one (the rest are listed by
     :func:`table_html`). ``mark`` (e.g. "untrained weights") is written across the boxes' area."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(FIGURE_IN, FIGURE_IN * image.shape[0] / image.shape[1]))
     height, width = image.shape[:2]
@@ -182,10 +184,6 @@ def table_html(rows) -> str:
 
 def detections_png(image, ids, scores, boxes, class_names=(), thresh=0.5, top=20, mark="", title="", dpi=100) -> bytes:
     """:func:`draw_detections` as PNG bytes, on a figure of its own (nothing shown, no pyplot state)."""
-    import io
-
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(FIGURE_IN, FIGURE_IN * image.shape[0] / image.shape[1]))
     draw_detections(image, ids, scores, boxes, class_names, thresh, top, mark, title, ax=fig.subplots())
     buf = io.BytesIO()
@@ -196,7 +194,5 @@ def detections_png(image, ids, scores, boxes, class_names=(), thresh=0.5, top=20
 def _rgb(color: str):
     if color.startswith("#"):
         return color
-    import colorsys
-
     h, s, v = (float(x) for x in color.split())
     return colorsys.hsv_to_rgb(h, min(1.0, s * 2.2), v * 0.8)

@@ -19,6 +19,7 @@ import re
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.display import diagram_html
 from byoc_workbench.draw.graph import HOST, Edge, Graph, Node, build_graph
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, stage
 
 # Light to dark: little time to much. Text turns white on the last DARK colours.
@@ -468,8 +469,6 @@ def time_view(codegen, graph, title: str, built, profile, numerics=None, collaps
     ``built`` must come from the stages that end in ``codegen`` (``timing.build(workbench.stages)``):
     the map finds each measured binding in the very module drawn.
     """
-    from byoc_workbench.errors import WorkbenchError
-
     if built.stages[-1] is not codegen:
         raise WorkbenchError(
             "The measurement is of another build than the workbench shows (a rule or the prune switch changed).",

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import io
 
+import matplotlib
+import matplotlib.patches as patches
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from byoc_workbench.draw import detections
 from byoc_workbench.models.meaning import KEYPOINTS, LIMBS
@@ -25,8 +29,6 @@ _PALETTE = "tab20"
 
 def class_color(class_id: int) -> tuple:
     """The RGB colour (floats in [0, 1]) a class is drawn in, stable across pictures."""
-    import matplotlib
-
     return tuple(matplotlib.colormaps[_PALETTE](int(class_id) % 20)[:3])
 
 
@@ -64,8 +66,6 @@ def _mask(ax, picture, prediction, class_names, alpha: float = 0.55) -> str:
     ax.imshow(picture)
     ax.imshow(colors[mask], alpha=alpha, extent=(0, picture.shape[1], picture.shape[0], 0))
     rows = mask_rows(mask, class_names)
-    import matplotlib.patches as patches
-
     handles = [patches.Patch(color=class_color(c), label=f"{n} {s:.0%}") for c, n, s in rows]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return f"{len(np.unique(mask))} classes in the mask"
@@ -132,8 +132,6 @@ def draw_prediction(picture, prediction, class_names=None, mark: str = "", title
             ax=ax,
         )
     if ax is None:
-        import matplotlib.pyplot as plt
-
         _, ax = plt.subplots(figsize=(7, 7 * picture.shape[0] / picture.shape[1]))
     what = _DRAW[prediction.task](ax, picture, prediction, names)
     ax.axis("off")
@@ -144,8 +142,6 @@ def draw_prediction(picture, prediction, class_names=None, mark: str = "", title
 
 def prediction_png(picture, prediction, class_names=None, mark: str = "", title: str = "", thresh=0.5, dpi=100):
     """:func:`draw_prediction` as PNG bytes, on a figure of its own (nothing shown, no pyplot state)."""
-    from matplotlib.figure import Figure
-
     # The longer side of the picture 6 inches (a tall pose crop must fit a laptop's screen), and
     # room on the right for the legend or the classes.
     height, width = picture.shape[:2]

@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import html
 
+import matplotlib.pyplot as plt
 import tvm
 
 from byoc_workbench import ir
@@ -67,8 +68,6 @@ def table_html(p: OpCounts) -> str:
 
 def plot(p: OpCounts, ax=None, top: int = 25):
     """A horizontal bar chart of the ``top`` most frequent ops, coloured by nothing but count."""
-    import matplotlib.pyplot as plt
-
     rows = p.rows()[:top]
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.28 * len(rows) + 1.2))

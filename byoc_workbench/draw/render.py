@@ -6,6 +6,7 @@ Graphviz's ``dot``; ``write`` saves a file. Colours live in tables.
 
 from __future__ import annotations
 
+import colorsys
 import hashlib
 import html
 import os
@@ -246,8 +247,6 @@ def html_color(color: str) -> str:
     """``color`` (a table's ``#rrggbb`` or :func:`target_color`'s ``"h s v"``) as ``#rrggbb``, for HTML."""
     if color.startswith("#"):
         return color
-    import colorsys
-
     h, s, v = (float(x) for x in color.split())
     r, g, b = colorsys.hsv_to_rgb(h, s, v)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"

@@ -27,6 +27,7 @@ import collections
 import dataclasses
 
 from byoc_workbench import devices, ir
+from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.rules import TARGETS, Targets
 from byoc_workbench.flow.summary import HOST, op_owners, stage
 
@@ -153,8 +154,6 @@ def _check_refusals(mod, rules, host_ops: set) -> dict:
     Each such rule is fused alone, once with its check and once without: a rule
     that claims more without its check is refused by it that many times.
     """
-    from byoc_workbench.flow.fusion import fuse_rules
-
     out = {}
     for rule in rules:
         if not set(rule.ops) & host_ops or (rule.check is None and rule.ctx_check is None):

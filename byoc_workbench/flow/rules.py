@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 import tvm
 from tvm import relax
 from tvm.relax import dpl
+from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tensorrt.* patterns
+from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
 from byoc_workbench.errors import WorkbenchError, user_error
@@ -282,9 +284,6 @@ def tensorrt_rules() -> tuple:
     Upstream registers two entries named ``tensorrt.strided_slice``; the second
     becomes ``strided_slice_2`` so that every rule can be toggled by name.
     """
-    from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tensorrt.* patterns
-    from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
-
     rules, seen = [], {}
     for entry in get_patterns_with_prefix("tensorrt"):
         name = entry.name.split(".", 1)[1]

@@ -39,11 +39,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import tvm
+from tvm import relax, tirx
 
 from byoc_workbench import tvm_private
+from byoc_workbench.backends.onnxruntime import providers, session_options
 from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.own import OwnModel, check_input_size, seeded_inputs
+from byoc_workbench.ir_edit import rename_vars
 
 logger = logging.getLogger(__name__)
 
@@ -258,8 +262,6 @@ def _check_ops(graph) -> None:
 
 
 def _symbolic_range(inputs) -> bool:
-    import tvm
-
     start, limit, delta = inputs[:3]
     consts = all(isinstance(x, tvm.ir.expr.Constant) for x in (start, delta))
     return consts and tvm.ir.is_prim_expr(limit)
@@ -268,8 +270,6 @@ def _symbolic_range(inputs) -> bool:
 def _arange(bb, inputs):
     """Range(0, n, 1) with n a shape's symbolic size: arange keeps n as its length, so the
     result's shape is provably that of the tensor n was read from (ScatterND checks it)."""
-    from tvm import relax
-
     start, delta = (int(x.value.numpy()) for x in (inputs[0], inputs[2]))
     dtype = str(inputs[0].ty.dtype)
     return bb.normalize(relax.op.arange(start, inputs[1], delta, dtype=dtype))
@@ -278,8 +278,6 @@ def _arange(bb, inputs):
 def _selected(bb, selected, count_name: str):
     """NonMaxSuppression's selected indices cut to the count its lowering reports, under a symbolic
     size: upstream's claim the largest possible count, and every shape computed from them would be wrong."""
-    from tvm import relax, tirx
-
     item = bb.lookup_binding(selected)
     count = bb.emit(relax.op.astype(relax.TupleGetItem(item.tuple_value, 1), "int64"))
     end = bb.emit(relax.op.concat([count, relax.const([3], "int64")], axis=0))
@@ -302,8 +300,6 @@ class _ImporterFixes:
         _check_ops(graph)
 
     def convert(self, op_name, inputs, attrs, opset):
-        from tvm import relax
-
         name = tvm_private.onnx_node_name(attrs)
         node = self._node(name, op_name)
         try:
@@ -324,8 +320,6 @@ class _ImporterFixes:
     def _fixed(self, op_name, inputs, attrs, opset):
         """The node converted by upstream, but for Expand of a shape, Range to a symbolic size and
         NonMaxSuppression's count; a call bound here, so the binding can take the node's name."""
-        from tvm import relax
-
         if op_name == "Expand" and inputs[0] is not None and isinstance(inputs[0].ty, relax.ShapeType):
             inputs[0] = self.bb.emit(relax.op.shape_to_tensor(inputs[0]))  # upstream reads data.ty.shape
         if op_name == "Range" and _symbolic_range(inputs):
@@ -363,10 +357,6 @@ def _opset(model) -> int:
 
 def to_relax(model, shapes: dict):
     """The Relax module of ``model`` (inputs at ``shapes``), each binding named after its ONNX node."""
-    from tvm import relax
-
-    from byoc_workbench.ir_edit import rename_vars
-
     inputs = graph_inputs(model)
     dtypes = {name: str(dtype) for name, (_, dtype) in inputs.items()}
     known = {k: v for k, v in shapes.items() if is_static({k: v})}  # a symbolic dim stays as the file writes it
@@ -397,8 +387,6 @@ def to_relax(model, shapes: dict):
 
 def ort_reference(path, shapes: dict):
     """``run(inputs) -> outputs`` of ONNX Runtime on the original file."""
-    from byoc_workbench.backends.onnxruntime import providers, session_options
-
     ort = import_optional("onnxruntime", INSTALL_FIX)
     options = session_options()
     options.log_severity_level = 3

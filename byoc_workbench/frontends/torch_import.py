@@ -21,11 +21,13 @@ import sys
 import time
 
 import numpy as np
+from tvm import relax
 
 from byoc_workbench import tvm_private
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional, user_error
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.own import OwnModel, check_input_size
+from byoc_workbench.ir_edit import rename_vars
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +57,6 @@ def node_name(node) -> str:
 
 
 def _importer_class():
-    from tvm import relax
-
     class Importer(tvm_private.torch_importer_base()):
         """TVM's importer, recording each node's outputs under its module's name."""
 
@@ -182,10 +182,6 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     _check_outputs(program, type(module).__name__)
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
-    from tvm import relax
-
-    from byoc_workbench.ir_edit import rename_vars
-
     main = mod["main"]
     mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
     mod = relax.transform.Normalize()(mod)

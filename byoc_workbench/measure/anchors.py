@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from byoc_workbench.backends import onnxruntime, openvino
 from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.frontends import onnx_import
 from byoc_workbench.measure import clock
 from byoc_workbench.models import zoo
 
@@ -77,8 +79,6 @@ def whole_model_runs(path, inputs, backends=WHOLE_MODEL):
     export, and ONNX Runtime folds the same arithmetic itself anyway. A backend
     that is not installed, or that rejects the file, is skipped with its one-line reason.
     """
-    from byoc_workbench.backends import onnxruntime, openvino
-
     makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
     runs, skipped = {}, {}
     with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
@@ -127,8 +127,6 @@ def _static(path, inputs, to: Path) -> Path:
     """The ONNX file at ``path`` with its real inputs fixed at the shapes of ``inputs``, folded, its weights
     constants (not graph inputs), saved at ``to``."""
     import onnx
-
-    from byoc_workbench.frontends import onnx_import
 
     model = onnx.load(str(path))
     names = list(onnx_import.graph_inputs(model))

@@ -42,10 +42,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from byoc_workbench import stages, subjects, transforms
+from byoc_workbench.backends import registry
+from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import byom, clock, compare, runner, timing
+from byoc_workbench.flow.rules import get_target
+from byoc_workbench.measure import byom, clock, cluster, compare, runner, timing
 from byoc_workbench.measure.anchors import own_anchors, zoo_anchors
-from byoc_workbench.models import meaning, zoo
+from byoc_workbench.models import demo, meaning, zoo
+from byoc_workbench.models.images import model_input
 
 #: The top-level keys of every bench result (``bench --json``), for a zoo model and your own alike.
 LAYOUT = (
@@ -78,9 +83,6 @@ def parse_backends(text: str) -> tuple:
 
     Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
     """
-    from byoc_workbench.backends import registry
-    from byoc_workbench.backends.codegen import resolve_backend
-
     names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in registry.choices()]
     if unknown or not names:
@@ -116,10 +118,6 @@ class Benched:
 
 def benched_zoo(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=None) -> Benched:
     """A zoo model for :func:`bench_model`: loaded (or ``loaded``), imported and prepared, on ``image``."""
-    from byoc_workbench import stages, transforms
-    from byoc_workbench.flow.rules import get_target
-    from byoc_workbench.models.images import model_input
-
     t0 = time.perf_counter()
     shape = loaded.input_shape if loaded else zoo.model_spec(model).input_shape
     x, _ = model_input(image, shape)  # a bad picture fails before the model loads
@@ -170,10 +168,6 @@ def benched_own(wb) -> Benched:
 
 def benched_demo() -> Benched:
     """The Part 1 demo loop for :func:`bench_model`, with ``byoc-target``'s rules, checked against TVM alone."""
-    from byoc_workbench import stages
-    from byoc_workbench.flow.rules import get_target
-    from byoc_workbench.models import demo
-
     mod, rules = demo.demo_module(), get_target("byoc-target").rules
     offload = functools.partial(stages.offload, mod, rules=rules)
     return Benched(
@@ -198,8 +192,6 @@ def described(description: dict, weights=None, image=None) -> Benched:
     """The model a description names (:mod:`byoc_workbench.subjects`): the demo, a zoo model
     (``"ssd"``, with ``weights`` and ``image`` unless it names its own), an ONNX file or a
     PyTorch program; what a task of :func:`bench_models` loads."""
-    from byoc_workbench import subjects
-
     kind = subjects.check_description(description)["kind"]
     if kind == "demo":
         return benched_demo()
@@ -288,8 +280,6 @@ def bench_models(
     models = [m if isinstance(m, dict) else {"kind": "ssd", "model": m} for m in models]
     if ray_address is None:
         return [_bench_or_error(m, backends, options | {"progress": progress}) for m in models]
-    from byoc_workbench.measure import cluster
-
     joined = cluster.connect(ray_address)
     if progress:
         print(joined, file=sys.stderr)

@@ -6,7 +6,12 @@ and :func:`byoc_workbench.measure.numerics.compare`.
 
 from __future__ import annotations
 
+from byoc_workbench import stages, subjects
+from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
+from byoc_workbench.flow import rules
 from byoc_workbench.measure import timing
+from byoc_workbench.models import demo, zoo
+from byoc_workbench.models.images import model_input
 
 
 def demo_build(backend: str | None = None, prune: bool = True, options: dict | None = None) -> tuple:
@@ -16,10 +21,6 @@ def demo_build(backend: str | None = None, prune: bool = True, options: dict | N
     the backend's own target when it has one (a codegen registered with rules).
     ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino).
     """
-    from byoc_workbench import stages
-    from byoc_workbench.flow import rules
-    from byoc_workbench.models import demo
-
     prune_rule = stages.no_mac() if prune else stages.keep_all
     target = own_target(backend) or rules.get_target("byoc-target")
     found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend, options=options)
@@ -28,9 +29,6 @@ def demo_build(backend: str | None = None, prune: bool = True, options: dict | N
 
 def own_target(backend: str | None):
     """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
-    from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
-    from byoc_workbench.flow import rules
-
     native = getattr(DEFAULT.backends.get(backend or ""), "native", None)
     own = native and native not in OWN_TARGETS  # the ONNX runtimes' own targets claim every op they convert
     name = next((n for n in rules.TARGETS if own and rules.codegen_name(n) == native), None)
@@ -52,10 +50,6 @@ def model_build(
     ``workbench`` reuses a :func:`byoc_workbench.subjects.model_workbench`
     (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
     """
-    from byoc_workbench import stages, subjects
-    from byoc_workbench.models import zoo
-    from byoc_workbench.models.images import model_input
-
     if workbench is None:  # the picture before the 15 s import: a bad one fails first
         x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)[0]
         workbench = subjects.model_workbench(model, weights)[0]

@@ -20,10 +20,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from byoc_workbench import text
+from byoc_workbench import stages, text
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import runner
+from byoc_workbench.measure.anchors import export_onnx
 from byoc_workbench.measure.compare import check_outputs
+from byoc_workbench.models import zoo
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +42,6 @@ def own_model(wb):
 
 def offloaded(wb, backend: str = "onnxruntime", prune: bool = True, options: dict | None = None) -> list:
     """The workbench's stages with its rules, pruned by its prune rule (or not), compiled by ``backend``."""
-    from byoc_workbench import stages
-
     prune_rule = wb.prune_rule if prune else stages.keep_all
     return stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend, options=options)
 
@@ -160,9 +160,6 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     folder = Path(directory or tempfile.mkdtemp(prefix="byoc-byom-"))
     hint = _missing_torch()
     if hint:
-        from byoc_workbench.measure.anchors import export_onnx
-        from byoc_workbench.models import zoo
-
         loaded = zoo.load_model("resnet18_v1", "untrained", seed=seed, input_shape=shape)
         path = export_onnx(loaded, shape, folder / "resnet18_v1.onnx")
         exporter = "MXNet's exporter (mx.onnx.export_model)"

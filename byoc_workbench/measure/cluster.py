@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from byoc_workbench import text
 from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line
+from byoc_workbench.measure.clock import machine
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +190,6 @@ def _knock(address: str, timeout: float = 10.0) -> None:
 def _run(fn: Callable, args: tuple, timing: bool, threads: str | None) -> dict:
     """A task's body: ``fn(*args)``, with where and when it ran; a user's mistake is its one line."""
     import ray
-
-    from byoc_workbench.measure.clock import machine
 
     if timing:  # the node is this task's alone: its threads as a run outside Ray would have them
         os.environ.pop("OMP_NUM_THREADS", None)  # Ray sets 1 per task unless the environment set it

@@ -137,8 +137,6 @@ def as_list(outputs) -> list:
 
 def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = False) -> dict:
     """Each output of ``got`` against ``ref`` (see :data:`TOLERANCE`); detections are matched as sets."""
-    from byoc_workbench.measure.compare import output_error
-
     ref, got = as_list(ref), as_list(got)
     if len(ref) != len(got):
         raise WorkbenchError(
@@ -156,8 +154,6 @@ def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = Fals
         "tolerance": tolerance,
     }
     if detection:
-        from byoc_workbench.measure.compare import same_detections, unmatched
-
         out["equal"] = bool(same_detections(ref[:3], got[:3]))
         out["detections_found"] = f"{len(ref[0][0]) - len(unmatched(ref[:3], got[:3]))}/{len(ref[0][0])}"
     else:

@@ -17,6 +17,7 @@ import functools
 import tvm
 
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.measure import compiled, execute, kept, timing
 from byoc_workbench.measure.compare import output_error
 from byoc_workbench.measure.recorder import Recorder
@@ -146,8 +147,6 @@ def _references(built: timing.Built, seen: dict, target: str):
     """``reference(subgraph, inputs)``: its outputs computed by TVM alone, kept on disk
     (:func:`byoc_workbench.measure.kept.reference`), so a check run again reruns nothing; the
     subgraphs are built only when some reference is not kept."""
-    from byoc_workbench.flow.partition import flatten_subgraphs
-
     flat = flatten_subgraphs(built.partitioned)
     ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
     built = compiled.build_key(ref_mod, target)

@@ -24,8 +24,9 @@ import tvm
 
 import byoc_workbench.progress
 from byoc_workbench import ir, text
-from byoc_workbench.backends import registry
-from byoc_workbench.measure import clock, execute, kept
+from byoc_workbench.backends import onnxruntime, pytorch, registry, tensorrt
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import clock, cuda, execute, kept
 
 # --- what was built -----------------------------------------------------------------
 
@@ -111,8 +112,6 @@ def structure(executable, generated: dict | None = None) -> Structure:
 def describe_backend(compiled) -> str:
     """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``."""
     if compiled.backend == "onnxruntime":
-        from byoc_workbench.backends import onnxruntime
-
         provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
         return f"onnxruntime ({provider})"
     return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
@@ -365,10 +364,6 @@ def offload_choice() -> Choice:
     no GPU kernel for on the CPU (:mod:`byoc_workbench.devices`), and the subgraphs on TensorRT where it runs,
     else on torch on the GPU, else on ONNX Runtime; without a GPU, ONNX Runtime and TVM on the CPU. The line
     says which, and why."""
-    from byoc_workbench.backends import onnxruntime, pytorch, tensorrt
-    from byoc_workbench.errors import WorkbenchError
-    from byoc_workbench.measure import cuda
-
     no_trt = tensorrt.missing()
     if no_trt is None:
         line = "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."

@@ -16,6 +16,7 @@ import logging
 import os
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 
 from byoc_workbench.errors import WorkbenchError
@@ -41,8 +42,6 @@ class NotAnImageError(ImageError):
 
 def default_image_path() -> Path:
     """Path of the offline default picture (matplotlib's ``grace_hopper.jpg``)."""
-    import matplotlib
-
     path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
     if not path.is_file():
         raise MissingImageError(f"{path} is missing from this matplotlib", "reinstall matplotlib or pass --image PATH")

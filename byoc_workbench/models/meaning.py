@@ -23,6 +23,9 @@ import logging
 
 import numpy as np
 
+from byoc_workbench.frontends.gluon import INSTALL_FIX
+from byoc_workbench.models.gluoncv_import import import_gluoncv
+
 logger = logging.getLogger(__name__)
 
 #: COCO's 17 keypoints, and the limbs GluonCV draws between them (``gluoncv.utils.viz.plot_keypoints``).
@@ -211,9 +214,6 @@ def class_names(loaded) -> tuple:
     if names is not None:
         return tuple(names)
     if loaded.spec.kind == "classification":
-        from byoc_workbench.frontends.gluon import INSTALL_FIX
-        from byoc_workbench.models.gluoncv_import import import_gluoncv
-
         imagenet = import_gluoncv("gluoncv.data.imagenet.classification", INSTALL_FIX)
         return tuple(imagenet.ImageNet1kAttr().classes)
     return ()

@@ -31,7 +31,8 @@ import tvm
 from tvm import relax
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.models import seeded
+from byoc_workbench.frontends import gluon
+from byoc_workbench.models import images, seeded, zoo
 
 FORMAT = 1
 
@@ -77,8 +78,6 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
 
     The recipe is checked before it is written: the weights it regenerates are the imported ones, bit for bit.
     """
-    from byoc_workbench.models import images, zoo
-
     spec = zoo.model_spec(name)
     shape = tuple(input_shape or spec.input_shape)
     loaded = zoo.load_model(name, "untrained", seed=seed, input_shape=shape)
@@ -121,9 +120,6 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
 
 def _draw_plan(name: str, shape) -> list:
     """``[(parameter, shape)]`` in the order seeded_init draws them, from a fresh block run once (as it does)."""
-    from byoc_workbench.frontends import gluon
-    from byoc_workbench.models import zoo
-
     mx = gluon.import_mxnet()
     block = zoo.build_block(name, shape)
     with warnings.catch_warnings():

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from byoc_workbench.frontends import gluon
+from byoc_workbench.models import images
 
 
 def seeded_init(
@@ -184,8 +185,6 @@ def _as_list(out) -> list:
 def _calibration_batch(rng, input_shape) -> np.ndarray:
     # The default picture (natural image statistics) and seeded noise, at the input size.
     import cv2
-
-    from byoc_workbench.models import images
 
     height, width = input_shape[2], input_shape[3]
     picture = cv2.resize(images.read_image(images.default_image_path()), (width, height), interpolation=cv2.INTER_CUBIC)

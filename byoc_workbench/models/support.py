@@ -23,12 +23,23 @@ import collections
 import contextlib
 import importlib.resources
 import json
+import logging
 import subprocess
 import sys
 import time
+import warnings
 
 from byoc_workbench import ir
 from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.frontends import (
+    MXNetImportError,
+    UnsupportedOperatorError,
+    find_unsupported,
+    from_mxnet,
+    gluon,
+    op_inventory,
+)
+from byoc_workbench.models.gluoncv_import import import_gluoncv
 
 TASKS = ("detection", "segmentation", "pose")
 # The factory's module (gluoncv.model_zoo.<module>), first match wins -> (task, family).
@@ -64,9 +75,6 @@ def _family(name: str, module: str):
 
 def zoo_names() -> dict:
     """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
-    from byoc_workbench.frontends import gluon
-    from byoc_workbench.models.gluoncv_import import import_gluoncv
-
     gluon.import_mxnet()
     registry = import_gluoncv("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
     found = {}
@@ -88,9 +96,6 @@ def input_shape(name: str, block) -> tuple:
 
 
 def _build(name: str):
-    from byoc_workbench.frontends import gluon
-    from byoc_workbench.models.gluoncv_import import import_gluoncv
-
     mx = gluon.import_mxnet()
     get_model = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX).get_model  # torch beside it: see there
     kwargs = {"pretrained": False, "pretrained_base": False}
@@ -110,9 +115,6 @@ def _build(name: str):
 def _quiet():
     """GluonCV's and MXNet's warnings and log lines off while one model is checked, and back after:
     a check run in the caller's process must not silence the caller."""
-    import logging
-    import warnings
-
     before = logging.root.manager.disable
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -138,15 +140,6 @@ def check(name: str, task: str = "", family: str = "") -> dict:
 
 
 def _check(name: str, task: str, family: str) -> dict:
-    from byoc_workbench.frontends import (
-        MXNetImportError,
-        UnsupportedOperatorError,
-        find_unsupported,
-        from_mxnet,
-        gluon,
-        op_inventory,
-    )
-
     record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}
     record.update(error="", mxnet_ops=0, relax_ops=0)
     start = time.perf_counter()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from byoc_workbench import files
 from byoc_workbench.errors import MissingDependencyError, first_line
-from byoc_workbench.frontends import gluon
+from byoc_workbench.frontends import MXNetImportError, from_gluon, gluon
 from byoc_workbench.models import seeded
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 from byoc_workbench.models.seeded import seeded_init
@@ -306,8 +306,6 @@ def import_model(
     ModelImportError
         One line naming the model and what stopped the importer (the ops it lacks).
     """
-    from byoc_workbench.frontends import MXNetImportError, from_gluon
-
     # Only a segmentation model must be built for the input size; the others keep the weights
     # seeded at their own size, the same whatever size they are imported at.
     built_for = input_shape if model_spec(model if loaded is None else loaded.name).kind == "segmentation" else None

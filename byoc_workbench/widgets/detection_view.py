@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipywidgets as widgets
+
 from byoc_workbench.draw.detections import at_threshold, detections_png, table_html
 
 
@@ -14,8 +16,6 @@ def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, 
     does; ``mark`` (e.g. "untrained weights") is written across the picture and in the caption.
     """
     top, mark = drawing.get("top", 20), drawing.get("mark", "")
-    import ipywidgets as widgets
-
     if isinstance(detections, dict):
         detections = (detections["ids"], detections["scores"], detections["boxes"])
     ids, scores, boxes = detections

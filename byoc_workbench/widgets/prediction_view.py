@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipywidgets as widgets
+
 from byoc_workbench.draw.predictions import prediction_png
 from byoc_workbench.widgets.detection_view import detections_slider
 from byoc_workbench.widgets.html import esc
@@ -13,8 +15,6 @@ def prediction_view(picture, prediction, mark: str = "", title: str = "", thresh
     written across the picture and in the caption."""
     if prediction.task == "detection":
         return detections_slider(picture, prediction, prediction.class_names, thresh, mark=mark, title=title)
-    import ipywidgets as widgets
-
     caption = prediction.summary() + (f" — {mark}" if mark else "")
     image = widgets.Image(
         value=prediction_png(picture, prediction, mark=mark, title=title),

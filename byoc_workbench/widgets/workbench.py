@@ -18,9 +18,12 @@ import ipywidgets as W
 
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import native
+from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import report
 from byoc_workbench.flow.rules import Target, as_target
+from byoc_workbench.measure import timing
+from byoc_workbench.measure.runner import offload_choice
 from byoc_workbench.models import demo
 from byoc_workbench.session import View, Workbench
 from byoc_workbench.widgets.graph_view import GraphView, expand_key, toggled
@@ -317,9 +320,6 @@ class WorkbenchWidget(W.VBox):
         view = wb.view(self.stage, expand=tuple(sorted(expand)), svg=not timed, collapse=self.collapse)
         if not timed:
             return view
-        from byoc_workbench.draw import latency
-        from byoc_workbench.measure import timing
-
         if self._measured is None or self._measured[0] is not wb:
             what = f"{wb.backend} + TVM" if wb.backend else "TVM"
             self.status.value = status_html(f"building with {what} and measuring 5 runs …", busy=True)
@@ -465,8 +465,6 @@ def workbench_widget(
             return WorkbenchWidget(None, Target(str(target), ()), stage=stage, error=err)
     tvm_target = "llvm"
     if backend is None and inputs is not None and native(target.codegen) is None:
-        from byoc_workbench.measure.runner import offload_choice
-
         choice = offload_choice()  # it looks for TensorRT, a GPU and a CUDA compiler: once
         backend, tvm_target = choice.backend, choice.target
     return WorkbenchWidget(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+import ipywidgets as widgets
+
 from byoc_workbench import workflow
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import zoo
@@ -68,8 +70,6 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
     outputs as its task reads them. A model that cannot be imported says why in one line.
     The returned box's ``report`` attribute holds the last :class:`~byoc_workbench.workflow.ZooReport`.
     """
-    import ipywidgets as widgets
-
     names = list(models or zoo.MODELS)
     for name in names:
         zoo.model_spec(name)  # an unknown name is one line, with the names it could be

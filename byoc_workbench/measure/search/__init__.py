@@ -18,6 +18,8 @@ import functools
 import json
 import os
 
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure.clock import machine
 from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, Options, check_backends, plan_for, search
 from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure_placement
 from byoc_workbench.measure.search.placement import Plan, Segment
@@ -62,9 +64,6 @@ def measure_candidate(description: dict) -> dict:
     the measurement goes through this machine's search cache (read only when
     true, always written), as a search's builds do, and ``cached`` says whether it was read.
     """
-    from byoc_workbench.errors import WorkbenchError
-    from byoc_workbench.measure.clock import machine
-
     if not isinstance(description, dict) or "model" not in description:
         raise WorkbenchError("A candidate's description needs a model", 'pass {"model": {"kind": "demo"}, ...}')
     subject = _loaded(json.dumps(description["model"], sort_keys=True), _stamp(description["model"]))

@@ -37,7 +37,7 @@ import logging
 import time
 
 from byoc_workbench import ir
-from byoc_workbench.backends import registry
+from byoc_workbench.backends import openvino, registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.clock import machine
@@ -171,8 +171,6 @@ def _placeable(plan: Plan, subject) -> Plan:
 
 def _check(backends, opts: Options) -> tuple:
     """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
-    from byoc_workbench.backends import openvino
-
     backends = check_backends(backends)
     if openvino.check_precision(opts.precision) != "f32" and not set(reduced.REDUCED) & set(backends):
         raise WorkbenchError(

@@ -37,6 +37,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_atomic
 from byoc_workbench.flow import summary
 from byoc_workbench.measure import clock, timing
+from byoc_workbench.measure.compare import TOLERANCE, check_outputs
 from byoc_workbench.measure.search.placement import TVM, Plan, inlined
 from byoc_workbench.stages import STAGES
 
@@ -114,8 +115,6 @@ def measure_placement(
     rest = profile.end_to_end_s - sum(c.total_s for c in costs.values() if not c.refused)
     check = None
     if reference is not None:
-        from byoc_workbench.measure.compare import TOLERANCE, check_outputs
-
         check = check_outputs(reference, outputs, TOLERANCE, subject.detection)
     measured = Measured(dict(assign), costs, profile.end_to_end_s, rest, profile.runs, warm, build_s, check)
     return measured, outputs, built, profile

@@ -20,10 +20,13 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir
+from byoc_workbench.backends.base import Compiled
+from byoc_workbench.backends.registry import call_packed
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow.partition import partition
+from byoc_workbench.flow.partition import inline_subgraphs, partition
 from byoc_workbench.flow.regions import outputs_of
 from byoc_workbench.flow.rules import codegen_name
+from byoc_workbench.flow.summary import Subgraph
 from byoc_workbench.stages import STAGES, keep_all, restage, run_stages
 
 TVM = "tvm"
@@ -228,11 +231,6 @@ def _member_of_each_binding(func, mod) -> list:
 def drawn(plan: Plan, assign: dict) -> tuple:
     """``(module, packed)`` to draw a placement without compiling it: each offloaded subgraph a packed
     call named after its backend, the rest on the host, for :func:`byoc_workbench.draw.graph.build_graph`."""
-    from byoc_workbench.backends.base import Compiled
-    from byoc_workbench.backends.registry import call_packed
-    from byoc_workbench.flow.partition import inline_subgraphs
-    from byoc_workbench.flow.summary import Subgraph
-
     segments = plan.segments(assign)
     mod = plan.partitioned(segments)[0]
     on_host = [s.function for s in segments if assign[s.label] == TVM]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from byoc_workbench.measure import cluster
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import cluster, search
 from byoc_workbench.measure.clock import machine_key
 from byoc_workbench.measure.search.measure import Measured
 
@@ -36,8 +37,6 @@ class Cluster:
     def start(cls, s, backends, address: str) -> Cluster:
         """Connect to the cluster at ``address`` for session ``s`` of a search over ``backends``;
         a one-line error when its model cannot travel."""
-        from byoc_workbench.errors import WorkbenchError
-
         if s.subject.description.get("kind") == "workbench":
             raise WorkbenchError(
                 "A search on a Ray cluster needs a model its tasks can load, not a workbench made here",
@@ -67,8 +66,6 @@ def prefetch(s, wanted: list) -> None:
     c = s.cluster
     if c is None:
         return
-    from byoc_workbench.measure.search import measure_candidate
-
     units, keys = {}, {}
     for assign, what in wanted:
         key, contents = s.placement_key(assign)
@@ -76,7 +73,7 @@ def prefetch(s, wanted: list) -> None:
             continue
         units[what] = (c.base | {"assign": assign, "reference": s.reference, "what": what},)
         keys[what] = (key, contents)
-    for done in cluster.map_tasks(measure_candidate, units, timing=True, progress=c.progress) if units else ():
+    for done in cluster.map_tasks(search.measure_candidate, units, timing=True, progress=c.progress) if units else ():
         c.tasks.append({"what": done.unit, "error": done.error} | done.where())
         if done.error:
             continue
