@@ -46,6 +46,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import byom, clock, compare, runner, timing
 from byoc_workbench.measure.anchors import own_anchors, zoo_anchors
 from byoc_workbench.models import meaning, zoo
+from byoc_workbench.subjects import ModelRef, load
 
 #: The top-level keys of every bench result (``bench --json``), for a zoo model and your own alike.
 LAYOUT = (
@@ -194,22 +195,17 @@ def benched_demo() -> Benched:
     )
 
 
-def described(description: dict, weights=None, image=None) -> Benched:
-    """The model a description names (:mod:`byoc_workbench.subjects`): the demo, a zoo model
-    (``"ssd"``, with ``weights`` and ``image`` unless it names its own), an ONNX file or a
-    PyTorch program; what a task of :func:`bench_models` loads."""
-    from byoc_workbench import subjects
-
-    kind = subjects.check_description(description)["kind"]
-    if kind == "demo":
+def described(ref: ModelRef, weights=None, image=None) -> Benched:
+    """The model a :class:`~byoc_workbench.subjects.ModelRef` names: the demo, a zoo model (with
+    ``weights`` and ``image`` unless it names its own), an ONNX file or a PyTorch program; what a
+    task of :func:`bench_models` loads."""
+    if ref.kind == "demo":
         return benched_demo()
-    if kind == "ssd":
-        d = description
-        return benched_zoo(d.get("model") or zoo.DEFAULT_MODEL, d.get("weights") or weights, d.get("image") or image)
-    if kind not in ("onnx", "torch"):
-        raise WorkbenchError(f"bench takes no {kind} model", "bench demo, a zoo model, a .onnx file or --torch")
-    shapes = description.get("input_shapes") or description.get("shape")
-    model = benched_own(subjects.own_workbench(description.get("path"), description.get("spec"), shapes))
+    if ref.kind == "zoo":
+        return benched_zoo(ref.name, ref.weights or weights, ref.image or image)
+    if ref.kind not in ("onnx", "torch"):
+        raise WorkbenchError(f"bench takes no {ref.kind} model", "bench demo, a zoo model, a .onnx file or --torch")
+    model = benched_own(load(ref).workbench)
     if not model.inputs:  # the tables are laid out by the first input's shape
         raise WorkbenchError(
             f"{model.name} takes no inputs: it computes a constant, with nothing to time",
@@ -249,8 +245,8 @@ def bench_model(
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
-    if isinstance(model, dict):
-        what = described(model, weights, image)
+    if isinstance(model, (dict, ModelRef)):
+        what = described(_ref(model), weights, image)
     else:
         what = benched_zoo(model, weights, image, loaded) if isinstance(model, str) else benched_own(model)
     result = _layout(what)
@@ -285,7 +281,7 @@ def bench_models(
     resource: a result is what a run on that node gives, its ``machine`` the
     node's, and ``machine["task"]`` says which node ran it and when.
     """
-    models = [m if isinstance(m, dict) else {"kind": "ssd", "model": m} for m in models]
+    models = [_ref(m) for m in models]
     if ray_address is None:
         return [_bench_or_error(m, backends, options | {"progress": progress}) for m in models]
     from byoc_workbench.measure import cluster
@@ -293,7 +289,7 @@ def bench_models(
     joined = cluster.connect(ray_address)
     if progress:
         print(joined, file=sys.stderr)
-    names = [_name(m) for m in models]
+    names = [m.label for m in models]
     units = {
         (n if names.count(n) == 1 else f"{n} #{k + 1}"): (m, backends, options)
         for k, (n, m) in enumerate(zip(names, models))
@@ -307,17 +303,19 @@ def bench_models(
     return results
 
 
-def _bench_or_error(description: dict, backends, options: dict) -> dict:
-    """:func:`bench_model` of one description, or ``{"model", "error"}`` for a user's mistake."""
+def _bench_or_error(ref: ModelRef, backends, options: dict) -> dict:
+    """:func:`bench_model` of one model, or ``{"model", "error"}`` for a user's mistake."""
     try:
-        return bench_model(description, backends, **({"progress": False} | options))
+        return bench_model(ref, backends, **({"progress": False} | options))
     except WorkbenchError as err:
-        return {"model": _name(description), "error": err.line}
+        return {"model": ref.label, "error": err.line}
 
 
-def _name(description: dict) -> str:
-    d = description
-    return d.get("model") or d.get("path") or d.get("spec") or (zoo.DEFAULT_MODEL if d["kind"] == "ssd" else d["kind"])
+def _ref(model) -> ModelRef:
+    """A model :func:`bench_models` takes (a :class:`ModelRef`, its dict, or a zoo model's name) as a ModelRef."""
+    if isinstance(model, ModelRef):
+        return model
+    return ModelRef.from_json(model if isinstance(model, dict) else {"kind": "zoo", "model": model})
 
 
 def _layout(what: Benched) -> dict:

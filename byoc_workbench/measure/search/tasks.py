@@ -38,13 +38,13 @@ class Cluster:
         a one-line error when its model cannot travel."""
         from byoc_workbench.errors import WorkbenchError
 
-        if s.subject.description.get("kind") == "workbench":
+        if s.subject.ref is None:
             raise WorkbenchError(
                 "A search on a Ray cluster needs a model its tasks can load, not a workbench made here",
                 'describe it: search.load({"kind": "onnx", "path": ...}), a zoo model, demo or a .py file',
             )
         s._say(cluster.connect(address))
-        base = {"model": s.subject.description, "backends": list(backends), "options": s.options, "runs": s.runs}
+        base = {"model": s.subject.ref.to_json(), "backends": list(backends), "options": s.options, "runs": s.runs}
         return cls(base | {"cache": s.cache.enabled}, s.progress)
 
     def to_json(self) -> dict:
