@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -156,22 +157,36 @@ class Subject:
 
     ``ref`` names it (None for a workbench made in this process, :func:`of`);
     ``inputs`` are its example inputs (a ``.py`` file's seeded from ``main``'s
-    shapes when first asked for); ``detection`` says outputs are SSD
-    detections, compared as a set. ``source`` is what the whole-model
-    references run on: the imported zoo model (MXNet and its ONNX export), an
-    ONNX file's path, or None.
+    shapes when first asked for); ``task`` is a zoo model's (detection, ...),
+    ``"detection"`` for your own model whose outputs are SSD detections,
+    compared as a set. ``source`` is what the whole-model references run on:
+    the imported zoo model (MXNet and its ONNX export), an ONNX file's path, or
+    None. ``notes`` say how long the import took.
     """
 
     name: str
     workbench: object
     given_inputs: object  # the inputs, or () -> them
     ref: ModelRef | None
-    detection: bool = False
+    task: str | None = None
+    family: str | None = None  # a zoo model's
     source: object = None
+    notes: tuple = ()
 
     @functools.cached_property
     def inputs(self) -> list:
         return self.given_inputs() if callable(self.given_inputs) else self.given_inputs
+
+    @property
+    def detection(self) -> bool:
+        return self.task == "detection"
+
+    @property
+    def alone(self):
+        """The module TVM alone builds: the model as imported, before the workbench prepared it."""
+        if isinstance(self.source, zoo.ImportedModel):
+            return self.source.mod
+        return self.workbench.mod if self.workbench.model is None else self.workbench.model.mod
 
     @property
     def mark(self) -> str:
@@ -188,7 +203,15 @@ class Subject:
 
 def of(workbench, inputs, name: str = "model", detection: bool = False, source=None) -> Subject:
     """A subject for a workbench already made (not serialisable: measured in this process only)."""
-    return Subject(name, workbench, [np.asarray(x) for x in inputs], None, detection, source)
+    inputs = [np.asarray(x) for x in inputs]
+    return Subject(name, workbench, inputs, None, "detection" if detection else None, source=source)
+
+
+def of_own(wb, ref: ModelRef | None = None, source=None) -> Subject:
+    """A subject for a workbench holding your own model (``Workbench.from_onnx``, ``from_torch``)."""
+    m = wb.model
+    note = f"import: {m.import_s:.1f} s ({m.source_ops} source ops)"
+    return Subject(m.name, wb, m.inputs, ref, "detection" if m.detection else None, source=source, notes=(note,))
 
 
 def load(ref, prune_rule=None) -> Subject:
@@ -200,19 +223,20 @@ def load(ref, prune_rule=None) -> Subject:
     enabled = None if ref.rules is None else list(ref.rules)
     target = ref.target or "tensorrt"
     if ref.kind == "zoo":
+        t0 = time.perf_counter()
         spec = zoo.model_spec(ref.name)
         x, _ = model_input(ref.image, spec.input_shape)  # a bad picture fails before the import
         wb, imported = model_workbench(ref.name, ref.weights, target, prune_rule, enabled=enabled)
-        return Subject(ref.name, wb, [x], ref, detection=spec.kind == "detection", source=imported)
+        note = f"import and prepare: {time.perf_counter() - t0:.1f} s"
+        return Subject(ref.name, wb, [x], ref, spec.kind, spec.family, source=imported, notes=(note,))
     if ref.kind == "onnx":
         wb = Workbench.from_onnx(ref.path, target, input_shapes=ref.shapes, enabled=enabled, prune_rule=prune_rule)
-        return Subject(wb.model.name, wb, wb.model.inputs, ref, wb.model.detection, Path(ref.path))
+        return of_own(wb, ref, Path(ref.path))
     if ref.kind == "torch":
         from byoc_workbench.frontends.torch_import import import_spec  # torch is an optional extra
 
-        model = import_spec(ref.spec, shape=ref.shapes or DEFAULT_SHAPE)
-        wb = Workbench.from_model(model, target, enabled, prune_rule)
-        return Subject(model.name, wb, model.inputs, ref)
+        wb = Workbench.from_model(import_spec(ref.spec, shape=ref.shapes or DEFAULT_SHAPE), target, enabled, prune_rule)
+        return of_own(wb, ref)
     mod, user_rules = (demo.demo_module(), None) if ref.kind == "demo" else load_model_file(ref.path)
     tgt, extra = target_and_extra(ref.target, user_rules, ref.path)
     wb = Workbench(mod, tgt, enabled, prune_rule, extra_rules=extra)

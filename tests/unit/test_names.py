@@ -11,7 +11,7 @@ PACKAGE = ROOT / "byoc_workbench"
 # One clock, one machine as every cache keys it, one keep threshold, one own model, no bare cache `key`;
 # one model reference and one loaded model, and none of the resolvers they replaced.
 ONCE = ("measure", "machine_key", "KEEP_S", "own_model", "key", "ModelRef", "Subject")
-GONE = ("zoo_model", "zoo_name", "is_own", "workbench_for", "own_workbench", "module_and_rules")
+GONE = ("zoo_model", "zoo_name", "is_own", "workbench_for", "own_workbench", "module_and_rules", "Benched", "described")
 
 
 def _modules() -> dict:
