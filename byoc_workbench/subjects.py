@@ -1,11 +1,12 @@
 """Which model? The one answer for every entry point: the CLI, the search, the ready-made builds and
 the zoo workflow.
 
-A model is named by a small dict, so that it can be measured in another process or on another
-machine (:func:`byoc_workbench.measure.search.measure_candidate`)::
+A model is named by a :class:`ModelRef`, made from a command's arguments or Python values by
+:meth:`ModelRef.parse` and written as a small dict (:meth:`ModelRef.to_json`), so that it can be
+measured in another process or on another machine (:func:`byoc_workbench.measure.search.measure_candidate`)::
 
     {"kind": "demo"}
-    {"kind": "ssd", "model": "ssd_512_resnet50_v1_coco", "weights": None, "image": None}
+    {"kind": "zoo", "model": "ssd_512_resnet50_v1_coco", "weights": None, "image": None}  # "ssd" reads as "zoo"
     {"kind": "onnx", "path": "model.onnx", "input_shapes": {"data": [1, 3, 224, 224]}}
     {"kind": "torch", "spec": "torchvision.models:resnet18", "shape": [1, 3, 224, 224]}  # or {"x": [...]}
     {"kind": "file", "path": "mymodel.py", "target": "mychip"}
@@ -20,8 +21,10 @@ what a whole-model reference runs on (:attr:`Subject.source`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +36,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import check_rules, get_target, target_and_extra
 from byoc_workbench.frontends.own import seeded_inputs
 from byoc_workbench.frontends.torch_import import import_spec
-from byoc_workbench.models import demo, weights, zoo
+from byoc_workbench.models import demo, zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.session import Workbench
 from byoc_workbench.transforms import prepare
@@ -41,29 +44,150 @@ from byoc_workbench.user_file import import_user_file
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("demo", "ssd", "onnx", "torch", "file")
+KINDS = ("demo", "zoo", "onnx", "torch", "file")
 #: A PyTorch program's input when none is given.
 DEFAULT_SHAPE = [1, 3, 224, 224]
+#: What to type when a command was given no model, or one it does not know.
+NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or --torch module:factory"
+# Each kind's fields and the keys its dict writes them under (the format search caches and Ray tasks pass).
+_KEYS = {
+    "demo": {},
+    "zoo": {"name": "model", "weights": "weights", "image": "image"},
+    "onnx": {"path": "path", "shapes": "input_shapes"},
+    "torch": {"spec": "spec", "shapes": "shape"},
+    "file": {"path": "path"},
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelRef:
+    """Which model: ``kind`` (one of :data:`KINDS`) and what names it of that kind.
+
+    ``name`` is a zoo model's (with ``weights`` and ``image``), ``path`` an ONNX or
+    Python file's, ``spec`` a PyTorch ``module:factory``; ``shapes`` fixes an ONNX
+    file's or PyTorch program's inputs; ``target`` and ``rules`` make the units.
+    """
+
+    kind: str
+    name: str | None = None
+    path: str | None = None
+    spec: str | None = None
+    shapes: object = None
+    weights: str | None = None
+    image: str | None = None
+    target: str | None = None
+    rules: tuple | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        model,
+        zoo_model=None,
+        *,
+        weights=None,
+        image=None,
+        torch=None,
+        shapes=None,
+        target=None,
+        rules=None,
+        kinds=KINDS,
+    ) -> ModelRef:
+        """The model a command (or a caller in Python) names: ``model`` is demo, ssd (``zoo_model``,
+        with ``weights`` and ``image``), a zoo model's name, a ``.onnx`` or ``.py`` file, or None with
+        ``torch`` (a ``module:factory``). ``shapes`` fix an ONNX file's or PyTorch program's inputs;
+        ``target`` and ``rules`` (names switched on) make the units. A model of a kind not in
+        ``kinds`` is the one-line error listing the zoo's names."""
+        ref = cls._parse(model, zoo_model, weights, image, torch, shapes, "file" in kinds)
+        if ref.kind not in kinds:
+            zoo.model_spec(model)  # the one-line error that lists the zoo's names
+        return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
+
+    @classmethod
+    def _parse(cls, model, zoo_model, weights, image, torch, shapes, files: bool) -> ModelRef:
+        if torch:
+            if model:
+                raise WorkbenchError(f"Both {model} and --torch were given", "give one model: a file, or --torch")
+            return cls(kind="torch", spec=torch, shapes=shapes or None)
+        if model is None:
+            raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+        if model.lower().endswith(".onnx"):
+            return cls(kind="onnx", path=model, shapes=shapes)
+        check_no_shapes(model, shapes)
+        name = (zoo_model or zoo.DEFAULT_MODEL) if model == "ssd" else model if model in zoo.MODELS else None
+        if model == "demo":
+            return cls(kind="demo")
+        if name:
+            return cls(kind="zoo", name=name, weights=weights, image=image)
+        if not files or _is_python(model):  # a command that takes no file refuses it as a zoo name
+            return cls(kind="file", path=model)
+        raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)
+
+    def to_json(self) -> dict:
+        """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
+        d = {"kind": self.kind} | {key: getattr(self, f) for f, key in _KEYS[self.kind].items()}
+        if self.target:
+            d["target"] = self.target
+        if self.rules is not None:
+            d["rules"] = list(self.rules)
+        return d
+
+    @classmethod
+    def from_json(cls, description: dict) -> ModelRef:
+        """The reference a dict names (``"ssd"`` reads as ``"zoo"``), else a one-line error."""
+        kind = description.get("kind") if isinstance(description, dict) else None
+        kind = "zoo" if kind == "ssd" else kind
+        if kind not in KINDS:
+            raise WorkbenchError(
+                f"Not a model description: {description!r:.80}", f"pass a dict with kind one of: {', '.join(KINDS)}"
+            )
+        fields = {f: description.get(key) for f, key in _KEYS[kind].items()}
+        if kind == "zoo":
+            fields["name"] = fields["name"] or zoo.DEFAULT_MODEL
+        rules = description.get("rules")
+        return cls(kind=kind, target=description.get("target"), rules=None if rules is None else tuple(rules), **fields)
+
+    @property
+    def label(self) -> str:
+        """What a result calls the model: its name, path or spec, else its kind."""
+        return self.name or self.path or self.spec or self.kind
 
 
 @dataclasses.dataclass
 class Subject:
-    """A model to search placements for.
+    """A model loaded (:func:`load`): what every command needs of it.
 
-    ``anchors(repeat)`` (when the model has a whole-model form, e.g. an ONNX
-    file) returns ``({label: entry}, {label: why skipped})`` of the
-    whole-model anchors; ``detection`` says outputs are SSD detections,
+    ``ref`` names it (None for a workbench made in this process, :func:`of`);
+    ``inputs`` are its example inputs (a ``.py`` file's seeded from ``main``'s
+    shapes when first asked for); ``task`` is a zoo model's (detection, ...),
+    ``"detection"`` for your own model whose outputs are SSD detections,
     compared as a set. ``source`` is what the whole-model references run on:
-    the imported zoo model (MXNet and its ONNX export), an ONNX file's path, or None.
+    the imported zoo model (MXNet and its ONNX export), an ONNX file's path, or
+    None. ``notes`` say how long the import took.
     """
 
     name: str
     workbench: object
-    inputs: list
-    description: dict
-    detection: bool = False
+    given_inputs: object  # the inputs, or () -> them
+    ref: ModelRef | None
+    task: str | None = None
+    family: str | None = None  # a zoo model's
     source: object = None
-    notes: list = dataclasses.field(default_factory=list)
+    notes: tuple = ()
+
+    @functools.cached_property
+    def inputs(self) -> list:
+        return self.given_inputs() if callable(self.given_inputs) else self.given_inputs
+
+    @property
+    def detection(self) -> bool:
+        return self.task == "detection"
+
+    @property
+    def alone(self):
+        """The module TVM alone builds: the model as imported, before the workbench prepared it."""
+        if isinstance(self.source, zoo.ImportedModel):
+            return self.source.mod
+        return self.workbench.mod if self.workbench.model is None else self.workbench.model.mod
 
     @property
     def mark(self) -> str:
@@ -80,67 +204,59 @@ class Subject:
 
 def of(workbench, inputs, name: str = "model", detection: bool = False, source=None) -> Subject:
     """A subject for a workbench already made (not serialisable: measured in this process only)."""
-    return Subject(
-        name, workbench, [np.asarray(x) for x in inputs], {"kind": "workbench", "name": name}, detection, source
-    )
+    inputs = [np.asarray(x) for x in inputs]
+    return Subject(name, workbench, inputs, None, "detection" if detection else None, source=source)
 
 
-def check_description(description: dict) -> dict:
-    """``description`` when it names a kind :func:`load` knows, else a one-line error."""
-    if not isinstance(description, dict) or description.get("kind") not in KINDS:
-        raise WorkbenchError(
-            f"Not a model description: {description!r:.80}", f"pass a dict with kind one of: {', '.join(KINDS)}"
-        )
-    return description
+def of_own(wb, ref: ModelRef | None = None, source=None) -> Subject:
+    """A subject for a workbench holding your own model (``Workbench.from_onnx``, ``from_torch``)."""
+    m = wb.model
+    note = f"import: {m.import_s:.1f} s ({m.source_ops} source ops)"
+    return Subject(m.name, wb, m.inputs, ref, "detection" if m.detection else None, source=source, notes=(note,))
 
 
-def load(description: dict) -> Subject:
-    """The :class:`Subject` a description names, imported afresh (the SSD: about 15 s)."""
-    d = check_description(description)
-    kind = d["kind"]
-    target = d.get("target")
-    enabled = d.get("rules")
-    if kind == "demo":
-        wb = Workbench(demo.demo_module(), target or "byoc-target", enabled)
-        return Subject("demo", wb, demo.demo_inputs(), d)
-    if kind == "ssd":
-        return _ssd(d, target, enabled)
-    if kind == "onnx":
-        shapes = d.get("input_shapes")
-        wb = Workbench.from_onnx(d["path"], target or "tensorrt", input_shapes=shapes, enabled=enabled)
-        return Subject(wb.model.name, wb, wb.model.inputs, d, wb.model.detection, Path(d["path"]))
-    if kind == "torch":
-        model = import_spec(d["spec"], shape=d.get("shape") or DEFAULT_SHAPE)
-        wb = Workbench.from_model(model, target or "tensorrt", enabled)
-        return Subject(model.name, wb, model.inputs, d)
-    return _file(d, target, enabled)
+def load(ref, prune_rule=None) -> Subject:
+    """The :class:`Subject` a :class:`ModelRef` (or its dict) names, imported afresh (the SSD: about 15 s).
+
+    ``prune_rule`` prunes the workbench's subgraphs (default: those without a MAC op).
+    """
+    ref = ref if isinstance(ref, ModelRef) else ModelRef.from_json(ref)
+    enabled = None if ref.rules is None else list(ref.rules)
+    target = ref.target or "tensorrt"
+    if ref.kind == "zoo":
+        t0 = time.perf_counter()
+        spec = zoo.model_spec(ref.name)
+        x, _ = model_input(ref.image, spec.input_shape)  # a bad picture fails before the import
+        wb, imported = model_workbench(ref.name, ref.weights, target, prune_rule, enabled=enabled)
+        note = f"import and prepare: {time.perf_counter() - t0:.1f} s"
+        return Subject(ref.name, wb, [x], ref, spec.kind, spec.family, source=imported, notes=(note,))
+    if ref.kind == "onnx":
+        wb = Workbench.from_onnx(ref.path, target, input_shapes=ref.shapes, enabled=enabled, prune_rule=prune_rule)
+        return of_own(wb, ref, Path(ref.path))
+    if ref.kind == "torch":
+        wb = Workbench.from_model(import_spec(ref.spec, shape=ref.shapes or DEFAULT_SHAPE), target, enabled, prune_rule)
+        return of_own(wb, ref)
+    mod, user_rules = (demo.demo_module(), None) if ref.kind == "demo" else load_model_file(ref.path)
+    tgt, extra = target_and_extra(ref.target, user_rules, ref.path)
+    wb = Workbench(mod, tgt, enabled, prune_rule, extra_rules=extra)
+    if ref.kind == "demo":
+        return Subject("demo", wb, demo.demo_inputs(), ref)
+    return Subject(ref.path, wb, functools.partial(_seeded, wb, ref.path), ref)
 
 
-def _ssd(d: dict, target, enabled) -> Subject:
-    name = d.get("model") or zoo.DEFAULT_MODEL
-    spec = zoo.model_spec(name)
-    x, _ = model_input(d.get("image"), spec.input_shape)  # a bad picture fails before the import
-    wb, imported = model_workbench(name, d.get("weights"), target or "tensorrt", enabled=enabled)
-    return Subject(name, wb, [x], d, detection=spec.kind == "detection", source=imported)
-
-
-def _file(d: dict, target, enabled) -> Subject:
-    """A ``.py`` file defining ``mod`` (and perhaps ``rules``): inputs are seeded from ``main``'s shapes."""
-    mod, user_rules = load_model_file(d["path"])
-    tgt, extra = target_and_extra(target, user_rules, d["path"])
-    wb = Workbench(mod, tgt, enabled, extra_rules=extra)
-    params = wb.mod["main"].params
+def _seeded(wb, path) -> list:
+    """Inputs for a ``.py`` file's module, seeded from ``main``'s static shapes, else a one-line error."""
     shapes, dtypes = {}, {}
-    for p in params:
+    for p in wb.mod["main"].params:
         dims = getattr(p.ty, "shape", None)
         if dims is None or not hasattr(dims, "values") or not all(hasattr(v, "value") for v in dims.values):
             raise WorkbenchError(
-                f"{d['path']}: main's input {p.name} has no static shape, so the search cannot make an input",
+                f"{path}: main's input {p.name} has no static shape, so the search cannot make an input",
                 "give main static input shapes",
             )
         shapes[p.name] = [int(v.value) for v in dims.values]
         dtypes[p.name] = str(p.ty.dtype)
-    return Subject(d["path"], wb, seeded_inputs(shapes, dtypes), d)
+    return seeded_inputs(shapes, dtypes)
 
 
 def model_workbench(
@@ -189,37 +305,6 @@ def _is_python(model: str) -> bool:
     return path.exists()  # a directory: load_model_file says so
 
 
-def module_and_rules(model: str) -> tuple:
-    """``(module, user_rules)`` for ``demo`` or a Python file defining ``mod``."""
-    if model == "demo":
-        return demo.demo_module(), None
-    if _is_python(model):
-        return load_model_file(model)
-    raise WorkbenchError(
-        f"Unknown model '{model}'.", "use demo, ssd, a zoo model's name, or the path of a .py file that defines mod."
-    )
-
-
-def zoo_name(what: str, model_option: str) -> str | None:
-    """The zoo model a command names: ``ssd`` stands for ``--model`` (SSD-ResNet50 by default),
-    a zoo model's name for itself; None for anything else (``demo``, a file)."""
-    if what == "ssd":
-        return model_option
-    return what if what in weights.MODELS else None
-
-
-# --- the command line's model arguments ------------------------------------------------------------
-
-#: What to type when a command was given no model, or one it does not know.
-NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or --torch module:factory"
-
-
-def is_own(model: str | None, torch_spec: str | None = None) -> bool:
-    """An ONNX file (``.onnx`` in any case) or a PyTorch ``module:factory``: the user's own model
-    (see :mod:`byoc_workbench.measure.byom`)."""
-    return bool(torch_spec) or (model or "").lower().endswith(".onnx")
-
-
 def check_no_shapes(model, shapes) -> None:
     """A one-line error when input shapes were given for a model that takes none (demo, the zoo, a .py file)."""
     if shapes:
@@ -227,74 +312,3 @@ def check_no_shapes(model, shapes) -> None:
             f"--input-shape applies to a .onnx file or --torch, not to {model}",
             "remove --input-shape (this model's inputs are fixed)",
         )
-
-
-def own_workbench(path, torch_spec=None, shapes=None, target=None, enabled=None, prune_rule=None) -> Workbench:
-    """The workbench of an ONNX file, or of a PyTorch ``module:factory`` (default target: tensorrt).
-
-    ``shapes`` fixes the inputs' shapes: ``{name: shape}``, one shape, or None
-    (the file's own; :data:`DEFAULT_SHAPE` for PyTorch, whose names are ``forward``'s parameters).
-    """
-    target = target or "tensorrt"
-    if torch_spec:
-        if path:
-            raise WorkbenchError(f"Both {path} and --torch were given", "give one model: a file, or --torch")
-        model = import_spec(torch_spec, shape=shapes or DEFAULT_SHAPE)
-        return Workbench.from_model(model, target, enabled, prune_rule)
-    return Workbench.from_onnx(path, target, input_shapes=shapes, enabled=enabled, prune_rule=prune_rule)
-
-
-def workbench_for(
-    model, ssd_model, weights=None, target=None, enabled=None, prune_rule=None, torch_spec=None, shapes=None
-) -> tuple:
-    """``(Workbench, name, collapse)`` for any model a command names.
-
-    ``model`` is demo, ssd (``ssd_model``, with ``weights``), a zoo model's name, a
-    ``.py`` or ``.onnx`` file, or None with ``torch_spec``. ``collapse`` says the
-    model is big enough to draw collapsed: true for everything but demo and ``.py`` files.
-    """
-    name = zoo_name(model, ssd_model)
-    if name:
-        check_no_shapes(model, shapes)
-        wb, _ = model_workbench(name, weights, target or "tensorrt", prune_rule, enabled=enabled)
-        return wb, name, True
-    if is_own(model, torch_spec):
-        wb = own_workbench(model, torch_spec, shapes, target, enabled, prune_rule)
-        return wb, wb.model.name, True
-    if model is None:
-        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
-    check_no_shapes(model, shapes)
-    mod, user_rules = module_and_rules(model)
-    target, extra = target_and_extra(target, user_rules, model)
-    return Workbench(mod, target, enabled=enabled, prune_rule=prune_rule, extra_rules=extra), model, False
-
-
-def zoo_model(what: str | None, model_option: str) -> str:
-    """The zoo model ``what`` names (see :func:`zoo_name`), or the one-line error listing the zoo's names."""
-    name = zoo_name(what, model_option)
-    if what is None:
-        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
-    if name is None:
-        weights.model_spec(what)  # the one-line error that lists the zoo's names
-    return name
-
-
-def describe(model, ssd_model, weights=None, image=None, torch_spec=None, shapes=None) -> dict:
-    """The description (see the module's docstring) of the model a command names, for :func:`load`."""
-    if torch_spec:
-        if model:
-            raise WorkbenchError(f"Both {model} and --torch were given", "give one model: a file, or --torch")
-        return {"kind": "torch", "spec": torch_spec, "shape": shapes or None}
-    if model is None:
-        raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
-    if is_own(model):
-        return {"kind": "onnx", "path": model, "input_shapes": shapes}
-    check_no_shapes(model, shapes)
-    if model == "demo":
-        return {"kind": "demo"}
-    name = zoo_name(model, ssd_model)
-    if name:
-        return {"kind": "ssd", "model": name, "weights": weights, "image": image}
-    if _is_python(model):
-        return {"kind": "file", "path": model}
-    raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)

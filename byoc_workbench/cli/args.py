@@ -214,13 +214,15 @@ def shapes(args):
     return plain[0] if plain else (named or None)
 
 
-def no_shapes(args) -> None:
-    """A one-line error when ``--input-shape`` was given for a model that is not a .onnx file or ``--torch``."""
-    if getattr(args, "input_shape", None):
-        raise WorkbenchError(
-            f"--input-shape applies to a .onnx file or --torch, not to {getattr(args, 'what', None) or 'this model'}",
-            "remove --input-shape (this model's inputs are fixed)",
-        )
+def model_ref(args, what, kinds=None, rules=None):
+    """The :class:`~byoc_workbench.subjects.ModelRef` of the model ``what`` a command names, with its
+    options (``--model``, ``--weights``, ``--image``, ``--torch``, ``--input-shape``, ``--target``)."""
+    from byoc_workbench.subjects import KINDS, ModelRef  # it loads TVM: not for --help
+
+    given = {k: getattr(args, k, None) for k in ("weights", "image", "torch", "target")}
+    return ModelRef.parse(
+        what, getattr(args, "ssd_model", None), shapes=shapes(args), rules=rules, kinds=kinds or KINDS, **given
+    )
 
 
 def precision_options(args, backend) -> dict | None:

@@ -15,8 +15,7 @@ from byoc_workbench.cli.args import (
     ZOO_HELP,
     add_ray,
     count,
-    no_shapes,
-    shapes,
+    model_ref,
 )
 
 
@@ -25,7 +24,7 @@ def cmd_bench(args) -> int:
 
     out = files.check_file(args.out, "--out") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
-    models = [_describe(args, what) for what in args.what or [None]]
+    models = [model_ref(args, what, ("demo", "zoo", "onnx", "torch")) for what in args.what or [None]]
     options = {
         "repeat": args.repeat,
         "tvm_repeat": args.tvm_repeat,
@@ -52,23 +51,6 @@ def cmd_bench(args) -> int:
             "\n\n".join(f"{r['model']}: {r['error']}" if "error" in r else bench_report.report_text(r) for r in results)
         )
     return 1 if failed else 0
-
-
-def _describe(args, what) -> dict:
-    """The description of one model the command names (see :mod:`byoc_workbench.subjects`)."""
-    from byoc_workbench import subjects
-
-    if subjects.is_own(what, args.torch):
-        return subjects.describe(what, None, torch_spec=args.torch, shapes=shapes(args))
-    no_shapes(args)
-    if what == "demo":
-        return {"kind": "demo"}
-    return {
-        "kind": "ssd",
-        "model": subjects.zoo_model(what, args.ssd_model),
-        "weights": args.weights,
-        "image": args.image,
-    }
 
 
 def add_bench(command) -> None:

@@ -11,20 +11,22 @@ import io
 import numpy as np
 
 from byoc_workbench import files, text
-from byoc_workbench.cli.args import BACKEND_HELP, ZOO_HELP, no_shapes, shapes
+from byoc_workbench.cli.args import BACKEND_HELP, ZOO_HELP, model_ref
 from byoc_workbench.errors import WorkbenchError
 
 
 def cmd_import(args) -> int:
-    from byoc_workbench import subjects, workflow
+    from byoc_workbench import workflow
 
-    summary = workflow.import_summary(model=subjects.zoo_model(args.what, args.ssd_model), weights=args.weights)
+    summary = workflow.import_summary(model=model_ref(args, args.what, ("zoo",)).name, weights=args.weights)
     print(text.to_json(summary))
     return 0
 
 
 def cmd_run(args) -> int:
-    from byoc_workbench import subjects, workflow
+    import numpy as np
+
+    from byoc_workbench import workflow
     from byoc_workbench.backends.codegen import resolve_backend
 
     if args.what == "demo":
@@ -34,10 +36,10 @@ def cmd_run(args) -> int:
         )
     save = files.check_file(args.save_outputs, "--save-outputs") if args.save_outputs is not None else None
     args.backend = resolve_backend(args.backend)
-    if subjects.is_own(args.what, args.torch):
-        return _run_own(args, save)
-    no_shapes(args)
-    model = subjects.zoo_model(args.what, args.ssd_model)
+    ref = model_ref(args, args.what, ("zoo", "onnx", "torch"))
+    if ref.kind != "zoo":
+        return _run_own(args, save, ref)
+    model = ref.name
     result = workflow.run(model=model, weights=args.weights, image=args.image, backend=args.backend, progress=True)
     print(f"{model} on {args.backend}: {result.summary()} — {result.weights_label}")
     print(f"ran on: {result.backend}")
@@ -51,7 +53,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run_own(args, save) -> int:
+def _run_own(args, save, ref) -> int:
     """``run`` of an ONNX file or ``--torch``: exit 1 when the outputs differ from the framework's."""
     from byoc_workbench import subjects
     from byoc_workbench.measure import byom
@@ -59,7 +61,7 @@ def _run_own(args, save) -> int:
 
     if args.backend == "mxnet":
         raise WorkbenchError("--backend mxnet runs GluonCV models only", "use tvm, onnxruntime, tensorrt or auto")
-    wb = subjects.own_workbench(args.what, args.torch, shapes(args))
+    wb = subjects.load(ref).workbench
     result = byom.run(wb, args.backend, progress=True)
     print(byom.run_text(result))
     if save:

@@ -9,7 +9,7 @@ import contextlib
 import sys
 
 from byoc_workbench import files, text
-from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, add_ray, count, shapes
+from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, add_ray, count, model_ref
 
 
 def cmd_search(args) -> int:
@@ -22,12 +22,10 @@ def cmd_search(args) -> int:
     if out:
         render.check_dot()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads
-    description = subjects.describe(args.model, args.ssd_model, args.weights, args.image, args.torch, shapes(args))
-    if args.target:
-        description["target"] = args.target
+    ref = model_ref(args, args.model)
     with compiled.refresh() if args.no_cache else contextlib.nullcontext():  # --no-cache: compile again too
         result = search.search(
-            subjects.load(description),
+            subjects.load(ref),
             backends,
             precision=args.precision or "f32",
             runs=args.runs,

@@ -11,7 +11,7 @@ import re
 import sys
 
 from byoc_workbench import files, text
-from byoc_workbench.cli.args import count, shapes
+from byoc_workbench.cli.args import count, model_ref
 
 FULL_OPS = 300  # a model of at most this many ops is drawn whole by default; past it, collapsed
 GROUP_FILES = 24  # at most this many top-level groups get a file of their own
@@ -34,9 +34,9 @@ def _workbench(args, enabled) -> tuple:
     from byoc_workbench import stages, subjects
 
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    return subjects.workbench_for(
-        args.model, args.ssd_model, args.weights, args.target, enabled, prune_rule, args.torch, shapes(args)
-    )
+    ref = model_ref(args, args.model, rules=enabled)
+    subject = subjects.load(ref, prune_rule)
+    return subject.workbench, subject.name, ref.kind not in ("demo", "file")  # the others are drawn collapsed
 
 
 def cmd_stages(args) -> int:

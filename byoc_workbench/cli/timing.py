@@ -16,9 +16,8 @@ from byoc_workbench.cli.args import (
     PRECISIONS,
     ZOO_HELP,
     count,
-    no_shapes,
+    model_ref,
     precision_options,
-    shapes,
 )
 from byoc_workbench.errors import WorkbenchError
 
@@ -27,29 +26,17 @@ def _measured(args) -> tuple:
     """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
     from byoc_workbench import subjects
     from byoc_workbench.backends.codegen import resolve_backend
-    from byoc_workbench.measure import builds, timing
+    from byoc_workbench.measure import builds, byom, timing
 
     args.backend = resolve_backend(args.backend)
     options = precision_options(args, args.backend)
-    if subjects.is_own(args.what, args.torch):
-        from byoc_workbench.measure import byom
-
-        wb = subjects.own_workbench(args.what, args.torch, shapes(args))
-        found = byom.offloaded(wb, args.backend or "onnxruntime", not args.no_prune, options)
-        return timing.build(found, mark=wb.mark), wb.model.inputs, True
-    no_shapes(args)
-    if args.what != "demo":
-        built, inputs = builds.model_build(
-            args.backend or "onnxruntime",
-            not args.no_prune,
-            model=subjects.zoo_model(args.what, args.ssd_model),
-            weights=args.weights,
-            image=args.image,
-            options=options,
-        )
-        return built, inputs, True
-    built, inputs = builds.demo_build(args.backend, not args.no_prune, options)
-    return built, inputs, False
+    ref = model_ref(args, args.what, ("demo", "zoo", "onnx", "torch"))
+    if ref.kind == "demo":  # partitioned with the rules of the backend's own target, when it has one
+        built, inputs = builds.demo_build(args.backend, not args.no_prune, options)
+        return built, inputs, False
+    subject = subjects.load(ref)
+    found = byom.offloaded(subject.workbench, args.backend or "onnxruntime", not args.no_prune, options)
+    return timing.build(found, mark=subject.mark), subject.inputs, True
 
 
 def _report_dir(args, stem: str):

@@ -37,20 +37,17 @@ import dataclasses
 import difflib
 import functools
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
-from byoc_workbench import stages, subjects, transforms
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow.rules import get_target
 from byoc_workbench.measure import byom, clock, cluster, compare, runner, timing
 from byoc_workbench.measure.anchors import own_anchors, zoo_anchors
-from byoc_workbench.models import demo, meaning, zoo
-from byoc_workbench.models.images import model_input
+from byoc_workbench.models import meaning, zoo
+from byoc_workbench.subjects import ModelRef, Subject, load, of_own
 
 #: The top-level keys of every bench result (``bench --json``), for a zoo model and your own alike.
 LAYOUT = (
@@ -95,119 +92,25 @@ def parse_backends(text: str) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-@dataclasses.dataclass
-class Benched:
-    """A model as the bench sees it, whichever way it came (:func:`benched_zoo`, :func:`benched_own`)."""
-
-    name: str
-    task: str | None
-    family: str | None
-    inputs: list
-    alone: object  # the module TVM alone builds
-    offload: Callable  # (backend, prune) -> its stages, the last one codegen
-    reference: str  # what the outputs are checked against
-    weights: str
-    weights_label: str
-    mark: str  # shown on each build's printout, e.g. "untrained weights"
-    notes: list
-    judge: Callable  # (outputs, what ran them) -> what is compared: a Prediction, or the outputs
-    differ: Callable  # (reference, judged) -> (lines that differ, "found/rows" or None)
-    anchors: Callable  # (repeat, progress, max_seconds) -> ({label: entry}, {label: outputs}, {label: why})
-    expected: Callable | None = None  # () -> the reference's outputs; None: TVM alone's
-
-
-def benched_zoo(model: str = zoo.DEFAULT_MODEL, weights=None, image=None, loaded=None) -> Benched:
-    """A zoo model for :func:`bench_model`: loaded (or ``loaded``), imported and prepared, on ``image``."""
-    t0 = time.perf_counter()
-    shape = loaded.input_shape if loaded else zoo.model_spec(model).input_shape
-    x, _ = model_input(image, shape)  # a bad picture fails before the model loads
-    loaded = loaded or zoo.load_model(model, weights)
-    imported = zoo.import_model(model, loaded=loaded)
-    prepared = transforms.prepare(imported.mod)
-    rules = get_target("tensorrt").rules
-    task = loaded.spec.kind
-    return Benched(
-        model,
-        task,
-        loaded.spec.family,
-        [x],
-        imported.mod,
-        offload=lambda backend, prune: stages.offload(prepared, backend, prune, rules=rules),
-        reference="tvm alone",
-        weights="trained" if loaded.is_trained else "untrained",
-        weights_label=loaded.weights_label,
-        mark="" if loaded.is_trained else loaded.weights_label,
-        notes=[f"import and prepare: {time.perf_counter() - t0:.1f} s"],
-        judge=lambda outputs, what: meaning.prediction(task, outputs, loaded, what),
-        differ=differ_predictions,
-        anchors=functools.partial(zoo_anchors, loaded, x),
-    )
-
-
-def benched_own(wb) -> Benched:
-    """Your own model for :func:`bench_model`, from a workbench made by ``from_onnx`` or ``from_torch``."""
-    model = byom.own_model(wb)
-    return Benched(
-        model.name,
-        "detection" if model.detection else None,
-        None,
-        model.inputs,
-        model.mod,
-        offload=functools.partial(byom.offloaded, wb),
-        reference=model.reference_name,
-        weights="as in the model",
-        weights_label=wb.mark or "weights as in the model",
-        mark=wb.mark,
-        notes=[f"import: {model.import_s:.1f} s ({model.source_ops} source ops)"],
-        judge=lambda outputs, what: outputs,
-        differ=functools.partial(differ_outputs, detection=model.detection),
-        anchors=functools.partial(own_anchors, model),
-        expected=lambda: model.reference(model.inputs),
-    )
-
-
-def benched_demo() -> Benched:
-    """The Part 1 demo loop for :func:`bench_model`, with ``byoc-target``'s rules, checked against TVM alone."""
-    mod, rules = demo.demo_module(), get_target("byoc-target").rules
-    offload = functools.partial(stages.offload, mod, rules=rules)
-    return Benched(
-        "demo",
-        None,
-        None,
-        demo.demo_inputs(),
-        mod,
-        offload,
-        "tvm alone",
-        "as in the model",
-        "",
-        "",
-        [],
-        judge=lambda outputs, what: outputs,
-        differ=differ_outputs,
-        anchors=lambda *_: ({}, {}, {}),  # the demo has no framework of its own to run it whole
-    )
-
-
-def described(description: dict, weights=None, image=None) -> Benched:
-    """The model a description names (:mod:`byoc_workbench.subjects`): the demo, a zoo model
-    (``"ssd"``, with ``weights`` and ``image`` unless it names its own), an ONNX file or a
-    PyTorch program; what a task of :func:`bench_models` loads."""
-    kind = subjects.check_description(description)["kind"]
-    if kind == "demo":
-        return benched_demo()
-    if kind == "ssd":
-        d = description
-        return benched_zoo(d.get("model") or zoo.DEFAULT_MODEL, d.get("weights") or weights, d.get("image") or image)
-    if kind not in ("onnx", "torch"):
-        raise WorkbenchError(f"bench takes no {kind} model", "bench demo, a zoo model, a .onnx file or --torch")
-    shapes = description.get("input_shapes") or description.get("shape")
-    model = benched_own(subjects.own_workbench(description.get("path"), description.get("spec"), shapes))
-    if not model.inputs:  # the tables are laid out by the first input's shape
+def _subject(model, weights=None, image=None) -> Subject:
+    """The model :func:`bench_model` times, loaded: a zoo model's name or a model reference (a
+    zoo model's with ``weights`` and ``image`` unless it names its own), or a workbench holding your own model."""
+    if isinstance(model, (str, dict, ModelRef)):
+        ref = _ref(model)
+        if ref.kind == "file":
+            raise WorkbenchError(f"bench takes no {ref.kind} model", "bench demo, a zoo model, a .onnx file or --torch")
+        if ref.kind == "zoo":
+            ref = dataclasses.replace(ref, weights=ref.weights or weights, image=ref.image or image)
+        subject = load(ref)
+    else:
+        byom.own_model(model)  # a one-line error for a workbench that holds no imported model
+        subject = of_own(model)
+    if not subject.inputs:  # the tables are laid out by the first input's shape
         raise WorkbenchError(
-            f"{model.name} takes no inputs: it computes a constant, with nothing to time",
+            f"{subject.name} takes no inputs: it computes a constant, with nothing to time",
             "bench a model with at least one input (byoc-workbench run checks this one)",
         )
-    return model
+    return subject
 
 
 def bench_model(
@@ -221,14 +124,12 @@ def bench_model(
     anchors: bool = True,
     progress: bool = True,
     where: bool = False,
-    loaded: zoo.LoadedModel | None = None,
     max_seconds: float | None = None,
 ) -> dict:
     """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
-    ``model`` is a zoo model's name (``weights``, ``image`` and ``loaded``, a
-    model already loaded, go with it), a workbench holding your own model, or a
-    description (:func:`described`).
+    ``model`` is a zoo model's name (``weights`` and ``image`` go with it), a
+    :class:`~byoc_workbench.subjects.ModelRef` (or its dict), or a workbench holding your own model.
     Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
     the first offloading backend against :data:`TARGETS`; with ``where``,
@@ -241,10 +142,7 @@ def bench_model(
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
         )
-    if isinstance(model, dict):
-        what = described(model, weights, image)
-    else:
-        what = benched_zoo(model, weights, image, loaded) if isinstance(model, str) else benched_own(model)
+    what = _subject(model, weights, image)
     result = _layout(what)
     found = _builds(what, result, backends, (repeat, tvm_repeat), unpruned, progress, where, max_seconds)
     if "tvm" in result["backends"]:
@@ -254,11 +152,14 @@ def bench_model(
         )
     if anchors:
         _time_anchors(what, result, found, repeat, progress, max_seconds)
-    _compare(result, found, what.expected() if what.expected else None, what.differ)
+    own = what.workbench.model
+    expected = own.reference(own.inputs) if own else None  # None: TVM alone's
+    differ = functools.partial(differ_outputs, detection=what.detection)
+    _compare(result, found, expected, differ_predictions if _loaded(what) else differ)
     if result["outputs_match"]:  # said only where a check ran: without tvm among the backends, none does
-        result["notes"].append(f"outputs checked against {what.reference}")
+        result["notes"].append(f"outputs checked against {result['reference']}")
     else:
-        result["notes"].append(f"outputs not checked: {what.reference} did not run (add tvm to the backends)")
+        result["notes"].append(f"outputs not checked: {result['reference']} did not run (add tvm to the backends)")
     result["warnings"] = [w for p in found.values() for w in getattr(p, "warnings", ())]
     return result
 
@@ -266,7 +167,7 @@ def bench_model(
 def bench_models(
     models, backends=("tvm", "onnxruntime"), ray_address: str | None = None, progress: bool = True, **options
 ) -> list:
-    """Each of ``models`` (descriptions, see :func:`described`, or zoo models' names) benched as
+    """Each of ``models`` (model references or their dicts, or zoo models' names) benched as
     :func:`bench_model` benches one (``options`` are its); their results, in order.
 
     A model that fails with a user's mistake (a file the importer refuses, a
@@ -277,13 +178,13 @@ def bench_models(
     resource: a result is what a run on that node gives, its ``machine`` the
     node's, and ``machine["task"]`` says which node ran it and when.
     """
-    models = [m if isinstance(m, dict) else {"kind": "ssd", "model": m} for m in models]
+    models = [_ref(m) for m in models]
     if ray_address is None:
         return [_bench_or_error(m, backends, options | {"progress": progress}) for m in models]
     joined = cluster.connect(ray_address)
     if progress:
         print(joined, file=sys.stderr)
-    names = [_name(m) for m in models]
+    names = [m.label for m in models]
     units = {
         (n if names.count(n) == 1 else f"{n} #{k + 1}"): (m, backends, options)
         for k, (n, m) in enumerate(zip(names, models))
@@ -297,35 +198,50 @@ def bench_models(
     return results
 
 
-def _bench_or_error(description: dict, backends, options: dict) -> dict:
-    """:func:`bench_model` of one description, or ``{"model", "error"}`` for a user's mistake."""
+def _bench_or_error(ref: ModelRef, backends, options: dict) -> dict:
+    """:func:`bench_model` of one model, or ``{"model", "error"}`` for a user's mistake."""
     try:
-        return bench_model(description, backends, **({"progress": False} | options))
+        return bench_model(ref, backends, **({"progress": False} | options))
     except WorkbenchError as err:
-        return {"model": _name(description), "error": err.line}
+        return {"model": ref.label, "error": err.line}
 
 
-def _name(description: dict) -> str:
-    d = description
-    return d.get("model") or d.get("path") or d.get("spec") or (zoo.DEFAULT_MODEL if d["kind"] == "ssd" else d["kind"])
+def _ref(model) -> ModelRef:
+    """A model :func:`bench_models` takes (a :class:`ModelRef`, its dict, or a zoo model's name) as a ModelRef."""
+    if isinstance(model, ModelRef):
+        return model
+    return ModelRef.from_json(model if isinstance(model, dict) else {"kind": "zoo", "model": model})
 
 
-def _layout(what: Benched) -> dict:
+def _loaded(what: Subject):
+    """A zoo model's :class:`~byoc_workbench.models.zoo.LoadedModel`; None for the demo or your own model."""
+    return getattr(what.source, "model", None)
+
+
+def _judge(what: Subject, outputs, ran: str):
+    """What is compared: a zoo model's prediction (:mod:`byoc_workbench.models.meaning`), or the outputs."""
+    loaded = _loaded(what)
+    return meaning.prediction(what.task, outputs, loaded, ran) if loaded else outputs
+
+
+def _layout(what: Subject) -> dict:
     """An empty result: every key of :data:`LAYOUT`, in its order."""
+    loaded, own = _loaded(what), what.workbench.model
+    weights = ("trained" if loaded.is_trained else "untrained") if loaded else "as in the model"
     return {
         "model": what.name,
         "task": what.task,
         "family": what.family,
         "input_shape": list(np.shape(what.inputs[0])),
-        "reference": what.reference,
+        "reference": own.reference_name if own else "tvm alone",
         "backends": {},
         "anchors": {},
         "speedup_vs_tvm": {},
         "outputs_match": {},
         "differences": {},
         "detections_equal": {},
-        "weights": what.weights,
-        "weights_label": what.weights_label,
+        "weights": weights,
+        "weights_label": loaded.weights_label if loaded else (what.mark or "weights as in the model") if own else "",
         "machine": clock.machine(),
         "notes": list(what.notes),
         "skipped": {},
@@ -335,7 +251,7 @@ def _layout(what: Benched) -> dict:
     }
 
 
-def _builds(what: Benched, result: dict, backends, repeats: tuple, unpruned, progress, where, max_seconds) -> dict:
+def _builds(what: Subject, result: dict, backends, repeats: tuple, unpruned, progress, where, max_seconds) -> dict:
     """Each backend's builds (offloaded ones pruned, then unpruned), timed into ``result``;
     returns ``{label: judged outputs}``. A backend that cannot run is skipped with why."""
     found: dict = {}
@@ -350,31 +266,38 @@ def _builds(what: Benched, result: dict, backends, repeats: tuple, unpruned, pro
                 result["skipped"][label] = err.line
                 break
             result["backends"][label] = timing.run_json(run)
-            found[label] = what.judge(run.outputs, run.backend)
+            found[label] = _judge(what, run.outputs, run.backend)
             if where and staged is not None:
                 built = timing.build(staged, mark=what.mark)
                 result["where_time_goes"][label] = timing.where_time_goes(built, what.inputs, repeats[0])
     return found
 
 
-def _run(what: Benched, backend: str, prune: bool, label: str, repeats: tuple, progress, max_seconds) -> tuple:
+def _run(what: Subject, backend: str, prune: bool, label: str, repeats: tuple, progress, max_seconds) -> tuple:
     """``(Run, stages)`` of one build: TVM alone once per ``tvm_repeat``, without warm-up (its stages
     None), or offloaded through ``backend`` ``repeat`` times after one warm-up."""
     repeat, tvm_repeat = repeats
     kw = {"mark": what.mark, "progress": progress, "max_seconds": max_seconds}
     if backend == "tvm":
         return runner.build_and_run(what.alone, what.inputs, tvm_repeat, 0, label="tvm alone", **kw), None
-    staged = what.offload(backend, prune)
+    staged = byom.offloaded(what.workbench, backend, prune)
     return runner.build_and_run(staged[-1], what.inputs, repeat, 1, label=label, **kw), staged
 
 
-def _time_anchors(what: Benched, result: dict, found: dict, repeat: int, progress, max_seconds) -> None:
-    """The whole-model anchors timed into ``result``, their outputs judged into ``found``."""
-    entries, outputs, skipped = what.anchors(repeat, progress, max_seconds)
+def _time_anchors(what: Subject, result: dict, found: dict, repeat: int, progress, max_seconds) -> None:
+    """The whole-model anchors timed into ``result``, their outputs judged into ``found``: a zoo model's
+    MXNet block and ONNX export, your own model's framework; the demo has none to run it whole."""
+    loaded, own = _loaded(what), what.workbench.model
+    if loaded:
+        entries, outputs, skipped = zoo_anchors(loaded, what.inputs[0], repeat, progress, max_seconds)
+    elif own:
+        entries, outputs, skipped = own_anchors(own, repeat, progress, max_seconds)
+    else:
+        entries, outputs, skipped = {}, {}, {}
     result["anchors"].update(entries)
     result["skipped"].update(skipped)
     for label, entry in entries.items():
-        found[label] = what.judge(outputs[label], label)
+        found[label] = _judge(what, outputs[label], label)
         if entry.get("note"):
             result["notes"].append(f"{label}: {entry['note']}")
 

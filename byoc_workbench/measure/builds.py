@@ -6,11 +6,11 @@ and :func:`byoc_workbench.measure.numerics.compare`.
 
 from __future__ import annotations
 
-from byoc_workbench import stages, subjects
+from byoc_workbench import stages
 from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
 from byoc_workbench.flow import rules
 from byoc_workbench.measure import timing
-from byoc_workbench.models import demo, zoo
+from byoc_workbench.models import demo
 from byoc_workbench.models.images import model_input
 
 
@@ -36,24 +36,11 @@ def own_target(backend: str | None):
 
 
 def model_build(
-    backend: str = "onnxruntime",
-    prune: bool = True,
-    workbench=None,
-    model=None,
-    weights=None,
-    image=None,
-    options: dict | None = None,
+    backend: str = "onnxruntime", prune: bool = True, *, workbench, image=None, options: dict | None = None
 ) -> tuple:
-    """``(Built, inputs)`` for a zoo model (the SSD by default) with upstream's TensorRT rules,
-    offloaded through ``backend``.
-
-    ``workbench`` reuses a :func:`byoc_workbench.subjects.model_workbench`
-    (the SSD's import takes about 15 s); the picture is cut to the model's input shape.
-    """
-    if workbench is None:  # the picture before the 15 s import: a bad one fails first
-        x = model_input(image, zoo.model_spec(model or zoo.DEFAULT_MODEL).input_shape)[0]
-        workbench = subjects.model_workbench(model, weights)[0]
-    else:
-        x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
+    """``(Built, inputs)`` for a zoo model's workbench (:func:`byoc_workbench.subjects.model_workbench`)
+    with its rules (upstream's TensorRT ones), offloaded through ``backend``, on ``image`` cut to
+    the model's input shape."""
+    x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
     found = stages.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
     return timing.build(found, mark=workbench.mark), [x]

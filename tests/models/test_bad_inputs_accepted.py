@@ -107,9 +107,9 @@ def test_named_input_shapes_reach_pytorch(d, capsys):
     )
     with np.load(save) as z:
         assert z["output0"].shape == (2, 5)
-    model = subjects.own_workbench(None, "bad_torch_tiny:net", {"input": [2, 5]}).model
-    assert [x.shape for x in model.inputs] == [(2, 5)]
-    described = subjects.describe(None, None, torch_spec="bad_torch_tiny:net", shapes={"input": [3, 2]})
+    model = subjects.load(subjects.ModelRef.parse(None, torch="bad_torch_tiny:net", shapes={"input": [2, 5]}))
+    assert [x.shape for x in model.workbench.model.inputs] == [(2, 5)]
+    described = subjects.ModelRef.parse(None, torch="bad_torch_tiny:net", shapes={"input": [3, 2]}).to_json()
     assert subjects.load(described).inputs[0].shape == (3, 2)  # the search's path
 
 

@@ -37,13 +37,13 @@ class Cluster:
     def start(cls, s, backends, address: str) -> Cluster:
         """Connect to the cluster at ``address`` for session ``s`` of a search over ``backends``;
         a one-line error when its model cannot travel."""
-        if s.subject.description.get("kind") == "workbench":
+        if s.subject.ref is None:
             raise WorkbenchError(
                 "A search on a Ray cluster needs a model its tasks can load, not a workbench made here",
                 'describe it: search.load({"kind": "onnx", "path": ...}), a zoo model, demo or a .py file',
             )
         s._say(cluster.connect(address))
-        base = {"model": s.subject.description, "backends": list(backends), "options": s.options, "runs": s.runs}
+        base = {"model": s.subject.ref.to_json(), "backends": list(backends), "options": s.options, "runs": s.runs}
         return cls(base | {"cache": s.cache.enabled}, s.progress)
 
     def to_json(self) -> dict:

@@ -1,0 +1,71 @@
+"""Which model? Every form a command takes resolves through one function, ``ModelRef.parse``, to a
+:class:`~byoc_workbench.subjects.ModelRef` whose dict round-trips (STYLE.md, habit 13)."""
+
+import json
+
+import pytest
+
+from byoc_workbench import cli
+from byoc_workbench.cli.args import model_ref
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.models import zoo
+from byoc_workbench.subjects import ModelRef
+
+POSE = "simple_pose_resnet18_v1b"
+
+FORMS = [
+    (["search", "demo"], ModelRef(kind="demo")),
+    (["search", "ssd"], ModelRef(kind="zoo", name=zoo.DEFAULT_MODEL)),
+    (
+        ["search", "ssd", "--model", POSE, "--weights", "untrained", "--image", "dog.jpg"],
+        ModelRef(kind="zoo", name=POSE, weights="untrained", image="dog.jpg"),
+    ),
+    (["search", POSE, "--target", "tensorrt"], ModelRef(kind="zoo", name=POSE, target="tensorrt")),
+    (
+        ["search", "m.onnx", "--input-shape", "data=1,3,8,8"],
+        ModelRef(kind="onnx", path="m.onnx", shapes={"data": [1, 3, 8, 8]}),
+    ),
+    (["search", "M.ONNX"], ModelRef(kind="onnx", path="M.ONNX")),
+    (["search", "mine.py", "--target", "mychip"], ModelRef(kind="file", path="mine.py", target="mychip")),
+    (
+        ["search", "--torch", "torchvision.models:resnet18", "--input-shape", "1,3,32,32"],
+        ModelRef(kind="torch", spec="torchvision.models:resnet18", shapes=[1, 3, 32, 32]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), FORMS, ids=[" ".join(a[1:]) for a, _ in FORMS])
+def test_every_cli_model_form_resolves_to_a_model_ref_that_round_trips(argv, expected):
+    args = cli.parser().parse_args(argv)
+    ref = model_ref(args, args.model)
+    assert ref == expected
+    assert ModelRef.from_json(json.loads(json.dumps(ref.to_json()))) == ref
+
+
+def test_the_rules_switched_on_travel_with_the_reference():
+    ref = ModelRef.parse("demo", rules=["byoc-target.add"])
+    assert ref.to_json() == {"kind": "demo", "rules": ["byoc-target.add"]}
+    assert ModelRef.from_json(ref.to_json()) == ref
+
+
+def test_a_saved_ssd_description_reads_as_a_zoo_model():
+    assert ModelRef.from_json({"kind": "ssd"}) == ModelRef(kind="zoo", name=zoo.DEFAULT_MODEL)
+    assert ModelRef.from_json({"kind": "ssd", "model": POSE, "weights": "untrained"}).to_json() == {
+        "kind": "zoo",
+        "model": POSE,
+        "weights": "untrained",
+        "image": None,
+    }
+
+
+@pytest.mark.parametrize("bad", [{"kind": "workbench"}, {"path": "m.onnx"}, "demo", None])
+def test_what_names_no_model_is_one_line(bad):
+    with pytest.raises(WorkbenchError, match="Not a model description"):
+        ModelRef.from_json(bad)
+
+
+def test_a_command_that_takes_fewer_kinds_refuses_the_others_with_the_zoo_list():
+    with pytest.raises(WorkbenchError, match=f"Unknown model 'mine.py'.*{POSE}"):
+        ModelRef.parse("mine.py", kinds=("demo", "zoo", "onnx", "torch"))
+    with pytest.raises(WorkbenchError, match="Unknown model 'demo'"):
+        ModelRef.parse("demo", kinds=("zoo",))
