@@ -51,6 +51,19 @@ RUN_STATE = """() => {
 
 # How many characters a printout line holds, and the printouts (stdout, not stderr) that the page broke across
 # more lines than they have: a line too long for the output, wrapped wherever the width ran out.
+# Every diagram's node labels in the notebook, as drawn at 1366x768: a static one's (each output scrolls
+# sideways rather than shrink them) and the widget's (those in its box at its first view), in px.
+DIAGRAM_LABELS = """() => {
+  const heights = sel => [...document.querySelectorAll(sel)].map(t => t.getBoundingClientRect().height);
+  const frame = document.querySelector('.byoc-graph');
+  const box = frame && frame.getBoundingClientRect();
+  const inBox = t => { const r = t.getBoundingClientRect();
+    return box && r.left >= box.left && r.right <= box.right && r.top >= box.top && r.bottom <= box.bottom; };
+  return {static: heights('.byoc-diagram svg g.node text'),
+          widget: [...document.querySelectorAll('.byoc-graph svg g.node text')].filter(inBox)
+                    .map(t => t.getBoundingClientRect().height)};
+}"""
+
 WRAPPED_PRINTOUTS = """() => {
     const out = [];
     const pres = [...document.querySelectorAll('.jp-OutputArea-output pre')]

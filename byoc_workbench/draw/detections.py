@@ -12,6 +12,17 @@ from matplotlib.figure import Figure
 
 from byoc_workbench.draw.render import target_color
 
+#: The weights' mark ("untrained weights") across a picture: large, red, diagonal, half seen through.
+MARK_STYLE = {
+    "ha": "center",
+    "va": "center",
+    "rotation": 30,
+    "fontsize": 22,
+    "color": "#c92a2a",
+    "alpha": 0.55,
+    "fontweight": "bold",
+}
+
 
 def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:
     """``[(class_id, score, (x0, y0, x1, y1)), ...]`` with score >= ``thresh``, best first."""
@@ -154,13 +165,7 @@ def draw_detections(
             cx,
             cy,
             mark.upper(),
-            ha="center",
-            va="center",
-            rotation=30,
-            fontsize=22,
-            color="#c92a2a",
-            alpha=0.55,
-            fontweight="bold",
+            **MARK_STYLE,
             clip_on=True,
         )
     ax.set_xlim(0, width)

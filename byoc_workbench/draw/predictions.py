@@ -102,13 +102,7 @@ def watermark(ax, mark: str) -> None:
             0.5,
             mark.upper(),
             transform=ax.transAxes,
-            ha="center",
-            va="center",
-            rotation=30,
-            fontsize=22,
-            color="#c92a2a",
-            alpha=0.55,
-            fontweight="bold",
+            **detections.MARK_STYLE,
         )
 
 

@@ -26,12 +26,6 @@ PICKS = (
 )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server serving the seat's notebooks and the tests' own: see wp.serve_lab."""
-    yield from wp.serve_lab(tmp_path_factory)
-
-
 @pytest.mark.mxnet
 def test_zoo_chooser_behaves_like_one_control(browser, lab):
     """Notebook 06's chooser at 1366x768: six picks (pose, two detectors, a segmenter, a classifier, the SSD).

@@ -16,12 +16,6 @@ NB02_TIMEOUT_MS = 900_000  # notebook 02 top to bottom: TVM alone runs once (ten
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server serving the seat's notebooks and the tests' own: see wp.serve_lab."""
-    yield from wp.serve_lab(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def page_and_first(browser, lab, tmp_path_factory):
     pg, first = wp.open_notebook(browser, lab, "demo", tmp_path_factory)
     yield pg, first
@@ -355,6 +349,8 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
         else "SEARCH = True" in flat
     )
     assert len(widgets) == 2 + searched, "the workbench, the detections' slider and the search's, no progress bars"
+    labels = page.evaluate(lab_server.DIAGRAM_LABELS)  # every diagram's node labels, read at 1366x768
+    assert all(min(h) >= 9.5 for h in labels.values() if h), {k: min(h) for k, h in labels.items() if h}
 
 
 # Lines of printouts (<pre> outputs; log lines on stderr aside) that the page shows broken in two: their text's

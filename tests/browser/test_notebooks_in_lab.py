@@ -49,6 +49,11 @@ def _run(browser, lab, name: str, minutes: int):
         assert not re.search(r"\d", lab_server.log_console_count(pg)), f"{name}: messages in Lab's log console"
         wrapped = pg.evaluate(lab_server.WRAPPED_PRINTOUTS)["wrapped"]
         assert not wrapped, f"{name}: printouts broken across lines at 1366x768: {wrapped}"
+        labels = pg.evaluate(lab_server.DIAGRAM_LABELS)
+        for kind, heights in labels.items():
+            shown = f"{min(heights):.1f} to {max(heights):.1f} px over {len(heights)}" if heights else "none"
+            print(f"{name}: {kind} diagrams' node labels {shown}")
+            assert not heights or min(heights) >= 9.5, f"{name}: {kind} diagram labels of {min(heights):.1f} px"
     finally:
         lab_server.close(pg)
     return nb

@@ -9,12 +9,6 @@ sync_api = lab_server.playwright_or_skip()
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server serving the seat's notebooks and the tests' own: see wp.serve_lab."""
-    yield from wp.serve_lab(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def page(browser, lab, tmp_path_factory):
     pg, _first = wp.open_notebook(browser, lab, "timed", tmp_path_factory)
     yield pg
