@@ -299,7 +299,7 @@ def check_ray() -> Check:
 
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
-    cache = weights.cache_dir()
+    cache = weights.weights_dir()
     models, by_state = {}, {}
     for name, spec in weights.MODELS.items():
         path = cache / weights.params_file_name(name)

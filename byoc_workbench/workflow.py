@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from byoc_workbench.backends import registry, tensorrt
-from byoc_workbench.draw.profile import profile
+from byoc_workbench.draw.profile import profile_graph
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import runner
 from byoc_workbench.models import zoo
@@ -38,7 +38,7 @@ class WorkflowError(WorkbenchError):
 
 def relax_op_counts(mod) -> dict[str, int]:
     """Count the Relax operator calls in ``mod``, most frequent first."""
-    return dict(profile(mod).rows())
+    return dict(profile_graph(mod).rows())
 
 
 def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:

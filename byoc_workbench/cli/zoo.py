@@ -28,7 +28,7 @@ def cmd_prefetch(args) -> int:
         else:
             print(f"MISSING {name}: {r['error']}\n        by hand: {r['how_to_fix']}")
     missing = sum(not r["ok"] for r in report.values())
-    print(f"{len(report) - missing} of {len(report)} models cached in {zoo.cache_dir()}")
+    print(f"{len(report) - missing} of {len(report)} models cached in {zoo.weights_dir()}")
     return 1 if missing else 0
 
 

@@ -10,7 +10,7 @@ import collections
 import dataclasses
 
 from byoc_workbench.draw import blocks, structure
-from byoc_workbench.draw.graph import Cluster, Graph, Node, on_cpu_of, op_counts
+from byoc_workbench.draw.graph import Cluster, Graph, Node, on_cpu_of, ops_label
 
 # Ops that move or reshape data without arithmetic; long runs of them (SSD's anchor and
 # box-decoding tail) are folded into one node so a 600-op graph stays readable.
@@ -76,7 +76,7 @@ def _group_node(nid: str, title: str, members: list, cluster: str, what: str) ->
     target = by_target.most_common(1)[0][0]
     mix = "\n" + ", ".join(f"{t} {n}" for t, n in by_target.most_common()) if len(by_target) > 1 else ""
     head = f"{title}\n{len(ops)} ops" if title else f"{len(ops)} ops"
-    label = f"{head}{mix}\n{op_counts(ops)}"
+    label = f"{head}{mix}\n{ops_label(ops)}"
     node = Node(nid, "fold", label, target=target, cluster=cluster, ops=ops, expandable=True, op=what)
     node.on_cpu = on_cpu_of(members)
     return node

@@ -397,11 +397,11 @@ _NO_TYPE = object()
 
 @functools.lru_cache(maxsize=256)
 def _op_counts_of(ops: tuple) -> str:
-    """:func:`op_counts`, kept per list of ops: a partition's thousands of subgraphs have a few."""
-    return op_counts(ops)
+    """:func:`ops_label`, kept per list of ops: a partition's thousands of subgraphs have a few."""
+    return ops_label(ops)
 
 
-def op_counts(ops, per_line: int = 4) -> str:
+def ops_label(ops, per_line: int = 4) -> str:
     """``nn.conv2d×73, add×16, ...``, most frequent first, a few per line."""
     counts = {}
     for op in ops:

@@ -417,7 +417,7 @@ def builds_html(profiles: dict) -> str:
 
 
 @dataclasses.dataclass
-class Report:
+class LatencyMap:
     """A latency map with its tables; shows itself in a notebook."""
 
     dot: object  # graphviz.Digraph
@@ -439,7 +439,7 @@ def report(
     collapse: bool = False,
     title: str = "",
     top: int = 10,
-) -> Report:
+) -> LatencyMap:
     """The map of ``built`` (shaded by ``profile``, subgraphs marked by ``numerics``) and its tables."""
     shaded = shade(built, profile, numerics, collapse)
     title = title or "latency map: codegen stage" + (f" — {built.mark}" if built.mark else "")
@@ -450,11 +450,11 @@ def report(
     if numerics is not None:
         texts.append(numerics_text(numerics))
     tables = (top_html(profile, top) if profile else "") + (numerics_html(numerics) if numerics else "")
-    return Report(dot, "\n\n".join(texts), tables)
+    return LatencyMap(dot, "\n\n".join(texts), tables)
 
 
 def stacked(reports: dict) -> str:
-    """HTML with the maps of several builds (``{label: Report}``), one under the other, each as wide as
+    """HTML with the maps of several builds (``{label: LatencyMap}``), one under the other, each as wide as
     the output: side by side, two maps of a large model are too small to read on a projector."""
     return "".join(
         f'<div class="byoc-report"><h4>{html.escape(label)}</h4>{diagram_html(r.svg)}{r.tables_html}</div>'
@@ -485,7 +485,7 @@ class Lesson:
 
     profiles: dict  # label -> Profile
     numerics: dict  # label -> Numerics, for the builds compared
-    reports: dict  # label -> Report
+    reports: dict  # label -> LatencyMap
 
     def _repr_html_(self) -> str:
         return f'<div class="byoc-lesson">{builds_html(self.profiles)}{stacked(self.reports)}</div>'

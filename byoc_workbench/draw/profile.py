@@ -28,7 +28,7 @@ class OpCounts:
         return sorted(self.by_op.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def profile(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> OpCounts:
+def profile_graph(mod: tvm.IRModule, mark: str = "", function: str | None = None) -> OpCounts:
     """Count the ops of ``mod``: every Relax op call, inside composites and subgraphs too.
 
     ``function`` counts one function only, e.g. a subgraph (the seed's ``profile_graph(mod["tensorrt_0"])``).

@@ -187,7 +187,7 @@ def contents(g: Graph, members) -> tuple:
 
 
 @dataclasses.dataclass
-class Plan:
+class FoldPlan:
     """How :func:`fold_structure` redraws a graph: its new ``nodes`` (in binding order), ``rename``
     (hidden node id -> the fold drawing it), ``clusters``, and the ids of the opened folds' clusters."""
 
@@ -230,7 +230,7 @@ class _Placer:
         return node
 
 
-def fold_structure(g: Graph, keep_open=(), start: int = START, aim: int = AIM) -> Plan | None:
+def fold_structure(g: Graph, keep_open=(), start: int = START, aim: int = AIM) -> FoldPlan | None:
     """How to draw ``g`` in about ``aim`` nodes per level, by structure alone; None when ``g`` has at
     most ``start`` nodes (drawn as it is).
 
@@ -268,7 +268,7 @@ def fold_structure(g: Graph, keep_open=(), start: int = START, aim: int = AIM) -
     return _plan(g, placer, home_of)
 
 
-def _plan(g: Graph, placer: _Placer, home_of) -> Plan:
+def _plan(g: Graph, placer: _Placer, home_of) -> FoldPlan:
     """The nodes and clusters :class:`_Placer` decided on; a see-through cluster (a merge region)
     moves into the opened fold its first drawn node is in, and goes when none of its nodes is drawn."""
     rename = {m: fid for fid, (fold, _) in placer.closed.items() for m in fold.flat}
@@ -301,4 +301,4 @@ def _plan(g: Graph, placer: _Placer, home_of) -> Plan:
             cid = clusters[cid].parent if cid in clusters else None
     for cid in [c for c, cl in clusters.items() if cl.kind in SEE_THROUGH and c not in used]:
         del clusters[cid]
-    return Plan(nodes, rename, clusters, placer.opened)
+    return FoldPlan(nodes, rename, clusters, placer.opened)

@@ -1,7 +1,7 @@
 """Zoo model specs and their trained weights: GluonCV's URLs and sha1 sums, the cache, download, prefetch.
 
 Trained weights are GluonCV's own files (same names, URLs and sha1 sums as
-``gluoncv.model_zoo.model_store``), fetched once into :func:`cache_dir`, which is
+``gluoncv.model_zoo.model_store``), fetched once into :func:`weights_dir`, which is
 ``$BYOC_WORKBENCH_CACHE/models`` or ``~/.cache/byoc-workbench/models``. A workshop fills
 the cache ahead of time with :func:`prefetch` (``byoc-workbench prefetch``), and
 where the host is down a user puts the file there by hand or passes its path.
@@ -154,7 +154,7 @@ def model_spec(name: str) -> ModelSpec:
         raise UnknownModelError(f"Unknown model {name!r}", f"use one of: {', '.join(MODELS)}") from None
 
 
-def cache_dir(path: str | os.PathLike | None = None) -> Path:
+def weights_dir(path: str | os.PathLike | None = None) -> Path:
     """The weights cache: ``path``, else :func:`byoc_workbench.files.cache_dir` of ``models``
     (``$BYOC_WORKBENCH_CACHE/models``, else ``~/.cache/byoc-workbench/models``)."""
     return Path(os.path.expanduser(os.fspath(path))) if path else files.cache_dir("models")
@@ -183,7 +183,7 @@ def sha1_of(path: str | os.PathLike) -> str:
 
 def cached_weights(name: str, cache: str | os.PathLike | None = None) -> Path | None:
     """Path of the cached trained weights if present with the right sha1, else None."""
-    path = cache_dir(cache) / params_file_name(name)
+    path = weights_dir(cache) / params_file_name(name)
     if not path.exists():
         return None
     if sha1_of(path) != model_spec(name).sha1:
@@ -201,7 +201,7 @@ def download_weights(
     ----------
     name : str
     cache : path, optional
-        See :func:`cache_dir`.
+        See :func:`weights_dir`.
     repo_url : str, optional
         Host to use instead of GluonCV's (``$MXNET_GLUON_REPO`` is also honoured).
     timeout : float
@@ -215,7 +215,7 @@ def download_weights(
     found = cached_weights(name, cache)
     if found:
         return found
-    target = cache_dir(cache) / params_file_name(name)
+    target = weights_dir(cache) / params_file_name(name)
     url = weights_url(name, repo_url)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -277,7 +277,7 @@ def prefetch(
         model_spec(name)  # an unknown name is a usage error, not a download failure
     report = {}
     for name in models:
-        target = cache_dir(cache) / params_file_name(name)
+        target = weights_dir(cache) / params_file_name(name)
         try:
             path = download_weights(name, cache, repo_url, timeout)
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}

@@ -11,7 +11,7 @@ Weights come from one of three places, recorded in :attr:`LoadedModel.weights`:
 This module loads; :mod:`.weights` holds the specs, the cache and the download,
 :mod:`.seeded` the initialisation, and :mod:`byoc_workbench.frontends.gluon` the tracing. The
 names the CLI and notebooks use (``MODELS``, ``DEFAULT_MODEL``, ``model_spec``,
-``cache_dir``, ``prefetch``) are re-exported here. mxnet and gluoncv are imported
+``weights_dir``, ``prefetch``) are re-exported here. mxnet and gluoncv are imported
 inside the functions that need them, so this module imports on any Python.
 """
 
@@ -41,12 +41,12 @@ from byoc_workbench.models.weights import (
     UnknownModelError,
     WeightsError,
     ZooError,
-    cache_dir,
     cached_weights,
     download_weights,
     model_spec,
     params_file_name,
     prefetch,
+    weights_dir,
     weights_url,
 )
 
@@ -65,7 +65,7 @@ __all__ = [
     "WeightsError",
     "ZooError",
     "build_block",
-    "cache_dir",
+    "weights_dir",
     "cached_weights",
     "download_weights",
     "import_model",
@@ -192,7 +192,7 @@ def load_model(
         "trained": cached or downloaded, else :class:`DownloadError`.
         "untrained": :func:`seeded_init` with ``seed``. A path: that file.
     cache : path, optional
-        See :func:`cache_dir`.
+        See :func:`weights_dir`.
     seed : int
     input_shape : tuple, optional
         ``(1, 3, H, W)``; the model's own (:attr:`ModelSpec.input_shape`) by default.
@@ -215,7 +215,7 @@ def load_model(
         found = cached_weights(name, cache)
         weights = "trained" if found else "untrained"
         if not found:
-            logger.warning("no trained weights for %s in %s; using %s", name, cache_dir(cache), UNTRAINED_LABEL)
+            logger.warning("no trained weights for %s in %s; using %s", name, weights_dir(cache), UNTRAINED_LABEL)
     if weights == "untrained":
         _seeded(block, name, seed, shape, kept=block_given is None)
         loaded = LoadedModel(name, block, "untrained", spec, seed, shape)
@@ -235,7 +235,7 @@ def seeded_file(name: str, seed: int, shape) -> Path:
     and MXNet's and GluonCV's versions (``$BYOC_WORKBENCH_CACHE/seeded``)."""
     versions = [importlib.metadata.version(p) for p in ("mxnet", "gluoncv")]
     code = hashlib.sha1(Path(seeded.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
-    return files.cache_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
+    return files.weights_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
 
 
 def _seeded(block, name: str, seed: int, shape, kept: bool) -> None:

@@ -59,13 +59,16 @@ function render({ model, el }) {
   corner.className = "byoc-legend-corner";
   corner.title = "the legend: click to fold or unfold it";
   corner.hidden = true;
-  frame.append(viewport, overlay, corner);
+  frame.append(viewport, overlay);
+  const stage = document.createElement("div"); // the box and, over its corner, the legend
+  stage.className = "byoc-graph-stage";
+  stage.append(frame, corner);
   const hint = document.createElement("div");
   hint.className = "byoc-graph-hint";
   hint.textContent =
     `Scroll moves the page; ${MOD_KEY} + scroll or a pinch zooms; drag to move the diagram. ` +
     "Click a node for its details; double-click a subgraph, composite, block or folded run to open it.";
-  el.append(toolbar, hint, frame);
+  el.append(toolbar, hint, stage);
 
   let view = { x: 0, y: 0, s: 1 };
   let size = { w: 0, h: 0 };
@@ -297,7 +300,9 @@ function render({ model, el }) {
     svg.setAttribute("viewBox", `${b.x} ${b.y} ${b.width} ${b.height}`);
     svg.setAttribute("width", `${b.width * s}px`);
     svg.setAttribute("height", `${b.height * s}px`);
-    svg.appendChild(g.cloneNode(true));
+    const copy = g.cloneNode(true);
+    copy.removeAttribute("id"); // the drawing's node keeps its id, and is hidden
+    svg.appendChild(copy);
     corner.appendChild(svg);
     g.style.visibility = "hidden";
   };

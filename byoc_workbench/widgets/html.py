@@ -54,7 +54,7 @@ def capped(items, limit: int, noun: str = "", sep: str = ", ", where: str = "") 
     return f"{sep.join(items[:limit])} … and {n} {more}"
 
 
-def op_counts(ops, limit: int | None = None) -> str:
+def ops_line(ops, limit: int | None = None) -> str:
     """Ops counted by kind, most frequent first: ``add ×133, reshape ×77, … and 9 more kinds``.
 
     ``ops`` is a list of op names or a ``{op: count}`` dict."""
@@ -71,7 +71,7 @@ def ops_text(ops, limit: int = KINDS_LISTED) -> str:
     ops = list(ops)
     if len(ops) <= OPS_LISTED:
         return ", ".join(short_op(o) for o in ops)
-    return f"{len(ops)} ops: {op_counts(ops, limit)}"
+    return f"{len(ops)} ops: {ops_line(ops, limit)}"
 
 
 def status_line(err: BaseException) -> str:
@@ -136,7 +136,7 @@ def op_list_html(ops) -> str:
     if len(ops) <= OPS_LISTED:
         return esc(names)
     return (
-        f'<details class="byoc-op-list"><summary>{esc(op_counts(ops))}</summary>'
+        f'<details class="byoc-op-list"><summary>{esc(ops_line(ops))}</summary>'
         f'<div class="byoc-op-list-all">{esc(names)}</div></details>'
     )
 
@@ -151,7 +151,7 @@ def claimed_html(claimed: dict) -> str:
     head = "<tr><th>target</th><th>ops claimed</th><th>by op</th></tr>"
     body = "".join(
         f'<tr data-target="{esc(t)}"><td>{esc(t)}</td><td style="text-align:right">{sum(ops.values())}</td>'
-        f"<td>{esc(op_counts(ops))}</td></tr>"
+        f"<td>{esc(ops_line(ops))}</td></tr>"
         for t, ops in claimed.items()
     )
     return (
@@ -244,7 +244,7 @@ def stage_summary(view: View) -> str:
         parts[0] += f" ({capped(named, SUBGRAPHS_LISTED, kinds[:-1], sep='; ')})"
     elif view.claimed and view.stage in ("composite", "annotate"):
         parts[0] = f"{view.stage}: no subgraphs yet; " + "; ".join(
-            f"{t} has claimed {sum(ops.values())} ops ({op_counts(ops, KINDS_LISTED)})"
+            f"{t} has claimed {sum(ops.values())} ops ({ops_line(ops, KINDS_LISTED)})"
             for t, ops in view.claimed.items()
         )
     if view.changes:

@@ -44,7 +44,7 @@ def test_untrained_weights_are_marked_everywhere(ssd_wb):
     assert not imported.model.is_trained
     assert "untrained weights" in wb.mark
     assert "untrained weights" in wb.dot("partition", collapse=True).source
-    p = profile.profile(stage(wb, "source").mod, mark=wb.mark)
+    p = profile.profile_graph(stage(wb, "source").mod, mark=wb.mark)
     assert "untrained weights" in profile.table_text(p) and "untrained weights" in profile.table_html(p)
     ax = profile.plot(p)
     assert any("UNTRAINED WEIGHTS" in t.get_text() for t in ax.texts)

@@ -130,8 +130,8 @@ def test_speedup_table_names_backends_and_mark(found, demo_mod):
 
 def test_profile_of_one_function(found):
     part = found[4].mod
-    whole = profile.profile(part)
-    one = profile.profile(part, function="byoc_target_1")
+    whole = profile.profile_graph(part)
+    one = profile.profile_graph(part, function="byoc_target_1")
     assert one.subgraphs == {"byoc-target": 1} and 0 < one.total < whole.total
     assert one.by_op["relax.nn.conv2d"] == 1
 

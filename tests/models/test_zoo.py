@@ -52,10 +52,10 @@ def test_missing_mxnet_says_what_to_install(monkeypatch):
 
 def test_cache_dir_default_and_override(monkeypatch, tmp_path):
     monkeypatch.delenv(weights.CACHE_ENV, raising=False)
-    assert str(weights.cache_dir()).endswith(".cache/byoc-workbench/models")
+    assert str(weights.weights_dir()).endswith(".cache/byoc-workbench/models")
     monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
-    assert weights.cache_dir() == tmp_path / "models"  # as every cache: $BYOC_WORKBENCH_CACHE/<kind>
-    assert weights.cache_dir(tmp_path / "x") == tmp_path / "x"
+    assert weights.weights_dir() == tmp_path / "models"  # as every cache: $BYOC_WORKBENCH_CACHE/<kind>
+    assert weights.weights_dir(tmp_path / "x") == tmp_path / "x"
 
 
 def test_file_names_and_urls_follow_gluoncv():

@@ -72,7 +72,7 @@ def test_weights_cache_lists_every_model(report):
 
     weights = report["checks"]["weights"]["info"]
     assert set(weights["models"]) == set(zoo.MODELS)
-    assert weights["cache"] == str(zoo.cache_dir())
+    assert weights["cache"] == str(zoo.weights_dir())
 
 
 def test_json_has_the_same_data(capsys):

@@ -51,13 +51,13 @@ def test_the_cache_variable_is_honoured_the_same_way_everywhere(tmp_path, monkey
     from byoc_workbench.models import weights
 
     monkeypatch.setenv(files.CACHE_ENV, str(tmp_path))
-    assert weights.cache_dir() == files.cache_dir("models") == tmp_path / "models"
+    assert weights.weights_dir() == files.cache_dir("models") == tmp_path / "models"
     assert Cache().root == files.cache_dir("search") == tmp_path / "search"
     monkeypatch.setenv(files.CACHE_ENV, "~/elsewhere")
-    assert weights.cache_dir().parent == Cache().root.parent == files.cache_dir("c").parent
+    assert weights.weights_dir().parent == Cache().root.parent == files.cache_dir("c").parent
     assert "~" not in str(files.cache_dir("c"))
     monkeypatch.delenv(files.CACHE_ENV)
-    assert weights.cache_dir().parent == Cache().root.parent
+    assert weights.weights_dir().parent == Cache().root.parent
     assert str(files.cache_dir("engines")).endswith(".cache/byoc-workbench/engines")
 
 

@@ -23,7 +23,7 @@ from byoc_workbench.widgets import (
     toggled,
     workbench_widget,
 )
-from byoc_workbench.widgets.html import capped, claimed_html, op_counts, ops_text, rule_label_html, subgraphs_tab_html
+from byoc_workbench.widgets.html import capped, claimed_html, ops_line, ops_text, rule_label_html, subgraphs_tab_html
 from byoc_workbench.widgets.rule_panel import FAMILIES, op_family, rule_family, rule_groups, shown_rules
 
 RESHAPE = "byoc-target.reshape"
@@ -159,9 +159,9 @@ def test_capped_and_op_counts():
         capped("abcd", 3, "note", sep="; ", where="(see the Notes tab)")
         == "a; b; c … and 1 more note (see the Notes tab)"
     )
-    assert op_counts(["relax.add", "relax.nn.relu", "relax.add"]) == "add ×2, nn.relu"
-    assert op_counts({"relax.add": 2, "relax.exp": 5}) == "exp ×5, add ×2"
-    assert op_counts(BIG_OPS, 3) == "add ×133, reshape ×77, nn.conv2d ×73 … and 12 more kinds"
+    assert ops_line(["relax.add", "relax.nn.relu", "relax.add"]) == "add ×2, nn.relu"
+    assert ops_line({"relax.add": 2, "relax.exp": 5}) == "exp ×5, add ×2"
+    assert ops_line(BIG_OPS, 3) == "add ×133, reshape ×77, nn.conv2d ×73 … and 12 more kinds"
     assert ops_text(["relax.nn.conv2d", "relax.add"]) == "nn.conv2d, add"  # a few ops keep their order
     assert ops_text(BIG_OPS).startswith(f"{len(BIG_OPS)} ops: add ×133, reshape ×77,")
 

@@ -109,7 +109,7 @@ def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progr
     plan = _placeable(plan_for(subject, backends), subject)
     s = Session(plan, subject, cache, {"precision": "f32"}, opts.runs, opts.only_cached, progress)
     cluster = opts.ray_address and not opts.only_cached
-    s.cluster = tasks.Cluster.start(s, backends, opts.ray_address) if cluster else None
+    s.cluster = tasks.RayTasks.start(s, backends, opts.ray_address) if cluster else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
     builds = _measurement_builds(s, backends, offload)
     # 4. seams where the time map splits a unit evenly; the pieces on each backend.

@@ -279,7 +279,7 @@ class Session:
         self.built = 0
         self.steps: list = []  # {"what", "s", "cached"}: where the search's time went
         self.fetched: dict = {}  # key -> (record, cached): builds measured as tasks on a Ray cluster
-        self.cluster = None  # the search's tasks on a Ray cluster (tasks.Cluster), when it runs on one
+        self.cluster = None  # the search's tasks on a Ray cluster (tasks.RayTasks), when it runs on one
         self.alive: dict = {}  # key -> (end-to-end seconds, Built): the FINALISTS fastest that passed
 
     def placement_key(self, assign: dict, options: dict | None = None) -> tuple:

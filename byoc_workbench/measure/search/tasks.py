@@ -25,7 +25,7 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Measured))
 
 
 @dataclasses.dataclass
-class Cluster:
+class RayTasks:
     """One search's tasks: what each shares, and each one's node, interval and error."""
 
     base: dict  # the description every task shares: model, backends, options, runs, cache
@@ -34,7 +34,7 @@ class Cluster:
     machines: dict = dataclasses.field(default_factory=dict)  # node -> its machine description
 
     @classmethod
-    def start(cls, s, backends, address: str) -> Cluster:
+    def start(cls, s, backends, address: str) -> RayTasks:
         """Connect to the cluster at ``address`` for session ``s`` of a search over ``backends``;
         a one-line error when its model cannot travel."""
         if s.subject.ref is None:
