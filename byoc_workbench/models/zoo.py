@@ -235,7 +235,7 @@ def seeded_file(name: str, seed: int, shape) -> Path:
     and MXNet's and GluonCV's versions (``$BYOC_WORKBENCH_CACHE/seeded``)."""
     versions = [importlib.metadata.version(p) for p in ("mxnet", "gluoncv")]
     code = hashlib.sha1(Path(seeded.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
-    return files.weights_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
+    return files.cache_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
 
 
 def _seeded(block, name: str, seed: int, shape, kept: bool) -> None:

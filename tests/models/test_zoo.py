@@ -29,7 +29,7 @@ def test_unknown_model_name_is_one_line():
 
 
 def test_zoo_keeps_the_names_the_cli_and_notebooks_use():
-    for name in ("MODELS", "DEFAULT_MODEL", "model_spec", "cache_dir", "prefetch", "DownloadError", "WeightsError"):
+    for name in ("MODELS", "DEFAULT_MODEL", "model_spec", "weights_dir", "prefetch", "DownloadError", "WeightsError"):
         assert getattr(zoo, name) is getattr(weights, name), name
     assert zoo.DEFAULT_MODEL in zoo.MODELS and callable(zoo.load_model)
 
@@ -50,7 +50,7 @@ def test_missing_mxnet_says_what_to_install(monkeypatch):
     one_line(info)
 
 
-def test_cache_dir_default_and_override(monkeypatch, tmp_path):
+def test_weights_dir_default_and_override(monkeypatch, tmp_path):
     monkeypatch.delenv(weights.CACHE_ENV, raising=False)
     assert str(weights.weights_dir()).endswith(".cache/byoc-workbench/models")
     monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
