@@ -96,7 +96,8 @@ def test_ctrl_c_while_ray_starts_or_runs_stops_every_process_it_started():
     processes behind (Ray's own shutdown left its agents, about 100 MB each, for a minute)."""
     psutil = pytest.importorskip("psutil", reason="comes with the [cluster] extra")
     pytest.importorskip("ray", reason="needs the [cluster] extra")
-    if subprocess.run(["ray", "status"], capture_output=True).returncode == 0:
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")  # the venv's, on PATH or not
+    if subprocess.run([ray_cli, "status"], capture_output=True).returncode == 0:
         pytest.skip("a Ray cluster runs on this machine, and --ray auto would join it")
     script = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
     cmd = [script, "search", "demo", "--ray", "auto", "--no-cache"]

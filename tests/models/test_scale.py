@@ -327,13 +327,13 @@ def test_every_stage_is_well_formed_with_the_types_tvm_infers(which, demo_mod):
 def test_opening_a_block_folds_the_kept_graph_and_opening_a_call_walks_again(monkeypatch):
     """A view's cost is what is opened: a block or folded run opens on the graph kept for the stage,
     a composite or subgraph call is walked; each draws what a fresh workbench draws."""
-    from byoc_workbench.draw import graph as graph_mod
+    from byoc_workbench import session  # where the workbench finds build_graph
 
     mod = residual_model(400, blocks_per_stage=25)
     wb = Workbench(mod, "tensorrt")
     built = []
-    real = graph_mod.build_graph
-    monkeypatch.setattr(graph_mod, "build_graph", lambda *a, **k: built.append(k["expand"]) or real(*a, **k))
+    real = session.build_graph
+    monkeypatch.setattr(session, "build_graph", lambda *a, **k: built.append(k["expand"]) or real(*a, **k))
     views = [
         ("source", ()),
         ("source", ("main/stage1.",)),
