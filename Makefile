@@ -87,7 +87,7 @@ PY312 ?= $(shell for p in $$(command -v python3.12) $$(ls -d $$(pyenv root 2>/de
   2>/dev/null); do $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo $$p && break; done)
 VENV312 := .venv-py312
 NUMPY2_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.5.5 graphviz==0.8.4 pytest==9.2.0 \
-  hypothesis==6.170.17
+  hypothesis==6.170.17 tqdm==4.70.1
 PART1_TESTS := tests/unit/test_stages_demo.py tests/unit/test_codegen.py tests/unit/test_demo_partition.py \
   tests/unit/test_devices.py
 
