@@ -115,7 +115,7 @@ import sys, time, psutil
 parent, started = int(sys.argv[1]), sys.argv[2:]
 while psutil.pid_exists(parent) and psutil.Process(parent).status() != "zombie":
     time.sleep(0.2)
-time.sleep(1.0)  # Ray's own shutdown goes first
+time.sleep(1.0)  # Ray's node cleanup at exit (its shutdown hook is off) goes first
 left = []
 for p in started:
     pid, born = p.split(":")
