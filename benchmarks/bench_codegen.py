@@ -13,7 +13,7 @@ import os
 from byoc_workbench import stages
 from byoc_workbench.draw.latency import ms
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import timing
+from byoc_workbench.measure.time import timing
 from byoc_workbench.models import demo
 
 BUILDS = (("TVM alone", "tvm"), ("NumPy (teaching)", "teaching"), ("C (c)", "c"))

@@ -4,7 +4,7 @@ Usage: python benchmarks/bench_offload.py [--backends tvm,onnxruntime[,tensorrt]
                                           [--weights untrained|trained|PATH] [--no-anchors] [--json]
 
 The same as ``byoc-workbench bench ssd --where`` (the logic lives in
-:mod:`byoc_workbench.measure.bench`): the model is imported (seeded weights by
+:mod:`byoc_workbench.measure.bench.bench`): the model is imported (seeded weights by
 default), prepared, partitioned with upstream's TensorRT patterns, pruned, and
 its one big subgraph compiled by each backend; the rest stays on TVM (llvm,
 untuned). Also timed: the same build unpruned, TVM alone, MXNet hybridized and

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from byoc_workbench.measure import bench  # noqa: E402
+from byoc_workbench.measure.bench import bench
 from byoc_workbench.session import Workbench  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def torch_models():
 
 
 def gluon_files(tmp: Path):
-    from byoc_workbench.measure.bench import export_onnx
+    from byoc_workbench.measure.bench.bench import export_onnx
     from byoc_workbench.models import zoo
 
     for name in ("resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"):

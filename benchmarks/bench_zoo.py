@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_zoo.py [--models NAME,...] [--repeat N] [--out FILE.json]
        python benchmarks/bench_zoo.py --write-only   # docs/zoo.md's table from the committed JSON
 
-Each model goes through ``byoc-workbench bench MODEL`` (:func:`byoc_workbench.measure.bench.bench_model`)
+Each model goes through ``byoc-workbench bench MODEL`` (:func:`byoc_workbench.measure.bench.bench.bench_model`)
 at its own input size, with seeded weights unless trained ones are cached: TVM alone
 (llvm, untuned, timed once), the offloaded build through ONNX Runtime pruned and
 unpruned, and MXNet hybridized. The table gives each one's median and its speedup over

@@ -2,7 +2,7 @@
 
 For each model it builds TVM alone for the GPU (what TVM has no GPU kernel for
 runs on the CPU: :mod:`byoc_workbench.devices`) and times every VM call with
-the GPU waited for (:func:`byoc_workbench.measure.timing.profile`), so the JSON
+the GPU waited for (:func:`byoc_workbench.measure.time.timing.profile`), so the JSON
 splits each run into GPU kernels, CPU kernels and the copies between them. Then
 each offloading backend that imports here (TensorRT, ONNX Runtime, on the CPU
 where onnxruntime-gpu is missing), pruned and unpruned, timed and split the
@@ -98,7 +98,7 @@ class Model:
         self.anchor = anchor  # (label, run(inputs) -> outputs, sync) or None
 
     def same(self, ref, got) -> dict:
-        from byoc_workbench.measure import compare
+        from byoc_workbench.measure.check import compare
 
         return compare.check_outputs(ref, got, detection=self.task == "detection")
 
@@ -163,7 +163,7 @@ def _resnet50(report: dict) -> Model | None:
 def measure_build(found_stages, model: Model, target, runs: int, warmup: int) -> tuple:
     """``(record, outputs)`` of one build: its end-to-end time, where the time went, and what ran where."""
     from byoc_workbench import devices
-    from byoc_workbench.measure import timing
+    from byoc_workbench.measure.time import timing
 
     t0 = time.perf_counter()
     built = timing.build(found_stages, target, mark=model.mark)
@@ -333,7 +333,7 @@ def main(argv=None) -> int:
         report["missing"].append(_line("tvm", "TVM sees no CUDA device", "run on an NVIDIA GPU, or pass --target llvm"))
     else:
         sys.path.insert(0, str(ROOT))
-        from byoc_workbench.measure import cuda
+        from byoc_workbench.measure.build import cuda
 
         if args.target == "cuda":
             report["gpu"]["tvm_device"] = tvm.cuda(0).device_name

@@ -338,7 +338,7 @@ def crossings(mod: tvm.IRModule) -> list:
 
 
 def misplaced_buffers(lowered: tvm.IRModule) -> list:
-    """Tensors of a lowered module (:func:`byoc_workbench.measure.execute.lower`) made in a buffer of another
+    """Tensors of a lowered module (:func:`byoc_workbench.measure.build.execute.lower`) made in a buffer of another
     device than their own, as ``"function/var: on device 1, in storage on 0"`` (empty for a sound build)."""
     out = []
     for fname in ir.host_functions(lowered):

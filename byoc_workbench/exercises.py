@@ -23,7 +23,7 @@ from tvm import relax
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
-from byoc_workbench.measure import execute
+from byoc_workbench.measure.build import execute
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 from byoc_workbench.text import wrap

@@ -37,7 +37,7 @@ def seconds(s: float) -> str:
 
 def machine_line(info: dict) -> str:
     """``AMD EPYC 7B13, 2 cores, load average 2.9``: the machine a ratio comes from, from its description
-    (:func:`byoc_workbench.measure.clock.machine`)."""
+    (:func:`byoc_workbench.measure.machine.machine`)."""
     load = f", load average {info['load_average']:g}" if info.get("load_average") is not None else ""
     gpu = f", {info['gpu']}" if info.get("gpu") else ""
     return f"{info['cpu']}, {info['cores']} cores{gpu}{load}"

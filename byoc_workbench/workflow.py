@@ -3,7 +3,7 @@
 These are the functions behind ``byoc-workbench import|stages|run MODEL``; the CLI
 only parses arguments. Each goes down the layers: :mod:`.models.zoo` loads and
 imports (through :func:`.frontends.from_gluon`), :mod:`.subjects` makes the workbench,
-:mod:`.stages` partitions and offloads, :mod:`.measure.runner` builds and runs, and
+:mod:`.stages` partitions and offloads, :mod:`.measure.time.runner` builds and runs, and
 :mod:`.models.meaning` says what the outputs mean for the model's task.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from byoc_workbench.backends import registry, tensorrt
 from byoc_workbench.draw.profile import profile_graph
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import runner
+from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.models.meaning import Prediction, prediction
@@ -181,7 +181,7 @@ class ZooReport:
     ``stages`` rows are ``(stage, op count, subgraph count)``; ``subgraphs`` rows are
     ``{"name", "ops", "conv2d", "kept", "top"}`` for the partition stage's subgraphs
     (``kept``: prune left it offloaded); ``run`` is the offloaded build's
-    :class:`~byoc_workbench.measure.runner.Run` and ``prediction`` its outputs as the task reads them.
+    :class:`~byoc_workbench.measure.time.runner.Run` and ``prediction`` its outputs as the task reads them.
     """
 
     model: str
@@ -209,7 +209,7 @@ def release_memory() -> None:
 def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False, say=None):
     """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
 
-    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.runner.offload_choice`).
+    ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.time.runner.offload_choice`).
     ``say``, if given, is called with a line before each long step (the chooser's progress line).
     """
     say = say or (lambda line: None)

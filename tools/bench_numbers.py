@@ -26,7 +26,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from byoc_workbench.measure import clock
+from byoc_workbench.measure.time import clock
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench.json"
@@ -125,7 +125,7 @@ def claims(bench: dict) -> list:
 
 def layout(bench: dict) -> list:
     """A line when the JSON's ``ssd`` result lacks a key of the layout every bench result has, or has one more."""
-    from byoc_workbench.measure.bench import LAYOUT
+    from byoc_workbench.measure.bench.bench import LAYOUT
 
     got = set(bench["ssd"])
     if got == set(LAYOUT):

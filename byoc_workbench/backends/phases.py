@@ -2,7 +2,7 @@
 
 A runner (the packed function a backend registers) calls ``mark("inputs")``
 once its inputs are in the form its backend takes, and ``mark("compute")``
-once the backend has computed. :mod:`byoc_workbench.measure.timing` records the marks
+once the backend has computed. :mod:`byoc_workbench.measure.time.timing` records the marks
 while it profiles and splits each call into a boundary-in, a compute and a
 boundary-out entry. Outside a profile ``mark`` costs one context-variable lookup.
 """

@@ -20,7 +20,7 @@ from byoc_workbench.cli.args import (
 
 
 def cmd_bench(args) -> int:
-    from byoc_workbench.measure import bench, bench_report
+    from byoc_workbench.measure.bench import bench, bench_report
 
     out = files.check_file(args.out, "--out") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work

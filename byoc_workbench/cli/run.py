@@ -56,8 +56,8 @@ def cmd_run(args) -> int:
 def _run_own(args, save, ref) -> int:
     """``run`` of an ONNX file or ``--torch``: exit 1 when the outputs differ from the framework's."""
     from byoc_workbench import subjects
-    from byoc_workbench.measure import byom
-    from byoc_workbench.measure.compare import as_list
+    from byoc_workbench.measure.bench import byom
+    from byoc_workbench.measure.check.compare import as_list
 
     if args.backend == "mxnet":
         raise WorkbenchError("--backend mxnet runs GluonCV models only", "use tvm, onnxruntime, tensorrt or auto")

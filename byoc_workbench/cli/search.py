@@ -15,7 +15,8 @@ from byoc_workbench.cli.args import MAX_RUNS, PRECISIONS, add_ray, count, model_
 def cmd_search(args) -> int:
     from byoc_workbench import subjects
     from byoc_workbench.draw import render
-    from byoc_workbench.measure import compiled, search
+    from byoc_workbench.measure import search
+    from byoc_workbench.measure.build import compiled
 
     names = ["search.json", "search.txt", "search.svg"]
     out = files.check_dir(args.out, "--out", names) if args.out else None

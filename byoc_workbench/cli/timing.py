@@ -26,7 +26,8 @@ def _measured(args) -> tuple:
     """``(Built, inputs, collapse)`` for ``profile`` and ``compare``."""
     from byoc_workbench import subjects
     from byoc_workbench.backends.codegen import resolve_backend
-    from byoc_workbench.measure import builds, byom, timing
+    from byoc_workbench.measure.bench import builds, byom
+    from byoc_workbench.measure.time import timing
 
     args.backend = resolve_backend(args.backend)
     options = precision_options(args, args.backend)
@@ -59,7 +60,7 @@ def _write_report(out, stem: str, report, data: dict) -> None:
 
 def cmd_profile(args) -> int:
     from byoc_workbench.draw import latency
-    from byoc_workbench.measure import timing
+    from byoc_workbench.measure.time import timing
 
     out = _report_dir(args, "profile")
     built, inputs, collapse = _measured(args)
@@ -74,7 +75,7 @@ def cmd_profile(args) -> int:
 
 def cmd_compare(args) -> int:
     from byoc_workbench.draw import latency
-    from byoc_workbench.measure import numerics
+    from byoc_workbench.measure.check import numerics
 
     if not args.tolerance >= 0:
         raise WorkbenchError(

@@ -1,6 +1,6 @@
 """The latency map: the codegen stage's diagram shaded by measured time, and its tables.
 
-Data first: :func:`shade` places a :class:`~byoc_workbench.measure.timing.Profile`'s
+Data first: :func:`shade` places a :class:`~byoc_workbench.measure.time.timing.Profile`'s
 entries on the stage's :class:`~.graph.Graph` (through ``Graph.sites``), adds
 a node before and after each offloaded call for its boundary entries, and
 picks each node's colour from a log scale in milliseconds. :func:`to_dot`

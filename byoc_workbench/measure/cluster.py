@@ -10,7 +10,7 @@ offers once (``ray start ... --resources '{"timing": 1}'``), so no two timings
 share a node; builds and imports ask for none and run side by side.
 
 Each result says where it ran: the node, its machine description
-(:func:`byoc_workbench.measure.clock.machine`) and the wall-clock interval of
+(:func:`byoc_workbench.measure.machine.machine`) and the wall-clock interval of
 the task's work, so that no ratio mixes machines and overlaps can be checked. A
 unit that fails gives its one-line error and the others go on. Ctrl-C cancels
 what is still running and raises, so the command ends with nothing half-written:
@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from byoc_workbench import text
 from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line
-from byoc_workbench.measure.clock import machine
+from byoc_workbench.measure.machine import machine
 
 logger = logging.getLogger(__name__)
 

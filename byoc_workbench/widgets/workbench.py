@@ -22,8 +22,8 @@ from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import report
 from byoc_workbench.flow.rules import Target, as_target
-from byoc_workbench.measure import timing
-from byoc_workbench.measure.runner import offload_choice
+from byoc_workbench.measure.time import timing
+from byoc_workbench.measure.time.runner import offload_choice
 from byoc_workbench.models import demo
 from byoc_workbench.session import View, Workbench
 from byoc_workbench.widgets.graph_view import GraphView, expand_key, toggled
@@ -449,7 +449,7 @@ def workbench_widget(
         ``tensorrt``, ``auto``, ``teaching``, ``tvm``). By default the target's
         own codegen (the teaching one for ``byoc-target``); for a target
         without one (``tensorrt``), given ``inputs``, what
-        :func:`byoc_workbench.measure.runner.offload_choice` picks: TensorRT where it
+        :func:`byoc_workbench.measure.time.runner.offload_choice` picks: TensorRT where it
         can run, else ONNX Runtime, with TVM on the GPU where there is one.
 
     Returns

@@ -8,7 +8,7 @@ from tvm.relax.dpl import is_op, wildcard
 from byoc_workbench import stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import execute
+from byoc_workbench.measure.build import execute
 from byoc_workbench.models import demo
 
 pytest.importorskip("onnxruntime", reason="the ONNX backends need onnx and onnxruntime")
@@ -172,7 +172,7 @@ def ssd256():
 
 @pytest.mark.mxnet
 def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
-    from byoc_workbench.measure import compare as matching
+    from byoc_workbench.measure.check import compare as matching
 
     _, prepared, x, alone = ssd256
     final = codegen_stage(prepared, rules.get_target("tensorrt").rules, "onnxruntime")
@@ -190,7 +190,7 @@ def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
 def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
     """The torch target takes the whole SSD, its box filter and NMS included, as one subgraph."""
     pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
-    from byoc_workbench.measure import compare as matching
+    from byoc_workbench.measure.check import compare as matching
 
     _, prepared, x, alone = ssd256
     final = codegen_stage(prepared, registry.DEFAULT.targets.get("torch").rules, "torch", prune_rule=stages.keep_all)
@@ -204,7 +204,7 @@ def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
 def test_torch_compile_runs_the_demo_and_says_so(demo_mod, byoc, reference_output):
     """compile=True: each subgraph under torch.compile (its first call compiles, with the C compiler on a CPU)."""
     pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")
-    from byoc_workbench.measure import runner
+    from byoc_workbench.measure.time import runner
     from byoc_workbench.models import demo
 
     found = stages.run_stages(demo_mod, byoc.rules, backend="torch", options={"compile": True})

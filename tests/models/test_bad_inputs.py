@@ -29,7 +29,8 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import clock, execute
+from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.time import clock
 from byoc_workbench.models import demo, images
 from byoc_workbench.session import Workbench
 
@@ -265,7 +266,7 @@ def _build_unknown_rank(d):
     """Every stage takes a tensor of unknown rank; TVM's own build cannot, and says so in one line."""
     from tvm import relax
 
-    from byoc_workbench.measure import execute
+    from byoc_workbench.measure.build import execute
 
     x = relax.Var("x", relax.TensorType(dtype="float32", ndim=-1))
     bb = relax.BlockBuilder()

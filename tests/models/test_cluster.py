@@ -26,7 +26,8 @@ ray = pytest.importorskip("ray", reason="the Ray tests need the [cluster] extra:
 pytest.importorskip("onnxruntime", reason="bench and search offload to onnxruntime")
 
 from byoc_workbench import cli  # noqa: E402
-from byoc_workbench.measure import bench, search  # noqa: E402
+from byoc_workbench.measure import search  # noqa: E402
+from byoc_workbench.measure.bench import bench  # noqa: E402
 
 HAS_MXNET = importlib.util.find_spec("mxnet") is not None and importlib.util.find_spec("gluoncv") is not None
 POSE, CLASSIFIER = "simple_pose_resnet18_v1b", "mobilenetv3_small"  # the cheapest zoo models to build

@@ -20,7 +20,7 @@ from tvm import relax
 from byoc_workbench import devices, ir, stages
 from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import cuda, execute
+from byoc_workbench.measure.build import cuda, execute
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 SM75 = {"kind": "cuda", "arch": "sm_75"}

@@ -13,7 +13,7 @@ from byoc_workbench import cli, stages
 from byoc_workbench.draw import blocks, folding
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.frontends import onnx_import
-from byoc_workbench.measure import byom
+from byoc_workbench.measure.bench import byom
 from byoc_workbench.session import Workbench
 
 
@@ -147,7 +147,7 @@ def test_cli_report_run_and_stages(scoped, tmp_path, capsys):
 def test_bench_of_an_onnx_file_in_the_one_layout(scoped, capsys):
     """``bench model.onnx --json``: the keys every bench result has, each build checked against
     ONNX Runtime on the file, and the whole-model anchors beside them."""
-    from byoc_workbench.measure import bench, bench_report
+    from byoc_workbench.measure.bench import bench, bench_report
 
     args = ["bench", str(scoped), "--input-shape", "1,3,16,16", "--backends", "tvm,onnxruntime", "--repeat", "1"]
     assert cli.main([*args, "--json"]) == 0
@@ -167,7 +167,9 @@ def test_bench_of_an_onnx_file_in_the_one_layout(scoped, capsys):
 def test_search_of_an_onnx_file_times_its_anchors_in_the_finals(scoped, tmp_path, monkeypatch):
     """A search of an ONNX file: the runtimes run whole are timed as anchors and again in the finals'
     rounds, opened once for both; each finalist is the build its measurement made."""
-    from byoc_workbench.measure import anchors, search, timing
+    from byoc_workbench.measure import search
+    from byoc_workbench.measure.bench import anchors
+    from byoc_workbench.measure.time import timing
 
     opened, built, build, runs = [], [], timing.build, anchors.whole_model_runs
     monkeypatch.setattr(anchors, "whole_model_runs", lambda *a, **k: opened.append(a) or runs(*a, **k))
@@ -188,7 +190,7 @@ def test_bench_of_a_zoo_model_and_of_an_onnx_file_have_the_same_keys(scoped):
     Runtime) have the same top-level keys, in the same order."""
     pytest.importorskip("mxnet")
     pytest.importorskip("onnxruntime")
-    from byoc_workbench.measure import bench
+    from byoc_workbench.measure.bench import bench
 
     kw = {"backends": ("onnxruntime",), "repeat": 1, "unpruned": False, "anchors": False, "progress": False}
     own = bench.bench_model(Workbench.from_onnx(scoped, input_shapes=(1, 3, 16, 16)), **kw)
@@ -208,7 +210,7 @@ GLUON = ["resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"]
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     pytest.importorskip("mxnet")
-    from byoc_workbench.measure.anchors import export_onnx
+    from byoc_workbench.measure.bench.anchors import export_onnx
     from byoc_workbench.models import zoo
 
     out = tmp_path_factory.mktemp("gluon-onnx")
@@ -238,7 +240,7 @@ def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, na
     for backend in backends:
         result = byom.run(wb, backend)
         if not result["check"]["equal"]:  # seeded weights give near-tied scores: only the cut at 100 rows may differ
-            from byoc_workbench.measure import compare as matching
+            from byoc_workbench.measure.check import compare as matching
 
             ref = wb.model.reference(wb.model.inputs)
             missing = matching.unmatched(ref, result["outputs"])

@@ -16,8 +16,9 @@ from byoc_workbench import cli  # noqa: E402
 from byoc_workbench.backends import openvino as bov  # noqa: E402
 from byoc_workbench.draw import latency  # noqa: E402
 from byoc_workbench.errors import WorkbenchError  # noqa: E402
-from byoc_workbench.measure import builds, timing  # noqa: E402
-from byoc_workbench.measure import numerics as checks  # noqa: E402
+from byoc_workbench.measure.bench import builds
+from byoc_workbench.measure.check import numerics as checks
+from byoc_workbench.measure.time import timing
 
 BF16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
@@ -75,7 +76,7 @@ def test_whole_model_anchors_run_a_file_on_both(tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
-    from byoc_workbench.measure import anchors
+    from byoc_workbench.measure.bench import anchors
 
     w = np.random.RandomState(0).uniform(-1, 1, (4, 3, 3, 3)).astype("float32")
     graph = helper.make_graph(
@@ -102,7 +103,7 @@ def test_an_anchor_gets_weights_as_constants_so_batch_norms_fold(tmp_path):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from byoc_workbench.measure import anchors
+    from byoc_workbench.measure.bench import anchors
 
     rng = np.random.RandomState(0)
     weights = {"w": rng.uniform(-1, 1, (4, 3, 3, 3))} | {k: rng.uniform(0.5, 1.5, 4) for k in "sbmv"}
@@ -140,7 +141,7 @@ def test_an_anchor_gets_weights_as_constants_so_batch_norms_fold(tmp_path):
 def test_openvino_runs_mxnets_own_ssd_export(tmp_path):
     """The export's anchors are sliced to dynamic shapes OpenVINO's CPU plugin cannot compile; folded, it runs."""
     pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
-    from byoc_workbench.measure import anchors
+    from byoc_workbench.measure.bench import anchors
     from byoc_workbench.models import zoo
     from byoc_workbench.models.images import model_input
 

@@ -9,7 +9,8 @@ from byoc_workbench import cli
 from byoc_workbench.draw import profile, render
 from byoc_workbench.flow import fusion
 from byoc_workbench.flow.summary import Owner
-from byoc_workbench.measure import compare, execute
+from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.check import compare
 
 pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
 pytestmark = pytest.mark.mxnet

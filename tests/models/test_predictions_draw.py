@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from byoc_workbench.draw import predictions as viz
-from byoc_workbench.measure import compare as matching
+from byoc_workbench.measure.check import compare as matching
 from byoc_workbench.models import meaning, weights, zoo
 
 

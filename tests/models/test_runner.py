@@ -13,7 +13,8 @@ from byoc_workbench import stages  # noqa: E402
 from byoc_workbench.draw import detections as viz  # noqa: E402
 from byoc_workbench.draw import profile  # noqa: E402
 from byoc_workbench.errors import WorkbenchError  # noqa: E402
-from byoc_workbench.measure import bench, clock, runner  # noqa: E402
+from byoc_workbench.measure.bench import bench
+from byoc_workbench.measure.time import clock, runner
 from byoc_workbench.models import demo  # noqa: E402
 
 
@@ -220,8 +221,8 @@ def test_bench_speedups_checks_and_targets():
 def test_a_subgraphs_bill_offloaded_and_on_the_host():
     """The demo's lone add (byoc_target_0): offloaded in the unpruned build, a host kernel once pruned."""
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
-    from byoc_workbench.measure import builds as ready
-    from byoc_workbench.measure import timing
+    from byoc_workbench.measure.bench import builds as ready
+    from byoc_workbench.measure.time import timing
 
     builds = {k: ready.demo_build("onnxruntime", prune=k == "pruned") for k in ("pruned", "unpruned")}
     profiles = {k: timing.profile(built, inputs, runs=2) for k, (built, inputs) in builds.items()}

@@ -42,7 +42,7 @@ def test_cli_run_tvm_saves_outputs(tvm_alone):
 def test_cli_run_tvm_finds_what_mxnet_finds(tvm_alone, tmp_path):
     """The full-size SSD on the default picture, float32 as deployed: TVM alone's detections equal MXNet's
     own as a set (score within 1e-4, box within 0.05 px: two rows closer than float32 noise may swap)."""
-    from byoc_workbench.measure import compare as matching
+    from byoc_workbench.measure.check import compare as matching
 
     out = tmp_path / "mxnet.npz"
     assert cli.main(["run", "ssd", "--backend", "mxnet", "--weights", "untrained", "--save-outputs", str(out)]) == 0
@@ -57,7 +57,7 @@ def test_cli_run_onnxruntime_finds_what_tvm_alone_finds(tvm_alone, tmp_path, cap
     """The whole picture through the CLI: the backbone in ONNX Runtime, the rest in TVM, float32;
     the detections equal TVM alone's as a set (score within 1e-4, box within 0.05 px)."""
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
-    from byoc_workbench.measure import compare as matching
+    from byoc_workbench.measure.check import compare as matching
 
     out = tmp_path / "ort.npz"
     assert (

@@ -20,9 +20,11 @@ from byoc_workbench import cli, ir, stages
 from byoc_workbench.draw import latency
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import builds, lessons, timing
-from byoc_workbench.measure import compare as matching
-from byoc_workbench.measure import numerics as checks
+from byoc_workbench.measure.bench import builds
+from byoc_workbench.measure.check import compare as matching
+from byoc_workbench.measure.check import lessons
+from byoc_workbench.measure.check import numerics as checks
+from byoc_workbench.measure.time import timing
 from byoc_workbench.models.demo import demo_inputs
 
 RATIO = 0.15  # entries vs end-to-end, run by run

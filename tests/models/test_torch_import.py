@@ -15,7 +15,7 @@ from byoc_workbench import cli, stages  # noqa: E402
 from byoc_workbench.draw import folding  # noqa: E402
 from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.frontends import torch_import  # noqa: E402
-from byoc_workbench.measure import byom  # noqa: E402
+from byoc_workbench.measure.bench import byom  # noqa: E402
 from byoc_workbench.session import Workbench  # noqa: E402
 
 V = torchvision.models
@@ -143,7 +143,7 @@ def test_bench_of_a_pytorch_program_in_the_one_layout():
     """A PyTorch program benched as a zoo model or an ONNX file is: the same keys, each build and the
     eager PyTorch anchor checked against eager PyTorch."""
     pytest.importorskip("onnxruntime")
-    from byoc_workbench.measure import bench, bench_report
+    from byoc_workbench.measure.bench import bench, bench_report
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 2))

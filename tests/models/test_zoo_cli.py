@@ -55,7 +55,7 @@ def pose_tvm(tmp_path_factory):
 @pytest.mark.mxnet
 def test_run_pose_offloaded_saves_keypoints_equal_to_tvm_alone(pose_tvm, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
-    from byoc_workbench.measure import compare as matching
+    from byoc_workbench.measure.check import compare as matching
     from byoc_workbench.models import meaning
 
     out = tmp_path / "ort.npz"
@@ -109,7 +109,7 @@ def test_bench_a_classifier_in_bench_ssds_json_shape(capsys):
 def test_the_mxnet_anchor_keeps_a_lone_output_whole():
     """A pose net returns one array, not a tuple: bench's MXNet anchor must not iterate over its batch."""
     pytest.importorskip("mxnet")
-    from byoc_workbench.measure import anchors
+    from byoc_workbench.measure.bench import anchors
 
     loaded = zoo.load_model(POSE, "untrained")
     _, out = anchors.mxnet_anchor(loaded.block, np.zeros(loaded.input_shape, "float32"), 1, progress=False)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from byoc_workbench import transforms, workflow
-from byoc_workbench.measure import compare as matching
-from byoc_workbench.measure import execute
+from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.check import compare as matching
 from byoc_workbench.models import meaning, zoo
 
 pytestmark = pytest.mark.mxnet

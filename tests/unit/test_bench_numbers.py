@@ -80,7 +80,7 @@ def test_the_install_size_parts():
 
 def test_a_json_in_another_layout_fails_the_check():
     """The committed JSON is in the layout every bench result has; an older one (a key renamed) is refused."""
-    from byoc_workbench.measure.bench import LAYOUT
+    from byoc_workbench.measure.bench.bench import LAYOUT
 
     bench = bench_numbers.load()
     assert list(bench["ssd"]) == list(LAYOUT)

@@ -15,7 +15,7 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.planner import broadcast_index
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
-from byoc_workbench.measure import execute
+from byoc_workbench.measure.build import execute
 from byoc_workbench.models import demo
 
 OPS = {

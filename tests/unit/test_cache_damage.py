@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from byoc_workbench import stages
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import execute, kept, runner
+from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.time import kept, runner
 from byoc_workbench.models import demo
 
 

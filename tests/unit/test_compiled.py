@@ -12,7 +12,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import files
-from byoc_workbench.measure import compiled, execute
+from byoc_workbench.measure.build import compiled, execute
 from byoc_workbench.models import demo
 
 
@@ -37,7 +37,7 @@ def elsewhere(tmp_path_factory):
     """A cache in which another process compiled and kept the demo, with and without StaticPlanBlockMemory,
     as :func:`_build` keeps it: this process has not loaded its libraries. Built once for the module."""
     root = tmp_path_factory.mktemp("elsewhere")
-    script = "import tvm; from byoc_workbench.measure import compiled; from byoc_workbench.models import demo\n"
+    script = "import tvm; from byoc_workbench.measure.build import compiled; from byoc_workbench.models import demo\n"
     script += "compiled.KEEP_S = 0; mod = demo.demo_module()\n"
     script += "for disabled in ([], ['StaticPlanBlockMemory']):\n"
     script += "    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):\n"
@@ -165,7 +165,7 @@ def test_a_quick_build_is_not_kept(tmp_path, monkeypatch, demo_mod):
 def test_a_kept_run_is_shown_again_with_when_it_was_measured(cache, demo_mod, reference_output):
     """TVM alone with keep=True: the second build_and_run of the same module on the same inputs shows the
     first's outputs and latency, says when they were measured, and a damaged entry or --no-cache runs again."""
-    from byoc_workbench.measure import runner
+    from byoc_workbench.measure.time import runner
 
     inputs = demo.demo_inputs()
     first = runner.build_and_run(demo_mod, inputs, repeat=1, warmup=0, label="TVM alone", progress=False, keep=True)
@@ -192,7 +192,8 @@ def test_a_checks_references_are_kept_and_read_back(cache, monkeypatch):
     """The demo offloaded and checked twice: the second check builds and runs nothing of TVM alone and
     finds the same errors; what it reads is what it compares against (a reference changed on disk shows
     as an error over tolerance); a damaged entry or refresh() computes it again."""
-    from byoc_workbench.measure import builds, numerics
+    from byoc_workbench.measure.bench import builds
+    from byoc_workbench.measure.check import numerics
 
     monkeypatch.setattr(compiled, "KEEP_S", 0.0)  # the demo's references take microseconds: keep them anyway
     built, inputs = builds.demo_build(prune=True)

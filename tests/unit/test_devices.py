@@ -14,7 +14,7 @@ from tvm.script import relax as R
 
 from byoc_workbench import devices
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import execute
+from byoc_workbench.measure.build import execute
 
 
 @I.ir_module

@@ -150,7 +150,7 @@ def test_the_cli_doc_names_every_command_and_option():
 
 
 def _notebook_imports() -> set:
-    """What the notebooks import from the package: ``measure.runner`` for a module, ``Workbench`` for a short name."""
+    """The package names the notebooks import: ``measure.time.runner``, a module, ``Workbench`` for a short name."""
     found = set()
     statement = re.compile(r"^\s*from byoc_workbench(\.[\w.]+)? import ([\w, ]+)", re.M)
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -171,7 +171,7 @@ def test_the_architecture_names_every_module_the_notebooks_import():
 
 
 def test_a_verdict_is_a_tie_within_the_spread_and_a_ratio_beyond_it():
-    from byoc_workbench.measure import clock
+    from byoc_workbench.measure.time import clock
 
     a, b = clock.Latency(0.364, 0.335, 0.518, 10), clock.Latency(0.335, 0.309, 0.367, 10)
     tie = clock.verdict("pruned", a, "unpruned", b)

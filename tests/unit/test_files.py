@@ -164,7 +164,7 @@ def test_a_staged_directory_keeps_links_among_its_files(tmp_path):
     "value, reads", [(None, True), ("", True), ("0", True), ("no", True), ("1", False), ("TRUE", False), ("yes", False)]
 )
 def test_no_cache_means_one_thing_to_every_cache(monkeypatch, tmp_path, value, reads):
-    from byoc_workbench.measure import compiled
+    from byoc_workbench.measure.build import compiled
     from byoc_workbench.measure.search.measure import Cache
 
     if value is None:

@@ -16,7 +16,7 @@ def _python(code: str) -> str:
 def test_the_workbench_imports_tvm_without_torch():
     pytest.importorskip("torch", reason="without the PyTorch extra there is no torch to leave out")
     out = _python(
-        "import sys, byoc_workbench.session, byoc_workbench.measure.execute, tvm\n"
+        "import sys, byoc_workbench.session, byoc_workbench.measure.build.execute, tvm\n"
         "print('torch' in sys.modules, 'tvm.relax' in sys.modules)"
     )
     assert out.split() == ["False", "True"]

@@ -14,7 +14,8 @@ from byoc_workbench import cli, ir, stages
 from byoc_workbench.backends import base, codegen, registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
-from byoc_workbench.measure import builds, execute
+from byoc_workbench.measure.bench import builds
+from byoc_workbench.measure.build import execute
 from byoc_workbench.models import demo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from byoc_workbench.backends.base import Compiled
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
 from byoc_workbench.flow.report import partition_report
-from byoc_workbench.measure import runner, search
+from byoc_workbench.measure import search
+from byoc_workbench.measure.time import runner
 
 
 @pytest.fixture

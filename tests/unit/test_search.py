@@ -17,8 +17,9 @@ import pytest
 from tvm import relax
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import search, timing
+from byoc_workbench.measure import search
 from byoc_workbench.measure.search import learn, paths
+from byoc_workbench.measure.time import timing
 from byoc_workbench.session import Workbench
 
 pytest.importorskip("onnxruntime", reason="the search's offloading backends need onnx and onnxruntime")
@@ -373,8 +374,8 @@ def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
     the search's choice: none is faster than the choice beyond the rounds' own spread."""
     import itertools
 
-    from byoc_workbench.measure import timing
     from byoc_workbench.measure.search import finals
+    from byoc_workbench.measure.time import timing
 
     subject = search.load({"kind": "demo"})
     result = search.search(subject, ("onnxruntime", "tvm"), runs=3, cache=search.Cache(tmp_path))

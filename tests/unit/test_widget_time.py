@@ -29,7 +29,7 @@ def test_without_inputs_the_time_view_cannot_be_switched_on():
 
 def test_a_target_without_its_own_codegen_times_with_the_backend_this_machine_has():
     """As notebook 02 does for the SSD: the tensorrt target, given inputs, times with offload_choice()'s backend."""
-    from byoc_workbench.measure import runner
+    from byoc_workbench.measure.time import runner
 
     w = workbench_widget(demo.demo_module(), "tensorrt", inputs=demo.demo_inputs())
     choice = runner.offload_choice().backend

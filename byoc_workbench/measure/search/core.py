@@ -40,7 +40,7 @@ from byoc_workbench import ir
 from byoc_workbench.backends import openvino, registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.prune import no_mac, rule_name
-from byoc_workbench.measure.clock import machine
+from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
 from byoc_workbench.measure.search.finals import anchors_and_finals
 from byoc_workbench.measure.search.measure import Cache, Measured, Session

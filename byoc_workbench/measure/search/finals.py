@@ -21,9 +21,9 @@ import dataclasses
 import statistics
 import time
 
-from byoc_workbench.measure import timing
-from byoc_workbench.measure.anchors import subject_anchors, subject_runs
+from byoc_workbench.measure.bench.anchors import subject_anchors, subject_runs
 from byoc_workbench.measure.search.measure import FINALISTS, NotCached, digest
+from byoc_workbench.measure.time import timing
 
 ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
 SLOWER = 3.0  # a placement measured this many times slower than the fastest is not a finalist
@@ -73,7 +73,7 @@ def finalists(rows: list, n: int = FINALISTS) -> list:
 def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = FINALISTS) -> tuple:
     """``(finals, skipped)``: the finalists of ``rows`` and the whole-model runtimes, timed round-robin.
 
-    ``whole()``, when given, returns the runtimes run whole as :func:`~byoc_workbench.measure.anchors.subject_runs`
+    ``whole()``, when given, returns the runtimes run whole as ``anchors.subject_runs``
     yields them (opened once for the anchors and the finals). ``skipped`` is ``{label: why}`` for a runtime
     that could not run the model whole.
     """

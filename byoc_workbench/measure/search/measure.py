@@ -1,7 +1,7 @@
 """Measuring one candidate placement, and the cache that makes a repeated search cheap.
 
 :func:`measure_placement` builds a placement (:meth:`.placement.Plan.stages`), times it
-with the latency map's instrumented runs (:func:`byoc_workbench.measure.timing.profile`),
+with the latency map's instrumented runs (:func:`byoc_workbench.measure.time.timing.profile`),
 and splits the time into each segment's :class:`Cost`: for an offloaded
 segment its compute and the crossings into and out of its backend, as the
 runner's marks measure them; for a segment on TVM the host kernels its ops
@@ -12,7 +12,7 @@ is the build's *rest*. A build whose first run takes longer than ``slow_s``
 
 :class:`Cache` keeps costs by content: a segment's cost under the structural
 hash of its subgraph (ops, attributes, constants), its backend and options,
-and the machine (:func:`~byoc_workbench.measure.clock.machine_key`); a build's
+and the machine (:func:`~byoc_workbench.measure.machine.machine_key`); a build's
 record under the model's content and the placement. So a repeated search re-measures only what changed.
 
 :class:`Session` holds one search's measurements: each placement it needs,
@@ -36,9 +36,10 @@ from pathlib import Path
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_atomic
 from byoc_workbench.flow import summary
-from byoc_workbench.measure import clock, timing
-from byoc_workbench.measure.compare import TOLERANCE, check_outputs
+from byoc_workbench.measure.check.compare import TOLERANCE, check_outputs
+from byoc_workbench.measure.machine import machine_key
 from byoc_workbench.measure.search.placement import TVM, Plan, inlined
+from byoc_workbench.measure.time import timing
 from byoc_workbench.stages import STAGES
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class Measured:
     runs: int
     warm: bool
     build_s: float
-    check: dict | None = None  # the outputs against TVM alone's (:func:`byoc_workbench.measure.compare.check_outputs`)
+    check: dict | None = None  # the outputs against TVM alone's (``compare.check_outputs``)
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -183,7 +184,7 @@ class Cache:
         self.root = Path(root) if root is not None else cache_dir("search")
         self.enabled = enabled and not no_cache()  # BYOC_WORKBENCH_NO_CACHE=1 reaches this cache too
         self._unwritable = self._warned_damage = False
-        self.machine = digest(clock.machine_key())
+        self.machine = digest(machine_key())
         self.hits = 0
         self.misses = 0
 
@@ -351,7 +352,7 @@ class Session:
             del self.alive[slowest]  # its compiled subgraphs are released with it
 
     def build(self, assign: dict, options: dict | None = None):
-        """Placement ``assign``'s :class:`~byoc_workbench.measure.timing.Built`: the one its measurement
+        """Placement ``assign``'s :class:`~byoc_workbench.measure.time.timing.Built`: the one its measurement
         built, when kept alive, else built now."""
         options = self._options(options)
         kept = self.alive.get(self.placement_key(assign, options)[0])

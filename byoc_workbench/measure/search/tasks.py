@@ -18,7 +18,7 @@ import dataclasses
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import cluster, search
-from byoc_workbench.measure.clock import machine_key
+from byoc_workbench.measure.machine import machine_key
 from byoc_workbench.measure.search.measure import Measured
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Measured))

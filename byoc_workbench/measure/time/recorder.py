@@ -1,4 +1,4 @@
-"""The VM instrument that :mod:`byoc_workbench.measure.timing` and :mod:`~byoc_workbench.measure.numerics`
+"""The VM instrument that :mod:`byoc_workbench.measure.time.timing` and :mod:`~byoc_workbench.measure.check.numerics`
 time and watch a build's calls with.
 
 The Relax VM calls an instrument before and after every call it makes
@@ -6,7 +6,7 @@ The Relax VM calls an instrument before and after every call it makes
 open calls, so a call's time excludes the calls nested in it, and the Relax
 function each call was made from, with how many calls of the same symbol that
 call of the function made before: where a function has no branches, that
-place names the call site (see :func:`byoc_workbench.measure.timing.build`).
+place names the call site (see :func:`byoc_workbench.measure.time.timing.build`).
 The runners' phase marks (:mod:`byoc_workbench.backends.phases`) are kept with
 the call they fall in.
 """

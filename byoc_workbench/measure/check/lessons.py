@@ -1,7 +1,7 @@
 """Builds timed and checked side by side: notebook 02's pruned-against-unpruned lesson.
 
-It sits above :mod:`byoc_workbench.measure.timing` (the time per VM call) and
-:mod:`byoc_workbench.measure.numerics` (each offloaded subgraph against TVM
+It sits above :mod:`byoc_workbench.measure.time.timing` (the time per VM call) and
+:mod:`byoc_workbench.measure.check.numerics` (each offloaded subgraph against TVM
 alone), which build on each other in that order, and hands both to
 :mod:`byoc_workbench.draw.latency` to draw.
 """
@@ -9,7 +9,8 @@ alone), which build on each other in that order, and hands both to
 from __future__ import annotations
 
 from byoc_workbench.draw import latency
-from byoc_workbench.measure import numerics, timing
+from byoc_workbench.measure.check import numerics
+from byoc_workbench.measure.time import timing
 
 
 def timed_and_checked(
@@ -24,7 +25,7 @@ def timed_and_checked(
         lesson = lessons.timed_and_checked(found, compare=["pruned"], collapse=True)
         lesson           # the table, then each map with its tables (the pruned one checked against TVM alone)
 
-    (``model_build`` is :func:`byoc_workbench.measure.builds.model_build`.)
+    (``model_build`` is :func:`byoc_workbench.measure.bench.builds.model_build`.)
     """
     profiles, checks, reports = {}, {}, {}
     for label, (built, inputs) in builds.items():

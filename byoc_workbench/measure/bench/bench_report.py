@@ -1,9 +1,9 @@
-"""A bench's result (:func:`byoc_workbench.measure.bench.bench_model`) as the table the CLI prints."""
+"""A bench's result (:func:`byoc_workbench.measure.bench.bench.bench_model`) as the table the CLI prints."""
 
 from __future__ import annotations
 
 from byoc_workbench import text
-from byoc_workbench.measure.anchors import CLASS_AGNOSTIC
+from byoc_workbench.measure.bench.anchors import CLASS_AGNOSTIC
 
 
 def report_text(result: dict) -> str:

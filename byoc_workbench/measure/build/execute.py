@@ -10,7 +10,7 @@ from tvm import relax
 
 from byoc_workbench import devices, ir, ir_types
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import compiled, cuda
+from byoc_workbench.measure.build import compiled, cuda
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -43,7 +43,7 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
 
     For a GPU, what TVM has no GPU kernel for is placed on the CPU first
     (:func:`byoc_workbench.devices.place`), and the build goes through
-    :func:`byoc_workbench.measure.cuda.pipeline` with the CUDA compiler found here.
+    :func:`byoc_workbench.measure.build.cuda.pipeline` with the CUDA compiler found here.
 
     TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
     recursive function (it reuses storage across recursive calls) and on some
@@ -53,7 +53,7 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
     buffer for a CPU tensor (the SSD's NMS output lands in GPU memory, and the
     CPU kernel that reads it stops on "Mismatched out_tensor.device_type").
     A module compiled before on this machine is loaded from the build cache
-    (:mod:`byoc_workbench.measure.compiled`).
+    (:mod:`byoc_workbench.measure.build.compiled`).
     """
     _check_ranks(mod)
     mod, tvm_target, disabled = _prepared(mod, target)

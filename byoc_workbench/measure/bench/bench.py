@@ -12,16 +12,16 @@ model's are its example inputs), :func:`bench_model` times:
   partitioned (a zoo model with upstream's TensorRT rules, your own with its
   workbench's) and pruned, plus the same build unpruned (``<backend>_unpruned``:
   every subgraph offloaded, the SSD's lone ``multiply`` too);
-- the anchors (:mod:`byoc_workbench.measure.anchors`): for a zoo model MXNet's
+- the anchors (:mod:`byoc_workbench.measure.bench.anchors`): for a zoo model MXNet's
   own block, and ONNX Runtime and OpenVINO on MXNet's ONNX export of it; for an
   ONNX file the same runtimes on the file; for a PyTorch program eager PyTorch.
 
 It checks each build's outputs against a reference. A zoo model's is TVM
 alone's outputs, read as the model's task reads them
-(:func:`byoc_workbench.measure.compare.differences`: detections as a set,
+(:func:`byoc_workbench.measure.check.compare.differences`: detections as a set,
 masks, keypoints and top-5 classes up to ties); your own model's is the
 framework it came from (ONNX Runtime on the file, or eager PyTorch;
-:func:`byoc_workbench.measure.compare.check_outputs`). TVM alone takes tens of
+:func:`byoc_workbench.measure.check.compare.check_outputs`). TVM alone takes tens of
 seconds per run of the SSD on a laptop, so it is timed ``tvm_repeat`` times
 (default once), and the output says so. A backend that cannot run here
 (TensorRT without a GPU) is reported with its one-line reason; the others still run.
@@ -44,8 +44,12 @@ import numpy as np
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import byom, clock, cluster, compare, runner, timing
-from byoc_workbench.measure.anchors import own_anchors, zoo_anchors
+from byoc_workbench.measure import cluster
+from byoc_workbench.measure.bench import byom
+from byoc_workbench.measure.bench.anchors import own_anchors, zoo_anchors
+from byoc_workbench.measure.check import compare
+from byoc_workbench.measure.machine import machine
+from byoc_workbench.measure.time import clock, runner, timing
 from byoc_workbench.models import meaning, zoo
 from byoc_workbench.subjects import ModelRef, Subject, load, of_own
 
@@ -134,7 +138,7 @@ def bench_model(
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
     the first offloading backend against :data:`TARGETS`; with ``where``,
     ``where_time_goes`` holds each offloaded build's time per VM call
-    (:func:`byoc_workbench.measure.timing.where_time_goes`); ``warnings`` name
+    (:func:`byoc_workbench.measure.time.timing.where_time_goes`); ``warnings`` name
     outputs that are not finite (:func:`byoc_workbench.models.meaning.nonfinite_warning`).
     ``max_seconds`` refuses a timed loop that its first run says would take longer.
     """
@@ -242,7 +246,7 @@ def _layout(what: Subject) -> dict:
         "detections_equal": {},
         "weights": weights,
         "weights_label": loaded.weights_label if loaded else (what.mark or "weights as in the model") if own else "",
-        "machine": clock.machine(),
+        "machine": machine(),
         "notes": list(what.notes),
         "skipped": {},
         "targets": {},
@@ -304,7 +308,7 @@ def _time_anchors(what: Subject, result: dict, found: dict, repeat: int, progres
 
 def differ_predictions(ref, got) -> tuple:
     """``(lines, detections)``: what differs between two predictions of a zoo model's task
-    (:func:`byoc_workbench.measure.compare.differences`), and for a detector how many of
+    (:func:`byoc_workbench.measure.check.compare.differences`), and for a detector how many of
     ``ref``'s detections ``got`` holds, as ``"found/rows"`` (else None)."""
     lines = compare.differences(ref, got)
     if (getattr(ref, "task", "") or "detection") != "detection":
@@ -315,7 +319,7 @@ def differ_predictions(ref, got) -> tuple:
 
 def differ_outputs(ref, got, detection: bool = False) -> tuple:
     """``(lines, detections)`` as :func:`differ_predictions`, for raw outputs against the reference's
-    (:func:`byoc_workbench.measure.compare.check_outputs`): each output over the tolerance, or the detections."""
+    (:func:`byoc_workbench.measure.check.compare.check_outputs`): each output over the tolerance, or the detections."""
     check = compare.check_outputs(ref, got, detection=detection)
     found = check.get("detections_found")
     if check["equal"]:

@@ -2,9 +2,9 @@
 
 :func:`compare` runs a build once, keeps every offloaded call's inputs and
 outputs (:func:`capture`, through the VM instrument of
-:mod:`byoc_workbench.measure.timing`), reruns each subgraph with TVM alone on
+:mod:`byoc_workbench.measure.time.timing`), reruns each subgraph with TVM alone on
 the inputs it received, and returns the largest error of each output
-(:func:`byoc_workbench.measure.compare.output_error`) as plain data;
+(:func:`byoc_workbench.measure.check.compare.output_error`) as plain data;
 :mod:`byoc_workbench.draw.latency` draws it.
 """
 
@@ -18,9 +18,10 @@ import tvm
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.partition import flatten_subgraphs
-from byoc_workbench.measure import compiled, execute, kept, timing
-from byoc_workbench.measure.compare import output_error
-from byoc_workbench.measure.recorder import Recorder
+from byoc_workbench.measure.build import compiled, execute
+from byoc_workbench.measure.check.compare import output_error
+from byoc_workbench.measure.time import kept, timing
+from byoc_workbench.measure.time.recorder import Recorder
 
 
 @dataclasses.dataclass
@@ -145,7 +146,7 @@ def compare(
 
 def _references(built: timing.Built, seen: dict, target: str):
     """``reference(subgraph, inputs)``: its outputs computed by TVM alone, kept on disk
-    (:func:`byoc_workbench.measure.kept.reference`), so a check run again reruns nothing; the
+    (:func:`byoc_workbench.measure.time.kept.reference`), so a check run again reruns nothing; the
     subgraphs are built only when some reference is not kept."""
     flat = flatten_subgraphs(built.partitioned)
     ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})

@@ -4,7 +4,7 @@
 (the imported model), a partitioned one (its subgraphs are compiled by the
 backend named here first), or a codegen stage (its compiled subgraphs kept).
 It returns a :class:`Run`: the outputs, a
-:class:`~byoc_workbench.measure.clock.Latency` (median, min, max), the
+:class:`~byoc_workbench.measure.time.clock.Latency` (median, min, max), the
 runtime's :class:`Structure` (VM functions, TIR kernels, external functions
 and the backend holding each) and the artifact of each subgraph (an ONNX
 summary, a TensorRT engine's layers, or generated NumPy or C source).
@@ -26,7 +26,9 @@ import byoc_workbench.progress
 from byoc_workbench import ir, text
 from byoc_workbench.backends import onnxruntime, pytorch, registry, tensorrt
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import clock, cuda, execute, kept
+from byoc_workbench.measure.build import cuda, execute
+from byoc_workbench.measure.machine import machine
+from byoc_workbench.measure.time import clock, kept
 
 # --- what was built -----------------------------------------------------------------
 
@@ -85,7 +87,7 @@ _GLOBAL = re.compile(r"^@(\S+?)(:| packed_func;)$", re.MULTILINE)
 
 
 def structure(executable, generated: dict | None = None) -> Structure:
-    """What ``executable`` (from :func:`byoc_workbench.measure.execute.compile`) holds.
+    """What ``executable`` (from :func:`byoc_workbench.measure.build.execute.compile`) holds.
 
     ``generated`` (``{subgraph: Compiled}``) names the subgraph and backend of
     each external function.
@@ -174,7 +176,7 @@ class Run:
     skipped: dict  # subgraph -> why TVM kept it
     vm: object = dataclasses.field(repr=False, default=None)
     mark: str = ""  # e.g. "untrained weights"
-    measured: str = ""  # when a kept run was measured (:mod:`byoc_workbench.measure.kept`); "" for this one
+    measured: str = ""  # when a kept run was measured (:mod:`byoc_workbench.measure.time.kept`); "" for this one
 
     @property
     def backend(self) -> str:
@@ -232,7 +234,7 @@ class RunOptions:
     options: dict | None = None  # the backend's own keywords, for its codegen
     max_seconds: float | None = None  # refuse the timed runs when the first one says they would take longer
     # For a slow baseline (TVM alone): keep the run on disk and, next time the same build gets the same
-    # inputs on this machine, show the kept run instead of running it again (:mod:`byoc_workbench.measure.kept`);
+    # inputs on this machine, show the kept run instead of running it again (:mod:`byoc_workbench.measure.time.kept`);
     # the printout says when it was measured. ``BYOC_WORKBENCH_NO_CACHE=1`` measures it again.
     keep: bool = False
 
@@ -409,7 +411,7 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
     lines += [text.wrap(w, indent="  ", first="note: ") for w in whys]
     lines.append(
         text.wrap(
-            f"speedup over {base.label}, measured here ({text.machine_line(clock.machine())}): it depends on the "
+            f"speedup over {base.label}, measured here ({text.machine_line(machine())}): it depends on the "
             "machine and on what else runs on it.",
             indent="  ",
         )
@@ -420,13 +422,13 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
 
 
 def verdict(a: Run, b: Run) -> str:
-    """Which of two runs was faster here, or a tie (:func:`byoc_workbench.measure.clock.verdict`), as lines
+    """Which of two runs was faster here, or a tie (:func:`byoc_workbench.measure.time.clock.verdict`), as lines
     that fit a notebook."""
     return text.wrap(clock.verdict(a.label, a.latency, b.label, b.latency).line(), indent="  ")
 
 
 def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
-    """What one subgraph costs offloaded and on the host, from two :class:`byoc_workbench.measure.timing.Profile`\\ s.
+    """What one subgraph costs offloaded and on the host, from two :class:`~.timing.Profile`\\ s.
 
     ``offloaded`` is a profile of a build that offloads ``subgraph``; ``on_host``
     one of a build where TVM runs the same ops (e.g. after pruning). With

@@ -4,12 +4,12 @@
 keeping what names each VM call's site (see "How a VM call is attributed").
 :func:`profile` then times every call the Relax VM makes (``set_instrument``)
 over several runs and returns plain data; :mod:`byoc_workbench.draw.latency`
-draws it. :mod:`byoc_workbench.measure.numerics` reruns each offloaded
-subgraph with TVM alone through the same instrument (:class:`~byoc_workbench.measure.recorder.Recorder`).
+draws it. :mod:`byoc_workbench.measure.check.numerics` reruns each offloaded
+subgraph with TVM alone through the same instrument (:class:`~byoc_workbench.measure.time.recorder.Recorder`).
 
 Measurement has its homes in :mod:`byoc_workbench.measure`:
-:mod:`~byoc_workbench.measure.clock` times whole runs and records where
-(:func:`~byoc_workbench.measure.clock.machine`); this module times every VM
+:mod:`~byoc_workbench.measure.time.clock` times whole runs and records where
+(:func:`~byoc_workbench.measure.machine.machine`); this module times every VM
 call and writes a run down (:func:`run_json`). ``bench``, ``profile``,
 ``compare``, ``search`` and ``benchmarks/gpu_check.py`` all measure through
 them; neither imports ``bench`` or ``search``.
@@ -68,8 +68,9 @@ from tvm import relax
 from byoc_workbench import devices, ir, ir_edit
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
-from byoc_workbench.measure import clock, execute
-from byoc_workbench.measure.recorder import Recorder
+from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.time import clock
+from byoc_workbench.measure.time.recorder import Recorder
 
 _KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad")
 _PACKED_CALLS = ("relax.call_dps_packed", "relax.call_pure_packed", "relax.call_packed")
@@ -260,7 +261,7 @@ def _kernel_sites(mod: tvm.IRModule) -> tuple:
 
 def build(stages, target="llvm", mark: str = "") -> Built:
     """Compile the codegen stage of ``stages`` (from ``run_stages``) for :func:`profile` and
-    :func:`byoc_workbench.measure.numerics.compare`.
+    :func:`byoc_workbench.measure.check.numerics.compare`.
 
     The build is ``tvm.compile``'s, but for kernel names (see the module's
     docstring): each call site of a TIR kernel calls a copy of its own. For a
@@ -395,7 +396,7 @@ def profile(
         median), after ``warmup`` untimed ones.
     max_seconds : float, optional
         Refuse the runs when the first one says they would take longer
-        (:func:`byoc_workbench.measure.clock.check_budget`).
+        (:func:`byoc_workbench.measure.time.clock.check_budget`).
     plain : bool
         False: no plain runs; the end-to-end median is that of the timed runs
         themselves (for a build whose one run takes tens of seconds).
@@ -471,7 +472,7 @@ def _entries(built: Built, per_call: dict) -> list:
 
 
 def run_json(run) -> dict:
-    """A :class:`byoc_workbench.measure.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
+    """A :class:`byoc_workbench.measure.time.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
     return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
 
 

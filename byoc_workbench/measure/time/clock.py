@@ -3,8 +3,7 @@
 :func:`measure` calls a function a number of times and returns its
 :class:`Latency` (median, min, max); with a time budget, the first call's
 time refuses a loop that would take longer (:func:`check_budget`,
-:class:`OverBudget`). :func:`machine` records where numbers are measured, and
-:func:`machine_key` what of it every cache of builds and times is keyed by.
+:class:`OverBudget`). Where they were measured is :mod:`byoc_workbench.measure.machine`'s.
 Every measurement of the package goes through these: ``runner`` times
 builds, ``timing`` each VM call, ``bench`` and ``search`` whole models.
 """
@@ -13,15 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.metadata
-import json
-import os
-import platform
 import statistics
 import time
-from pathlib import Path
-
-import tvm
 
 import byoc_workbench.progress
 from byoc_workbench import text
@@ -145,41 +137,3 @@ def measure(
         if bar is None:
             shown.done = f"{desc}: {latency}"
     return latency
-
-
-def machine() -> dict:
-    """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU and the backends' versions."""
-    info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "os": f"{platform.system()} {platform.machine()}",
-        "tvm": tvm.__version__,
-        "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
-    }
-    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # read, not imported: mxnet takes a second
-            info[name] = importlib.metadata.version(name)
-    with contextlib.suppress(OSError):
-        info["load_average"] = round(os.getloadavg()[0], 2)  # what else ran while measuring
-    return info
-
-
-# What a kept build or time depends on besides the code: not the load, the Python or the kernel's version.
-KEYED = ("cpu", "cores", "os", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")
-
-
-def machine_key(info: dict | None = None) -> str:
-    """The machine as every cache keys it (builds, runs, references, the search's times): the :data:`KEYED`
-    fields of this machine's :func:`machine`, or of ``info``, another's (a cluster node's)."""
-    info = info or machine()
-    return json.dumps({k: info.get(k) for k in KEYED}, sort_keys=True)
-
-
-def cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()

@@ -5,7 +5,7 @@ A workbench made by :meth:`~byoc_workbench.session.Workbench.from_onnx` or
 example inputs and its reference (ONNX Runtime on the original file, or eager
 PyTorch). :func:`run` builds it (TVM alone, or its target's subgraphs
 offloaded through a backend) and checks the outputs against that reference;
-:func:`byoc_workbench.measure.bench.bench_model` times every build and the
+:func:`byoc_workbench.measure.bench.bench.bench_model` times every build and the
 whole-model anchors in one process, as it does for a zoo model.
 :func:`example` gives notebook 05's model: a ResNet-18 as a PyTorch program and an ONNX
 file when the PyTorch extra is installed, and as an ONNX file from MXNet's exporter when not.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from byoc_workbench import stages, text
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure import runner
-from byoc_workbench.measure.anchors import export_onnx
-from byoc_workbench.measure.compare import check_outputs
+from byoc_workbench.measure.bench.anchors import export_onnx
+from byoc_workbench.measure.check.compare import check_outputs
+from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
 
 logger = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it.
     Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
     (:func:`byoc_workbench.models.zoo.load_model`, ``"untrained"``), written by MXNet's
-    own exporter (:func:`byoc_workbench.measure.anchors.export_onnx`). The file goes
+    own exporter (:func:`byoc_workbench.measure.bench.anchors.export_onnx`). The file goes
     to ``directory`` (a new temporary folder by default).
     """
     shape = (1, 3, size, size)

@@ -3,7 +3,7 @@
 TVM alone on the SSD takes tens of seconds to compile, and the notebooks,
 ``bench``, ``profile``, the search and the tests all build it. :func:`load_or_build`
 keys a build by the module's structural hash (its functions, attributes and
-constants), the target, the passes left out and the machine (:func:`~byoc_workbench.measure.clock.machine_key`),
+constants), the target, the passes left out and the machine (:func:`~byoc_workbench.measure.machine.machine_key`),
 and keeps the exported library under ``$BYOC_WORKBENCH_CACHE/builds``.
 
 TVM 0.27 frees nothing of a library it loaded, so a process loads each entry once (``_opened``),
@@ -36,7 +36,7 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import files
-from byoc_workbench.measure.clock import machine_key
+from byoc_workbench.measure.machine import machine_key
 
 logger = logging.getLogger(__name__)
 

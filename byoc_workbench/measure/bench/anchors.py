@@ -25,7 +25,7 @@ import numpy as np
 from byoc_workbench.backends import onnxruntime, openvino
 from byoc_workbench.errors import WorkbenchError, first_line
 from byoc_workbench.frontends import onnx_import
-from byoc_workbench.measure import clock
+from byoc_workbench.measure.time import clock
 from byoc_workbench.models import zoo
 
 logger = logging.getLogger(__name__)

@@ -124,7 +124,7 @@ def output_error(got: np.ndarray, ref: np.ndarray) -> tuple:
 
 
 #: Equal to the reference: the largest error at most this fraction of the output's largest magnitude
-#: (:func:`byoc_workbench.measure.compare.output_error`), as ``compare`` checks each subgraph.
+#: (:func:`byoc_workbench.measure.check.compare.output_error`), as ``compare`` checks each subgraph.
 TOLERANCE = 1e-3
 
 

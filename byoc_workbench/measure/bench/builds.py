@@ -1,7 +1,7 @@
 """Ready-made builds to time: the Part 1 demo loop, and a zoo model offloaded.
 
-Each returns ``(Built, inputs)`` for :func:`byoc_workbench.measure.timing.profile`
-and :func:`byoc_workbench.measure.numerics.compare`.
+Each returns ``(Built, inputs)`` for :func:`byoc_workbench.measure.time.timing.profile`
+and :func:`byoc_workbench.measure.check.numerics.compare`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
 from byoc_workbench.flow import rules
-from byoc_workbench.measure import timing
+from byoc_workbench.measure.time import timing
 from byoc_workbench.models import demo
 from byoc_workbench.models.images import model_input
 
