@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from byoc_workbench.backends import registry, tensorrt
-from byoc_workbench.draw.profile import profile_graph
+from byoc_workbench.draw.counts import profile_graph
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo

@@ -10,7 +10,7 @@ import collections
 import dataclasses
 
 from byoc_workbench.draw import blocks, structure
-from byoc_workbench.draw.graph import Cluster, Graph, Node, on_cpu_of, ops_label
+from byoc_workbench.draw.graph import Box, Graph, Node, on_cpu_of, ops_label
 
 # Ops that move or reshape data without arithmetic; long runs of them (SSD's anchor and
 # box-decoding tail) are folded into one node so a 600-op graph stays readable.
@@ -123,7 +123,7 @@ def fold_blocks(g: Graph, keep_open=()) -> Graph:
     for gid, grp in groups.items():
         if _shown(groups, keep_open, gid) is None:  # open, and every group around it open
             parent = _place(grp.parent, grp.cluster)
-            clusters[f"x_{gid}"] = Cluster(f"x_{gid}", grp.label, "block", parent, g.clusters[grp.cluster].target)
+            clusters[f"x_{gid}"] = Box(f"x_{gid}", grp.label, "block", parent, g.clusters[grp.cluster].target)
     nodes, rename = _fold_into_blocks(g, groups, keep_open)
     return _remap(g, nodes, rename, clusters)
 
@@ -307,7 +307,7 @@ def fold_chains(g: Graph, min_size: int = 8, chunk: int = 40, keep_open=()) -> G
         title = _fold_title(g, set(ids))
         if fid in keep_open:
             label = f"{title} — {len(ids)} ops" if title else f"{len(ids)} ops"
-            clusters[f"x_{fid}"] = Cluster(f"x_{fid}", label, "fold", first.cluster, first.target)
+            clusters[f"x_{fid}"] = Box(f"x_{fid}", label, "fold", first.cluster, first.target)
             opened.update({m: f"x_{fid}" for m in ids})
             continue
         nodes[fid] = _group_node(fid, title, [g.nodes[m] for m in ids], first.cluster, "folded")

@@ -48,7 +48,9 @@ class Edge:
 
 
 @dataclasses.dataclass
-class Cluster:
+class Box:
+    """A box drawn around nodes (Graphviz's cluster subgraph): a function, a branch, a region, a subgraph."""
+
     id: str
     label: str
     kind: str  # function, then, else, region, subgraph, composite
@@ -150,7 +152,7 @@ class _Builder:
         self.g.edges.append(Edge(src_id, dst_id, ty, crosses))
 
     def cluster(self, cid, label, kind, parent, target=HOST):
-        self.g.clusters.setdefault(cid, Cluster(cid, label, kind, parent, target))
+        self.g.clusters.setdefault(cid, Box(cid, label, kind, parent, target))
         return cid
 
     # -- values -----------------------------------------------------------------

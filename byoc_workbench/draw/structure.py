@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from byoc_workbench import ir
-from byoc_workbench.draw.graph import Cluster, Graph, Node, on_cpu_of, short_op
+from byoc_workbench.draw.graph import Box, Graph, Node, on_cpu_of, short_op
 
 START = 300  # a view of at most this many nodes is drawn as it is
 AIM = 150  # a folded cluster (or an opened fold) draws about this many nodes at most
@@ -214,7 +214,7 @@ class _Placer:
             elif it.id in self.keep_open:
                 inner = f"x_{it.id}"
                 lines, _, target = contents(self.g, it.flat)
-                self.clusters[inner] = Cluster(inner, f"{title(self.g, it)} — {lines[0]}", "fold", cluster, target)
+                self.clusters[inner] = Box(inner, f"{title(self.g, it)} — {lines[0]}", "fold", cluster, target)
                 self.opened.add(inner)
                 self.place(opened(it, self.aim), inner)
             else:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from byoc_workbench import cli
-from byoc_workbench.draw import profile, render
+from byoc_workbench.draw import counts, render
 from byoc_workbench.flow import fusion
 from byoc_workbench.flow.summary import Owner
 from byoc_workbench.measure.build import execute
@@ -45,9 +45,9 @@ def test_untrained_weights_are_marked_everywhere(ssd_wb):
     assert not imported.model.is_trained
     assert "untrained weights" in wb.mark
     assert "untrained weights" in wb.dot("partition", collapse=True).source
-    p = profile.profile_graph(stage(wb, "source").mod, mark=wb.mark)
-    assert "untrained weights" in profile.table_text(p) and "untrained weights" in profile.table_html(p)
-    ax = profile.plot(p)
+    p = counts.profile_graph(stage(wb, "source").mod, mark=wb.mark)
+    assert "untrained weights" in counts.table_text(p) and "untrained weights" in counts.table_html(p)
+    ax = counts.plot(p)
     assert any("UNTRAINED WEIGHTS" in t.get_text() for t in ax.texts)
 
 

@@ -10,8 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from byoc_workbench import stages  # noqa: E402
+from byoc_workbench.draw import counts  # noqa: E402
 from byoc_workbench.draw import detections as viz  # noqa: E402
-from byoc_workbench.draw import profile  # noqa: E402
 from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.measure.bench import bench
 from byoc_workbench.measure.time import clock, runner
@@ -131,8 +131,8 @@ def test_speedup_table_names_backends_and_mark(found, demo_mod):
 
 def test_profile_of_one_function(found):
     part = found[4].mod
-    whole = profile.profile_graph(part)
-    one = profile.profile_graph(part, function="byoc_target_1")
+    whole = counts.profile_graph(part)
+    one = counts.profile_graph(part, function="byoc_target_1")
     assert one.subgraphs == {"byoc-target": 1} and 0 < one.total < whole.total
     assert one.by_op["relax.nn.conv2d"] == 1
 

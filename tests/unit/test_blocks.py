@@ -38,7 +38,7 @@ def ssd_like() -> Graph:
         op = next((v for k, v in ops.items() if k in name), "relax.add")
         kind = "input" if name == "data" else "op"
         g.nodes[f"main/{name}"] = Node(f"main/{name}", kind, op, op=op, cluster="fn_main")
-    g.clusters["fn_main"] = graph.Cluster("fn_main", "fn main", "function")
+    g.clusters["fn_main"] = graph.Box("fn_main", "fn main", "function")
     chain = [n for n in names if "net0" in n or "expand" in n]
     prev = "data"
     for n in chain:
@@ -117,7 +117,7 @@ def ranks_with_rows(g: Graph, cluster: str) -> collections.Counter:
 
 def wide_run(pieces: int) -> Graph:
     """A run of ``pieces`` (two slices joined by a concat) side by side, all joined at the end."""
-    g = Graph(clusters={"fn_main": graph.Cluster("fn_main", "fn main", "function")})
+    g = Graph(clusters={"fn_main": graph.Box("fn_main", "fn main", "function")})
 
     def add(nid, op):
         g.nodes[nid] = Node(nid, "op", op.split(".")[-1], op=op, cluster="fn_main")
@@ -174,7 +174,7 @@ def test_a_fold_is_named_after_the_blocks_it_connects():
     )
     assert blocks.run_title(["ssd0_foo0_conv0_fwd", "ssd0_foo1_conv0_fwd"], ["ssd0_softmax0"]) == "foo ×2 → softmax0"
     assert blocks.run_title(["lv3"], ["lv9"]) == "", "a graph without Gluon names keeps plain folds"
-    g = Graph(clusters={"fn_main": graph.Cluster("fn_main", "fn main", "function")})
+    g = Graph(clusters={"fn_main": graph.Box("fn_main", "fn main", "function")})
     for k in range(6):
         g.nodes[f"main/ssd0_ssdanchorgenerator{k}_reshape1"] = Node(
             f"main/ssd0_ssdanchorgenerator{k}_reshape1", "op", "reshape", op="relax.nn.conv2d", cluster="fn_main"

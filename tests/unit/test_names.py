@@ -71,3 +71,18 @@ def test_each_answer_is_defined_once():
     counts = {name: len(defined[name]) for name in ONCE + GONE}
     once = {"measure": 1, "machine_key": 1, "KEEP_S": 1, "own_model": 1, "key": 0, "ModelRef": 1, "Subject": 1}
     assert counts == once | dict.fromkeys(GONE, 0), {name: defined[name] for name in ONCE + GONE}
+
+
+# Names that meant two things (issue 41): each is now defined, as a module, a class or a function, in one file.
+ONE_MEANING = ("Session", "Plan", "Cluster", "Report", "cache_dir", "op_counts", "profile")
+
+
+def test_each_name_that_meant_two_things_lives_in_one_module():
+    where = collections.defaultdict(set)
+    for path, tree in _modules().items():
+        rel = path.relative_to(ROOT).as_posix()
+        defined = {name for name, _ in _definitions(tree)}
+        for name in ONE_MEANING:  # a class, a function, or a module of its name (``Cluster`` and cluster.py)
+            if name in defined or path.stem == name.lower():
+                where[name].add(rel)
+    assert not {name: sorted(paths) for name, paths in where.items() if len(paths) > 1}

@@ -21,7 +21,7 @@ import os
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, Options, check_backends, plan_for, search
-from byoc_workbench.measure.search.measure import Cache, Cost, Measured, NotCached, Session, measure_placement
+from byoc_workbench.measure.search.measure import Cache, Cost, Measured, Measurements, NotCached, measure_placement
 from byoc_workbench.measure.search.placement import Plan, Segment
 from byoc_workbench.measure.search.result import Row, SearchResult
 from byoc_workbench.subjects import Subject, load, of
@@ -76,7 +76,7 @@ def measure_candidate(description: dict) -> dict:
     )
     cached = False
     if "cache" in description:
-        session = Session(plan, subject, Cache(enabled=bool(description["cache"])), options, runs, False, False)
+        session = Measurements(plan, subject, Cache(enabled=bool(description["cache"])), options, runs, False, False)
         session.reference = reference
         measured = session.need(assign, description.get("what", "a candidate"))
         cached = session.built == 0

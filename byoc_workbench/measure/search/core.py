@@ -43,7 +43,7 @@ from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
 from byoc_workbench.measure.search.finals import anchors_and_finals
-from byoc_workbench.measure.search.measure import Cache, Measured, Session
+from byoc_workbench.measure.search.measure import Cache, Measured, Measurements
 from byoc_workbench.measure.search.placement import TVM, Plan, Segment
 from byoc_workbench.measure.search.result import Row, SearchResult
 
@@ -107,7 +107,7 @@ def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progr
     offload = [b for b in backends if b != TVM]
     cache = cache or Cache()
     plan = _placeable(plan_for(subject, backends), subject)
-    s = Session(plan, subject, cache, {"precision": "f32"}, opts.runs, opts.only_cached, progress)
+    s = Measurements(plan, subject, cache, {"precision": "f32"}, opts.runs, opts.only_cached, progress)
     cluster = opts.ray_address and not opts.only_cached
     s.cluster = tasks.RayTasks.start(s, backends, opts.ray_address) if cluster else None
     s.steps.append({"what": "the plan: units and their contents", "s": round(time.perf_counter() - t0, 3)})
@@ -183,7 +183,7 @@ def _check(backends, opts: Options) -> tuple:
     return backends
 
 
-def _measurement_builds(s: Session, backends, offload: list) -> dict:
+def _measurement_builds(s: Measurements, backends, offload: list) -> dict:
     """Steps 1 to 3: TVM alone once (the reference and each unit's host cost), each backend alone,
     and the pruning choice; ``{"alone": Measured, "on": {backend: Measured}, "pruned": Measured or None}``."""
     units = s.plan.units
@@ -199,7 +199,7 @@ def _measurement_builds(s: Session, backends, offload: list) -> dict:
     return {"alone": alone, "on": alone_on, "pruned": pruned}
 
 
-def _chosen(s: Session, ranked: list, rest: float, top: int, notes: list) -> tuple:
+def _chosen(s: Measurements, ranked: list, rest: float, top: int, notes: list) -> tuple:
     """``(rows, chosen)``: the ranked placements measured end to end and the measurement builds, and the
     placement chosen (the first ranked one that passes, else the cheapest measured build that passed)."""
     rows, chosen = _end_to_end(s, ranked, rest, top)
@@ -255,7 +255,7 @@ def _baseline(builds: dict, offload: list, notes: list) -> dict:
     return baseline
 
 
-def _units_json(s: Session, cut: dict, allowed: list) -> list:
+def _units_json(s: Measurements, cut: dict, allowed: list) -> list:
     """Each unit: its members, ops, seams and measured cost per backend."""
     return [
         {"name": u, "members": s.plan.size(u), "ops": len(s.plan.regions[u].ops), "seams": list(cut.get(u, ()))}
@@ -264,7 +264,7 @@ def _units_json(s: Session, cut: dict, allowed: list) -> list:
     ]
 
 
-def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
+def _measure_pieces(s: Measurements, cut: dict, offload: list, backends) -> None:
     """The units cut at seams, their pieces on each offloading backend: one build per backend (a Latin square)."""
     plan, tries = s.plan, []  # each try placed by the costs known before any: a batch
     for k in range(len(offload) if cut else 0):
@@ -282,7 +282,7 @@ def _measure_pieces(s: Session, cut: dict, offload: list, backends) -> None:
         s.need(assign, what)
 
 
-def _ranked(s: Session, cut: dict, allowed: list, host_allowed: bool, k: int) -> list:
+def _ranked(s: Measurements, cut: dict, allowed: list, host_allowed: bool, k: int) -> list:
     """The ``k`` cheapest placements by the measured costs: ``[(seconds, ((label, backend), ...))]``."""
     per_unit = []
     for u in s.plan.units:
@@ -293,7 +293,7 @@ def _ranked(s: Session, cut: dict, allowed: list, host_allowed: bool, k: int) ->
     return paths.k_best(per_unit, k)
 
 
-def _end_to_end(s: Session, ranked: list, rest: float, top: int) -> tuple:
+def _end_to_end(s: Measurements, ranked: list, rest: float, top: int) -> tuple:
     """``(rows, chosen)``: the best placements built end to end until one passes and ``top`` are measured."""
     rows, chosen = [], None
     tasks.prefetch(s, [(dict(p), f"the placement ranked {k}, end to end") for k, (_, p) in enumerate(ranked[:top], 1)])
@@ -310,7 +310,7 @@ def _end_to_end(s: Session, ranked: list, rest: float, top: int) -> tuple:
     return rows, chosen
 
 
-def _measurement_rows(s: Session, rows: list) -> list:
+def _measurement_rows(s: Measurements, rows: list) -> list:
     """The measurement builds as placements too (named on a ranked row they coincide with)."""
     more = []
     for what, m, learns in s.records:
@@ -347,7 +347,7 @@ def _why_not_equal(check: dict | None) -> str:
     return f"outputs differ from TVM alone's: max relative error {check['max_rel']:.2e} over {check['tolerance']:g}"
 
 
-def _best_warm(s: Session, unit: str, backends) -> str:
+def _best_warm(s: Measurements, unit: str, backends) -> str:
     """The backend with the least cost known from a warm measurement (TVM's cold run aside)."""
     best = None
     for b in backends:
@@ -357,7 +357,7 @@ def _best_warm(s: Session, unit: str, backends) -> str:
     return best[1] if best else next(b for b in backends if b != TVM)
 
 
-def _seams(s: Session, n: int) -> dict:
+def _seams(s: Measurements, n: int) -> dict:
     """``{unit: [seam, ...]}``: narrow cuts where TVM's time map splits the costliest units evenly."""
     if n == 0:
         return {}

@@ -9,7 +9,7 @@ alike. The chosen placement is the finalist with the least median; its
 speedups over the runtimes run whole come from the same rounds.
 
 Nothing is built twice for them: a finalist measured in this process is the
-build its measurement made (:meth:`.measure.Session.build`), and the runtimes
+build its measurement made (:meth:`.measure.Measurements.build`), and the runtimes
 run whole are opened once, for the anchors' timing and the finals alike
 (:func:`anchors_and_finals`).
 """

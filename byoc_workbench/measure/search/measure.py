@@ -15,7 +15,7 @@ hash of its subgraph (ops, attributes, constants), its backend and options,
 and the machine (:func:`~byoc_workbench.measure.machine.machine_key`); a build's
 record under the model's content and the placement. So a repeated search re-measures only what changed.
 
-:class:`Session` holds one search's measurements: each placement it needs,
+:class:`Measurements` holds one search's measurements: each placement it needs,
 from the cache or built and timed now, and the cost of each segment on each
 backend that the shortest path ranks placements by. It keeps the :data:`FINALISTS`
 fastest builds that passed, so that the finals time them without building them again.
@@ -265,7 +265,7 @@ class NotCached(WorkbenchError):
     """``only_cached`` was asked and a measurement the search needs is not in the cache."""
 
 
-class Session:
+class Measurements:
     """One search's measurements: what is cached, what was measured, and each segment's cost."""
 
     def __init__(self, plan: Plan, subject, cache: Cache, options: dict, runs: int, only_cached: bool, progress):

@@ -6,7 +6,7 @@ placements end to end). With a cluster, :func:`prefetch` sends the builds of
 a batch that this machine has not cached as tasks of
 :func:`~byoc_workbench.measure.search.measure_candidate`, each through the
 search cache of the node it runs on, and keeps what they measured for the
-search's :meth:`.measure.Session.need`, which then takes them in the order a
+search's :meth:`.measure.Measurements.need`, which then takes them in the order a
 search on one machine would. So the shortest path, the finals and the choice
 are the serial search's, on the measurements the nodes made. TVM alone (the
 reference outputs), the finals and the anchors run where the search runs.
