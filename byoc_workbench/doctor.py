@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import tvm
 
@@ -375,9 +376,9 @@ def _timed(fn: Callable[[], Check]) -> Check:
     return check
 
 
-def verdicts(checks: dict) -> dict:
+def verdicts(checks: dict) -> dict[str, dict[str, object]]:
     """A verdict per part: ready or not, what is missing, the fixes, and for Part 2 the backend that will run."""
-    parts = {}
+    parts: dict[str, dict[str, object]] = {}
     for part, needs in NEEDS.items():
         missing = [n for n in needs if not checks[n].ok]
         parts[part] = {
@@ -402,7 +403,15 @@ def verdicts(checks: dict) -> dict:
     return parts
 
 
-def diagnose(checks: tuple = CHECKS) -> dict:
+class Diagnosis(TypedDict):
+    """:func:`diagnose`'s report, plain data for ``--json``: each check, a verdict per part, the exit code."""
+
+    checks: dict[str, dict[str, object]]
+    parts: dict[str, dict[str, object]]
+    exit_code: int
+
+
+def diagnose(checks: tuple = CHECKS) -> Diagnosis:
     """Run every check; returns ``{"checks": {name: {...}}, "parts": {...}, "exit_code": 0 or 1}``.
 
     The exit code is 1 only when Part 1 cannot run.
@@ -416,7 +425,7 @@ def diagnose(checks: tuple = CHECKS) -> dict:
     }
 
 
-def render(report: dict) -> str:
+def render(report: Diagnosis) -> str:
     """The report as one screen of text: a line per check, then a verdict per part with its fixes."""
     lines = ["BYOC Workbench doctor", ""]
     needed = {n for needs in NEEDS.values() for n in needs}

@@ -227,13 +227,13 @@ class Step:
         return self.path[0].name
 
     @_once
-    def frame(self) -> tuple:
+    def frame(self) -> tuple[relax.Var, ...]:
         """The calls this binding sits inside, as their bound variables: two calls of
         one local function give their bindings two frames."""
         return tuple(p.var for p in self.path if p.kind == "call")
 
     @property
-    def callee_frame(self) -> tuple:
+    def callee_frame(self) -> tuple[relax.Var, ...]:
         """The frame of the callee's bindings, when ``descended``."""
         return self.frame + (self.binding.var,)
 
@@ -371,7 +371,7 @@ def composite_steps(func: relax.Function) -> list:
     return _composite_steps(func)
 
 
-def call_places(composite: relax.Function) -> tuple:
+def call_places(composite: relax.Function) -> tuple[tuple[str, tuple[str, ...], str], ...]:
     """The :func:`composite_steps` of a call to ``composite`` as its caller's walk sees them: each op's
     calls begin with the composite's name, and an op in no inner composite is in this one. Kept per
     function, as :func:`composite_steps` is: thousands of calls share one composite."""
@@ -398,7 +398,7 @@ def reads(value) -> list:
     return free_vars(value)
 
 
-def users(func: relax.Function, steps=None) -> dict:
+def users(func: relax.Function, steps=None) -> dict[int, list[Step | None]]:
     """``{variable's handle: [Step, ...]}``: the bindings that read each variable, through If branches;
     ``None`` stands for the function's result. ``steps``: the caller's ``walk(func, descend=False)``."""
     out: dict = {}
@@ -421,7 +421,7 @@ def called_function(mod, call, local: dict):
     return callee(mod, call)
 
 
-def calls_between_functions(mod: tvm.IRModule, names=None) -> dict:
+def calls_between_functions(mod: tvm.IRModule, names=None) -> dict[str, set[str]]:
     """``{function: {functions it calls}}`` over the module's Relax functions (or those ``names``)."""
     return {
         gv.name_hint: {

@@ -44,7 +44,7 @@ def substitute(expr, mapping: dict, same_types: bool = False):
     return typed(new, expr.ty) if same_types else new
 
 
-def by_handle(pairs) -> dict:
+def by_handle(pairs) -> dict[int, relax.Expr]:
     """``{handle: new}`` from ``(variable, new)`` pairs: the mapping :func:`substitute` takes."""
     return {v.__chandle__(): new for v, new in pairs}
 

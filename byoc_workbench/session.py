@@ -25,7 +25,7 @@ from byoc_workbench.flow import summary
 from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.report import partition_report
 from byoc_workbench.flow.reuse import FuseCache
-from byoc_workbench.flow.rules import Target, as_target, check_rules, select
+from byoc_workbench.flow.rules import Rule, Target, as_target, check_rules, select
 from byoc_workbench.frontends.onnx_import import import_onnx
 from byoc_workbench.frontends.torch_import import import_torch
 from byoc_workbench.transforms import prepare
@@ -89,7 +89,7 @@ def _paused(method):
     return run
 
 
-def why_unclaimed(target: Target, enabled: set) -> dict:
+def why_unclaimed(target: Target, enabled: set) -> dict[str, str]:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}
     for rule in target.rules:
@@ -186,11 +186,11 @@ class Workbench:
         return partition_report(ran, self.rules, self.all_rules, self.target.name, model, self.mark, targets)
 
     @property
-    def all_rules(self) -> tuple:
+    def all_rules(self) -> tuple[Rule, ...]:
         return tuple(self.target.rules) + self.extra_rules
 
     @property
-    def rules(self) -> tuple:
+    def rules(self) -> tuple[Rule, ...]:
         return tuple(r for r in self.all_rules if r.qualified in self.enabled)
 
     def _names(self, enabled) -> set:
@@ -404,7 +404,7 @@ class _Runs:
         return self._runs[key]
 
 
-def claimed_ops(s: summary.Stage) -> dict:
+def claimed_ops(s: summary.Stage) -> dict[str, dict[str, int]]:
     """``{target: {op: count}}``: the ops each offload target holds at stage ``s``, most frequent first."""
     counts: dict = {}
     for (op, _owner, target), n in s.owners.items():
@@ -425,7 +425,7 @@ def _node_ids(expand) -> tuple:
     return tuple(expand)
 
 
-def node_details(n: Node, variables=()) -> dict:
+def node_details(n: Node, variables=()) -> dict[str, object]:
     """What clicking a node shows; ``variables`` are the Relax variables it draws."""
     d = {
         "id": n.id,

@@ -11,18 +11,19 @@ kernels under content-hashed names.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import tvm
 import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir, transforms, tvm_private
-from byoc_workbench.backends.registry import describe, guard, run_codegen
+from byoc_workbench.backends.registry import CodegenResult, describe, guard, run_codegen
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.partition import inline_subgraphs, partition, subgraph_names
 from byoc_workbench.flow.prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
-from byoc_workbench.flow.regions import propose_regions
+from byoc_workbench.flow.regions import Region, propose_regions
 from byoc_workbench.flow.rules import check_rules, get_target
 from byoc_workbench.flow.summary import Stage, Subgraph, rule_matches, summarize, unmatched_notes
 
@@ -105,12 +106,19 @@ def returned_notes(returned: dict) -> list:
     return [f"{n} returned to host: {why}" for n, why in returned.items()]
 
 
-def merge(mod: tvm.IRModule) -> tuple:
+class Merged(NamedTuple):
+    """The merge stage's module (unchanged) and the regions that can become subgraphs."""
+
+    mod: tvm.IRModule
+    regions: list[Region]
+
+
+def merge(mod: tvm.IRModule) -> Merged:
     """Find the regions that can become subgraphs. The IR is unchanged."""
-    return mod, propose_regions(mod)
+    return Merged(mod, propose_regions(mod))
 
 
-def codegen(mod: tvm.IRModule, backend: str | None = None, *, registry=None, **options) -> tuple:
+def codegen(mod: tvm.IRModule, backend: str | None = None, *, registry=None, **options) -> CodegenResult:
     """Compile subgraphs with ``backend``; see :func:`byoc_workbench.backends.registry.run_codegen`."""
     return run_codegen(mod, backend, registry=registry, **options)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import tvm
@@ -95,7 +96,7 @@ def _cleanup(mod: tvm.IRModule) -> tvm.IRModule:
 
 def prepare(mod: tvm.IRModule) -> tvm.IRModule:
     """Fold batch norm, decompose what is left of it, and drop tuple plumbing."""
-    return prepare_step(mod)[0]
+    return prepare_step(mod).mod
 
 
 def op_counts(mod: tvm.IRModule) -> collections.Counter:
@@ -137,7 +138,7 @@ class PrepareStep:
         lines.append(f"{self.op_count_before} Relax ops from the importer -> {self.op_count} at the source stage")
         return [f"{self.name}: {line}" for line in lines]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "op_count_before": self.op_count_before,
@@ -164,7 +165,14 @@ def _delta(a: collections.Counter, b: collections.Counter) -> str:
     return f"{text(gone) or 'nothing'} -> {text(came)}"
 
 
-def prepare_step(mod: tvm.IRModule) -> tuple:
+class Prepared(NamedTuple):
+    """The prepared module and the :class:`PrepareStep` saying what preparing it changed."""
+
+    mod: tvm.IRModule
+    step: PrepareStep
+
+
+def prepare_step(mod: tvm.IRModule) -> Prepared:
     """``(prepared module, PrepareStep)``: :func:`prepare`, and what it changed.
 
     The prepared module carries the step's record as the module attribute
@@ -173,7 +181,7 @@ def prepare_step(mod: tvm.IRModule) -> tuple:
     folded = fold_batch_norm(mod)
     out = _cleanup(folded)
     step = PrepareStep(op_counts(mod), op_counts(folded), op_counts(out))
-    return out.with_attr(PREPARED, step.to_json()), step
+    return Prepared(out.with_attr(PREPARED, step.to_json()), step)
 
 
 def prepared(mod: tvm.IRModule) -> dict | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import tvm
@@ -21,11 +22,18 @@ from byoc_workbench.backends import base, c_source, numpy_source
 from byoc_workbench.backends.planner import Op, SubgraphPlan, plan_subgraph
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.partition import flatten_subgraphs
-from byoc_workbench.flow.rules import codegen_name
+from byoc_workbench.flow.rules import Rule, codegen_name
 
 LANGUAGES = ("numpy", "c")
 
 Emitter = Callable[[Op], str]
+
+
+class Generated(NamedTuple):
+    """One subgraph's generated source and the plan it was written from."""
+
+    source: str
+    plan: SubgraphPlan
 
 
 def op_name(key: str) -> str | None:
@@ -69,11 +77,11 @@ class Codegen:
         """Whether every call ``rule`` claims has an emitter (each op, or the composite as a whole)."""
         return self.fused(rule.qualified) is not None or set(rule.ops) <= self.ops
 
-    def restrict(self, rules) -> tuple:
+    def restrict(self, rules) -> tuple[Rule, ...]:
         """The rules it can compile everything of: the TensorRT table cut down to the ops it emits."""
         return tuple(r for r in rules if self.takes(r))
 
-    def guard(self, rules) -> tuple:
+    def guard(self, rules) -> tuple[Rule, ...]:
         """:meth:`restrict` for rules of other targets; its own target's rules are kept, so
         a missing emitter is a one-line error rather than a silently unclaimed op."""
         return tuple(r for r in rules if r.target == self.name or self.takes(r))
@@ -82,12 +90,12 @@ class Codegen:
         """Walk ``func``: every value named, every op an :class:`~.planner.Op`, nothing emitted yet."""
         return plan_subgraph(self, name, func)
 
-    def generate(self, name: str, func: relax.Function) -> tuple:
+    def generate(self, name: str, func: relax.Function) -> Generated:
         """``(source, plan)``: the generated source of one subgraph, compiled or run by nothing yet."""
         plan = self.plan(name, func)
         pieces = [p if isinstance(p, str) else (p[0], self._call(p[0], p[1])) for p in plan.steps]
         language = _language(self.language)
-        return language.assemble(plan, pieces, self.name), plan
+        return Generated(language.assemble(plan, pieces, self.name), plan)
 
     def compile(self, name: str, func: relax.Function, **options) -> base.Compiled:
         """Generate, build and register one subgraph; the host then calls the returned symbol.

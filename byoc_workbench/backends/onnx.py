@@ -23,7 +23,7 @@ from tvm import relax
 from byoc_workbench import ir
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
-from byoc_workbench.flow.rules import every_op_rules, narrowed
+from byoc_workbench.flow.rules import Rule, every_op_rules, narrowed
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "target_rules", "translate"]
 __all__ += ["unsupported"]
@@ -97,14 +97,14 @@ def _refuses(call) -> bool:
     return call.op.name in CONVERTERS and unsupported(call) is not None
 
 
-def target_rules(target: str) -> tuple:
+def target_rules(target: str) -> tuple[Rule, ...]:
     """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts, each
     asking of every call what the translator would (its attributes, layouts and shapes; :func:`unsupported`),
     so the target claims exactly what the backend takes: the host's slices, concats and box arithmetic too."""
     return every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
 
 
-def guard_rules(rules) -> tuple:
+def guard_rules(rules) -> tuple[Rule, ...]:
     """``rules`` narrowed to what the ONNX translator converts, for the ONNX-based backends."""
     return narrowed(rules, _refuses)
 

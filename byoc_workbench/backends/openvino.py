@@ -51,7 +51,7 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-def config(precision: str = "f32", threads: int | None = None) -> dict:
+def config(precision: str = "f32", threads: int | None = None) -> dict[str, str | int]:
     """The CPU plugin's settings: the precision always set, latency first, one thread per core."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return {

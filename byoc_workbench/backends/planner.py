@@ -180,7 +180,7 @@ def _py(value, symbolic: dict | None = None):
     return str(value)
 
 
-def attrs_dict(call: relax.Call) -> dict:
+def attrs_dict(call: relax.Call) -> dict[str, object]:
     """A call's attributes as Python values (``strides``, ``padding``, ``axis``, ...), in declaration order."""
     a = call.attrs
     if a is None:

@@ -262,12 +262,12 @@ def compile_subgraph(
     return register_packed("torch", name, runner, content, source, num_outputs, detail=f"{mode}, {precision}")
 
 
-def target_rules(target: str = "torch") -> tuple:
+def target_rules(target: str = "torch") -> tuple[rules.Rule, ...]:
     """The torch target: one per-op rule for every op the table converts, each asking what
     :func:`.pytorch_ops.unsupported` asks, so it claims exactly what the backend runs."""
     return rules.every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "run by torch")
 
 
-def guard_rules(rule_set) -> tuple:
+def guard_rules(rule_set) -> tuple[rules.Rule, ...]:
     """``rule_set`` narrowed to the calls the torch backend runs (every op a match holds)."""
     return rules.narrowed(rule_set, lambda call: unsupported(call) is not None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+from typing import NamedTuple
 
 import tvm
 from tvm import relax
@@ -37,7 +38,7 @@ from byoc_workbench.backends.c import C
 from byoc_workbench.backends.teaching import TEACHING
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.partition import inline_subgraphs
-from byoc_workbench.flow.rules import TARGETS, Target, Targets
+from byoc_workbench.flow.rules import TARGETS, Rule, Target, Targets
 
 
 def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
@@ -95,7 +96,7 @@ assert tuple(b.name for b in BUILTIN) == base.BUILTIN
 AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
 
 
-def own_targets() -> tuple:
+def own_targets() -> tuple[Target, ...]:
     """The targets the runtimes bring: each claims every op its backend runs, call by call (the ONNX runtimes
     through the ONNX translator, torch through its own table)."""
     onnx_targets = [
@@ -153,7 +154,7 @@ def _chosen(registry: Registry | None) -> Registry:
     return DEFAULT if registry is None else registry
 
 
-def choices(registry: Registry | None = None) -> tuple:
+def choices(registry: Registry | None = None) -> tuple[str, ...]:
     """Every backend name a user can choose: ``auto``, ``tvm``, then each backend (yours too)."""
     return ("auto", "tvm", *_chosen(registry).backends)
 
@@ -199,13 +200,13 @@ def native(codegen: str, registry: Registry | None = None) -> str | None:
     return next((b.name for b in _chosen(registry).backends.values() if b.native and b.native == codegen), None)
 
 
-def guard(backend: str | None, rules, registry: Registry | None = None) -> tuple:
+def guard(backend: str | None, rules, registry: Registry | None = None) -> tuple[Rule, ...]:
     """``rules`` narrowed to what ``backend`` can compile (for ``auto``: what ONNX can express)."""
     chosen = _chosen(registry).backends.get("onnxruntime" if backend == "auto" else backend or "")
     return tuple(rules) if chosen is None or chosen.guard is None else chosen.guard(rules)
 
 
-def backends_for(backend: str | None, codegen: str, registry: Registry | None = None) -> tuple:
+def backends_for(backend: str | None, codegen: str, registry: Registry | None = None) -> tuple[str, ...]:
     """The backends to try, in order, for a subgraph of ``codegen`` when ``backend`` is chosen."""
     if backend is None:
         own = native(codegen, registry)
@@ -249,7 +250,17 @@ def refusal(tried: list) -> str:
     return "; ".join(f"{b} refused: {why}" for b, why in tried) + "; TVM runs it on the host"
 
 
-def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Registry | None = None, **options) -> tuple:
+class CodegenResult(NamedTuple):
+    """What :func:`run_codegen` made: the module, ``{name: Compiled}`` and ``{name: reason not compiled}``."""
+
+    mod: tvm.IRModule
+    generated: dict[str, Compiled]
+    skipped: dict[str, str]
+
+
+def run_codegen(
+    mod: tvm.IRModule, backend: str | None = None, *, registry: Registry | None = None, **options
+) -> CodegenResult:
     """Compile every subgraph; returns ``(module, {name: Compiled}, {name: reason not compiled})``.
 
     Parameters
@@ -271,8 +282,8 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Regi
 
     Calls to compiled subgraphs become ``R.call_dps_packed(symbol, args)``.
     """
-    generated: dict = {}
-    skipped: dict = {}
+    generated: dict[str, Compiled] = {}
+    skipped: dict[str, str] = {}
     for name in ir.subgraph_functions(mod):
         unknown = unknown_output(mod[name])
         if unknown:
@@ -292,8 +303,8 @@ def run_codegen(mod: tvm.IRModule, backend: str | None = None, *, registry: Regi
     if backend is not None and skipped:
         mod = inline_subgraphs(mod, skipped)
     if not generated:
-        return mod, generated, skipped
-    return call_packed(mod, generated), generated, skipped
+        return CodegenResult(mod, generated, skipped)
+    return CodegenResult(call_packed(mod, generated), generated, skipped)
 
 
 # --- shapes known only at run time --------------------------------------------------

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 import tvm
 import tvm_ffi
@@ -70,10 +71,17 @@ class _Logger:
         return cls.instance
 
 
-def check() -> tuple:
+class Installed(NamedTuple):
+    """What :func:`check` found: the ``tensorrt`` module and the GPU device it builds for."""
+
+    trt: object
+    dev: tvm.runtime.Device
+
+
+def check() -> Installed:
     """``(tensorrt module, GPU device)``, or the one-line error saying what is missing."""
     trt = _trt()
-    return trt, _gpu()
+    return Installed(trt, _gpu())
 
 
 def missing() -> WorkbenchError | None:
@@ -123,17 +131,25 @@ def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES)
     return bytes(plan)
 
 
-def cached_engine(trt, dev, model: bytes, name: str, workspace: int = WORKSPACE_BYTES) -> tuple:
+class Engine(NamedTuple):
+    """A serialized TensorRT engine, the file it is cached in, and whether it came from the cache."""
+
+    plan: bytes
+    path: Path
+    was_cached: bool
+
+
+def cached_engine(trt, dev, model: bytes, name: str, workspace: int = WORKSPACE_BYTES) -> Engine:
     """``(plan, path, was_cached)``: the engine from the disk cache, built and stored on a miss."""
     key = hashlib.sha256(
         b"|".join([model, trt.__version__.encode(), dev.device_name.encode(), str(dev.compute_version).encode()])
     ).hexdigest()[:20]
     path = engine_dir() / f"{name}-{key}.engine"
     if path.exists():
-        return path.read_bytes(), path, True
+        return Engine(path.read_bytes(), path, True)
     plan = build_engine(trt, model, name, workspace)
     files.write_atomic(path, plan)  # a concurrent reader never sees half an engine
-    return plan, path, False
+    return Engine(plan, path, False)
 
 
 class Runner:

@@ -89,7 +89,7 @@ def source_name(name: str) -> str:
         name = stripped
 
 
-def block_path(name: str, scoped: bool = False) -> tuple:
+def block_path(name: str, scoped: bool = False) -> tuple[str, ...]:
     """The Gluon block prefixes around an MXNet node's name, outermost first:
     ``ssd0_resnetv10_stage1_conv0_fwd`` -> ``("ssd0_", "ssd0_resnetv10_", "ssd0_resnetv10_stage1_",
     "ssd0_resnetv10_stage1_conv0_")``. A word with an index (``stage1``) followed by more words is a block.
@@ -199,7 +199,7 @@ class _Item:
     op: str
 
 
-def find_groups(items: dict, edges, id_prefix) -> dict:
+def find_groups(items: dict, edges, id_prefix) -> dict[str, Group]:
     """``{group id: Group}`` for the nodes of each cluster.
 
     ``items`` maps a cluster id to its ``[(node id, variable name, op)]`` in binding
@@ -291,7 +291,7 @@ class _Tree:
         group = self.new(key, _name(key), parent, members[0])
         self.level(members, depth + 1, group.id, key)
 
-    def families(self, blocks: dict) -> dict:
+    def families(self, blocks: dict) -> dict[str, list[str]]:
         """``{stem: [block keys]}`` for blocks repeated side by side at least MIN_FAMILY times."""
         by_stem: dict = {}
         for key in blocks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import colorsys
 import html
 import io
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -48,17 +49,28 @@ def caption(shown: int, found: int, thresh: float) -> str:
     return f"showing {shown} of {found} detections with score ≥ {thresh:.2f}"
 
 
-def at_threshold(ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = "") -> dict:
+class ThresholdView(NamedTuple):
+    """What the score slider shows: ``shown`` rows ``(name, score, box)``, how many were ``found``, the caption."""
+
+    shown: list
+    found: int
+    caption: str
+    mark: str
+
+
+def at_threshold(
+    ids, scores, boxes, class_names=(), thresh: float = 0.5, top: int = 20, mark: str = ""
+) -> ThresholdView:
     """What the score slider shows at ``thresh`` (the pure twin of the notebook's slider).
 
-    Returns ``{"shown": [(name, score, box)] (the ``top`` best), "found": how
-    many score at least ``thresh``, "caption": one line, "mark"}``; the caption
+    Returns ``shown``: ``[(name, score, box)]`` (the ``top`` best), ``found``: how
+    many score at least ``thresh``, ``caption``: one line, and ``mark``; the caption
     ends with ``mark`` (e.g. "untrained weights") when there is one.
     """
     found = detections_above(ids, scores, boxes, thresh)
     shown = named(found[:top], class_names)
     text = caption(len(shown), len(found), thresh)
-    return {"shown": shown, "found": len(found), "caption": text + (f" — {mark}" if mark else ""), "mark": mark}
+    return ThresholdView(shown, len(found), text + (f" — {mark}" if mark else ""), mark)
 
 
 # Label size in points (the picture is drawn FIGURE_IN inches wide, so a point is width / (72 * FIGURE_IN) pixels).
@@ -106,7 +118,7 @@ def place_labels(boxes, texts, width: int, height: int, most: int = LABELS_MAX) 
     return spots
 
 
-def marks_box(boxes, width: int, height: int) -> tuple:
+def marks_box(boxes, width: int, height: int) -> tuple[float, float]:
     """The centre ``(x, y)`` of the boxes' area, clipped to the picture, where a watermark goes."""
     if not boxes:
         return width / 2, height / 2
@@ -174,7 +186,7 @@ def draw_detections(
 
 
 def table_html(rows) -> str:
-    """The detections shown (``at_threshold(...)["shown"]``) as a table: rank (as on the picture), class,
+    """The detections shown (``at_threshold(...).shown``) as a table: rank (as on the picture), class,
     score and box."""
     body = "".join(
         f"<tr><td>{k}</td><td>{html.escape(name)}</td><td>{score:.2f}</td>"

@@ -27,7 +27,7 @@ from byoc_workbench.models.meaning import KEYPOINTS, LIMBS
 _PALETTE = "tab20"
 
 
-def class_color(class_id: int) -> tuple:
+def class_color(class_id: int) -> tuple[float, float, float]:
     """The RGB colour (floats in [0, 1]) a class is drawn in, stable across pictures."""
     return tuple(matplotlib.colormaps[_PALETTE](int(class_id) % 20)[:3])
 

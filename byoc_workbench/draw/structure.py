@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+from typing import NamedTuple
 
 from byoc_workbench import ir
 from byoc_workbench.draw.graph import Box, Graph, Node, on_cpu_of, short_op
@@ -166,7 +167,15 @@ def title(g: Graph, fold: _Fold) -> str:
     return f"{_head(g.nodes[fold.flat[0]])} … {_head(g.nodes[fold.flat[-1]])}"
 
 
-def contents(g: Graph, members) -> tuple:
+class Contents(NamedTuple):
+    """What some nodes hold: the label's lines, their ops, and the target holding most of them."""
+
+    lines: list[str]
+    ops: list[str]
+    target: str
+
+
+def contents(g: Graph, members) -> Contents:
     """``(label lines, ops, main target)``: what nodes ``members`` hold, subgraphs, ops by target, MAC ops."""
     ops: list = []
     by_target: collections.Counter = collections.Counter()
@@ -183,7 +192,7 @@ def contents(g: Graph, members) -> tuple:
     macs = collections.Counter(short_op(op) for op in ops if op in ir.MAC_OPS)
     mac = ", ".join(f"{op}×{k:,}" for op, k in macs.most_common()) if macs else "none"
     lines = [f"{head}{len(ops):,} ops: {where}", f"MAC ops: {mac}"]
-    return lines, ops, by_target.most_common(1)[0][0]
+    return Contents(lines, ops, by_target.most_common(1)[0][0])
 
 
 @dataclasses.dataclass

@@ -142,7 +142,7 @@ def _topo_units(units: list) -> list:
     return [units[k] for k in done]
 
 
-def subgraph_names(regions: list, given: dict | None = None) -> dict:
+def subgraph_names(regions: list, given: dict | None = None) -> dict[int, str]:
     """``{region id: name}``: the function each region is lifted into, ``<codegen>_<k>`` numbered in
     region order per codegen, unless ``given`` (``{region id: name}``) names it."""
     given, names, counters = given or {}, {}, {}

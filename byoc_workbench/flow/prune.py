@@ -7,6 +7,7 @@ about every subgraph and inlines the rejected ones back into the host.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import tvm
 
@@ -81,16 +82,23 @@ def _reason(rule, name: str, ops: list) -> str | None:
     return reason
 
 
-def prune(mod: tvm.IRModule, rule: PruneRule | None = None, ops: dict | None = None) -> tuple:
+class Pruned(NamedTuple):
+    """The module with rejected subgraphs back on the host, and ``{name: reason}`` for each one sent back."""
+
+    mod: tvm.IRModule
+    reasons: dict[str, str]
+
+
+def prune(mod: tvm.IRModule, rule: PruneRule | None = None, ops: dict | None = None) -> Pruned:
     """Return to the host every subgraph that ``rule`` rejects; returns ``(module, {name: reason})``.
 
     ``ops`` may give each subgraph's ops (``{name: [op, ...]}``, as the partition stage's summary
     lists them), so that they are not listed again."""
     rule = check_prune_rule(rule)
     ops = ops or {}
-    reasons = {}
+    reasons: dict[str, str] = {}
     for name in ir.subgraph_functions(mod):
         reason = _reason(rule, name, list(ops[name]) if name in ops else ir.ops_in(mod[name], mod))
         if reason:
             reasons[name] = reason
-    return inline_subgraphs(mod, reasons), reasons
+    return Pruned(inline_subgraphs(mod, reasons), reasons)

@@ -47,7 +47,7 @@ class Region:
     places: tuple = ()
 
     @property
-    def vars(self) -> tuple:
+    def vars(self) -> tuple[str, ...]:
         """The names of the member variables, for display."""
         return tuple(v.name for v in self.members)
 
@@ -211,7 +211,7 @@ def _block_groups(steps, users) -> list:
     return out
 
 
-def outputs_of(members, users: dict) -> tuple:
+def outputs_of(members, users: dict) -> tuple[relax.Var, ...]:
     """The ``members`` read outside them (or returned), in binding order; ``users`` is :func:`ir.users`'s."""
     inside = {v.__chandle__() for v in members}
 

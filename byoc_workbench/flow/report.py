@@ -52,16 +52,16 @@ class Report:
     gpu_build: devices.Placement | None = None  # what a GPU build of the pruned module runs on the CPU
 
     @property
-    def supported(self) -> dict:
+    def supported(self) -> dict[str, int]:
         """``{op: calls the target takes}`` after pruning, most first."""
         return {r["op"]: r["offloaded"] for r in self.ops if r["offloaded"]}
 
     @property
-    def unsupported(self) -> dict:
+    def unsupported(self) -> dict[str, int]:
         """``{op: calls left on the host}``, most first."""
         return {r["op"]: r["host"] for r in self.ops if r["host"]}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "model": self.model,
             "target": self.target,

@@ -127,7 +127,7 @@ def reported_checks():
         raise user_error(f"rule {rule.qualified}'s check", err) from err
 
 
-def pattern_ops(pattern: DFPattern) -> tuple:
+def pattern_ops(pattern: DFPattern) -> tuple[str, ...]:
     """The Relax ops a pattern's calls name, in first-seen order, read from its structure."""
     found: dict = {}
 
@@ -200,7 +200,7 @@ def pattern_rule(target: str, name: str, pattern, check: CallCheck | None = None
     return Rule(target, name, "pattern", pattern=pattern, check=check, doc=doc)
 
 
-def every_op_rules(target: str, ops, takes: CallCheck, doc: str) -> tuple:
+def every_op_rules(target: str, ops, takes: CallCheck, doc: str) -> tuple[Rule, ...]:
     """A runtime's own target: one per-pattern rule for each op in ``ops`` (named after it), claiming
     every call that ``takes(call)``, as torch.fx's ``OperatorSupport`` asks of a node. Each pattern takes
     the op's required arguments, then any optional ones (strided_slice without strides)."""
@@ -214,7 +214,7 @@ def every_op_rules(target: str, ops, takes: CallCheck, doc: str) -> tuple:
     )
 
 
-def narrowed(rules, refuses: Callable) -> tuple:
+def narrowed(rules, refuses: Callable) -> tuple[Rule, ...]:
     """``rules`` whose matches a backend runs whole: a match holding a call ``refuses(call)`` is not
     claimed (the rule's own check still applies), so rules never offload what the backend cannot run."""
 
@@ -267,7 +267,7 @@ def _conv2d_relu(with_bias: bool) -> DFPattern:
     return is_op("relax.nn.relu")(conv)
 
 
-def byoc_target_rules() -> tuple:
+def byoc_target_rules() -> tuple[Rule, ...]:
     """The seed's four rules. Patterns come first: they are tried before per-op rules."""
     t = "byoc-target"
     return (
@@ -278,7 +278,7 @@ def byoc_target_rules() -> tuple:
     )
 
 
-def tensorrt_rules() -> tuple:
+def tensorrt_rules() -> tuple[Rule, ...]:
     """Upstream TVM's TensorRT pattern table, one rule per entry, in its order.
 
     Upstream registers two entries named ``tensorrt.strided_slice``; the second
@@ -373,7 +373,7 @@ def as_target(target, targets: Targets | None = None) -> Target:
     )
 
 
-def check_rules(rules, where: str = "rules") -> tuple:
+def check_rules(rules, where: str = "rules") -> tuple[Rule, ...]:
     """``rules`` as a tuple, or a one-line error: not a list of :class:`Rule`, or two rules of one name."""
     if isinstance(rules, (Rule, str, bytes, dict)) or not isinstance(rules, Iterable):
         raise WorkbenchError(
@@ -398,7 +398,7 @@ def check_rules(rules, where: str = "rules") -> tuple:
     return rules
 
 
-def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple:
+def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple[Rule, ...]:
     """The rules named ``target.rule`` in ``names``, in table order; all when None."""
     if names is None:
         return tuple(rules)

@@ -42,7 +42,7 @@ class Stage:
     owners: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)
     calls: collections.Counter = dataclasses.field(default_factory=collections.Counter, repr=False)  # see _census
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "op_count": self.op_count,
@@ -247,12 +247,12 @@ def summarize(
     )
 
 
-def rule_matches(stage: Stage, rules) -> dict:
+def rule_matches(stage: Stage, rules) -> dict[str, int]:
     """How many calls each rule claimed at an annotate stage: its host functions' calls to the rule's composites."""
     return {r.qualified: stage.calls.get(r.qualified, 0) for r in rules}
 
 
-def summary_json(model: str, stages: list) -> dict:
+def summary_json(model: str, stages: list) -> dict[str, object]:
     """The CLI's summary.json; ``prepare`` says what was done to the module before the source stage."""
     step = prepared(stages[0].mod) if stages else None
     return {"model": model, **({"prepare": step} if step else {}), "stages": [s.to_json() for s in stages]}

@@ -79,7 +79,7 @@ class Node:
     inputs: tuple
 
 
-def load_symbol_json(symbol) -> dict:
+def load_symbol_json(symbol) -> dict[str, object]:
     """Return the graph dict of an MXNet symbol.
 
     Parameters
@@ -144,7 +144,7 @@ def reachable(graph: dict) -> set[int]:
     return seen
 
 
-def with_outputs(symbol, names: list[str]) -> dict:
+def with_outputs(symbol, names: list[str]) -> dict[str, object]:
     """A copy of the graph whose outputs are the nodes ``names`` (output 0 of each).
 
     Used to compare intermediate tensors, e.g. the input of ``_contrib_box_nms``.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tvm import relax
 
 
-def binding_names(func: relax.Function, converted: list) -> dict:
+def binding_names(func: relax.Function, converted: list) -> dict[relax.Var, str]:
     """``{variable: name}`` for ``converted``, a list of ``(node name, [output expressions])`` in order."""
     bindings = [b for block in func.body.blocks for b in block.bindings]
     position = {b.var: i for i, b in enumerate(bindings)}

@@ -132,7 +132,7 @@ def _file_at_fault(message: str) -> bool:
     return bool(re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE))
 
 
-def graph_inputs(model) -> dict:
+def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
     """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name."""
     onnx = _onnx()
     weights = {t.name for t in model.graph.initializer}
@@ -146,7 +146,7 @@ def graph_inputs(model) -> dict:
     return out
 
 
-def resolve_shapes(model, given=None) -> dict:
+def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
     """``{input: shape}``: ``given`` (a dict, or one shape for a one-input model) over the file's own dims.
 
     A dim the file leaves symbolic and ``given`` does not fix stays a name.

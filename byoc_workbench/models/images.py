@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 import numpy as np
@@ -146,7 +147,14 @@ def load_test(
     return to_input(resized, mean, std), resized
 
 
-def model_input(image, shape) -> tuple:
+class ModelInput(NamedTuple):
+    """A picture as a model takes it (``x``, N, C, H, W) and as it is drawn (``picture``, H, W, RGB)."""
+
+    x: np.ndarray
+    picture: np.ndarray
+
+
+def model_input(image, shape) -> ModelInput:
     """``(x, picture)``: the picture as GluonCV's ``load_test`` prepares it, cut to ``shape``
     (N, C, H, W), and the RGB picture cut the same way (for drawing).
 
@@ -172,4 +180,4 @@ def model_input(image, shape) -> tuple:
         shown = np.zeros((*padded.shape[2:], picture.shape[2]), picture.dtype)
         shown[: picture.shape[0], : picture.shape[1]] = picture
         x, picture = padded, shown
-    return np.asarray(x[:, :, :h, :w], order="C"), np.asarray(picture[:h, :w], order="C")
+    return ModelInput(np.asarray(x[:, :, :h, :w], order="C"), np.asarray(picture[:h, :w], order="C"))

@@ -208,7 +208,7 @@ SUMMARIES = {
 }
 
 
-def class_names(loaded) -> tuple:
+def class_names(loaded) -> tuple[str, ...]:
     """The names of the classes a model tells apart (ImageNet's for classifiers), or ``()``."""
     names = getattr(loaded.block, "classes", None)
     if names is not None:

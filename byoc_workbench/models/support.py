@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import TypedDict
 
 from byoc_workbench import ir
 from byoc_workbench.errors import WorkbenchError, first_line
@@ -66,6 +67,21 @@ _INT8 += (("deeplab", "segmentation", "DeepLabV3"), ("pose", "pose", "Simple Pos
 STATUSES = ("converts", "refused", "not built", "crashed")
 
 
+class SupportRecord(TypedDict):
+    """One model's check, as :func:`check` returns it and the walk writes it (``data/zoo-support.json``)."""
+
+    name: str
+    task: str
+    family: str
+    status: str  # one of STATUSES
+    input_shape: list[int] | None
+    ops: list[str]  # the MXNet ops it lacks, when refused
+    error: str
+    mxnet_ops: int
+    relax_ops: int
+    seconds: float | None
+
+
 def _family(name: str, module: str):
     if module.endswith("quantized"):
         found = next(((t, f"{fam} (int8)") for key, t, fam in _INT8 if key in name), None)
@@ -73,7 +89,7 @@ def _family(name: str, module: str):
     return next(((t, fam) for key, t, fam in FAMILIES if key in module), None)
 
 
-def zoo_names() -> dict:
+def zoo_names() -> dict[str, tuple[str, str]]:
     """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
     gluon.import_mxnet()
     registry = import_gluoncv("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
@@ -85,7 +101,7 @@ def zoo_names() -> dict:
     return found
 
 
-def input_shape(name: str, block) -> tuple:
+def input_shape(name: str, block) -> tuple[int, int, int, int]:
     """The input a model is traced at: its own size (GluonCV's demos' for detectors)."""
     if "pose" in name:
         return (1, 3, 320, 256) if name.startswith("alpha_pose") else (1, 3, 256, 192)
@@ -125,12 +141,12 @@ def _quiet():
             logging.disable(before)
 
 
-def check(name: str, task: str = "", family: str = "") -> dict:
+def check(name: str, task: str = "", family: str = "") -> SupportRecord:
     """Build ``name`` with no weights, trace it and import it; the record of what happened.
 
     Returns
     -------
-    dict
+    SupportRecord
         ``{"name", "task", "family", "status", "input_shape", "ops" (the MXNet ops it
         lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
         ``status`` is one of :data:`STATUSES` but ``crashed``.
@@ -185,7 +201,7 @@ def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
     return records
 
 
-def check_apart(name: str, task: str = "", family: str = "", timeout: float = 900.0) -> dict:
+def check_apart(name: str, task: str = "", family: str = "", timeout: float = 900.0) -> SupportRecord:
     """:func:`check` in a process of its own: a crash or a hang past ``timeout`` seconds is a ``crashed`` record.
 
     One model of the walk, wherever it runs (``tools/zoo_support.py --ray`` makes each a Ray task).
@@ -203,7 +219,7 @@ def check_apart(name: str, task: str = "", family: str = "", timeout: float = 90
     return record or crashed(name, task, family, f"the check {why}")
 
 
-def crashed(name: str, task: str, family: str, why: str) -> dict:
+def crashed(name: str, task: str, family: str, why: str) -> SupportRecord:
     """The record of a model whose check never answered (``why``: a crash, a hang, a task that died)."""
     record = {"name": name, "task": task, "family": family, "status": "crashed", "input_shape": None}
     record.update(ops=[], error=f"{name}: {why}", mxnet_ops=0, relax_ops=0, seconds=None)

@@ -20,6 +20,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from byoc_workbench import files, progress
 from byoc_workbench.errors import WorkbenchError
@@ -258,24 +259,33 @@ def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
         ) from None
 
 
+class Fetched(TypedDict):
+    """What :func:`prefetch` did for one model: the file, or why it is missing and how to supply it."""
+
+    ok: bool
+    path: str
+    error: str | None
+    how_to_fix: str | None
+
+
 def prefetch(
     models=None,
     cache: str | os.PathLike | None = None,
     repo_url: str | None = None,
     timeout: float = DOWNLOAD_TIMEOUT_S,
-) -> dict:
+) -> dict[str, Fetched]:
     """Fill the cache with trained weights ahead of a workshop.
 
     Returns
     -------
-    dict
+    dict[str, Fetched]
         ``{name: {"ok": bool, "path": str, "error": str | None, "how_to_fix": str | None}}``;
         for each failure, where to put the file by hand and the ``--weights`` flag.
     """
     models = list(models or MODELS)
     for name in models:
         model_spec(name)  # an unknown name is a usage error, not a download failure
-    report = {}
+    report: dict[str, Fetched] = {}
     for name in models:
         target = weights_dir(cache) / params_file_name(name)
         try:

@@ -39,9 +39,9 @@ def detections_slider(picture, detections, class_names=(), thresh: float = 0.5, 
     def show(change=None):
         t = slider.value
         view = at_threshold(ids, scores, boxes, class_names, t, top, mark)
-        caption.value = view["caption"]
+        caption.value = view.caption
         picture_widget.value = detections_png(picture, ids, scores, boxes, class_names, t, **drawing)
-        table.value = table_html(view["shown"])
+        table.value = table_html(view.shown)
 
     slider.observe(show, names="value")
     show()

@@ -142,13 +142,13 @@ def test_threshold_view_is_the_sliders_pure_twin():
     scores = np.array([[[0.9], [0.4], [0.99], [0.55]]], "float32")
     boxes = np.arange(16, dtype="float32").reshape(1, 4, 4)
     view = viz.at_threshold(ids, scores, boxes, ["person", "bicycle"], 0.5, mark="untrained weights")
-    assert [(n, round(s, 2)) for n, s, _ in view["shown"]] == [("person", 0.9), ("bicycle", 0.55)]
-    assert view["caption"] == "showing all 2 detections with score ≥ 0.50 — untrained weights"
+    assert [(n, round(s, 2)) for n, s, _ in view.shown] == [("person", 0.9), ("bicycle", 0.55)]
+    assert view.caption == "showing all 2 detections with score ≥ 0.50 — untrained weights"
     low = viz.at_threshold(ids, scores, boxes, ["person"], 0.3, top=1)
-    assert low["found"] == 3 and [n for n, _, _ in low["shown"]] == ["person"]
-    assert low["caption"] == "showing 1 of 3 detections with score ≥ 0.30"
-    assert viz.at_threshold(ids, scores, boxes, (), 0.95)["caption"] == "showing 0 detections with score ≥ 0.95"
-    assert viz.at_threshold(ids, scores, boxes, (), 0.5)["shown"][1][0] == "class 1"
+    assert low.found == 3 and [n for n, _, _ in low.shown] == ["person"]
+    assert low.caption == "showing 1 of 3 detections with score ≥ 0.30"
+    assert viz.at_threshold(ids, scores, boxes, (), 0.95).caption == "showing 0 detections with score ≥ 0.95"
+    assert viz.at_threshold(ids, scores, boxes, (), 0.5).shown[1][0] == "class 1"
 
 
 def test_slider_redraws_on_a_new_threshold():
