@@ -57,7 +57,7 @@ class Done:
     start: float = 0.0  # wall-clock seconds (time.time()) when the task's work began
     end: float = 0.0
 
-    def where(self) -> dict:
+    def where(self) -> dict[str, str | float]:
         """``{"node", "start", "end"}``: what a result records of where and when it ran."""
         return {"node": self.node, "start": self.start, "end": self.end}
 

@@ -9,11 +9,12 @@ import json
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
 import tvm
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU and the backends' versions."""
     info = {
         "platform": platform.platform(),

@@ -228,12 +228,11 @@ def test_a_subgraphs_bill_offloaded_and_on_the_host():
     profiles = {k: timing.profile(built, inputs, runs=2) for k, (built, inputs) in builds.items()}
     partitioned = builds["unpruned"][0].partitioned
     cost = runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_0", partitioned)
-    assert cost["host_kernels"] == 1 and cost["host_s"] > 0  # while_loop/inc, on TVM after pruning
-    assert cost["compute_s"] > 0 and cost["boundary_s"] > 0
+    assert cost.host_kernels == 1 and cost.host_s > 0  # while_loop/inc, on TVM after pruning
+    assert cost.compute_s > 0 and cost.boundary_s > 0
     line = runner.subgraph_cost_line(cost, "onnxruntime (CPU)")
     assert line.startswith("byoc_target_0: offloaded to onnxruntime (CPU) ") and "(1 kernels)" in line
     # byoc_target_1 stays offloaded in both builds: nothing of it runs on the host.
     assert (
-        runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_1", partitioned)["host_kernels"]
-        == 0
+        runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_1", partitioned).host_kernels == 0
     )

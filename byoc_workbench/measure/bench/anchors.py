@@ -5,8 +5,8 @@ Runtime and OpenVINO (at f32) on the whole model as MXNet's ONNX exporter
 writes it, where that exporter takes the model; it makes ``box_nms``
 class-agnostic, so their detections differ from TVM's by design. For an ONNX
 file: ONNX Runtime and OpenVINO on the file itself. For a PyTorch program:
-eager PyTorch. Each maker returns ``({label: entry}, {label: outputs},
-{label: why skipped})``; an anchor that cannot run here is skipped with its
+eager PyTorch. Each maker returns :class:`Anchors`: ``{label: entry}``, ``{label: outputs}``,
+``{label: why skipped}``; an anchor that cannot run here is skipped with its
 one-line reason, and the others still run.
 """
 
@@ -18,7 +18,9 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,8 +36,37 @@ CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detect
 WHOLE_MODEL = ("onnxruntime", "openvino")  # the backends that run a whole ONNX file as an anchor
 
 
-def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
-    """``(Latency, outputs)`` of the Gluon block itself, hybridized with static memory."""
+class Timed(NamedTuple):
+    """One anchor run on its own: how long it took, and its outputs."""
+
+    latency: clock.Latency
+    outputs: Any
+
+
+class Runs(NamedTuple):
+    """The runtimes ready to run a whole model, by label, and why each of the others cannot."""
+
+    runs: dict[str, Callable[[], Any]]
+    skipped: dict[str, str]
+
+
+class Anchors(NamedTuple):
+    """Anchors timed: each one's JSON entry and outputs by label, and why each skipped one could not run."""
+
+    entries: dict[str, dict[str, Any]]
+    outputs: dict[str, Any]
+    skipped: dict[str, str]
+
+
+class SubjectAnchors(NamedTuple):
+    """A subject's anchors timed: each one's JSON entry by label, and why each skipped one could not run."""
+
+    entries: dict[str, dict[str, Any]]
+    skipped: dict[str, str]
+
+
+def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Timed:
+    """:class:`Timed` (latency, outputs) of the Gluon block itself, hybridized with static memory."""
     import mxnet as mx
 
     block.hybridize(static_alloc=True, static_shape=True)
@@ -46,7 +77,7 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: floa
         got = block(data)  # one array (pose, classifiers) or a tuple (detectors, segmentation)
         out[0] = [o.asnumpy() for o in (got if isinstance(got, (list, tuple)) else [got])]  # waits for MXNet
 
-    return clock.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0]
+    return Timed(clock.measure(once, repeat, 2, "run mxnet", progress, max_seconds), out[0])
 
 
 def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
@@ -68,7 +99,8 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
 
 @contextlib.contextmanager
 def whole_model_runs(path, inputs, backends=WHOLE_MODEL):
-    """Yields ``({label: run}, {label: why skipped})``: each of ``backends`` ready to run a whole ONNX file.
+    """Yields :class:`Runs` (``{label: run}``, ``{label: why skipped}``): each of ``backends`` ready to run a
+    whole ONNX file.
 
     ``run()`` runs the file once on ``inputs`` and returns its outputs. Labels
     are ``<backend>_whole_model``. ONNX Runtime runs with the backend's own
@@ -91,16 +123,16 @@ def whole_model_runs(path, inputs, backends=WHOLE_MODEL):
                 skipped[label] = err.line
                 continue
             runs[label] = functools.partial(run, inputs)
-        yield runs, skipped
+        yield Runs(runs, skipped)
 
 
 def whole_model_anchors(
     path, inputs, repeat: int, progress: bool = True, max_seconds: float | None = None, backends=WHOLE_MODEL
-) -> tuple:
-    """``({label: entry}, {label: outputs}, {label: why skipped})`` of each of ``backends`` on a whole ONNX
-    file, timed (see :func:`whole_model_runs`)."""
+) -> Anchors:
+    """:class:`Anchors` (``{label: entry}``, ``{label: outputs}``, ``{label: why skipped}``) of each of
+    ``backends`` on a whole ONNX file, timed (see :func:`whole_model_runs`)."""
     with whole_model_runs(path, inputs, backends) as (runs, skipped):
-        return (*_timed(runs, repeat, f" on {Path(path).name}", progress, max_seconds), skipped)
+        return Anchors(*_timed(runs, repeat, f" on {Path(path).name}", progress, max_seconds), skipped)
 
 
 RAN_ON = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}  # a whole model's runtime, as said
@@ -145,8 +177,8 @@ def _static(path, inputs, to: Path) -> Path:
     return to
 
 
-def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
-    """``({label: entry}, {label: outputs}, {label: why skipped})``: :func:`whole_model_anchors` on MXNet's
+def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Anchors:
+    """:class:`Anchors`: :func:`whole_model_anchors` on MXNet's
     own ONNX export of ``loaded`` (:func:`export_onnx`), each anchor skipped with why where the exporter
     or a runtime refuses the model."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,13 +189,13 @@ def export_anchors(loaded, x, repeat: int, progress: bool = True, max_seconds: f
             raise  # the user's bound
         except Exception as err:  # MXNet's exporter and the runtimes refuse ops in their own ways
             why = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
-            return {}, {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
+            return Anchors({}, {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL})
 
 
 def zoo_anchors(
-    loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None, opened: tuple | None = None
-) -> tuple:
-    """``({label: entry}, {label: outputs}, {label: why skipped})`` of a zoo model: MXNet's own block
+    loaded, x, repeat: int, progress: bool = True, max_seconds: float | None = None, opened: Runs | None = None
+) -> Anchors:
+    """:class:`Anchors` of a zoo model: MXNet's own block
     (:func:`mxnet_anchor`) and the runtimes on its ONNX export (:func:`export_anchors`, or ``opened``: what
     :func:`subject_runs` yielded). A detector's exported anchors carry a ``note``: their NMS is class-agnostic."""
     lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
@@ -172,18 +204,18 @@ def zoo_anchors(
     if opened is None:
         found, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
     else:
-        found, more = _timed(opened[0], repeat, "", progress, max_seconds)
-        skipped = opened[1]
+        found, more = _timed(opened.runs, repeat, "", progress, max_seconds)
+        skipped = opened.skipped
     for label, entry in found.items():
         entries[label] = entry | {"ran_on": f"{RAN_ON[label.removesuffix('_whole_model')]}, MXNet's ONNX export"}
         if loaded.spec.kind == "detection":
             entries[label]["note"] = CLASS_AGNOSTIC
         outputs[label] = more[label]
-    return entries, outputs, skipped
+    return Anchors(entries, outputs, skipped)
 
 
-def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | None = None) -> tuple:
-    """``({label: entry}, {label: outputs}, {label: why skipped})`` of your own model
+def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Anchors:
+    """:class:`Anchors` of your own model
     (:class:`~byoc_workbench.frontends.own.OwnModel`): the runtimes on its ONNX file, or eager PyTorch."""
     if model.kind == "onnx":
         return whole_model_anchors(model.path, model.inputs, repeat, progress, max_seconds)
@@ -193,22 +225,22 @@ def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | 
         out[0] = model.reference(model.inputs)
 
     lat = clock.measure(once, repeat, 2, "run eager pytorch", progress, max_seconds)
-    return {"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {}
+    return Anchors({"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {})
 
 
-def subject_anchors(subject, repeat: int, opened: tuple) -> tuple:
-    """``({label: entry}, {label: why skipped})``: the whole-model anchors of a
+def subject_anchors(subject, repeat: int, opened: Runs) -> SubjectAnchors:
+    """:class:`SubjectAnchors` (``{label: entry}``, ``{label: why skipped}``): the whole-model anchors of a
     :class:`~byoc_workbench.subjects.Subject` whose :attr:`source` is a zoo model or an ONNX file, timed
     on ``opened`` (what :func:`subject_runs` yielded, which the search's finals time again)."""
     if isinstance(subject.source, (str, os.PathLike)):
-        return _timed(opened[0], repeat, f" on {Path(subject.source).name}", progress=False)[0], opened[1]
-    entries, _, skipped = zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
-    return entries, skipped
+        return SubjectAnchors(_timed(opened.runs, repeat, f" on {Path(subject.source).name}", False)[0], opened.skipped)
+    found = zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
+    return SubjectAnchors(found.entries, found.skipped)
 
 
 @contextlib.contextmanager
 def subject_runs(subject):
-    """Yields ``({label: run}, {label: why skipped})``: the whole-model runtimes of a
+    """Yields :class:`Runs` (``{label: run}``, ``{label: why skipped}``): the whole-model runtimes of a
     :class:`~byoc_workbench.subjects.Subject`, ready to run (a zoo model on MXNet's own ONNX export,
     an ONNX file as it is), for the search to time beside its finalists, round after round."""
     if isinstance(subject.source, (str, os.PathLike)):
@@ -221,7 +253,7 @@ def subject_runs(subject):
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")
         except Exception as err:  # noqa: BLE001 - MXNet's exporter refuses ops in its own ways
             why = f"MXNet's ONNX export of {loaded.name} does not run: {first_line(err)}"
-            yield {}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL}
+            yield Runs({}, {f"{backend}_whole_model": why for backend in WHOLE_MODEL})
             return
         with whole_model_runs(path, [x]) as found:
             yield found

@@ -38,6 +38,7 @@ import difflib
 import functools
 import sys
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -79,7 +80,7 @@ LAYOUT = (
 TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
 
 
-def parse_backends(text: str) -> tuple:
+def parse_backends(text: str) -> tuple[str, ...]:
     """``"tvm,onnxruntime"`` -> ``("tvm", "onnxruntime")``, or a one-line error naming the unknown ones.
 
     Any backend of the registry will do; a ``.py`` file is a codegen of your own, loaded now.
@@ -117,23 +118,28 @@ def _subject(model, weights=None, image=None) -> Subject:
     return subject
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    """How a bench times; :func:`bench_model` takes them as keywords (a misspelt one is a TypeError)."""
+
+    repeat: int = 10  # timed runs of each offloaded build and anchor, after one warm-up
+    tvm_repeat: int = 1  # timed runs of TVM alone, without warm-up (tens of seconds each for the SSD)
+    weights: str | None = None  # a zoo model's weights, unless its reference names its own
+    image: str | None = None  # a zoo model's input picture, unless its reference names its own
+    unpruned: bool = True  # also time each offloading backend's build unpruned (``<backend>_unpruned``)
+    anchors: bool = True  # also time the whole-model anchors
+    where: bool = False  # also profile each offloaded build's time per VM call (``where_time_goes``)
+    max_seconds: float | None = None  # refuse a timed loop that its first run says would take longer
+
+
 def bench_model(
-    model=zoo.DEFAULT_MODEL,
-    backends=("tvm", "onnxruntime"),
-    repeat: int = 10,
-    tvm_repeat: int = 1,
-    weights=None,
-    image=None,
-    unpruned: bool = True,
-    anchors: bool = True,
-    progress: bool = True,
-    where: bool = False,
-    max_seconds: float | None = None,
-) -> dict:
+    model=zoo.DEFAULT_MODEL, backends=("tvm", "onnxruntime"), progress: bool = True, **options
+) -> dict[str, Any]:
     """Time ``model`` on each of ``backends`` and the anchors; see the module's docstring.
 
     ``model`` is a zoo model's name (``weights`` and ``image`` go with it), a
-    :class:`~byoc_workbench.subjects.ModelRef` (or its dict), or a workbench holding your own model.
+    :class:`~byoc_workbench.subjects.ModelRef` (or its dict), or a workbench holding your own model;
+    ``options`` are :class:`Options`' fields.
     Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
     the first offloading backend against :data:`TARGETS`; with ``where``,
@@ -142,20 +148,21 @@ def bench_model(
     outputs that are not finite (:func:`byoc_workbench.models.meaning.nonfinite_warning`).
     ``max_seconds`` refuses a timed loop that its first run says would take longer.
     """
-    if repeat < 1 or tvm_repeat < 1:
+    opts = Options(**options)
+    if opts.repeat < 1 or opts.tvm_repeat < 1:
         raise WorkbenchError(
-            f"--repeat and --tvm-repeat must be 1 or more, got {repeat}, {tvm_repeat}", "pass 10 and 1"
+            f"--repeat and --tvm-repeat must be 1 or more, got {opts.repeat}, {opts.tvm_repeat}", "pass 10 and 1"
         )
-    what = _subject(model, weights, image)
+    what = _subject(model, opts.weights, opts.image)
     result = _layout(what)
-    found = _builds(what, result, backends, (repeat, tvm_repeat), unpruned, progress, where, max_seconds)
+    found = _builds(what, result, backends, opts, progress)
     if "tvm" in result["backends"]:
         result["notes"].append(
-            f"tvm alone (llvm, untuned) timed {tvm_repeat} time(s), without warm-up; "
-            f"the others {repeat} times after warm-up"
+            f"tvm alone (llvm, untuned) timed {opts.tvm_repeat} time(s), without warm-up; "
+            f"the others {opts.repeat} times after warm-up"
         )
-    if anchors:
-        _time_anchors(what, result, found, repeat, progress, max_seconds)
+    if opts.anchors:
+        _time_anchors(what, result, found, opts, progress)
     own = what.workbench.model
     expected = own.reference(own.inputs) if own else None  # None: TVM alone's
     differ = functools.partial(differ_outputs, detection=what.detection)
@@ -255,15 +262,15 @@ def _layout(what: Subject) -> dict:
     }
 
 
-def _builds(what: Subject, result: dict, backends, repeats: tuple, unpruned, progress, where, max_seconds) -> dict:
+def _builds(what: Subject, result: dict, backends, opts: Options, progress: bool) -> dict:
     """Each backend's builds (offloaded ones pruned, then unpruned), timed into ``result``;
     returns ``{label: judged outputs}``. A backend that cannot run is skipped with why."""
     found: dict = {}
     for name in backends:
-        builds = [(name, True)] + ([(f"{name}_unpruned", False)] if name != "tvm" and unpruned else [])
+        builds = [(name, True)] + ([(f"{name}_unpruned", False)] if name != "tvm" and opts.unpruned else [])
         for label, prune in builds:
             try:
-                run, staged = _run(what, name, prune, label, repeats, progress, max_seconds)
+                run, staged = _run(what, name, prune, label, opts, progress)
             except clock.OverBudget:
                 raise  # the user's bound, not this backend's problem
             except WorkbenchError as err:
@@ -271,31 +278,30 @@ def _builds(what: Subject, result: dict, backends, repeats: tuple, unpruned, pro
                 break
             result["backends"][label] = timing.run_json(run)
             found[label] = _judge(what, run.outputs, run.backend)
-            if where and staged is not None:
+            if opts.where and staged is not None:
                 built = timing.build(staged, mark=what.mark)
-                result["where_time_goes"][label] = timing.where_time_goes(built, what.inputs, repeats[0])
+                result["where_time_goes"][label] = timing.where_time_goes(built, what.inputs, opts.repeat)
     return found
 
 
-def _run(what: Subject, backend: str, prune: bool, label: str, repeats: tuple, progress, max_seconds) -> tuple:
+def _run(what: Subject, backend: str, prune: bool, label: str, opts: Options, progress: bool) -> tuple:
     """``(Run, stages)`` of one build: TVM alone once per ``tvm_repeat``, without warm-up (its stages
     None), or offloaded through ``backend`` ``repeat`` times after one warm-up."""
-    repeat, tvm_repeat = repeats
-    kw = {"mark": what.mark, "progress": progress, "max_seconds": max_seconds}
+    kw = {"mark": what.mark, "progress": progress, "max_seconds": opts.max_seconds}
     if backend == "tvm":
-        return runner.build_and_run(what.alone, what.inputs, tvm_repeat, 0, label="tvm alone", **kw), None
+        return runner.build_and_run(what.alone, what.inputs, opts.tvm_repeat, 0, label="tvm alone", **kw), None
     staged = byom.offloaded(what.workbench, backend, prune)
-    return runner.build_and_run(staged[-1], what.inputs, repeat, 1, label=label, **kw), staged
+    return runner.build_and_run(staged[-1], what.inputs, opts.repeat, 1, label=label, **kw), staged
 
 
-def _time_anchors(what: Subject, result: dict, found: dict, repeat: int, progress, max_seconds) -> None:
+def _time_anchors(what: Subject, result: dict, found: dict, opts: Options, progress: bool) -> None:
     """The whole-model anchors timed into ``result``, their outputs judged into ``found``: a zoo model's
     MXNet block and ONNX export, your own model's framework; the demo has none to run it whole."""
     loaded, own = _loaded(what), what.workbench.model
     if loaded:
-        entries, outputs, skipped = zoo_anchors(loaded, what.inputs[0], repeat, progress, max_seconds)
+        entries, outputs, skipped = zoo_anchors(loaded, what.inputs[0], opts.repeat, progress, opts.max_seconds)
     elif own:
-        entries, outputs, skipped = own_anchors(own, repeat, progress, max_seconds)
+        entries, outputs, skipped = own_anchors(own, opts.repeat, progress, opts.max_seconds)
     else:
         entries, outputs, skipped = {}, {}, {}
     result["anchors"].update(entries)
@@ -306,30 +312,39 @@ def _time_anchors(what: Subject, result: dict, found: dict, repeat: int, progres
             result["notes"].append(f"{label}: {entry['note']}")
 
 
-def differ_predictions(ref, got) -> tuple:
-    """``(lines, detections)``: what differs between two predictions of a zoo model's task
+class Differences(NamedTuple):
+    """What differs between two outputs, one line each, and for a detector ``"found/rows"`` (else None)."""
+
+    lines: list[str]
+    detections: str | None
+
+
+def differ_predictions(ref, got) -> Differences:
+    """:class:`Differences` (``lines``, ``detections``): what differs between two predictions of a zoo model's task
     (:func:`byoc_workbench.measure.check.compare.differences`), and for a detector how many of
     ``ref``'s detections ``got`` holds, as ``"found/rows"`` (else None)."""
     lines = compare.differences(ref, got)
     if (getattr(ref, "task", "") or "detection") != "detection":
-        return lines, None
+        return Differences(lines, None)
     rows = len(np.asarray(ref["ids"])[0])
-    return lines, f"{rows - len(compare.unmatched(ref, got))}/{rows}"
+    return Differences(lines, f"{rows - len(compare.unmatched(ref, got))}/{rows}")
 
 
-def differ_outputs(ref, got, detection: bool = False) -> tuple:
-    """``(lines, detections)`` as :func:`differ_predictions`, for raw outputs against the reference's
+def differ_outputs(ref, got, detection: bool = False) -> Differences:
+    """:class:`Differences` as :func:`differ_predictions`, for raw outputs against the reference's
     (:func:`byoc_workbench.measure.check.compare.check_outputs`): each output over the tolerance, or the detections."""
     check = compare.check_outputs(ref, got, detection=detection)
     found = check.get("detections_found")
     if check["equal"]:
-        return [], found
+        return Differences([], found)
     if detection:
         k, rows = found.split("/")
-        return [f"detections: {k} of {rows} found"], found
+        return Differences([f"detections: {k} of {rows} found"], found)
     tol = check["tolerance"]
     over = [r for r in check["outputs"] if not r["max_rel"] <= tol]
-    return [f"output {r['output']}: max relative error {r['max_rel']:.2e}, over {tol:g}" for r in over], found
+    return Differences(
+        [f"output {r['output']}: max relative error {r['max_rel']:.2e}, over {tol:g}" for r in over], found
+    )
 
 
 def _compare(result: dict, found: dict, expected=None, differ: Callable = differ_predictions) -> None:
@@ -350,7 +365,7 @@ def _compare(result: dict, found: dict, expected=None, differ: Callable = differ
     result["targets"] = targets(result)
 
 
-def targets(result: dict) -> dict:
+def targets(result: dict) -> dict[str, Any]:
     """The first offloaded (pruned) build against :data:`TARGETS`; empty when none ran."""
     timed = {**result["backends"], **result["anchors"]}
     offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)

@@ -19,6 +19,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from byoc_workbench import stages, text
 from byoc_workbench.errors import WorkbenchError
@@ -54,7 +55,7 @@ def build_run(wb, backend: str, prune: bool = True, repeat: int = 1, warmup: int
     return runner.build_and_run(what, model.inputs, repeat, warmup, label=label, mark=wb.mark, **kw)
 
 
-def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = False) -> dict:
+def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = False) -> dict[str, Any]:
     """Run the model once through ``backend`` and check it against the reference.
 
     Returns

@@ -9,6 +9,8 @@ scores are closer than float32 noise.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from byoc_workbench.errors import WorkbenchError
@@ -105,22 +107,29 @@ def differences(ref: dict, got: dict, rtol: float = RTOL, atol: float = ATOL, bo
     return found + _ties_only("top-5 classes", scores, ref["top5"], got["top5"], tol)
 
 
-def output_error(got: np.ndarray, ref: np.ndarray) -> tuple:
-    """``(max_abs, max_rel)`` of ``got`` against ``ref``; ``max_rel`` divides by ``max |ref|``,
+class MaxError(NamedTuple):
+    """The largest error of an output against its reference: absolute, and relative to ``max |ref|``."""
+
+    max_abs: float
+    max_rel: float
+
+
+def output_error(got: np.ndarray, ref: np.ndarray) -> MaxError:
+    """:class:`MaxError` (``max_abs``, ``max_rel``) of ``got`` against ``ref``; ``max_rel`` divides by ``max |ref|``,
     so values near zero do not blow it up. A NaN where the other has none is an infinite error."""
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     if got.shape != ref.shape:
-        return float("inf"), float("inf")
+        return MaxError(float("inf"), float("inf"))
     if got.size == 0:
-        return 0.0, 0.0
+        return MaxError(0.0, 0.0)
     nan = np.isnan(got) != np.isnan(ref)
     if nan.any():
-        return float("inf"), float("inf")
+        return MaxError(float("inf"), float("inf"))
     diff = np.abs(np.nan_to_num(got - ref, nan=0.0))
     max_abs = float(diff.max())
     scale = float(np.abs(np.nan_to_num(ref, nan=0.0)).max())
-    return max_abs, (max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf")))
+    return MaxError(max_abs, (max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))))
 
 
 #: Equal to the reference: the largest error at most this fraction of the output's largest magnitude
@@ -135,8 +144,11 @@ def as_list(outputs) -> list:
     return [np.asarray(outputs)]
 
 
-def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = False) -> dict:
-    """Each output of ``got`` against ``ref`` (see :data:`TOLERANCE`); detections are matched as sets."""
+def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = False) -> dict[str, Any]:
+    """Each output of ``got`` against ``ref`` (see :data:`TOLERANCE`); detections are matched as sets.
+
+    Plain JSON (a search's measurements keep it on disk): ``outputs`` (one row each), ``max_abs``,
+    ``max_rel``, ``tolerance``, ``equal``, and for a detector ``detections_found`` (``"found/rows"``)."""
     ref, got = as_list(ref), as_list(got)
     if len(ref) != len(got):
         raise WorkbenchError(

@@ -13,7 +13,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+from typing import Any
 
+import numpy as np
 import tvm
 
 from byoc_workbench.errors import WorkbenchError
@@ -57,7 +59,7 @@ class SubgraphCheck:
         """Whether the largest relative error is over the tolerance (NaN counts as over)."""
         return not self.max_rel <= self.tolerance
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         keys = ("name", "target", "backend", "detail", "calls", "max_abs", "max_rel")
         return {k: getattr(self, k) for k in keys} | {
             "over_tolerance": self.over,
@@ -79,7 +81,7 @@ class Numerics:
     def over(self) -> list:
         return [r for r in self.rows if r.over]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         worst = self.worst
         out = {
             "tolerance": self.tolerance,
@@ -93,7 +95,9 @@ class Numerics:
         return out
 
 
-def capture(built: timing.Built, inputs, entry: str = "main") -> dict:
+def capture(
+    built: timing.Built, inputs, entry: str = "main"
+) -> dict[str, list[tuple[list[np.ndarray], list[np.ndarray]]]]:
     """Run once and keep every offloaded call's inputs and outputs: ``{subgraph: [(inputs, outputs), ...]}``."""
     by_symbol = {s: site for s, site in built.sites.items() if site.kind == "subgraph"}
     seen: dict = collections.defaultdict(list)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Any
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.machine import machine
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 
-def measure_candidate(description: dict) -> dict:
+def measure_candidate(description: dict) -> dict[str, Any]:
     """Measure one candidate placement from a serialisable description; returns plain JSON.
 
     ``description`` is ``{"model": <a model description, see .subject>,

@@ -62,7 +62,7 @@ def plan_for(subject, backends) -> Plan:
     return Plan(subject.workbench.mod, rules, subject.mark)
 
 
-def check_backends(backends) -> tuple:
+def check_backends(backends) -> tuple[str, ...]:
     """``backends`` as a tuple of known names with at least one that offloads, or a one-line error."""
     names = tuple(dict.fromkeys(b.strip() for b in (backends.split(",") if isinstance(backends, str) else backends)))
     for b in names:

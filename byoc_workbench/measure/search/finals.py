@@ -20,8 +20,9 @@ import contextlib
 import dataclasses
 import statistics
 import time
+from typing import Any, NamedTuple
 
-from byoc_workbench.measure.bench.anchors import subject_anchors, subject_runs
+from byoc_workbench.measure.bench.anchors import Runs, subject_anchors, subject_runs
 from byoc_workbench.measure.search.measure import FINALISTS, NotCached, digest
 from byoc_workbench.measure.time import timing
 
@@ -46,7 +47,7 @@ class Final:
         """(max - min) / median over the rounds: how far apart the rounds were."""
         return (max(self.times) - min(self.times)) / self.median_s if self.median_s else 0.0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "what": self.what,
             "placement": self.placement,
@@ -56,6 +57,13 @@ class Final:
             "spread": self.spread,
             "rounds": len(self.times),
         }
+
+
+class Finals(NamedTuple):
+    """The finals: each finalist and runtime run whole, timed, and why each runtime that could not run skipped."""
+
+    finals: list[Final]
+    skipped: dict[str, str]
 
 
 def finalists(rows: list, n: int = FINALISTS) -> list:
@@ -70,8 +78,9 @@ def finalists(rows: list, n: int = FINALISTS) -> list:
     return out
 
 
-def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = FINALISTS) -> tuple:
-    """``(finals, skipped)``: the finalists of ``rows`` and the whole-model runtimes, timed round-robin.
+def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = FINALISTS) -> Finals:
+    """:class:`Finals` (``finals``, ``skipped``): the finalists of ``rows`` and the whole-model runtimes,
+    timed round-robin.
 
     ``whole()``, when given, returns the runtimes run whole as ``anchors.subject_runs``
     yields them (opened once for the anchors and the finals). ``skipped`` is ``{label: why}`` for a runtime
@@ -79,7 +88,7 @@ def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = F
     """
     picked = finalists(rows, n)
     if not picked:
-        return [], {}
+        return Finals([], {})
     placed = []
     for r in picked:  # by content, as the search's cache keys a build
         contents = session.plan.contents(r.assign)
@@ -104,17 +113,18 @@ def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = F
     times = _rounds({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
     finals = [Final(label, times[label], placement) for label, (_, placement) in runs.items()]
     session.cache.put("finals", key, {"finals": [f.to_json() | {"times": f.times} for f in finals], "skipped": skipped})
-    return finals, skipped
+    return Finals(finals, skipped)
 
 
-def _cached(found, picked: list) -> tuple | None:
-    """``(finals, skipped)`` from a cache record, or None when there is none or it is not one.
+def _cached(found, picked: list) -> Finals | None:
+    """:class:`Finals` from a cache record, or None when there is none or it is not one.
 
     The rows' names may differ from the cached ones (ranks move): placements are matched in order.
     """
     try:
         whats = [r.what for r in picked] + [f["what"] for f in found["finals"][len(picked) :]]
-        return [Final(w, list(f["times"]), f["placement"]) for w, f in zip(whats, found["finals"])], found["skipped"]
+        finals = [Final(w, list(f["times"]), f["placement"]) for w, f in zip(whats, found["finals"])]
+        return Finals(finals, found["skipped"])
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -136,13 +146,13 @@ def _rounds(calls: dict, rounds: int) -> dict:
     return times
 
 
-def anchors_and_finals(s, rows: list, baseline: dict, anchors: bool, notes: list) -> tuple:
-    """The finals' ``(finals, skipped)``, once the whole-model anchors are timed into ``baseline`` (with
+def anchors_and_finals(s, rows: list, baseline: dict, anchors: bool, notes: list) -> Finals:
+    """The :class:`Finals`, once the whole-model anchors are timed into ``baseline`` (with
     ``anchors``). The runtimes run whole are opened once for both, and only when one of them is not cached."""
     with contextlib.ExitStack() as stack:
         opened: list = []
 
-        def whole() -> tuple:
+        def whole() -> Runs:
             if not opened:
                 opened.append(stack.enter_context(subject_runs(s.subject)))
             return opened[0]

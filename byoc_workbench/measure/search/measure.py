@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_atomic
@@ -64,7 +65,7 @@ class Cost:
     def total_s(self) -> float:
         return float("inf") if self.refused else self.compute_s + self.in_s + self.out_s
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
@@ -85,7 +86,7 @@ class Measured:
     build_s: float
     check: dict | None = None  # the outputs against TVM alone's (``compare.check_outputs``)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["costs"] = {k: c.to_json() for k, c in self.costs.items()}
         return out
@@ -93,6 +94,13 @@ class Measured:
     @classmethod
     def from_json(cls, d: dict) -> Measured:
         return cls(**(d | {"costs": {k: Cost.from_json(c) for k, c in d["costs"].items()}}))
+
+
+class PlacementKey(NamedTuple):
+    """A placement's key in the search's cache, and the content hash of each of its labels."""
+
+    key: str
+    contents: dict[str, str]
 
 
 def measure_placement(
@@ -283,15 +291,16 @@ class Measurements:
         self.cluster = None  # the search's tasks on a Ray cluster (tasks.RayTasks), when it runs on one
         self.alive: dict = {}  # key -> (end-to-end seconds, Built): the FINALISTS fastest that passed
 
-    def placement_key(self, assign: dict, options: dict | None = None) -> tuple:
-        """``(key, contents)``: the cache's key of placement ``assign`` (built with ``options``, default the
-        search's), and each of its labels' content."""
+    def placement_key(self, assign: dict, options: dict | None = None) -> PlacementKey:
+        """:class:`PlacementKey` (``key``, ``contents``): the cache's key of placement ``assign`` (built with
+        ``options``, default the search's), and each of its labels' content."""
         contents = self.plan.contents(assign)
         # By content: the same subgraphs on the same backends in the same model are the same build,
         # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
         placed = sorted((contents[label], backend) for label, backend in assign.items())
         # The runs too: a median of 100 runs is another measurement than one of 3 (--runs).
-        return digest(self.cache.machine, self.model_key, placed, self._options(options), self.runs), contents
+        key = digest(self.cache.machine, self.model_key, placed, self._options(options), self.runs)
+        return PlacementKey(key, contents)
 
     def _options(self, options: dict | None) -> dict:
         """The search's options, with ``options`` in place of some."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple
 
 import tvm
 import tvm_ffi
@@ -140,7 +141,7 @@ class Plan:
             self._partitions[key] = (partition(annotate.mod, regions, names), regions, names)
         return self._partitions[key]
 
-    def contents(self, assign: dict) -> dict:
+    def contents(self, assign: dict) -> dict[str, str]:
         """``{label: structural hash}`` of each segment's subgraph: what the search caches by.
 
         The hash covers the ops, their attributes and the constants' values,
@@ -179,7 +180,7 @@ class Plan:
         return cuts
 
 
-def inlined(stages: list) -> dict:
+def inlined(stages: list) -> dict[str, list[tuple[relax.Var, int]]]:
     """``{function: [(var, member index)]}``: the host bindings each subgraph placed on TVM became.
 
     The prune stage inlines a subgraph in place of its call, one binding per
@@ -228,8 +229,15 @@ def _member_of_each_binding(func, mod) -> list:
     return owners
 
 
-def drawn(plan: Plan, assign: dict) -> tuple:
-    """``(module, packed)`` to draw a placement without compiling it: each offloaded subgraph a packed
+class Drawing(NamedTuple):
+    """A placement ready to draw: its module, and each packed call's :class:`Subgraph` by symbol."""
+
+    mod: tvm.IRModule
+    packed: dict[str, Subgraph]
+
+
+def drawn(plan: Plan, assign: dict) -> Drawing:
+    """:class:`Drawing` (``mod``, ``packed``) to draw a placement without compiling it: each offloaded subgraph a packed
     call named after its backend, the rest on the host, for :func:`byoc_workbench.draw.graph.build_graph`."""
     segments = plan.segments(assign)
     mod = plan.partitioned(segments)[0]
@@ -243,4 +251,4 @@ def drawn(plan: Plan, assign: dict) -> tuple:
         symbol = f"placement.{backend}.{s.function}"
         generated[s.function] = Compiled(s.function, symbol, "", 0, backend)
         packed[symbol] = Subgraph(f"{s.label} on {backend}", backend, ir.ops_in(mod[s.function], mod))
-    return (call_packed(mod, generated) if generated else mod), packed
+    return Drawing(call_packed(mod, generated) if generated else mod, packed)

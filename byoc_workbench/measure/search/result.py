@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from byoc_workbench.draw import placements
 from byoc_workbench.measure.search.placement import Plan, drawn
@@ -23,7 +24,7 @@ class Row:
     spread: float | None = None  # (max - min) / median over those rounds
     precision: str = "f32"  # OpenVINO's and torch's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -52,7 +53,7 @@ class SearchResult:
         """The measured seconds of a unit or segment on a backend (None: not measured)."""
         return self.session.cost(label, backend) if self.session is not None else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {
             "model": self.model,
             "backends": list(self.backends),
@@ -73,7 +74,7 @@ class SearchResult:
             out["weights"] = self.mark
         return out
 
-    def speedup(self) -> dict:
+    def speedup(self) -> dict[str, float]:
         """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
 
         Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
@@ -113,5 +114,6 @@ class SearchResult:
         return placements.result_text(self)
 
 
-def frozen(assign: dict) -> tuple:
+def frozen(assign: dict) -> tuple[tuple[str, str], ...]:
+    """A placement (``{label: backend}``) as a sorted tuple of its pairs, to key a dict by."""
     return tuple(sorted(assign.items()))

@@ -15,6 +15,7 @@ reference outputs), the finals and the anchors run where the search runs.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import cluster, search
@@ -46,7 +47,7 @@ class RayTasks:
         base = {"model": s.subject.ref.to_json(), "backends": list(backends), "options": s.options, "runs": s.runs}
         return cls(base | {"cache": s.cache.enabled}, s.progress)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "machines": self.machines}
 
     def notes(self) -> list:

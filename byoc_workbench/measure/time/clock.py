@@ -34,7 +34,7 @@ class Latency:
     def of(cls, times, warmup: int = 0) -> Latency:
         return cls(statistics.median(times), min(times), max(times), len(times), warmup)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, float]:
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s, "runs": self.runs}
 
     @property

@@ -427,14 +427,25 @@ def verdict(a: Run, b: Run) -> str:
     return text.wrap(clock.verdict(a.label, a.latency, b.label, b.latency).line(), indent="  ")
 
 
-def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SubgraphCost:
+    """What one subgraph costs per run, in seconds, offloaded (compute, crossings) and on the host."""
+
+    subgraph: str
+    compute_s: float  # the offloaded call itself
+    boundary_s: float  # the crossings into and out of the backend
+    host_s: float  # the same ops as TVM's host kernels
+    host_kernels: int  # how many host kernels were found
+
+
+def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> SubgraphCost:
     """What one subgraph costs offloaded and on the host, from two :class:`~.timing.Profile`\\ s.
 
     ``offloaded`` is a profile of a build that offloads ``subgraph``; ``on_host``
     one of a build where TVM runs the same ops (e.g. after pruning). With
     ``partitioned`` (the module holding the subgraph function, e.g.
     ``Built.partitioned``), every binding of the subgraph is looked up on the
-    host; without, only the binding its call defines. Returns seconds per run:
+    host; without, only the binding its call defines. Returns a :class:`SubgraphCost`, seconds per run:
     ``compute_s`` and ``boundary_s`` (into and out of the backend) offloaded,
     ``host_s`` on TVM, and ``host_kernels``: how many host kernels were found.
     """
@@ -451,15 +462,15 @@ def subgraph_cost(offloaded, on_host, subgraph: str, partitioned=None) -> dict:
             if e.kind == "kernel" and e.site is not None and e.site.var is not None:
                 if e.site.function == site.function and e.site.var.name in names:
                     host, kernels = host + e.time_s, kernels + 1
-    return {"subgraph": subgraph, "compute_s": compute, "boundary_s": boundary, "host_s": host, "host_kernels": kernels}
+    return SubgraphCost(subgraph=subgraph, compute_s=compute, boundary_s=boundary, host_s=host, host_kernels=kernels)
 
 
-def subgraph_cost_line(cost: dict, backend: str) -> str:
-    offloaded = cost["compute_s"] + cost["boundary_s"]
-    verdict = "costs more offloaded" if offloaded > cost["host_s"] else "costs less offloaded"
+def subgraph_cost_line(cost: SubgraphCost, backend: str) -> str:
+    offloaded = cost.compute_s + cost.boundary_s
+    verdict = "costs more offloaded" if offloaded > cost.host_s else "costs less offloaded"
     return text.wrap(
-        f"{cost['subgraph']}: offloaded to {backend} {text.seconds(offloaded)} per run "
-        f"({text.seconds(cost['compute_s'])} compute + {text.seconds(cost['boundary_s'])} crossing in and out); "
-        f"the same ops on TVM {text.seconds(cost['host_s'])} ({cost['host_kernels']} kernels): it {verdict}",
+        f"{cost.subgraph}: offloaded to {backend} {text.seconds(offloaded)} per run "
+        f"({text.seconds(cost.compute_s)} compute + {text.seconds(cost.boundary_s)} crossing in and out); "
+        f"the same ops on TVM {text.seconds(cost.host_s)} ({cost.host_kernels} kernels): it {verdict}",
         indent="  ",
     )

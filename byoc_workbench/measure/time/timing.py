@@ -60,6 +60,7 @@ import collections
 import dataclasses
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 import tvm
@@ -117,7 +118,7 @@ class Entry:
     site: Site | None = dataclasses.field(default=None, repr=False)
     phase: str = ""  # "in" or "out" for a boundary entry
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "target": self.target, "kind": self.kind, "time_s": self.time_s, "calls": self.calls}
         if self.site is not None:
             out.update({k: v for k, v in (("op", self.site.op), ("backend", self.site.backend)) if v})
@@ -145,16 +146,16 @@ class Profile:
         return self.total_s / self.end_to_end_s if self.end_to_end_s else float("nan")
 
     @property
-    def by_target(self) -> dict:
+    def by_target(self) -> dict[str, float]:
         """Seconds per target (``boundary`` for the crossings), largest first."""
         return _sum_by(self.entries, lambda e: e.target)
 
     @property
-    def by_kind(self) -> dict:
+    def by_kind(self) -> dict[str, float]:
         return _sum_by(self.entries, lambda e: e.kind)
 
     @property
-    def by_device(self) -> dict:
+    def by_device(self) -> dict[str, float]:
         """In a GPU build, seconds per place: ``gpu`` and ``cpu`` kernels, ``copy`` between them, ``other``
         (builtins, offloaded subgraphs); empty for a CPU build."""
         if not any(e.site is not None and e.site.device for e in self.entries):
@@ -164,7 +165,7 @@ class Profile:
     def top(self, n: int = 10) -> list:
         return self.entries[:n]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {
             "total_s": self.total_s,
             "end_to_end_s": self.end_to_end_s,
@@ -207,7 +208,7 @@ def _packed_symbol(value) -> str | None:
     return None
 
 
-def binding_names(mod: tvm.IRModule) -> dict:
+def binding_names(mod: tvm.IRModule) -> dict[tuple[str, relax.Var], str]:
     """``{(function, var): "function/var"}``, with ``~k`` for the k-th reuse of a name within a
     function (inlined composites reuse theirs), as the stage diagrams name their nodes."""
     names = {}
@@ -471,12 +472,12 @@ def _entries(built: Built, per_call: dict) -> list:
 # --- the record ------------------------------------------------------------------
 
 
-def run_json(run) -> dict:
+def run_json(run) -> dict[str, Any]:
     """A :class:`byoc_workbench.measure.time.runner.Run` as ``bench`` writes it: latency, what ran it, build seconds."""
     return run.latency.to_json() | {"ran_on": run.backend, "build_s": run.build_s}
 
 
-def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict:
+def where_time_goes(built: Built, inputs, runs: int, top: int = 10) -> dict[str, Any]:
     """One build's time per VM call (:func:`profile`): the slowest entries, and the seconds per kind
     (offloaded subgraph, boundary, host kernel, builtin)."""
     p = profile(built, inputs, runs=runs)
