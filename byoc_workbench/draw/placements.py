@@ -78,7 +78,7 @@ def summary_lines(result) -> list:
         lines.append(text.wrap(f"finals ({rounds} rounds, round-robin; medians): {heats}"))
     base = ", ".join(f"{k} {_s(v)}" for k, v in result.baseline.items())
     lines.append(f"baselines: {base}")
-    speed = ", ".join(f"{k.removeprefix('vs_')} {v:.2f}x" for k, v in result.speedup().items())
+    speed = ", ".join(f"{k.removeprefix('vs_')} {v:.2f}x" for k, v in result.speedup.items())
     if speed:
         lines.append(f"chosen is faster than: {speed}")
     m = result.measurements

@@ -118,7 +118,7 @@ def test_the_summary_line_reads_the_finals_the_table_shows(demo_search):
     """A baseline build that ran in the finals (found by its placement, whatever its row is called) is
     compared with the chosen placement by the two finals' medians, never by an earlier measurement."""
     _, _, result = demo_search
-    chosen, speed = result.chosen, result.speedup()
+    chosen, speed = result.chosen, result.speedup
     assert set(speed) == {f"vs_{k}" for k in result.baseline}
     finalists = {tuple(sorted(r.assign.items())): r.final_s for r in result.placements if r.final_s is not None}
     whole = {f.what: f.median_s for f in result.finals if not f.placement}

@@ -48,6 +48,11 @@ class SearchResult:
     session: object = dataclasses.field(default=None, repr=False)  # the measurements, for cost()
     finals: list = dataclasses.field(default_factory=list)  # Final: the fastest, timed again round-robin
     baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
+    # The chosen placement's time against each baseline, {"vs_<label>": ratio}: data for the formatters below.
+    speedup: dict[str, float] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.speedup = self._speedup()
 
     def cost(self, label: str, backend: str) -> float | None:
         """The measured seconds of a unit or segment on a backend (None: not measured)."""
@@ -61,7 +66,7 @@ class SearchResult:
             "placements": [r.to_json() for r in self.placements],
             "chosen": self.chosen.to_json() if self.chosen else None,
             "baseline": self.baseline,
-            "speedup": self.speedup(),
+            "speedup": self.speedup,
             "units": self.units,
             "search_s": self.search_s,
             "measurements": self.measurements,
@@ -74,7 +79,7 @@ class SearchResult:
             out["weights"] = self.mark
         return out
 
-    def speedup(self) -> dict[str, float]:
+    def _speedup(self) -> dict[str, float]:
         """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
 
         Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
