@@ -1,4 +1,5 @@
-"""Limits kept by a machine: no file of the package or the tests over 500 lines, no function over 80."""
+"""Limits kept by a machine: no file of the package or the tests over 500 lines, no function over 80, no
+public function returning a bare tuple or dict."""
 
 import ast
 from pathlib import Path
@@ -30,3 +31,14 @@ def test_no_file_or_function_is_over_its_limit():
     assert len([k for k in lengths if k.startswith("tests/")]) > 100  # the tests are measured, not just the package
     over = {k: n for k, (n, limit) in lengths.items() if n > limit}
     assert not over, f"over {MAX_FILE_LINES} lines a file or {MAX_FUNCTION_LINES} a function: {over}"
+
+
+def test_no_public_function_returns_a_bare_tuple_or_dict():
+    # A result of several things is a NamedTuple or a dataclass; a mapping says what it maps (issue 41).
+    bare = []
+    for path in sorted((ROOT / "byoc_workbench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                if isinstance(node.returns, ast.Name) and node.returns.id in ("tuple", "dict"):
+                    bare.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {node.name} -> {node.returns.id}")
+    assert not bare, f"bare tuple or dict returned: {bare}"
