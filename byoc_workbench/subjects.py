@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tvm
@@ -122,7 +123,7 @@ class ModelRef:
             return cls(kind="file", path=model)
         raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
         d = {"kind": self.kind} | {key: getattr(self, f) for f, key in _KEYS[self.kind].items()}
         if self.target:
@@ -259,9 +260,16 @@ def _seeded(wb, path) -> list:
     return seeded_inputs(shapes, dtypes)
 
 
+class ZooWorkbench(NamedTuple):
+    """A zoo model's workbench, and the model as imported (:func:`model_workbench`)."""
+
+    workbench: Workbench
+    imported: zoo.ImportedModel
+
+
 def model_workbench(
     model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
-) -> tuple:
+) -> ZooWorkbench:
     """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
 
     The workbench's titles carry the weights' label when they are untrained;
@@ -271,10 +279,17 @@ def model_workbench(
     mark = imported.weights_label if not imported.model.is_trained else ""
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
-    return wb, imported
+    return ZooWorkbench(wb, imported)
 
 
-def load_model_file(path: str | Path):
+class ModelFile(NamedTuple):
+    """What a user's Python file defines: ``mod``, and its ``rules`` (None when it defines none)."""
+
+    mod: tvm.IRModule
+    rules: tuple | None
+
+
+def load_model_file(path: str | Path) -> ModelFile:
     """Load ``mod`` (and optional ``rules``) from a user's Python file.
 
     Returns ``(mod, rules_or_None)``. Whatever the file does wrong (it raises,
@@ -290,7 +305,7 @@ def load_model_file(path: str | Path):
             "assign your module to a top-level variable named mod, e.g. mod = MyModule.",
         )
     rules = getattr(module, "rules", None)
-    return mod, None if rules is None else check_rules(rules, f"rules in {path}")
+    return ModelFile(mod, None if rules is None else check_rules(rules, f"rules in {path}"))
 
 
 def _is_python(model: str) -> bool:
