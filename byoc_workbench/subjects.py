@@ -46,6 +46,7 @@ from byoc_workbench.user_file import import_user_file
 logger = logging.getLogger(__name__)
 
 KINDS = ("demo", "zoo", "onnx", "torch", "file")
+IMPORTED = ("zoo", "onnx", "torch")  # the kinds imported from a framework; demo and a .py file are Relax already
 #: A PyTorch program's input when none is given.
 DEFAULT_SHAPE = [1, 3, 224, 224]
 #: What to type when a command was given no model, or one it does not know.
@@ -146,6 +147,11 @@ class ModelRef:
             fields["name"] = fields["name"] or zoo.DEFAULT_MODEL
         rules = description.get("rules")
         return cls(kind=kind, target=description.get("target"), rules=None if rules is None else tuple(rules), **fields)
+
+    @property
+    def imported(self) -> bool:
+        """A model imported from a framework (the zoo, an ONNX file, PyTorch): large, and drawn collapsed."""
+        return self.kind in IMPORTED
 
     @property
     def label(self) -> str:
