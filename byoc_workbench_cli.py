@@ -1,6 +1,7 @@
 """The ``byoc-workbench`` command's entry point, outside the package: importing the workbench loads TVM (a
 few seconds), and a Ctrl-C then ends in the same one line and exit status 130 as a Ctrl-C later does."""
 
+import importlib
 import signal
 import sys
 
@@ -16,7 +17,7 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        from byoc_workbench.cli import main as run  # noqa: PLC0415  after the Ctrl-C handler is set
+        run = importlib.import_module("byoc_workbench.cli").main  # after the Ctrl-C handler is set
     except BaseException:
         if not pressed:  # a real failure to import keeps its traceback
             raise

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tvm
@@ -45,6 +46,7 @@ from byoc_workbench.user_file import import_user_file
 logger = logging.getLogger(__name__)
 
 KINDS = ("demo", "zoo", "onnx", "torch", "file")
+IMPORTED = ("zoo", "onnx", "torch")  # the kinds imported from a framework; demo and a .py file are Relax already
 #: A PyTorch program's input when none is given.
 DEFAULT_SHAPE = [1, 3, 224, 224]
 #: What to type when a command was given no model, or one it does not know.
@@ -122,7 +124,7 @@ class ModelRef:
             return cls(kind="file", path=model)
         raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
         d = {"kind": self.kind} | {key: getattr(self, f) for f, key in _KEYS[self.kind].items()}
         if self.target:
@@ -145,6 +147,11 @@ class ModelRef:
             fields["name"] = fields["name"] or zoo.DEFAULT_MODEL
         rules = description.get("rules")
         return cls(kind=kind, target=description.get("target"), rules=None if rules is None else tuple(rules), **fields)
+
+    @property
+    def imported(self) -> bool:
+        """A model imported from a framework (the zoo, an ONNX file, PyTorch): large, and drawn collapsed."""
+        return self.kind in IMPORTED
 
     @property
     def label(self) -> str:
@@ -259,9 +266,16 @@ def _seeded(wb, path) -> list:
     return seeded_inputs(shapes, dtypes)
 
 
+class ZooWorkbench(NamedTuple):
+    """A zoo model's workbench, and the model as imported (:func:`model_workbench`)."""
+
+    workbench: Workbench
+    imported: zoo.ImportedModel
+
+
 def model_workbench(
     model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
-) -> tuple:
+) -> ZooWorkbench:
     """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
 
     The workbench's titles carry the weights' label when they are untrained;
@@ -271,10 +285,17 @@ def model_workbench(
     mark = imported.weights_label if not imported.model.is_trained else ""
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
-    return wb, imported
+    return ZooWorkbench(wb, imported)
 
 
-def load_model_file(path: str | Path):
+class ModelFile(NamedTuple):
+    """What a user's Python file defines: ``mod``, and its ``rules`` (None when it defines none)."""
+
+    mod: tvm.IRModule
+    rules: tuple | None
+
+
+def load_model_file(path: str | Path) -> ModelFile:
     """Load ``mod`` (and optional ``rules``) from a user's Python file.
 
     Returns ``(mod, rules_or_None)``. Whatever the file does wrong (it raises,
@@ -290,7 +311,7 @@ def load_model_file(path: str | Path):
             "assign your module to a top-level variable named mod, e.g. mod = MyModule.",
         )
     rules = getattr(module, "rules", None)
-    return mod, None if rules is None else check_rules(rules, f"rules in {path}")
+    return ModelFile(mod, None if rules is None else check_rules(rules, f"rules in {path}"))
 
 
 def _is_python(model: str) -> bool:

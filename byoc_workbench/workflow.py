@@ -26,10 +26,14 @@ from byoc_workbench.models import zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.models.meaning import Prediction, prediction
 from byoc_workbench.stages import offload
-from byoc_workbench.subjects import model_workbench  # noqa: F401  (the notebooks' workflow.model_workbench)
+from byoc_workbench.subjects import ModelRef, model_workbench  # (the notebooks' workflow.model_workbench)
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
+
+
+#: The model the workflow runs when given none: the SSD of the seed.
+SSD = ModelRef(kind="zoo", name=zoo.DEFAULT_MODEL)
 
 
 class WorkflowError(WorkbenchError):
@@ -41,8 +45,9 @@ def relax_op_counts(mod) -> dict[str, int]:
     return dict(profile_graph(mod).rows())
 
 
-def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
-    """Import ``model`` and describe the result.
+def import_summary(ref: ModelRef = SSD) -> dict[str, object]:
+    """Import the zoo model ``ref`` names (:meth:`ModelRef.parse <byoc_workbench.subjects.ModelRef.parse>`,
+    with its weights) and describe the result.
 
     Returns
     -------
@@ -50,11 +55,11 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
         ``{"model", "task", "family", "input_shape", "op_count", "ops": {relax op: count},
         "params": number of scalar weights, "weights": "trained" | "untrained" | path}``.
     """
-    imported = zoo.import_model(model, weights)
+    imported = zoo.import_model(_zoo_name(ref), ref.weights)
     ops = relax_op_counts(imported.mod)
     spec = imported.model.spec
     return {
-        "model": model,
+        "model": ref.name,
         "task": spec.kind,
         "family": spec.family,
         "input_shape": list(imported.input_shape),
@@ -66,9 +71,7 @@ def import_summary(model: str = zoo.DEFAULT_MODEL, weights=None) -> dict:
 
 
 def run(
-    model: str = zoo.DEFAULT_MODEL,
-    weights=None,
-    image=None,
+    ref: ModelRef = SSD,
     backend: str = "tvm",
     progress: bool = False,
     loaded: zoo.LoadedModel | None = None,
@@ -77,13 +80,12 @@ def run(
 
     Parameters
     ----------
-    model : str
-        A name from :data:`byoc_workbench.models.zoo.MODELS`.
-    weights : None, "trained", "untrained" or path
-        See :func:`byoc_workbench.models.zoo.load_model`.
-    image : path, optional
-        JPEG or PNG; None for the default picture (:func:`images.default_image_path`),
-        resized as GluonCV's ``load_test`` does and cut to the model's input shape.
+    ref : ModelRef
+        A zoo model (:meth:`ModelRef.parse <byoc_workbench.subjects.ModelRef.parse>`; default the SSD):
+        its ``name``, from :data:`byoc_workbench.models.zoo.MODELS`; its ``weights``, None, "trained",
+        "untrained" or a path (see :func:`byoc_workbench.models.zoo.load_model`); its ``image``, a
+        JPEG or PNG, None for the default picture (:func:`images.default_image_path`), resized as
+        GluonCV's ``load_test`` does and cut to the model's input shape.
     backend : "tvm", "mxnet", or a backend of the registry
         ``tvm``: import into Relax, build for ``llvm`` and run in the Relax VM.
         ``mxnet``: run the Gluon block itself (the reference).
@@ -106,11 +108,12 @@ def run(
         registry.check_backend(backend, also=("mxnet",))
     except WorkbenchError as err:
         raise WorkflowError(err.cause, err.fix) from None
+    model = _zoo_name(ref)
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
         tensorrt.check()
-    x, _ = model_input(image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
-    loaded = loaded or zoo.load_model(model, weights)
+    x, _ = model_input(ref.image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
+    loaded = loaded or zoo.load_model(model, ref.weights)
     if backend == "mxnet":
         return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
     imported = zoo.import_model(model, loaded=loaded)
@@ -121,6 +124,13 @@ def run(
         notes = what.notes
     result = runner.build_and_run(what, [x], repeat=1, warmup=0, label=f"{model} on {backend}", progress=progress)
     return prediction(spec.kind, result.outputs, loaded, result.backend, notes)
+
+
+def _zoo_name(ref: ModelRef) -> str:
+    """The zoo model's name ``ref`` gives, else the one-line error that lists the zoo's names."""
+    if ref.kind != "zoo":
+        zoo.model_spec(ref.label)
+    return ref.name
 
 
 def mxnet_outputs(block, x) -> list:
@@ -206,7 +216,9 @@ def release_memory() -> None:
         trim(0)
 
 
-def zoo_report(model: str, weights=None, backend: str | None = None, image=None, progress: bool = False, say=None):
+def zoo_report(
+    model: str, weights=None, backend: str | None = None, image=None, progress: bool = False, say=None
+) -> ZooReport:
     """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
 
     ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.time.runner.offload_choice`).

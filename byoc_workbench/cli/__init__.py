@@ -8,49 +8,35 @@ one line and exit status 130. ``--traceback`` (or ``BYOC_WORKBENCH_DEBUG=1``)
 prints the whole trace as well. Output paths are checked before any work
 starts, and results are written atomically (:mod:`byoc_workbench.files`).
 
-Each command is in a module of its own, which adds its subparser
-(``add_<command>``) and runs it (``cmd_<command>``); they import the floors a command
-runs inside it, which would add seconds to every command and to ``--help`` (TVM itself
-loads with the package).
+Each command's parser (``add_<command>``, in :mod:`byoc_workbench.cli.parsers`) names the function
+that runs it, ``cmd_<command>`` in a module of its own that imports the floors it runs at the top;
+:func:`runner` imports that module only when the command runs, so that ``--help`` loads no command's
+code (TVM itself loads with the package).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
 import logging
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 
 from byoc_workbench import files
-from byoc_workbench.cli import bench, doctor, run, search, stages, timing, zoo
-from byoc_workbench.cli.args import Commands, Parser, parents
+from byoc_workbench.cli.parsers import parser
 from byoc_workbench.errors import WorkbenchError
 
-# The commands in the order --help lists them.
-COMMANDS = (
-    stages.add_stages,
-    run.add_import,
-    run.add_run,
-    timing.add_profile,
-    timing.add_compare,
-    bench.add_bench,
-    stages.add_report,
-    search.add_search,
-    zoo.add_prefetch,
-    doctor.add_doctor,
-)
+__all__ = ["main", "parser", "runner"]
 
 
-def parser() -> Parser:
-    shared = parents()
-    p = Parser(prog="byoc-workbench", description="TVM BYOC, stage by stage, on Relax.", parents=[shared["debug"]])
-    p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics")
-    command = Commands(p.add_subparsers(dest="command", required=True, parser_class=Parser), shared)
-    for add in COMMANDS:
-        add(command)
-    return p
+def runner(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function a parser names to run its command, ``"module:function"``, its module imported now."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 class _WarningLine(logging.Formatter):
@@ -134,7 +120,7 @@ def _main(argv) -> int:
     try:
         args = parser().parse_args(argv)
         _log_to_stderr(args.verbose)
-        return args.func(args)
+        return runner(args.runner)(args)
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
         if _CtrlC.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
             return _stopped(args)

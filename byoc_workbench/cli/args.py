@@ -1,10 +1,14 @@
 """The command line's parser: argparse with every refusal as one ``error: <cause>. Fix: <fix>.`` line,
-the argument types with their documented bounds, and the options several commands share."""
+the argument types with their documented bounds, and the options several commands share.
+
+It imports argparse and the package's cheap floors only (:mod:`byoc_workbench.cli.parsers` with it):
+``byoc-workbench --help`` loads no command's code."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+from typing import NamedTuple
 
 from byoc_workbench.backends.base import BUILTIN
 from byoc_workbench.errors import WorkbenchError
@@ -22,6 +26,7 @@ PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino
 PRECISION_HELP = (
     "with --backend openvino or torch: its inference precision (default f32; bf16 and f16 are faster, less exact)"
 )
+FULL_OPS = 300  # stages: a model of at most this many ops is drawn whole by default; past it, collapsed
 
 
 # The options whose empty value means something: --rules '' switches every rule off.
@@ -178,7 +183,14 @@ def add_ray(parser, unit: str) -> None:
     )
 
 
-def input_shape(text: str) -> tuple:
+class InputShape(NamedTuple):
+    """One ``--input-shape``: the input's name (None when not given) and its dimensions."""
+
+    name: str | None
+    shape: list[int]
+
+
+def input_shape(text: str) -> InputShape:
     """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
     name, _, dims = text.rpartition("=")
     try:
@@ -187,13 +199,13 @@ def input_shape(text: str) -> tuple:
         shape = []
     if not shape or any(d < 1 for d in shape):
         raise argparse.ArgumentTypeError(f"{text!r} is not {input_shape.wants}")
-    return (name or None, shape)
+    return InputShape(name or None, shape)
 
 
 input_shape.wants = "a shape such as data=1,3,224,224"
 
 
-def shapes(args):
+def shapes(args) -> list[int] | dict[str, list[int]] | None:
     """``--input-shape`` as ``{name: shape}``, one shape, or None."""
     given = getattr(args, "input_shape", None) or []
     names = [g[0] for g in given if g[0] is not None]
@@ -214,18 +226,7 @@ def shapes(args):
     return plain[0] if plain else (named or None)
 
 
-def model_ref(args, what, kinds=None, rules=None):
-    """The :class:`~byoc_workbench.subjects.ModelRef` of the model ``what`` a command names, with its
-    options (``--model``, ``--weights``, ``--image``, ``--torch``, ``--input-shape``, ``--target``)."""
-    from byoc_workbench.subjects import KINDS, ModelRef  # it loads TVM: not for --help
-
-    given = {k: getattr(args, k, None) for k in ("weights", "image", "torch", "target")}
-    return ModelRef.parse(
-        what, getattr(args, "ssd_model", None), shapes=shapes(args), rules=rules, kinds=kinds or KINDS, **given
-    )
-
-
-def precision_options(args, backend) -> dict | None:
+def precision_options(args, backend) -> dict[str, str] | None:
     """``--precision`` as the backend's options; a one-line error where ``backend`` would ignore it."""
     if not args.precision:
         return None
@@ -241,7 +242,7 @@ def precision_options(args, backend) -> dict | None:
 # --- options shared by several commands, each defined once ------------------------------------
 
 
-def parents() -> dict:
+def parents() -> dict[str, Parser]:
     """The shared options, by name: debug (every command), zoo, image, budget and own (a model of yours)."""
     debug = Parser(add_help=False)
     debug.add_argument(
@@ -286,15 +287,20 @@ def parents() -> dict:
 
 
 class Commands:
-    """Adds one command's subparser, with the shared options it uses: ``commands(name, help, func, *uses)``."""
+    """Adds one command's subparser, with the shared options it uses: ``commands(name, help, runner, *uses)``.
 
-    def __init__(self, subparsers, shared: dict):
+    ``runner`` names the function that runs the command, ``"module:function"`` (e.g.
+    ``"byoc_workbench.cli.run:cmd_run"``): its module, and the floors it imports, load only when
+    the command runs (:func:`byoc_workbench.cli.runner`), never for ``--help``.
+    """
+
+    def __init__(self, subparsers, shared: dict[str, Parser]):
         self.subparsers = subparsers
         self.shared = shared
 
-    def __call__(self, name: str, helptext: str, func, *uses: str) -> Parser:
+    def __call__(self, name: str, helptext: str, runner: str, *uses: str) -> Parser:
         parser = self.subparsers.add_parser(
             name, help=helptext, parents=[self.shared["debug"], *(self.shared[u] for u in uses)]
         )
-        parser.set_defaults(func=func)
+        parser.set_defaults(runner=runner)
         return parser

@@ -1,19 +1,19 @@
 """``stages`` (every BYOC stage of a model as a diagram, and summary.json) and ``report`` (the
 partitioning report: what the target takes, what falls back and why)."""
 
-# The floors a command runs are imported inside it: at the top, they would make every command and
-# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
-
 from __future__ import annotations
 
 import itertools
 import re
 import sys
 
-from byoc_workbench import files, text
-from byoc_workbench.cli.args import count, model_ref
+from byoc_workbench import files, stages, subjects, text
+from byoc_workbench.cli.args import FULL_OPS
+from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.draw import render
+from byoc_workbench.flow import summary
+from byoc_workbench.flow.rules import parse_rule_list
 
-FULL_OPS = 300  # a model of at most this many ops is drawn whole by default; past it, collapsed
 GROUP_FILES = 24  # at most this many top-level groups get a file of their own
 
 
@@ -29,33 +29,26 @@ def top_groups(g) -> list:
     return [n.id for n in g.nodes.values() if n.kind == "fold" and n.cluster in top]
 
 
-def _workbench(args, enabled) -> tuple:
-    """``(Workbench, name, collapse)`` for the model ``args`` names, pruned as ``--no-prune``/``--min-mac-ops`` say."""
-    from byoc_workbench import stages, subjects
-
+def _subject(args, enabled) -> subjects.Subject:
+    """The model ``args`` names, pruned as ``--no-prune``/``--min-mac-ops`` say; a model imported from a
+    framework is drawn collapsed (``subject.ref.imported``)."""
     prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
-    ref = model_ref(args, args.model, rules=enabled)
-    subject = subjects.load(ref, prune_rule)
-    return subject.workbench, subject.name, ref.kind not in ("demo", "file")  # the others are drawn collapsed
+    return subjects.load(model_ref(args, args.model, rules=enabled), prune_rule)
 
 
 def cmd_stages(args) -> int:
-    from byoc_workbench import stages
-    from byoc_workbench.draw import render
-    from byoc_workbench.flow import summary
-    from byoc_workbench.flow.rules import parse_rule_list
-
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
     out = files.check_dir(args.out, "--out", names)
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     if args.format == "svg":
         render.check_dot()
-    wb, model_name, collapse = _workbench(args, wanted)
-    data = summary.summary_json(model_name, wb.stages)
+    subject = _subject(args, wanted)
+    wb = subject.workbench
+    data = summary.summary_json(subject.name, wb.stages)
     if wb.mark:
         data["weights"] = wb.mark
     ops = wb.stages[0].op_count
-    collapse = not args.full and (collapse or ops > FULL_OPS)
+    collapse = not args.full and (subject.ref.imported or ops > FULL_OPS)
     if args.full:
         print(f"drawing the full pictures: every stage with all its {ops:,} ops laid out at once")
     elif collapse:
@@ -85,60 +78,17 @@ def cmd_stages(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from byoc_workbench.draw import render
-
     out = files.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
     if out:
         render.check_dot()
-    wb, name, collapse = _workbench(args, None)
-    report = wb.report(name)
+    subject = _subject(args, None)
+    wb = subject.workbench
+    report = wb.report(subject.name)
     print(text.to_json(report.to_json()) if args.json else report.text())
     if out:
         with files.staged(out) as tmp:
             (tmp / "report.json").write_text(text.to_json(report.to_json()))
             (tmp / "report.txt").write_text(report.text() + "\n")
-            render.write(wb.dot("prune", collapse=collapse), tmp / "prune.svg", "svg")
+            render.write(wb.dot("prune", collapse=subject.ref.imported), tmp / "prune.svg", "svg")
         print(f"wrote report.json, report.txt and prune.svg to {out}", file=sys.stderr)
     return 0
-
-
-def add_stages(command) -> None:
-    s = command("stages", "draw every BYOC stage of a model and write summary.json", cmd_stages, "zoo", "own")
-    s.add_argument(
-        "model",
-        nargs="?",
-        help="demo, ssd, a zoo model's name, a .py file that defines mod (and optionally rules), or a .onnx file",
-    )
-    s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--target", help="the target whose rules apply (default: byoc-target; tensorrt for ssd)")
-    s.add_argument("--rules", help="comma-separated rules to switch on, as target.rule; '' for none (default: all)")
-    s.add_argument("--format", choices=("svg", "dot"), default="svg")
-    s.add_argument(
-        "--full",
-        action="store_true",
-        help=f"draw each stage whole, every op at once (default: collapsed past {FULL_OPS} ops, "
-        "each top-level group in a file of its own)",
-    )
-    s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
-    s.add_argument(
-        "--min-mac-ops",
-        type=count(0),
-        default=1,
-        help="prune subgraphs with fewer MAC ops than this (default 1)",
-    )
-
-
-def add_report(command) -> None:
-    r = command(
-        "report",
-        "the partitioning report: what the target takes, what falls back and why (table or JSON)",
-        cmd_report,
-        "zoo",
-        "own",
-    )
-    r.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
-    r.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
-    r.add_argument("--json", action="store_true", help="print the report as JSON")
-    r.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
-    r.add_argument("--no-prune", action="store_true", help="keep every subgraph")
-    r.add_argument("--min-mac-ops", type=count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")

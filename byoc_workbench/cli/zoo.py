@@ -1,16 +1,12 @@
 """``prefetch``: the zoo's weights downloaded into the cache ahead of a workshop, or listed."""
 
-# The floors a command runs are imported inside it: at the top, they would make every command and
-# `byoc-workbench --help` take seconds longer to import (pyproject.toml: per-file-ignores).
-
 from __future__ import annotations
 
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.models import zoo
 
 
 def cmd_prefetch(args) -> int:
-    from byoc_workbench.models import zoo
-
     if args.list:
         for name, spec in zoo.MODELS.items():
             state = "cached" if zoo.cached_weights(name) else "not cached"
@@ -30,11 +26,3 @@ def cmd_prefetch(args) -> int:
     missing = sum(not r["ok"] for r in report.values())
     print(f"{len(report) - missing} of {len(report)} models cached in {zoo.weights_dir()}")
     return 1 if missing else 0
-
-
-def add_prefetch(command) -> None:
-    f = command("prefetch", "download model weights into the cache ahead of a workshop", cmd_prefetch)
-    f.add_argument("--models", help="comma-separated model names (default: all)")
-    f.add_argument(
-        "--list", action="store_true", help="list the zoo's models, their task and family, and say which are cached"
-    )

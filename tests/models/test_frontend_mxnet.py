@@ -20,6 +20,7 @@ from byoc_workbench.frontends import (
     op_inventory,
 )
 from byoc_workbench.frontends.mxnet import with_outputs
+from byoc_workbench.subjects import ModelRef
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -386,7 +387,7 @@ def test_op_inventory_of_ssd_resnet50(loaded):
 def test_import_summary_shape():
     from byoc_workbench import workflow
 
-    summary = workflow.import_summary("ssd_512_resnet50_v1_coco", weights="untrained")
+    summary = workflow.import_summary(ModelRef.parse("ssd_512_resnet50_v1_coco", weights="untrained"))
     assert set(summary) == {"model", "task", "family", "input_shape", "op_count", "ops", "params", "weights"}
     assert summary["weights"] == "untrained" and summary["task"] == "detection" and summary["family"] == "SSD"
     assert summary["ops"]["relax.nn.conv2d"] == 73
@@ -405,7 +406,7 @@ def test_run_rejects_an_unknown_backend_and_model():
     with pytest.raises(workflow.WorkflowError, match="Unknown backend 'tvm-cuda'"):
         workflow.run(backend="tvm-cuda")
     with pytest.raises(zoo.UnknownModelError, match="yolo9000"):
-        workflow.run("yolo9000")
+        workflow.run(ModelRef(kind="zoo", name="yolo9000"))
     why = tensorrt.missing()
     if why is not None:  # tensorrt is a backend now; where it cannot run, it says why in one line, at once
         with pytest.raises(WorkbenchError) as err:
@@ -417,7 +418,7 @@ def test_run_rejects_an_unknown_backend_and_model():
 def test_run_mxnet_backend_marks_untrained_weights():
     from byoc_workbench import workflow
 
-    result = workflow.run("ssd_512_mobilenet1.0_coco", weights="untrained", backend="mxnet")
+    result = workflow.run(ModelRef.parse("ssd_512_mobilenet1.0_coco", weights="untrained"), backend="mxnet")
     assert set(result) == {"ids", "scores", "boxes"} and result.task == "detection"
     assert result["ids"].shape == (1, 100, 1) and result["boxes"].shape == (1, 100, 4)
     assert "untrained weights" in result.weights_label
@@ -427,7 +428,7 @@ def test_run_mxnet_backend_marks_untrained_weights():
 def test_run_classifier_gives_its_top_five():
     from byoc_workbench import workflow
 
-    result = workflow.run("mobilenetv3_small", weights="untrained", backend="mxnet")
+    result = workflow.run(ModelRef.parse("mobilenetv3_small", weights="untrained"), backend="mxnet")
     assert result.task == "classification" and result["top5"].shape == (1, 5)
     assert result.summary().startswith("top 5: ") and len(result.class_names) == 1000
     probabilities = result["top5_probabilities"][0]

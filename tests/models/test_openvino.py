@@ -19,13 +19,14 @@ from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.check import numerics as checks
 from byoc_workbench.measure.time import timing
+from byoc_workbench.subjects import ModelRef
 
 BF16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 @pytest.fixture(scope="module")
 def f32():
-    return builds.demo_build("openvino")
+    return builds.ready(ModelRef(kind="demo"), "openvino")
 
 
 def test_f32_is_said_and_equals_tvm(f32):

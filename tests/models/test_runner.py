@@ -223,8 +223,9 @@ def test_a_subgraphs_bill_offloaded_and_on_the_host():
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
     from byoc_workbench.measure.bench import builds as ready
     from byoc_workbench.measure.time import timing
+    from byoc_workbench.subjects import ModelRef
 
-    builds = {k: ready.demo_build("onnxruntime", prune=k == "pruned") for k in ("pruned", "unpruned")}
+    builds = {k: ready.ready(ModelRef(kind="demo"), "onnxruntime", prune=k == "pruned") for k in ("pruned", "unpruned")}
     profiles = {k: timing.profile(built, inputs, runs=2) for k, (built, inputs) in builds.items()}
     partitioned = builds["unpruned"][0].partitioned
     cost = runner.subgraph_cost(profiles["unpruned"], profiles["pruned"], "byoc_target_0", partitioned)

@@ -26,6 +26,7 @@ from byoc_workbench.measure.check import lessons
 from byoc_workbench.measure.check import numerics as checks
 from byoc_workbench.measure.time import timing
 from byoc_workbench.models.demo import demo_inputs
+from byoc_workbench.subjects import ModelRef
 
 RATIO = 0.15  # entries vs end-to-end, run by run
 
@@ -54,7 +55,7 @@ def steady_profile(built, inputs, runs: int, tries: int = 3) -> timing.Profile:
 @pytest.fixture(scope="module", params=["pruned", "unpruned"])
 def demo(request):
     """The demo loop through the teaching codegen: built, profiled over 30 runs, and compared."""
-    built, inputs = builds.demo_build(prune=request.param == "pruned")
+    built, inputs = builds.ready(ModelRef(kind="demo"), prune=request.param == "pruned")
     return built, steady_profile(built, inputs, runs=30), checks.compare(built, inputs), inputs
 
 
@@ -260,7 +261,10 @@ def test_time_view_of_a_workbench_is_its_codegen_diagram_shaded(demo_mod, byoc):
 
 
 def test_lesson_stacks_the_builds_and_shows_each_table_once():
-    found = {"pruned": builds.demo_build(), "unpruned": builds.demo_build(prune=False)}
+    found = {
+        "pruned": builds.ready(ModelRef(kind="demo")),
+        "unpruned": builds.ready(ModelRef(kind="demo"), prune=False),
+    }
     lesson = lessons.timed_and_checked(found, runs=3, compare=["unpruned"])
     assert list(lesson.profiles) == ["pruned", "unpruned"] and list(lesson.numerics) == ["unpruned"]
     page = lesson._repr_html_()

@@ -106,7 +106,9 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     def broken(args):
         raise ValueError("a bug in the workbench")
 
-    monkeypatch.setattr(cli.stages, "cmd_stages", broken)
+    import byoc_workbench.cli.stages
+
+    monkeypatch.setattr(byoc_workbench.cli.stages, "cmd_stages", broken)
     with pytest.raises(ValueError, match="a bug in the workbench"):
         run(["stages", "demo", "--out", str(tmp_path)])
 

@@ -194,9 +194,10 @@ def test_a_checks_references_are_kept_and_read_back(cache, monkeypatch):
     as an error over tolerance); a damaged entry or refresh() computes it again."""
     from byoc_workbench.measure.bench import builds
     from byoc_workbench.measure.check import numerics
+    from byoc_workbench.subjects import ModelRef
 
     monkeypatch.setattr(compiled, "KEEP_S", 0.0)  # the demo's references take microseconds: keep them anyway
-    built, inputs = builds.demo_build(prune=True)
+    built, inputs = builds.ready(ModelRef(kind="demo"), prune=True)
     built_refs = []
     real_build = execute.build
     monkeypatch.setattr(execute, "build", lambda *a, **k: built_refs.append(a) or real_build(*a, **k))

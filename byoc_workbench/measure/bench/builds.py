@@ -1,30 +1,53 @@
-"""Ready-made builds to time: the Part 1 demo loop, and a zoo model offloaded.
+"""Ready-made builds to time: the model a :class:`~byoc_workbench.subjects.ModelRef` names, offloaded
+(``profile``, ``compare``), and a zoo model's workbench offloaded (notebooks 02 and 04).
 
-Each returns ``(Built, inputs)`` for :func:`byoc_workbench.measure.time.timing.profile`
+Each is a :class:`~byoc_workbench.measure.time.timing.Built` for :func:`byoc_workbench.measure.time.timing.profile`
 and :func:`byoc_workbench.measure.check.numerics.compare`.
 """
 
 from __future__ import annotations
 
-from byoc_workbench import stages
+import dataclasses
+from typing import NamedTuple
+
+from byoc_workbench import stages, subjects
 from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
 from byoc_workbench.flow import rules
+from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.time import timing
-from byoc_workbench.models import demo
 from byoc_workbench.models.images import model_input
 
 
-def demo_build(backend: str | None = None, prune: bool = True, options: dict | None = None) -> tuple:
-    """``(Built, inputs)`` for the Part 1 demo loop; ``backend`` None is the teaching codegen.
+class Ready(NamedTuple):
+    """A build ready to time, and the inputs to time it on."""
 
-    The demo is partitioned with ``byoc-target``'s rules, or with the rules of
-    the backend's own target when it has one (a codegen registered with rules).
-    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino).
-    """
-    prune_rule = stages.no_mac() if prune else stages.keep_all
-    target = own_target(backend) or rules.get_target("byoc-target")
-    found = stages.run_stages(demo.demo_module(), target.rules, prune_rule, backend=backend, options=options)
-    return timing.build(found), demo.demo_inputs()
+    built: timing.Built
+    inputs: list
+
+
+# What compiles the offloaded subgraphs when no backend is named: the demo's own codegen (byoc-target's, the
+# teaching one), else ONNX Runtime.
+DEFAULT_BACKEND = {"demo": None}
+
+
+def ready(ref: subjects.ModelRef, backend: str | None = None, prune: bool = True, options: dict | None = None) -> Ready:
+    """The model ``ref`` names (:func:`byoc_workbench.subjects.load`), offloaded through ``backend`` (see
+    :data:`DEFAULT_BACKEND`), pruned or not, and its inputs. The demo is partitioned with the rules of the
+    backend's own target when it has one (a codegen registered with rules), else with ``byoc-target``'s.
+    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
+    own = own_target(backend)
+    if own and ref.kind == "demo":
+        ref = dataclasses.replace(ref, target=own.name)
+    subject = subjects.load(ref)
+    backend = backend or DEFAULT_BACKEND.get(ref.kind, "onnxruntime")
+    return Ready(offloaded(subject, backend, prune, options), subject.inputs)
+
+
+def offloaded(subject, backend: str | None = None, prune: bool = True, options: dict | None = None) -> timing.Built:
+    """A loaded model's (:func:`byoc_workbench.subjects.load`) build with its rules, pruned by its prune rule
+    (or not), its subgraphs compiled by ``backend`` (None: each target's own codegen, the teaching one for
+    the demo's ``byoc-target``). ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
+    return timing.build(byom.offloaded(subject.workbench, backend, prune, options), mark=subject.mark)
 
 
 def own_target(backend: str | None):
@@ -37,10 +60,10 @@ def own_target(backend: str | None):
 
 def model_build(
     backend: str = "onnxruntime", prune: bool = True, *, workbench, image=None, options: dict | None = None
-) -> tuple:
-    """``(Built, inputs)`` for a zoo model's workbench (:func:`byoc_workbench.subjects.model_workbench`)
-    with its rules (upstream's TensorRT ones), offloaded through ``backend``, on ``image`` cut to
+) -> Ready:
+    """The build of a zoo model's workbench (:func:`byoc_workbench.subjects.model_workbench`)
+    with its rules (upstream's TensorRT ones), offloaded through ``backend``, and ``image`` cut to
     the model's input shape."""
     x = model_input(image, [int(d) for d in workbench.mod["main"].params[0].ty.shape.values])[0]
     found = stages.offload(workbench.mod, backend, prune, rules=workbench.rules, options=options)
-    return timing.build(found, mark=workbench.mark), [x]
+    return Ready(timing.build(found, mark=workbench.mark), [x])
