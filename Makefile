@@ -110,7 +110,7 @@ lint: setup
 # The property test draws 40 graphs here, 120 in make test.
 test-fast: setup
 	$(BYTECODE)
-	BYOC_PROPERTY_EXAMPLES=40 $(PYTEST) -m "not slow" tests/unit
+	BYOC_PROPERTY_EXAMPLES=25 $(PYTEST) -m "not slow" tests/unit
 
 # The tiers test-fast leaves out (tests/models, tests/browser: marked slow by folder), after a test-fast.
 test-slow: setup

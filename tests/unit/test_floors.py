@@ -3,6 +3,7 @@
 
 import ast
 import collections
+import functools
 from pathlib import Path
 
 import tomllib
@@ -25,6 +26,7 @@ def _floor(module: str) -> int | None:
     return None
 
 
+@functools.cache  # parsed once for every test of the file; the trees are only read
 def _modules() -> dict:
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):

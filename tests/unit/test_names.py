@@ -3,6 +3,7 @@ imported under another name, and each of the questions below has one answer (STY
 
 import ast
 import collections
+import functools
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ ONCE = ("measure", "machine_key", "KEEP_S", "own_model", "key", "ModelRef", "Sub
 GONE = ("zoo_model", "zoo_name", "is_own", "workbench_for", "own_workbench", "module_and_rules", "Benched", "described")
 
 
+@functools.cache  # parsed once for every test of the file; the trees are only read
 def _modules() -> dict:
     return {p: ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 

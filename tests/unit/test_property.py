@@ -39,7 +39,7 @@ _expected: dict = {}  # script -> output of the module as written (one TVM build
 
 
 @settings(
-    # About 0.5 s each (two TVM builds per graph): make test runs 120, make test-fast fewer to stay in 2 minutes.
+    # About 1 s each (two TVM builds per graph): make test runs 120, make test-fast 25 to stay under 2 minutes.
     max_examples=int(os.environ.get("BYOC_PROPERTY_EXAMPLES", "120")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
