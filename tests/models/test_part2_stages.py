@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from shared import ranks_with_rows, same
 
 from byoc_workbench import cli
 from byoc_workbench.draw import counts, render
@@ -167,7 +168,6 @@ def test_batch_norm_folding_is_a_named_step_that_explains_the_count(ssd_wb, tmp_
 
 def test_toggles_on_the_ssd_reuse_matches_and_fuse_as_the_pass_does(ssd_wb):
     """The composite stage cut from every rule's matches equals FuseOpsByPattern's for that rule set."""
-    from test_reuse import same
 
     wb, _ = ssd_wb
     fuse = wb._runs.fuse
@@ -207,8 +207,6 @@ def test_ssd_draws_as_the_hierarchy_of_its_gluon_blocks(ssd_wb):
 
 
 def test_blocks_hold_inside_an_opened_subgraph_and_the_tail_wraps_into_rows(ssd_wb):
-    from test_blocks import ranks_with_rows
-
     from byoc_workbench.draw import folding
 
     wb, _ = ssd_wb

@@ -19,7 +19,7 @@ from tvm import relax
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import search
 from byoc_workbench.measure.search import learn, paths
-from byoc_workbench.measure.time import timing
+from byoc_workbench.measure.time import clock, timing
 from byoc_workbench.session import Workbench
 
 pytest.importorskip("onnxruntime", reason="the search's offloading backends need onnx and onnxruntime")
@@ -387,13 +387,13 @@ def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
     args = timing.tensors(subject.inputs)
     builds = [timing.build(result.plan.stages(a, {"precision": "f32"})) for a in every]
     calls = {k: (lambda vm=b.vm: vm["main"](*args)) for k, b in enumerate(builds)}
-    times = finals._rounds(calls, rounds=9)
+    times = clock.round_robin(calls, rounds=9)
     medians = {k: finals.Final(str(k), t) for k, t in times.items()}
     mine = medians[every.index(result.chosen.assign)]
     best = min(medians.values(), key=lambda f: f.median_s)
     if mine.median_s > best.median_s * (1 + max(mine.spread, best.spread)):  # a burst of load, or slower:
         pair = {0: calls[int(mine.what)], 1: calls[int(best.what)]}  # the two again, head to head, longer
-        again = finals._rounds(pair, rounds=21)
+        again = clock.round_robin(pair, rounds=21)
         mine, best = finals.Final(mine.what, again[0]), finals.Final(best.what, again[1])
     assert mine.median_s <= best.median_s * (1 + max(mine.spread, best.spread)), (mine, best)
 

@@ -15,6 +15,7 @@ from byoc_workbench.models import demo
 
 torch = pytest.importorskip("torch", reason="needs the [pytorch] extra: make test EXTRAS=pytorch")
 pytest.importorskip("torchvision", reason="needs the [pytorch] extra: make test EXTRAS=pytorch")
+from shared import Tail, tail_inputs  # noqa: E402
 from test_onnx_translate import CASES as ONNX_CASES  # noqa: E402
 from test_onnx_translate import TRT_RULES, module  # noqa: E402
 
@@ -81,13 +82,12 @@ def test_op_offloaded_to_torch_equals_tvm(name):
 
 
 def test_detector_tail_box_filter_and_nms_equal_tvm():
-    from test_devices import Tail, _boxes
 
     codegen, partition = offload(Tail)
     [subgraph] = partition.subgraphs
     assert {"relax.vision.get_valid_counts", "relax.vision.non_max_suppression"} <= set(subgraph.ops)
     for seed in range(5):
-        x = _boxes(seed)
+        x = tail_inputs(seed)
         want = flat(execute.run(Tail, x))
         got = flat(runner.build_and_run(codegen, x, repeat=1, progress=False).outputs)
         assert (want[0][0, :, 1] > 0).sum() > 1  # several survivors: the order and the suppression both count
@@ -98,7 +98,6 @@ def test_detector_tail_box_filter_and_nms_equal_tvm():
 def test_a_cuda_graph_records_only_what_never_waits_for_the_host():
     """NMS counts its boxes on the host, so its subgraph stays eager; a static conv is recorded on a GPU (on
     the CPU it runs eagerly: nothing recorded); graphs=False keeps it eager."""
-    from test_devices import Tail
 
     codegen, _ = offload(Tail)
     [nms] = codegen.generated.values()

@@ -1,6 +1,6 @@
 """Gluon block groups from variable names, drawn closed, opened, and wrapped into rows."""
 
-import collections
+from shared import ranks_with_rows
 
 from byoc_workbench.draw import blocks, folding, graph, render
 from byoc_workbench.draw.graph import Edge, Graph, Node
@@ -95,24 +95,6 @@ def test_a_graph_without_block_names_folds_as_before(demo_mod, byoc):
 
     g = Workbench(demo_mod, byoc).graph("partition", collapse=False)
     assert folding.fold_blocks(g) is g
-
-
-def ranks_with_rows(g: Graph, cluster: str) -> collections.Counter:
-    """How many of ``cluster``'s nodes share each rank, counting the rows ``below`` asks for."""
-    nodes = [nid for nid, n in g.nodes.items() if n.cluster == cluster]
-    inside = set(nodes)
-    preds = collections.defaultdict(list)
-    for a, b in [(e.src, e.dst) for e in g.edges] + list(g.below):
-        if a in inside and b in inside:
-            preds[b].append(a)
-    rank: dict = {}
-
-    def r(n):
-        if n not in rank:
-            rank[n] = 1 + max((r(p) for p in preds[n]), default=-1)
-        return rank[n]
-
-    return collections.Counter(r(n) for n in nodes)
 
 
 def wide_run(pieces: int) -> Graph:

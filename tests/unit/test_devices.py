@@ -8,51 +8,12 @@ import re
 import numpy as np
 import pytest
 import tvm
+from shared import Tail, tail_inputs
 from tvm import relax
-from tvm.script import ir as I
-from tvm.script import relax as R
 
 from byoc_workbench import devices
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.build import execute
-
-
-@I.ir_module
-class Tail:
-    @R.function
-    def main(boxes: R.Tensor((1, 64, 6), "float32"), bias: R.Tensor((1, 10, 6), "float32")):
-        with R.dataflow():
-            scaled = R.multiply(boxes, R.const(1.5, "float32"))
-            counted = R.vision.get_valid_counts(scaled, score_threshold=0.2, id_index=0, score_index=1)
-            count = counted[0]
-            valid = counted[1]
-            order = counted[2]
-            kept = R.vision.non_max_suppression(
-                valid,
-                count,
-                order,
-                max_output_size=-1,
-                iou_threshold=0.5,
-                force_suppress=False,
-                top_k=20,
-                coord_start=2,
-                score_index=1,
-                id_index=0,
-                return_indices=False,
-                invalid_to_bottom=True,
-            )
-            top = R.strided_slice(kept, axes=[1], begin=[0], end=[10])
-            shifted = R.add(top, bias)
-            R.output(top, shifted)
-        return (top, shifted)
-
-
-def _boxes(seed=0):
-    rng = np.random.RandomState(seed)
-    b = rng.uniform(0, 1, (1, 64, 6)).astype("float32")
-    b[..., 0] = rng.randint(0, 3, 64)  # class ids
-    b[..., 4:] += b[..., 2:4]  # x2, y2 past x1, y1
-    return [b, rng.uniform(-1, 1, (1, 10, 6)).astype("float32")]
 
 
 def test_proposal_places_the_box_filter_nms_and_what_reads_only_them_on_the_cpu():
@@ -96,7 +57,7 @@ def test_a_gpu_build_allocates_each_tensor_on_its_own_device():
 def test_cpu_twin_computes_what_the_module_did():
     twin = devices.place(Tail, "llvm", "llvm")
     vm = relax.VirtualMachine(tvm.compile(twin, target="llvm"), [tvm.cpu(), tvm.cpu()])
-    inputs = _boxes()
+    inputs = tail_inputs()
     got = execute.to_numpy(vm["main"](*[tvm.runtime.tensor(a) for a in inputs]))
     want = execute.run(Tail, inputs)
     assert want[0][0, 0, 1] > 0.2  # NMS kept something: the comparison sees real detections

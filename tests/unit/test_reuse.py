@@ -4,34 +4,15 @@ import itertools
 
 import graphs
 import pytest
-import tvm_ffi
+from shared import same
 from tvm import relax
 from tvm.relax.dpl import is_op, wildcard
 
-from byoc_workbench import ir, stages
+from byoc_workbench import stages
 from byoc_workbench.flow import fusion
 from byoc_workbench.flow.reuse import FuseCache
 from byoc_workbench.flow.rules import pattern_rule
 from byoc_workbench.session import Workbench
-
-
-def signature(mod):
-    """Per binding of main: its name, what it calls (op or Composite name), its arguments and type;
-    and each called composite's body, so two modules compare whatever their functions are named."""
-    rows = []
-    for s in ir.walk(mod["main"], mod, descend=False):
-        what = s.op or ir.func_attr(s.callee, ir.COMPOSITE) or type(s.value).__name__
-        args = tuple(a.name if ir.is_var(a) else "const" for a in getattr(s.value, "args", ()))
-        rows.append((s.var.name, what, args, str(s.var.ty), s.callee))
-    return rows
-
-
-def same(a, b) -> bool:
-    sa, sb = signature(a), signature(b)
-    return len(sa) == len(sb) and all(
-        x[:4] == y[:4] and (x[4] is None) == (y[4] is None) and (x[4] is None or tvm_ffi.structural_equal(x[4], y[4]))
-        for x, y in zip(sa, sb)
-    )
 
 
 def one_op(name, op, arity):

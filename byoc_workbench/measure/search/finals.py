@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from byoc_workbench.measure.bench.anchors import Runs, subject_anchors, subject_runs
 from byoc_workbench.measure.search.measure import FINALISTS, NotCached, digest
-from byoc_workbench.measure.time import timing
+from byoc_workbench.measure.time import clock, timing
 
 ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
 SLOWER = 3.0  # a placement measured this many times slower than the fastest is not a finalist
@@ -110,7 +110,7 @@ def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = F
     if whole is not None:
         found, skipped = whole()
         runs.update({label: (run, False) for label, run in found.items()})
-    times = _rounds({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
+    times = clock.round_robin({label: _call(fn, args, placement) for label, (fn, placement) in runs.items()}, rounds)
     finals = [Final(label, times[label], placement) for label, (_, placement) in runs.items()]
     session.cache.put("finals", key, {"finals": [f.to_json() | {"times": f.times} for f in finals], "skipped": skipped})
     return Finals(finals, skipped)
@@ -131,19 +131,6 @@ def _cached(found, picked: list) -> Finals | None:
 
 def _call(fn, args, placement: bool):
     return (lambda: fn(*args)) if placement else fn
-
-
-def _rounds(calls: dict, rounds: int) -> dict:
-    """``{label: [seconds per round]}``: one warm-up each, then each called once per round, in turn."""
-    for call in calls.values():
-        call()
-    times: dict = {label: [] for label in calls}
-    for _ in range(rounds):
-        for label, call in calls.items():
-            t0 = time.perf_counter()
-            call()
-            times[label].append(time.perf_counter() - t0)
-    return times
 
 
 def anchors_and_finals(s, rows: list, baseline: dict, anchors: bool, notes: list) -> Finals:

@@ -1,11 +1,12 @@
-"""Timing whole runs, and where they were timed.
+"""The clock: timing whole runs.
 
 :func:`measure` calls a function a number of times and returns its
 :class:`Latency` (median, min, max); with a time budget, the first call's
 time refuses a loop that would take longer (:func:`check_budget`,
-:class:`OverBudget`). Where they were measured is :mod:`byoc_workbench.measure.machine`'s.
-Every measurement of the package goes through these: ``runner`` times
-builds, ``timing`` each VM call, ``bench`` and ``search`` whole models.
+:class:`OverBudget`). :func:`round_robin` times several in turn (the search's
+finals). Where they were measured is :mod:`byoc_workbench.measure.machine`'s.
+Every measurement of a whole run goes through these: ``runner`` times
+builds, ``bench`` and ``search`` whole models; ``timing`` times each VM call.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 
 import byoc_workbench.progress
 from byoc_workbench import text
@@ -137,3 +139,17 @@ def measure(
         if bar is None:
             shown.done = f"{desc}: {latency}"
     return latency
+
+
+def round_robin(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """``{label: [seconds per round]}``: one warm-up each, then each called once per round, in turn, so that
+    whatever else the machine does falls on every call alike (the search's finals)."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    for _ in range(rounds):
+        for label, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            times[label].append(time.perf_counter() - t0)
+    return times

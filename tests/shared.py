@@ -1,0 +1,87 @@
+"""What tests of two tiers share: a small detector tail (the GPU placement's and the torch backend's), the
+signature two modules are compared by (the fusion's and the SSD's stages), and the ranks of a drawn box's rows."""
+
+import collections
+
+import numpy as np
+import tvm_ffi
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from byoc_workbench import ir
+from byoc_workbench.draw.graph import Graph
+
+
+@I.ir_module
+class Tail:
+    @R.function
+    def main(boxes: R.Tensor((1, 64, 6), "float32"), bias: R.Tensor((1, 10, 6), "float32")):
+        with R.dataflow():
+            scaled = R.multiply(boxes, R.const(1.5, "float32"))
+            counted = R.vision.get_valid_counts(scaled, score_threshold=0.2, id_index=0, score_index=1)
+            count = counted[0]
+            valid = counted[1]
+            order = counted[2]
+            kept = R.vision.non_max_suppression(
+                valid,
+                count,
+                order,
+                max_output_size=-1,
+                iou_threshold=0.5,
+                force_suppress=False,
+                top_k=20,
+                coord_start=2,
+                score_index=1,
+                id_index=0,
+                return_indices=False,
+                invalid_to_bottom=True,
+            )
+            top = R.strided_slice(kept, axes=[1], begin=[0], end=[10])
+            shifted = R.add(top, bias)
+            R.output(top, shifted)
+        return (top, shifted)
+
+
+def tail_inputs(seed=0):
+    rng = np.random.RandomState(seed)
+    b = rng.uniform(0, 1, (1, 64, 6)).astype("float32")
+    b[..., 0] = rng.randint(0, 3, 64)  # class ids
+    b[..., 4:] += b[..., 2:4]  # x2, y2 past x1, y1
+    return [b, rng.uniform(-1, 1, (1, 10, 6)).astype("float32")]
+
+
+def signature(mod):
+    """Per binding of main: its name, what it calls (op or Composite name), its arguments and type;
+    and each called composite's body, so two modules compare whatever their functions are named."""
+    rows = []
+    for s in ir.walk(mod["main"], mod, descend=False):
+        what = s.op or ir.func_attr(s.callee, ir.COMPOSITE) or type(s.value).__name__
+        args = tuple(a.name if ir.is_var(a) else "const" for a in getattr(s.value, "args", ()))
+        rows.append((s.var.name, what, args, str(s.var.ty), s.callee))
+    return rows
+
+
+def same(a, b) -> bool:
+    sa, sb = signature(a), signature(b)
+    return len(sa) == len(sb) and all(
+        x[:4] == y[:4] and (x[4] is None) == (y[4] is None) and (x[4] is None or tvm_ffi.structural_equal(x[4], y[4]))
+        for x, y in zip(sa, sb)
+    )
+
+
+def ranks_with_rows(g: Graph, cluster: str) -> collections.Counter:
+    """How many of ``cluster``'s nodes share each rank, counting the rows ``below`` asks for."""
+    nodes = [nid for nid, n in g.nodes.items() if n.cluster == cluster]
+    inside = set(nodes)
+    preds = collections.defaultdict(list)
+    for a, b in [(e.src, e.dst) for e in g.edges] + list(g.below):
+        if a in inside and b in inside:
+            preds[b].append(a)
+    rank: dict = {}
+
+    def r(n):
+        if n not in rank:
+            rank[n] = 1 + max((r(p) for p in preds[n]), default=-1)
+        return rank[n]
+
+    return collections.Counter(r(n) for n in nodes)
