@@ -216,18 +216,18 @@ def release_memory() -> None:
         trim(0)
 
 
-def zoo_report(
-    model: str, weights=None, backend: str | None = None, image=None, progress: bool = False, say=None
-) -> ZooReport:
-    """Import ``model``, partition it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
+def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False, say=None) -> ZooReport:
+    """Import the zoo model ``ref`` names (with its weights and picture), partition it with TensorRT's rules,
+    prune it, run it offloaded; see :class:`ZooReport`.
 
     ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.time.runner.offload_choice`).
     ``say``, if given, is called with a line before each long step (the chooser's progress line).
     """
     say = say or (lambda line: None)
     choice = runner.offload_choice()
+    model = _zoo_name(ref)
     say(f"importing {model} and partitioning it with TensorRT's rules…")
-    wb, imported = model_workbench(model, weights)
+    wb, imported = model_workbench(model, ref.weights)
     spec = imported.model.spec
     stages = [(s.name, s.op_count, len(s.subgraphs)) for s in wb.stages[:-1]]
     kept = {sg.name for sg in wb.stage("prune").subgraphs}
@@ -243,7 +243,7 @@ def zoo_report(
                 "top": ", ".join(f"{op}×{n}" for op, n in top),
             }
         )
-    x, picture = model_input(image, imported.input_shape)
+    x, picture = model_input(ref.image, imported.input_shape)
     say(f"building {model}, pruned, with its subgraphs on {backend or choice.backend}, and running it…")
     found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
     run = runner.build_and_run(

@@ -12,6 +12,7 @@ import ipywidgets as widgets
 from byoc_workbench import workflow
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import zoo
+from byoc_workbench.subjects import ModelRef
 from byoc_workbench.widgets.html import esc, status_html, status_line
 from byoc_workbench.widgets.prediction_view import prediction_view
 
@@ -99,7 +100,9 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
         package.addHandler(kept)
         with log:  # a real bug's traceback shows here, in the widget
             try:
-                report = workflow.zoo_report(dropdown.value, weights, backend, say=say)
+                report = workflow.zoo_report(
+                    ModelRef(kind="zoo", name=dropdown.value, weights=weights), backend, say=say
+                )
             except WorkbenchError as err:
                 status.value = status_html(status_line(err))
             finally:
