@@ -25,7 +25,7 @@ from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 
 # The helper modules that hold a test's asserts, rewritten as the tests' own are (each assert says what it saw).
-pytest.register_assert_rewrite("bad_rows", "widget_page")
+pytest.register_assert_rewrite("bad_rows", "shared", "widget_page")
 
 # The tiers are folders, and each folder's tests carry its markers, so that `-m` selects across them:
 # `make test-fast` runs tests/unit with `-m "not slow"`, `make test-slow` the rest with `-m slow`.

@@ -1,7 +1,10 @@
-"""What tests of two tiers share: a small detector tail (the GPU placement's and the torch backend's), the
-signature two modules are compared by (the fusion's and the SSD's stages), and the ranks of a drawn box's rows."""
+"""What tests of two tiers share: Python run in a process of its own, a small detector tail (the GPU
+placement's and the torch backend's), the signature two modules are compared by (the fusion's and the SSD's
+stages), and the ranks of a drawn box's rows."""
 
 import collections
+import subprocess
+import sys
 
 import numpy as np
 import tvm_ffi
@@ -85,3 +88,10 @@ def ranks_with_rows(g: Graph, cluster: str) -> collections.Counter:
         return rank[n]
 
     return collections.Counter(r(n) for n in nodes)
+
+
+def python_output(code: str) -> str:
+    """What ``python -c code`` prints, run in a process of its own (what it imported is its own)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout

@@ -1,21 +1,13 @@
 """Torch beside the workbench: a PyTorch model read after the workbench's import still reaches TVM, and torch
 imported first is left as it is (each imports torch in a process of its own, seconds each: the slow tier)."""
 
-import subprocess
-import sys
-
 import pytest
-
-
-def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+from shared import python_output
 
 
 def test_torch_imported_later_still_hands_its_tensors_to_tvm():
     pytest.importorskip("torch", reason="needs the PyTorch extra")
-    out = _python(
+    out = python_output(
         "import byoc_workbench.ir, tvm, torch\n"
         "t = tvm.runtime.from_dlpack(torch.arange(6, dtype=torch.float32).reshape(2, 3))\n"
         "print(t.numpy().sum(), t.shape)"
@@ -25,5 +17,5 @@ def test_torch_imported_later_still_hands_its_tensors_to_tvm():
 
 def test_torch_imported_first_is_left_as_it_is():
     pytest.importorskip("torch", reason="needs the PyTorch extra")
-    out = _python("import torch, byoc_workbench.ir, tvm_ffi._convert as c\nprint(c.torch is torch)")
+    out = python_output("import torch, byoc_workbench.ir, tvm_ffi._convert as c\nprint(c.torch is torch)")
     assert out.strip() == "True"

@@ -1,21 +1,13 @@
-"""Importing the workbench leaves torch out of the process (TVM would import it, for about 700 MB), and
-a PyTorch model read afterwards still reaches TVM."""
-
-import subprocess
-import sys
+"""Importing the workbench leaves torch out of the process (TVM would import it, for about 700 MB); that a
+PyTorch model read afterwards still reaches TVM is tests/models/test_torch_beside_tvm.py's."""
 
 import pytest
-
-
-def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+from shared import python_output
 
 
 def test_the_workbench_imports_tvm_without_torch():
     pytest.importorskip("torch", reason="without the PyTorch extra there is no torch to leave out")
-    out = _python(
+    out = python_output(
         "import sys, byoc_workbench.session, byoc_workbench.measure.build.execute, tvm\n"
         "print('torch' in sys.modules, 'tvm.relax' in sys.modules)"
     )
