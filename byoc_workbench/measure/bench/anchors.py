@@ -58,13 +58,6 @@ class Anchors(NamedTuple):
     skipped: dict[str, str]
 
 
-class SubjectAnchors(NamedTuple):
-    """A subject's anchors timed: each one's JSON entry by label, and why each skipped one could not run."""
-
-    entries: dict[str, dict[str, Any]]
-    skipped: dict[str, str]
-
-
 def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Timed:
     """:class:`Timed` (latency, outputs) of the Gluon block itself, hybridized with static memory."""
     import mxnet as mx
@@ -228,14 +221,13 @@ def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | 
     return Anchors({"pytorch_eager": lat.to_json() | {"ran_on": "eager PyTorch (CPU)"}}, {"pytorch_eager": out[0]}, {})
 
 
-def subject_anchors(subject, repeat: int, opened: Runs) -> SubjectAnchors:
-    """:class:`SubjectAnchors` (``{label: entry}``, ``{label: why skipped}``): the whole-model anchors of a
-    :class:`~byoc_workbench.subjects.Subject` whose :attr:`source` is a zoo model or an ONNX file, timed
-    on ``opened`` (what :func:`subject_runs` yielded, which the search's finals time again)."""
+def subject_anchors(subject, repeat: int, opened: Runs) -> Anchors:
+    """:class:`Anchors`: the whole-model anchors of a :class:`~byoc_workbench.subjects.Subject` whose
+    :attr:`source` is a zoo model or an ONNX file, timed on ``opened`` (what :func:`subject_runs` yielded,
+    which the search's finals time again)."""
     if isinstance(subject.source, (str, os.PathLike)):
-        return SubjectAnchors(_timed(opened.runs, repeat, f" on {Path(subject.source).name}", False)[0], opened.skipped)
-    found = zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
-    return SubjectAnchors(found.entries, found.skipped)
+        return Anchors(*_timed(opened.runs, repeat, f" on {Path(subject.source).name}", False), opened.skipped)
+    return zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
 
 
 @contextlib.contextmanager

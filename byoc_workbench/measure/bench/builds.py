@@ -25,29 +25,19 @@ class Ready(NamedTuple):
     inputs: list
 
 
-# What compiles the offloaded subgraphs when no backend is named: the demo's own codegen (byoc-target's, the
-# teaching one), else ONNX Runtime.
-DEFAULT_BACKEND = {"demo": None}
-
-
 def ready(ref: subjects.ModelRef, backend: str | None = None, prune: bool = True, options: dict | None = None) -> Ready:
-    """The model ``ref`` names (:func:`byoc_workbench.subjects.load`), offloaded through ``backend`` (see
-    :data:`DEFAULT_BACKEND`), pruned or not, and its inputs. The demo is partitioned with the rules of the
-    backend's own target when it has one (a codegen registered with rules), else with ``byoc-target``'s.
-    ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
+    """The model ``ref`` names (:func:`byoc_workbench.subjects.load`), its rules, pruned by its prune rule (or
+    not), its subgraphs compiled by ``backend``, and its inputs. With no backend named, the demo's subgraphs go
+    to its target's own codegen (the teaching one for ``byoc-target``), any other model's to ONNX Runtime. The
+    demo is partitioned with the rules of the backend's own target when it has one (a codegen registered with
+    rules). ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
     own = own_target(backend)
     if own and ref.kind == "demo":
         ref = dataclasses.replace(ref, target=own.name)
     subject = subjects.load(ref)
-    backend = backend or DEFAULT_BACKEND.get(ref.kind, "onnxruntime")
-    return Ready(offloaded(subject, backend, prune, options), subject.inputs)
-
-
-def offloaded(subject, backend: str | None = None, prune: bool = True, options: dict | None = None) -> timing.Built:
-    """A loaded model's (:func:`byoc_workbench.subjects.load`) build with its rules, pruned by its prune rule
-    (or not), its subgraphs compiled by ``backend`` (None: each target's own codegen, the teaching one for
-    the demo's ``byoc-target``). ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
-    return timing.build(byom.offloaded(subject.workbench, backend, prune, options), mark=subject.mark)
+    backend = backend or (None if ref.kind == "demo" else "onnxruntime")
+    found = byom.offloaded(subject.workbench, backend, prune, options)
+    return Ready(timing.build(found, mark=subject.mark), subject.inputs)
 
 
 def own_target(backend: str | None):

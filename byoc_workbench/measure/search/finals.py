@@ -162,7 +162,7 @@ def _anchors(s, whole, notes: list) -> dict:
         if s.only_cached:
             raise NotCached("the whole-model anchors are not cached", "run the search once with measuring on")
         s._say("timing the whole-model anchors")
-        entries, skipped = subject_anchors(s.subject, s.runs, whole())
+        entries, _, skipped = subject_anchors(s.subject, s.runs, whole())
         found = {"entries": entries, "skipped": skipped}
         s.cache.put("anchors", key, found)
     for label, why in found["skipped"].items():
