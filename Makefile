@@ -9,8 +9,9 @@ comma := ,
 PINS := $(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(PINS)
 EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.extra-$(e)-$(PINS))
-# mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+: Part 2 needs 3.11.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The newest supported Python this machine has (PYTHON=/path/to/python3.X to choose): 3.10 to 3.13, numpy 2.
+SUPPORTED := 3.13 3.12 3.11 3.10
+PYTHON ?= $(shell tools/find-python.sh $(SUPPORTED))
 PORT ?= 8888
 # make test runs the suite in this many processes (pytest-xdist), each test file in one of them. A process
 # that dies (killed for memory, say) ends the run at once, naming its test: pytest-xdist 3.8 can hang forever
@@ -18,30 +19,31 @@ PORT ?= 8888
 TEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile --max-worker-restart 0
 
-.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast test-slow test-numpy2 demo bench clean
+.PHONY: setup git-filter system-deps lab lab-fresh test lint test-fast test-slow test-mxnet test-oldest demo bench clean
 
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 setup: system-deps $(STAMP) $(EXTRA_STAMPS) $(LAB_OVERRIDES)
 
-# A venv of another Python (or none) is made anew; one of 3.11 is kept, and pip adds what the pins add.
+# A venv of another Python (or none) is made anew; one of the same Python is kept, and pip adds what the pins add.
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
-	  echo "error: Python 3.11 is needed (found $$($(PYTHON) --version 2>&1) at $(PYTHON))."; \
-	  echo "  Install it (apt-get install python3.11 python3.11-venv, pyenv install 3.11, or conda env create -f environment.yml),"; \
-	  echo "  or point make at it: make lab PYTHON=/path/to/python3.11"; exit 1; }
-	@$(BIN)/python -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
-	  { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --upgrade pip; }
-	$(BIN)/pip install --quiet -r requirements.txt
+	@[ -n "$(PYTHON)" ] && $(PYTHON) -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 13))' || { \
+	  echo "error: no Python 3.10 to 3.13 found (PYTHON=$(PYTHON)). Fix: install one (apt-get install python3 python3-venv,"; \
+	  echo "  brew install python@3.13, pyenv install 3.13, or conda env create -f environment.yml), or point make at it:"; \
+	  echo "  make lab PYTHON=/path/to/python3.13"; exit 1; }
+	@want=$$($(PYTHON) -c 'import sys; print(sys.version_info[:2])'); \
+	  [ "$$($(BIN)/python -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" = "$$want" ] || \
+	  { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet --upgrade pip; }
+	$(BIN)/python -m pip install --quiet -r requirements.txt
 	@# setuptools' notice about editable installs is advice for package authors, not for users of make setup.
-	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install --quiet --no-deps -e .
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 	@$(MAKE) --no-print-directory git-filter
 
 # An extra's packages come pinned from pyproject.toml; the workbench itself is already installed above.
 $(VENV)/.extra-%-$(PINS): $(STAMP)
-	$(BIN)/pip install --quiet $$($(BIN)/python tools/extras.py $*)
+	$(BIN)/python -m pip install --quiet $$($(BIN)/python tools/extras.py $*)
 	touch $@
 
 # JupyterLab's defaults for every seat: no "official Jupyter news?" pop-up, no update check over the notebooks.
@@ -78,29 +80,47 @@ BYTECODE := $(BIN)/python -m compileall -q byoc_workbench
 test: setup lint
 	$(BYTECODE)
 	$(PYTEST)
-	@$(MAKE) --no-print-directory test-numpy2
+	@$(MAKE) --no-print-directory test-mxnet test-oldest
 
-# Part 1 on Python 3.12 with numpy 2 and no MXNet, in a second, small venv (TVM, numpy 2, graphviz, pytest): the
-# demo through every stage, the teaching codegen and the VM, and a GPU build's placement run on the CPU.
-# The first python3.12 that runs (pyenv's shim for a version not selected does not).
-PY312 ?= $(shell for p in $$(command -v python3.12) $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12 \
-  2>/dev/null); do $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo $$p && break; done)
-VENV312 := .venv-py312
-NUMPY2_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.5.5 graphviz==0.8.4 pytest==9.2.0 \
-  hypothesis==6.170.17 tqdm==4.70.1
+# The MXNet cross-checks (tests marked mxnet): the importer against MXNet, the shipped zoo against a fresh
+# export, the .params reader against mxnet.nd.load, the transforms against GluonCV. MXNet 1.9.1 (retired) has
+# wheels for Python 3.11 on Linux and Intel Macs only, with numpy<1.24: a venv of its own, never the seat's.
+PY311 ?= $(shell tools/find-python.sh 3.11)
+VENV_MXNET := .venv-mxnet
+MXNET_STAMP := $(VENV_MXNET)/.installed-$(shell cat requirements-mxnet.txt pyproject.toml | sha1sum | cut -c1-12)
+
+$(MXNET_STAMP): requirements-mxnet.txt pyproject.toml
+	@[ -n "$(PY311)" ] || { echo "error: no Python 3.11 for the MXNet cross-checks. Fix: install it, or PY311=/path/to/python3.11."; exit 1; }
+	rm -rf $(VENV_MXNET) && $(PY311) -m venv $(VENV_MXNET) && $(VENV_MXNET)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_MXNET)/bin/python -m pip install --quiet -r requirements-mxnet.txt
+	PYTHONWARNINGS=ignore::UserWarning $(VENV_MXNET)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-mxnet: system-deps
+	@if [ -z "$(PY311)" ]; then echo "skipped: the MXNet cross-checks (no python3.11 here: install it, or PY311=/path/to/python3.11)"; \
+	  exit 0; fi; $(MAKE) --no-print-directory $(MXNET_STAMP) && \
+	  echo "MXNet cross-checks on $$($(VENV_MXNET)/bin/python --version), mxnet $$($(VENV_MXNET)/bin/python -c 'import importlib.metadata as m; print(m.version("mxnet"))'):" && \
+	  $(VENV_MXNET)/bin/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile --max-worker-restart 0 -p no:cacheprovider -m mxnet
+
+# Part 1 on the oldest supported Python (3.10), in a small venv of its own: the demo through every stage, the
+# teaching codegen and the VM, and a GPU build's placement run on the CPU.
+PY310 ?= $(shell tools/find-python.sh 3.10)
+VENV310 := .venv-py310
+OLDEST_PINS := apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.15.post2 numpy==2.2.6 ml_dtypes==0.5.4 graphviz==0.8.4 graphviz-pure==0.2.2 \
+  pytest==9.2.0 hypothesis==6.168.5 tqdm==4.70.1 matplotlib==3.10.9
 PART1_TESTS := tests/unit/test_stages_demo.py tests/unit/test_codegen.py tests/unit/test_demo_partition.py \
   tests/unit/test_devices.py
 
-test-numpy2:
-	@set -e; if [ -z "$(PY312)" ]; then \
-	  echo "skipped: Part 1 on Python 3.12 with numpy 2 (no python3.12 here: install it, or pass PY312=/path/to/python3.12)"; \
+test-oldest:
+	@set -e; if [ -z "$(PY310)" ]; then \
+	  echo "skipped: Part 1 on Python 3.10 (no python3.10 here: install it, or pass PY310=/path/to/python3.10)"; \
 	  exit 0; fi; \
-	stamp=$(VENV312)/.installed-$$(echo "$(NUMPY2_PINS)" | sha1sum | cut -c1-12); \
-	if [ ! -f $$stamp ]; then rm -rf $(VENV312) && $(PY312) -m venv $(VENV312) && \
-	  $(VENV312)/bin/pip install --quiet $(NUMPY2_PINS) && \
-	  PYTHONWARNINGS=ignore::UserWarning $(VENV312)/bin/pip install --quiet --no-deps -e . && touch $$stamp; fi; \
-	echo "Part 1 on $$($(VENV312)/bin/python --version), numpy $$($(VENV312)/bin/python -c 'import numpy; print(numpy.__version__)'):"; \
-	$(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PART1_TESTS)
+	stamp=$(VENV310)/.installed-$$(echo "$(OLDEST_PINS)" | sha1sum | cut -c1-12); \
+	if [ ! -f $$stamp ]; then rm -rf $(VENV310) && $(PY310) -m venv $(VENV310) && \
+	  $(VENV310)/bin/python -m pip install --quiet $(OLDEST_PINS) && \
+	  PYTHONWARNINGS=ignore::UserWarning $(VENV310)/bin/python -m pip install --quiet --no-deps -e . && touch $$stamp; fi; \
+	echo "Part 1 on $$($(VENV310)/bin/python --version), numpy $$($(VENV310)/bin/python -c 'import numpy; print(numpy.__version__)'):"; \
+	$(VENV310)/bin/python -m pytest -q -p no:cacheprovider $(PART1_TESTS)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -136,4 +156,4 @@ lab-fresh:
 	$(BIN)/python tools/lab_copies.py notebooks lab --fresh
 
 clean:
-	rm -rf build $(VENV) $(VENV312) .pytest_cache
+	rm -rf build $(VENV) $(VENV_MXNET) $(VENV310) .pytest_cache

@@ -1,7 +1,7 @@
 """How much the layout moves from stage to stage: pairs of nodes that swap left and right.
 
 Run: .venv/bin/python benchmarks/bench_layout.py [--no-ssd]
-Each diagram is laid out by Graphviz (``dot -Tjson``); for every two consecutive
+Each diagram is laid out by the workbench's Graphviz (``renderers.lay_out`` as JSON); for every two consecutive
 stages, every pair of nodes and clusters drawn in both is checked for whether
 the one on the left stays on the left. Prints numbers; asserts nothing.
 """
@@ -9,8 +9,8 @@ the one on the left stays on the left. Prints numbers; asserts nothing.
 import argparse
 import itertools
 import json
-import subprocess
 
+from byoc_workbench.draw import renderers
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
@@ -18,9 +18,7 @@ from byoc_workbench.session import Workbench
 
 def x_positions(dot_source: str) -> dict:
     """``{node or cluster id: x of its centre}`` as Graphviz lays the diagram out."""
-    laid = json.loads(
-        subprocess.run(["dot", "-Tjson"], input=dot_source.encode(), capture_output=True, check=True).stdout
-    )
+    laid = json.loads(renderers.lay_out(dot_source, "json"))
     x = {}
     for o in laid.get("objects", []):
         if "pos" in o:

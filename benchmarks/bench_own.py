@@ -52,7 +52,7 @@ def torch_models():
 
 
 def gluon_files(tmp: Path):
-    from byoc_workbench.measure.bench.bench import export_onnx
+    from byoc_workbench.measure.bench.anchors import export_onnx
     from byoc_workbench.models import zoo
 
     for name in ("resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"):

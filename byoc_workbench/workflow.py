@@ -115,7 +115,7 @@ def run(
     x, _ = model_input(ref.image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, ref.weights)
     if backend == "mxnet":
-        return prediction(spec.kind, mxnet_outputs(loaded.block, x), loaded, "mxnet")
+        return prediction(spec.kind, mxnet_outputs(loaded.block(), x), loaded, "mxnet")
     imported = zoo.import_model(model, loaded=loaded)
     if backend == "tvm":
         what, notes = imported.mod, ()

@@ -10,7 +10,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
-# The suite's cache of builds, measurements and seeded weights is the checkout's own: it never reads what
+# The suite's cache of builds and measurements is the checkout's own: it never reads what
 # a user's runs left in ~/.cache/byoc-workbench (trained weights, say), nor writes there, and a clean clone
 # starts with none. A test that needs an empty cache still sets one of its own.
 os.environ["BYOC_WORKBENCH_CACHE"] = os.path.join(
@@ -30,6 +30,8 @@ pytest.register_assert_rewrite("bad_rows", "shared", "widget_page")
 # The tiers are folders, and each folder's tests carry its markers, so that `-m` selects across them:
 # `make test-fast` runs tests/unit with `-m "not slow"`, `make test-slow` the rest with `-m slow`.
 TIERS = {"models": ("slow",), "browser": ("slow", "browser")}
+# A test marked mxnet checks the workbench against MXNet or GluonCV; the seat's venv has neither.
+NO_MXNET = "a cross-check against MXNet: make test-mxnet runs it (Python 3.11, requirements-mxnet.txt)"
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -40,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
         for name in TIERS.get(folder, ()):
             item.add_marker(name)
         if no_mxnet and item.get_closest_marker("mxnet"):
-            item.add_marker(pytest.mark.skip(reason="needs mxnet and gluoncv: pip install -e '.[mxnet]' (Python 3.11)"))
+            item.add_marker(pytest.mark.skip(reason=NO_MXNET))
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from byoc_workbench.draw import renderers
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -93,8 +94,8 @@ def playwright_or_skip():
     """Playwright's sync API, or the calling test module skipped with what is missing and how to get it."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make setup does it)", allow_module_level=True)
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is missing: install graphviz (make setup does it)", allow_module_level=True)
+    if renderers.chosen() is None:
+        pytest.skip(f"no Graphviz to draw with: {renderers.install_fix()}", allow_module_level=True)
     return pytest.importorskip(
         "playwright.sync_api", reason="the playwright Python package is missing: pip install playwright"
     )

@@ -20,6 +20,7 @@ import faulthandler
 import functools
 import hashlib
 import io
+import multiprocessing
 import os
 import re
 import select
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -251,8 +253,12 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
     ins = [np.asarray(a, dtype=dtype, order="C") for a, (_, _, dtype) in zip(inputs, plan.params)]
     consts = [np.asarray(c, order="C") for _, c in plan.constants]
     outs = [np.zeros(shape, dtype) for _, shape, dtype in plan.outputs]
+    if not hasattr(os, "fork"):  # Windows: a spawned process instead, with the same three guarantees
+        return _trial_spawned(lib, plan, ins + consts, outs, limit_s)
     read, write = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():  # Python 3.12+ warns of fork beside threads: the child only calls and exits
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: call, send the outputs back, and leave without running any cleanup
         code = 1
         try:
@@ -288,6 +294,44 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
         )
     with np.load(io.BytesIO(data)) as saved:
         return [saved[f"arr_{k}"] for k in range(len(outs))]
+
+
+def _spawned_call(lib: str, name: str, arrays: list, outs: list, pipe) -> None:
+    """The spawned child of :func:`_trial_spawned`: call, send the outputs back."""
+    fn = getattr(ctypes.CDLL(lib), name)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * (len(arrays) + len(outs))
+    if fn(*[a.ctypes.data for a in arrays + outs]) == 0:
+        pipe.send(outs)
+
+
+def _trial_spawned(lib: Path, plan, arrays: list, outs: list, limit_s: float) -> list:
+    """:func:`trial` where there is no ``fork``: the call in a spawned process, killed after ``limit_s``."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_spawned_call, args=(str(lib), function_name(plan.name), arrays, outs, send))
+    child.start()
+    send.close()
+    ready = receive.poll(limit_s)
+    try:
+        got = receive.recv() if ready else None
+    except EOFError:  # the child ended without sending: a crash, exit(), or a failure code
+        got = None
+    if not ready:
+        child.kill()
+        child.join()
+        raise WorkbenchError(
+            f"The C of {plan.name} did not finish within {limit_s:g} s on a trial run",
+            "look for a loop that never ends (each loop runs to op.size) or a call to exit()",
+        )
+    child.join()
+    if got is None:
+        raise WorkbenchError(
+            f"The C of {plan.name} crashed or failed on a trial run (exit code {child.exitcode})",
+            "look for an index past the end of a buffer (loops run to op.size, inputs are read at op.index(k)), "
+            "or a call to exit() or return in the emitted code",
+        )
+    return got
 
 
 def _read_within(fd: int, pid: int, limit_s: float) -> bytes | None:

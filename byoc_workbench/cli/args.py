@@ -48,8 +48,8 @@ class Parser(argparse.ArgumentParser):
     choices, its type's ``wants``, the value it lacks), never read back from
     argparse's wording. The hooks are Python 3.11 argparse's own methods for one
     argument (``_get_value``, ``_check_value``, ``_match_argument``,
-    ``_get_option_tuples``); :meth:`error` is left with what argparse checks
-    last, the required arguments.
+    ``_get_option_tuples``, the same from Python 3.10 to 3.13); :meth:`error` is left with what argparse
+    checks last, the required arguments.
     """
 
     def __init__(self, *args, **kwargs):
@@ -71,8 +71,8 @@ class Parser(argparse.ArgumentParser):
         self._parsing = argparse.Namespace() if namespace is None else namespace  # what error() finds missing
         try:
             return super().parse_known_args(args, self._parsing)
-        except argparse.ArgumentError as err:  # none of the hooks below: e.g. a flag given a value, --json=1
-            raise UsageError(str(err), f"see `{self.prog} --help`") from None
+        except argparse.ArgumentError as err:  # none of the hooks below: --json=1; on 3.12+ a required argument too
+            self.error(str(err))
 
     def error(self, message: str):
         """The required arguments not given (argparse checks them after all the others)."""
@@ -111,7 +111,7 @@ class Parser(argparse.ArgumentParser):
     def _get_option_tuples(self, option_string):
         found = super()._get_option_tuples(option_string)
         if len(found) > 1:
-            options = ", ".join(option for _, option, _ in found)
+            options = ", ".join(t[1] for t in found)  # (action, option, ...): 3 fields to 3.11, 4 from 3.12
             raise UsageError(
                 f"ambiguous option: {option_string} could match {options}",
                 f"spell {option_string} out in full ({self.listed})",

@@ -7,7 +7,7 @@ import sys
 
 from byoc_workbench import files, subjects, text
 from byoc_workbench.cli.refs import model_ref
-from byoc_workbench.draw import render
+from byoc_workbench.draw import render, renderers
 from byoc_workbench.measure import search
 from byoc_workbench.measure.build import compiled
 
@@ -16,7 +16,7 @@ def cmd_search(args) -> int:
     names = ["search.json", "search.txt", "search.svg"]
     out = files.check_dir(args.out, "--out", names) if args.out else None
     if out:
-        render.check_dot()
+        renderers.check()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads
     ref = model_ref(args, args.model)
     with compiled.refresh() if args.no_cache else contextlib.nullcontext():  # --no-cache: compile again too

@@ -10,7 +10,7 @@ import sys
 from byoc_workbench import files, stages, subjects, text
 from byoc_workbench.cli.args import FULL_OPS
 from byoc_workbench.cli.refs import model_ref
-from byoc_workbench.draw import render
+from byoc_workbench.draw import render, renderers
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.rules import parse_rule_list
 
@@ -41,7 +41,7 @@ def cmd_stages(args) -> int:
     out = files.check_dir(args.out, "--out", names)
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     if args.format == "svg":
-        render.check_dot()
+        renderers.check()
     subject = _subject(args, wanted)
     wb = subject.workbench
     data = summary.summary_json(subject.name, wb.stages)
@@ -80,7 +80,7 @@ def cmd_stages(args) -> int:
 def cmd_report(args) -> int:
     out = files.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"]) if args.out else None
     if out:
-        render.check_dot()
+        renderers.check()
     subject = _subject(args, None)
     wb = subject.workbench
     report = wb.report(subject.name)

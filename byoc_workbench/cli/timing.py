@@ -10,7 +10,7 @@ from byoc_workbench import files, text
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.cli.args import precision_options
 from byoc_workbench.cli.refs import model_ref
-from byoc_workbench.draw import latency, render
+from byoc_workbench.draw import latency, renderers
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.check import numerics
@@ -38,7 +38,7 @@ def _report_dir(args, stem: str):
     if args.out is None:
         return None
     out = files.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"])
-    render.check_dot()
+    renderers.check()
     return out
 
 

@@ -1,21 +1,21 @@
 """Draw a :class:`graph.Graph` with Graphviz.
 
-``to_dot`` returns a ``graphviz.Digraph`` and writes nothing; ``to_svg`` runs
-Graphviz's ``dot``; ``write`` saves a file. Colours live in tables.
+``to_dot`` returns a ``graphviz.Digraph`` and writes nothing; ``to_svg`` lays it out
+with the Graphviz :mod:`.renderers` picks; ``write`` saves a file. Colours live in tables.
 """
 
 from __future__ import annotations
 
 import colorsys
+import concurrent.futures
 import hashlib
 import html
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import graphviz
 
+from byoc_workbench.draw import renderers
 from byoc_workbench.draw.graph import HOST, Graph
 from byoc_workbench.errors import WorkbenchError
 
@@ -252,57 +252,41 @@ def html_color(color: str) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-def check_dot() -> None:
-    """Raise a one-line error when Graphviz's ``dot`` is not on PATH."""
-    if shutil.which("dot") is None:
-        raise WorkbenchError(
-            "Graphviz's dot program is not installed, so diagrams cannot be drawn.",
-            "install it: apt-get install graphviz (Debian/Ubuntu), brew install graphviz (macOS) or "
-            "conda install -c conda-forge graphviz; make setup does it on Debian when run as root.",
-        )
-
-
 def to_svg(dot: graphviz.Digraph) -> str:
-    """Run ``dot`` and return the SVG text."""
-    check_dot()
-    try:
-        return dot.pipe(format="svg").decode("utf-8")
-    except graphviz.ExecutableNotFound:
-        check_dot()
-        raise
+    """``dot`` laid out as SVG by :func:`.renderers.chosen`'s Graphviz."""
+    return renderers.lay_out(dot.source)
 
 
 def write_all(diagrams, fmt: str = "svg") -> None:
     """Write each ``(dot, path)`` of ``diagrams`` as :func:`write` does. ``diagrams`` may be drawn as it
-    is read: for SVG, ``dot`` lays out each one in the background, as many at once as there are cores,
+    is read: for SVG, Graphviz lays out each one in the background, as many at once as there are cores,
     while the next one is drawn."""
     if fmt != "svg":
         for dot, path in diagrams:
             write(dot, path, fmt)
         return
-    check_dot()
+    renderer = renderers.check()
+    workers = os.cpu_count() or 1
     running: list = []
+    # The pool's threads only lay out; this one writes each file, so a failure leaves no writer behind.
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        try:
+            for dot, path in diagrams:
+                while len(running) >= workers:
+                    _finish(*running.pop(0))
+                running.append((pool.submit(renderers.lay_out, dot.source, "svg", renderer), Path(path)))
+            while running:
+                _finish(*running.pop(0))
+        finally:
+            for future, _ in running:
+                future.cancel()
 
-    def finish(proc, path):
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            raise RuntimeError(f"dot failed on {path}: {err.decode(errors='replace').strip()}")
 
+def _finish(future, path: Path) -> None:
     try:
-        for dot, path in diagrams:
-            while len(running) >= (os.cpu_count() or 1):
-                finish(*running.pop(0))
-            cmd = ["dot", f"-K{dot.engine}", "-Tsvg", "-o", str(path)]
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-            running.append((proc, path))
-            proc.stdin.write(dot.source.encode(dot.encoding or "utf-8"))
-            proc.stdin.close()
-        while running:
-            finish(*running.pop(0))
-    finally:  # a failure (or an interrupt) leaves no dot writing into a folder about to go
-        for proc, _ in running:
-            proc.kill()
-            proc.wait()
+        path.write_text(future.result())
+    except RuntimeError as err:
+        raise RuntimeError(f"Graphviz failed on {path}: {err}") from err
 
 
 def write(dot: graphviz.Digraph, path: Path, fmt: str = "svg") -> Path:

@@ -9,6 +9,7 @@ so this module imports on any Python.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import warnings
 from collections.abc import Sequence
@@ -19,7 +20,12 @@ import numpy as np
 from byoc_workbench.errors import first_line, import_optional
 from byoc_workbench.frontends.mxnet_common import MXNetImportError
 
-INSTALL_FIX = 'use Python 3.11 and `make setup`, or pip install mxnet==1.9.1 gluoncv==0.10.5.post0 "numpy<1.24"'
+INSTALL_FIX = "use Python 3.11 and `make test-mxnet`'s venv, or pip install -r requirements-mxnet.txt"
+
+
+def has_mxnet() -> bool:
+    """Whether mxnet is installed (looked up, not imported: importing it takes a second)."""
+    return importlib.util.find_spec("mxnet") is not None
 
 
 def import_mxnet():
@@ -92,3 +98,16 @@ def trace(block, input_shapes: Sequence[tuple], dtype: str = "float32") -> Gluon
     data_vars, sym = block._cached_graph
     sym = mx.sym.Group(list(sym)) if isinstance(sym, (list, tuple)) else sym
     return GluonTrace(json.loads(sym.tojson()), [v.name for v in data_vars], block)
+
+
+@quiet_mxnet
+def symbol_block(graph: dict, inputs: Sequence[str], params: dict):
+    """An MXNet ``SymbolBlock`` of ``graph`` (symbol JSON) with ``params`` (numpy, by name), hybridized."""
+    mx = import_mxnet()
+    block = mx.gluon.SymbolBlock(mx.sym.load_json(json.dumps(graph)), [mx.sym.var(name) for name in inputs])
+    block_params = block.collect_params()
+    for name, value in params.items():
+        if name in block_params:
+            block_params[name]._load_init(mx.nd.array(value, dtype=value.dtype), mx.cpu())
+    block.hybridize(static_alloc=True, static_shape=True)
+    return block

@@ -23,9 +23,6 @@ import logging
 
 import numpy as np
 
-from byoc_workbench.frontends.gluon import INSTALL_FIX
-from byoc_workbench.models.gluoncv_import import import_gluoncv
-
 logger = logging.getLogger(__name__)
 
 #: COCO's 17 keypoints, and the limbs GluonCV draws between them (``gluoncv.utils.viz.plot_keypoints``).
@@ -210,10 +207,4 @@ SUMMARIES = {
 
 def class_names(loaded) -> tuple[str, ...]:
     """The names of the classes a model tells apart (ImageNet's for classifiers), or ``()``."""
-    names = getattr(loaded.block, "classes", None)
-    if names is not None:
-        return tuple(names)
-    if loaded.spec.kind == "classification":
-        imagenet = import_gluoncv("gluoncv.data.imagenet.classification", INSTALL_FIX)
-        return tuple(imagenet.ImageNet1kAttr().classes)
-    return ()
+    return tuple(loaded.classes)

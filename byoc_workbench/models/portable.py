@@ -4,7 +4,7 @@ regenerated there from the seed, and its input.
 A GPU machine has Python 3.12, numpy 2 and no MXNet, so it can neither import a
 GluonCV model nor seed its weights (seeding measures batch-norm statistics with
 MXNet), and the SSD's 200 MB of weights do not fit in what one call may carry.
-Most of those weights are the seed's draws as they came out (:func:`byoc_workbench.models.seeded.draw`,
+Most of those weights are the seed's draws as they came out (:func:`byoc_workbench.models.shipped.draw`,
 numpy only), or a draw times one number; the rest (batch-norm statistics,
 biases, anchors) are a few MB. So :func:`export` writes:
 
@@ -21,9 +21,7 @@ them: the module the workbench imports on a machine with MXNet, weight for weigh
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +29,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.frontends import gluon
-from byoc_workbench.models import images, seeded, zoo
+from byoc_workbench.models import images, shipped, zoo
 
 FORMAT = 1
 
@@ -48,29 +45,9 @@ class Portable:
     mark: str  # e.g. "untrained weights (seed 0), regenerated from the seed"
 
 
-def _digest(arrays) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.asarray(a, order="C").tobytes())
-    return h.hexdigest()
-
-
-def _scale_of(draw32: np.ndarray, value: np.ndarray) -> float | None:
-    """The float32 ``s`` with ``draw32 * s == value`` exactly, if there is one (a tamed or calibrated head)."""
-    nz = np.flatnonzero(draw32)
-    if nz.size == 0:
-        return None
-    ratio = np.float32(np.float64(value.flat[nz[0]]) / np.float64(draw32.flat[nz[0]]))
-    for s in (ratio, np.nextafter(ratio, np.float32(np.inf)), np.nextafter(ratio, np.float32(-np.inf))):
-        if np.array_equal(draw32 * np.float32(s), value):
-            return float(s)
-    return None
-
-
 def _draws(plan: list, seed: int) -> dict:
-    """Every draw of :func:`byoc_workbench.models.seeded.seeded_init`, replayed from the seed, as float32."""
-    rng = np.random.RandomState(seed)
-    return {name: seeded.draw(name, tuple(shape), rng).astype("float32") for name, shape in plan}
+    """Every draw of the seeded initialisation, replayed from the seed, as float32."""
+    return shipped.draws(plan, seed)
 
 
 def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
@@ -83,14 +60,14 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
     loaded = zoo.load_model(name, "untrained", seed=seed, input_shape=shape)
     imported = zoo.import_model(name, input_shape=shape, bind_params=False, loaded=loaded)
     params = {k: np.asarray(v, "float32") for k, v in imported.params.items()}
-    plan = _draw_plan(name, loaded.input_shape)
+    plan = shipped.read(name).plan()
     draws = _draws(plan, seed)
     how, carried = {}, {}
     for key, value in params.items():
         d = draws.get(key)
         if d is not None and d.shape == value.shape and np.array_equal(d, value):
             how[key] = {"draw": key}
-        elif d is not None and d.shape == value.shape and (s := _scale_of(d, value)) is not None:
+        elif d is not None and d.shape == value.shape and (s := shipped.scale_of(d, value)) is not None:
             how[key] = {"draw": key, "scale": s}
         else:
             how[key] = {"carried": key}
@@ -105,7 +82,7 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
         "mark": f"{zoo.UNTRAINED_LABEL} (seed {seed}), regenerated from the seed",
         "plan": [[n, list(s)] for n, s in plan],
         "params": how,
-        "sha256": _digest(params.values()),
+        "sha256": shipped.digest(params.values()),
         "tvm": tvm.__version__,
     }
     out = Path(out)
@@ -113,20 +90,9 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
     (out / "module.py").write_text(imported.mod.script(show_meta=True))
     np.savez_compressed(out / "carried.npz", input=x, **carried)
     (out / "recipe.json").write_text(json.dumps(recipe, indent=1))
-    if _digest(_weights(recipe, np.load(out / "carried.npz")).values()) != recipe["sha256"]:
+    if shipped.digest(_weights(recipe, np.load(out / "carried.npz")).values()) != recipe["sha256"]:
         raise RuntimeError(f"{name}: the recipe does not regenerate the imported weights")
     return out
-
-
-def _draw_plan(name: str, shape) -> list:
-    """``[(parameter, shape)]`` in the order seeded_init draws them, from a fresh block run once (as it does)."""
-    mx = gluon.import_mxnet()
-    block = zoo.build_block(name, shape)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is already initialized", category=UserWarning)
-        block.initialize(force_reinit=False)
-    block(mx.nd.zeros(shape))
-    return [(n, tuple(p.shape)) for n, p in seeded.drawn(block.collect_params())]
 
 
 def _weights(recipe: dict, carried) -> dict:
@@ -155,7 +121,7 @@ def load(folder: str | Path) -> Portable:
     if recipe.get("format") != FORMAT:
         raise WorkbenchError(f"{folder} is an export of format {recipe.get('format')}", "export it again")
     weights = _weights(recipe, carried)
-    if _digest(weights.values()) != recipe["sha256"]:
+    if shipped.digest(weights.values()) != recipe["sha256"]:
         raise WorkbenchError(
             f"{folder}: the weights regenerated here differ from the exported ones",
             "export again with this numpy's RandomState (it is meant to give the same draws everywhere)",

@@ -1,4 +1,7 @@
-"""Seeded weights for offline use: a deterministic initialisation that gives sensible outputs.
+"""Seeded weights for offline use: a deterministic initialisation that gives sensible outputs (MXNet's way).
+
+This is how the seeded weights the package ships (:mod:`.shipped`) were made, where MXNet is
+(``tools/ship_zoo.py``); a seat regenerates them from the seed and the shipped recipe, without MXNet.
 
 Random weights alone make an SSD useless to look at: activations overflow through
 50 layers and every score ties. :func:`seeded_init` measures batch-norm statistics
@@ -19,6 +22,7 @@ import numpy as np
 
 from byoc_workbench.frontends import gluon
 from byoc_workbench.models import images
+from byoc_workbench.models.shipped import draw, is_bn_stat
 
 
 def seeded_init(
@@ -70,28 +74,7 @@ def drawn(params) -> list:
     """``(name, parameter)`` of what :func:`seeded_init` draws, in the order it draws them: the learnt
     parameters and the batch-norm statistics. Constants such as the SSD's anchors are computed by the
     model, not learnt, and are not drawn."""
-    return [(name, p) for name, p in sorted(params.items()) if p.grad_req != "null" or _is_bn_stat(name)]
-
-
-def _is_bn_stat(name: str) -> bool:
-    return name.endswith(("running_mean", "running_var", "moving_mean", "moving_var"))
-
-
-def draw(name: str, shape, rng: np.random.RandomState) -> np.ndarray:
-    """One parameter drawn from ``rng`` by its kind (its name says which); numpy only, so a machine without
-    MXNet draws the same (:mod:`byoc_workbench.models.portable`)."""
-    if name.endswith("gamma"):
-        return rng.uniform(0.5, 1.5, shape)
-    if name.endswith("beta"):
-        return rng.uniform(-0.2, 0.2, shape)
-    if name.endswith(("running_mean", "moving_mean")):
-        return np.zeros(shape)
-    if name.endswith(("running_var", "moving_var")):
-        return np.ones(shape)
-    if name.endswith("bias"):
-        return rng.uniform(-0.1, 0.1, shape)
-    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
-    return rng.normal(0.0, np.sqrt(2.0 / max(fan_in, 1)), shape)
+    return [(name, p) for name, p in sorted(params.items()) if p.grad_req != "null" or is_bn_stat(name)]
 
 
 def _tame_predictors(block, rng, background_logit: float, class_scale: float, box_scale: float, mx) -> None:

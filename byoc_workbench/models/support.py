@@ -1,12 +1,11 @@
 """Which of GluonCV's detection, segmentation and pose models the importer takes, and what stops the rest.
 
-- :func:`zoo_names` lists those tasks' models from GluonCV's own list
-  (``gluoncv.model_zoo.get_model_list``), each with its task and family, read from
-  the module its factory lives in;
-- :func:`check` builds one with no weights (nothing is downloaded), traces it at its
-  own input size and imports it: ``converts``, or ``refused`` with the one-line
+- :func:`zoo_names` lists those tasks' models, each with its task and family, as the records name them;
+  :func:`gluoncv_names` reads the same from GluonCV's own list where MXNet is (the cross-check);
+- :func:`check` imports one's shipped symbol (:mod:`.shipped`, traced at its own input size by
+  ``tools/ship_zoo.py``, no MXNet needed): ``converts``, or ``refused`` with the one-line
   error naming the model and the ops it lacks, or ``not built`` where GluonCV itself
-  cannot build it offline (int8 models download their base, custom ones need classes);
+  could not build it offline (int8 models download their base), so nothing was shipped;
 - :func:`walk` runs each check in a process of its own (:func:`check_apart`), so that a
   crash or a hang is recorded as such instead of ending the walk;
 - :func:`table` turns the records into the support table of ``docs/zoo.md``, and
@@ -40,6 +39,7 @@ from byoc_workbench.frontends import (
     gluon,
     op_inventory,
 )
+from byoc_workbench.models import shipped
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 
 TASKS = ("detection", "segmentation", "pose")
@@ -82,15 +82,15 @@ class SupportRecord(TypedDict):
     seconds: float | None
 
 
-def _family(name: str, module: str):
-    if module.endswith("quantized"):
-        found = next(((t, f"{fam} (int8)") for key, t, fam in _INT8 if key in name), None)
-        return found
-    return next(((t, fam) for key, t, fam in FAMILIES if key in module), None)
-
-
 def zoo_names() -> dict[str, tuple[str, str]]:
-    """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists."""
+    """``{name: (task, family)}`` for every detection, segmentation and pose model GluonCV lists (as the
+    committed records name them: GluonCV's own list, read where MXNet is by ``tools/ship_zoo.py``)."""
+    return {r["name"]: (r["task"], r["family"]) for r in records()}
+
+
+def gluoncv_names() -> dict[str, tuple[str, str]]:
+    """``{name: (task, family)}`` from GluonCV's own list (``get_model_list``), each family read from the module
+    its factory lives in (needs mxnet and gluoncv: the cross-check of :func:`zoo_names`)."""
     gluon.import_mxnet()
     registry = import_gluoncv("gluoncv.model_zoo.model_zoo", gluon.INSTALL_FIX)
     found = {}
@@ -99,6 +99,13 @@ def zoo_names() -> dict[str, tuple[str, str]]:
         if family:
             found[name] = family
     return found
+
+
+def _family(name: str, module: str):
+    if module.endswith("quantized"):
+        found = next(((t, f"{fam} (int8)") for key, t, fam in _INT8 if key in name), None)
+        return found
+    return next(((t, fam) for key, t, fam in FAMILIES if key in module), None)
 
 
 def input_shape(name: str, block) -> tuple[int, int, int, int]:
@@ -111,7 +118,8 @@ def input_shape(name: str, block) -> tuple[int, int, int, int]:
     return (1, 3, crop, crop) if crop else (1, 3, 512, 512)
 
 
-def _build(name: str):
+def build(name: str):
+    """GluonCV's ``name`` built with no weights (nothing downloaded); needs mxnet and gluoncv."""
     mx = gluon.import_mxnet()
     get_model = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX).get_model  # torch beside it: see there
     kwargs = {"pretrained": False, "pretrained_base": False}
@@ -142,14 +150,15 @@ def _quiet():
 
 
 def check(name: str, task: str = "", family: str = "") -> SupportRecord:
-    """Build ``name`` with no weights, trace it and import it; the record of what happened.
+    """Import ``name``'s shipped symbol (:mod:`.shipped`) at its own input size; the record of what happened.
 
     Returns
     -------
     SupportRecord
         ``{"name", "task", "family", "status", "input_shape", "ops" (the MXNet ops it
         lacks, when refused), "error" (the one-line message), "mxnet_ops", "relax_ops"}``;
-        ``status`` is one of :data:`STATUSES` but ``crashed``.
+        ``status`` is one of :data:`STATUSES` but ``crashed``. A model the package does not ship (GluonCV
+        could not build it, or MXNet trace it, where the zoo was shipped: int8 models) keeps the walk's record.
     """
     with _quiet():
         return _check(name, task, family)
@@ -159,21 +168,18 @@ def _check(name: str, task: str, family: str) -> dict:
     record = {"name": name, "task": task, "family": family, "status": "", "input_shape": None, "ops": []}
     record.update(error="", mxnet_ops=0, relax_ops=0)
     start = time.perf_counter()
+    if not shipped.has(name):  # GluonCV could not build it, or MXNet could not trace it: as the walk recorded it
+        committed = next((r for r in records() if r["name"] == name), None)
+        return committed or _timed({**record, "status": "not built", "error": f"{name}: not shipped"}, start)
+    model = shipped.read(name)
+    record["input_shape"] = list(model.input_shape)
+    record["mxnet_ops"] = sum(op_inventory(model.graph).values())
+    missing = find_unsupported(model.graph)
     try:
-        block = _build(name)
-        block.initialize()
-        shape = input_shape(name, block)
-        record["input_shape"] = list(shape)
-        traced = gluon.trace(block, [shape])
-    except Exception as err:  # GluonCV and MXNet fail in many ways (TypeError, MXNetError...) before the importer runs
-        record.update(status="not built", error=f"{name}: GluonCV cannot build it here ({first_line(err, limit=160)})")
-        return _timed(record, start)
-    record["mxnet_ops"] = sum(op_inventory(traced.graph).values())
-    missing = find_unsupported(traced.graph)
-    try:
-        if missing:  # found before the weights are read: an int8 model's cannot be, offline
+        if missing:
             raise UnsupportedOperatorError(missing)
-        mod, _ = from_mxnet(traced.graph, traced.params(), None, {traced.inputs[0]: shape}, progress=False)
+        shapes = {model.inputs[0]: model.input_shape}
+        mod, _ = from_mxnet(model.graph, model.zero_weights(), None, shapes, bind_params=False, progress=False)
     except MXNetImportError as err:
         record.update(status="refused", ops=sorted(missing), error=f"error: {name}: {err.cause}. Fix: {err.fix}.")
         return _timed(record, start)

@@ -1,35 +1,41 @@
-"""GluonCV models with their weights: trained (downloaded), a local file, or seeded.
+"""GluonCV models with their weights: trained (downloaded), a local file, or seeded; no MXNet needed.
 
-Weights come from one of three places, recorded in :attr:`LoadedModel.weights`:
+A model's graph is the symbol the package ships (:mod:`.shipped`, written by ``tools/ship_zoo.py``
+where MXNet is). Its weights come from one of three places, recorded in :attr:`LoadedModel.weights`:
 
-* ``"trained"``: GluonCV's own download, cached (see :mod:`.weights`);
+* ``"trained"``: GluonCV's own download, cached (see :mod:`.weights`), read by the workbench's
+  own reader of MXNet's file format (:mod:`byoc_workbench.frontends.mxnet_params`);
 * a path: a ``.params`` file as written by ``Block.save_parameters``;
 * ``"untrained"``: a deterministic seeded initialisation, for offline use (see
-  :mod:`.seeded`). Every result built from it must say "untrained weights"
-  (see :attr:`LoadedModel.weights_label`).
+  :mod:`.seeded`), regenerated from the seed and checked. Every result built from it must say
+  "untrained weights" (see :attr:`LoadedModel.weights_label`).
+
+Where MXNet is (the ``mxnet`` extra), a Gluon block can still be built, seeded and traced
+(:func:`build_block`, ``load_model(block=...)``): the cross-check of all of the above.
 
 This module loads; :mod:`.weights` holds the specs, the cache and the download,
 :mod:`.seeded` the initialisation, and :mod:`byoc_workbench.frontends.gluon` the tracing. The
 names the CLI and notebooks use (``MODELS``, ``DEFAULT_MODEL``, ``model_spec``,
-``weights_dir``, ``prefetch``) are re-exported here. mxnet and gluoncv are imported
-inside the functions that need them, so this module imports on any Python.
+``weights_dir``, ``prefetch``) are re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from byoc_workbench import files
-from byoc_workbench.errors import MissingDependencyError, first_line
-from byoc_workbench.frontends import MXNetImportError, from_gluon, gluon
-from byoc_workbench.models import seeded
+import numpy as np
+
+from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line
+from byoc_workbench.frontends import MXNetImportError, from_mxnet, gluon
+from byoc_workbench.frontends.mxnet_params import read_params
+from byoc_workbench.models import shipped
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 from byoc_workbench.models.seeded import seeded_init
+from byoc_workbench.models.shipped import ShippedError
 from byoc_workbench.models.weights import (
     CACHE_ENV,
     DEFAULT_MODEL,
@@ -87,28 +93,37 @@ UNTRAINED_LABEL = "untrained weights"
 
 @dataclass
 class LoadedModel:
-    """A Gluon block and the provenance of its weights.
+    """A zoo model's graph and weights, and where the weights came from.
 
     Attributes
     ----------
     name : str
-    block : mxnet.gluon.HybridBlock
-        Initialised and hybridized.
+    graph : dict
+        The MXNet symbol as JSON: the shipped one (:mod:`.shipped`), or traced from a Gluon block.
+    params : dict
+        The weights the graph reads, by parameter name, as numpy arrays.
     weights : str
         ``"trained"``, ``"untrained"`` or the path of the ``.params`` file used.
     spec : ModelSpec
     seed : int or None
         The seed of an untrained initialisation.
     input_shape : tuple
-        ``(1, 3, H, W)`` the block was built for (segmentation) and calibrated on (seeded weights).
+        ``(1, 3, H, W)`` the graph was traced for (segmentation) and the seed calibrated on.
+    classes : tuple
+        What the model tells apart (ImageNet's classes for a classifier).
+    inputs : tuple
+        The graph's data inputs, in call order.
     """
 
     name: str
-    block: object
+    graph: dict
+    params: dict
     weights: str
     spec: ModelSpec
     seed: int | None = None
     input_shape: tuple = ()  # what it was built and calibrated for; the spec's by default
+    classes: tuple = ()
+    inputs: tuple = ("data",)
 
     def __post_init__(self):
         self.input_shape = tuple(self.input_shape or self.spec.input_shape)
@@ -127,9 +142,15 @@ class LoadedModel:
             return "trained weights (GluonCV)"
         return f"weights from {self.weights}"
 
+    @gluon.quiet_mxnet
+    def block(self):
+        """The model as an MXNet ``SymbolBlock`` with these weights, hybridized: MXNet's own run, the
+        cross-check of everything the workbench does without it (needs mxnet)."""
+        return gluon.symbol_block(self.graph, self.inputs, self.params)
+
 
 def build_block(name: str, input_shape=None):
-    """The GluonCV network of ``name``, built with no weights (nothing is downloaded).
+    """The GluonCV network of ``name``, built with no weights (nothing is downloaded; needs mxnet and gluoncv).
 
     A segmentation model fixes its upsampling to its input size when it is built, so it
     is built for ``input_shape`` (default: the model's own, :attr:`ModelSpec.input_shape`).
@@ -160,19 +181,15 @@ def _weights_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def load_params_file(block, path: str | os.PathLike, name: str = "model") -> None:
-    """Load a ``Block.save_parameters`` file, with one-line errors for bad files."""
+def load_params_file(model: shipped.ShippedModel, path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The graph's weights from a GluonCV ``.params`` file (read without MXNet), with one-line errors for bad files."""
     path = _weights_file(path)
     try:
-        block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
-    except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
-        raise WeightsError(
-            f"Cannot load {path} into {name} ({first_line(err, last=True, limit=200)})",
-            f"pass a .params file saved from GluonCV's {name} (Block.save_parameters), or weights='untrained'",
-        ) from None
+        return model.from_file(read_params(path), str(path))
+    except WorkbenchError as err:
+        raise WeightsError(f"Cannot load {path} into {model.name} ({err.cause})", err.fix) from None
 
 
-@gluon.quiet_mxnet
 def load_model(
     name: str = DEFAULT_MODEL,
     weights: str | os.PathLike | None = None,
@@ -181,7 +198,7 @@ def load_model(
     input_shape=None,
     block=None,
 ) -> LoadedModel:
-    """Build a zoo model with its weights.
+    """A zoo model's graph with its weights: the shipped graph (no MXNet), or ``block``'s.
 
     Parameters
     ----------
@@ -190,15 +207,15 @@ def load_model(
     weights : {None, "trained", "untrained"} or path
         None: the cached trained weights if present, else untrained (logged).
         "trained": cached or downloaded, else :class:`DownloadError`.
-        "untrained": :func:`seeded_init` with ``seed``. A path: that file.
+        "untrained": the seeded initialisation of ``seed`` (:mod:`.seeded`). A path: that ``.params`` file.
     cache : path, optional
         See :func:`weights_dir`.
     seed : int
     input_shape : tuple, optional
-        ``(1, 3, H, W)``; the model's own (:attr:`ModelSpec.input_shape`) by default.
+        ``(1, 3, H, W)``; the model's own (:attr:`ModelSpec.input_shape`) by default. A segmentation
+        model at another size, another seed than the shipped one, or a ``block`` given, needs MXNet.
     block : mxnet.gluon.HybridBlock, optional
-        ``name``'s network as :func:`build_block` gives it, perhaps reconfigured (fewer
-        proposals, say); built here when None.
+        ``name``'s network as :func:`build_block` gives it, perhaps reconfigured (fewer proposals, say).
 
     Returns
     -------
@@ -206,58 +223,68 @@ def load_model(
     """
     spec = model_spec(name)
     if weights not in (None, "trained", "untrained"):
-        _weights_file(weights)  # a wrong path fails in a second, before the network is built
+        _weights_file(weights)  # a wrong path fails in a second, before anything is read
     shape = tuple(input_shape or spec.input_shape)
-    block_given = block
-    block = block if block is not None else build_block(name, shape)
     found = None
     if weights is None:
         found = cached_weights(name, cache)
         weights = "trained" if found else "untrained"
         if not found:
             logger.warning("no trained weights for %s in %s; using %s", name, weights_dir(cache), UNTRAINED_LABEL)
-    if weights == "untrained":
-        _seeded(block, name, seed, shape, kept=block_given is None)
-        loaded = LoadedModel(name, block, "untrained", spec, seed, shape)
-    elif weights == "trained":
-        # found: already verified above, not hashed again (a 100 MB file for the SSD)
-        load_params_file(block, found or download_weights(name, cache), name)
-        loaded = LoadedModel(name, block, "trained", spec, input_shape=shape)
+    ship = shipped.read(name)
+    path = None  # seeded
+    if weights == "trained":
+        path = found or download_weights(name, cache)
+    elif weights != "untrained":
+        path = weights
+    if block is not None or _needs_mxnet(ship, spec, shape, weights, seed):
+        graph, params, inputs = _from_block(name, block, path, seed, shape)
+    elif path is None:
+        graph, params, inputs = ship.graph, ship.seeded_weights(seed), ship.inputs
     else:
-        load_params_file(block, weights, name)
-        loaded = LoadedModel(name, block, os.fspath(weights), spec, input_shape=shape)
-    block.hybridize()
-    return loaded
+        graph, params, inputs = ship.graph, load_params_file(ship, path), ship.inputs
+    label = os.fspath(weights) if weights not in ("trained", "untrained") else weights
+    kept_seed = seed if weights == "untrained" else None
+    return LoadedModel(name, graph, params, label, spec, kept_seed, shape, ship.classes, inputs)
 
 
-def seeded_file(name: str, seed: int, shape) -> Path:
-    """Where the seeded weights of ``name`` are kept: keyed by the seed, the input size, the seeding code
-    and MXNet's and GluonCV's versions (``$BYOC_WORKBENCH_CACHE/seeded``)."""
-    versions = [importlib.metadata.version(p) for p in ("mxnet", "gluoncv")]
-    code = hashlib.sha1(Path(seeded.__file__).read_bytes() + " ".join(versions).encode()).hexdigest()[:12]
-    return files.cache_dir("seeded") / f"{name}-seed{seed}-{'x'.join(map(str, shape))}-{code}.params"
+def _needs_mxnet(ship: shipped.ShippedModel, spec: ModelSpec, shape, weights, seed: int) -> bool:
+    """What the shipped model cannot give: a segmentation model traced at another size, another seed."""
+    other_size = spec.kind == "segmentation" and tuple(shape) != tuple(ship.input_shape)
+    other_seed = weights == "untrained" and (ship.seeded or {}).get("seed") != seed
+    if (other_size or other_seed) and not gluon.has_mxnet():
+        what = f"input {shape}" if other_size else f"seed {seed}"
+        raise ShippedError(
+            f"{ship.name} ships at input {ship.input_shape} with seed {(ship.seeded or {}).get('seed')}, not {what}",
+            "use its own size and seed 0, or MXNet (the mxnet extra, Python 3.11) to build it again",
+        )
+    return other_size or other_seed
 
 
-def _seeded(block, name: str, seed: int, shape, kept: bool) -> None:
-    """:func:`seeded_init`, or its result kept from an earlier run: calibrating the SSD's batch norms and
-    heads takes tens of seconds, and gives the same weights every time. A block given by the caller
-    (perhaps reconfigured) is always seeded afresh (``kept=False``)."""
-    path = seeded_file(name, seed, shape) if kept else None
-    if path is not None and files.intact(path):
-        try:
-            block.load_parameters(str(path), allow_missing=False, ignore_extra=False)
-            return
-        except Exception as err:  # noqa: BLE001 - mxnet raises its own errors: seed again
-            logger.warning("seeded weights %s do not load (%s); seeding again", path.name, first_line(err))
-    seeded_init(block, seed, shape)
+class Traced(NamedTuple):
+    """A Gluon block's graph, the weights it reads, and its data inputs."""
+
+    graph: dict
+    params: dict
+    inputs: tuple
+
+
+@gluon.quiet_mxnet
+def _from_block(name: str, block, path, seed: int, shape) -> Traced:
+    """The MXNet way: build (or take) the Gluon block, seed it (``path`` None) or load ``path``, and trace it."""
+    block = block if block is not None else build_block(name, shape)
     if path is None:
-        return
-
-    def write():
-        files.write_with(path, block.save_parameters, suffix=".params")
-        files.seal(path)
-
-    files.keep("seeded", write)  # an unwritable cache: seeded again next time
+        seeded_init(block, seed, shape)
+    else:
+        try:
+            block.load_parameters(str(_weights_file(path)), allow_missing=False, ignore_extra=False)
+        except Exception as err:  # mxnet raises MXNetError, AssertionError or ValueError
+            raise WeightsError(
+                f"Cannot load {path} into {name} ({first_line(err, last=True, limit=200)})",
+                f"pass a .params file saved from GluonCV's {name} (Block.save_parameters), or weights='untrained'",
+            ) from None
+    traced = gluon.trace(block, [shape])
+    return Traced(traced.graph, traced.params(), tuple(traced.inputs))
 
 
 @dataclass
@@ -312,17 +339,12 @@ def import_model(
     loaded = loaded or load_model(model, weights, input_shape=built_for)
     shape = tuple(input_shape or loaded.input_shape)
     try:
-        mod, used = from_gluon(loaded.block, {"data": shape}, bind_params=bind_params)
+        mod, used = from_mxnet(loaded.graph, loaded.params, None, {loaded.inputs[0]: shape}, bind_params=bind_params)
     except MXNetImportError as err:
         raise ModelImportError(f"{loaded.name}: {err.cause}", err.fix) from err
     return ImportedModel(mod, used, loaded, shape)
 
 
 def symbol_and_params(model: LoadedModel) -> tuple[dict, dict]:
-    """The model's MXNet graph (symbol JSON as a dict) and its parameters as numpy arrays.
-
-    The block is traced once on zeros (:func:`byoc_workbench.frontends.gluon.trace`)
-    if it has not run since it was hybridized.
-    """
-    traced = gluon.trace(model.block, [model.input_shape])
-    return traced.graph, traced.params()
+    """The model's MXNet graph (symbol JSON as a dict) and its parameters as numpy arrays."""
+    return model.graph, model.params

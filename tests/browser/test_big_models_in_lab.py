@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import lab_server
-import pytest
 import widget_page as wp
 from lab_server import BUILD, TIMEOUT_MS, VIEWPORTS
 
@@ -26,13 +25,11 @@ PICKS = (
 )
 
 
-@pytest.mark.mxnet
 def test_zoo_chooser_behaves_like_one_control(browser, lab):
     """Notebook 06's chooser at 1366x768: six picks (pose, two detectors, a segmenter, a classifier, the SSD).
     On each pick the last model's outputs go at once and a progress line says what runs; then the new model's
     tables stand apart, its caption wraps, the weights' mark is said once, and nothing is clipped or logged as
     an error. After the six, the kernel's peak memory is within the seat the instructors' guide quotes."""
-    pytest.importorskip("mxnet", reason="the chooser needs mxnet and gluoncv")
     pg = browser.new_page(viewport=VIEWPORTS["1366"])
     pg.set_default_timeout(TIMEOUT_MS)
     pg.goto(lab["url"].format("zoo"))

@@ -33,7 +33,6 @@ def nb02(browser, lab, tmp_path_factory):
 
     Every notebook-02 test reads this one run: its outputs as saved, and the page as a user sees it.
     """
-    pytest.importorskip("mxnet", reason="notebook 02 needs mxnet and gluoncv: pip install -e '.[mxnet]'")
     pg, nb, seconds = lab_server.run_all(browser, lab, NB02, NB02_TIMEOUT_MS)
     print(f"notebook 02 ran top to bottom in JupyterLab in {seconds:.0f} s")
     yield pg, nb
@@ -49,7 +48,7 @@ def ssd_page_and_first(nb02, lab, tmp_path_factory):
 
 WIDGETS = [
     pytest.param(("page_and_first", RESHAPE), id="demo"),
-    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd", marks=pytest.mark.mxnet),
+    pytest.param(("ssd_page_and_first", "tensorrt.nn.conv2d"), id="ssd"),
 ]
 
 
@@ -241,7 +240,6 @@ def test_controls_above_the_diagram_fit_one_viewport(widget):
     assert size["above"] <= VIEWPORTS["1366"]["height"], size
 
 
-@pytest.mark.mxnet
 def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
     page, _first = ssd_page_and_first
     expect = sync_api.expect
@@ -277,7 +275,6 @@ def test_ssd_rule_filter_and_folded_mismatches(ssd_page_and_first):
 # --- opening a group (issue 8: a folded run or a Gluon block opens to a readable layout) ---
 
 
-@pytest.mark.mxnet
 def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
     page, _first = ssd_page_and_first
     stage = page.locator(".byoc-stage button", has_text="prune")
@@ -306,7 +303,6 @@ def test_ssd_opened_fold_and_block_are_readable(ssd_page_and_first):
 # --- notebook 02, run top to bottom once (issue 18: Part 2 reads as well as Part 1) ---------
 
 
-@pytest.mark.mxnet
 def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
     import re
 
@@ -357,7 +353,6 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 # line boxes outnumber its lines. Also how many characters a line of the first one holds.
 
 
-@pytest.mark.mxnet
 def test_nb02_printouts_never_wrap_mid_word(nb02):
     from byoc_workbench import text
 
@@ -374,7 +369,6 @@ def test_nb02_printouts_never_wrap_mid_word(nb02):
     assert stages.first.inner_text().count("returned to host") == 4, "all four prune notes"
 
 
-@pytest.mark.mxnet
 def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     page, _nb = nb02
     heading = page.locator(".jp-MarkdownOutput h2", has_text="Where the time goes")
@@ -398,7 +392,6 @@ def test_nb02_timing_section_has_no_overlapping_text_nor_clipped_cells(nb02):
     assert not speed["overlaps"] and not speed["clipped"], speed
 
 
-@pytest.mark.mxnet
 def test_nb02_detections_read_in_a_room(nb02):
     import re
 
@@ -413,7 +406,6 @@ def test_nb02_detections_read_in_a_room(nb02):
     page.screenshot(path=str(BUILD / "nb02-detections-1366.png"))
 
 
-@pytest.mark.mxnet
 def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     # Locators keep to the workbench: with the search cached, the search widget draws a diagram too.
     page, _nb = nb02
@@ -436,7 +428,6 @@ def test_nb02_subgraphs_tab_counts_ops_and_details_wrap(nb02):
     page.screenshot(path=str(BUILD / "nb02-details-1366.png"))
 
 
-@pytest.mark.mxnet
 def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page, _nb = nb02
     page.locator(".byoc-workbench").scroll_into_view_if_needed()
@@ -463,7 +454,6 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")
 
 
-@pytest.mark.mxnet
 def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page, nb = nb02
     if "Not searched here" in " ".join(wp.outputs_text(nb).split()):
@@ -475,7 +465,6 @@ def test_nb02_search_widget_draws_the_chosen_placement(nb02):
     page.screenshot(path=str(BUILD / "nb02-search-1366.png"))
 
 
-@pytest.mark.mxnet
 def test_nb02_reload_shows_no_broken_widget(nb02, lab, tmp_path_factory):
     """Last of the notebook-02 tests: a reload, as an instructor does before the next group."""
     page, _nb = nb02

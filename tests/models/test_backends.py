@@ -161,7 +161,6 @@ def test_the_registry_names_every_choice():
 
 @pytest.fixture(scope="module")
 def ssd256():
-    pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
     from byoc_workbench import transforms
     from byoc_workbench.models import zoo
 
@@ -170,7 +169,6 @@ def ssd256():
     return imported.mod, transforms.prepare(imported.mod), x, execute.run(imported.mod, [x])
 
 
-@pytest.mark.mxnet
 def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
     from byoc_workbench.measure.check import compare as matching
 
@@ -186,7 +184,6 @@ def test_ssd_offloaded_to_onnxruntime_finds_what_tvm_alone_finds(ssd256):
     assert matching.unmatched(alone, shifted) != [], "the comparison sees a box moved by 0.1 px"
 
 
-@pytest.mark.mxnet
 def test_ssd_offloaded_whole_to_torch_finds_what_tvm_alone_finds(ssd256):
     """The torch target takes the whole SSD, its box filter and NMS included, as one subgraph."""
     pytest.importorskip("torchvision", reason="the torch backend needs the [pytorch] extra")

@@ -72,7 +72,7 @@ def test_nonfinite_outputs_give_one_warning_and_the_run_finishes(d):
     from byoc_workbench.models import meaning, zoo
 
     name = "ssd_512_resnet50_v1_coco"
-    loaded = zoo.LoadedModel(name, None, str(d / "flipped.params"), zoo.model_spec(name))
+    loaded = zoo.LoadedModel(name, {}, {}, str(d / "flipped.params"), zoo.model_spec(name))
     ids, scores = np.zeros((1, 4, 1), "float32"), np.ones((1, 4, 1), "float32")
     boxes = np.ones((1, 4, 4), "float32")
     boxes[0, 2, 1] = np.inf
@@ -100,6 +100,7 @@ def test_saved_outputs_are_whole_and_counted(d, capsys):
 
 def test_named_input_shapes_reach_pytorch(d, capsys):
     """--input-shape NAME=... names forward's input; it was ignored for 1,3,224,224."""
+    pytest.importorskip("torch", reason="needs the [pytorch] extra: make test EXTRAS=pytorch")
     save = d / "saved" / "torch.npz"
     assert (
         cli.main(["run", "--torch", "bad_torch_tiny:net", "--input-shape", "input=2,5", "--save-outputs", str(save)])

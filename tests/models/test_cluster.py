@@ -29,7 +29,6 @@ from byoc_workbench import cli  # noqa: E402
 from byoc_workbench.measure import search  # noqa: E402
 from byoc_workbench.measure.bench import bench  # noqa: E402
 
-HAS_MXNET = importlib.util.find_spec("mxnet") is not None and importlib.util.find_spec("gluoncv") is not None
 POSE, CLASSIFIER = "simple_pose_resnet18_v1b", "mobilenetv3_small"  # the cheapest zoo models to build
 BACKENDS = ("onnxruntime", "openvino", "tvm") if importlib.util.find_spec("openvino") else ("onnxruntime", "tvm")
 # What a bench decides, as against what it timed: equal on any machine.
@@ -76,8 +75,7 @@ def test_bench_on_two_nodes_gives_the_serial_verdicts(cluster, tmp_path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not an onnx model\x00\x01")
     models = [{"kind": "demo"}, {"kind": "onnx", "path": str(broken)}]
-    if HAS_MXNET:
-        models += [{"kind": "ssd", "model": m, "weights": "untrained"} for m in (POSE, CLASSIFIER)]
+    models += [{"kind": "ssd", "model": m, "weights": "untrained"} for m in (POSE, CLASSIFIER)]
     options = {"repeat": 2, "anchors": False, "progress": False}
     spread = bench.bench_models(models, ray_address=address, **options)
     here = bench.bench_models(models, **options)
@@ -91,8 +89,7 @@ def test_bench_on_two_nodes_gives_the_serial_verdicts(cluster, tmp_path):
     assert {k for r in done for k in r} == set(bench.LAYOUT)
     intervals = [r["machine"]["task"] for r in done]
     no_overlap(intervals)
-    if HAS_MXNET:  # four tasks, one timing at a time per node: both nodes worked
-        assert len({i["node"] for i in intervals}) == 2
+    assert len({i["node"] for i in intervals}) == 2  # four tasks, one timing at a time per node: both nodes worked
 
 
 def test_search_on_two_nodes_chooses_what_a_search_here_chooses(cluster):
@@ -113,7 +110,6 @@ def test_search_on_two_nodes_chooses_what_a_search_here_chooses(cluster):
     assert spread.to_json()["baseline"].keys() == here.to_json()["baseline"].keys()
 
 
-@pytest.mark.skipif(not HAS_MXNET, reason="the zoo walk needs mxnet and gluoncv")
 def test_the_walk_on_two_nodes_gives_the_committed_records(cluster):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     import zoo_support
@@ -121,7 +117,7 @@ def test_the_walk_on_two_nodes_gives_the_committed_records(cluster):
     from byoc_workbench.models import support
 
     committed = {r["name"]: r for r in support.records()}
-    names = ["yolo3_mobilenet0.25_custom", "not_a_zoo_model"]  # the second: GluonCV cannot build it
+    names = ["yolo3_mobilenet0.25_custom", "not_a_zoo_model"]  # the second: not shipped, so not built
     found = zoo_support.walk({n: ("detection", "YOLOv3") for n in names}, 600.0, cluster[0])
     assert [r["name"] for r in found] == names
     drop = ("seconds",)
@@ -134,7 +130,7 @@ def test_the_walk_on_two_nodes_gives_the_committed_records(cluster):
 def test_ctrl_c_stops_the_cluster_bench_in_one_line(cluster, tmp_path):
     address, cache = cluster
     out = tmp_path / "bench.json"
-    models = ["demo", CLASSIFIER] if HAS_MXNET else ["demo", "demo", "demo"]
+    models = ["demo", CLASSIFIER]
     cmd = [sys.executable, "-m", "byoc_workbench", "bench", *models, "--weights", "untrained", "--no-anchors"]
     cmd += ["--repeat", "50", "--ray", address, "--out", str(out)]
     env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(cache), PYTHONUNBUFFERED="1")

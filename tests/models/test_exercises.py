@@ -123,14 +123,12 @@ def test_exercise4_own_graph():
 
 @pytest.fixture(scope="module")
 def ssd_workbench():
-    pytest.importorskip("mxnet")
     from byoc_workbench.workflow import model_workbench
 
     wb, _ = model_workbench(weights="untrained")
     return wb
 
 
-@pytest.mark.mxnet
 def test_exercise5_ssd_rule_off(ssd_workbench):
     key = _key("ssd")
     assert exercises.rule_off(ssd_workbench, ...) is ssd_workbench  # unanswered: the notebook still runs
@@ -203,3 +201,16 @@ def test_hints_are_graded_by_the_try_and_never_hold_the_answer():
     for number, (_title, first, second) in exercises.EXERCISES.items():
         for hint in (first, second):
             assert not [ln for ln in code if ln in hint], (number, hint)
+
+
+def test_exercise6_where_there_is_no_fork_a_spawned_trial_says_the_same(monkeypatch):
+    """Windows has no fork: the trial runs in a spawned process, and a right emitter, a crash and a hang read alike."""
+    from byoc_workbench.backends import c_source
+
+    monkeypatch.delattr(c_source.os, "fork")
+    monkeypatch.setattr(c_source, "TRIAL_S", 10.0)
+    _passes(exercises_codegen.check_emitters(codegen_key.relu, codegen_key.add))
+    crash = lambda op: f"*(volatile float *)(long)8 = {op.out}[0];"  # noqa: E731
+    hang = lambda op: "for (;;) {}"  # noqa: E731
+    fb = exercises_codegen.check_emitters(crash, hang)
+    _fails(fb, "relu: The C of probe_0 crashed or failed on a trial run", "add: The C of probe_0 did not finish")

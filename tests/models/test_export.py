@@ -1,13 +1,13 @@
 """The offline export: notebook 01 executed into HTML that shows its diagrams with no kernel and no network."""
 
 import json
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from byoc_workbench import export
+from byoc_workbench.draw import renderers
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_byoc_workflow.ipynb"
 CHROMIUM = "/usr/bin/chromium"
@@ -16,8 +16,8 @@ CHROMIUM = "/usr/bin/chromium"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """Notebook 01 executed and exported; its kernel is shut down when ``export`` returns."""
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is missing: install graphviz (make setup does it)")
+    if renderers.chosen() is None:
+        pytest.skip(f"no Graphviz to draw with: {renderers.install_fix()}")
     out = tmp_path_factory.mktemp("build")
     (html,) = export.export([NOTEBOOK], out, timeout=600)
     return html, nbformat.read(out / NOTEBOOK.name, as_version=4)

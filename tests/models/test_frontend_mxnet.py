@@ -1,5 +1,6 @@
 """The MXNet importer: each op family against MXNet, and the three zoo models end to end (TVM LLVM
-against MXNet, same weights). What needs no MXNet is in tests/unit/test_frontend_mxnet_json.py."""
+against MXNet, same weights; make test-mxnet). What needs no MXNet is in tests/unit/test_frontend_mxnet_json.py,
+and here the SSD's inventory, summary and run errors, on the shipped model."""
 
 from __future__ import annotations
 
@@ -373,7 +374,6 @@ def test_classifier_matches_mxnet_float32(loaded):
 # --- the SSD helpers the CLI uses -----------------------------------------------------
 
 
-@pytest.mark.mxnet
 def test_op_inventory_of_ssd_resnet50(loaded):
     _, graph, _ = loaded("ssd_512_resnet50_v1_coco")
     inventory = op_inventory(graph)
@@ -383,7 +383,6 @@ def test_op_inventory_of_ssd_resnet50(loaded):
     assert not find_unsupported(graph)
 
 
-@pytest.mark.mxnet
 def test_import_summary_shape():
     from byoc_workbench import workflow
 
@@ -397,7 +396,6 @@ def test_import_summary_shape():
     json.dumps(summary)
 
 
-@pytest.mark.mxnet
 def test_run_rejects_an_unknown_backend_and_model():
     from byoc_workbench import workflow
     from byoc_workbench.backends import tensorrt

@@ -79,7 +79,6 @@ def plumbing():
 @pytest.mark.parametrize("which", ["residual", "plumbing", "ssd"])
 def test_the_direct_fusion_equals_upstreams(which):
     if which == "ssd":
-        pytest.importorskip("mxnet", reason="the SSD needs mxnet 1.9.1 (Python 3.11): run make setup")
         from byoc_workbench.workflow import model_workbench
 
         mod = model_workbench(weights="untrained")[0].mod

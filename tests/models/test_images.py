@@ -56,7 +56,6 @@ def _variants(tmp_path):
 @pytest.mark.mxnet
 @pytest.mark.parametrize("short", [512, 300])
 def test_matches_gluoncv_load_test(tmp_path, short):
-    pytest.importorskip("mxnet")
     from byoc_workbench.models.gluoncv_import import import_gluoncv
 
     ssd = import_gluoncv("gluoncv.data.transforms.presets.ssd", "pip install gluoncv")  # beside torch too

@@ -184,11 +184,9 @@ def test_search_of_an_onnx_file_times_its_anchors_in_the_finals(scoped, tmp_path
     assert len(opened) == 1 and again.measurements["builds"] == 0, "a repeat opens and builds nothing"
 
 
-@pytest.mark.mxnet
 def test_bench_of_a_zoo_model_and_of_an_onnx_file_have_the_same_keys(scoped):
     """One layout: a zoo model's result (checked against TVM alone) and an ONNX file's (against ONNX
     Runtime) have the same top-level keys, in the same order."""
-    pytest.importorskip("mxnet")
     pytest.importorskip("onnxruntime")
     from byoc_workbench.measure.bench import bench
 
@@ -202,14 +200,13 @@ def test_bench_of_a_zoo_model_and_of_an_onnx_file_have_the_same_keys(scoped):
     assert zoo["outputs_match"] == {} and own["outputs_match"] == {"onnxruntime": True}  # no TVM alone to match
 
 
-# --- GluonCV models through MXNet's own ONNX export --------------------------------------------
+# --- GluonCV models through MXNet's own ONNX export (make test-mxnet) ------------------------------
 
 GLUON = ["resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"]
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    pytest.importorskip("mxnet")
     from byoc_workbench.measure.bench.anchors import export_onnx
     from byoc_workbench.models import zoo
 

@@ -141,7 +141,6 @@ def test_an_anchor_gets_weights_as_constants_so_batch_norms_fold(tmp_path):
 @pytest.mark.mxnet
 def test_openvino_runs_mxnets_own_ssd_export(tmp_path):
     """The export's anchors are sliced to dynamic shapes OpenVINO's CPU plugin cannot compile; folded, it runs."""
-    pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11)")
     from byoc_workbench.measure.bench import anchors
     from byoc_workbench.models import zoo
     from byoc_workbench.models.images import model_input

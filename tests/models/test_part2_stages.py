@@ -13,9 +13,6 @@ from byoc_workbench.flow.summary import Owner
 from byoc_workbench.measure.build import execute
 from byoc_workbench.measure.check import compare
 
-pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
-pytestmark = pytest.mark.mxnet
-
 
 @pytest.fixture(scope="module")
 def ssd_wb():

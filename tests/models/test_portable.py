@@ -1,6 +1,6 @@
-"""A zoo model exported for a machine without MXNet (the GPU check's): loaded back with numpy and TVM only,
-it is the module the workbench imports, weight for weight; a recipe that does not regenerate the weights is
-refused in one line, never run."""
+"""A zoo model exported for a machine with numpy and TVM only (the GPU check's), from the shipped model (no MXNet):
+loaded back there, it is the module the workbench imports, weight for weight; a recipe that does not regenerate the
+weights is refused in one line, never run."""
 
 import json
 
@@ -10,9 +10,6 @@ from tvm import relax
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import portable, zoo
-
-pytest.importorskip("mxnet", reason="exporting needs mxnet 1.9.1 (Python 3.11): run make setup")
-pytestmark = pytest.mark.mxnet
 
 
 @pytest.fixture(scope="module")

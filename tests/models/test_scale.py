@@ -455,7 +455,6 @@ def test_the_partition_census_from_regions_is_the_walks(which, demo_mod):
         first = stages.run_stages(residual_model(48, blocks_per_stage=4), without_relu, stages.keep_all)
         mod = first[stages.STAGES.index("partition")].mod
     elif which == "ssd":
-        pytest.importorskip("mxnet", reason="the SSD needs mxnet 1.9.1 (Python 3.11): run make setup")
         from byoc_workbench.workflow import model_workbench
 
         mod = model_workbench(weights="untrained")[0].mod

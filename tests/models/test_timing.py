@@ -216,12 +216,10 @@ def test_cli_profile_and_compare_demo(tmp_path, capsys):
     assert cli.main(["profile", "demo", "--runs", "0"]) == 2
 
 
-@pytest.mark.mxnet
 def test_ssd_onnxruntime_profile_and_compare():
     """An SSD with onnxruntime, seeded weights, float32: pruned and unpruned maps; errors under 1e-3. The
     MobileNet SSD: the same heads, anchors and NMS as the ResNet-50 one, whose backbone TVM alone would rerun
     for the numerics for a minute on two cores."""
-    pytest.importorskip("mxnet", reason="Part 2 needs mxnet 1.9.1 (Python 3.11): run make setup")
     pytest.importorskip("onnxruntime", reason="the onnxruntime backend needs onnxruntime")
     from byoc_workbench import workflow
 

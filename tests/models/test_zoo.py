@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from messages import one_line
 
-from byoc_workbench import files
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.models import weights, zoo
+from byoc_workbench.frontends.mxnet_params import write_params
+from byoc_workbench.models import shipped, weights, zoo
+from byoc_workbench.models.shipped import ShippedError
 
 
 def test_unknown_model_name_is_one_line():
@@ -45,8 +46,20 @@ def test_zoo_import_does_not_pull_mxnet():
 
 def test_missing_mxnet_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "mxnet", None)  # makes `import mxnet` raise ImportError
-    with pytest.raises(zoo.MissingDependencyError, match=r"Python 3\.11.*make setup.*mxnet==1\.9\.1") as info:
+    with pytest.raises(zoo.MissingDependencyError, match=r"Python 3\.11.*requirements-mxnet\.txt") as info:
         zoo.build_block("resnet50_v1")
+    one_line(info)
+
+
+def test_what_only_mxnet_can_build_is_one_line_without_it(monkeypatch):
+    """The package ships seed 0 at each model's own size: another seed, or a segmentation model at another
+    size, is built by MXNet, and without it that is said in one line before anything is read."""
+    monkeypatch.setattr(zoo.gluon, "has_mxnet", lambda: False)
+    with pytest.raises(ShippedError, match="not seed 3") as info:
+        zoo.load_model("resnet18_v1", "untrained", seed=3)
+    assert "MXNet" in one_line(info)
+    with pytest.raises(ShippedError, match=r"not input \(1, 3, 96, 96\)") as info:
+        zoo.load_model("fcn_resnet50_ade", "untrained", input_shape=(1, 3, 96, 96))
     one_line(info)
 
 
@@ -62,11 +75,13 @@ def test_file_names_and_urls_follow_gluoncv():
     assert weights.params_file_name("resnet50_v1") == "resnet50_v1-cc729d95.params"
     url = weights.weights_url("ssd_512_resnet50_v1_coco", "http://mirror.example/")
     assert url == "http://mirror.example/gluon/models/ssd_512_resnet50_v1_coco-c4835162.zip"
-    pytest.importorskip("mxnet")  # not importorskip("gluoncv"): beside torch 2 only the guard imports it
+
+
+@pytest.mark.mxnet
+def test_the_recorded_sha1s_are_gluoncvs():
     from byoc_workbench.models.gluoncv_import import import_gluoncv
 
     model_store = import_gluoncv("gluoncv.model_zoo.model_store", "pip install gluoncv")  # beside torch too
-
     for name, spec in weights.MODELS.items():
         assert model_store._model_sha1[name] == spec.sha1
 
@@ -153,63 +168,44 @@ def test_download_with_wrong_sha1_is_rejected(local_repo, tmp_path):
     assert weights.cached_weights("resnet50_v1", tmp_path / "cache") is None
 
 
-# --- with mxnet -----------------------------------------------------------------------
+# --- seeded weights and local files ----------------------------------------------------
 
 
-def _params(block):
+def _bare(params: dict) -> dict:
     # Gluon numbers each new instance's prefix (resnetv10_, resnetv11_...), so key by
     # the name without its first component.
-    return {n.split("_", 1)[1]: p.data().asnumpy() for n, p in block.collect_params().items()}
+    return {n.split("_", 1)[1]: np.asarray(v) for n, v in params.items()}
 
 
-@pytest.mark.mxnet
-def test_seeded_weights_are_deterministic_and_marked():
-    pytest.importorskip("mxnet")
-    a = zoo.load_model("resnet50_v1", "untrained", seed=3)
-    b = zoo.load_model("resnet50_v1", "untrained", seed=3)
-    c = zoo.load_model("resnet50_v1", "untrained", seed=4)
-    pa, pb, pc = _params(a.block), _params(b.block), _params(c.block)
-    assert all(np.array_equal(pa[n], pb[n]) for n in pa)
-    assert any(not np.array_equal(pa[n], pc[n]) for n in pa)
-    assert not a.is_trained and a.weights == "untrained"
-    assert "untrained weights" in a.weights_label
+def _saved(name: str, model, path, scale: float = 1.0):
+    """``model``'s weights (times ``scale``) in a ``.params`` file as ``Block.save_parameters`` names them."""
+    by_name = {p.name: p.key for p in shipped.read(name).used}
+    write_params(path, {by_name[k]: v * np.float32(scale) for k, v in model.params.items()})
+    return path
 
 
-@pytest.mark.mxnet
-def test_seeded_ssd_keeps_anchors_and_spreads_scores():
-    mx = pytest.importorskip("mxnet")
-    model = zoo.load_model("ssd_512_mobilenet1.0_coco", "untrained")
-    fresh = zoo.build_block("ssd_512_mobilenet1.0_coco")
-    fresh.initialize()
-    fresh(mx.nd.zeros((1, 3, 512, 512)))
-    anchors = [n for n in _params(model.block) if "anchor" in n]
-    assert len(anchors) == 6
-    ours, theirs = _params(model.block), _params(fresh)
-    for name in anchors:
-        np.testing.assert_array_equal(ours[name], theirs[name])
-    x = mx.nd.array(np.random.RandomState(0).uniform(-2, 2, (1, 3, 512, 512)))
-    scores = model.block(x)[1].asnumpy()[0, :, 0]
-    kept = scores[scores > 0]
-    assert len(kept) >= 20 and np.isfinite(model.block(x)[2].asnumpy()).all()
-    assert np.min(-np.diff(kept)) > 1e-6, "no near-ties among the detections"
+def test_seed_zero_is_the_shipped_graph_with_the_same_weights_every_time():
+    a = zoo.load_model("resnet18_v1", "untrained")
+    b = zoo.load_model("resnet18_v1", "untrained", seed=0)
+    assert a.graph == b.graph and a.params.keys() == b.params.keys()
+    assert all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
+    assert not a.is_trained and a.weights == "untrained" and a.seed == 0
+    assert a.weights_label == "untrained weights (seed 0)" and a.inputs == ("data",)
+    assert len(a.classes) == 1000 and a.input_shape == (1, 3, 224, 224)
 
 
-@pytest.mark.mxnet
 def test_local_params_file_round_trip(tmp_path):
-    mx = pytest.importorskip("mxnet")
-    model = zoo.load_model("resnet50_v1", "untrained", seed=1)
-    path = tmp_path / "resnet50_v1.params"
-    model.block.save_parameters(str(path))
-    again = zoo.load_model("resnet50_v1", path)
-    assert again.weights == str(path) and again.is_trained
-    assert str(path) in again.weights_label
-    x = mx.nd.array(np.random.RandomState(0).randn(1, 3, 224, 224))
-    np.testing.assert_allclose(again.block(x).asnumpy(), model.block(x).asnumpy(), rtol=1e-6)
+    """A file named as GluonCV's trained ones are (``Block.save_parameters``), read without MXNet."""
+    model = zoo.load_model("resnet18_v1", "untrained")
+    path = _saved("resnet18_v1", model, tmp_path / "resnet18_v1.params", scale=1.5)
+    again = zoo.load_model("resnet18_v1", path)
+    assert again.weights == str(path) and again.is_trained and again.seed is None
+    assert str(path) in again.weights_label and again.graph == model.graph
+    for key, value in model.params.items():
+        assert np.array_equal(again.params[key], value * np.float32(1.5)), key
 
 
-@pytest.mark.mxnet
 def test_corrupt_params_file_is_one_line_error(tmp_path):
-    pytest.importorskip("mxnet")
     path = tmp_path / "broken.params"
     path.write_bytes(b"\x00garbage" * 100)
     with pytest.raises(zoo.WeightsError) as info:
@@ -217,26 +213,19 @@ def test_corrupt_params_file_is_one_line_error(tmp_path):
     assert str(path) in one_line(info)
 
 
-@pytest.mark.mxnet
 def test_mismatched_params_file_is_one_line_error(tmp_path):
-    pytest.importorskip("mxnet")
-    model = zoo.load_model("resnet50_v1", "untrained")
-    path = tmp_path / "resnet.params"
-    model.block.save_parameters(str(path))
+    path = _saved("resnet18_v1", zoo.load_model("resnet18_v1", "untrained"), tmp_path / "resnet.params")
     with pytest.raises(zoo.WeightsError) as info:
         zoo.load_model("ssd_512_mobilenet1.0_coco", path)
-    assert "ssd_512_mobilenet1.0_coco" in one_line(info)
+    assert "ssd_512_mobilenet1.0_coco" in one_line(info) and str(path) in one_line(info)
 
 
 def test_missing_params_file(tmp_path):
-    pytest.importorskip("mxnet")
     with pytest.raises(zoo.WeightsError, match="does not exist"):
         zoo.load_model("resnet50_v1", tmp_path / "nope.params")
 
 
-@pytest.mark.mxnet
 def test_trained_weights_offline_fail_clearly(tmp_path, monkeypatch):
-    pytest.importorskip("mxnet")
     monkeypatch.setenv(weights.REPO_ENV, f"http://127.0.0.1:{_closed_port()}/")
     monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
     with pytest.raises(weights.DownloadError, match="--weights"):
@@ -245,24 +234,54 @@ def test_trained_weights_offline_fail_clearly(tmp_path, monkeypatch):
     assert zoo.load_model("resnet50_v1").weights == "untrained"
 
 
-def test_seeded_weights_are_seeded_once_then_read_and_a_damaged_file_is_seeded_again(monkeypatch, tmp_path):
-    """Calibrating seeded weights takes tens of seconds on the SSD; the same seed and size give the same
-    weights, so they are kept, sealed, and read back exactly."""
-    monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path))
-    first = zoo.load_model("resnet18_v1", "untrained", seed=3)
-    kept = zoo.seeded_file("resnet18_v1", 3, first.input_shape)
-    assert kept.parent == tmp_path / "seeded" and kept.is_file() and files.intact(kept)
+# --- against MXNet (make test-mxnet) -------------------------------------------------------
 
-    def values(model):
-        return {k: v.data().asnumpy() for k, v in model.block.collect_params().items()}
 
-    want = values(first)
-    again = values(zoo.load_model("resnet18_v1", "untrained", seed=3))
-    assert want.keys() == again.keys() and all(np.array_equal(want[k], again[k]) for k in want)
-    assert zoo.seeded_file("resnet18_v1", 4, first.input_shape) != kept  # another seed, another file
-    kept.write_bytes(kept.read_bytes()[:1000])  # truncated: not trusted, seeded again and repaired
-    repaired = values(zoo.load_model("resnet18_v1", "untrained", seed=3))
-    assert all(np.array_equal(want[k], repaired[k]) for k in want) and files.intact(kept)
+@pytest.mark.mxnet
+def test_other_seeds_are_deterministic_and_marked():
+    a = zoo.load_model("resnet18_v1", "untrained", seed=3)
+    b = zoo.load_model("resnet18_v1", "untrained", seed=3)
+    c = zoo.load_model("resnet18_v1", "untrained", seed=4)
+    pa, pb, pc = _bare(a.params), _bare(b.params), _bare(c.params)
+    assert pa.keys() == pb.keys() == pc.keys()
+    assert all(np.array_equal(pa[n], pb[n]) for n in pa)
+    assert any(not np.array_equal(pa[n], pc[n]) for n in pa)
+    assert not a.is_trained and a.weights == "untrained" and a.weights_label == "untrained weights (seed 3)"
+
+
+@pytest.mark.mxnet
+def test_seeded_ssd_keeps_anchors_and_spreads_scores():
+    import mxnet as mx
+
+    model = zoo.load_model("ssd_512_mobilenet1.0_coco", "untrained")
+    fresh = zoo.build_block("ssd_512_mobilenet1.0_coco")
+    fresh.initialize()
+    fresh(mx.nd.zeros((1, 3, 512, 512)))
+    ours, theirs = _bare(model.params), _bare({n: p.data().asnumpy() for n, p in fresh.collect_params().items()})
+    anchors = [n for n in ours if "anchor" in n]
+    assert len(anchors) == 6
+    for name in anchors:
+        np.testing.assert_array_equal(ours[name], theirs[name])
+    block = model.block()
+    x = mx.nd.array(np.random.RandomState(0).uniform(-2, 2, (1, 3, 512, 512)))
+    _, scores, boxes = (o.asnumpy() for o in block(x))
+    kept = scores[0, :, 0][scores[0, :, 0] > 0]
+    assert len(kept) >= 20 and np.isfinite(boxes).all()
+    assert np.min(-np.diff(kept)) > 1e-6, "no near-ties among the detections"
+
+
+@pytest.mark.mxnet
+def test_the_block_of_a_loaded_model_computes_what_gluoncv_does(tmp_path):
+    """``loaded.block()``, MXNet's run of the graph and weights the workbench holds, against the GluonCV block
+    the same weights were loaded into."""
+    import mxnet as mx
+
+    model = zoo.load_model("resnet18_v1", "untrained")
+    path = _saved("resnet18_v1", model, tmp_path / "r18.params")
+    gluoncv = zoo.build_block("resnet18_v1")
+    gluoncv.load_parameters(str(path))
+    x = mx.nd.array(np.random.RandomState(0).randn(1, 3, 224, 224))
+    np.testing.assert_allclose(model.block()(x).asnumpy(), gluoncv(x).asnumpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_a_model_unlike_its_family_has_its_own_note():

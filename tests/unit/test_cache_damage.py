@@ -2,8 +2,8 @@
 where the damage falls): what comes back is what an empty cache gives, and the damaged entry is never trusted.
 
 The kinds are those a notebook or a command reads: compiled builds, kept runs of TVM alone, kept
-references of a numerics check, and the C backend's libraries; a zoo model's seeded weights in
-tests/models/test_zoo_cache_damage.py. The search's own entries (measurements, references, finals, anchors)
+references of a numerics check, and the C backend's libraries; a zoo model's seeded weights, which the package
+ships, in test_shipped_damage.py. The search's own entries (measurements, references, finals, anchors)
 have their damage test in test_search.py, where a choice is compared.
 """
 

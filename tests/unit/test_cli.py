@@ -152,8 +152,9 @@ def test_bring_your_own_model_and_rules(tmp_path):
     assert codegen["notes"] == ["mychip_0: not compiled, no 'mychip' codegen in this installation"]
 
 
-def test_part1_needs_no_mxnet(tmp_path):
-    """With mxnet unimportable, Part 1 still works and Part 2 says what to install, in one line."""
+def test_the_workbench_needs_no_mxnet(tmp_path):
+    """With mxnet and gluoncv unimportable (a seat), Part 1 works, Part 2 imports a zoo model as the package ships
+    it, and what only MXNet does (its own run of a model, the cross-check) says what to install, in one line."""
     import subprocess
     import sys
 
@@ -163,13 +164,16 @@ def test_part1_needs_no_mxnet(tmp_path):
         f"assert cli.main(['stages', 'demo', '--out', {str(tmp_path)!r}]) == 0\n"
         "from byoc_workbench.widgets import workbench_widget\n"
         "assert workbench_widget().view.subgraphs\n"
-        "sys.exit(cli.main(['import', 'ssd', '--summary']))\n"
+        "assert cli.main(['import', 'resnet18_v1', '--weights', 'untrained', '--summary']) == 0\n"
+        "sys.exit(cli.main(['run', 'resnet18_v1', '--backend', 'mxnet', '--weights', 'untrained']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert (tmp_path / "summary.json").exists()
+    summary = json.loads(proc.stdout[proc.stdout.index("\n{") + 1 :])  # after the stages' lines
+    assert summary["model"] == "resnet18_v1" and summary["ops"]["relax.nn.conv2d"] == 20
     err = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(err) == 1 and "mxnet==1.9.1" in one_line(err[0]) and "Python 3.11" in err[0]
+    assert len(err) == 1 and "requirements-mxnet.txt" in one_line(err[0]) and "Python 3.11" in err[0], err
 
 
 def test_stages_of_a_big_file_are_drawn_collapsed_with_each_group_opened(tmp_path, capsys):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from byoc_workbench import cli, doctor
+from byoc_workbench.draw import renderers
 
 HAS_MXNET = importlib.util.find_spec("mxnet") is not None and importlib.util.find_spec("gluoncv") is not None
 HAS_GPU = Path("/proc/driver/nvidia").exists()
@@ -46,10 +47,16 @@ def test_tvm_flags_are_reported(report):
     assert "LLVM on" in tvm["found"]
 
 
-@pytest.mark.skipif(not HAS_MXNET, reason="mxnet and gluoncv are not installed (Part 2 needs Python 3.11)")
-def test_part2_cpu_ready_names_its_backend(report):
+def test_part2_and_the_zoo_are_ready_without_mxnet_and_say_mxnet_is_a_cross_check(report):
     part = report["parts"]["part2_cpu"]
-    assert part["ready"] and part["missing"] == []
+    assert part["ready"] and part["missing"] == [], part
+    assert report["parts"]["zoo"]["ready"]
+    assert "mxnet" not in {n for p in report["parts"].values() for n in p["missing"]}
+    zoo = report["checks"]["zoo"]
+    assert zoo["ok"] and zoo["info"]["models"] >= 100 and zoo["info"]["opencv"]
+    mxnet = report["checks"]["mxnet"]
+    assert mxnet["ok"] == HAS_MXNET
+    assert "cross-check" in mxnet["found"] and ("" if HAS_MXNET else "requirements-mxnet.txt") in mxnet["fix"]
     expected = "onnxruntime" if report["checks"]["onnxruntime"]["ok"] else "teaching"
     assert part["backend"].startswith(expected)
 
@@ -124,11 +131,12 @@ def test_the_c_compiler_is_checked(report, monkeypatch, tmp_path):
     assert "apt-get install gcc" in check.fix and "conda install -c conda-forge compilers" in check.fix
 
 
-def test_missing_dot_means_part1_cannot_run(monkeypatch, tmp_path):
+def test_missing_graphviz_means_part1_cannot_run(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no dot on PATH
+    monkeypatch.setattr(renderers, "FINDERS", (renderers._system_dot,))  # and no graphviz-pure wheel
     report = doctor.diagnose()
-    assert report["parts"]["part1"]["missing"] == ["dot"]
-    assert "graphviz" in report["parts"]["part1"]["fixes"]["dot"]
+    assert report["parts"]["part1"]["missing"] == ["graphviz"]
+    assert "pip install graphviz-pure" in report["parts"]["part1"]["fixes"]["graphviz"]
     assert report["exit_code"] == 1
 
 
@@ -153,12 +161,14 @@ def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
 def test_binder_files_agree_with_requirements():
     root = Path(__file__).resolve().parents[2]
     env = (root / "environment.yml").read_text().splitlines()
-    assert "  - python=3.11" in env  # numpy<1.24, which mxnet needs, has no wheels for 3.12+
+    assert "  - python=3.13" in env  # the newest Python every pin has a wheel for
     assert {"      - -r requirements.txt", "      - -e ."} <= set(env)  # the same pins, not a second copy
-    pins = dict(line.split("==") for line in (root / "requirements.txt").read_text().splitlines() if "==" in line)
-    assert tuple(int(p) for p in pins["numpy"].split(".")[:2]) < (1, 24)
+    lines = [line.partition(";")[0] for line in (root / "requirements.txt").read_text().splitlines()]
+    pins = dict(line.split("==") for line in lines if "==" in line)
+    assert int(pins["numpy"].split(".")[0]) >= 2 and "mxnet" not in pins and "gluoncv" not in pins
+    assert "graphviz-pure" in pins  # diagrams without a system Graphviz
     apt = [line.partition("#")[0].strip() for line in (root / "apt.txt").read_text().splitlines()]
-    assert "graphviz" in apt
+    assert "gcc" in apt and "graphviz" not in apt and "libgomp1" not in apt  # nothing for MXNet, no system dot
 
 
 def test_openvino_is_checked_with_the_precision_it_would_pick(report):

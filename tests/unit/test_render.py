@@ -5,7 +5,7 @@ import re
 import graphviz
 import pytest
 
-from byoc_workbench.draw import graph, render
+from byoc_workbench.draw import graph, render, renderers
 from byoc_workbench.session import Workbench
 
 
@@ -132,20 +132,18 @@ def test_nodes_and_clusters_keep_their_order_from_stage_to_stage(demo_mod, byoc)
     assert "style=invis" in render.to_dot(annotate).source and "region 0" not in render.to_dot(annotate).source
 
 
-def test_stepping_through_stages_keeps_left_and_right(demo_mod, byoc):
-    """Laid out by Graphviz, the inputs and the If's branches keep their left-to-right order at every stage."""
+@pytest.mark.parametrize("find", renderers.FINDERS, ids=lambda find: find.__name__.strip("_"))
+def test_stepping_through_stages_keeps_left_and_right(demo_mod, byoc, find):
+    """Laid out by each Graphviz there is, the inputs and the If's branches keep their left-to-right order
+    at every stage."""
     import json
-    import subprocess
 
+    renderer = find() or pytest.skip(f"no {find.__name__.strip('_')} here")
     w = wb(demo_mod, byoc)
     inputs = ["while_loop/iter1", "while_loop/d1", "while_loop/w1", "while_loop/b1"]
     branches = ["cluster_while_loop/result.then", "cluster_while_loop/result.else"]
     for s in w.stages:
-        laid = json.loads(
-            subprocess.run(
-                ["dot", "-Tjson"], input=w.dot(s.name).source.encode(), capture_output=True, check=True
-            ).stdout
-        )
+        laid = json.loads(renderers.lay_out(w.dot(s.name).source, "json", renderer))
         x = {}
         for o in laid["objects"]:
             if "pos" in o:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import tempfile
@@ -26,9 +25,9 @@ import numpy as np
 
 from byoc_workbench.backends import onnxruntime, openvino
 from byoc_workbench.errors import WorkbenchError, first_line
-from byoc_workbench.frontends import onnx_import
+from byoc_workbench.frontends import gluon, onnx_import
 from byoc_workbench.measure.time import clock
-from byoc_workbench.models import zoo
+from byoc_workbench.models import shipped, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +57,10 @@ class Anchors(NamedTuple):
     skipped: dict[str, str]
 
 
+#: Why MXNet's own anchors are missing on a seat without it (MXNet is a cross-check, not a requirement).
+NO_MXNET = "mxnet is not installed: MXNet's anchors are a cross-check (Python 3.11, requirements-mxnet.txt)"
+
+
 def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Timed:
     """:class:`Timed` (latency, outputs) of the Gluon block itself, hybridized with static memory."""
     import mxnet as mx
@@ -74,19 +77,17 @@ def mxnet_anchor(block, x, repeat: int, progress: bool = True, max_seconds: floa
 
 
 def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path:
-    """The whole model as MXNet's own ONNX exporter writes it (``mx.onnx.export_model``)."""
-    import mxnet as mx
+    """The whole model as MXNet's own ONNX exporter (``mx.onnx.export_model``) wrote it where the zoo was
+    shipped (:meth:`~byoc_workbench.models.shipped.ShippedModel.onnx`), with ``loaded``'s weights: no MXNet
+    needed here."""
+    import onnx
+    from onnx import numpy_helper
 
-    graph, params = zoo.symbol_and_params(loaded)
-    sym = mx.sym.load_json(json.dumps(graph))
-    nd = {k: mx.nd.array(v) for k, v in params.items()}
-    quiet = logging.getLogger()
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # the exporter logs every op, and warns that box_nms becomes class-agnostic
-    try:
-        mx.onnx.export_model(sym, nd, in_shapes=[tuple(shape)], in_types=[np.float32], onnx_file_path=str(path))
-    finally:
-        quiet.setLevel(level)
+    model = onnx.load_from_string(shipped.read(loaded.name).onnx(shape))
+    inputs = {i.name for i in model.graph.input}
+    weights = [numpy_helper.from_array(np.asarray(v, "float32"), k) for k, v in loaded.params.items() if k in inputs]
+    model.graph.initializer.extend(weights)
+    onnx.save(model, str(path))
     return Path(path)
 
 
@@ -191,14 +192,18 @@ def zoo_anchors(
     """:class:`Anchors` of a zoo model: MXNet's own block
     (:func:`mxnet_anchor`) and the runtimes on its ONNX export (:func:`export_anchors`, or ``opened``: what
     :func:`subject_runs` yielded). A detector's exported anchors carry a ``note``: their NMS is class-agnostic."""
-    lat, out = mxnet_anchor(loaded.block, x, repeat, progress, max_seconds)
-    entries = {"mxnet": lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}}
-    outputs = {"mxnet": out}
+    entries, outputs, skipped = {}, {}, {}
+    if gluon.has_mxnet():
+        lat, outputs["mxnet"] = mxnet_anchor(loaded.block(), x, repeat, progress, max_seconds)
+        entries["mxnet"] = lat.to_json() | {"ran_on": "mxnet (hybridized, static_alloc)"}
+    else:
+        skipped["mxnet"] = NO_MXNET
     if opened is None:
-        found, more, skipped = export_anchors(loaded, x, repeat, progress, max_seconds)
+        found, more, also = export_anchors(loaded, x, repeat, progress, max_seconds)
     else:
         found, more = _timed(opened.runs, repeat, "", progress, max_seconds)
-        skipped = opened.skipped
+        also = opened.skipped
+    skipped.update(also)
     for label, entry in found.items():
         entries[label] = entry | {"ran_on": f"{RAN_ON[label.removesuffix('_whole_model')]}, MXNet's ONNX export"}
         if loaded.spec.kind == "detection":

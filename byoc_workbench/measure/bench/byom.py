@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from byoc_workbench import stages, text
+from byoc_workbench.backends.onnx import translate
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.bench.anchors import export_onnx
 from byoc_workbench.measure.check.compare import check_outputs
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
+from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
 
@@ -153,18 +154,19 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     With torch and torchvision: torchvision's ``resnet18(weights=None)`` after
     ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it.
     Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
-    (:func:`byoc_workbench.models.zoo.load_model`, ``"untrained"``), written by MXNet's
-    own exporter (:func:`byoc_workbench.measure.bench.anchors.export_onnx`). The file goes
+    (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``; no MXNet), written by the
+    workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
     to ``directory`` (a new temporary folder by default).
     """
     shape = (1, 3, size, size)
     folder = Path(directory or tempfile.mkdtemp(prefix="byoc-byom-"))
     hint = _missing_torch()
     if hint:
-        loaded = zoo.load_model("resnet18_v1", "untrained", seed=seed, input_shape=shape)
-        path = export_onnx(loaded, shape, folder / "resnet18_v1.onnx")
-        exporter = "MXNet's exporter (mx.onnx.export_model)"
-        return Example(path, shape, loaded.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
+        imported = zoo.import_model("resnet18_v1", "untrained", input_shape=shape)
+        path = folder / "resnet18_v1.onnx"
+        path.write_bytes(translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString())
+        exporter = "the workbench's own Relax-to-ONNX translator (backends/onnx.py)"
+        return Example(path, shape, imported.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
     import torch
     import torchvision
 
