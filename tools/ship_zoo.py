@@ -6,7 +6,7 @@
 
 Each model's symbol, parameter table and classes go to ``<name>.json.xz``; for the models the
 workbench lists (``zoo.MODELS``), its seeded weights too, as a recipe over the seed's draws and the
-arrays no draw gives (``<name>.seed0.npz``). The recipe is checked before it is written: the
+arrays no draw gives (``<name>.seed0.npz.xz``). The recipe is checked before it is written: the
 weights it regenerates are the seeded ones, bit for bit. See byoc_workbench/models/shipped.py.
 """
 

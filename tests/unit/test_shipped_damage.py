@@ -24,7 +24,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import shipped, zoo
 
 SMALL, OTHER = "resnet18_v1", "mobilenetv3_small"  # two classifiers the workbench lists, so both ship seeded
-FILES = (f"{SMALL}.json.xz", f"{SMALL}.seed0.npz")
+FILES = (f"{SMALL}.json.xz", f"{SMALL}.seed0.npz.xz")
 # A seal is the cache's; "another model's" is a mix-up of copies: the file of the same kind of another model.
 KINDS = sorted(set(DAMAGES) - {"its seal removed"} | {"another model's"})
 
