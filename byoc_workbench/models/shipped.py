@@ -118,6 +118,7 @@ class ShippedModel:
     classes: tuple
     seeded: dict | None
     made_with: dict
+    onnx_sha256: str | None = None  # of MXNet's ONNX export, shipped beside it
 
     @property
     def used(self) -> tuple[Param, ...]:
@@ -170,13 +171,16 @@ class ShippedModel:
             )
         try:
             with (FOLDER / f"{self.name}.onnx.xz").open("rb") as f:
-                return lzma.decompress(f.read())
+                data = lzma.decompress(f.read())
         except FileNotFoundError:
             raise ShippedError(
                 f"no ONNX export of {self.name} is shipped (MXNet's exporter refused it)", "run it where MXNet is"
             ) from None
         except (OSError, lzma.LZMAError) as err:
             raise ShippedError(f"the ONNX export of {self.name} cannot be read ({err})", REINSTALL_FIX) from None
+        if hashlib.sha256(data).hexdigest() != self.onnx_sha256:  # damaged, or another model's in its place
+            raise ShippedError(f"the ONNX export of {self.name} is not the one shipped with it", REINSTALL_FIX)
+        return data
 
     def from_file(self, arrays: dict, source: str) -> dict[str, np.ndarray]:
         """The graph's parameters from a ``.params`` file's ``arrays`` (:func:`read_params`), by name.
@@ -251,6 +255,7 @@ def read(name: str) -> ShippedModel:
         classes=tuple(data["classes"] or ()),
         seeded=data.get("seeded"),
         made_with=data.get("made_with", {}),
+        onnx_sha256=data.get("onnx_sha256"),
     )
 
 
@@ -264,6 +269,7 @@ def write(folder, model: ShippedModel, carried: dict | None = None, onnx: bytes 
     data = dataclasses.asdict(model)
     data["params"] = [[p.name, p.key, list(p.shape), p.dtype, p.learnt] for p in model.params]
     data["format"] = FORMAT
+    data["onnx_sha256"] = hashlib.sha256(onnx).hexdigest() if onnx is not None else None
     text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
     (folder / f"{model.name}.json.xz").write_bytes(_xz(text))
     if carried is not None:  # an npz in xz: half the size of a compressed npz (anchors and statistics are regular)

@@ -108,7 +108,8 @@ class LoadedModel:
     seed : int or None
         The seed of an untrained initialisation.
     input_shape : tuple
-        ``(1, 3, H, W)`` the graph was traced for (segmentation) and the seed calibrated on.
+        ``(1, 3, H, W)`` the model runs at. A segmentation model's graph is traced for it; seeded weights are
+        calibrated at the model's own size (:attr:`ModelSpec.input_shape`) whatever this is.
     classes : tuple
         What the model tells apart (ImageNet's classes for a classifier).
     inputs : tuple

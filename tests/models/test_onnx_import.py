@@ -200,7 +200,7 @@ def test_bench_of_a_zoo_model_and_of_an_onnx_file_have_the_same_keys(scoped):
     assert zoo["outputs_match"] == {} and own["outputs_match"] == {"onnxruntime": True}  # no TVM alone to match
 
 
-# --- GluonCV models through MXNet's own ONNX export (make test-mxnet) ------------------------------
+# --- GluonCV models through MXNet's own ONNX export, as the package ships it (no MXNet) ------------------
 
 GLUON = ["resnet50_v1", "ssd_512_mobilenet1.0_coco", "ssd_512_resnet50_v1_coco"]
 
@@ -222,7 +222,6 @@ def exported(tmp_path_factory):
     return get
 
 
-@pytest.mark.mxnet
 @pytest.mark.parametrize("name", GLUON)
 def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, name):
     loaded, path = exported(name)
@@ -245,7 +244,6 @@ def test_gluon_exports_go_through_every_stage_and_equal_onnxruntime(exported, na
             assert len(missing) <= 2 and all(abs(scores[i] - scores[-1]) < 5e-3 for i in missing), (backend, result)
 
 
-@pytest.mark.mxnet
 def test_ssd_report_from_onnx_matches_the_gluon_import(exported):
     """The same ops on the TensorRT side and the same subgraphs after pruning; the README explains
     the extra subgraphs before pruning (MXNet's exporter spells box decoding and NMS differently)."""

@@ -138,7 +138,6 @@ def test_an_anchor_gets_weights_as_constants_so_batch_norms_fold(tmp_path):
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.mxnet
 def test_openvino_runs_mxnets_own_ssd_export(tmp_path):
     """The export's anchors are sliced to dynamic shapes OpenVINO's CPU plugin cannot compile; folded, it runs."""
     from byoc_workbench.measure.bench import anchors

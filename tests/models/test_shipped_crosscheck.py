@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _ops(graph: dict) -> dict:
     """The graph as the importer reads it: ops, attributes and edges. MXNet's own attributes (``__init__``: an
-    initialiser's repr, with its address; ``__shape__``: a placeholder) and an edge's version (bumped each time a pass updates batch-norm statistics) are MXNet's
-    bookkeeping, which differs with how the block was initialised and run."""
+    initialiser's repr, with its address; ``__shape__``: a placeholder) and an edge's version (bumped each time
+    a pass updates batch-norm statistics) are MXNet's bookkeeping, which differs with how the block was
+    initialised and run."""
     nodes = [
         {"op": n["op"], "name": n["name"], "attrs": {k: v for k, v in n.get("attrs", {}).items() if k[:2] != "__"}}
         | {"inputs": [e[:2] for e in n["inputs"]]}

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import shipped, zoo
 
-SMALL, OTHER = "resnet18_v1", "mobilenetv3_small"  # two classifiers the workbench lists, so both ship seeded
+SMALL, OTHER = "resnet18_v1", "mobilenetv3_small"  # two classifiers the workbench lists: both ship seeded, and exported
 FILES = (f"{SMALL}.json.xz", f"{SMALL}.seed0.npz.xz")
 # A seal is the cache's; "another model's" is a mix-up of copies: the file of the same kind of another model.
 KINDS = sorted(set(DAMAGES) - {"its seal removed"} | {"another model's"})
@@ -63,3 +63,28 @@ def test_a_damaged_shipped_file_is_one_line_never_other_weights(which, damage, a
     assert got.params.keys() == want.keys(), f"{damage} {which}: another model's weights"
     for key, value in want.items():
         assert np.array_equal(got.params[key], value), f"{damage} {which}: other weights ({key})"
+
+
+@functools.cache
+def _shipped_onnx() -> bytes:
+    model = shipped.read(SMALL)
+    return model.onnx(model.input_shape)
+
+
+@pytest.mark.parametrize("damage", KINDS)
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(at=st.floats(0.0, 0.99))
+def test_a_damaged_shipped_onnx_export_is_one_line_never_another(damage, at):
+    """MXNet's ONNX export, shipped for the whole-model anchors: damaged, it is one line, never another export."""
+    want = _shipped_onnx()
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        _damaged(Path(tmp), f"{SMALL}.onnx.xz", damage, at)
+        patch.setattr(shipped, "FOLDER", Path(tmp))
+        try:
+            model = shipped.read(SMALL)
+            got = model.onnx(model.input_shape)
+        except WorkbenchError as err:
+            assert isinstance(err, shipped.ShippedError), err.line
+            assert err.line.startswith("error: ") and "\n" not in err.line and SMALL in err.line, err.line
+            return
+    assert got == want, f"{damage}: another ONNX export than {SMALL}'s"

@@ -154,7 +154,8 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     With torch and torchvision: torchvision's ``resnet18(weights=None)`` after
     ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it.
     Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
-    (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``; no MXNet), written by the
+    (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever ``seed``
+    is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
     to ``directory`` (a new temporary folder by default).
     """
