@@ -9,7 +9,7 @@ wheel is 100 MB and its compiler library 259 MB unpacked, so:
   CUTLASS's headers, TVM's C++ sources and the web runtime), and the models exported without MXNet
   (:mod:`byoc_workbench.models.portable`), a few MB.
 
-The workbench itself travels in the working tree. Run here (it needs MXNet to export the models)::
+The workbench itself travels in the working tree, its shipped zoo with it. Run here (no MXNet needed)::
 
     .venv/bin/python tools/gpu_pack.py            # writes build/gpu-pack/, prints the call
 

@@ -1,10 +1,10 @@
 """A zoo model as a folder that a machine without MXNet loads: its Relax module as TVMScript, its weights
 regenerated there from the seed, and its input.
 
-A GPU machine has Python 3.12, numpy 2 and no MXNet, so it can neither import a
-GluonCV model nor seed its weights (seeding measures batch-norm statistics with
-MXNet), and the SSD's 200 MB of weights do not fit in what one call may carry.
-Most of those weights are the seed's draws as they came out (:func:`byoc_workbench.models.shipped.draw`,
+The GPU machine this project is lent has Python 3.12, numpy 2 and no MXNet; the shipped zoo
+(:mod:`.shipped`) imports a zoo model there too, and this export carries the module as it was
+imported here, for a check that must run the very module this machine built. The SSD's 200 MB of
+weights do not fit in what one call may carry. Most of those weights are the seed's draws as they came out (:func:`byoc_workbench.models.shipped.draw`,
 numpy only), or a draw times one number; the rest (batch-norm statistics,
 biases, anchors) are a few MB. So :func:`export` writes:
 

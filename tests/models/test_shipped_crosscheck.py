@@ -95,7 +95,17 @@ def test_run_with_weights_mxnet_wrote_detects_in_the_seats_venv_what_mxnet_detec
     found = {}
     for venv, backend in ((Path(sys.executable).parent, "mxnet"), (seat.parent, "onnxruntime")):
         out = tmp_path / f"{backend}.npz"
-        command = [str(venv / "byoc-workbench"), "run", name, "--weights", str(path), "--backend", backend]
+        command = [
+            str(venv / "byoc-workbench"),
+            "run",
+            "ssd",
+            "--model",
+            name,
+            "--weights",
+            str(path),
+            "--backend",
+            backend,
+        ]
         done = subprocess.run([*command, "--save-outputs", str(out)], capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stderr[-2000:]
         found[backend] = dict(np.load(out))
