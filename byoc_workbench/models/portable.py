@@ -4,9 +4,9 @@ regenerated there from the seed, and its input.
 The GPU machine this project is lent has Python 3.12, numpy 2 and no MXNet; the shipped zoo
 (:mod:`.shipped`) imports a zoo model there too, and this export carries the module as it was
 imported here, for a check that must run the very module this machine built. The SSD's 200 MB of
-weights do not fit in what one call may carry. Most of those weights are the seed's draws as they came out (:func:`byoc_workbench.models.shipped.draw`,
-numpy only), or a draw times one number; the rest (batch-norm statistics,
-biases, anchors) are a few MB. So :func:`export` writes:
+weights do not fit in what one call may carry. Most of those weights are the seed's draws as they came
+out (:func:`byoc_workbench.models.shipped.draw`, numpy only), or a draw times one number; the rest
+(batch-norm statistics, biases, anchors) are a few MB. So :func:`export` writes:
 
 - ``module.py``: the imported module with its weights as ``main``'s parameters (TVMScript; TVM 0.27's
   ``save_json`` crashes on the SSD);
