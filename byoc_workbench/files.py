@@ -134,19 +134,35 @@ def check_dir(path, flag: str = "--out", names=()) -> Path:
     return out
 
 
-def check_file(path, flag: str) -> Path:
-    """``path`` checked as an output file, exactly as given (no suffix added).
+def check_file(path, flag: str, inputs=()) -> Path:
+    """``path`` checked as an output file, exactly as given (no suffix added), before any work.
+
+    ``inputs`` are the paths the command reads (the model, ``--image``, ``--weights``): a result never
+    overwrites what it was made from.
 
     Raises
     ------
     WorkbenchError
-        For an empty path, an existing directory, or a parent that is a file
-        or cannot be written.
+        For an empty path, ``-``, a symlink loop, an existing directory or socket or device, one of
+        ``inputs`` (by any name: a link, a hard link), or a parent that is a file or cannot be written.
     """
     out = _given(path, flag, "out.npz")
     fix = f"pass {flag} the path of a file in a directory you can write to"
+    if str(path).strip() == "-":
+        raise WorkbenchError(f"{flag} - would be a file named '-', not the terminal", f"{fix}; results print anyway")
+    if out.is_symlink() and not out.exists():
+        raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
     if out.is_dir() or str(path).endswith(os.sep):
         raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")
+    if out.exists() and not (out.is_file() or out.is_fifo()):
+        raise WorkbenchError(f"{flag} {out} is not a regular file (a socket or a device)", fix)
+    for given in inputs:
+        if given is not None and str(given).strip() and out.exists() and Path(given).exists():
+            if os.path.samefile(out, given):
+                raise WorkbenchError(
+                    f"{flag} {out} is {given}, which this command reads: writing it would destroy it",
+                    f"pass {flag} another path",
+                )
     _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix)
     return out
 
@@ -217,14 +233,16 @@ def _digest(path: Path) -> str:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return f"{path.stat().st_size} {h.hexdigest()}"
+    return f"{path.name} {path.stat().st_size} {h.hexdigest()}"
 
 
 def seal(path) -> Path:
-    """Record ``path``'s size and SHA-256 beside it (``<path>.sum``), for :func:`intact` to check.
+    """Record ``path``'s name, size and SHA-256 beside it (``<path>.sum``), for :func:`intact` to check.
 
     A cache entry is sealed after it is put in place, so a reader that finds the
-    seal finds the whole entry, and one truncated or overwritten since is told apart.
+    seal finds the whole entry, and one truncated or overwritten since is told apart. The name is
+    the entry's key (every cache names an entry by its key), so another key's entry, copied, moved or
+    linked into this one's place with its seal, is told apart too.
     """
     path = Path(path)
     return write_atomic(path.with_name(path.name + ".sum"), _digest(path))

@@ -67,46 +67,51 @@ def _debug(args=None) -> bool:
 
 
 def _stopped(args) -> int:
+    """One line, and the shell's status for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
     if _debug(args):
         traceback.print_exc()
-    print(_interrupted(), file=sys.stderr)
-    return 130
-
-
-def _interrupted() -> str:
+    signum = _CtrlC.seen or signal.SIGINT
+    word = "terminated" if signum == signal.SIGTERM else "interrupted"
     if not files.written:
-        return "interrupted; nothing was written."
-    return f"interrupted; wrote {', '.join(str(p) for p in files.written)} before that."
+        print(f"{word}; nothing was written.", file=sys.stderr)
+    else:
+        print(f"{word}; wrote {', '.join(str(p) for p in files.written)} before that.", file=sys.stderr)
+    return 128 + int(signum)
 
 
 class _CtrlC:
-    """Whether Ctrl-C came during the command: TVM's FFI turns a KeyboardInterrupt raised inside a
-    callback (a backend's packed function, a timed run) into a RuntimeError, so the type alone cannot tell."""
+    """Which signal stopped the command, if one did (0 if none): Ctrl-C, or SIGTERM (``timeout``, ``docker
+    stop``, a JupyterHub cull), handled alike so that temporaries are removed and one line is said. TVM's FFI
+    turns a KeyboardInterrupt raised inside a callback (a backend's packed function, a timed run) into a
+    RuntimeError, so the exception's type alone cannot tell."""
 
-    seen = False
+    seen = 0
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     @classmethod
     def _handle(cls, signum, frame):
-        cls.seen = True
-        # The command is ending: a second Ctrl-C (the terminal signals its whole process group, and an impatient
+        cls.seen = signum
+        # The command is ending: a second signal (the terminal signals its whole process group, and an impatient
         # user presses again) must not raise a second KeyboardInterrupt in the middle of the one-line exit.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in cls.SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     @classmethod
     @contextlib.contextmanager
     def watch(cls):
-        cls.seen = False
+        cls.seen = 0
         try:
-            old = signal.signal(signal.SIGINT, cls._handle)
-        except ValueError:  # not the main thread: leave Python's handler alone
+            old = {sig: signal.signal(sig, cls._handle) for sig in cls.SIGNALS}
+        except ValueError:  # not the main thread: leave Python's handlers alone
             yield
             return
         try:
             yield
         finally:
-            if not cls.seen:  # after a Ctrl-C the process is ending, and further ones stay ignored
-                signal.signal(signal.SIGINT, old)
+            if not cls.seen:  # after a signal the process is ending, and further ones stay ignored
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
 
 
 def main(argv=None) -> int:

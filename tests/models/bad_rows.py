@@ -3,6 +3,7 @@ files, and the checks each row makes (no traceback, one error line, nothing writ
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -96,6 +97,9 @@ def rows_dir(tmp_path_factory):
     picture(root / "pic.png", 40, 60)
     (root / "half.png").write_bytes((root / "pic.png").read_bytes()[:60])
     (root / "garbage.params").write_bytes(b"\x00\x01 not mxnet parameters" * 10)
+    (root / "loop_a").symlink_to(root / "loop_b")  # a symlink loop
+    (root / "loop_b").symlink_to(root / "loop_a")
+    os.link(root / "pic.png", root / "pic_again.png")  # the picture by a second name (a hard link)
     blocked = root / "blocked"  # a stage file's name taken by a directory
     (blocked / "03-merge.svg").mkdir(parents=True)
     (blocked / "profile.json").mkdir()
@@ -106,9 +110,10 @@ def rows_dir(tmp_path_factory):
 
 
 def snapshot(root: Path) -> dict:
-    """Every file and directory under ``root``, with size and modification time (Python's own caches aside)."""
+    """Every file, link and directory under ``root``, with size and modification time (Python's own caches aside;
+    a link as itself, so that a loop is a row too)."""
     return {
-        str(p.relative_to(root)): (p.is_dir(), p.stat().st_size if p.is_file() else 0, p.stat().st_mtime_ns)
+        str(p.relative_to(root)): (p.is_dir(), p.lstat().st_size if p.is_file() else 0, p.lstat().st_mtime_ns)
         for p in root.rglob("*")
         if "__pycache__" not in p.parts
     }

@@ -1,4 +1,5 @@
-"""Ctrl-C anywhere in a measurement ends in one line and exit status 130, whatever TVM's FFI wraps it in.
+"""Ctrl-C (or SIGTERM) anywhere in a measurement ends in one line and exit status 130 (143), whatever TVM's FFI
+wraps it in.
 
 TVM turns a KeyboardInterrupt raised inside a Python callback (a backend's
 packed function, a timed run) into a RuntimeError; the CLI still knows it was
@@ -19,8 +20,13 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the search's offloading backend needs onnxruntime")
 
 
+@pytest.mark.parametrize(
+    ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
 @pytest.mark.parametrize("delay", [0.2, 2.0])
-def test_ctrl_c_during_a_search_is_one_line_and_130(tmp_path, delay):
+def test_ctrl_c_or_sigterm_during_a_search_is_one_line_and_the_shells_status(tmp_path, delay, sig, status, word):
+    """SIGTERM (``timeout``, ``docker stop``, a JupyterHub cull) is handled as Ctrl-C is: temporaries removed,
+    one line, 143."""
     env = dict(os.environ, BYOC_WORKBENCH_CACHE=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "byoc_workbench", "search", "demo", "--backends", "onnxruntime,tvm", "--no-cache"]
     cmd += ["--seams", "3", "--runs", "40"]  # about 6 s of measuring on 2 idle cores: both moments fall inside it
@@ -28,13 +34,13 @@ def test_ctrl_c_during_a_search_is_one_line_and_130(tmp_path, delay):
     first = proc.stderr.readline()  # the search has begun measuring: the handler is in place
     assert first.startswith("search: "), first
     time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     lines = [line for line in (first + err).splitlines() if not line.startswith("search: ")]
     if proc.returncode == 0:
         pytest.skip(f"the search finished within {delay} s of starting to measure")
-    assert proc.returncode == 130, err
-    assert lines and lines[-1].startswith("interrupted; "), err
+    assert proc.returncode == status, err
+    assert lines and lines[-1].startswith(f"{word}; "), err
     assert "Traceback" not in err
     leftovers = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.name.startswith(".")]
     assert leftovers == [], "no half-written cache entry"

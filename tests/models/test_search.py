@@ -369,6 +369,31 @@ def test_a_damaged_cache_is_measured_again_never_trusted(demo_search, tmp_path, 
     assert again.chosen.assign == result.chosen.assign or any(f.what == again.chosen.what for f in placed)
 
 
+def test_entries_swapped_between_keys_are_measured_again_never_trusted(demo_search, tmp_path):
+    """Entries of one kind trading places, seals and all (a copy or a sync gone wrong): each seal names the key
+    its entry was written for, so none is handed back under the other's key."""
+    import shutil
+
+    subject, cache, result = demo_search
+    root = tmp_path / "search"
+    shutil.copytree(cache.root, root)
+    swapped = set()
+    for folder in root.iterdir():
+        entries = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.endswith(".sum"))
+        for a, b in zip(entries[::2], entries[1::2]):
+            for x, y in ((a, b), (a.with_name(a.name + ".sum"), b.with_name(b.name + ".sum"))):
+                parked = x.with_name(".parked")
+                x.rename(parked)
+                y.rename(x)
+                parked.rename(y)
+            swapped |= {a.read_bytes(), b.read_bytes()}
+    assert swapped
+    watching = _Watching(root)
+    again = search.search(subject, result.backends, runs=3, cache=watching)
+    assert not swapped & set(watching.handed), "an entry was handed back under another key"
+    assert again.chosen is not None and again.chosen.equal
+
+
 def test_the_choice_is_the_best_of_every_placement_timed_together(tmp_path):
     """Every whole-unit placement of the demo over onnxruntime and tvm, built and timed round-robin with
     the search's choice: none is faster than the choice beyond the rounds' own spread."""

@@ -9,11 +9,16 @@ have their damage test in test_search.py, where a choice is compared.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import numpy as np
 import pytest
 from damage import DAMAGES, cache, damage_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tvm.script import ir as I
+from tvm.script import relax as R
 
 from byoc_workbench import stages
 from byoc_workbench.flow import rules
@@ -70,3 +75,70 @@ def test_a_damaged_entry_gives_what_an_empty_cache_gives(kind, damage, data):
     assert len(again) == len(first)
     for a, b in zip(again, first):
         np.testing.assert_array_equal(a, b)
+
+
+@I.ir_module
+class _Twice:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        return R.add(x, x)
+
+
+def _two_builds() -> list:
+    return _builds() + _outputs(execute.run(_Twice, [np.arange(4.0, dtype="float32")]))
+
+
+def _two_runs() -> list:
+    return [
+        a
+        for seed in (0, 1)
+        for a in _outputs(
+            runner.build_and_run(demo.demo_module(), demo.demo_inputs(seed), 1, 0, keep=True, progress=False).outputs
+        )
+    ]
+
+
+def _two_references() -> list:
+    return [
+        a
+        for seed in (0, 1)
+        for a in kept.reference("a build", "main", demo.demo_inputs(seed), lambda s=seed: [np.full(3, s)])
+    ]
+
+
+# kind -> (what computes through that cache, keeping two entries of a kind at least, the folder they are in)
+TWO = {
+    "builds": (_two_builds, "builds"),
+    "runs": (_two_runs, "runs"),
+    "references": (_two_references, "references"),
+    "c": (_c, "c"),  # the demo's partition has several subgraphs, a library each
+}
+
+
+def _put(src, dst, how: str) -> None:
+    dst.unlink()
+    if how == "copied":
+        shutil.copy(src, dst)
+    elif how == "moved":
+        src.rename(dst)
+    else:
+        os.link(src, dst)
+
+
+@pytest.mark.parametrize("how", ["copied", "moved", "hard-linked"])
+@pytest.mark.parametrize("kind", sorted(TWO))
+def test_another_keys_entry_in_an_entrys_place_is_never_trusted(kind, how):
+    """Swapped entries (an entry of one key, with its seal, in another key's place): their seal names the key
+    they were made for, so each is computed again, never handed back as the other's."""
+    compute, folder = TWO[kind]
+    with cache() as root:
+        first = compute()
+        sealed = sorted(p for p in (root / folder).rglob("*") if p.with_name(p.name + ".sum").is_file())
+        suffix = next(p.suffix for p in sealed if sum(q.suffix == p.suffix for q in sealed) >= 2)
+        a, b = [p for p in sealed if p.suffix == suffix][:2]
+        for src, dst in ((b, a), (b.with_name(b.name + ".sum"), a.with_name(a.name + ".sum"))):
+            _put(src, dst, how)
+        again = compute()
+    assert len(again) == len(first)
+    for x, y in zip(again, first):
+        np.testing.assert_array_equal(x, y)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_atomic
+from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_sealed
 from byoc_workbench.flow import summary
 from byoc_workbench.measure.check.compare import TOLERANCE, check_outputs
 from byoc_workbench.measure.machine import machine_key
@@ -204,7 +204,7 @@ class Cache:
         seal it was written with), which is said once per search and measured again, never trusted."""
         path = self._path(kind, key)
         if self.enabled and path.is_file():
-            value = _unsealed(path)
+            value = _read(path)
             if value is not None:
                 self.hits += 1
                 return value
@@ -217,7 +217,7 @@ class Cache:
         return self.enabled and self._path(kind, key).is_file()
 
     def put(self, kind: str, key: str, value) -> None:
-        self._keep(lambda: write_atomic(self._path(kind, key), _sealed(value)))
+        self._keep(lambda: write_sealed(self._path(kind, key), json.dumps(value, sort_keys=True)))
 
     def _damaged(self, path: Path) -> None:
         if not self._warned_damage:
@@ -248,21 +248,14 @@ class Cache:
         self._keep(lambda: write_arrays(path, arrays))
 
 
-def _sealed(value) -> str:
-    """``value`` as JSON, with the SHA-256 of its own text: what :func:`_unsealed` checks."""
-    text = json.dumps(value, sort_keys=True)
-    return json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "value": value}, sort_keys=True)
-
-
-def _unsealed(path: Path):
-    """The value in a sealed entry, or None for any entry that is not whole and as written."""
+def _read(path: Path):
+    """The value of an entry :meth:`Measurements.put` sealed, or None for any entry that is not whole, as written
+    and under its own key (:func:`byoc_workbench.files.intact`)."""
+    if not intact(path):
+        return None
     try:
-        entry = json.loads(path.read_text())
-        text = json.dumps(entry["value"], sort_keys=True)
-        if entry["sha256"] != hashlib.sha256(text.encode()).hexdigest():
-            return None
-        return entry["value"]
-    except (OSError, ValueError, KeyError, TypeError):  # torn, foreign, binary, not a dict
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
 
 
