@@ -254,7 +254,9 @@ def compile_subgraph(
     torch = _torch()
     program = Program(func, name)
     runner = Runner(program, compile, precision, graphs)
-    mode = "torch.compile" if compile else "eager, CUDA graph on GPU" if runner.graphs else "eager"
+    # "CUDA graph" only where one can be recorded: a static subgraph, on a machine whose torch sees a GPU.
+    graphed = runner.graphs and torch.cuda.is_available()
+    mode = "torch.compile" if compile else "eager, CUDA graph on GPU" if graphed else "eager"
     header = f"# torch {torch.__version__}, {mode}, {precision}: {len(program.steps)} calls\n"
     source = header + "\n".join(program.lines)
     content = hashlib.sha256(source.encode() + b"".join(c.tobytes() for c in program.consts)).digest()

@@ -126,7 +126,10 @@ def test_scoped_model_every_stage_offload_and_hierarchy(scoped):
     if importlib.util.find_spec("torchvision"):  # the torch backend: the [pytorch] extra
         by_torch = byom.run(wb, "torch")
         assert by_torch["check"]["equal"], by_torch["check"]
-        assert by_torch["ran_on"].startswith("torch (eager, CUDA graph on GPU, f32)")
+        import torch
+
+        eager = "eager, CUDA graph on GPU" if torch.cuda.is_available() else "eager"  # a graph needs a GPU
+        assert by_torch["ran_on"].startswith(f"torch ({eager}, f32)")
     report = wb.report()
     assert report.supported["relax.nn.conv2d"] == 3 and not report.unsupported
 
