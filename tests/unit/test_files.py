@@ -70,11 +70,11 @@ def test_the_search_cache_writes_atomically_under_its_root(tmp_path, monkeypatch
     cache.put_arrays("k", [np.ones(2), np.zeros((1, 3))])
     assert cache.get("build", "k") == {"a": 1} and [a.shape for a in cache.get_arrays("k")] == [(2,), (1, 3)]
     assert _left(tmp_path / "search") == ["build", "reference"]
-    assert _left(tmp_path / "search" / "build") == ["k.json"]
-    assert _left(tmp_path / "search" / "reference") == ["k.npz", "k.npz.sum"]  # the arrays and their seal
+    assert _left(tmp_path / "search" / "build") == ["k.json", "k.json.sum"]  # each entry and its seal
+    assert _left(tmp_path / "search" / "reference") == ["k.npz", "k.npz.sum"]
     with pytest.raises(TypeError):  # a value JSON cannot write leaves the old record, and no temporary file
         cache.put("build", "k", {"a": object()})
-    assert cache.get("build", "k") == {"a": 1} and _left(tmp_path / "search" / "build") == ["k.json"]
+    assert cache.get("build", "k") == {"a": 1} and _left(tmp_path / "search" / "build") == ["k.json", "k.json.sum"]
 
 
 def test_json_for_users_is_strict():
