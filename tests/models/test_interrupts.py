@@ -114,8 +114,13 @@ def test_ctrl_c_while_ray_starts_or_runs_stops_every_process_it_started():
         time.sleep(0.1)
         with contextlib.suppress(psutil.Error):
             started = psutil.Process(proc.pid).children(recursive=True)
+    if proc.poll() is not None:  # it ended before Ray's agents showed (a loaded machine): nothing to interrupt
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+        pytest.skip("the search finished before Ray's agents started; nothing was left to interrupt")
     time.sleep(1.0)  # the agents run, and Ray is still starting (for some 5 s more on a 2-core machine)
-    started += psutil.Process(proc.pid).children(recursive=True)
+    with contextlib.suppress(psutil.Error):  # it may end in that second too
+        started += psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err, err
