@@ -44,18 +44,9 @@ def _classes(block, task: str) -> list | None:
 
 def _recipe(model: shipped.ShippedModel, values: dict) -> tuple[dict, dict]:
     """How each parameter the graph reads comes from the seed's draws, and the arrays carried."""
-    drawn = shipped.draws(model.plan(), SEED)
-    how, carried = {}, {}
-    for p in model.used:
-        value, d = values[p.name], drawn.get(p.name)
-        if d is not None and d.shape == value.shape and np.array_equal(d, value):
-            how[p.name] = {"draw": 1}
-        elif d is not None and d.shape == value.shape and (s := shipped.scale_of(d, value)) is not None:
-            how[p.name] = {"scale": s}
-        else:
-            how[p.name] = {"carried": 1}
-            carried[p.name] = value
-    recipe = {"seed": SEED, "how": how, "sha256": shipped.digest(values[p.name] for p in model.used)}
+    used = {p.name: values[p.name] for p in model.used}
+    how, carried = shipped.recipe(used, shipped.draws(model.plan(), SEED))
+    recipe = {"seed": SEED, "how": how, "sha256": shipped.digest(used.values())}
     return recipe, carried
 
 

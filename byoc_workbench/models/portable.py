@@ -31,7 +31,7 @@ from tvm import relax
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.models import images, shipped, zoo
 
-FORMAT = 1
+FORMAT = 2  # 2: the recipe of shipped.recipe
 
 
 @dataclasses.dataclass
@@ -45,11 +45,6 @@ class Portable:
     mark: str  # e.g. "untrained weights (seed 0), regenerated from the seed"
 
 
-def _draws(plan: list, seed: int) -> dict:
-    """Every draw of the seeded initialisation, replayed from the seed, as float32."""
-    return shipped.draws(plan, seed)
-
-
 def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
     """Write ``name`` (a zoo model with seeded weights) to the folder ``out``; needs MXNet and GluonCV.
 
@@ -61,17 +56,7 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
     imported = zoo.import_model(name, input_shape=shape, bind_params=False, loaded=loaded)
     params = {k: np.asarray(v, "float32") for k, v in imported.params.items()}
     plan = shipped.read(name).plan()
-    draws = _draws(plan, seed)
-    how, carried = {}, {}
-    for key, value in params.items():
-        d = draws.get(key)
-        if d is not None and d.shape == value.shape and np.array_equal(d, value):
-            how[key] = {"draw": key}
-        elif d is not None and d.shape == value.shape and (s := shipped.scale_of(d, value)) is not None:
-            how[key] = {"draw": key, "scale": s}
-        else:
-            how[key] = {"carried": key}
-            carried[f"param:{key}"] = value
+    how, carried = shipped.recipe(params, shipped.draws(plan, seed))
     x, _ = images.model_input(None, shape)
     recipe = {
         "format": FORMAT,
@@ -88,7 +73,7 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "module.py").write_text(imported.mod.script(show_meta=True))
-    np.savez_compressed(out / "carried.npz", input=x, **carried)
+    np.savez_compressed(out / "carried.npz", input=x, **{f"param:{k}": v for k, v in carried.items()})
     (out / "recipe.json").write_text(json.dumps(recipe, indent=1))
     if shipped.digest(_weights(recipe, np.load(out / "carried.npz")).values()) != recipe["sha256"]:
         raise RuntimeError(f"{name}: the recipe does not regenerate the imported weights")
@@ -96,14 +81,13 @@ def export(name: str, out: str | Path, input_shape=None, seed: int = 0) -> Path:
 
 
 def _weights(recipe: dict, carried) -> dict:
-    draws = _draws(recipe["plan"], recipe["seed"])
+    draws = shipped.draws(recipe["plan"], recipe["seed"])
     out = {}
-    for key, how in recipe["params"].items():
+    for key, how in recipe["params"].items():  # as shipped.recipe wrote them
         if "carried" in how:
-            out[key] = np.asarray(carried[f"param:{how['carried']}"], "float32")
+            out[key] = np.asarray(carried[f"param:{key}"], "float32")
         else:
-            d = draws[how["draw"]]
-            out[key] = d * np.float32(how["scale"]) if "scale" in how else d
+            out[key] = draws[key] * np.float32(how["scale"]) if "scale" in how else draws[key]
     return out
 
 

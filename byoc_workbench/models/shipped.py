@@ -84,6 +84,23 @@ def scale_of(draw32: np.ndarray, value: np.ndarray) -> float | None:
     return None
 
 
+def recipe(values: dict, drawn: dict) -> tuple[dict, dict]:
+    """``(how, carried)``: how each of ``values`` (by name) comes from ``drawn``, the seed's draws:
+    ``{"draw": 1}`` as drawn, ``{"scale": s}`` a draw times one float32, or ``{"carried": 1}``, then among the
+    arrays ``carried`` (batch-norm statistics, calibrated biases, anchors)."""
+    how, carried = {}, {}
+    for name, value in values.items():
+        d = drawn.get(name)
+        if d is not None and d.shape == value.shape and np.array_equal(d, value):
+            how[name] = {"draw": 1}
+        elif d is not None and d.shape == value.shape and (s := scale_of(d, value)) is not None:
+            how[name] = {"scale": s}
+        else:
+            how[name] = {"carried": 1}
+            carried[name] = value
+    return how, carried
+
+
 def digest(arrays) -> str:
     """SHA-256 over the arrays' bytes, in the order given."""
     h = hashlib.sha256()
