@@ -322,8 +322,10 @@ def check_weights() -> Check:
         path = cache / weights.params_file_name(name)
         if weights.cached_weights(name) is not None:
             state = "trained (sha1 checked)"
-        elif path.exists():
+        elif path.is_file():
             state = "wrong sha1, ignored"
+        elif path.exists() or path.is_symlink():
+            state = "not a regular file, ignored"
         else:
             state = "not cached"
         models[name] = {"state": state, "path": str(path), "task": spec.kind, "family": spec.family}

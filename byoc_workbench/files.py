@@ -12,11 +12,14 @@ failure or a Ctrl-C mid-way leaves the old file or none, never half of it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -269,6 +272,7 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or ".part")
     os.close(fd)
     try:
@@ -280,6 +284,24 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+#: A temporary of :func:`write_with` (``tempfile.mkstemp``'s eight characters between prefix and suffix).
+_TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}(\.part|\.so)")
+#: A temporary this old was left by a process that died unwarned (SIGKILL, a power cut): no build writes for so long.
+STALE_S = 6 * 3600
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the stale temporaries in ``folder`` when it is in the cache (never in a user's own folders)."""
+    root = Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()
+    if not folder.resolve().is_relative_to(root.resolve()):
+        return
+    now = time.time()
+    for tmp in folder.glob(".*"):
+        with contextlib.suppress(OSError):  # another process may sweep it first
+            if _TEMPORARY.fullmatch(tmp.name) and now - tmp.lstat().st_mtime > STALE_S:
+                tmp.unlink()
 
 
 class OutputError(WorkbenchError):
@@ -306,7 +328,7 @@ def put(path, data: bytes | str | Callable) -> Path:
     try:
         target = _destination(path)
         if target.exists() and not target.is_file() and not target.is_dir():  # a device or a FIFO
-            with open(target, "wb") as f:
+            with open(_open_now(target), "wb") as f:
                 _write_to(f, data)
         else:
             write_atomic(target, data)
@@ -315,6 +337,29 @@ def put(path, data: bytes | str | Callable) -> Path:
             f"Cannot write {path} ({err.strerror or err})", "free some space, or pass a path you can write to"
         ) from None
     return path
+
+
+#: How long a result waits for a FIFO's reader to open it.
+FIFO_WAIT_S = 5.0
+
+
+def _open_now(path: Path) -> int:
+    """A descriptor of the device or FIFO ``path`` opened for writing, waiting at most :data:`FIFO_WAIT_S` for a
+    reader: a FIFO nobody reads is an OutputError, not a run that never ends. Writes then wait as usual."""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as err:
+            if err.errno != errno.ENXIO:
+                raise
+            if time.monotonic() > deadline:
+                why = f"{path} is a FIFO that no program read within {FIFO_WAIT_S:g} s"
+                raise OutputError(why, "start its reader first, or pass a file") from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def write_file(path, data: bytes | str) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -88,8 +89,14 @@ class _CtrlC:
     seen = 0
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+    pid = 0  # the command's own process: a child forked by a library (OpenVINO's telemetry) just ends
+
     @classmethod
     def _handle(cls, signum, frame):
+        if os.getpid() != cls.pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         cls.seen = signum
         # The command is ending: a second signal (the terminal signals its whole process group, and an impatient
         # user presses again) must not raise a second KeyboardInterrupt in the middle of the one-line exit.
@@ -100,7 +107,7 @@ class _CtrlC:
     @classmethod
     @contextlib.contextmanager
     def watch(cls):
-        cls.seen = 0
+        cls.seen, cls.pid = 0, os.getpid()
         try:
             old = {sig: signal.signal(sig, cls._handle) for sig in cls.SIGNALS}
         except ValueError:  # not the main thread: leave Python's handlers alone
@@ -114,6 +121,10 @@ class _CtrlC:
                     signal.signal(sig, handler)
 
 
+#: Why writing to a stream fails at no fault of the command: a full disk or quota, a file too big, a lost terminal.
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
 def main(argv=None) -> int:
     with _CtrlC.watch():
         return _main(argv)
@@ -125,7 +136,9 @@ def _main(argv) -> int:
     try:
         args = parser().parse_args(argv)
         _log_to_stderr(args.verbose)
-        return runner(args.runner)(args)
+        status = runner(args.runner)(args)
+        sys.stdout.flush()  # a full disk or a dead terminal is found here, not at exit with a traceback
+        return status
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
         if _CtrlC.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
             return _stopped(args)
@@ -139,6 +152,20 @@ def _main(argv) -> int:
         return _stopped(args)
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:  # a path given, or a name made from one, longer than the system takes
+            named = f"{err.filename!s:.60}..." if err.filename else "a path"
+            print(f"error: {named} is too long a name for this system. Fix: pass a shorter path.", file=sys.stderr)
+            return 2
+        if err.filename is not None or err.errno not in _FULL:  # a file named by the error is a bug's, or a user's
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit raises no more
+        print(
+            f"error: cannot write the results ({err.strerror}). Fix: free some space, or send them to a file "
+            "you can write (> out.txt).",
+            file=sys.stderr,
+        )
         return 1
     except Exception:
         if _CtrlC.seen:  # the KeyboardInterrupt came back wrapped by TVM's FFI

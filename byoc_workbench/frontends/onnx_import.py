@@ -29,6 +29,7 @@ An op that TVM's frontend refuses is one line naming the op and its node.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
 import os
@@ -85,6 +86,13 @@ def load(path) -> object:
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise OnnxImportError(f"Not the path of an ONNX file: {path!r:.80}", "pass the path of a .onnx file")
     path = Path(path)
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno != errno.ENOENT:  # too long a name, a link loop, a folder it may not enter
+            raise OnnxImportError(
+                f"Cannot read {str(path):.80} ({err.strerror})", "pass the path of a .onnx file"
+            ) from None
     if path.is_dir():
         raise OnnxImportError(f"{path} is a directory", "pass the path of a .onnx file")
     if not path.is_file():

@@ -185,7 +185,9 @@ def sha1_of(path: str | os.PathLike) -> str:
 def cached_weights(name: str, cache: str | os.PathLike | None = None) -> Path | None:
     """Path of the cached trained weights if present with the right sha1, else None."""
     path = weights_dir(cache) / params_file_name(name)
-    if not path.exists():
+    if not path.is_file():  # a FIFO or a device here would block the read (doctor, prefetch --list) forever
+        if path.exists() or path.is_symlink():
+            logger.warning("%s is not a regular file; ignoring it", path)
         return None
     if sha1_of(path) != model_spec(name).sha1:
         logger.warning("%s has the wrong sha1; ignoring it", path)

@@ -105,6 +105,9 @@ CLI = [
         ["run", "ssd", "--weights", "{d}/garbage.params", "--save-outputs", "{d}/garbage.params"],
         ["reads"],
     ),
+    ("model-name-too-long", "own", ["run", "{d}/" + "m" * 300 + ".onnx"], ["File name too long", "a .onnx file"]),
+    ("image-name-too-long", "cli", ["run", "ssd", "--image", "{d}/" + "p" * 300 + ".png"], ["too long a name"]),
+    ("bench-out-too-long", "output", ["bench", "demo", "--out", "{d}/" + "o" * 300 + ".json"], ["shorter path"]),
     (
         "bench-out-is-the-model",
         "output",

@@ -40,6 +40,25 @@ def test_a_user_file_that_exits_0_exits_2(d):
     assert not (d / "exit-out").exists()
 
 
+def test_results_into_a_full_device_are_one_line():
+    """``doctor --json > /dev/full``: the write fails at no fault of the command; no traceback, from it or from a
+    child process a library forked (OpenVINO's telemetry, ended as the command exits)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "byoc_workbench.cli", "doctor", "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    no_traceback("", proc.stderr)
+    assert proc.returncode == 1
+    assert the_line(proc.stderr) == (
+        "error: cannot write the results (No space left on device). Fix: free some space, or send them to a file "
+        "you can write (> out.txt)."
+    )
+
+
 def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(d):
     proc = _cli_process("stages", d / "sleepy.py", "--out", d / "ctrl-c-out")
     assert proc.stdout.readline().strip() == "ready"  # the user file is loading: interrupt it there

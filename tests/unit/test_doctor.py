@@ -158,6 +158,28 @@ def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
     assert not check.ok and "byoc-workbench prefetch" in check.fix
 
 
+def test_a_fifo_in_the_weights_cache_blocks_nothing(tmp_path):
+    """A FIFO (or device) where trained weights go is named and passed over: reading it would wait forever."""
+    import os
+
+    from byoc_workbench.models import weights as zoo
+
+    (tmp_path / "models").mkdir()
+    os.mkfifo(tmp_path / "models" / zoo.params_file_name(zoo.DEFAULT_MODEL))
+    env = {**os.environ, zoo.CACHE_ENV: str(tmp_path)}
+    code = "from byoc_workbench import doctor; print(doctor.check_weights().info['models'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert f"'{zoo.DEFAULT_MODEL}': {{'state': 'not a regular file, ignored'" in out.stdout, out.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "byoc_workbench", "prefetch", "--list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert listed.returncode == 0 and zoo.DEFAULT_MODEL in listed.stdout, listed.stderr
+
+
 def test_binder_files_agree_with_requirements():
     root = Path(__file__).resolve().parents[2]
     env = (root / "environment.yml").read_text().splitlines()

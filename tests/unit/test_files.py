@@ -130,12 +130,35 @@ def test_a_result_never_clobbers_a_link_or_a_fifo(tmp_path, monkeypatch):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     files.write_file(fifo, b"through the pipe")
     reader.join(timeout=10)
     assert got == [b"through the pipe"] and fifo.is_fifo()  # written through, still a FIFO
     assert files.written == [link, fifo]
+
+
+def test_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    raised = []
+
+    def write():
+        try:
+            files.put(fifo, b"nobody reads this")
+        except files.OutputError as err:
+            raised.append(str(err))
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(timeout=files.FIFO_WAIT_S + 10)
+    assert not writer.is_alive(), "put() waits forever on a FIFO with no reader"
+    assert raised == [
+        f"error: {fifo} is a FIFO that no program read within 5 s. Fix: start its reader first, or pass a file."
+    ]
 
 
 def test_a_result_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
@@ -192,3 +215,25 @@ def test_an_unwritable_search_cache_warns_once_and_measures_on(tmp_path, caplog)
     cache.put_arrays("k3", [np.zeros(2)])
     warned = [r for r in caplog.records if "search cache: nothing is kept" in r.getMessage()]
     assert len(warned) == 1 and cache.get("unit", "k1") is None
+
+
+def test_stale_temporaries_in_the_cache_are_swept_and_only_there(tmp_path, monkeypatch):
+    """A process killed mid-write (SIGKILL) leaves ``.<key>.so.XXXXXXXX.so`` behind; the next write in that cache
+    folder removes what is older than files.STALE_S, and nothing fresh, nothing else, nothing outside the cache."""
+    import os
+    import time
+
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path / "cache"))
+    builds, mine = tmp_path / "cache" / "builds", tmp_path / "mine"
+    builds.mkdir(parents=True)
+    mine.mkdir()
+    old = time.time() - files.STALE_S - 60
+    stale, fresh, other = builds / ".abc.so.k3j_9x2q.so", builds / ".abc.so.aaaa1111.so", builds / ".notes.txt"
+    users = mine / ".out.json.k3j_9x2q.part"
+    for f in (stale, fresh, other, users):
+        f.write_bytes(b"x")
+    for f in (stale, other, users):
+        os.utime(f, (old, old))
+    files.write_atomic(builds / "entry.npz", b"y")
+    files.write_atomic(mine / "out.json", b"{}")
+    assert not stale.exists() and fresh.exists() and other.exists() and users.exists()
