@@ -117,6 +117,19 @@ def test_measure_and_the_slow_baseline_bar(demo_mod):
     assert run.latency.runs == 1 and "(1 run, after 0 warm-up)" in run.line()
 
 
+def test_a_race_times_two_builds_in_turn_on_their_own_inputs(found, demo_mod):
+    """runner.race: the verdict notebook 02 prints comes from rounds that take each build once, in turn."""
+    alone = runner.build_and_run(demo_mod, demo.demo_inputs(), repeat=1, progress=False, label="alone")
+    offloaded = runner.build_and_run(found[-1], demo.demo_inputs(), repeat=1, progress=False, label="offloaded")
+    np.testing.assert_allclose(offloaded.call().numpy(), offloaded.outputs, rtol=1e-6)  # on the same inputs
+    order = []
+    for run in (alone, offloaded):
+        run.call = (lambda call, label: lambda: order.append(label) or call())(run.call, run.label)
+    line = runner.race(alone, offloaded, rounds=3)
+    assert order == ["alone", "offloaded"] * 4  # a warm-up each, then three rounds
+    assert line.startswith("3 rounds, each build once a round: '") and "half the wider spread" in line
+
+
 def test_speedup_table_names_backends_and_mark(found, demo_mod):
     a = runner.build_and_run(
         demo_mod, demo.demo_inputs(), repeat=1, label="tvm", mark="untrained weights", progress=False

@@ -190,4 +190,4 @@ def test_notebook_02_prints_its_own_pruning_verdict_and_its_prose_claims_none():
     for claim in ("not pruning is faster", "pruning is faster", "unpruned build is the faster", "it turns around"):
         assert claim not in prose.lower(), claim
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "runner.verdict(pruned, unpruned)" in code
+    assert "runner.race(pruned, unpruned)" in code  # from interleaved rounds, not two runs one after the other

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Callable
 
 import numpy as np
 import tvm
@@ -177,6 +178,7 @@ class Run:
     vm: object = dataclasses.field(repr=False, default=None)
     mark: str = ""  # e.g. "untrained weights"
     measured: str = ""  # when a kept run was measured (:mod:`byoc_workbench.measure.time.kept`); "" for this one
+    call: Callable[[], object] | None = dataclasses.field(repr=False, default=None)  # one more run, same inputs
 
     @property
     def backend(self) -> str:
@@ -296,6 +298,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
         vm,
         opts.mark,
         measured,
+        lambda: fn(*args),
     )
 
 
@@ -421,10 +424,14 @@ def speedup_table(runs, baseline: Run | None = None) -> str:
     return "\n".join(lines)
 
 
-def verdict(a: Run, b: Run) -> str:
-    """Which of two runs was faster here, or a tie (:func:`byoc_workbench.measure.time.clock.verdict`), as lines
+def race(a: Run, b: Run, rounds: int = 10) -> str:
+    """Which of two builds is faster here, or a tie (:func:`byoc_workbench.measure.time.clock.verdict`), from
+    ``rounds`` runs of each taken in turn (:func:`~byoc_workbench.measure.time.clock.round_robin`): the machine's
+    drift falls on both alike, where two runs timed one after the other can differ by 2x on a busy CPU. As lines
     that fit a notebook."""
-    return text.wrap(clock.verdict(a.label, a.latency, b.label, b.latency).line(), indent="  ")
+    times = clock.round_robin({a.label: a.call, b.label: b.call}, rounds)
+    said = clock.verdict(a.label, clock.Latency.of(times[a.label]), b.label, clock.Latency.of(times[b.label]))
+    return text.wrap(f"{rounds} rounds, each build once a round: {said.line()}", indent="  ")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
