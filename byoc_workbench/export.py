@@ -1,11 +1,11 @@
 """Executed notebooks as HTML that can be read without a kernel, e.g. after a workshop or offline.
 
 Each notebook is executed with its widgets' state stored in it, then written
-as ``.ipynb`` and ``.html``. A static HTML page draws widgets with a widget
-manager fetched from a CDN, which an offline machine cannot reach; so after
-every widget, the page also gets a static copy of the diagram the widget was
-showing (its ``svg`` state). Diagrams the notebook displays itself are inline
-SVG already.
+as ``.ipynb`` (widgets and all, for Jupyter) and ``.html``. A static HTML page would draw widgets with a
+widget manager fetched from a CDN, which an offline machine cannot reach, and a widget's controls need
+its kernel anyway; so in the page each widget is replaced by a static copy of what it showed when the
+notebook ran: its diagrams (``svg`` state), pictures, tables, labels and the outputs it held (the zoo
+chooser's last pick). Diagrams the notebook displays itself are inline SVG already.
 
 ``python -m byoc_workbench.export --out build notebooks/*.ipynb`` is what
 ``make demo`` runs.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import html
 import json
 import re
 import sys
@@ -62,7 +63,7 @@ def for_offline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
     SVG outputs become inline ``<svg>`` (HTML exporters otherwise write them as
     base64 images, whose text cannot be searched), and each widget output is
-    followed by a static copy of the diagrams it showed.
+    replaced by a static copy of what it showed (:func:`_shown`).
     """
     nb = copy.deepcopy(nb)
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
@@ -71,31 +72,66 @@ def for_offline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             continue
         outputs = []
         for out in cell.get("outputs", []):
-            outputs.append(out)
             data = out.get("data", {})
             if "image/svg+xml" in data and "text/html" not in data:
                 data["text/html"] = _PROLOGUE.sub("", data["image/svg+xml"], count=1)
             view = data.get(WIDGET_VIEW)
             if not view:
+                outputs.append(out)
                 continue
-            for mid in _reachable(state, view["model_id"]):
-                svg = state[mid].get("state", {}).get("svg", "")
-                if svg.lstrip().startswith(("<svg", "<?xml", "<!DOCTYPE")):
-                    outputs.append(_static_output(_PROLOGUE.sub("", svg, count=1)))
+            parts = [part for mid in _reachable(state, view["model_id"]) for part in _shown(state[mid])]
+            outputs.append(_static_output(parts) if parts else out)
         cell.outputs = outputs
     return nb
 
 
-def _static_output(svg: str) -> nbformat.NotebookNode:
-    html = (
-        f'<div class="{STATIC_CLASS}"><p><em>The diagram as the widget above showed it when the notebook ran '
-        f"(a static copy, readable without a kernel).</em></p>{svg}</div>"
+def _shown(model: dict) -> list:
+    """What one widget model showed, as HTML: a diagram, a picture, an HTML text, a label, or an Output
+    widget's outputs. Containers and controls show nothing of their own (their children do)."""
+    st, name = model.get("state", {}), model.get("state", {}).get("_model_name", "")
+    svg = st.get("svg", "")
+    if isinstance(svg, str) and svg.lstrip().startswith(("<svg", "<?xml", "<!DOCTYPE")):
+        return [_PROLOGUE.sub("", svg, count=1)]
+    if name == "ImageModel":
+        data = next((b["data"] for b in model.get("buffers", []) if b.get("path") == ["value"]), "")
+        return (
+            [f'<img src="data:image/{st.get("format", "png")};base64,{data}" style="max-width:100%">'] if data else []
+        )
+    if name == "HTMLModel" and st.get("value"):
+        return [st["value"]]
+    if name == "LabelModel" and st.get("value"):
+        return [f"<p>{html.escape(st['value'])}</p>"]
+    if name == "OutputModel":
+        return [_output_html(o) for o in st.get("outputs", [])]
+    return []
+
+
+def _output_html(out: dict) -> str:
+    """One output an Output widget held, as HTML: its richest form a page shows without a kernel."""
+    data = out.get("data", {})
+    if out.get("output_type") == "stream":
+        return f"<pre>{html.escape(out.get('text', ''))}</pre>"
+    if "text/html" in data:
+        return data["text/html"]
+    if "image/svg+xml" in data:
+        return _PROLOGUE.sub("", data["image/svg+xml"], count=1)
+    if "image/png" in data:
+        return f'<img src="data:image/png;base64,{data["image/png"]}" style="max-width:100%">'
+    if out.get("output_type") == "error":
+        return f"<pre>{html.escape(out.get('ename', ''))}: {html.escape(out.get('evalue', ''))}</pre>"
+    return f"<pre>{html.escape(data.get('text/plain', ''))}</pre>"
+
+
+def _static_output(parts: list) -> nbformat.NotebookNode:
+    html_text = (
+        f'<div class="{STATIC_CLASS}"><p><em>What the widget showed when the notebook ran (a static copy, '
+        f"readable without a kernel or a network).</em></p>{''.join(parts)}</div>"
     )
-    return nbformat.v4.new_output("display_data", data={"text/html": html, "text/plain": "[diagram]"})
+    return nbformat.v4.new_output("display_data", data={"text/html": html_text, "text/plain": "[widget]"})
 
 
 def to_html(nb: nbformat.NotebookNode) -> str:
-    """The notebook as a JupyterLab-styled HTML page, widget state and static diagrams included."""
+    """The notebook as a JupyterLab-styled HTML page, each widget as the static copy of what it showed."""
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(for_offline(nb))

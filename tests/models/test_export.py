@@ -29,13 +29,14 @@ def test_export_embeds_widget_state_and_static_diagrams(exported):
     svgs = [m["state"]["svg"] for m in state.values() if m["state"].get("svg")]
     assert svgs and all("<svg" in s for s in svgs)  # the widget's diagram is in its stored state
     html = html_path.read_text(encoding="utf-8")
-    assert f'type="{export.WIDGET_STATE}"' in html
-    assert html.count(f'class="{export.STATIC_CLASS}"') == len(svgs)
+    views = sum(export.WIDGET_VIEW in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert views and html.count(f'class="{export.STATIC_CLASS}"') == views  # each widget by its static copy
+    assert f'<script type="{export.WIDGET_VIEW}"' not in html  # no widget left to draw: offline it stays blank
     stage_svgs = sum("image/svg+xml" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert html.count("<svg") >= stage_svgs + len(svgs)  # each one inline, none only as a base64 image
 
 
-def test_static_copy_follows_each_widget():
+def test_static_copy_replaces_each_widget():
     nb = nbformat.v4.new_notebook()
     view = {"model_id": "aa", "version_major": 2, "version_minor": 0}
     nb.cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", {export.WIDGET_VIEW: view})])]
@@ -45,9 +46,49 @@ def test_static_copy_follows_each_widget():
     }
     nb.metadata["widgets"] = {export.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
     outputs = export.for_offline(nb).cells[0].outputs
-    assert [list(o.data) for o in outputs] == [[export.WIDGET_VIEW], ["text/html", "text/plain"]]
-    assert outputs[1].data["text/html"].endswith('<svg><g class="node"></g></svg></div>')
+    assert [list(o.data) for o in outputs] == [["text/html", "text/plain"]]
+    assert outputs[0].data["text/html"].endswith('<svg><g class="node"></g></svg></div>')
     assert json.dumps(nb.cells[0].outputs) != json.dumps(outputs)  # the original is left as it was
+
+
+def test_a_static_copy_holds_pictures_tables_labels_and_outputs():
+    """The detections (a picture, a table, a caption) and the zoo chooser's last pick (an Output widget's
+    outputs) are in the page as the widgets showed them; sliders and boxes show nothing of their own."""
+    nb = nbformat.v4.new_notebook()
+    view = {"model_id": "b0", "version_major": 2, "version_minor": 0}
+    nb.cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", {export.WIDGET_VIEW: view})])]
+    kids = ["IPY_MODEL_a1", "IPY_MODEL_a2", "IPY_MODEL_a3", "IPY_MODEL_a4", "IPY_MODEL_a5"]
+    state = {
+        "b0": {"state": {"_model_name": "VBoxModel", "children": kids}},
+        "a1": {"state": {"_model_name": "FloatSliderModel", "value": 0.5}},
+        "a2": {"state": {"_model_name": "LabelModel", "value": "showing 1 detection <with score>"}},
+        "a3": {
+            "state": {"_model_name": "ImageModel", "format": "png"},
+            "buffers": [{"path": ["value"], "encoding": "base64", "data": "iVBORw0K"}],
+        },
+        "a4": {"state": {"_model_name": "HTMLModel", "value": "<table><tr><td>cat</td></tr></table>"}},
+        "a5": {
+            "state": {
+                "_model_name": "OutputModel",
+                "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": "picked resnet18_v1\n"},
+                    {"output_type": "display_data", "metadata": {}, "data": {"image/svg+xml": "<svg>pick</svg>"}},
+                ],
+            }
+        },
+    }
+    nb.metadata["widgets"] = {export.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    (out,) = export.for_offline(nb).cells[0].outputs
+    shown = out.data["text/html"]
+    parts = [
+        "<p>showing 1 detection &lt;with score&gt;</p>",
+        '<img src="data:image/png;base64,iVBORw0K"',
+        "<table><tr><td>cat</td></tr></table>",
+        "<pre>picked resnet18_v1\n</pre>",
+        "<svg>pick</svg>",
+    ]
+    at = [shown.index(part) for part in parts]
+    assert at == sorted(at)  # in the order the widget showed them
 
 
 def test_exported_html_shows_a_stage_diagram_offline(exported):
@@ -76,6 +117,11 @@ def test_exported_html_shows_a_stage_diagram_offline(exported):
             assert box and box["width"] > 100 and box["height"] > 100  # laid out and visible, not just present
             static = page.locator(f".{export.STATIC_CLASS} svg g.node")
             assert static.count() > 0 and static.first.is_visible()
+            empty = page.evaluate(
+                """() => [...document.querySelectorAll('.jp-OutputArea-output')]
+                    .filter(o => !o.innerText.trim() && !o.querySelector('svg, img')).length"""
+            )
+            assert empty == 0  # every output area shows something with no network, widgets included
         finally:
             browser.close()
     assert blocked  # the page did try the network, and still showed its diagrams
