@@ -10,11 +10,13 @@ other made. The placement uses Relax's virtual devices: the module gets two
 As the stages do, placing is two steps: :func:`propose` says where each
 binding runs and which tensors cross, as data that the diagrams and the report
 read; :func:`place` rewrites the module. :func:`crossings` checks a placed module
-on its own: every op reads its tensors on the device it runs on.
+on its own: every binding (an op, an alias, a tuple, a branch, a call) reads its
+tensors on the device they live on.
 
 Targets are written as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU
 here, with its arch) or a dict (``{"kind": "cuda", "arch": "sm_90"}``, which
-compiles without a GPU).
+compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into
+that dict.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tvm import relax
 from tvm.relax.global_info import VDevice
 
 from byoc_workbench import ir, ir_edit, ir_types
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, first_line
 from byoc_workbench.tvm_private import items
 
 # Ops TVM 0.27 builds for the CPU only, and why. tests/models/test_cuda_build.py legalizes every op of the
@@ -44,41 +46,65 @@ _CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1
 
 
 def kind(target) -> str:
-    """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target."""
+    """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target ("" for anything else)."""
     if isinstance(target, str):
         return target.split()[0] if target.strip() else ""
     if isinstance(target, dict):
         return str(target.get("kind", ""))
-    return target.kind.name
+    return target.kind.name if isinstance(target, tvm.target.Target) else ""
 
 
 def is_gpu(target) -> bool:
     return kind(target) in GPU_KINDS
 
 
+_NAME_TARGET = (
+    "name 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU), as text ('cuda -arch=sm_90') or a dict "
+    "({'kind': 'cuda', 'arch': 'sm_90'})"
+)
+
+
 def resolve(target) -> tvm.target.Target:
     """A TVM target; ``"cuda"`` becomes this machine's GPU (its arch), with the CPU (``llvm``) as host.
 
-    A GPU build made without a GPU names its arch: ``{"kind": "cuda", "arch": "sm_90"}``.
+    A GPU build made without a GPU names its arch: ``{"kind": "cuda", "arch": "sm_90"}`` or
+    ``"cuda -arch=sm_90"`` (TVM 0.27 reads dicts only; the text's options become the dict's).
     """
     if isinstance(target, tvm.target.Target):
         return target
     if kind(target) not in ("llvm", *GPU_KINDS):
-        raise WorkbenchError(f"Unknown TVM target {target!r}", "build for 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU)")
-    if not is_gpu(target):
-        return tvm.target.Target(target)
-    spec = dict(target) if isinstance(target, dict) else {"kind": "cuda"}
-    if "arch" not in spec:
-        dev = tvm.cuda(0)
-        if not dev.exist:
-            raise WorkbenchError(
-                "A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here",
-                "run on a machine with an NVIDIA GPU and its driver, or name the arch: "
-                "{'kind': 'cuda', 'arch': 'sm_90'} (compiles without running)",
-            )
-        spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
-    spec = _CUDA_LIMITS | spec
-    return tvm.target.Target(spec, host=spec.pop("host", "llvm"))
+        raise WorkbenchError(f"Unknown TVM target {target!r}", _NAME_TARGET)
+    spec = _spec(target)
+    if is_gpu(target):
+        if "arch" not in spec:
+            dev = tvm.cuda(0)
+            if not dev.exist:
+                raise WorkbenchError(
+                    "A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here",
+                    "run on a machine with an NVIDIA GPU and its driver, or name the arch: "
+                    "{'kind': 'cuda', 'arch': 'sm_90'} (compiles without running)",
+                )
+            spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
+        spec = _CUDA_LIMITS | spec
+        spec.setdefault("host", "llvm")
+    try:
+        return tvm.target.Target(spec, host=spec.pop("host", None))
+    except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
+        raise WorkbenchError(f"TVM refuses the target {target!r}: {first_line(err)}", _NAME_TARGET) from None
+
+
+def _spec(target) -> dict:
+    """A target as TVM 0.27's dict: text's ``-key=value`` options become keys (numbers as ints)."""
+    if isinstance(target, dict):
+        return dict(target)
+    name, *options = target.split()
+    spec = {"kind": name}
+    for option in options:
+        key, eq, value = option.removeprefix("-").partition("=")
+        if not (option.startswith("-") and key and eq and value):
+            raise WorkbenchError(f"Cannot read the option {option!r} of the target {target!r}", _NAME_TARGET)
+        spec[key] = int(value) if value.isdigit() else value
+    return spec
 
 
 def label(target) -> str:
@@ -144,9 +170,16 @@ class Placement:
         return out
 
 
+def _holds_tensor(ty) -> bool:
+    """Whether a value of type ``ty`` lives on a device: a tensor, or a tuple holding one."""
+    if isinstance(ty, relax.TensorType):
+        return True
+    return isinstance(ty, relax.TupleType) and any(_holds_tensor(f) for f in ty.fields)
+
+
 def _tensor_reads(value) -> list:
-    """The variables of tensor type ``value`` reads, looking into inline tuples (``R.concat((a, b))``)."""
-    return [v for v in ir.reads(value) if isinstance(v.ty, relax.TensorType)]
+    """The variables holding tensors that ``value`` reads, looking into inline tuples (``R.concat((a, b))``)."""
+    return [v for v in ir.reads(value) if _holds_tensor(v.ty)]
 
 
 def _on_cpu(step, cpu: set) -> bool:
@@ -165,42 +198,43 @@ def _on_cpu(step, cpu: set) -> bool:
 
 
 def _propose_function(func, fname: str, mod):
-    """``(cpu handles, {handle: devices it is read on but not made on}, steps)`` for one function."""
+    """``(cpu handles, {handle: devices it is read on but not made on}, steps)`` for one function.
+
+    Every variable lives on one device, its tensors with it: a binding reads what it reads on its own device
+    (a call of a function on the GPU, where its parameters are). An If's value, and so each branch's result,
+    lives on the GPU, as does a result handed to a caller (any function but main). Whatever is read on
+    another device than its own is copied there, whatever binds it.
+    """
     cpu: set = set()
     needed: dict = {}
     steps = list(ir.walk(func, mod, descend=False, name=fname))
+    on_gpu = [] if fname == "main" else _tensor_reads(func.body.body)  # main's results are read where made
     for step in steps:
-        on_cpu = _on_cpu(step, cpu)
-        if on_cpu:
+        if type(step.value) is relax.If:
+            # The VM reads the condition wherever it is, and a branch's bindings follow the If in the walk:
+            # its results are known to be on the CPU only once the walk is through.
+            on_gpu += _tensor_reads(step.value.true_branch.body) + _tensor_reads(step.value.false_branch.body)
+            continue
+        wants = "gpu"
+        if _on_cpu(step, cpu):
             cpu.add(step.var.__chandle__())
-        # An op reads its tensors where it runs; everything else (a call, a branch's result) on the GPU. A
-        # tuple or alias on the CPU reads only what the CPU made.
-        wants = "cpu" if on_cpu else "gpu"
+            wants = "cpu"
         for v in _tensor_reads(step.value):
             if ("cpu" if v.__chandle__() in cpu else "gpu") != wants:
                 needed.setdefault(v.__chandle__(), (v, set()))[1].add(wants)
-    # A function other than main hands its result to a caller that reads it on the GPU.
-    if fname != "main":
-        for res in _results(func):
-            if res.__chandle__() in cpu and isinstance(res.ty, relax.TensorType):
-                needed.setdefault(res.__chandle__(), (res, set()))[1].add("gpu")
+    for v in on_gpu:
+        if v.__chandle__() in cpu:
+            needed.setdefault(v.__chandle__(), (v, set()))[1].add("gpu")
     return cpu, needed, steps
 
 
-def _results(func) -> list:
-    """The variables a function returns, through its If branches."""
-    out = []
-
-    def of_seq(seq):
-        body = seq.body
-        out.extend(v for v in ([body] if ir.is_var(body) else getattr(body, "fields", [])) if ir.is_var(v))
-
-    of_seq(func.body)
-    for step in ir.walk(func, descend=False):
-        if type(step.value) is relax.If:
-            of_seq(step.value.true_branch)
-            of_seq(step.value.false_branch)
-    return out
+def _tensors(name: str, ty):
+    """``(name, tensor type)`` for each tensor a value of type ``ty`` holds: a tuple's as ``t[0]``, ``t[1]``..."""
+    if isinstance(ty, relax.TensorType):
+        yield name, ty
+    elif isinstance(ty, relax.TupleType):
+        for i, field in enumerate(ty.fields):
+            yield from _tensors(f"{name}[{i}]", field)
 
 
 def propose(mod: tvm.IRModule) -> Placement:
@@ -214,8 +248,9 @@ def propose(mod: tvm.IRModule) -> Placement:
                 used[s.op] = CPU_ONLY[s.op]
         for v, wants in needed.values():
             for to in sorted(wants):
-                shape = tuple(ir_types.dims(v.ty)) if ir_types.is_static(v.ty) else None
-                crossings.append(Crossing(fname, v.name, to, shape, str(v.ty.dtype)))
+                for name, ty in _tensors(v.name, v.ty):
+                    shape = tuple(ir_types.dims(ty)) if ir_types.is_static(ty) else None
+                    crossings.append(Crossing(fname, name, to, shape, str(ty.dtype)))
     return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings))
 
 
@@ -279,11 +314,27 @@ class _Rewrite:
     def _copies_of(self, var, handle) -> list:
         out = []
         for dest in sorted(self.needed.get(handle, (None, ()))[1]):
-            value = self.bb.normalize(relax.op.to_vdevice(var, self.to[dest]))
-            copy = type(var)(f"{var.name}_to_{dest}", value.ty)  # an output of its block stays one
-            self.copies[(handle, dest)] = copy
-            out.append(relax.VarBinding(copy, value))
+            self.copies[(handle, dest)] = self._copy(var, dest, out)
         return out
+
+    def _copy(self, var, dest: str, out: list):
+        """``var`` on ``dest``, by bindings appended to ``out``: a tuple is copied item by item (to_vdevice
+        takes a tensor), what holds no tensor is left where it is."""
+        if not _holds_tensor(var.ty):
+            return var
+        if isinstance(var.ty, relax.TensorType):
+            value = self.bb.normalize(relax.op.to_vdevice(var, self.to[dest]))
+        else:
+            fields = []
+            for i in range(len(var.ty.fields)):
+                value = self.bb.normalize(relax.TupleGetItem(var, i))
+                item = type(var)(f"{var.name}_{i}", value.ty)
+                out.append(relax.VarBinding(item, value))
+                fields.append(self._copy(item, dest, out))
+            value = self.bb.normalize(relax.Tuple(fields))
+        copy = type(var)(f"{var.name}_to_{dest}", value.ty)  # an output of its block stays one
+        out.append(relax.VarBinding(copy, value))
+        return copy
 
     def _block(self, is_df: bool, bindings: list) -> list:
         out = []
@@ -315,26 +366,77 @@ class _Rewrite:
 
 
 def crossings(mod: tvm.IRModule) -> list:
-    """Ops that read a tensor on another device than their own (empty for a sound placement), as
-    ``"function/var: op reads x (llvm) on cuda"``."""
+    """Values read on another device than the one they live on, without a copy (empty for a sound placement),
+    as ``"function/var: op reads x (llvm) on cuda"``.
+
+    Every binding is checked, not only op calls: an op reads its tensors on the device of its result; an
+    alias, a tuple, a tuple's item and a match_cast hold what they read where their type says; a function
+    (a helper, a subgraph) reads its arguments where its parameters are and hands back its result where
+    its return type says; an If holds its branches' results where its variable's type says.
+    """
     if not placed(mod):
         return []
-    default = mod.global_infos["vdevice"][0].target.kind.name
-    out = []
-
-    def where(ty) -> str:
-        vdev = getattr(ty, "vdevice", None)
-        return vdev.target.kind.name if vdev is not None else default
-
+    check = _Check(mod.global_infos["vdevice"][0].target.kind.name)
     for fname in ir.host_functions(mod):
-        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
-            if step.op is None or step.op == "relax.to_vdevice" or not isinstance(step.var.ty, relax.TensorType):
-                continue
-            own = where(step.var.ty)
-            for v in _tensor_reads(step.value):
-                if where(v.ty) != own:
-                    out.append(f"{fname}/{step.var.name}: {step.op} reads {v.name} ({where(v.ty)}) on {own}")
-    return out
+        func = mod[fname]
+        if fname != "main":  # main's results are read where they are made
+            check.held(fname, "return", func.body.body, func.ret_ty)
+        for step in ir.walk(func, mod, descend=False, name=fname):
+            check.binding(f"{fname}/{step.var.name}", step)
+    return check.found
+
+
+class _Check:
+    """:func:`crossings`'s findings, binding by binding; ``default`` is the device of a type that names none."""
+
+    def __init__(self, default: str):
+        self.default = default
+        self.found: list = []
+
+    def where(self, ty) -> list:
+        """The device of each tensor a value of type ``ty`` holds, in order."""
+        return [t.vdevice.target.kind.name if t.vdevice is not None else self.default for _, t in _tensors("", ty)]
+
+    def held(self, at: str, what: str, expr, ty) -> None:
+        """``expr`` (a variable or a tuple of them, as a binding reads it) held where ``ty`` says."""
+        if isinstance(expr, relax.Tuple) and isinstance(ty, relax.TupleType):
+            for field, field_ty in zip(expr.fields, ty.fields):
+                self.held(at, what, field, field_ty)
+        elif ir.is_var(expr):
+            self.same(at, what, expr.name, expr.ty, ty)
+
+    def same(self, at: str, what: str, name: str, got_ty, ty) -> None:
+        wrong = [(got, wants) for got, wants in zip(self.where(got_ty), self.where(ty)) if got != wants]
+        if wrong:
+            self.found.append(f"{at}: {what} reads {name} ({wrong[0][0]}) on {wrong[0][1]}")
+
+    def binding(self, at: str, step) -> None:
+        value, ty = step.value, step.var.ty
+        if type(value) is relax.If:  # the VM reads its condition wherever it is
+            for branch in (value.true_branch, value.false_branch):
+                self.held(at, "if", branch.body, ty)
+        elif step.op is not None:
+            self.op(at, step)
+        elif type(value) is relax.Call and isinstance(step.callee, relax.Function):
+            for arg, param in zip(value.args, step.callee.params):
+                self.held(at, ir.callee_name(value), arg, param.ty)
+        elif type(value) is relax.TupleGetItem:
+            tup = value.tuple_value
+            self.same(at, "item", f"{tup.name}[{value.index}]", tup.ty.fields[value.index], ty)
+        elif type(step.binding) is relax.MatchCast:
+            self.held(at, "match_cast", value, ty)
+        else:
+            self.held(at, "alias" if ir.is_var(value) else "tuple", value, ty)
+
+    def op(self, at: str, step) -> None:
+        """An op reads its tensors on the device of its result (a copy, to_vdevice, is what may cross)."""
+        own = set(self.where(step.var.ty))
+        if step.op == "relax.to_vdevice" or len(own) != 1:
+            return
+        [device] = own
+        for v in _tensor_reads(step.value):
+            for got in sorted(set(self.where(v.ty)) - own):
+                self.found.append(f"{at}: {step.op} reads {v.name} ({got}) on {device}")
 
 
 def misplaced_buffers(lowered: tvm.IRModule) -> list:

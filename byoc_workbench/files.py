@@ -16,7 +16,6 @@ import errno
 import hashlib
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -286,8 +285,22 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     return path
 
 
-#: A temporary of :func:`write_with` (``tempfile.mkstemp``'s eight characters between prefix and suffix).
-_TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}(\.part|\.so)")
+_RANDOM = set("abcdefghijklmnopqrstuvwxyz0123456789_")  # the letters of tempfile.mkstemp's eight
+
+
+def _temporary(name: str) -> bool:
+    """Whether ``name`` is one :func:`write_with` gives its temporaries: ``.<name>.<eight letters>.part`` or ``.so``."""
+    stem, _, suffix = name.rpartition(".")
+    head, _, letters = stem.rpartition(".")
+    return (
+        name.startswith(".")
+        and suffix in ("part", "so")
+        and len(head) > 1
+        and len(letters) == 8
+        and set(letters) <= _RANDOM
+    )
+
+
 #: A temporary this old was left by a process that died unwarned (SIGKILL, a power cut): no build writes for so long.
 STALE_S = 6 * 3600
 
@@ -300,7 +313,7 @@ def _sweep(folder: Path) -> None:
     now = time.time()
     for tmp in folder.glob(".*"):
         with contextlib.suppress(OSError):  # another process may sweep it first
-            if _TEMPORARY.fullmatch(tmp.name) and now - tmp.lstat().st_mtime > STALE_S:
+            if _temporary(tmp.name) and now - tmp.lstat().st_mtime > STALE_S:
                 tmp.unlink()
 
 

@@ -84,6 +84,41 @@ def test_unknown_target_is_one_line():
         devices.resolve("metal")
 
 
+@pytest.mark.parametrize("arch", ["sm_90", "sm_1", "sm_1000"])  # TVM takes any sm_ number; nvcc is the judge
+def test_a_target_as_text_keeps_its_arch(arch):
+    """TVM 0.27 reads targets as dicts only: the text's options become the dict's, not this machine's GPU's."""
+    assert devices.label(f"cuda -arch={arch}") == f"cuda {arch}"
+    assert devices.resolve(f"cuda -arch={arch}").host.kind.name == "llvm"
+    assert devices.resolve("llvm -mcpu=skylake").attrs["mcpu"] == "skylake"
+
+
+NAME_TARGET = (
+    "name 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU), as text ('cuda -arch=sm_90') or a dict "
+    "({'kind': 'cuda', 'arch': 'sm_90'})"
+)
+
+
+@pytest.mark.parametrize(
+    "target, cause",
+    [
+        (None, "Unknown TVM target None"),
+        (["cuda"], "Unknown TVM target ['cuda']"),
+        ("garbage", "Unknown TVM target 'garbage'"),
+        ({"arch": "sm_90"}, "Unknown TVM target {'arch': 'sm_90'}"),
+        ("cuda -arch", "Cannot read the option '-arch' of the target 'cuda -arch'"),
+        ({"kind": "cuda", "arch": 90}, "TVM refuses the target {'kind': 'cuda', 'arch': 90}: Option 'arch': expected"),
+        ({"kind": "cuda", "arch": "sm_90", "x": 1}, "TVM refuses the target {'kind': 'cuda', 'arch': 'sm_90', 'x': 1}"),
+    ],
+)
+def test_a_malformed_target_is_one_line(target, cause):
+    for ask in (devices.resolve, devices.label):
+        with pytest.raises(WorkbenchError) as err:
+            ask(target)
+        line = str(err.value)
+        assert line.startswith(f"error: {cause}") and "\n" not in line
+        assert line.endswith(f"Fix: {NAME_TARGET}.")
+
+
 def test_report_and_diagram_mark_what_a_gpu_build_runs_on_the_cpu():
     from byoc_workbench.flow import rules
     from byoc_workbench.session import Workbench

@@ -1,0 +1,261 @@
+"""A GPU placement sees every binding (issue 47): a value made on the CPU and read on the GPU is copied, whatever
+binds it (an If's branch, an alias, a tuple, a helper's return, a loop's recursive call), and `crossings` finds
+the copy a placed module lacks. Written as upstream's test_transform_realize_vdevice.py writes its cases: the
+module before, the module `place` must give, and `assert_structural_equal` (a CUDA placement is IR only: no GPU
+or CUDA compiler needed)."""
+
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from byoc_workbench import devices
+
+GPU = {"kind": "cuda", "arch": "sm_90"}
+CUDA = devices.resolve(GPU)  # the placed module's first device, as place makes it
+
+
+def verify(before, expected):
+    placed = devices.place(before, GPU)
+    tvm.ir.assert_structural_equal(placed, expected)
+    assert devices.crossings(placed) == []
+
+
+# --- an If whose branch ends with a CPU-only op, read by a GPU op after the If (the issue's bug) --------------
+
+
+@I.ir_module
+class BranchBefore:
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), flag: R.Tensor((), "bool")):
+        if flag:
+            counted = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            res = valid
+        else:
+            res = boxes
+        out = R.add(res, boxes)
+        return out
+
+
+@I.ir_module
+class BranchExpected:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), flag: R.Tensor((), "bool")) -> R.Tensor((1, 8, 6), "float32"):
+        boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+        if flag:
+            counted = R.vision.get_valid_counts(boxes_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            valid_to_gpu = R.to_vdevice(valid, "cuda:0")  # the If's value lives on the GPU: each branch's too
+            res: R.Tensor((1, 8, 6), "float32") = valid_to_gpu
+        else:
+            res: R.Tensor((1, 8, 6), "float32") = boxes
+        out = R.add(res, boxes)
+        return out
+
+
+@I.ir_module
+class BranchUnsound:
+    """BranchExpected less the branch's copy: what place gave before, a CPU tensor handed to a CUDA kernel."""
+
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), flag: R.Tensor((), "bool")) -> R.Tensor((1, 8, 6), "float32"):
+        boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+        if flag:
+            counted = R.vision.get_valid_counts(boxes_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            res: R.Tensor((1, 8, 6), "float32") = valid
+        else:
+            res: R.Tensor((1, 8, 6), "float32") = boxes
+        out = R.add(res, boxes)
+        return out
+
+
+def test_a_branch_made_on_the_cpu_is_copied_to_the_gpu_before_the_if_hands_it_on():
+    verify(BranchBefore, BranchExpected)
+
+
+def test_crossings_finds_a_branch_result_left_on_the_cpu():
+    assert devices.crossings(BranchUnsound) == ["main/res: if reads valid (llvm) on cuda"]
+
+
+# --- an alias and a tuple of a CPU value ----------------------------------------------------------------------
+
+
+@I.ir_module
+class AliasTupleBefore:
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), bias: R.Tensor((1, 16, 6), "float32")):
+        with R.dataflow():
+            counted = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            alias = valid
+            pair = (alias, valid)
+            joined = R.concat(pair, axis=1)
+            out = R.add(joined, bias)
+            shifted = R.add(alias, boxes)
+            R.output(out, shifted)
+        return (out, shifted)
+
+
+@I.ir_module
+class AliasTupleExpected:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), bias: R.Tensor((1, 16, 6), "float32")):
+        boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+        with R.dataflow():
+            counted = R.vision.get_valid_counts(boxes_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            alias = valid  # an alias lives where what it names does: copied where a GPU op reads it
+            alias_to_gpu = R.to_vdevice(alias, "cuda:0")
+            pair = (alias, valid)
+            joined = R.concat(pair, axis=1)  # it reads a tuple of CPU tensors: it runs on the CPU
+            joined_to_gpu = R.to_vdevice(joined, "cuda:0")
+            out: R.Tensor((1, 16, 6), "float32") = R.add(joined_to_gpu, bias)  # the GPU's keep their types
+            shifted: R.Tensor((1, 8, 6), "float32") = R.add(alias_to_gpu, boxes)
+            R.output(out, shifted)
+        return (out, shifted)
+
+
+@I.ir_module
+class TupleUnsound:
+    """A tuple of CPU tensors read whole by a GPU op: no op of it reads a tensor variable of its own."""
+
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32", "llvm:0")) -> R.Tensor((1, 16, 6), "float32"):
+        pair = (boxes, boxes)
+        joined: R.Tensor((1, 16, 6), "float32") = R.concat(pair, axis=1)
+        return joined
+
+
+def test_an_alias_and_a_tuple_of_a_cpu_value_are_copied_where_the_gpu_reads_them():
+    verify(AliasTupleBefore, AliasTupleExpected)
+    assert devices.crossings(TupleUnsound) == ["main/joined: relax.concat reads pair (llvm) on cuda"]
+
+
+# --- a helper function returning a CPU-only op's result --------------------------------------------------------
+
+
+@I.ir_module
+class HelperBefore:
+    @R.function
+    def filter_boxes(boxes: R.Tensor((1, 8, 6), "float32")):
+        counted = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+        return counted
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32")):
+        cls = HelperBefore
+        counted = cls.filter_boxes(boxes)
+        valid = counted[1]
+        out = R.add(valid, boxes)
+        return out
+
+
+_COUNTED = R.Tuple(R.Tensor((1,), "int32"), R.Tensor((1, 8, 6), "float32"), R.Tensor((1, 8), "int32"))
+
+
+@I.ir_module
+class HelperExpected:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def filter_boxes(boxes: R.Tensor((1, 8, 6), "float32")):
+        boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+        counted = R.vision.get_valid_counts(boxes_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+        # its caller reads the result on the GPU; to_vdevice takes a tensor, so the tuple goes item by item
+        counted_0 = counted[0]
+        counted_0_to_gpu = R.to_vdevice(counted_0, "cuda:0")
+        counted_1 = counted[1]
+        counted_1_to_gpu = R.to_vdevice(counted_1, "cuda:0")
+        counted_2 = counted[2]
+        counted_2_to_gpu = R.to_vdevice(counted_2, "cuda:0")
+        counted_to_gpu = (counted_0_to_gpu, counted_1_to_gpu, counted_2_to_gpu)
+        return counted_to_gpu
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32")) -> R.Tensor((1, 8, 6), "float32"):
+        cls = HelperExpected
+        counted: _COUNTED = cls.filter_boxes(boxes)  # main is left as it was: nothing of it runs on the CPU
+        valid = counted[1]
+        out = R.add(valid, boxes)
+        return out
+
+
+def test_a_helper_hands_its_caller_what_it_made_on_the_cpu_copied_to_the_gpu():
+    verify(HelperBefore, HelperExpected)
+    placement = devices.propose(HelperBefore)
+    assert [(c.var, c.to) for c in placement.crossings if c.to == "gpu"] == [
+        ("counted[0]", "gpu"),
+        ("counted[1]", "gpu"),
+        ("counted[2]", "gpu"),
+    ]
+
+
+# --- a loop: the seed's while loop, as Relax writes it, a recursive helper with an If ------------------------
+
+
+@I.ir_module
+class LoopBefore:
+    @R.function
+    def loop(i: R.Tensor((), "int32"), boxes: R.Tensor((1, 8, 6), "float32")) -> R.Tensor((1, 8, 6), "float32"):
+        cls = LoopBefore
+        cond = R.less(i, R.const(2, "int32"))
+        if cond:
+            counted = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+            valid = counted[1]
+            inc = R.add(i, R.const(1, "int32"))
+            res = cls.loop(inc, valid)
+        else:
+            res = boxes
+        return res
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32")):
+        cls = LoopBefore
+        out = cls.loop(R.const(0, "int32"), boxes)
+        return out
+
+
+def _loop(copied: bool):
+    """LoopBefore placed; without ``copied``, the recursive call is handed the CPU's boxes as they are."""
+
+    @I.ir_module
+    class Loop:
+        I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+        @R.function
+        def loop(i: R.Tensor((), "int32"), boxes: R.Tensor((1, 8, 6), "float32")) -> R.Tensor((1, 8, 6), "float32"):
+            cls = Loop
+            boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+            cond = R.less(i, R.const(2, "int32"))
+            if cond:
+                counted = R.vision.get_valid_counts(boxes_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+                valid = counted[1]
+                valid_to_gpu = R.to_vdevice(valid, "cuda:0")
+                inc = R.add(i, R.const(1, "int32"))
+                res = cls.loop(inc, valid_to_gpu if copied else valid)  # the loop's parameters are on the GPU
+            else:
+                res = boxes
+            return res
+
+        @R.function
+        def main(boxes: R.Tensor((1, 8, 6), "float32")):
+            cls = Loop
+            out = cls.loop(R.const(0, "int32"), boxes)
+            return out
+
+    return Loop
+
+
+def test_a_loop_hands_its_next_turn_the_cpu_boxes_copied_to_the_gpu():
+    verify(LoopBefore, _loop(copied=True))
+    [found] = devices.crossings(_loop(copied=False))
+    assert found.endswith(": loop reads valid (llvm) on cuda") and found.startswith("loop/")
