@@ -1,5 +1,7 @@
 """TVM builds every kind of model the workbench imports for CUDA, on a machine with no GPU: code generation
-and the CUDA compiler both (nvcc from the cuda extra), for the H200's sm_90 and the seed's T4, sm_75.
+and the CUDA compiler both (nvcc from the cuda extra), for the H200's sm_90 and the seed's T4, sm_75. Each build
+proves nvcc ran: TVM_KERNEL_DUMP (TVM's own switch) makes it keep its PTX and cubin for the asked arch, and an
+arch nvcc rejects fails the build in one line.
 
 What TVM 0.27 has no GPU kernel for (devices.CPU_ONLY) is placed on the CPU; a build fails here if such an
 op lands in device code, if some other op needs a packed call the GPU cannot make, if an op reads a tensor
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 import tvm
@@ -40,7 +44,10 @@ def _check_build(mod, target=SM90) -> str:
     assert devices.crossings(placed) == []
     if devices.placed(placed):  # TVM's memory planner put the SSD's NMS output in a GPU buffer
         assert devices.misplaced_buffers(execute.lower(mod, target)) == []
-    executable = execute.compile(mod, target)
+    with tempfile.TemporaryDirectory() as kept, pytest.MonkeyPatch.context() as env:
+        env.setenv("TVM_KERNEL_DUMP", kept)
+        executable = execute.compile(mod, target)
+        _check_nvcc_ran(Path(kept), target["arch"])
     source = cuda.source(executable)
     kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)
     assert kernels, "a CUDA build with no GPU kernel"
@@ -48,6 +55,14 @@ def _check_build(mod, target=SM90) -> str:
         name = op.rsplit(".", 1)[1]
         assert not [k for k in kernels if name in k], f"{op} compiled into device code"
     return source
+
+
+def _check_nvcc_ran(kept: Path, arch: str) -> None:
+    """What nvcc leaves where TVM_KERNEL_DUMP points: the PTX it made for ``arch`` and the cubin ptxas made of it."""
+    ptx, cubin = kept / "tvm_kernels.ptx", kept / "tvm_kernels.cubin"
+    assert ptx.is_file() and cubin.is_file(), "the build ran no nvcc"
+    assert f".target {arch}" in ptx.read_text(), f"nvcc made no PTX for {arch}"
+    assert cubin.read_bytes()[:4] == b"\x7fELF", "ptxas made no cubin"
 
 
 def _packed_calls_on_gpu(mod, target) -> set:
@@ -76,6 +91,18 @@ def test_demo_loop_builds_for_cuda_and_places_nothing(demo_mod):
     assert devices.place(demo_mod, SM90) is demo_mod
     source = _check_build(demo_mod)
     assert "conv2d" in source
+
+
+def test_an_arch_nvcc_rejects_fails_the_build_in_one_line(demo_mod, compiler):
+    from byoc_workbench.errors import WorkbenchError
+
+    if compiler.name != "nvcc":
+        pytest.skip("NVRTC compiles here; this checks nvcc's refusal")
+    with pytest.raises(WorkbenchError) as refused:
+        _check_build(demo_mod, {"kind": "cuda", "arch": "sm_1000"})
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith("error: nvcc") and "sm_1000" in line
+    assert "Fix: ask for an arch it compiles: sm_75," in line and "sm_90" in line
 
 
 def test_demo_partitioned_builds_for_cuda(demo_mod, byoc):

@@ -43,7 +43,9 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
 
     For a GPU, what TVM has no GPU kernel for is placed on the CPU first
     (:func:`byoc_workbench.devices.place`), and the build goes through
-    :func:`byoc_workbench.measure.build.cuda.pipeline` with the CUDA compiler found here.
+    :func:`byoc_workbench.measure.build.cuda.pipeline` with the CUDA compiler found here,
+    which compiles the kernels even where TVM, without a GPU driver, would keep their
+    source (:func:`byoc_workbench.measure.build.cuda.compile_kept`).
 
     TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
     recursive function (it reuses storage across recursive calls) and on some
@@ -60,7 +62,10 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
 
     def build():
         with _building(tvm_target, disabled):
-            return tvm.compile(_lower(mod, tvm_target), target=tvm_target, relax_pipeline=None)
+            executable = tvm.compile(_lower(mod, tvm_target), target=tvm_target, relax_pipeline=None)
+        if devices.is_gpu(tvm_target):
+            cuda.compile_kept(executable, tvm_target, cuda.find())
+        return executable
 
     if devices.is_gpu(tvm_target) and not cuda.loads_here():
         return build()  # compiled here for another machine: a library this runtime cannot load is not kept
