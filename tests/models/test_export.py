@@ -1,26 +1,34 @@
-"""The offline export: notebook 01 executed into HTML that shows its diagrams with no kernel and no network."""
+"""The offline export (``make demo``): every notebook executed into HTML that shows all it showed with no
+kernel and no network, widgets included."""
 
 import json
 from pathlib import Path
 
 import nbformat
 import pytest
+import seat
 
 from byoc_workbench import export
 from byoc_workbench.draw import renderers
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_byoc_workflow.ipynb"
+NOTEBOOKS = sorted(p.name for p in seat.NOTEBOOKS.glob("*.ipynb"))
 CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """Notebook 01 executed and exported; its kernel is shut down when ``export`` returns."""
+def pages(tmp_path_factory):
+    """``{notebook: (html path, executed notebook)}``: each notebook run from a seat's copy and exported, as
+    ``make demo`` does (several minutes: notebook 02 builds SSD-ResNet50); each kernel ends with its export."""
     if renderers.chosen() is None:
         pytest.skip(f"no Graphviz to draw with: {renderers.install_fix()}")
-    out = tmp_path_factory.mktemp("build")
-    (html,) = export.export([NOTEBOOK], out, timeout=600)
-    return html, nbformat.read(out / NOTEBOOK.name, as_version=4)
+    lab, out = seat.copies(tmp_path_factory.mktemp("seat")), tmp_path_factory.mktemp("build")
+    htmls = export.export([lab / name for name in NOTEBOOKS], out, timeout=1800)
+    return {name: (html, nbformat.read(out / name, as_version=4)) for name, html in zip(NOTEBOOKS, htmls)}
+
+
+@pytest.fixture(scope="module")
+def exported(pages):
+    return pages["01_byoc_workflow.ipynb"]
 
 
 def test_export_embeds_widget_state_and_static_diagrams(exported):
@@ -91,11 +99,14 @@ def test_a_static_copy_holds_pictures_tables_labels_and_outputs():
     assert at == sorted(at)  # in the order the widget showed them
 
 
-def test_exported_html_shows_a_stage_diagram_offline(exported):
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_each_exported_page_shows_every_output_offline(pages, name):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make setup does it)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is missing")
-    html_path, _ = exported
+    html_path, nb = pages[name]
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[:1]
     blocked = []
 
     def offline(route):
@@ -111,12 +122,13 @@ def test_exported_html_shows_a_stage_diagram_offline(exported):
             page = browser.new_page()
             page.route("**/*", offline)
             page.goto(html_path.as_uri(), wait_until="load")
-            diagrams = page.locator("svg:has(g.node)")
-            assert diagrams.count() >= 7  # the seven stages of notebook 01, at least
-            box = diagrams.first.bounding_box()
-            assert box and box["width"] > 100 and box["height"] > 100  # laid out and visible, not just present
-            static = page.locator(f".{export.STATIC_CLASS} svg g.node")
-            assert static.count() > 0 and static.first.is_visible()
+            if name.startswith("01"):
+                diagrams = page.locator("svg:has(g.node)")
+                assert diagrams.count() >= 7  # the seven stages of notebook 01, at least
+                box = diagrams.first.bounding_box()
+                assert box and box["width"] > 100 and box["height"] > 100  # laid out and visible, not just present
+                static = page.locator(f".{export.STATIC_CLASS} svg g.node")
+                assert static.count() > 0 and static.first.is_visible()
             empty = page.evaluate(
                 """() => [...document.querySelectorAll('.jp-OutputArea-output')]
                     .filter(o => !o.innerText.trim() && !o.querySelector('svg, img')).length"""
