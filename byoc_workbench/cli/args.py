@@ -205,25 +205,70 @@ def input_shape(text: str) -> InputShape:
 input_shape.wants = "a shape such as data=1,3,224,224"
 
 
-def shapes(args) -> list[int] | dict[str, list[int]] | None:
-    """``--input-shape`` as ``{name: shape}``, one shape, or None."""
-    given = getattr(args, "input_shape", None) or []
+class InputDtype(NamedTuple):
+    """One ``--input-dtype``: the input's name (None when not given) and its dtype (checked by the importer)."""
+
+    name: str | None
+    dtype: str
+
+
+def input_dtype(text: str) -> InputDtype:
+    """``ids=int64`` -> ``("ids", "int64")``; ``int64`` -> ``(None, "int64")``."""
+    name, _, dtype = text.rpartition("=")
+    if not dtype.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not {input_dtype.wants}")
+    return InputDtype(name or None, dtype)
+
+
+input_dtype.wants = "a dtype such as ids=int64"
+
+
+def _by_name(given, option: str, what: str, example: str):
+    """Repeated ``[NAME=]VALUE`` options as ``{name: value}``, one value, or None; one line for a mix."""
     names = [g[0] for g in given if g[0] is not None]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise WorkbenchError(f"--input-shape was given twice for {', '.join(twice)}", "give each input's shape once")
+        raise WorkbenchError(f"{option} was given twice for {', '.join(twice)}", f"give each input's {what} once")
     named = dict(g for g in given if g[0] is not None)
     plain = [g[1] for g in given if g[0] is None]
     if len(plain) > 1:
         raise WorkbenchError(
-            f"--input-shape was given {len(plain)} times without a name",
-            "give one shape, or name each input's: --input-shape data=1,3,224,224 --input-shape mask=1,1,224,224",
+            f"{option} was given {len(plain)} times without a name",
+            f"give one {what}, or name each input's: {option} data={example} {option} mask={example}",
         )
     if plain and named:
-        raise WorkbenchError(
-            "--input-shape was given both with and without a name", "name each: --input-shape data=1,3,224,224"
-        )
+        raise WorkbenchError(f"{option} was given both with and without a name", f"name each: {option} data={example}")
     return plain[0] if plain else (named or None)
+
+
+def shapes(args) -> list[int] | dict[str, list[int]] | None:
+    """``--input-shape`` as ``{name: shape}``, one shape, or None."""
+    return _by_name(getattr(args, "input_shape", None) or [], "--input-shape", "shape", "1,3,224,224")
+
+
+def input_shapes(args):
+    """``--input-shape``, with ``--input-dtype`` folded in as :func:`byoc_workbench.frontends.torch_import.import_spec`
+    reads it: each typed input's entry ``{"shape": dims, "dtype": name}``. ``--input-dtype`` is for ``--torch``
+    only (an ONNX file types its inputs), and names the inputs as ``--input-shape`` does."""
+    dims = shapes(args)
+    types = _by_name(getattr(args, "input_dtype", None) or [], "--input-dtype", "dtype", "int64")
+    if types is None:
+        return dims
+    if not getattr(args, "torch", None):
+        raise WorkbenchError(
+            "--input-dtype applies to --torch only: an ONNX file says its inputs' types", "remove --input-dtype"
+        )
+    if not isinstance(types, dict):
+        if isinstance(dims, dict):
+            raise WorkbenchError("--input-dtype has no name but --input-shape has", "name it: --input-dtype ids=int64")
+        return {"shape": dims, "dtype": types} if dims else {"dtype": types}
+    missing = [n for n in types if not isinstance(dims, dict) or n not in dims]
+    if missing:
+        raise WorkbenchError(
+            f"--input-dtype names {', '.join(missing)}, which --input-shape does not",
+            f"give its shape by name too: --input-shape {missing[0]}=1,16",
+        )
+    return {n: {"shape": d, "dtype": types[n]} if n in types else d for n, d in dims.items()}
 
 
 def precision_options(args, backend) -> dict[str, str] | None:
@@ -282,6 +327,14 @@ def parents() -> dict[str, Parser]:
         metavar="[NAME=]N,C,H,W",
         help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch, "
         "where NAME is a parameter of forward); repeat for several inputs, once each",
+    )
+    own.add_argument(
+        "--input-dtype",
+        type=input_dtype,
+        action="append",
+        metavar="[NAME=]DTYPE",
+        help="with --torch: an input's dtype, e.g. int64 for token ids or bool for a mask (default float32; "
+        "NAME as for --input-shape, which a named input needs too); repeat for several inputs, once each",
     )
     return {"debug": debug, "zoo": zoo, "image": image, "budget": budget, "own": own}
 

@@ -275,8 +275,13 @@ def _top_rows(profile, n: int) -> list:
 
 
 def _what(e) -> str:
-    """The Relax op of a kernel entry, the backend of a subgraph or boundary entry."""
-    return (e.site.op or e.site.backend) if e.site is not None else ""
+    """The Relax op of a kernel entry, the backend (and how it ran, e.g. ``eager, bf16``) of a subgraph or boundary
+    entry."""
+    return (e.site.op or _ran(e.site.backend, e.site.detail)) if e.site is not None else ""
+
+
+def _ran(backend: str, detail: str) -> str:
+    return f"{backend} ({detail})" if detail else backend
 
 
 TOP_HEAD = ("time", "share", "calls", "kind", "target", "entry", "op or backend")
@@ -307,7 +312,7 @@ def _check_rows(numerics) -> list:
         (
             r.name,
             r.target,
-            f"{r.backend} ({r.detail})" if r.detail else r.backend,
+            _ran(r.backend, r.detail),
             str(r.calls),
             f"{r.max_abs:.2e}",
             f"{r.max_rel:.2e}",
@@ -442,7 +447,9 @@ def report(
 ) -> LatencyMap:
     """The map of ``built`` (shaded by ``profile``, subgraphs marked by ``numerics``) and its tables."""
     shaded = shade(built, profile, numerics, collapse)
-    title = title or "latency map: codegen stage" + (f" — {built.mark}" if built.mark else "")
+    ran = ", ".join(dict.fromkeys(profile.backends.values())) if profile is not None else ""
+    where = f" on {ran}" if ran else ""  # a subgraph's backend and precision are part of what was timed
+    title = title or f"latency map: codegen stage{where}" + (f" — {built.mark}" if built.mark else "")
     dot = to_dot(shaded, profile, numerics, title, show_shapes=not collapse)
     texts = []
     if profile is not None:

@@ -12,6 +12,7 @@ convolution of ``model.layer1[0].conv1``. So the diagrams' groups
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import inspect
 import io
@@ -21,17 +22,32 @@ import sys
 import time
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from byoc_workbench import tvm_private
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional, user_error
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import OwnModel, check_input_size
-from byoc_workbench.ir_edit import rename_vars
+from byoc_workbench.frontends.own import OwnModel, seeded_inputs
+from byoc_workbench.ir_edit import map_bindings, rename_vars
 
 logger = logging.getLogger(__name__)
 
 INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
+#: An input's dims where only its dtype was given (``--input-dtype`` alone).
+DEFAULT_DIMS = (1, 3, 224, 224)
+#: The dtypes an input may have: NumPy holds them (the workbench keeps its inputs as arrays), TVM imports them.
+INPUT_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+# Relax ops whose TVM 0.27 kernels fail to build on bool tensors (LLVM compares i1 as floats, or a check
+# wants a float or a bool's min value): computed on uint8 and cast back, torch's meaning kept (add is or,
+# multiply is and, max is any).
+_UINT8_FOR_BOOL = frozenset(
+    f"relax.{op}"
+    for op in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+    + ("maximum", "minimum", "max", "min", "argmax", "argmin", "add", "multiply")
+)
+# TVM's frontend types a bool tensor's cumulative sum as bool (torch: int64), so no cast can give torch's values.
+_BOOL_REFUSED = {"relax.cumsum": "cumsum", "relax.cumprod": "cumprod"}
 
 
 class TorchImportError(WorkbenchError):
@@ -135,15 +151,117 @@ def _check_outputs(program, name: str) -> None:
         )
 
 
+def _describe(inputs) -> str:
+    """``1x3x64x64 float32, 1x16 int64``: the inputs as a cause names them."""
+    return ", ".join(f"{'x'.join(map(str, x.shape)) or 'scalar'} {str(x.dtype).removeprefix('torch.')}" for x in inputs)
+
+
+def _check_inputs(torch, module, inputs, name: str) -> None:
+    """One line for inputs the workbench cannot hold, or weights that hold no values."""
+    for i, x in enumerate(inputs):
+        dtype = str(x.dtype).removeprefix("torch.")
+        if x.is_meta:
+            raise TorchImportError(
+                f"Example input {i} of {name} is on the meta device, which holds no values",
+                "pass tensors with values, e.g. torch.randn(1, 3, 224, 224)",
+            )
+        if dtype not in INPUT_DTYPES:
+            raise TorchImportError(
+                f"Example input {i} of {name} is {dtype}; the workbench takes {', '.join(INPUT_DTYPES)}",
+                "import in float32 (x.float() and module.float()) and run bf16 at the backend: "
+                "--backend torch --precision bf16, or options={'precision': 'bf16'}"
+                if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+                else "pass the real and imaginary parts as real tensors: torch.view_as_real(x)"
+                if x.is_complex()
+                else "convert the inputs to one of those dtypes, e.g. x.float()",
+            )
+    weights = [*module.named_parameters(), *module.named_buffers()]
+    empty = [n for n, t in weights if t.is_meta]
+    if empty:
+        raise TorchImportError(
+            f"{name}'s weights are on the meta device ({', '.join(empty[:3])}{', ...' if len(empty) > 3 else ''}), "
+            "which holds no values",
+            "give the module its weights first, e.g. module.to_empty(device='cpu') then module.load_state_dict(...)",
+        )
+
+
+def _private_copy(module, name: str):
+    """The module, copied: TVM's importer takes the exported weights by DLPack, without a copy, so a change
+    to the user's module after the import would move the workbench's outputs and its reference alike."""
+    try:
+        return copy.deepcopy(module).eval()
+    except Exception as err:  # an attribute deepcopy cannot copy: a lock, an open file, a generator
+        raise TorchImportError(
+            f"{name} cannot be copied ({type(err).__name__}: {first_line(err)})",
+            "keep what deepcopy cannot copy (locks, open files) out of the module's attributes",
+        ) from None
+
+
+def _run_eagerly(torch, module, inputs, name: str) -> None:
+    """Run the module once, so that inputs it cannot take (a wrong shape or dtype) are told as such,
+    not as something torch.export cannot trace."""
+    try:
+        with torch.no_grad():
+            module(*inputs)
+    except Exception as err:  # the user's module can raise anything
+        raise TorchImportError(
+            f"{name} cannot run on inputs {_describe(inputs)}: {type(err).__name__}: {first_line(err)}",
+            "give the inputs forward takes: their shapes and dtypes "
+            "(with --torch: --input-shape, and --input-dtype for token ids or masks)",
+        ) from None
+
+
+def _is_bool(expr) -> bool:
+    return isinstance(expr.ty, relax.TensorType) and expr.ty.dtype == "bool"
+
+
+def bool_ops_on_uint8(mod):
+    """``mod`` with each op of :data:`_UINT8_FOR_BOOL` that takes bool tensors computed on uint8 (casts
+    bound before it, and after it where it gave bool); the count of ops rewritten. The casts are named
+    after the op's binding, so the diagrams group them with it."""
+    count = 0
+
+    def rewrite(b, is_df):
+        nonlocal count
+        value = b.value
+        op = value.op.name if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) else ""
+        if not any(_is_bool(a) for a in getattr(value, "args", ())):
+            return None
+        if op in _BOOL_REFUSED:
+            raise TorchImportError(
+                f"TVM imports the {_BOOL_REFUSED[op]} of a bool tensor ({b.var.name}) as bool, not as torch's int64",
+                f"cast first in forward: x.long().{_BOOL_REFUSED[op]}(dim)",
+            )
+        if op not in _UINT8_FOR_BOOL:
+            return None
+        count += 1
+        out, args = [], []
+        for k, a in enumerate(value.args):
+            if _is_bool(a):
+                cast = relax.BlockBuilder().normalize(relax.op.astype(a, "uint8"))
+                out.append(relax.VarBinding(tvm_private.new_var(f"{b.var.name}.in{k}", cast.ty, is_df), cast))
+                a = out[-1].var
+            args.append(a)
+        call = relax.BlockBuilder().normalize(relax.Call(value.op, args, value.attrs, value.ty_args))
+        if call.ty.dtype == b.var.ty.dtype:
+            return [*out, relax.VarBinding(b.var, call)]
+        computed = tvm_private.new_var(f"{b.var.name}.uint8", call.ty, is_df)
+        return [*out, relax.VarBinding(computed, call), relax.VarBinding(b.var, relax.op.astype(computed, "bool"))]
+
+    return map_bindings(mod, rewrite), count
+
+
 def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
     """Export ``module`` with ``torch.export`` on ``example_inputs`` and import it into Relax.
 
     Parameters
     ----------
     module : torch.nn.Module
-        Put in eval mode first.
+        Copied first (its weights too): the workbench exports, imports and runs its copy, in eval
+        mode, and the module itself is left as it was.
     example_inputs : tensor or sequence of tensors
-        The inputs the program is exported for (their shapes become static).
+        The inputs the program is exported for (their shapes become static); one of
+        :data:`INPUT_DTYPES` each.
     name : str
         How titles name it (default: the module's class name).
     mark : str
@@ -152,7 +270,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     Returns
     -------
     OwnModel
-        ``reference`` runs the module eagerly.
+        ``reference`` runs the copy eagerly.
     """
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -164,7 +282,10 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         raise TorchImportError(
             "example_inputs must be a tensor or a sequence of tensors", "pass e.g. (torch.randn(1, 3, 224, 224),)"
         )
-    module = module.eval()
+    kind = type(module).__name__
+    _check_inputs(torch, module, inputs, kind)
+    module = _private_copy(module, kind)
+    _run_eagerly(torch, module, inputs, kind)
     t0 = time.perf_counter()
     chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
     try:
@@ -173,18 +294,18 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
         logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
         raise TorchImportError(
-            f"torch.export cannot trace {type(module).__name__}: {first_line(err)}",
+            f"torch.export cannot trace {kind}: {first_line(err)}",
             "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
             "e.g. export the network without its post-processing",
         ) from None
     if chatter.getvalue():
         sys.stderr.write(chatter.getvalue())
-    _check_outputs(program, type(module).__name__)
+    _check_outputs(program, kind)
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
     main = mod["main"]
     mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
-    mod = relax.transform.Normalize()(mod)
+    mod, on_uint8 = bool_ops_on_uint8(relax.transform.Normalize()(mod))
     import_s = time.perf_counter() - t0
     calls = sum(n.op == "call_function" for n in program.graph.nodes)
 
@@ -192,16 +313,19 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         with torch.no_grad():
             return _numpy(module(*(torch.from_numpy(np.array(a, order="C")) for a in arrays)))
 
+    notes = [f"torch.export: {calls} aten calls after decomposition"]
+    if on_uint8:
+        notes.append(f"{on_uint8} op(s) on bool tensors computed on uint8: TVM cannot build them on bool")
     return OwnModel(
-        name=name or type(module).__name__,
+        name=name or kind,
         kind="pytorch",
         mod=mod,
-        inputs=[x.detach().cpu().numpy() for x in inputs],
+        inputs=[np.array(x.detach().cpu().numpy()) for x in inputs],  # a copy: the caller's tensors may change
         reference=reference,
         reference_name="eager PyTorch",
         import_s=import_s,
         source_ops=calls,
-        notes=[f"torch.export: {calls} aten calls after decomposition"],
+        notes=notes,
         mark=mark,
     )
 
@@ -265,16 +389,32 @@ def _import_module(where: str):
         raise user_error(f"module {where}", err, f"fix {where} (--traceback shows the whole trace)") from err
 
 
+def _typed(value) -> tuple[list, str]:
+    """``(dims, dtype)`` of one input's entry: its dims, or ``{"shape": dims, "dtype": name}`` (see
+    :func:`import_spec`)."""
+    if not _is_typed(value):
+        return list(value), "float32"
+    dtype = value["dtype"]
+    if dtype not in INPUT_DTYPES:
+        raise TorchImportError(f"Unknown input dtype {dtype!r}", f"choose one of: {', '.join(INPUT_DTYPES)}")
+    return list(value.get("shape") or DEFAULT_DIMS), dtype
+
+
+def _is_typed(value) -> bool:
+    # unambiguous: in {name: entry} the entries are dims or dicts, never a string
+    return isinstance(value, dict) and isinstance(value.get("dtype"), str)
+
+
 def _forward_inputs(module, shape) -> list:
-    """``[(name, shape)]`` for ``forward``'s inputs: one shape for the first, or ``{name: shape}`` for any."""
+    """``[(name, dims, dtype)]`` for ``forward``'s inputs: one entry for the first, or ``{name: entry}`` for any."""
     try:
         params = inspect.signature(module.forward).parameters.values()
     except (TypeError, ValueError):
         params = []
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     names = [p.name for p in positional]
-    if not isinstance(shape, dict):
-        return [(names[0] if names else "input", list(shape))]
+    if not isinstance(shape, dict) or _is_typed(shape):
+        return [(names[0] if names else "input", *_typed(shape))]
     unknown = [n for n in shape if n not in names]
     if unknown:
         raise TorchImportError(
@@ -295,18 +435,19 @@ def _forward_inputs(module, shape) -> list:
             f"Shapes were given for later inputs of {type(module).__name__}.forward, not for {', '.join(gaps)}",
             f"give {gaps[0]} a shape too",
         )
-    return [(n, list(shape[n])) for n in taken]
+    return [(n, *_typed(shape[n])) for n in taken]
 
 
-def import_spec(spec: str, shape=(1, 3, 224, 224), seed: int = 0) -> OwnModel:
-    """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on seeded inputs.
+def import_spec(spec: str, shape=DEFAULT_DIMS, seed: int = 0) -> OwnModel:
+    """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on seeded inputs
+    (:func:`~byoc_workbench.frontends.own.seeded_inputs`: normal floats, small integers, random bools).
 
-    ``shape`` is the first input's shape, or ``{name: shape}`` naming ``forward``'s inputs.
+    ``shape`` is the first input's entry, or ``{name: entry}`` naming ``forward``'s inputs. An entry is
+    the input's dims (a float32 input), or ``{"shape": dims, "dtype": "int64"}`` (``--input-dtype``;
+    without ``"shape"``, :data:`DEFAULT_DIMS`).
     """
     torch = _torch()
     module, mark = seeded_factory(spec, seed)
     named = _forward_inputs(module, shape)
-    check_input_size(dict(named), {})
-    generator = torch.Generator().manual_seed(seed)
-    xs = tuple(torch.randn(*s, generator=generator) for _, s in named)
-    return import_torch(module, xs, name=spec, mark=mark)
+    arrays = seeded_inputs({n: d for n, d, _ in named}, {n: t for n, _, t in named}, seed)
+    return import_torch(module, tuple(torch.from_numpy(a) for a in arrays), name=spec, mark=mark)

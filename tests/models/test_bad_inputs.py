@@ -247,6 +247,25 @@ CLI = [
     ("c-hang", "own", ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_hang.py"], ["did not finish within"]),
     ("c-wrong", "own", ["compare", "demo", "--no-prune", "--backend", "{d}/cg_c_wrong.py"], ["wrong on a trial run"]),
     ("codegen-dash", "own", ["compare", "demo", "--backend", "{d}/cg_dash.py"], ["got 'byoc-target'"]),
+    (
+        "torch-wrong-shape",
+        "own",
+        ["report", "--torch", "torchvision.models:squeezenet1_1", "--input-shape", "1,4,64,64"],
+        ["SqueezeNet cannot run on inputs 1x4x64x64 float32", "to have 3 channels", "--input-shape"],
+    ),
+    ("torch-dtype-onnx", "own", ["report", "{d}/relu.onnx", "--input-dtype", "int64"], ["applies to --torch only"]),
+    (
+        "torch-dtype-unknown",
+        "own",
+        ["report", "--torch", "bad_torch_tiny:net", "--input-dtype", "int65"],
+        ["Unknown input dtype 'int65'", "int64"],
+    ),
+    (
+        "torch-dtype-no-shape",
+        "own",
+        ["report", "--torch", "bad_torch_tiny:net", "--input-shape", "1,4", "--input-dtype", "x=int64"],
+        ["--input-dtype names x, which --input-shape does not"],
+    ),
 ]
 
 
@@ -366,6 +385,27 @@ API = [
         lambda d: clock.measure(lambda: time.sleep(0.02), 500, 0, "sleep", False, 1.0),
         ["--max-seconds"],
     ),
+    ("torch-bf16-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, dtype=t.bfloat16)), ["is bfloat16"]),
+    ("torch-complex-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, dtype=t.cfloat)), ["view_as_real"]),
+    ("torch-meta-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, device="meta")), ["on the meta device"]),
+    (
+        "torch-meta-weights",
+        "api",
+        lambda d: _from_torch(lambda t: t.ones(1, 4), lambda t: t.nn.Linear(4, 2, device="meta")),
+        ["Linear's weights are on the meta device (weight, bias)", "to_empty"],
+    ),
+    (
+        "torch-wrong-shape-api",
+        "api",
+        lambda d: _from_torch(lambda t: t.ones(1, 5), lambda t: t.nn.Linear(4, 2)),
+        ["Linear cannot run on inputs 1x5 float32", "(1x5 and 4x2)"],
+    ),
+    (
+        "torch-bool-cumsum",
+        "api",
+        lambda d: _from_torch(lambda t: t.ones(1, 4, dtype=t.bool), lambda t: _cumsum_module()),
+        ["cumsum of a bool tensor", "x.long().cumsum(dim)"],
+    ),
 ]
 
 
@@ -379,6 +419,23 @@ def _zoo_chooser(**kw):
     from byoc_workbench.widgets.zoo_chooser import zoo_chooser
 
     return zoo_chooser(**kw)
+
+
+def _from_torch(example, module=lambda t: t.nn.Linear(4, 2)):
+    """Workbench.from_torch of ``module(torch)`` on ``example(torch)``: torch is imported when the row runs."""
+    import torch
+
+    return Workbench.from_torch(module(torch), (example(torch),))
+
+
+def _cumsum_module():
+    import torch
+
+    class Cumsum(torch.nn.Module):
+        def forward(self, x):
+            return x.cumsum(1)
+
+    return Cumsum()
 
 
 @pytest.mark.parametrize("case", API, ids=[c[0] for c in API])

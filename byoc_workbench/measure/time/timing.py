@@ -132,7 +132,7 @@ class Profile:
     entries: list
     end_to_end_s: float
     runs: int
-    backends: dict  # subgraph -> the backend that ran it
+    backends: dict  # subgraph -> what ran it and how, e.g. "torch (eager, bf16)": precision is part of a placement
     mark: str = ""
     paired: float = float("nan")  # median over runs of a timed run's entries over the plain run beside it
 
@@ -441,7 +441,7 @@ def profile(
         _entries(built, per_call),
         statistics.median(ends),
         runs,
-        {name: s.backend for name, s in built.subgraphs.items()},
+        {name: f"{s.backend} ({s.detail})" if s.detail else s.backend for name, s in built.subgraphs.items()},
         built.mark,
         statistics.median(pairs),
     )
