@@ -39,7 +39,7 @@ def report_text(result: dict) -> str:
         kinds = ", ".join(f"{k} {text.seconds(v)}" for k, v in w["by_kind"].items())
         lines.append(f"where {label}'s {text.seconds(w['end_to_end_s'])} go: {kinds}")
         lines += [f"  {text.seconds(r['time_s']):>9s}  {r['kind']:9s} {r['name']}" for r in w["top"]]
-    lines += [f"note: {n}" for n in result["notes"]]
+    lines += [text.wrap(n, indent="  ", first="note: ") for n in result["notes"]]
     if result["targets"] and result["family"] == "SSD":  # the bar was set for the SSD; another model is not held to it
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in result["targets"].items())
         lines.append(text.wrap(f"targets (the project's bar for the SSD offloaded on a CPU): {shown}", indent="  "))
