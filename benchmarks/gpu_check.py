@@ -10,15 +10,19 @@ same way, its outputs checked against TVM alone's (detections as a set).
 
 Models (``--models``, comma-separated):
 
-- a zoo name (default ``ssd_512_resnet50_v1_coco``): from ``--exports DIR/<name>``
-  (:mod:`byoc_workbench.models.portable`: no MXNet needed, the weights
-  regenerated from the seed), else imported here where MXNet is;
+- a zoo name (default ``ssd_512_resnet50_v1_coco``): imported from the shipped zoo
+  (:mod:`byoc_workbench.models.shipped`: no MXNet needed, the seeded weights
+  regenerated from the seed, checked by their SHA-256);
 - ``resnet50``: torchvision's, through TVM's PyTorch frontend, against PyTorch eager on the same GPU;
 - ``demo``: Part 1's loop graph.
 
-Nothing here is required: a missing piece (no GPU, no TVM, no torch, no export)
-is one line in ``missing`` with its fix, the rest still runs, and the script
-exits 0. It imports only the standard library until it knows TVM is there.
+A missing piece (no torch, no TensorRT, no OpenCV or matplotlib for a zoo model's
+picture) is one line in ``missing`` with its fix, and the rest still runs. A run that measured
+nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
+a package every build imports; every build failed) exits 1 with one line
+``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
+``--out`` is checked before anything is built. It imports only the standard
+library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
 ``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
@@ -49,13 +53,29 @@ FIXES = {
     "onnx": "pip install onnx (the ONNX backends translate subgraphs with it)",
     "onnxruntime": "pip install onnxruntime-gpu for its CUDA provider",
     "tensorrt": "pip install .[tensorrt] (TensorRT 10 or later) on this GPU machine",
-    "mxnet": "export the model where MXNet is (tools/gpu_pack.py) and pass --exports",
+    "numpy": "pip install numpy",
+    "tqdm": "pip install tqdm (the workbench's progress bars)",
+    "matplotlib": "pip install matplotlib (it ships the zoo's default picture)",
+    "cv2": "pip install opencv-python-headless (a zoo model's input picture)",
 }
+# What the workbench imports on every path here (its clock shows progress with tqdm): without one, no build runs.
+WORKBENCH_NEEDS = ("numpy", "tqdm")
+# What a zoo model's input picture needs: matplotlib ships the default picture, OpenCV reads and resizes it.
+ZOO_NEEDS = ("matplotlib", "cv2")
+NO_CUDA = "TVM sees no CUDA device (no GPU, or its CUDA runtime does not load)"
 
 
 def _line(what: str, why: str, fix: str | None = None) -> str:
     why = " ".join(str(why).split())[:300]
     return f"{what}: {why}. Fix: {fix or FIXES.get(what, 'see the README')}."
+
+
+def lacks(report: dict, what: str, names) -> bool:
+    """Whether any of the packages ``names`` that ``what`` imports is missing, each one a line in
+    ``report["missing"]``."""
+    gone = [(name, probe(name)[2]) for name in names if probe(name)[0] is None]
+    report["missing"] += [_line(name, f"{what}: {why}") for name, why in gone]
+    return bool(gone)
 
 
 def probe(name: str) -> tuple:
@@ -103,7 +123,7 @@ class Model:
         return compare.check_outputs(ref, got, detection=self.task == "detection")
 
 
-def load_model(name: str, exports: Path | None, report: dict) -> Model | None:
+def load_model(name: str, report: dict) -> Model | None:
     """The model ``name``, or None with a line in ``report["missing"]`` saying why."""
     if name == "demo":
         from byoc_workbench.models import demo
@@ -111,12 +131,8 @@ def load_model(name: str, exports: Path | None, report: dict) -> Model | None:
         return Model("demo", demo.demo_module(), demo.demo_inputs(), "demo", "", "Part 1's loop graph")
     if name == "resnet50":
         return _resnet50(report)
-    folder = exports / name if exports else None
-    if folder is not None and folder.is_dir():
-        from byoc_workbench.models import portable
-
-        p = portable.load(folder)
-        return Model(name, p.mod, p.inputs, p.task, p.mark, f"exported ({folder.name}), weights regenerated here")
+    if lacks(report, name, ZOO_NEEDS):
+        return None
     from byoc_workbench.models import images, zoo
 
     loaded = zoo.load_model(name, "untrained")
@@ -126,10 +142,8 @@ def load_model(name: str, exports: Path | None, report: dict) -> Model | None:
 
 
 def _resnet50(report: dict) -> Model | None:
-    for need in ("torch", "torchvision"):
-        if probe(need)[0] is None:
-            report["missing"].append(_line(need, f"resnet50: {probe(need)[2]}"))
-            return None
+    if lacks(report, "resnet50", ("torch", "torchvision")):
+        return None
     import numpy as np
     import torch
     import torchvision
@@ -270,39 +284,110 @@ def _time_anchor(run, sync, inputs, runs: int, warmup: int) -> tuple:
 def backends_here(report: dict, target) -> list:
     """The offloading backends that can run here, each missing one a line in ``report["missing"]``."""
     from byoc_workbench import devices
+    from byoc_workbench.backends import registry
 
     out = []
-    trt, _, why = probe("tensorrt")
-    if trt is not None:
-        out.append("tensorrt")
-    else:
-        report["missing"].append(_line("tensorrt", why))
-    for need in ("torch", "torchvision"):
-        if probe(need)[0] is None:
-            report["missing"].append(_line(need, f"the torch backend: {probe(need)[2]}"))
-    if probe("torch")[0] is not None and probe("torchvision")[0] is not None:
-        out.append("torch")
-    ort, version, why = probe("onnxruntime")
-    if ort is None:
-        report["missing"].append(_line("onnxruntime", why))
-    else:
-        out.append("onnxruntime")
-        if devices.is_gpu(target) and "CUDAExecutionProvider" not in ort.get_available_providers():
+    for backend in ("tensorrt", "torch", "onnxruntime"):
+        why, fix = registry.missing(backend), registry.NEEDS[backend][1]
+        if why:
+            report["missing"].append(_line(backend, why.removesuffix(f" ({fix})"), fix))
+        else:
+            out.append(backend)
+    if "onnxruntime" in out and devices.is_gpu(target):
+        ort = probe("onnxruntime")[0]
+        if ort is not None and "CUDAExecutionProvider" not in ort.get_available_providers():
             report["missing"].append(
                 _line("onnxruntime", "no CUDAExecutionProvider (a CPU-only onnxruntime): its subgraphs run on the CPU")
             )
     return out
 
 
+def check_out(out: str | None) -> None:
+    """Refuse, in one line, an ``--out`` that cannot be written, before anything is built: the JSON is first
+    written after the first build, minutes in."""
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        why = "is a folder"
+    elif not path.parent.is_dir():
+        why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
+    elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in
+        why = f"is in {path.parent}, which cannot be written"
+    else:
+        return
+    raise SystemExit(_line("error", f"--out {out} {why}", "pass a file path in a folder you can write"))
+
+
+def tvm_here(target: str, report: dict) -> str | None:
+    """None where TVM and the workbench's own packages import and, for ``cuda``, TVM sees a GPU; else the
+    line of ``report["missing"]`` that says why nothing can be measured."""
+    tvm, _, why = probe("tvm")
+    if tvm is None:
+        report["missing"].append(_line("tvm", why))
+        return report["missing"][-1]
+    if target == "cuda":
+        try:
+            seen = tvm.cuda(0).exist
+        except Exception as err:  # noqa: BLE001 - a CUDA runtime that half loads is this machine's, not a bug here
+            seen, why = False, f"{NO_CUDA}: {type(err).__name__}: {err}"
+        if not seen:
+            report["missing"].append(
+                _line("tvm", why or NO_CUDA, "run on an NVIDIA GPU with its driver, or pass --target llvm")
+            )
+            return report["missing"][-1]
+    if lacks(report, "the workbench", WORKBENCH_NEEDS):
+        return report["missing"][-1]
+    return None
+
+
+def measure_all(args, report: dict, saved) -> None:
+    """Each model of ``args.models`` on ``args.target``, into ``report``; TVM is there (:func:`tvm_here`)."""
+    import tvm
+
+    sys.path.insert(0, str(ROOT))
+    from byoc_workbench.measure.build import cuda
+
+    if args.target == "cuda":
+        report["gpu"]["tvm_device"] = tvm.cuda(0).device_name
+        try:
+            report["gpu"]["cuda_compiler"] = str(cuda.find())
+        except Exception as err:  # noqa: BLE001
+            report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
+    backends = backends_here(report, args.target)
+    for name in args.models.split(","):
+        try:
+            model = load_model(name.strip(), report)
+        except Exception as err:  # noqa: BLE001
+            report["errors"][f"{name}: load"] = _first_line(err)
+            continue
+        if model is not None:
+            print(f"measuring {model.name} ({model.source})...", file=sys.stderr, flush=True)
+            measure_model(model, args.target, args.runs, args.warmup, backends, report, saved)
+
+
+def nothing_measured(report: dict, stop: str | None) -> str | None:
+    """The one line of a run that measured nothing, else None: an exit 0 without numbers would read as a pass.
+    ``stop`` is the line of ``report["missing"]`` that stopped it before any model, if one did."""
+    if stop is not None:
+        return f"error: measured nothing, {stop}"
+    if any(m["builds"] for m in report["models"].values()):
+        return None
+    failed = [f"{key}: {why}" for key, why in report["errors"].items()]
+    lacking = sorted({line.split(":")[0] for line in report["missing"]})
+    why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
+    return _line("error", f"measured nothing, {why}", "see missing and errors in the JSON (--out writes it)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
-    parser.add_argument("--exports", type=Path, help="folder of model exports (tools/gpu_pack.py writes one)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--target", default="cuda", help="cuda (this GPU), or llvm: the same on the CPU")
     parser.add_argument("--out", help="also write the JSON to this file")
     args = parser.parse_args(argv)
+    check_out(args.out)
     report: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "gpu": gpu_info(),
@@ -314,41 +399,24 @@ def main(argv=None) -> int:
     }
     for name in ("tvm", "numpy", "torch", "onnxruntime"):
         report["versions"][name] = probe(name)[1]
-    tvm = probe("tvm")[0]
     t0 = time.perf_counter()
 
     def saved() -> str:
         report["wall_s"] = time.perf_counter() - t0
         text = json.dumps(report, indent=2, default=str)
-        if args.out:
-            Path(args.out).write_text(text)
+        if args.out:  # whole or not at all: a run cut short mid-write keeps the last whole JSON
+            Path(f"{args.out}.tmp").write_text(text)
+            os.replace(f"{args.out}.tmp", args.out)
         return text
 
-    if tvm is None:
-        report["missing"].append(_line("tvm", probe("tvm")[2]))
-    elif args.target == "cuda" and not tvm.cuda(0).exist:
-        report["missing"].append(_line("tvm", "TVM sees no CUDA device", "run on an NVIDIA GPU, or pass --target llvm"))
-    else:
-        sys.path.insert(0, str(ROOT))
-        from byoc_workbench.measure.build import cuda
-
-        if args.target == "cuda":
-            report["gpu"]["tvm_device"] = tvm.cuda(0).device_name
-            try:
-                report["gpu"]["cuda_compiler"] = str(cuda.find())
-            except Exception as err:  # noqa: BLE001
-                report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
-        backends = backends_here(report, args.target)
-        for name in args.models.split(","):
-            try:
-                model = load_model(name.strip(), args.exports, report)
-            except Exception as err:  # noqa: BLE001
-                report["errors"][f"{name}: load"] = _first_line(err)
-                continue
-            if model is not None:
-                print(f"measuring {model.name} ({model.source})...", file=sys.stderr, flush=True)
-                measure_model(model, args.target, args.runs, args.warmup, backends, report, saved)
+    stop = tvm_here(args.target, report)
+    if stop is None:
+        measure_all(args, report, saved)
     text = saved()
+    failed = nothing_measured(report, stop)
+    if failed:
+        print(failed, file=sys.stderr)
+        return 1
     print(text)
     for line in report["missing"]:
         print("missing:", line, file=sys.stderr)

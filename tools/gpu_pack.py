@@ -4,17 +4,19 @@ The GPU machine this project is lent (Python 3.12, numpy 2, PyTorch, no MXNet,
 no network) takes at most 64 MiB per call, the working tree included. TVM's
 wheel is 100 MB and its compiler library 259 MB unpacked, so:
 
-- ``tvm-compiler.so.xz``: the compiler library alone, xz with the x86 filter (about 58 MB);
-- ``site.tar.xz``: the rest of the apache-tvm and apache-tvm-ffi wheels for that Python (without
-  CUTLASS's headers, TVM's C++ sources and the web runtime), and the models exported without MXNet
-  (:mod:`byoc_workbench.models.portable`), a few MB.
+- ``tvm-libs.tar.xz``: the shared libraries of the apache-tvm and apache-tvm-ffi wheels for that Python,
+  the compiler's 259 MB among them, xz with the x86 filter (about 57 MiB);
+- ``site.tar.xz``: the rest of both wheels (without CUTLASS's headers, C++ sources and the web
+  runtime), a few MiB.
 
-The workbench itself travels in the working tree, its shipped zoo with it. Run here (no MXNet needed)::
+The workbench travels in the working tree, its shipped zoo with it: the GPU check
+regenerates a zoo model's seeded weights there, so the pack carries no model. Run here::
 
     .venv/bin/python tools/gpu_pack.py            # writes build/gpu-pack/, prints the call
 
-then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check (the device tool:
-``run(command="bash tools/gpu_run.sh", carry=["build/gpu-pack"])``).
+then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. ``--check``
+measures again what one call would carry (gpu_run.sh does, before it unpacks): the tree grows
+after packing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import hashlib
 import io
 import lzma
+import os
 import subprocess
 import sys
 import tarfile
@@ -30,13 +33,15 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 MIB = 1 << 20
+SPARE_MIB = 1.0  # room each call leaves for the tree to grow between packing and running
 WHEELS = ("apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2")
-COMPILER = "tvm/lib/libtvm_compiler.so"
-LEFT_OUT = ("tvm/3rdparty/", "tvm/web/", "tvm/src/")  # headers for CUTLASS, C++ sources, the wasm runtime
-MODELS = ("ssd_512_resnet50_v1_coco",)
+# Headers for CUTLASS, C++ sources, the wasm runtime, and the sources tvm-ffi builds its backtraces from.
+LEFT_OUT = ("tvm/3rdparty/", "tvm/web/", "tvm/src/", "tvm_ffi/3rdparty/libbacktrace/")
+PARTS = ("tvm-libs.tar.xz", "site.tar.xz")
+# The x86 filter turns relative calls absolute, so that machine code repeats more and xz packs it tighter.
+X86 = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
 
 
 def download(python: str, into: Path) -> list:
@@ -57,79 +62,165 @@ def download(python: str, into: Path) -> list:
     return found
 
 
-def pack_compiler(tvm_wheel: Path, out: Path) -> Path:
-    """The compiler library, xz-compressed with the x86 filter; kept while the wheel is the same."""
-    target = out / "tvm-compiler.so.xz"
-    stamp = out / "tvm-compiler.sha256"
-    digest = hashlib.sha256(tvm_wheel.read_bytes()).hexdigest()
+def _files(wheels: list, libraries: bool):
+    """``(name, bytes)`` of the wheels' shared libraries (``libraries``) or of their other files, but what the
+    check never reads."""
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                name = info.filename
+                if info.is_dir() or name.startswith(LEFT_OUT) or ".dist-info/" in name:
+                    continue
+                if (name.endswith(".so") or ".so." in name) == libraries:
+                    yield name, z.read(info)
+
+
+def pack(wheels: list, target: Path, libraries: bool, filters) -> Path:
+    """``target``, a tar of the wheels' files under ``site/``, xz-compressed with ``filters``."""
+    with (
+        lzma.open(target, "wb", format=lzma.FORMAT_XZ, filters=filters) as xz,
+        tarfile.open(fileobj=xz, mode="w|") as tar,
+    ):
+        for name, data in _files(wheels, libraries):
+            member = tarfile.TarInfo(f"site/{name}")
+            member.size, member.mode = len(data), 0o755 if libraries else 0o644
+            tar.addfile(member, io.BytesIO(data))
+    return target
+
+
+def pack_libraries(wheels: list, out: Path) -> Path:
+    """The shared libraries, kept while the wheels are the same: their minutes of xz are most of a pack's."""
+    target, stamp = out / PARTS[0], out / f"{PARTS[0]}.sha256"
+    digest = hashlib.sha256(b"".join(hashlib.sha256(w.read_bytes()).digest() for w in wheels)).hexdigest()
     if target.exists() and stamp.exists() and stamp.read_text() == digest:
         return target
-    print(f"compressing {COMPILER} (a few minutes)...", file=sys.stderr)
-    with zipfile.ZipFile(tvm_wheel) as z:
-        data = z.read(COMPILER)
-    filters = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
-    target.write_bytes(lzma.compress(data, format=lzma.FORMAT_XZ, filters=filters))
+    print("compressing the libraries, TVM's compiler among them (minutes)...", file=sys.stderr)
+    pack(wheels, target, True, X86)
     stamp.write_text(digest)
     return target
 
 
-def pack_site(wheels: list, exports: Path, out: Path) -> Path:
-    """The wheels' files but the compiler (and what the check never reads), and the model exports."""
-    target = out / "site.tar.xz"
-    with tarfile.open(target, "w:xz", preset=9) as tar:
-        for wheel in wheels:
-            with zipfile.ZipFile(wheel) as z:
-                for info in z.infolist():
-                    name = info.filename
-                    if info.is_dir() or name == COMPILER or name.startswith(LEFT_OUT) or ".dist-info/" in name:
-                        continue
-                    member = tarfile.TarInfo(f"site/{name}")
-                    data = z.read(info)
-                    member.size = len(data)
-                    member.mode = 0o755 if name.endswith(".so") or ".so." in name else 0o644
-                    tar.addfile(member, io.BytesIO(data))
-        tar.add(exports, arcname="exports")
-    return target
-
-
 def tree_bytes() -> int:
-    """What the working tree adds to a call: tracked and untracked files that git does not ignore."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sum((ROOT / n).stat().st_size for n in listed.decode().split("\0") if n and (ROOT / n).is_file())
+    """What the working tree adds to a call: the files git lists (tracked, and untracked but not ignored).
+
+    Where git cannot list them (the device's copy of the tree has no git), every file here but the
+    top-level ``build/`` (the pack, counted on its own) and Python's caches: what travelled.
+    """
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        return sum((ROOT / n).stat().st_size for n in listed.split("\0") if n and (ROOT / n).is_file())
+    except (OSError, subprocess.CalledProcessError):
+        total = 0
+        for folder, dirs, files in os.walk(ROOT):
+            top = folder == str(ROOT)
+            dirs[:] = [d for d in dirs if d not in (".git", "__pycache__") and not (top and d == "build")]
+            total += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+        return total
+
+
+def pieces(out: Path) -> list:
+    """The libraries' archive cut in pieces (``tvm-libs.tar.xz.1of2``...), in order; empty where it is whole."""
+    return sorted(out.glob(f"{PARTS[0]}.*of*"), key=lambda p: int(p.suffix[1:].partition("of")[0]))
+
+
+def cut(out: Path, limit_mib: float) -> list:
+    """The calls that carry the pack, a list of files each: both archives in one where they fit beside the
+    working tree, else the libraries' archive in as many pieces as it takes, the last call with ``site.tar.xz``.
+
+    A warm device machine keeps what a call carried for the next (ignored files stay), so the pieces gather
+    there; ``gpu_run.sh`` joins them. Pieces of an earlier cut are removed first."""
+    whole, site = out / PARTS[0], out / PARTS[1]
+    for old in pieces(out):
+        old.unlink()
+    room = limit_mib * MIB - tree_bytes() - SPARE_MIB * MIB
+    if whole.stat().st_size + site.stat().st_size <= room:
+        return [[whole, site]]
+    data = whole.read_bytes()
+    n = -(-(len(data) + site.stat().st_size) // int(room))
+    size = -(-len(data) // n)
+    for k in range(n):
+        (out / f"{PARTS[0]}.{k + 1}of{n}").write_bytes(data[k * size : (k + 1) * size])
+    found = pieces(out)
+    return [[piece] for piece in found[:-1]] + [[found[-1], site]]
+
+
+def fits(out: Path, limit_mib: float) -> int:
+    """0 where each call carries, beside the working tree, at most ``limit_mib`` (one line says so, with the
+    headroom), else 1 and one line saying why: checked when packing and again before a run, since the tree
+    grows. The files are the pieces found, else the whole archives."""
+    found = pieces(out)
+    if found and len(found) != int(found[-1].suffix.partition("of")[2]):
+        have = ", ".join(p.name for p in found)
+        print(
+            f"error: {out} holds pieces {have}, not all of them. Fix: carry every piece tools/gpu_pack.py printed.",
+            file=sys.stderr,
+        )
+        return 1
+    calls = [[p] for p in found[:-1]] + [[found[-1], out / PARTS[1]]] if found else [[out / name for name in PARTS]]
+    tree = tree_bytes()
+    for k, files in enumerate(calls, 1):
+        for part in files:
+            if not part.is_file():
+                print(
+                    f"error: {part} is missing. Fix: run tools/gpu_pack.py and carry what it prints.", file=sys.stderr
+                )
+                return 1
+        sizes = {p.name: p.stat().st_size for p in files} | {"working tree": tree}
+        total = sum(sizes.values())
+        said = ", ".join(f"{name} {size / MIB:.1f}" for name, size in sizes.items())
+        if total > limit_mib * MIB:
+            fix = "run tools/gpu_pack.py again (it cuts the pack to fit), or shrink what the tree ships"
+            print(
+                f"error: call {k} would carry {total / MIB:.1f} MiB ({said}), over {limit_mib:g} MiB. Fix: {fix}.",
+                file=sys.stderr,
+            )
+            return 1
+        print(
+            f"call {k} of {len(calls)} carries {total / MIB:.1f} MiB of {limit_mib:g} ({said}): "
+            f"{limit_mib - total / MIB:.1f} to spare"
+        )
+    return 0
+
+
+def travelling(out: Path) -> Path:
+    """``out`` relative to the checkout, refused in one line before minutes of xz where a call cannot carry it:
+    outside the checkout (a call carries paths in it) or not ignored by git (it would travel twice)."""
+    fix = "pass a folder under build/ (the default: build/gpu-pack)"
+    if out.is_file():
+        raise SystemExit(f"error: --out {out} is a file. Fix: {fix}.")
+    if not out.is_relative_to(ROOT):
+        raise SystemExit(f"error: --out {out} is outside the checkout {ROOT}. Fix: {fix}.")
+    if subprocess.run(["git", "check-ignore", "-q", str(out)], cwd=ROOT).returncode != 0:
+        raise SystemExit(f"error: --out {out} is not ignored by git, so it would travel twice. Fix: {fix}.")
+    return out.relative_to(ROOT)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-pack")
     parser.add_argument("--python", default="3.12", help="the GPU machine's Python (default 3.12)")
-    parser.add_argument("--models", default=",".join(MODELS), help="zoo models to export (comma-separated)")
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")
+    parser.add_argument("--check", action="store_true", help="only check that the pack and the tree fit one call")
     args = parser.parse_args(argv)
-    from byoc_workbench.models import portable
-
-    out = args.out
+    out = args.out.resolve()
+    if args.check:
+        return fits(out, args.limit_mib)
+    rel = travelling(out)
     out.mkdir(parents=True, exist_ok=True)
-    exports = out / "exports"
-    for name in filter(None, args.models.split(",")):
-        print(f"exporting {name}...", file=sys.stderr)
-        portable.export(name, exports / name)
     wheels = download(args.python, out / "wheels")
-    parts = [pack_compiler(wheels[0], out), pack_site(wheels, exports, out)]
-    carried = sum(p.stat().st_size for p in parts)
-    tree = tree_bytes()
-    for p in parts:
-        print(f"{p.relative_to(ROOT)}: {p.stat().st_size / MIB:.1f} MiB")
-    print(f"working tree: {tree / MIB:.1f} MiB; in all {(carried + tree) / MIB:.1f} MiB of {args.limit_mib:g}")
-    if carried + tree > args.limit_mib * MIB:
-        print(f"error: one call cannot carry {(carried + tree) / MIB:.1f} MiB. Fix: export fewer models.")
+    pack_libraries(wheels, out)
+    pack(wheels, out / PARTS[1], False, [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
+    calls = cut(out, args.limit_mib)
+    if fits(out, args.limit_mib):
         return 1
-    rel = out.relative_to(ROOT)
-    print(f'run(command="PACK={rel} bash tools/gpu_run.sh", carry=["{rel}/tvm-compiler.so.xz", "{rel}/site.tar.xz"])')
+    for k, files in enumerate(calls, 1):  # the last one runs; those before only carry, to a machine kept warm
+        command = f"PACK={rel} bash tools/gpu_run.sh" if k == len(calls) else "true"
+        print(f'run(command="{command}", carry=[{", ".join(f"{chr(34)}{rel}/{f.name}{chr(34)}" for f in files)}])')
     return 0
 
 

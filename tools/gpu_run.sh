@@ -2,24 +2,41 @@
 # On a bare GPU machine: unpack tools/gpu_pack.py's archives and run benchmarks/gpu_check.py, in one command.
 # PACK: where the archives are (default build/gpu-pack); DEST: where they unpack (default /tmp/byoc-gpu);
 # PY: the Python (default python3); OUT: where the JSON goes (default $DEST/out). Arguments go to gpu_check.py.
+# Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once whole
+# (nothing else in $DEST is touched), and the last run's $OUT/gpu_check.json is kept as gpu_check.<its time>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PACK=${PACK:-build/gpu-pack}
 DEST=${DEST:-/tmp/byoc-gpu}
 PY=${PY:-python3}
-for part in tvm-compiler.so.xz site.tar.xz; do
-  [ -f "$PACK/$part" ] || { echo "error: $PACK/$part is missing. Fix: run tools/gpu_pack.py and carry $PACK."; exit 1; }
-done
-rm -rf "$DEST" && mkdir -p "$DEST"
-# Unpacked by Python's own lzma and tarfile: the machine needs no xz.
-"$PY" - "$PACK" "$DEST" <<'EOF'
-import lzma, shutil, sys, tarfile
-pack, dest = sys.argv[1:]
-with tarfile.open(f"{pack}/site.tar.xz") as tar:
-    tar.extractall(dest, filter="data")
-with lzma.open(f"{pack}/tvm-compiler.so.xz") as src, open(f"{dest}/site/tvm/lib/libtvm_compiler.so", "wb") as out:
-    shutil.copyfileobj(src, out, 1 << 24)
-EOF
+OUT=${OUT:-$DEST/out}
+# The archives are there, and they and the tree fit one call: the tree may have grown since they were packed.
+"$PY" tools/gpu_pack.py --check --out "$PACK"
+mkdir -p "$DEST"
+NEW=$(mktemp -d "$DEST/unpack.XXXXXX")
+trap 'rm -rf "$NEW"' EXIT  # a failed unpack
+# Unpacked by Python's own lzma and tarfile (the machine needs no xz); a damaged archive stops here, $DEST as it was.
+"$PY" - "$PACK" "$NEW" <<'PY'
+import glob, lzma, shutil, sys, tarfile
+pack, new = sys.argv[1:]
+cut = sorted(glob.glob(f"{pack}/tvm-libs.tar.xz.*of*"), key=lambda p: int(p.rpartition(".")[2].partition("of")[0]))
+if cut:  # the pieces several calls carried, joined (gpu_pack.py --check found them all)
+    with open(f"{new}/tvm-libs.tar.xz", "wb") as whole:
+        for piece in cut:
+            with open(piece, "rb") as f:
+                shutil.copyfileobj(f, whole, 1 << 24)
+for part in ("site.tar.xz", f"{new}/tvm-libs.tar.xz" if cut else "tvm-libs.tar.xz"):
+    path = part if part.startswith(new) else f"{pack}/{part}"
+    try:
+        with tarfile.open(path) as tar:
+            tar.extractall(new, filter="data")
+    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError) as err:
+        why = " ".join(f"{type(err).__name__}: {err}".split())
+        sys.exit(f"error: cannot unpack {path} ({why}). Fix: run tools/gpu_pack.py again and carry what it prints.")
+PY
+if [ -e "$DEST/site" ]; then mv "$DEST/site" "$NEW/replaced"; fi  # then removed with $NEW
+mv "$NEW/site" "$DEST/site"
+rm -rf "$NEW"
 export PYTHONPATH="$DEST/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export BYOC_WORKBENCH_CACHE="$DEST/cache"
 # TVM's CUDA runtime links libcudart.so.13: where PyTorch's CUDA wheels keep it (nvidia/cu13/lib), if they do.
@@ -29,7 +46,9 @@ print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorte
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The machine's own CUDA compiler, where it is not on PATH (measure/build/cuda.py also looks in /usr/local/cuda*).
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$PATH:$d" && break; done
-OUT=${OUT:-$DEST/out}
 mkdir -p "$OUT"
-echo "unpacked in $DEST; $("$PY" --version), numpy $("$PY" -c 'import numpy; print(numpy.__version__)')"
-PYTHONUNBUFFERED=1 "$PY" benchmarks/gpu_check.py --exports "$DEST/exports" --out "$OUT/gpu_check.json" "$@"
+if [ -e "$OUT/gpu_check.json" ]; then
+  mv -n "$OUT/gpu_check.json" "$OUT/gpu_check.$(date -r "$OUT/gpu_check.json" +%Y%m%d-%H%M%S.%N).json"
+fi
+echo "unpacked in $DEST; $("$PY" --version); the JSON goes to $OUT/gpu_check.json"
+PYTHONUNBUFFERED=1 "$PY" benchmarks/gpu_check.py --out "$OUT/gpu_check.json" "$@"

@@ -1,5 +1,6 @@
-"""benchmarks/gpu_check.py on a machine without a GPU: one line per missing piece, exit 0, and the same
-measurements run on the CPU when asked (``--target llvm``), each build split and checked against TVM alone."""
+"""benchmarks/gpu_check.py on a machine without a GPU: one line and exit 1 when it can measure nothing, one line
+per missing piece otherwise, and the same measurements run on the CPU when asked (``--target llvm``), each build
+split and checked against TVM alone."""
 
 import importlib.util
 import json
@@ -12,37 +13,60 @@ import tvm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+# The script as run, with the packages named in argv[1] unimportable (None in sys.modules, as Python documents).
+BLOCKING = "import runpy, sys; sys.modules.update(dict.fromkeys(sys.argv.pop(1).split(',')))" + (
+    f"; sys.argv[0] = {str(SCRIPT)!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
-def _run(tmp_path, *args):
-    out = tmp_path / "gpu_check.json"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(out.read_text()), done.stderr
+def _run(out: Path, *args, blocked: str = "", status: int = 0):
+    cmd = [sys.executable, "-c", BLOCKING, blocked] if blocked else [sys.executable, str(SCRIPT)]
+    done = subprocess.run([*cmd, "--out", str(out), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == status, done.stderr[-2000:]
+    return done
 
 
-def test_without_a_gpu_it_says_why_in_one_line_per_piece(tmp_path):
+def test_without_a_gpu_it_measures_nothing_and_says_so_in_one_line(tmp_path):
+    """A broken CUDA runtime, as TVM sees it: no CUDA device. An exit 0 here read as a pass that measured nothing."""
     if tvm.cuda(0).exist:
         pytest.skip("a GPU is here")
-    report, stderr = _run(tmp_path, "--models", "demo")
-    assert report["models"] == {}
-    [line] = [m for m in report["missing"] if m.startswith("tvm:")]
-    assert "no CUDA device" in line and "Fix: run on an NVIDIA GPU, or pass --target llvm." in line
-    for m in report["missing"]:
-        assert "\n" not in m and ". Fix: " in m
-    assert f"missing: {line}" in stderr
+    done = _run(tmp_path / "gpu_check.json", "--models", "demo", status=1)
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: measured nothing, tvm: TVM sees no CUDA device")
+    assert line.endswith(". Fix: run on an NVIDIA GPU with its driver, or pass --target llvm.")
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["models"] == {} and line.endswith(report["missing"][0])
+
+
+@pytest.mark.parametrize("where", ["no-such-folder/gpu_check.json", "."])
+def test_an_out_it_cannot_write_is_refused_before_anything_is_built(tmp_path, where):
+    out = tmp_path / where
+    done = _run(out, "--target", "llvm", "--models", "demo", "--runs", "1", "--warmup", "0", status=1)
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: --out {out} is ") and ". Fix: pass a file path in a folder you can write." in line
+    assert done.stdout == "" and sorted(tmp_path.iterdir()) == []  # nothing built, nothing written
+
+
+def test_without_a_package_every_build_imports_it_measures_nothing(tmp_path):
+    done = _run(tmp_path / "r.json", "--target", "llvm", "--models", "demo", blocked="tqdm", status=1)
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: measured nothing, tqdm: the workbench: ")
+    assert line.endswith("Fix: pip install tqdm (the workbench's progress bars).")
+    assert json.loads((tmp_path / "r.json").read_text())["models"] == {}
 
 
 def test_on_the_cpu_the_same_measurements_run_and_agree(tmp_path):
     pytest.importorskip("onnxruntime")
-    report, _ = _run(tmp_path, "--target", "llvm", "--models", "demo", "--runs", "2", "--warmup", "1")
+    models = "ssd_512_resnet50_v1_coco,demo"  # without OpenCV the zoo model's picture is missing: the demo still runs
+    _run(tmp_path / "r.json", "--target", "llvm", "--models", models, "--runs", "2", "--warmup", "1", blocked="cv2")
+    report = json.loads((tmp_path / "r.json").read_text())
+    [cv2] = [m for m in report["missing"] if m.startswith("cv2:")]
+    assert cv2.startswith("cv2: ssd_512_resnet50_v1_coco: ") and "Fix: pip install opencv-python-headless" in cv2
     demo = report["models"]["demo"]
     expected = {"tvm alone (llvm)", "onnxruntime", "onnxruntime, unpruned"}
     if importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"):
         expected |= {"torch", "torch, unpruned", "torch (its own target: every op it runs)"}
-    assert set(demo["builds"]) == expected
+    assert set(demo["builds"]) == expected and list(report["models"]) == ["demo"]
     for label, check in demo["equal"].items():
         assert check["equal"], (label, check)
     for build in demo["builds"].values():

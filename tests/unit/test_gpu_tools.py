@@ -1,0 +1,129 @@
+"""tools/gpu_pack.py and tools/gpu_run.sh never lose or destroy: a damaged archive stops gpu_run.sh in one line
+with $DEST and the last JSON as they were; a whole one replaces $DEST/site alone and keeps the last JSON; what one
+call carries is checked again before a run; a pack folder a call cannot carry is refused before minutes of xz."""
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = b"the compiler library, as unpacked\n" * 1000
+
+
+def _pack(folder: Path, damaged: str = "") -> Path:
+    """Archives in the form tools/gpu_pack.py writes, small; ``damaged`` (a file name) cut in half."""
+    folder.mkdir()
+    parts = {"tvm-libs.tar.xz": {"site/tvm/lib/libtvm_compiler.so": LIBRARY}, "site.tar.xz": {"site/new.txt": b"new"}}
+    for part, files in parts.items():
+        with tarfile.open(folder / part, "w:xz") as tar:
+            for name, data in files.items():
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+    if damaged:
+        whole = (folder / damaged).read_bytes()
+        (folder / damaged).write_bytes(whole[: len(whole) // 2])
+    return folder
+
+
+def _dest(folder: Path) -> Path:
+    """A $DEST a run left: an unpack, a cache, and its JSON."""
+    (folder / "site").mkdir(parents=True)
+    (folder / "site" / "old.txt").write_text("the last unpack")
+    (folder / "cache").mkdir()
+    (folder / "cache" / "entry").write_text("a cached build")
+    (folder / "out").mkdir()
+    (folder / "out" / "gpu_check.json").write_text('{"the last run": true}')
+    return folder
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _gpu_run(pack: Path, dest: Path, *args):
+    env = {**os.environ, "PACK": str(pack), "DEST": str(dest), "PY": sys.executable}
+    env.pop("OUT", None)
+    cmd = ["bash", str(ROOT / "tools" / "gpu_run.sh"), *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("damaged", ["tvm-libs.tar.xz", "site.tar.xz"])
+def test_a_damaged_archive_stops_the_run_in_one_line_and_touches_nothing(tmp_path, damaged):
+    dest = _dest(tmp_path / "dest")
+    before = _files(dest)
+    done = _gpu_run(_pack(tmp_path / "pack", damaged), dest)
+    assert done.returncode != 0
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: cannot unpack {tmp_path / 'pack' / damaged} (")
+    assert line.endswith(". Fix: run tools/gpu_pack.py again and carry what it prints.")
+    assert _files(dest) == before and sorted(p.name for p in dest.iterdir()) == ["cache", "out", "site"]
+
+
+def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
+    dest = _dest(tmp_path / "dest")
+    # No CUDA device here: the check runs, measures nothing and says so, after the unpack.
+    done = _gpu_run(_pack(tmp_path / "pack"), dest, "--models", "demo")
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: measured nothing, tvm: ")
+    after = _files(dest)
+    assert after.pop("site/tvm/lib/libtvm_compiler.so") == LIBRARY
+    assert after.pop("site/new.txt") == b"new"
+    assert after.pop("cache/entry") == b"a cached build"
+    assert b"TVM sees no CUDA device" in after.pop("out/gpu_check.json")
+    [(kept, last)] = after.items()  # the last run's JSON, under its time; the old unpack is gone
+    assert kept.startswith("out/gpu_check.") and kept.endswith(".json") and last == b'{"the last run": true}'
+
+
+def test_what_one_call_carries_is_checked_again_before_a_run(tmp_path):
+    pack = _pack(tmp_path / "pack")
+    check = [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), "--check", "--out", str(pack)]
+    fits = subprocess.run(check, capture_output=True, text=True)
+    assert fits.returncode == 0 and fits.stdout.startswith("call 1 of 1 carries ") and "to spare" in fits.stdout
+    over = subprocess.run([*check, "--limit-mib", "1"], capture_output=True, text=True)
+    [line] = over.stderr.splitlines()
+    assert over.returncode == 1 and line.startswith("error: call 1 would carry ") and "working tree" in line
+    with open(pack / "tvm-libs.tar.xz", "r+b") as grown:  # sparse: as large as a call, with the tree too large
+        grown.truncate(64 << 20)
+    dest = _dest(tmp_path / "dest")
+    before = _files(dest)
+    done = _gpu_run(pack, dest)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith("error: call 1 would carry ") and _files(dest) == before
+
+
+def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path, monkeypatch):
+    """The libraries' archive is cut so that each call carries, beside the tree, what the limit allows; the
+    pieces gather on the machine (kept warm between calls) and gpu_run.sh joins them before it unpacks."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import gpu_pack
+
+    pack = _pack(tmp_path / "pack")
+    libs = (pack / "tvm-libs.tar.xz").read_bytes()
+    limit = (gpu_pack.tree_bytes() + len(libs) // 2) / gpu_pack.MIB + gpu_pack.SPARE_MIB  # room for half of it
+    calls = gpu_pack.cut(pack, limit)
+    assert len(calls) >= 2 and calls[-1][-1].name == "site.tar.xz"
+    assert b"".join(p.read_bytes() for p in gpu_pack.pieces(pack)) == libs
+    assert gpu_pack.fits(pack, limit) == 0
+    (pack / "tvm-libs.tar.xz").unlink()  # not carried: only the pieces travel
+    dest = _dest(tmp_path / "dest")
+    done = _gpu_run(pack, dest, "--models", "demo")
+    assert done.stderr.splitlines()[-1].startswith("error: measured nothing, tvm: ")  # unpacked, then ran
+    assert (dest / "site" / "tvm" / "lib" / "libtvm_compiler.so").read_bytes() == LIBRARY
+    gpu_pack.pieces(pack)[0].unlink()  # a call's piece that did not arrive
+    done = _gpu_run(pack, dest)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and "not all of them" in line
+
+
+def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
+    for out, why in ((tmp_path / "pack", "is outside the checkout"), (ROOT / "tests" / "pack", "is not ignored")):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), "--out", str(out)], capture_output=True, text=True
+        )
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 1 and line.startswith(f"error: --out {out} {why}") and not out.exists()
