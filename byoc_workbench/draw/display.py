@@ -44,9 +44,11 @@ def svg_body(svg: str) -> str:
 def diagram_html(svg: str, hint: str = HINT) -> str:
     """HTML for a Graphviz SVG: fits the width, never wider than full size; a click toggles full size.
 
-    It never shrinks below the width at which its smallest label is :data:`MIN_LABEL_PX` tall: a
-    diagram too wide for that scrolls sideways in its box. The toggle is an inline handler, which
-    Jupyter keeps for trusted output (any output the user ran); elsewhere the diagram still fits.
+    At first it never shrinks below the width at which its smallest label is :data:`MIN_LABEL_PX`
+    tall: a diagram too wide for that scrolls sideways in its box. A click shows it at full size; the
+    next one fits the width as the hint says, the whole diagram in the column however small its labels.
+    The toggle is an inline handler, which Jupyter keeps for trusted output (any output the user ran);
+    elsewhere the diagram still fits.
     """
     body = svg_body(svg)
     full = natural_width(body)
@@ -55,10 +57,11 @@ def diagram_html(svg: str, hint: str = HINT) -> str:
     least = readable_width(body) or 0
     fit = f"width:100%;height:auto;max-width:{full:.0f}px;min-width:{least:.0f}px"
     body = _SIZE.sub(lambda m: f'<svg{m.group(1)} style="{fit};display:block"', body, count=1)
-    # Toggles the svg between fitting the width and full size (the box scrolls what does not fit).
+    # Toggles the svg between full size (the box scrolls what does not fit) and fitting the width, the
+    # readable least width given up once asked for.
     toggle = (
         "var s=this.querySelector('svg').style,z=s.maxWidth==='none';"
-        f"s.width=z?'100%':'{full:.0f}px';s.maxWidth=z?'{full:.0f}px':'none';"
+        f"s.width=z?'100%':'{full:.0f}px';s.maxWidth=z?'{full:.0f}px':'none';if(z)s.minWidth='0';"
         "this.style.maxHeight=z?'':'80vh';"
         "this.style.cursor=z?'zoom-in':'zoom-out'"
     )

@@ -8,11 +8,12 @@
 
 const MIN_SCALE = 0.02;
 const MAX_SCALE = 8;
-const MAX_FIRST_SCALE = 1.5; // a small graph is not blown up past this at its first view
+const MAX_FIRST_SCALE = 1.5; // a small graph is not blown up past this at its first view or at "fit"
+const FIT_MARGIN = 0.98; // of the box that "fit" fills: the diagram's edges stay clear of the box's border
+const MAX_BOX_PX = 720; // the box takes the screen's height up to this, less the toolbar above it
 const OPEN_WAIT_MS = 30000; // how long a double-clicked node waits for its opened drawing
 const OPEN_MARGIN = 8; // px between the box's edge and an opened group's top or left
 const READABLE_PX = 11; // on-screen height of a node label at the first view
-const MIN_LABEL_PX = 10; // "fit" never draws labels smaller ("−" still zooms out past it)
 const DRAG_SLOP = 4; // pixels a press may move and still count as a click
 const HINT_MS = 1500;
 const IS_MAC = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
@@ -60,20 +61,20 @@ function render({ model, el }) {
   corner.title = "the legend: click to fold or unfold it";
   corner.hidden = true;
   frame.append(viewport, overlay);
-  const stage = document.createElement("div"); // the box and, over its corner, the legend
+  const stage = document.createElement("div"); // the box and, beside it, the legend
   stage.className = "byoc-graph-stage";
   stage.append(frame, corner);
-  const hint = document.createElement("div");
+  // In the toolbar's row, not under it: on a 768 px screen the box needs every line of height.
+  const hint = document.createElement("span");
   hint.className = "byoc-graph-hint";
   hint.textContent =
-    `Scroll moves the page; ${MOD_KEY} + scroll or a pinch zooms; drag to move the diagram. ` +
-    "Click a node for its details; double-click a subgraph, composite, block or folded run to open it.";
-  el.append(toolbar, hint, stage);
+    `${MOD_KEY} + scroll or pinch: zoom · drag: move · click a node: details · double-click a group: open it`;
+  el.append(toolbar, stage);
 
   let view = { x: 0, y: 0, s: 1 };
   let size = { w: 0, h: 0 };
   let readable = 1; // the scale at which labels are READABLE_PX tall, set by firstView
-  let mode = "first"; // "first": the first view, redone on resize; "fit": see fitReadable; "free": user moved
+  let mode = "first"; // "first": the first view, redone on resize; "fit": the whole diagram; "free": user moved
   let drag = null;
   let suppressClick = false;
   let hintTimer = 0;
@@ -107,27 +108,14 @@ function render({ model, el }) {
     return { x: (r.left + r.width / 2 - o.left) / view.s, y: (r.top + r.height / 2 - o.top) / view.s };
   };
 
+  // "fit": the whole diagram in the box, centred, however small its labels get (the box takes the screen's
+  // height to keep them readable, see sizeBox); only absurd zooms are clamped.
   const fitWhole = () => {
     const cw = frame.clientWidth;
     const ch = frame.clientHeight;
     if (!cw || !ch || !size.w || !size.h) return false;
-    const s = Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * 0.96;
+    const s = Math.max(MIN_SCALE, Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * FIT_MARGIN);
     view = { s, x: (cw - size.w * s) / 2, y: (ch - size.h * s) / 2 };
-    apply(0);
-    return true;
-  };
-
-  // "fit": the whole diagram when its labels stay MIN_LABEL_PX tall there, else the width at that
-  // size when it fits, else that size, the middle of the box held where it is.
-  const fitReadable = () => {
-    const cw = frame.clientWidth;
-    const ch = frame.clientHeight;
-    if (!cw || !ch || !size.w || !size.h) return false;
-    const floor = (readable * MIN_LABEL_PX) / READABLE_PX;
-    if (Math.min(cw / size.w, ch / size.h, MAX_FIRST_SCALE) * 0.96 >= floor) return fitWhole();
-    const s = Math.max(floor, Math.min((cw / size.w) * 0.98, MAX_FIRST_SCALE));
-    const [mx, my] = centre();
-    view = { s, x: mx - ((mx - view.x) / view.s) * s, y: my - ((my - view.y) / view.s) * s };
     apply(0);
     return true;
   };
@@ -193,15 +181,14 @@ function render({ model, el }) {
     toolbar.appendChild(b);
   };
   const centre = () => [frame.clientWidth / 2, frame.clientHeight / 2];
-  button("fit", "as much of the diagram as readable labels allow (− zooms out further)", "byoc-zoom-fit", () => {
+  button("fit", "the whole diagram in the box (+ or 100% for larger labels)", "byoc-zoom-fit", () => {
     mode = "fit";
-    fitReadable();
-    ensureNodes();
+    fitWhole();
   });
   button("100%", "labels at their full size", "byoc-zoom-100", () => zoomAt(1 / view.s, ...centre()));
   button("−", "zoom out", "byoc-zoom-out", () => zoomAt(0.8, ...centre()));
   button("+", "zoom in", "byoc-zoom-in", () => zoomAt(1.25, ...centre()));
-  toolbar.appendChild(level);
+  toolbar.append(level, hint);
 
   const highlight = () => {
     for (const g of viewport.querySelectorAll("g.byoc-selected")) g.classList.remove("byoc-selected");
@@ -287,14 +274,21 @@ function render({ model, el }) {
     return true;
   };
 
-  // A drawing's legend (the time map's) is drawn again in the box's top-right corner at the first view's
-  // label size, whatever the pan and zoom: Graphviz places it beside a graph that may be metres long.
+  // A drawing's legend (the time map's) is drawn again beside the box, where it covers no node, at the
+  // first view's label size whatever the pan and zoom: Graphviz places it beside a graph that may be metres
+  // long. A drawing not laid out yet (a page reloaded) measures 0 x 0: the legend waits for the box's size.
+  let legendWaits = false;
   const placeLegend = () => {
     const g = viewport.querySelector('g.node[id="legend"]');
     corner.replaceChildren();
     corner.hidden = !g;
+    legendWaits = false;
     if (!g) return;
     const b = g.getBBox();
+    if (!frame.clientWidth || !b.width || !b.height) {
+      legendWaits = true;
+      return;
+    }
     const s = Math.max(1, readable);
     const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.setAttribute("viewBox", `${b.x} ${b.y} ${b.width} ${b.height}`);
@@ -312,6 +306,22 @@ function render({ model, el }) {
     corner.classList.toggle("byoc-folded");
   });
 
+  // The box takes the height of what scrolls the page (Lab's notebook panel, else the window), less the
+  // toolbar above it, between the widget's `height` and MAX_BOX_PX: "fit" then has the room of the screen it
+  // is on. The legend beside it is as tall at most.
+  const sizeBox = () => {
+    let room = window.innerHeight;
+    for (let e = stage.parentElement; e; e = e.parentElement) {
+      const y = getComputedStyle(e).overflowY;
+      if ((y === "auto" || y === "scroll") && e.scrollHeight > e.clientHeight + 1) {
+        room = e.clientHeight;
+        break;
+      }
+    }
+    const h = Math.round(Math.min(MAX_BOX_PX, Math.max(model.get("height"), room - toolbar.offsetHeight - 12)));
+    if (frame.style.height !== `${h}px`) frame.style.height = corner.style.maxHeight = `${h}px`;
+  };
+
   const draw = () => {
     // A view the user has not moved is redone for the new drawing (a toggle changes its size); a
     // moved one holds on to its nodes; "fit" fits again.
@@ -319,7 +329,7 @@ function render({ model, el }) {
     const held = mode === "fit" || (mode === "first" && !sel) ? [] : anchors();
     const scale = view.s;
     viewport.innerHTML = model.get("svg") || "";
-    frame.style.height = `${model.get("height")}px`;
+    sizeBox();
     const svg = svgEl();
     size = { w: 0, h: 0 };
     if (!svg) return;
@@ -335,7 +345,7 @@ function render({ model, el }) {
     const c = a && centreOf(findNode(a.id));
     if (showOpened(scale)) {
       // placed on the opened group
-    } else if (mode === "fit") fitReadable();
+    } else if (mode === "fit") fitWhole();
     else if (c) {
       view = { s: scale, x: a.sx - c.x * scale, y: a.sy - c.y * scale };
       apply();
@@ -424,27 +434,57 @@ function render({ model, el }) {
   frame.addEventListener("click", onClick);
   frame.addEventListener("dblclick", onDblClick);
   // The output area may have no width yet when the widget first renders.
+  let sizing = 0;
   const resize = new ResizeObserver(() => {
     if (mode === "first") firstView();
-    else if (mode === "fit") fitReadable();
+    else if (mode === "fit") fitWhole();
     else apply();
+    if (legendWaits) placeLegend();
+    // On the next frame: a height set while this observer reports would be reported again at once.
+    cancelAnimationFrame(sizing);
+    sizing = requestAnimationFrame(sizeBox);
   });
   resize.observe(frame);
+  window.addEventListener("resize", sizeBox);
+
+  // A kernel restarted or shut down leaves the page's controls wired to nothing: ipywidgets marks each
+  // one with a broken-link icon, and a click does nothing. The widget says so in one line instead, in place
+  // of the whole workbench it sits in (else of its output). ipywidgets reports a restart as the model's
+  // comm going dead; Lab's kernel connection reports a shutdown as its disposal.
+  const kernel = model.widget_manager && model.widget_manager.kernel; // Lab's and Notebook 7's; else none
+  const gone = () => {
+    const host = el.closest(".byoc-workbench") || el.closest(".jp-OutputArea-output") || el;
+    if (host.querySelector(":scope > .byoc-gone-line")) return;
+    const line = document.createElement("div");
+    line.className = "byoc-gone-line";
+    line.textContent = model.get("gone");
+    host.prepend(line);
+    host.classList.add("byoc-kernel-gone");
+  };
+  const onStatus = (_kernel, status) => status === "dead" && gone();
+  if (kernel && kernel.disposed) kernel.disposed.connect(gone);
+  if (kernel && kernel.statusChanged) kernel.statusChanged.connect(onStatus);
 
   const onSvg = () => draw();
   model.on("change:svg", onSvg);
   model.on("change:selected", highlight);
   model.on("change:height", onSvg);
+  model.on("comm_live_update", gone);
   draw();
 
   return () => {
     resize.disconnect();
+    cancelAnimationFrame(sizing);
+    window.removeEventListener("resize", sizeBox);
     clearTimeout(hintTimer);
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
     model.off("change:svg", onSvg);
     model.off("change:selected", highlight);
     model.off("change:height", onSvg);
+    model.off("comm_live_update", gone);
+    if (kernel && kernel.disposed) kernel.disposed.disconnect(gone);
+    if (kernel && kernel.statusChanged) kernel.statusChanged.disconnect(onStatus);
   };
 }
 

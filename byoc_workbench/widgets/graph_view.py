@@ -7,7 +7,14 @@ from pathlib import Path
 import anywidget
 import traitlets
 
+from byoc_workbench.errors import WorkbenchError
+
 _HERE = Path(__file__).parent
+
+# What the page says once the widget's kernel is gone: graph_view.js shows it then, as no kernel can.
+KERNEL_GONE = WorkbenchError(
+    "this widget's kernel is gone (restarted or shut down)", "run the notebook's cells again (Run > Run All Cells)"
+)
 
 
 # --- pure helpers: what a double-click opens ------------------------------------------
@@ -30,7 +37,9 @@ class GraphView(anywidget.AnyWidget):
     """An SVG diagram with pan, zoom and node clicks (see graph_view.js).
 
     ``svg`` is the drawing; clicking a node sets ``selected`` to its id;
-    double-clicking one sends ``{"event": "toggle", "id": ...}``.
+    double-clicking one sends ``{"event": "toggle", "id": ...}``. The box is ``height`` px tall at
+    least, and takes the screen's height where there is more. ``gone`` is the line shown in place
+    of the controls once the kernel is gone.
     """
 
     _esm = (_HERE / "graph_view.js").read_text(encoding="utf-8")
@@ -39,3 +48,4 @@ class GraphView(anywidget.AnyWidget):
     svg = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(440).tag(sync=True)
+    gone = traitlets.Unicode(KERNEL_GONE.line).tag(sync=True)

@@ -130,7 +130,12 @@ class WorkbenchWidget(W.VBox):
                 ).add_class("byoc-stage-row"),
                 self.stage_help,
                 self.status,
-                W.HBox([W.Box([self.graph], layout=W.Layout(width="68%")), self.details]),
+                # The details beside the diagram on a wide screen, under it on a narrow one (1366 px with
+                # Lab's file browser open), where the diagram needs the whole width.
+                W.HBox(
+                    [W.Box([self.graph], layout=W.Layout(flex="3 1 700px", min_width="0")), self.details],
+                    layout=W.Layout(flex_flow="row wrap"),
+                ).add_class("byoc-diagram-row"),
                 self.summary,
                 self.tabs,
             ]
@@ -196,7 +201,7 @@ class WorkbenchWidget(W.VBox):
         self.time_button.observe(lambda change: self.set_time(change["new"]), names="value")
 
     def _make_diagram(self) -> None:
-        """The diagram and the details panel beside it."""
+        """The diagram and the details panel beside or under it."""
         self.graph = GraphView()
         self.graph.add_class("byoc-graph-widget")
         self.graph.observe(self._on_select, names="selected")
@@ -204,7 +209,7 @@ class WorkbenchWidget(W.VBox):
         self.details = W.HTML(
             NO_SELECTION,
             layout=W.Layout(
-                width="32%", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
+                flex="1 1 260px", min_width="240px", overflow="auto", padding="4px 8px", border="1px solid #dee2e6"
             ),
         ).add_class("byoc-details")
 

@@ -134,10 +134,8 @@ def test_view_survives_zoom_then_toggle(widget):
     page.wait_for_function("old => document.querySelector('.byoc-graph svg').innerHTML !== old", arg=svg)
     wp.assert_held(page, central)
 
-    page.locator(".byoc-zoom-fit").click()
+    wp.fit_shows_every_node(page)
     assert wp.diagram_scale(page) < zoomed
-    fit = page.evaluate(wp.LABELS_IN_BOX)
-    assert fit and wp.median_of(fit) >= wp.MIN_LABEL_PX - 0.5, "'fit' keeps labels readable"
     page.locator(".byoc-zoom-100").click()
     assert wp.diagram_scale(page) == 1.0
     assert page.evaluate(wp.NODES_IN_BOX) > 0, "100% after fit shows nodes, never an empty box"
@@ -168,8 +166,8 @@ def test_static_diagram_fits_the_output_and_zooms_on_click(page):
     diagram.click()
     assert svg.bounding_box()["width"] >= fitted["width"], "a click shows it at full size"
     assert diagram.evaluate("d => d.scrollWidth > d.clientWidth"), "at full size the box scrolls sideways"
-    diagram.click()
-    assert svg.bounding_box()["width"] == pytest.approx(fitted["width"], abs=1)
+    diagram.click()  # "click again to fit the width": the column's, the readable least width given up
+    assert svg.bounding_box()["width"] <= output["width"] + 1
 
 
 def test_rule_checkbox_redraws_and_node_click_shows_details(page):
@@ -448,7 +446,7 @@ def test_nb02_time_button_shows_the_ssds_latency_map(nb02):
     page.locator(".byoc-workbench .byoc-zoom-100").click()  # labels and times at full size
     page.wait_for_timeout(500)
     assert page.evaluate(wp.NODES_IN_BOX) > 0
-    wp.legend_in_box(page)
+    wp.legend_beside_box(page)
     page.screenshot(path=str(BUILD / "nb02-widget-time-1366.png"))
     page.locator(".byoc-stage button", has_text="prune").click()  # leaving codegen switches the time view off
     sync_api.expect(page.locator(".byoc-time")).not_to_have_class("mod-active")

@@ -266,6 +266,25 @@ CLUSTER_SIZE = """id => {
 }"""
 
 
+# Every node of the diagram and those not wholly inside the box (by their text), measured on screen.
+EVERY_NODE_IN_BOX = """() => {
+    const f = document.querySelector('.byoc-graph').getBoundingClientRect();
+    const nodes = [...document.querySelectorAll('.byoc-graph svg g.node:not(#legend)')];
+    const outside = nodes.filter(g => {
+        const r = g.getBoundingClientRect();
+        return r.left < f.left - 0.5 || r.right > f.right + 0.5 || r.top < f.top - 0.5 || r.bottom > f.bottom + 0.5;
+    });
+    return {nodes: nodes.length, outside: outside.map(g => g.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60))};
+}"""
+
+
+def fit_shows_every_node(page) -> None:
+    """Click "fit": every node of the diagram lies wholly inside the box, however small its labels."""
+    page.locator(".byoc-zoom-fit").click()
+    found = page.evaluate(EVERY_NODE_IN_BOX)
+    assert found["nodes"] and not found["outside"], f"'fit' leaves nodes out of the box: {found}"
+
+
 def bring_into_box(page, node_id: str) -> None:
     """Drag the diagram so that node ``node_id`` sits in the middle of the box, as a user would before opening it.
 
@@ -315,10 +334,10 @@ def open_group(page, node_id: str, shot: str) -> dict:
     assert heights and median_of(heights) >= MIN_LABEL_PX, f"labels are {median_of(heights):.1f} px tall once opened"
     assert size["shown"] > 0, f"the box shows none of the opened group's nodes: {size}"
     assert size["whole"] > 0, f"every opened node in the box is cut at its edge, labels and all: {size}"
-    page.locator(".byoc-zoom-fit").click()  # as much of the diagram as readable labels allow, one click away
-    fit = page.evaluate(LABELS_IN_BOX)
-    print(f"  after 'fit': scale {diagram_scale(page):.2f}, median label {median_of(fit):.1f} px")
-    assert fit and median_of(fit) >= MIN_LABEL_PX - 0.5, f"'fit' drew labels {median_of(fit):.1f} px tall"
+    fit_shows_every_node(page)  # the whole diagram, opened group and all, one click away
+    fit = median_of(page.evaluate(LABELS_IN_BOX))
+    print(f"  after 'fit': scale {diagram_scale(page):.2f}, median label {fit:.1f} px")
+    page.locator(".byoc-zoom-100").click()  # labels at full size again, as the tests after this one read them
     return size
 
 
@@ -424,11 +443,12 @@ LEGEND_LABELS = (
 )
 
 
-def legend_in_box(page) -> list:
-    """The time map's legend: in the diagram's box, its labels readable; their heights."""
+def legend_beside_box(page) -> list:
+    """The time map's legend: beside the diagram's box (over no node of it) and no taller, its labels readable;
+    their heights."""
     box, corner = page.locator(".byoc-graph").bounding_box(), page.locator(".byoc-legend-corner").bounding_box()
-    assert corner and corner["x"] >= box["x"] and corner["x"] + corner["width"] <= box["x"] + box["width"] + 1
-    assert corner["y"] >= box["y"] and corner["y"] + corner["height"] <= box["y"] + box["height"] + 1
+    assert corner and corner["x"] >= box["x"] + box["width"], f"the legend covers the box: {corner} over {box}"
+    assert corner["y"] >= box["y"] - 1 and corner["y"] + corner["height"] <= box["y"] + box["height"] + 1
     heights = page.evaluate(LEGEND_LABELS)
     assert heights and min(heights) >= MIN_LABEL_PX - 0.5, f"legend labels of {min(heights or [0]):.1f} px"
     return heights
