@@ -12,15 +12,16 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
+import dataclasses
 import gc
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
 from byoc_workbench.backends import registry, tensorrt
 from byoc_workbench.draw.counts import profile_graph
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.measure import child
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
 from byoc_workbench.models.images import model_input
@@ -184,7 +185,7 @@ MODEL_NOTES = {
 }
 
 
-@dataclass
+@dataclasses.dataclass
 class ZooReport:
     """What the notebook's model chooser shows for one model: the pure twin of the widget.
 
@@ -205,15 +206,27 @@ class ZooReport:
     prediction: Prediction
     picture: np.ndarray
 
+    def without_build(self) -> ZooReport:
+        """This report less its build: no VM, no hold on the offloaded subgraphs' symbols, no raw outputs
+        (the prediction keeps the arrays the task reads). What is left pickles, and holds no TVM object."""
+        generated = {name: dataclasses.replace(c, _hold=None) for name, c in self.run.generated.items()}
+        run = dataclasses.replace(self.run, vm=None, call=None, outputs=[], generated=generated)
+        return dataclasses.replace(self, run=run)
+
 
 def release_memory() -> None:
     """Give back what the last model left: its objects collected, and the C heap's free pages handed back to
     the system (glibc keeps them otherwise: after a detector's pick in notebook 06, about 0.5 GB)."""
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    trim = _libc("malloc_trim")
     if trim is not None:  # glibc only
         trim(0)
+
+
+def _libc(name: str):
+    """The C library's function ``name``, or None where it has none (``malloc_trim`` and ``mallopt`` are glibc's)."""
+    libc = ctypes.util.find_library("c")
+    return getattr(ctypes.CDLL(libc), name, None) if libc else None
 
 
 def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False, say=None) -> ZooReport:
@@ -228,7 +241,10 @@ def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False
     model = _zoo_name(ref)
     say(f"importing {model} and partitioning it with TensorRT's rules…")
     wb, imported = model_workbench(model, ref.weights)
-    spec = imported.model.spec
+    # The weights live on as the module's constants: their numpy copy goes before the build (DeepLab: 0.2 GB).
+    loaded, shape = dataclasses.replace(imported.model, params={}), imported.input_shape
+    del imported
+    spec = loaded.spec
     stages = [(s.name, s.op_count, len(s.subgraphs)) for s in wb.stages[:-1]]
     kept = {sg.name for sg in wb.stage("prune").subgraphs}
     rows = []
@@ -243,12 +259,37 @@ def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False
                 "top": ", ".join(f"{op}×{n}" for op, n in top),
             }
         )
-    x, picture = model_input(ref.image, imported.input_shape)
+    x, picture = model_input(ref.image, shape)
     say(f"building {model}, pruned, with its subgraphs on {backend or choice.backend}, and running it…")
     found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
     run = runner.build_and_run(
         found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
     )
-    result = prediction(spec.kind, run.outputs, imported.model, run.backend, found[-1].notes)
+    result = prediction(spec.kind, run.outputs, loaded, run.backend, found[-1].notes)
     why = MODEL_NOTES.get(model) or FAMILY_NOTES.get(spec.family, "")
     return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)
+
+
+def zoo_pick(ref: ModelRef, backend: str | None = None, say=None) -> child.ChildResult:
+    """:func:`zoo_report` in a child process that exits, as notebook 06's chooser runs each pick: the builds,
+    the VMs and TVM's loaded libraries go with the child, and the caller keeps only the report without its
+    build (:meth:`ZooReport.without_build`), in ``.value``, and the child's peak memory, in ``.peak_mb``.
+
+    ``say`` gets the child's progress lines; a WorkbenchError in the child is raised here as its one line.
+    """
+    say = say or (lambda line: None)
+    say(f"importing {ref.name} in a process of its own…")  # before the child has loaded TVM, a few seconds
+    return child.in_child(_report_without_build, ref, backend, say=say)
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter: blocks this large or larger are mapped on their own
+
+
+def _report_without_build(ref: ModelRef, backend: str | None, say) -> ZooReport:
+    """A pick's child: blocks of 1 MB and more are mapped on their own, so that one freed goes back to the
+    system at once; glibc would raise its threshold after the first freed and keep the next ones in its heap
+    (DeepLab's pick peaks at 2.2 GB so, 2.6 GB without)."""
+    mallopt = _libc("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 2**20)
+    return zoo_report(ref, backend, say=say).without_build()

@@ -1,6 +1,8 @@
 """A dropdown over the zoo's models: picking one imports it and redraws its partition and its run.
 
-The pure twin is :func:`byoc_workbench.workflow.zoo_report`; this module only lays it out.
+The pure twin is :func:`byoc_workbench.workflow.zoo_report`; this module only lays it out. Each pick runs
+it in a child process that exits (:func:`byoc_workbench.workflow.zoo_pick`), so a seat's kernel holds one
+report between picks, never a model's builds.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
     Picking a model imports it, partitions it with TensorRT's rules, prunes it, runs it
     offloaded and shows the counts, the subgraphs, why its family partitions so, and its
     outputs as its task reads them. A model that cannot be imported says why in one line.
-    The returned box's ``report`` attribute holds the last :class:`~byoc_workbench.workflow.ZooReport`.
+    The returned box's ``report`` attribute holds the last :class:`~byoc_workbench.workflow.ZooReport`,
+    without its build (:meth:`~byoc_workbench.workflow.ZooReport.without_build`).
     """
     names = list(models or zoo.MODELS)
     for name in names:
@@ -95,14 +98,13 @@ def zoo_chooser(models=None, value: str | None = None, weights=None, backend: st
         why.value = notes.value = stages.value = subgraphs.value = ""
         run.children = ()
         log.clear_output()
-        workflow.release_memory()  # the last model's builds, VMs and arrays, before the next one's
+        workflow.release_memory()  # the last report's arrays, before the next one's
         package, kept, report = logging.getLogger("byoc_workbench"), _Notes(), None
         package.addHandler(kept)
         with log:  # a real bug's traceback shows here, in the widget
             try:
-                report = workflow.zoo_report(
-                    ModelRef(kind="zoo", name=dropdown.value, weights=weights), backend, say=say
-                )
+                ref = ModelRef(kind="zoo", name=dropdown.value, weights=weights)
+                report = workflow.zoo_pick(ref, backend, say=say).value  # built in a child process that exits
             except WorkbenchError as err:
                 status.value = status_html(status_line(err))
             finally:

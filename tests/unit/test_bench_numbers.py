@@ -66,7 +66,8 @@ def test_the_seat_numbers_follow_the_peaks():
     peaks.update({name: 1000.0 for name in peaks} | {"02_ssd_tensorrt.ipynb": 3000.0})
     known = bench_numbers.values(bench)
     assert known["nb02_mb"] == "3000 MB" and known["seat_gb"] == "5 GB"  # 1.5 x 3000 MB, rounded up
-    assert known["binder_over"] == "02" and known["binder_fits"].startswith("01, 03, 04")
+    # Notebook 06's need is a pick and the kernel beside it (benchmarks/results/memory.json), over 2 GB.
+    assert known["binder_over"] == "02 and 06" and known["binder_fits"] == "01, 03, 04 and 05"
 
 
 def test_the_install_size_parts():
@@ -136,5 +137,6 @@ def test_every_notebook_has_an_agenda_row_with_its_time_and_memory():
         named = [row for row in rows if f"`{nb.name}`" in row]
         assert named, f"no agenda row of docs/instructors.md names {nb.name}"
         markers = {name for row in named for name, _ in bench_numbers.MARKER.findall(row)}
-        assert {f"nb{nb.name[:2]}_s", f"nb{nb.name[:2]}_mb"} <= markers, (nb.name, markers)
+        memory = "zoo_seat_mb" if nb.name.startswith("06") else f"nb{nb.name[:2]}_mb"  # 06: a pick's child too
+        assert {f"nb{nb.name[:2]}_s", memory} <= markers, (nb.name, markers)
         assert nb.name in bench["notebooks"] and nb.name in bench["notebooks_peak_mb"], nb.name
