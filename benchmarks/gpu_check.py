@@ -310,6 +310,8 @@ def check_out(out: str | None) -> None:
     path = Path(out)
     if path.is_dir():
         why = "is a folder"
+    elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
+        why = "is not a regular file (a device, a FIFO or a socket)"
     elif not path.parent.is_dir():
         why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
     elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in

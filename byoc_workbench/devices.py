@@ -22,6 +22,7 @@ that dict.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import tvm
 from tvm import relax
@@ -87,10 +88,29 @@ def resolve(target) -> tvm.target.Target:
             spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
         spec = _CUDA_LIMITS | spec
         spec.setdefault("host", "llvm")
+        _check_cuda(target, spec)
     try:
         return tvm.target.Target(spec, host=spec.pop("host", None))
     except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
         raise WorkbenchError(f"TVM refuses the target {target!r}: {first_line(err)}", _NAME_TARGET) from None
+
+
+def _check_cuda(target, spec: dict) -> None:
+    """One line for what TVM takes in a CUDA target and fails on in the build, minutes later or with an internal
+    error: an arch that is not ``sm_`` and a number of two digits or more (``sm_90``, ``sm_90a``), a host that is
+    not the CPU, a limit that is not a positive number."""
+    arch = spec["arch"]
+    if isinstance(arch, str) and not re.fullmatch(r"sm_\d{2,}[a-z]?", arch):  # not text: TVM says so itself
+        raise WorkbenchError(f"{arch!r} in the target {target!r} is not a CUDA arch", "name one such as sm_90 or sm_75")
+    if kind(spec["host"]) != "llvm":
+        raise WorkbenchError(
+            f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
+        )
+    for key in _CUDA_LIMITS:
+        if not (isinstance(spec[key], int) and spec[key] > 0):
+            raise WorkbenchError(
+                f"{key}={spec[key]!r} in the target {target!r}", f"leave {key} out, or give it above 0"
+            )
 
 
 def _spec(target) -> dict:
@@ -101,9 +121,11 @@ def _spec(target) -> dict:
     spec = {"kind": name}
     for option in options:
         key, eq, value = option.removeprefix("-").partition("=")
-        if not (option.startswith("-") and key and eq and value):
+        if not (option.startswith("-") and key and eq and value) or key.startswith("-"):
             raise WorkbenchError(f"Cannot read the option {option!r} of the target {target!r}", _NAME_TARGET)
-        spec[key] = int(value) if value.isdigit() else value
+        if key in spec:
+            raise WorkbenchError(f"The target {target!r} gives -{key} twice", f"give -{key} once")
+        spec[key] = int(value) if value.lstrip("-").isdigit() else value
     return spec
 
 

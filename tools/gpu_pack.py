@@ -191,8 +191,8 @@ def travelling(out: Path) -> Path:
     """``out`` relative to the checkout, refused in one line before minutes of xz where a call cannot carry it:
     outside the checkout (a call carries paths in it) or not ignored by git (it would travel twice)."""
     fix = "pass a folder under build/ (the default: build/gpu-pack)"
-    if out.is_file():
-        raise SystemExit(f"error: --out {out} is a file. Fix: {fix}.")
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} is not a folder. Fix: {fix}.")
     if not out.is_relative_to(ROOT):
         raise SystemExit(f"error: --out {out} is outside the checkout {ROOT}. Fix: {fix}.")
     if subprocess.run(["git", "check-ignore", "-q", str(out)], cwd=ROOT).returncode != 0:

@@ -159,7 +159,9 @@ def compile_subgraph(
     )
     source = header + onnx.summary(model)
     content = data + precision.encode()
-    return register_packed("openvino", name, runner, content, source, len(compiled.outputs), f"CPU, {got}")
+    # What ran, and what was asked where this CPU ran otherwise (bf16 without AVX512-BF16 or AMX runs f32).
+    detail = f"CPU, {got}" + (f", {precision} asked: not on this CPU" if got != precision else "")
+    return register_packed("openvino", name, runner, content, source, len(compiled.outputs), detail)
 
 
 def whole_model(path, precision: str = "f32"):

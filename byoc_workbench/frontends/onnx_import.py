@@ -96,7 +96,8 @@ def load(path) -> object:
     if path.is_dir():
         raise OnnxImportError(f"{path} is a directory", "pass the path of a .onnx file")
     if not path.is_file():
-        raise OnnxImportError(f"ONNX file {path} does not exist", "pass the path of a .onnx file")
+        what = "is not a regular file (a FIFO, a device or a socket)" if path.exists() else "does not exist"
+        raise OnnxImportError(f"ONNX file {path} {what}", "pass the path of a .onnx file")
     try:
         model = onnx.load(str(path))
     except Exception as err:  # protobuf's DecodeError, or an OSError from external data

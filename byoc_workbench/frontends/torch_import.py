@@ -165,6 +165,11 @@ def _check_inputs(torch, module, inputs, name: str) -> None:
                 f"Example input {i} of {name} is on the meta device, which holds no values",
                 "pass tensors with values, e.g. torch.randn(1, 3, 224, 224)",
             )
+        if x.layout != torch.strided:  # sparse (COO, CSR...) or another layout numpy cannot hold
+            raise TorchImportError(
+                f"Example input {i} of {name} is a {str(x.layout).removeprefix('torch.')} tensor",
+                "pass it dense: x.to_dense()",
+            )
         if dtype not in INPUT_DTYPES:
             raise TorchImportError(
                 f"Example input {i} of {name} is {dtype}; the workbench takes {', '.join(INPUT_DTYPES)}",

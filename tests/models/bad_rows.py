@@ -100,6 +100,7 @@ def rows_dir(tmp_path_factory):
     (root / "loop_a").symlink_to(root / "loop_b")  # a symlink loop
     (root / "loop_b").symlink_to(root / "loop_a")
     os.link(root / "pic.png", root / "pic_again.png")  # the picture by a second name (a hard link)
+    os.mkfifo(root / "pipe.onnx")  # a FIFO as a model: reading it would wait for a writer
     blocked = root / "blocked"  # a stage file's name taken by a directory
     (blocked / "03-merge.svg").mkdir(parents=True)
     (blocked / "profile.json").mkdir()

@@ -105,6 +105,7 @@ CLI = [
         ["run", "ssd", "--weights", "{d}/garbage.params", "--save-outputs", "{d}/garbage.params"],
         ["reads"],
     ),
+    ("model-is-a-fifo", "own", ["run", "{d}/pipe.onnx"], ["pipe.onnx is not a regular file", "a .onnx file"]),
     ("model-name-too-long", "own", ["run", "{d}/" + "m" * 300 + ".onnx"], ["File name too long", "a .onnx file"]),
     ("image-name-too-long", "cli", ["run", "ssd", "--image", "{d}/" + "p" * 300 + ".png"], ["too long a name"]),
     ("bench-out-too-long", "output", ["bench", "demo", "--out", "{d}/" + "o" * 300 + ".json"], ["shorter path"]),
@@ -388,6 +389,12 @@ API = [
     ("torch-bf16-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, dtype=t.bfloat16)), ["is bfloat16"]),
     ("torch-complex-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, dtype=t.cfloat)), ["view_as_real"]),
     ("torch-meta-input", "api", lambda d: _from_torch(lambda t: t.ones(1, 4, device="meta")), ["on the meta device"]),
+    (
+        "torch-sparse-input",
+        "api",
+        lambda d: _from_torch(lambda t: t.ones(1, 4).to_sparse()),
+        ["sparse_coo", "to_dense"],
+    ),
     (
         "torch-meta-weights",
         "api",

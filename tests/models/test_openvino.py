@@ -46,6 +46,14 @@ def test_bf16_error_is_reported_per_subgraph(capsys):
     assert rows and all("openvino (CPU, bf16)" in r and r.endswith("OVER") for r in rows), text
 
 
+@pytest.mark.skipif(BF16, reason="this CPU has bf16: OpenVINO runs what was asked")
+def test_bf16_asked_on_a_cpu_without_it_says_what_ran(capsys):
+    """Asked bf16 where the CPU has none, OpenVINO runs f32: every row says so, never a bare f32 or bf16."""
+    assert cli.main(["profile", "demo", "--backend", "openvino", "--precision", "bf16"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "byoc_target_" in line and "subgraph" in line]
+    assert rows and all("openvino (CPU, f32, bf16 asked: not on this CPU)" in r for r in rows), rows
+
+
 def test_tvm_buffers_are_shared_not_copied(f32):
     built, inputs = f32
     compiled = next(iter(built.stages[-1].generated.values()))

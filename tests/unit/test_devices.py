@@ -84,7 +84,7 @@ def test_unknown_target_is_one_line():
         devices.resolve("metal")
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_1", "sm_1000"])  # TVM takes any sm_ number; nvcc is the judge
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a", "sm_1000"])  # any sm_ and two digits or more; nvcc judges
 def test_a_target_as_text_keeps_its_arch(arch):
     """TVM 0.27 reads targets as dicts only: the text's options become the dict's, not this machine's GPU's."""
     assert devices.label(f"cuda -arch={arch}") == f"cuda {arch}"
@@ -143,3 +143,22 @@ def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
     wb = Workbench(demo_mod, byoc)
     assert wb.report().gpu_build is None
     assert "peripheries" not in wb.view("codegen").dot
+
+
+@pytest.mark.parametrize(
+    "target, line",
+    [
+        ("cuda -arch=sm_5", "'sm_5' in the target 'cuda -arch=sm_5' is not a CUDA arch. Fix: name one such as sm_90"),
+        ("cuda -arch=sm_90,sm_80", "'sm_90,sm_80' in the target 'cuda -arch=sm_90,sm_80' is not a CUDA arch."),
+        ("cuda -arch=sm_90 -arch=sm_80", "The target 'cuda -arch=sm_90 -arch=sm_80' gives -arch twice. Fix: give"),
+        ("cuda -arch=sm_90 -host=cuda", "The target 'cuda -arch=sm_90 -host=cuda' has the host 'cuda'. Fix: leave"),
+        ("cuda -arch=sm_90 -max_threads_per_block=0", "max_threads_per_block=0 in the target"),
+        ({"kind": "cuda", "arch": "sm_90", "max_shared_memory_per_block": -1}, "max_shared_memory_per_block=-1 in"),
+        ("cuda --arch=sm_90", "Cannot read the option '--arch=sm_90' of the target 'cuda --arch=sm_90'"),
+    ],
+)
+def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, line):
+    """What TVM 0.27 takes in a target and fails on later, in nvcc's wrapper or its own code generation."""
+    with pytest.raises(WorkbenchError) as err:
+        devices.resolve(target)
+    assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)

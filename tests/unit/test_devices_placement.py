@@ -259,3 +259,36 @@ def test_a_loop_hands_its_next_turn_the_cpu_boxes_copied_to_the_gpu():
     verify(LoopBefore, _loop(copied=True))
     [found] = devices.crossings(_loop(copied=False))
     assert found.endswith(": loop reads valid (llvm) on cuda") and found.startswith("loop/")
+
+
+# --- both branches on the CPU: placed and run (the CPU twin, both devices the CPU) ------------------------------
+
+
+@I.ir_module
+class BothBranches:
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32"), flag: R.Tensor((), "bool")):
+        if flag:
+            c = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+            res = c[1]
+        else:
+            d = R.vision.get_valid_counts(boxes, score_threshold=0.5, id_index=0, score_index=1)
+            res = d[1]
+        out = R.multiply(res, boxes)
+        return out
+
+
+def test_a_twin_with_the_cpu_in_both_branches_computes_what_the_module_did():
+    """Built the workbench's way (execute.compile: TVM's tvm.compile planned the branches' storage across devices
+    and crashed in the else branch, the README's troubleshooting), each branch gives the unplaced module's result."""
+    import numpy as np
+
+    from byoc_workbench.measure.build import execute
+
+    twin = devices.place(BothBranches, "llvm", "llvm")
+    assert devices.crossings(twin) == []
+    vm = tvm.relax.VirtualMachine(execute.compile(twin, "llvm"), [tvm.cpu(), tvm.cpu()])
+    boxes = np.random.default_rng(0).random((1, 8, 6)).astype("float32")
+    for flag in (True, False):
+        got = vm["main"](tvm.runtime.tensor(boxes), tvm.runtime.tensor(np.array(flag))).numpy()
+        np.testing.assert_array_equal(got, execute.run(BothBranches, [boxes, np.array(flag)]))

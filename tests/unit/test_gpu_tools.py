@@ -121,9 +121,12 @@ def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path,
 
 
 def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
-    for out, why in ((tmp_path / "pack", "is outside the checkout"), (ROOT / "tests" / "pack", "is not ignored")):
+    os.mkfifo(tmp_path / "fifo")
+    refused = [(tmp_path / "pack", "is outside the checkout"), (ROOT / "tests" / "pack", "is not ignored")]
+    for out, why in [*refused, (tmp_path / "fifo", "is not a folder")]:
         done = subprocess.run(
             [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), "--out", str(out)], capture_output=True, text=True
         )
         [line] = done.stderr.splitlines()
-        assert done.returncode == 1 and line.startswith(f"error: --out {out} {why}") and not out.exists()
+        assert done.returncode == 1 and line.startswith(f"error: --out {out} {why}")
+        assert out.is_fifo() if out.name == "fifo" else not out.exists()
