@@ -307,11 +307,13 @@ def check_out(out: str | None) -> None:
     written after the first build, minutes in."""
     if out is None:
         return
-    path = Path(out)
+    path = Path(out).resolve()  # through a link, to what it names: the JSON replaces that, never the link
     if path.is_dir():
         why = "is a folder"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
         why = "is not a regular file (a device, a FIFO or a socket)"
+    elif path.is_file() and not _earlier_json(path):  # this script, a model, anything the run reads
+        why = "is not an earlier GPU check's JSON, and the new one would replace it"
     elif not path.parent.is_dir():
         why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
     elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in
@@ -319,6 +321,15 @@ def check_out(out: str | None) -> None:
     else:
         return
     raise SystemExit(_line("error", f"--out {out} {why}", "pass a file path in a folder you can write"))
+
+
+def _earlier_json(path: Path) -> bool:
+    """Whether ``path`` holds a JSON this script wrote (its ``models`` and ``missing``)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and {"models", "missing"} <= set(found)
 
 
 def tvm_here(target: str, report: dict) -> str | None:

@@ -41,6 +41,14 @@ CPU_ONLY = {
 GPU_KINDS = ("cuda",)
 # Read from the GPU when there is one; written for a CUDA build made without one (CI compiles for sm_90).
 _CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1024}
+# What a CUDA target's numbers may be (NVIDIA's limits from Turing on); outside them TVM builds wrong kernels, fails
+# deep in its code generation, or dies of a division by zero (a warp of 0).
+_CUDA_RANGES = {
+    "max_shared_memory_per_block": (1, 232448),
+    "max_threads_per_block": (1, 1024),
+    "max_num_threads": (1, 1024),
+    "thread_warp_size": (32, 32),
+}
 
 
 # --- targets -------------------------------------------------------------------------
@@ -106,11 +114,11 @@ def _check_cuda(target, spec: dict) -> None:
         raise WorkbenchError(
             f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
         )
-    for key in _CUDA_LIMITS:
-        if not (isinstance(spec[key], int) and spec[key] > 0):
-            raise WorkbenchError(
-                f"{key}={spec[key]!r} in the target {target!r}", f"leave {key} out, or give it above 0"
-            )
+    for key, (low, high) in _CUDA_RANGES.items():
+        value = spec.get(key, low)
+        if type(value) is not int or not low <= value <= high:
+            said = f"{low}" if low == high else f"a whole number from {low} to {high}"
+            raise WorkbenchError(f"{key}={value!r} in the target {target!r}", f"leave {key} out, or give it {said}")
 
 
 def _spec(target) -> dict:
@@ -125,7 +133,7 @@ def _spec(target) -> dict:
             raise WorkbenchError(f"Cannot read the option {option!r} of the target {target!r}", _NAME_TARGET)
         if key in spec:
             raise WorkbenchError(f"The target {target!r} gives -{key} twice", f"give -{key} once")
-        spec[key] = int(value) if value.lstrip("-").isdigit() else value
+        spec[key] = int(value) if re.fullmatch(r"-?[0-9]+", value) else value  # ASCII digits: "²" is no number
     return spec
 
 

@@ -191,8 +191,8 @@ def travelling(out: Path) -> Path:
     """``out`` relative to the checkout, refused in one line before minutes of xz where a call cannot carry it:
     outside the checkout (a call carries paths in it) or not ignored by git (it would travel twice)."""
     fix = "pass a folder under build/ (the default: build/gpu-pack)"
-    if out.exists() and not out.is_dir():
-        raise SystemExit(f"error: --out {out} is not a folder. Fix: {fix}.")
+    if any(p.exists() and not p.is_dir() for p in (out, *out.parents)):
+        raise SystemExit(f"error: --out {out} is not a folder, or is in something that is not one. Fix: {fix}.")
     if not out.is_relative_to(ROOT):
         raise SystemExit(f"error: --out {out} is outside the checkout {ROOT}. Fix: {fix}.")
     if subprocess.run(["git", "check-ignore", "-q", str(out)], cwd=ROOT).returncode != 0:
@@ -207,6 +207,8 @@ def main(argv=None) -> int:
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")
     parser.add_argument("--check", action="store_true", help="only check that the pack and the tree fit one call")
     args = parser.parse_args(argv)
+    if not 0 < args.limit_mib < float("inf"):  # nan too
+        raise SystemExit(f"error: --limit-mib {args.limit_mib} is not a size. Fix: pass the MiB one call carries (64).")
     out = args.out.resolve()
     if args.check:
         return fits(out, args.limit_mib)

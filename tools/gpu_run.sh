@@ -10,6 +10,9 @@ PACK=${PACK:-build/gpu-pack}
 DEST=${DEST:-/tmp/byoc-gpu}
 PY=${PY:-python3}
 OUT=${OUT:-$DEST/out}
+for d in "$DEST" "$OUT"; do  # before the unpack, which replaces $DEST/site
+  [ ! -e "$d" ] || [ -d "$d" ] || { echo "error: $d is not a folder. Fix: pass DEST and OUT folders (or leave them out)." >&2; exit 1; }
+done
 # The archives are there, and they and the tree fit one call: the tree may have grown since they were packed.
 "$PY" tools/gpu_pack.py --check --out "$PACK"
 mkdir -p "$DEST"

@@ -282,7 +282,8 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         raise TorchImportError(
             f"Expected a torch.nn.Module, got {type(module).__name__}", "pass the model object itself"
         )
-    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    one = isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (list, tuple))
+    inputs = (example_inputs,) if one else tuple(example_inputs)
     if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
         raise TorchImportError(
             "example_inputs must be a tensor or a sequence of tensors", "pass e.g. (torch.randn(1, 3, 224, 224),)"

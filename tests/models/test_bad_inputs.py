@@ -395,6 +395,7 @@ API = [
         lambda d: _from_torch(lambda t: t.ones(1, 4).to_sparse()),
         ["sparse_coo", "to_dense"],
     ),
+    ("torch-inputs-none", "api", lambda d: Workbench.from_torch(_linear(), None), ["example_inputs must be a tensor"]),
     (
         "torch-meta-weights",
         "api",
@@ -433,6 +434,12 @@ def _from_torch(example, module=lambda t: t.nn.Linear(4, 2)):
     import torch
 
     return Workbench.from_torch(module(torch), (example(torch),))
+
+
+def _linear():
+    import torch
+
+    return torch.nn.Linear(4, 2)
 
 
 def _cumsum_module():

@@ -39,15 +39,21 @@ def test_without_a_gpu_it_measures_nothing_and_says_so_in_one_line(tmp_path):
     assert report["models"] == {} and line.endswith(report["missing"][0])
 
 
-@pytest.mark.parametrize("where", ["no-such-folder/gpu_check.json", ".", "a-fifo"])
+@pytest.mark.parametrize("where", ["no-such-folder/gpu_check.json", ".", "a-fifo", "model.onnx", "link"])
 def test_an_out_it_cannot_write_is_refused_before_anything_is_built(tmp_path, where):
     out = tmp_path / where
     if where == "a-fifo":  # as a device: the JSON moved into place would replace it (it did /dev/full)
         os.mkfifo(out)
+    elif where in ("model.onnx", "link"):  # what a run reads (the script itself, once), by its name or a link
+        (tmp_path / "model.onnx").write_bytes(b"an input, not a GPU check's JSON")
+        if where == "link":
+            out.symlink_to(tmp_path / "model.onnx")
+    kept = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     done = _run(out, "--target", "llvm", "--models", "demo", "--runs", "1", "--warmup", "0", status=1)
     [line] = done.stderr.splitlines()
     assert line.startswith(f"error: --out {out} is ") and ". Fix: pass a file path in a folder you can write." in line
-    assert done.stdout == "" and sorted(tmp_path.iterdir()) == ([out] if out.is_fifo() else [])  # nothing written
+    assert done.stdout == "" and {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept) + (["a-fifo"] if where == "a-fifo" else [])
 
 
 def test_without_a_package_every_build_imports_it_measures_nothing(tmp_path):

@@ -155,6 +155,11 @@ def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
         ("cuda -arch=sm_90 -max_threads_per_block=0", "max_threads_per_block=0 in the target"),
         ({"kind": "cuda", "arch": "sm_90", "max_shared_memory_per_block": -1}, "max_shared_memory_per_block=-1 in"),
         ("cuda --arch=sm_90", "Cannot read the option '--arch=sm_90' of the target 'cuda --arch=sm_90'"),
+        ("cuda -arch=sm_90 -max_threads_per_block=--5", "max_threads_per_block='--5' in the target"),
+        ("cuda -arch=sm_90 -max_threads_per_block=²", "max_threads_per_block='²' in the target"),
+        ({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": True}, "max_threads_per_block=True in"),
+        ({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 10**12}, "max_threads_per_block=1000000000000"),
+        ("cuda -arch=sm_90 -thread_warp_size=0", "thread_warp_size=0 in the target"),  # SIGFPE in a reduction
     ],
 )
 def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, line):

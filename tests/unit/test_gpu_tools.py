@@ -123,10 +123,19 @@ def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path,
 def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     refused = [(tmp_path / "pack", "is outside the checkout"), (ROOT / "tests" / "pack", "is not ignored")]
-    for out, why in [*refused, (tmp_path / "fifo", "is not a folder")]:
+    (tmp_path / "afile").write_text("a file")
+    refused += [(tmp_path / "fifo", "is not a folder"), (tmp_path / "afile" / "pack", "is not a folder")]
+    for out, why in refused:
         done = subprocess.run(
             [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), "--out", str(out)], capture_output=True, text=True
         )
         [line] = done.stderr.splitlines()
         assert done.returncode == 1 and line.startswith(f"error: --out {out} {why}")
         assert out.is_fifo() if out.name == "fifo" else not out.exists()
+    for limit in ("nan", "0", "-1"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), "--check", "--limit-mib", limit],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 1 and done.stderr.startswith(f"error: --limit-mib {float(limit)} is not a size.")
