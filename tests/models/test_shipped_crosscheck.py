@@ -43,13 +43,21 @@ def test_the_shipped_symbol_is_the_one_gluoncv_traces_today(name):
 
 
 @pytest.mark.parametrize("name", ["resnet18_v1", "ssd_512_mobilenet1.0_voc"])
-def test_the_shipped_seeded_weights_are_mxnets_seeding_bit_for_bit(name):
+def test_the_shipped_seeded_weights_are_mxnets_seeding(name):
     ours = zoo.load_model(name, "untrained")  # the shipped recipe
     theirs = zoo.load_model(name, "untrained", block=zoo.build_block(name))  # MXNet seeds and traces
     assert _ops(ours.graph) == _ops(theirs.graph)
     assert set(ours.params) == set(theirs.params)
     for key, value in theirs.params.items():
-        assert np.array_equal(ours.params[key], value), key
+        if key.endswith(("running_mean", "running_var", "moving_mean", "moving_var")):
+            # Batch-norm statistics come from MXNet's forward pass, whose oneDNN kernels sum in an order the CPU's
+            # instruction set picks: the shipped ones (made on one machine) agree with another CPU's to a few
+            # percent of the array's scale in the deepest layers (2.0% on SSD-MobileNet, AMD EPYC against the
+            # machine that shipped them). Everything drawn from the seed is bit for bit.
+            scale = float(np.abs(value).max())
+            np.testing.assert_allclose(ours.params[key], value, rtol=0, atol=0.05 * scale, err_msg=key)
+        else:
+            assert np.array_equal(ours.params[key], value), key
 
 
 def _saved(block, loaded, path, change) -> None:
