@@ -48,6 +48,7 @@ _CUDA_RANGES = {
     "max_threads_per_block": (1, 1024),
     "max_num_threads": (1, 1024),
     "thread_warp_size": (32, 32),
+    "registers_per_block": (1, 65536),
 }
 
 
@@ -114,6 +115,8 @@ def _check_cuda(target, spec: dict) -> None:
         raise WorkbenchError(
             f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
         )
+    if "keys" in spec:  # keys choose the schedules: ["cpu"] built a CUDA target's module for the CPU alone
+        raise WorkbenchError(f"The target {target!r} sets keys", "leave keys out: the kind (cuda) sets them")
     for key, (low, high) in _CUDA_RANGES.items():
         value = spec.get(key, low)
         if type(value) is not int or not low <= value <= high:

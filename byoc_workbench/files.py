@@ -109,8 +109,9 @@ def _probe(directory: Path, what: str, fix: str) -> None:
         raise WorkbenchError(f"Cannot write to {directory} ({err.strerror or err})", fix) from None
 
 
-def check_dir(path, flag: str = "--out", names=()) -> Path:
-    """``path`` checked as an output directory that will hold the files ``names``.
+def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
+    """``path`` checked as an output directory that will hold the files ``names``; ``inputs`` are the paths the
+    command reads, which none of ``names`` may be (a link in the directory is written through).
 
     Nothing is created: a missing directory is made when its files are put in
     place (:func:`staged`), so a refused or interrupted command leaves none.
@@ -133,7 +134,26 @@ def check_dir(path, flag: str = "--out", names=()) -> Path:
                 f"{flag} {out} holds a directory named {name}, where a file of that name is to be written",
                 f"remove or rename {out / name}, or pass another {flag}",
             )
+        _not_an_input(out / name, flag, inputs)
     return out
+
+
+def _not_an_input(out: Path, flag: str, inputs) -> None:
+    """Refuse ``out`` when it is one of ``inputs`` by any name (a link, a hard link): a result never overwrites
+    what it was made from."""
+    for given in inputs:
+        if given is not None and str(given).strip() and out.exists() and Path(given).exists():
+            if os.path.samefile(out, given):
+                raise WorkbenchError(
+                    f"{flag} {out} is {given}, which this command reads: writing it would destroy it",
+                    f"pass {flag} another path",
+                )
+
+
+def reads(args) -> tuple:
+    """The paths a command's arguments name for it to read: the model (or models), ``--image``, ``--weights``."""
+    named = [getattr(args, a, None) for a in ("what", "model", "image", "weights")]
+    return tuple(p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str))
 
 
 def check_file(path, flag: str, inputs=()) -> Path:
@@ -158,13 +178,7 @@ def check_file(path, flag: str, inputs=()) -> Path:
         raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")
     if out.exists() and not (out.is_file() or out.is_fifo()):
         raise WorkbenchError(f"{flag} {out} is not a regular file (a socket or a device)", fix)
-    for given in inputs:
-        if given is not None and str(given).strip() and out.exists() and Path(given).exists():
-            if os.path.samefile(out, given):
-                raise WorkbenchError(
-                    f"{flag} {out} is {given}, which this command reads: writing it would destroy it",
-                    f"pass {flag} another path",
-                )
+    _not_an_input(out, flag, inputs)
     _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix)
     return out
 

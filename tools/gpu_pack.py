@@ -125,7 +125,8 @@ def tree_bytes() -> int:
 
 def pieces(out: Path) -> list:
     """The libraries' archive cut in pieces (``tvm-libs.tar.xz.1of2``...), in order; empty where it is whole."""
-    return sorted(out.glob(f"{PARTS[0]}.*of*"), key=lambda p: int(p.suffix[1:].partition("of")[0]))
+    found = [p for p in out.glob(f"{PARTS[0]}.*of*") if p.suffix[1:].replace("of", "", 1).isdecimal()]
+    return sorted(found, key=lambda p: int(p.suffix[1:].partition("of")[0]))  # a stray .2of2.bak is no piece
 
 
 def cut(out: Path, limit_mib: float) -> list:

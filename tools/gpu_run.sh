@@ -22,7 +22,8 @@ trap 'rm -rf "$NEW"' EXIT  # a failed unpack
 "$PY" - "$PACK" "$NEW" <<'PY'
 import glob, lzma, shutil, sys, tarfile
 pack, new = sys.argv[1:]
-cut = sorted(glob.glob(f"{pack}/tvm-libs.tar.xz.*of*"), key=lambda p: int(p.rpartition(".")[2].partition("of")[0]))
+cut = [p for p in glob.glob(f"{pack}/tvm-libs.tar.xz.*of*") if p.rpartition(".")[2].replace("of", "", 1).isdecimal()]
+cut.sort(key=lambda p: int(p.rpartition(".")[2].partition("of")[0]))
 if cut:  # the pieces several calls carried, joined (gpu_pack.py --check found them all)
     with open(f"{new}/tvm-libs.tar.xz", "wb") as whole:
         for piece in cut:

@@ -176,7 +176,9 @@ def build(source: str, name: str) -> Path:
     version = compiler_version(tuple(cmd))
     key = hashlib.sha1("\n".join([source, " ".join(cmd), version, *FLAGS]).encode()).hexdigest()[:16]
     lib = files.cache_dir("c") / f"{function_name(name)}-{key}.so"
-    if files.intact(lib):  # a truncated or foreign library is compiled again, never loaded
+    # A truncated or foreign library is compiled again, never loaded; so is a sealed one this machine cannot load
+    # (a cache copied from another architecture: "wrong ELF class").
+    if files.intact(lib) and _loads(lib):
         return lib
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{function_name(name)}.c"
@@ -200,6 +202,14 @@ def build(source: str, name: str) -> Path:
         if not unkept.exists():  # the same name is the same content, perhaps loaded: never rewritten in place
             files.write_atomic(unkept, out.read_bytes())
         return unkept
+
+
+def _loads(lib: Path) -> bool:
+    try:
+        ctypes.CDLL(str(lib))
+        return True
+    except OSError:
+        return False
 
 
 @functools.cache

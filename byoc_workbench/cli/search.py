@@ -14,7 +14,7 @@ from byoc_workbench.measure.build import compiled
 
 def cmd_search(args) -> int:
     names = ["search.json", "search.txt", "search.svg"]
-    out = files.check_dir(args.out, "--out", names) if args.out else None
+    out = files.check_dir(args.out, "--out", names, files.reads(args)) if args.out else None
     if out:
         renderers.check()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads

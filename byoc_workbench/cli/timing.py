@@ -37,7 +37,7 @@ def _report_dir(args, stem: str):
     """``--out`` checked for ``stem``.svg and ``stem``.json before any work, or None without ``--out``."""
     if args.out is None:
         return None
-    out = files.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"])
+    out = files.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"], files.reads(args))
     renderers.check()
     return out
 

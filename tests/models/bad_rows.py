@@ -101,6 +101,8 @@ def rows_dir(tmp_path_factory):
     (root / "loop_b").symlink_to(root / "loop_a")
     os.link(root / "pic.png", root / "pic_again.png")  # the picture by a second name (a hard link)
     os.mkfifo(root / "pipe.onnx")  # a FIFO as a model: reading it would wait for a writer
+    (root / "linked").mkdir()  # an --out folder whose summary.json links to the model it is made from
+    (root / "linked" / "summary.json").symlink_to(root / "relu.onnx")
     blocked = root / "blocked"  # a stage file's name taken by a directory
     (blocked / "03-merge.svg").mkdir(parents=True)
     (blocked / "profile.json").mkdir()

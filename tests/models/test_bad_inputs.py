@@ -105,6 +105,7 @@ CLI = [
         ["run", "ssd", "--weights", "{d}/garbage.params", "--save-outputs", "{d}/garbage.params"],
         ["reads"],
     ),
+    ("stages-out-links-the-model", "output", ["stages", "{d}/relu.onnx", "--out", "{d}/linked"], ["reads"]),
     ("model-is-a-fifo", "own", ["run", "{d}/pipe.onnx"], ["pipe.onnx is not a regular file", "a .onnx file"]),
     ("model-name-too-long", "own", ["run", "{d}/" + "m" * 300 + ".onnx"], ["File name too long", "a .onnx file"]),
     ("image-name-too-long", "cli", ["run", "ssd", "--image", "{d}/" + "p" * 300 + ".png"], ["too long a name"]),

@@ -142,3 +142,18 @@ def test_another_keys_entry_in_an_entrys_place_is_never_trusted(kind, how):
     assert len(again) == len(first)
     for x, y in zip(again, first):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_sealed_c_library_this_machine_cannot_load_is_compiled_again():
+    """A cache copied from another machine: the library's seal agrees, but it is not a library here (another
+    architecture's ELF, or no ELF at all). It is compiled again, never a traceback from ctypes."""
+    from byoc_workbench import files
+
+    with cache() as root:
+        first = _c()
+        lib = sorted((root / "c").glob("*.so"))[0]
+        files.write_atomic(lib, b"\x7fELF\x01" + b"\x00" * 64)  # a 32-bit ELF header, nothing loadable
+        files.seal(lib)
+        again = _c()
+    for a, b in zip(again, first):
+        np.testing.assert_array_equal(a, b)

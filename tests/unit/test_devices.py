@@ -160,6 +160,8 @@ def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
         ({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": True}, "max_threads_per_block=True in"),
         ({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 10**12}, "max_threads_per_block=1000000000000"),
         ("cuda -arch=sm_90 -thread_warp_size=0", "thread_warp_size=0 in the target"),  # SIGFPE in a reduction
+        ({"kind": "cuda", "arch": "sm_90", "keys": ["cpu"]}, "The target {'kind': 'cuda', 'arch': 'sm_90', 'keys'"),
+        ("cuda -arch=sm_90 -registers_per_block=0", "registers_per_block=0 in the target"),
     ],
 )
 def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, line):

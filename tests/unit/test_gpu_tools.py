@@ -108,6 +108,7 @@ def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path,
     calls = gpu_pack.cut(pack, limit)
     assert len(calls) >= 2 and calls[-1][-1].name == "site.tar.xz"
     assert b"".join(p.read_bytes() for p in gpu_pack.pieces(pack)) == libs
+    (pack / f"{gpu_pack.PARTS[0]}.{len(calls)}of{len(calls)}.bak").write_bytes(b"a stray copy, no piece")
     assert gpu_pack.fits(pack, limit) == 0
     (pack / "tvm-libs.tar.xz").unlink()  # not carried: only the pieces travel
     dest = _dest(tmp_path / "dest")
