@@ -150,10 +150,10 @@ def _not_an_input(out: Path, flag: str, inputs) -> None:
                 )
 
 
-def reads(args) -> tuple:
+def reads(args) -> list[str]:
     """The paths a command's arguments name for it to read: the model (or models), ``--image``, ``--weights``."""
     named = [getattr(args, a, None) for a in ("what", "model", "image", "weights")]
-    return tuple(p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str))
+    return [p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str)]
 
 
 def check_file(path, flag: str, inputs=()) -> Path:
