@@ -42,8 +42,11 @@ def cache_dir(kind: str) -> Path:
 
     Nothing is created: whoever writes there makes the directory (:func:`write_atomic` does).
     """
-    root = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
-    return Path(root).expanduser() / kind
+    return _cache_root() / kind
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()
 
 
 _unkept: set = set()  # the caches that said, once in this process, that they keep nothing
@@ -321,8 +324,7 @@ STALE_S = 6 * 3600
 
 def _sweep(folder: Path) -> None:
     """Remove the stale temporaries in ``folder`` when it is in the cache (never in a user's own folders)."""
-    root = Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()
-    if not folder.resolve().is_relative_to(root.resolve()):
+    if not folder.resolve().is_relative_to(_cache_root().resolve()):
         return
     now = time.time()
     for tmp in folder.glob(".*"):

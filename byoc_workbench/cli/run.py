@@ -27,8 +27,11 @@ def cmd_run(args) -> int:
             "run checks a model against the framework it came from, and the demo was written in Relax",
             "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
         )
-    reads = (args.what, getattr(args, "image", None), getattr(args, "weights", None))
-    save = files.check_file(args.save_outputs, "--save-outputs", reads) if args.save_outputs is not None else None
+    save = (
+        files.check_file(args.save_outputs, "--save-outputs", files.reads(args))
+        if args.save_outputs is not None
+        else None
+    )
     args.backend = resolve_backend(args.backend)
     ref = model_ref(args, args.what, ("zoo", "onnx", "torch"))
     # A zoo model's outputs are read as its task reads them; your own model's are checked against its framework.
