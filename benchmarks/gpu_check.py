@@ -21,7 +21,7 @@ picture) is one line in ``missing`` with its fix, and the rest still runs. A run
 nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
 a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
-``--out`` is checked before anything is built. It imports only the standard
+``--out``, ``--runs``, ``--warmup`` and ``--target`` are checked before anything is built. It imports only the standard
 library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
@@ -173,7 +173,6 @@ def _resnet50(report: dict) -> Model | None:
 
 def measure_build(found_stages, model: Model, target, runs: int, warmup: int) -> tuple:
     """``(record, outputs)`` of one build: its end-to-end time, where the time went, and what ran where."""
-    from byoc_workbench import devices
     from byoc_workbench.measure.time import timing
 
     t0 = time.perf_counter()
@@ -181,7 +180,7 @@ def measure_build(found_stages, model: Model, target, runs: int, warmup: int) ->
     build_s = time.perf_counter() - t0
     outputs: list = []
     p = timing.profile(built, model.inputs, runs=runs, warmup=warmup, outputs=outputs)
-    placement = devices.propose(found_stages[-1].mod) if devices.is_gpu(target) else None
+    placement = built.placement
     record = {
         "median_s": p.end_to_end_s,
         "runs": p.runs,
@@ -288,9 +287,9 @@ def backends_here(report: dict, target) -> list:
 
     out = []
     for backend in ("tensorrt", "torch", "onnxruntime"):
-        why, fix = registry.missing(backend), registry.NEEDS[backend][1]
+        why = registry.missing(backend)
         if why:
-            report["missing"].append(_line(backend, why.removesuffix(f" ({fix})"), fix))
+            report["missing"].append(_line(backend, why.cause, why.fix))
         else:
             out.append(backend)
     if "onnxruntime" in out and devices.is_gpu(target):
@@ -321,6 +320,39 @@ def check_out(out: str | None) -> None:
     else:
         return
     raise SystemExit(_line("error", f"--out {out} {why}", "pass a file path in a folder you can write"))
+
+
+def check_target(target: str) -> None:
+    """Refuse, in one line, a ``--target`` TVM cannot build for, before anything is built; TVM is there."""
+    from byoc_workbench import devices
+    from byoc_workbench.errors import WorkbenchError
+
+    try:
+        devices.resolve(target)
+    except WorkbenchError as err:
+        raise SystemExit(_line("error", f"--target {target}: {err.cause.rstrip('.')}", err.fix)) from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a refusal in one line like every other of this script."""
+
+    def error(self, message: str):
+        raise SystemExit(_line("error", message, f"see `{self.prog} --help`"))
+
+
+def count(lo: int):
+    """An argparse type: a whole number, ``lo`` or more (the workbench's own, ``cli.args.count``, imports TVM)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = lo - 1
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, {lo} or more")
+        return value
+
+    return parse
 
 
 def _earlier_json(path: Path) -> bool:
@@ -358,8 +390,7 @@ def measure_all(args, report: dict, saved) -> None:
     """Each model of ``args.models`` on ``args.target``, into ``report``; TVM is there (:func:`tvm_here`)."""
     import tvm
 
-    sys.path.insert(0, str(ROOT))
-    from byoc_workbench.measure.build import cuda
+    from byoc_workbench.measure.compiler import cuda
 
     if args.target == "cuda":
         report["gpu"]["tvm_device"] = tvm.cuda(0).device_name
@@ -393,10 +424,10 @@ def nothing_measured(report: dict, stop: str | None) -> str | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--runs", type=count(1), default=20)
+    parser.add_argument("--warmup", type=count(0), default=3)
     parser.add_argument("--target", default="cuda", help="cuda (this GPU), or llvm: the same on the CPU")
     parser.add_argument("--out", help="also write the JSON to this file")
     args = parser.parse_args(argv)
@@ -424,6 +455,8 @@ def main(argv=None) -> int:
 
     stop = tvm_here(args.target, report)
     if stop is None:
+        sys.path.insert(0, str(ROOT))
+        check_target(args.target)
         measure_all(args, report, saved)
     text = saved()
     failed = nothing_measured(report, stop)

@@ -61,7 +61,7 @@ _LAZY = {
     "zoo": ("byoc_workbench.models.zoo", None),
     "images": ("byoc_workbench.models.images", None),
     "stages": ("byoc_workbench.stages", None),
-    "execute": ("byoc_workbench.measure.build.execute", None),
+    "execute": ("byoc_workbench.measure.compiler.execute", None),
 }
 
 __all__ = sorted(_LAZY)

@@ -1,17 +1,13 @@
 """Where each op runs when TVM builds a model for a GPU: what TVM 0.27 has no GPU kernel for stays on the CPU.
 
-A model built for ``cuda`` runs on the GPU, except the ops of :data:`CPU_ONLY`
-(classic NMS and the box filter before it). Those, and the ops that only read
-what they made (the slices of the detections, say), run on the CPU; a copy
-(``R.to_vdevice``) carries a tensor across wherever one side reads what the
-other made. The placement uses Relax's virtual devices: the module gets two
-(``I.vdevice``), the GPU first, so that everything not placed runs there.
+A model built for ``cuda`` runs on the GPU, except the ops of :data:`CPU_ONLY` (classic NMS and the box filter before
+it). Those, and the ops that only read what they made (the slices of the detections, say), run on the CPU; a copy
+(``R.to_vdevice``) carries a tensor across wherever one side reads what the other made. The placement uses Relax's
+virtual devices: the module gets two (``I.vdevice``), the GPU first, so that everything not placed runs there.
 
-As the stages do, placing is two steps: :func:`propose` says where each
-binding runs and which tensors cross, as data that the diagrams and the report
-read; :func:`place` rewrites the module. :func:`crossings` checks a placed module
-on its own: every binding (an op, an alias, a tuple, a branch, a call) reads its
-tensors on the device they live on.
+As the stages do, placing is two steps: :func:`propose` says where each binding runs and which tensors cross, as data
+that the diagrams and the report read; :func:`place` rewrites the module. :func:`crossings` checks a placed module on
+its own: every binding (an op, an alias, a tuple, a branch, a call) reads its tensors on the device they live on.
 
 Targets are written as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU
 here, with its arch) or a dict (``{"kind": "cuda", "arch": "sm_90"}``, which
@@ -23,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple
 
 import tvm
 from tvm import relax
@@ -173,12 +170,13 @@ class Crossing:
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """What runs on the CPU in a GPU build, as names: ``{function: (var, ...)}``, the ops among them
-    that have no GPU kernel (with why), and the copies between the two."""
+    """What runs on the CPU in a GPU build, as names: ``{function: (var, ...)}``, the ops among them that have
+    no GPU kernel (with why), the copies between the two, and for :func:`place` the same by variable (``plans``)."""
 
     on_cpu: dict
     cpu_only: dict  # op -> why (CPU_ONLY's entries the module calls)
     crossings: tuple  # of Crossing
+    plans: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.crossings) or any(self.on_cpu.values())
@@ -230,8 +228,17 @@ def _on_cpu(step, cpu: set) -> bool:
     return bool(reads) and all(v.__chandle__() in cpu for v in reads)
 
 
-def _propose_function(func, fname: str, mod):
-    """``(cpu handles, {handle: devices it is read on but not made on}, steps)`` for one function.
+class _Plan(NamedTuple):
+    """One function's placement by variable (names repeat), held with the function so that its handles stay its own."""
+
+    func: relax.Function
+    cpu: set  # the handles of the bindings on the CPU
+    needed: dict  # handle -> (variable, {"cpu" | "gpu"}): where it is read but not made
+    steps: list
+
+
+def _propose_function(func, fname: str, mod) -> _Plan:
+    """One function's :class:`_Plan`: what it reads on a device other than its own, where it reads it.
 
     Every variable lives on one device, its tensors with it: a binding reads what it reads on its own device
     (a call of a function on the GPU, where its parameters are). An If's value, and so each branch's result,
@@ -258,7 +265,7 @@ def _propose_function(func, fname: str, mod):
     for v in on_gpu:
         if v.__chandle__() in cpu:
             needed.setdefault(v.__chandle__(), (v, set()))[1].add("gpu")
-    return cpu, needed, steps
+    return _Plan(func, cpu, needed, steps)
 
 
 def _tensors(name: str, ty):
@@ -272,40 +279,43 @@ def _tensors(name: str, ty):
 
 def propose(mod: tvm.IRModule) -> Placement:
     """Where each binding of ``mod`` runs in a GPU build, and the tensors that cross (nothing rewritten)."""
-    on_cpu, crossings, used = {}, [], {}
+    if not isinstance(mod, tvm.IRModule):
+        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
+        raise WorkbenchError(f"propose takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    on_cpu, crossings, used, plans = {}, [], {}, {}
     for fname in ir.host_functions(mod):
-        cpu, needed, steps = _propose_function(mod[fname], fname, mod)
-        on_cpu[fname] = tuple(s.var.name for s in steps if s.var.__chandle__() in cpu)
-        for s in steps:
-            if s.var.__chandle__() in cpu and s.op in CPU_ONLY:
+        plan = _propose_function(mod[fname], fname, mod)
+        if plan.cpu or plan.needed:
+            plans[fname] = plan
+        on_cpu[fname] = tuple(s.var.name for s in plan.steps if s.var.__chandle__() in plan.cpu)
+        for s in plan.steps:
+            if s.var.__chandle__() in plan.cpu and s.op in CPU_ONLY:
                 used[s.op] = CPU_ONLY[s.op]
-        for v, wants in needed.values():
+        for v, wants in plan.needed.values():
             for to in sorted(wants):
                 for name, ty in _tensors(v.name, v.ty):
                     shape = tuple(ir_types.dims(ty)) if ir_types.is_static(ty) else None
                     crossings.append(Crossing(fname, name, to, shape, str(ty.dtype)))
-    return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings))
+    return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings), plans)
 
 
-def place(mod: tvm.IRModule, gpu, cpu="llvm") -> tvm.IRModule:
-    """``mod`` with two virtual devices, ``gpu`` first, and :func:`propose`'s placement written in.
+def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRModule:
+    """``mod`` with two virtual devices, ``gpu`` first, and ``placement`` (:func:`propose`'s of ``mod``) written in.
 
     Bindings that run on the CPU read CPU copies of what the GPU made, and
     the other way round; each copy is made once, right after the tensor it copies.
     A module with nothing to place is returned as it is.
     """
     devices = [VDevice(resolve(gpu), 0, "global"), VDevice(resolve(cpu), 0, "global")]
-    editor = ir_edit.ModuleEditor(mod)
-    placed_any = False
-    for fname in ir.host_functions(mod):
-        func = mod[fname]
-        cpu_vars, needed, _ = _propose_function(func, fname, mod)
-        if cpu_vars or needed:
-            placed_any = True
-            rewrite = _Rewrite(cpu_vars, needed, {"gpu": devices[0], "cpu": devices[1]})
-            editor.update(fname, rewrite.function(func, returns_to_gpu=fname != "main"))
-    if not placed_any:
+    if not placement:
         return mod
+    functions = {gv.name_hint: f for gv, f in mod.functions.items()}
+    if not all(plan.func.same_as(functions.get(fname)) for fname, plan in placement.plans.items()):
+        raise WorkbenchError("The placement was proposed for another module", "pass what devices.propose(mod) gave")
+    editor = ir_edit.ModuleEditor(mod)
+    for fname, plan in placement.plans.items():
+        rewrite = _Rewrite(plan.cpu, plan.needed, {"gpu": devices[0], "cpu": devices[1]})
+        editor.update(fname, rewrite.function(plan.func, returns_to_gpu=fname != "main"))
     out = editor.finish()
     out.update_global_info("vdevice", devices)
     return out
@@ -473,7 +483,7 @@ class _Check:
 
 
 def misplaced_buffers(lowered: tvm.IRModule) -> list:
-    """Tensors of a lowered module (:func:`byoc_workbench.measure.build.execute.lower`) made in a buffer of another
+    """Tensors of a lowered module (:func:`byoc_workbench.measure.compiler.execute.lower`) made in a buffer of another
     device than their own, as ``"function/var: on device 1, in storage on 0"`` (empty for a sound build)."""
     out = []
     for fname in ir.host_functions(lowered):

@@ -11,6 +11,7 @@ keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import sys
@@ -53,6 +54,13 @@ class WorkbenchError(Exception):
     def _render_traceback_(self) -> list[str]:
         # IPython shows these lines instead of a traceback: a user error needs none.
         return [self.line]
+
+
+def did_you_mean(word, known) -> str:
+    """`` (did you mean X?)`` with the name of ``known`` nearest ``word`` (in any case), or "" when none is near:
+    what an "Unknown ..." line adds."""
+    near = difflib.get_close_matches(str(word).strip().lower(), {k.lower(): k for k in known}, n=1)
+    return f" (did you mean {({k.lower(): k for k in known})[near[0]]}?)" if near else ""
 
 
 def shorten(text: str, limit: int = 300) -> str:

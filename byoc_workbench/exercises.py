@@ -13,8 +13,11 @@ here, in ``EXERCISES``. Solutions: ``notebooks/solutions/``.
 
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
+import inspect
+import textwrap
 
 import numpy as np
 import tvm
@@ -22,8 +25,9 @@ from tvm import relax
 
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 from byoc_workbench.text import wrap
@@ -141,15 +145,33 @@ def feedback(number: int, cls=None, **fields) -> Feedback:
     return (cls or Feedback)(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
 
 
-def _blank(name, ops): ...  # a function the attendee has not written yet: its body is ... (or pass)
-
-
 def _unanswered(answer) -> bool:
-    """``...``, None, or a function whose body is still only ``...``, ``pass`` or a docstring."""
+    """``...``, None, or a ``def`` whose body is still only ``...``, ``pass`` or a docstring.
+
+    Read from its source, not its bytecode: ``def f(name, ops): return None`` and ``lambda ops: None``
+    compile as the blank ``def f(name, ops): ...`` does, yet each is an answer to judge. So is a
+    function whose source cannot be read.
+    """
     if answer is ... or answer is None:
         return True
-    code = getattr(answer, "__code__", None)
-    return code is not None and code.co_code == _blank.__code__.co_code and not code.co_names
+    if getattr(getattr(answer, "__code__", None), "co_name", "<lambda>") == "<lambda>":
+        return False  # not a function, or a lambda: an answer either way
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    body = getattr(tree.body[0], "body", None) if tree.body else None
+    return bool(body) and all(_blank_statement(s) for s in body)
+
+
+def _blank_statement(statement: ast.stmt) -> bool:
+    """``pass``, ``...`` or a docstring."""
+    value = getattr(statement, "value", None)
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr)
+        and isinstance(value, ast.Constant)
+        and (value.value is ... or isinstance(value.value, str))
+    )
 
 
 def _start(number: int, *answers) -> Feedback:
@@ -303,8 +325,10 @@ def check_prune_exercise(rule) -> Feedback:
     fb = _start(3, rule)
     if fb.wrong:
         return fb
-    if not callable(rule):
-        fb.wrong.append(f"a prune rule is a function (name, ops) -> reason or None, got {type(rule).__name__}")
+    try:
+        check_prune_rule(rule)  # a function of (name, ops), not the maker of one
+    except WorkbenchError as err:
+        fb.wrong.append(f"{err.cause}: {err.fix}")
         return fb
     for ops, macs in PRUNE_CASES:
         short = "[" + ", ".join(op.removeprefix("relax.") for op in ops) + "]"

@@ -20,8 +20,8 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.exercises import _NOT_ANSWERED, BYOC, Feedback, _demo, _f32, feedback
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import Rule, get_target
-from byoc_workbench.measure.build import execute
 from byoc_workbench.measure.check.compare import output_error
+from byoc_workbench.measure.compiler import execute
 
 
 @dataclasses.dataclass(repr=False)

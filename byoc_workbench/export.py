@@ -23,6 +23,9 @@ from pathlib import Path
 
 import nbformat
 
+from byoc_workbench import files
+from byoc_workbench.errors import WorkbenchError, first_line
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 STATIC_CLASS = "byoc-static-diagram"
@@ -31,19 +34,69 @@ _PROLOGUE = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?--
 
 
 def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
-    """The notebook at ``path``, executed in its own folder with its widgets' state stored in its metadata."""
+    """The notebook at ``path``, executed in its own folder with its widgets' state stored in its metadata.
+
+    Raises
+    ------
+    WorkbenchError
+        For a path that is not a notebook (:func:`read`).
+    CellFailed
+        For a cell that raises, runs past ``timeout`` seconds, or kills its kernel.
+    """
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        store_widget_state=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    nb = read(path)
+    started = []
+    try:
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            store_widget_state=True,
+            resources={"metadata": {"path": str(path.parent)}},
+            on_cell_start=lambda cell, cell_index: started.append(cell_index),
+        ).execute()
+    except (CellExecutionError, CellControlSignal, DeadKernelError) as err:
+        raise CellFailed.of(path, started[-1] + 1, len(nb.cells), err) from None
     return nb
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, checked; a one-line error for anything else (missing, a folder, not JSON)."""
+    fix = "pass the path of a notebook (.ipynb)"
+    if not path.exists():
+        raise WorkbenchError(f"{path} does not exist", fix)
+    if path.is_dir():
+        raise WorkbenchError(f"{path} is a folder, not a notebook", f"pass its notebooks: {path / '*.ipynb'}")
+    if path.suffix != ".ipynb":
+        raise WorkbenchError(f"{path} is not a notebook (its name does not end in .ipynb)", fix)
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as err:  # noqa: BLE001 - nbformat raises a different kind for each way a file is not a notebook
+        raise WorkbenchError(f"{path} is not a notebook nbformat can read: {first_line(err)}", fix) from None
+    return nb
+
+
+class CellFailed(WorkbenchError):
+    """A notebook cell that raised, ran too long or killed its kernel: exit status 1."""
+
+    status = 1
+
+    @classmethod
+    def of(cls, path: Path, number: int, cells: int, err: Exception) -> CellFailed:
+        """The one line for ``err``: the cell's own error line where it raised a WorkbenchError."""
+        where = f"{path}, cell {number} of {cells}"
+        fix = f"open {path} in Jupyter and run cell {number} to see its traceback"
+        ename, evalue = getattr(err, "ename", None), (getattr(err, "evalue", None) or "").strip()
+        if evalue.startswith("error: ") and " Fix: " in evalue:  # a WorkbenchError's line, as str() made it
+            cause, _, own_fix = evalue.removeprefix("error: ").partition(" Fix: ")
+            return cls(f"{where}: {cause}", own_fix)
+        if ename:  # what the cell raised: its type and the last line of its message
+            return cls(f"{where} raised {ename}" + (f": {evalue.splitlines()[-1]}" if evalue else ""), fix)
+        return cls(f"{where}: {first_line(err)}", fix)  # a timeout, or a kernel that died
 
 
 def _reachable(state: dict, model_id: str) -> list:
@@ -139,17 +192,44 @@ def to_html(nb: nbformat.NotebookNode) -> str:
 
 
 def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
-    """Execute each notebook and write ``<out_dir>/<name>.ipynb`` and ``<name>.html``; returns the HTML paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in map(Path, paths):
-        nb = execute(path, timeout)
-        nbformat.write(nb, out_dir / path.name)
-        html = out_dir / f"{path.stem}.html"
-        html.write_text(to_html(nb), encoding="utf-8")
+    """Execute each notebook and write ``<out_dir>/<name>.ipynb`` and ``<name>.html``; returns the HTML paths.
+
+    Every path is checked before the first notebook runs. A notebook whose cell fails is said in one line
+    (on stderr) and the others still run; then :class:`CellFailed` says what was written and what failed.
+    """
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        read(path)
+    names = [p.name for p in paths]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise WorkbenchError(
+            f"two notebooks are named {twice[0]}: one export would replace the other",
+            "export them to separate --out folders",
+        )
+    outputs = [n for p in paths for n in (p.name, f"{p.stem}.html")]
+    out_dir = files.check_dir(out_dir, "--out", names=outputs, inputs=paths)
+    written, failed = [], []
+    for path in paths:
+        try:
+            nb = execute(path, timeout)
+        except CellFailed as err:
+            failed.append(err)
+            if len(paths) > 1:
+                print(err, file=sys.stderr)
+            continue
+        files.put(out_dir / path.name, nbformat.writes(nb))
+        html = files.put(out_dir / f"{path.stem}.html", to_html(nb))
         written.append(html)
         print(f"wrote {out_dir / path.name} and {html}")
+    if failed and len(paths) == 1:
+        raise failed[0]
+    if failed:
+        done = ", ".join(map(str, written)) or "nothing"
+        raise CellFailed(
+            f"{len(failed)} of {len(paths)} notebooks failed (see the lines above); wrote {done}",
+            "fix the cells those lines name, then export again",
+        )
     return written
 
 
@@ -157,9 +237,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m byoc_workbench.export", description=__doc__.splitlines()[0])
     p.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
     p.add_argument("--out", default="build", help="output folder (default: build)")
-    p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800)")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
     args = p.parse_args(argv)
-    export(args.notebooks, args.out, args.timeout)
+    try:
+        export(args.notebooks, args.out, args.timeout)
+    except WorkbenchError as err:
+        print(err, file=sys.stderr)
+        return err.status
     return 0
 
 

@@ -102,14 +102,24 @@ def _existing_ancestor(path: Path) -> Path:
     return Path("/")
 
 
-def _probe(directory: Path, what: str, fix: str) -> None:
-    """A one-line error unless a file can be created in ``directory``."""
+def _kind(path: Path) -> str:
+    """What ``path`` is, in words, when it is not a directory."""
+    if path.is_fifo():
+        return "a FIFO"
+    if path.is_socket():
+        return "a socket"
+    return "a file" if path.is_file() else "a device"
+
+
+def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
+    """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
     if not directory.is_dir():
-        raise WorkbenchError(f"{what}: {directory} is a file, not a directory", fix)
+        raise WorkbenchError(f"{what}: {directory} is {_kind(directory)}, not a directory", fix)
     try:
         tempfile.TemporaryFile(dir=directory).close()
     except OSError as err:
-        raise WorkbenchError(f"Cannot write to {directory} ({err.strerror or err})", fix) from None
+        where = f"{directory}" if wanted in (None, directory) else f"{wanted}: {directory} cannot be written"
+        raise WorkbenchError(f"Cannot write to {where} ({err.strerror or err})", fix) from None
 
 
 def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
@@ -129,8 +139,8 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     out = _given(path, flag, "out")
     fix = f"pass {flag} a directory you can write to"
     if out.exists() and not out.is_dir():
-        raise WorkbenchError(f"{flag} {out} is a file, not a directory", fix)
-    _probe(_existing_ancestor(out), f"{flag} {out}", fix)
+        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
+    _probe(_existing_ancestor(out), f"{flag} {out}", fix, out)
     for name in names:
         if (out / name).is_dir():
             raise WorkbenchError(
@@ -168,7 +178,7 @@ def check_file(path, flag: str, inputs=()) -> Path:
     Raises
     ------
     WorkbenchError
-        For an empty path, ``-``, a symlink loop, an existing directory or socket or device, one of
+        For an empty path, ``-``, a symlink loop, an existing directory, socket or block device, one of
         ``inputs`` (by any name: a link, a hard link), or a parent that is a file or cannot be written.
     """
     out = _given(path, flag, "out.npz")
@@ -179,10 +189,10 @@ def check_file(path, flag: str, inputs=()) -> Path:
         raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
     if out.is_dir() or str(path).endswith(os.sep):
         raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")
-    if out.exists() and not (out.is_file() or out.is_fifo()):
-        raise WorkbenchError(f"{flag} {out} is not a regular file (a socket or a device)", fix)
+    if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
+        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
-    _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix)
+    _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix, out.parent)
     return out
 
 
@@ -341,8 +351,8 @@ class OutputError(WorkbenchError):
 
 def _destination(path: Path) -> Path:
     """Where a result for ``path`` goes: a link's target (the link stays a link), else ``path``."""
-    if not path.is_symlink():
-        return path
+    if not path.is_symlink() or (path.exists() and not path.is_file() and not path.is_dir()):
+        return path  # a link to a device or a FIFO (/dev/stdout) is written through as it is
     target = path.resolve()
     if not target.parent.is_dir():
         raise OutputError(f"{path} is a link to {target}, whose directory does not exist", "remove the link")

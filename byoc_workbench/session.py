@@ -12,8 +12,10 @@ import collections
 import contextlib
 import dataclasses
 import gc
+from collections.abc import Mapping
 from functools import cached_property, wraps
 
+import numpy as np
 import tvm
 
 from byoc_workbench import stages
@@ -89,6 +91,16 @@ def _paused(method):
     return run
 
 
+def _switch(name, on) -> bool:
+    """``on`` as a bool, or a one-line error: a word such as "off" is true, and must not switch a rule on."""
+    if not isinstance(on, (bool, np.bool_)):
+        raise WorkbenchError(
+            f"Rule {name!r} is switched by True or False; got {type(on).__name__} ({on!r:.40})",
+            "pass True to switch it on, False to switch it off",
+        )
+    return bool(on)
+
+
 def why_unclaimed(target: Target, enabled: set) -> dict[str, str]:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}
@@ -111,7 +123,9 @@ class Workbench:
     """One module, one target, one rule set, and every stage computed from them.
 
     The module is checked once, here; ``with_rule`` and ``with_prune`` make
-    new workbenches that share it. :meth:`from_onnx` and :meth:`from_torch`
+    new workbenches that share it. ``enabled`` names the rules switched on
+    (None: all), or maps rule names to True or False, switching those named
+    on or off and leaving the others on. :meth:`from_onnx` and :meth:`from_torch`
     make one for the user's own model, kept as :attr:`model`.
 
     ``registry`` is where a target's name and ``backend`` are looked up, and
@@ -194,8 +208,15 @@ class Workbench:
         return tuple(r for r in self.all_rules if r.qualified in self.enabled)
 
     def _names(self, enabled) -> set:
-        # select() checks the names: an unknown one is a one-line error.
-        return {r.qualified for r in (self.all_rules if enabled is None else select(self.all_rules, enabled))}
+        """The names of the rules ``enabled`` switches on (see the class's notes). select() checks
+        the names: an unknown one, even one switched off, is a one-line error."""
+        if enabled is None:
+            return {r.qualified for r in self.all_rules}
+        if isinstance(enabled, Mapping):
+            select(self.all_rules, list(enabled))
+            off = {name.strip() for name, on in enabled.items() if not _switch(name, on)}
+            return {r.qualified for r in self.all_rules if r.qualified not in off}
+        return {r.qualified for r in select(self.all_rules, enabled)}
 
     def _with(self, **changes) -> Workbench:
         """A copy with ``changes``, sharing the checked module; its stages are computed afresh."""
@@ -206,11 +227,17 @@ class Workbench:
         return wb
 
     def with_rule(self, name: str, on: bool) -> Workbench:
-        """A new workbench with rule ``name`` switched on or off."""
-        self._names([name])  # an unknown name is a one-line error, whether switched on or off
+        """A new workbench with rule ``name`` switched on (``on=True``) or off (``False``)."""
+        on = _switch(name, on)
+        chosen = select(self.all_rules, [name])  # an unknown name is a one-line error, whether switched on or off
+        if not chosen:
+            raise WorkbenchError(
+                f"with_rule needs a rule's name; got {name!r}",
+                "pass one such as 'byoc-target.add' (wb.enabled holds the names of the rules on)",
+            )
         enabled = set(self.enabled)
-        (enabled.add if on else enabled.discard)(name)
-        return self._with(enabled=self._names(enabled))
+        (enabled.add if on else enabled.discard)(chosen[0].qualified)
+        return self._with(enabled=enabled)
 
     def with_prune(self, prune_rule) -> Workbench:
         """A new workbench with another prune rule (see :func:`byoc_workbench.flow.prune.prune`)."""

@@ -13,27 +13,31 @@ measured in another process or on another machine (:func:`byoc_workbench.measure
 
 with an optional ``"target"`` (whose rules make the units; default
 ``tensorrt``, ``byoc-target`` for the demo) and ``"rules"`` (the qualified
-names switched on; default all). :func:`load` returns a :class:`Subject`:
+names switched on; default all). Each kind is a class (:class:`ModelKind`; a reference's is
+:attr:`ModelRef.model`) that loads its model and answers what the commands ask of it, so no
+caller compares kinds. :func:`load` returns a :class:`Subject`:
 the workbench (module and rules), the example inputs, the weights' mark, and
 what a whole-model reference runs on (:attr:`Subject.source`).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import hashlib
 import logging
+import os
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import ClassVar, Literal, NamedTuple, get_args
 
 import numpy as np
 import tvm
 import tvm_ffi
 
 from byoc_workbench import stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, did_you_mean
 from byoc_workbench.flow.rules import check_rules, get_target, target_and_extra
 from byoc_workbench.frontends.own import seeded_inputs
 from byoc_workbench.frontends.torch_import import import_spec
@@ -45,20 +49,12 @@ from byoc_workbench.user_file import import_user_file
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("demo", "zoo", "onnx", "torch", "file")
-IMPORTED = ("zoo", "onnx", "torch")  # the kinds imported from a framework; demo and a .py file are Relax already
+Kind = Literal["demo", "zoo", "onnx", "torch", "file"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 #: A PyTorch program's input when none is given.
 DEFAULT_SHAPE = [1, 3, 224, 224]
 #: What to type when a command was given no model, or one it does not know.
 NAME_A_MODEL = "name one: demo, ssd, a zoo model's name, a .py or .onnx file, or --torch module:factory"
-# Each kind's fields and the keys its dict writes them under (the format search caches and Ray tasks pass).
-_KEYS = {
-    "demo": {},
-    "zoo": {"name": "model", "weights": "weights", "image": "image"},
-    "onnx": {"path": "path", "shapes": "input_shapes"},
-    "torch": {"spec": "spec", "shapes": "shape"},
-    "file": {"path": "path"},
-}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -70,7 +66,7 @@ class ModelRef:
     file's or PyTorch program's inputs; ``target`` and ``rules`` make the units.
     """
 
-    kind: str
+    kind: Kind
     name: str | None = None
     path: str | None = None
     spec: str | None = None
@@ -101,7 +97,7 @@ class ModelRef:
         ``kinds`` is the one-line error listing the zoo's names."""
         ref = cls._parse(model, zoo_model, weights, image, torch, shapes, "file" in kinds)
         if ref.kind not in kinds:
-            zoo.model_spec(model)  # the one-line error that lists the zoo's names
+            raise _unknown(ref.label, f"use one of: {', '.join(zoo.MODELS)}")
         return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
 
     @classmethod
@@ -112,6 +108,11 @@ class ModelRef:
             return cls(kind="torch", spec=torch, shapes=shapes or None)
         if model is None:
             raise WorkbenchError("A model is required: model, or --torch MODULE:FACTORY", NAME_A_MODEL)
+        model = os.fspath(model) if isinstance(model, os.PathLike) else model
+        if not isinstance(model, str):
+            raise WorkbenchError(f"A model is named by a string, got {type(model).__name__}", NAME_A_MODEL)
+        if not model.strip():
+            raise WorkbenchError(f"The model's name is empty ({model!r})", NAME_A_MODEL)
         if model.lower().endswith(".onnx"):
             return cls(kind="onnx", path=model, shapes=shapes)
         check_no_shapes(model, shapes)
@@ -120,13 +121,15 @@ class ModelRef:
             return cls(kind="demo")
         if name:
             return cls(kind="zoo", name=name, weights=weights, image=image)
+        if Path(model).is_dir():
+            raise WorkbenchError(f"{model} is a directory, not a model", NAME_A_MODEL)
         if not files or _is_python(model):  # a command that takes no file refuses it as a zoo name
             return cls(kind="file", path=model)
-        raise WorkbenchError(f"Unknown model '{model}'", NAME_A_MODEL)
+        raise _unknown(model, NAME_A_MODEL)
 
     def to_json(self) -> dict[str, object]:
         """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
-        d = {"kind": self.kind} | {key: getattr(self, f) for f, key in _KEYS[self.kind].items()}
+        d = {"kind": self.kind} | {key: getattr(self, f) for f, key in self.model.keys.items()}
         if self.target:
             d["target"] = self.target
         if self.rules is not None:
@@ -142,16 +145,17 @@ class ModelRef:
             raise WorkbenchError(
                 f"Not a model description: {description!r:.80}", f"pass a dict with kind one of: {', '.join(KINDS)}"
             )
-        fields = {f: description.get(key) for f, key in _KEYS[kind].items()}
-        if kind == "zoo":
-            fields["name"] = fields["name"] or zoo.DEFAULT_MODEL
-        rules = description.get("rules")
-        return cls(kind=kind, target=description.get("target"), rules=None if rules is None else tuple(rules), **fields)
+        return _CLASSES[kind].read(description)
 
     @property
     def imported(self) -> bool:
         """A model imported from a framework (the zoo, an ONNX file, PyTorch): large, and drawn collapsed."""
-        return self.kind in IMPORTED
+        return self.model.imported
+
+    @property
+    def model(self) -> ModelKind:
+        """This model's kind (:class:`ModelKind`): it loads the model and answers what the commands ask."""
+        return _CLASSES[self.kind](self)
 
     @property
     def label(self) -> str:
@@ -197,6 +201,16 @@ class Subject:
         return self.workbench.mod if self.workbench.model is None else self.workbench.model.mod
 
     @property
+    def loaded(self) -> zoo.LoadedModel | None:
+        """A zoo model's :class:`~byoc_workbench.models.zoo.LoadedModel` (its block and task); else None."""
+        return self.source.model if isinstance(self.source, zoo.ImportedModel) else None
+
+    @property
+    def onnx_file(self) -> Path | None:
+        """The ONNX file a whole-model reference runs on as it is; None for another model."""
+        return self.source if isinstance(self.source, Path) else None
+
+    @property
     def mark(self) -> str:
         return self.workbench.mark
 
@@ -228,27 +242,129 @@ def load(ref, prune_rule=None) -> Subject:
     ``prune_rule`` prunes the workbench's subgraphs (default: those without a MAC op).
     """
     ref = ref if isinstance(ref, ModelRef) else ModelRef.from_json(ref)
-    enabled = None if ref.rules is None else list(ref.rules)
-    target = ref.target or "tensorrt"
-    if ref.kind == "zoo":
-        t0 = time.perf_counter()
+    return ref.model.load(None if ref.rules is None else list(ref.rules), prune_rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelKind(abc.ABC):
+    """A model of one kind, named by ``ref``: it loads itself and knows what the commands ask of it."""
+
+    ref: ModelRef
+    kind: ClassVar[Kind]
+    #: Its :class:`ModelRef` fields and the keys its dict writes them under (what search caches and Ray tasks pass).
+    keys: ClassVar[dict[str, str]] = {}
+    #: Imported from a framework (the zoo, an ONNX file, PyTorch): large, and drawn collapsed.
+    imported: ClassVar[bool] = False
+    #: ``run`` checks its outputs against the framework it came from (a zoo model's are read as its task reads them).
+    checked: ClassVar[bool] = False
+    #: ``bench`` times it (a .py file has no framework to time it against).
+    benched: ClassVar[bool] = True
+    #: The backend its ready-made builds offload to when none is named (None: its target's own codegen).
+    default_backend: ClassVar[str | None] = "onnxruntime"
+    #: A backend with a target of its own partitions it by that target's rules (its ready-made builds).
+    partitioned_by_backend: ClassVar[bool] = False
+
+    @classmethod
+    def read(cls, description: dict) -> ModelRef:
+        """The reference its dict names (see the module's docstring)."""
+        fields = {f: description.get(key) for f, key in cls.keys.items()}
+        rules = description.get("rules")
+        rules = None if rules is None else tuple(rules)
+        return ModelRef(kind=cls.kind, target=description.get("target"), rules=rules, **fields)
+
+    def with_picture(self, weights, image) -> ModelRef:
+        """Its reference with ``weights`` and ``image`` where it names none (a zoo model's); else as it is."""
+        return self.ref
+
+    @property
+    def target(self) -> str:
+        return self.ref.target or "tensorrt"
+
+    @abc.abstractmethod
+    def load(self, enabled: list | None, prune_rule) -> Subject:
+        """The :class:`Subject`, imported afresh: the rules ``enabled`` (all when None), pruned by ``prune_rule``."""
+
+
+class DemoModel(ModelKind):
+    """The Part 1 demo, written in Relax: nothing to check it against but TVM alone."""
+
+    kind = "demo"
+    default_backend = None
+    partitioned_by_backend = True
+
+    def load(self, enabled, prune_rule) -> Subject:
+        tgt, extra = target_and_extra(self.ref.target, None, None)
+        wb = Workbench(demo.demo_module(), tgt, enabled, prune_rule, extra_rules=extra)
+        return Subject("demo", wb, demo.demo_inputs(), self.ref)
+
+
+class ZooModel(ModelKind):
+    """A GluonCV zoo model (``"ssd"`` is one), imported from MXNet with its weights, on a picture."""
+
+    kind = "zoo"
+    keys = {"name": "model", "weights": "weights", "image": "image"}
+    imported = True
+
+    @classmethod
+    def read(cls, description: dict) -> ModelRef:
+        ref = super().read(description)
+        return dataclasses.replace(ref, name=ref.name or zoo.DEFAULT_MODEL)
+
+    def with_picture(self, weights, image) -> ModelRef:
+        return dataclasses.replace(self.ref, weights=self.ref.weights or weights, image=self.ref.image or image)
+
+    def load(self, enabled, prune_rule) -> Subject:
+        ref, t0 = self.ref, time.perf_counter()
         spec = zoo.model_spec(ref.name)
         x, _ = model_input(ref.image, spec.input_shape)  # a bad picture fails before the import
-        wb, imported = model_workbench(ref.name, ref.weights, target, prune_rule, enabled=enabled)
+        wb, imported = model_workbench(ref.name, ref.weights, self.target, prune_rule, enabled=enabled)
         note = f"import and prepare: {time.perf_counter() - t0:.1f} s"
         return Subject(ref.name, wb, [x], ref, spec.kind, spec.family, source=imported, notes=(note,))
-    if ref.kind == "onnx":
-        wb = Workbench.from_onnx(ref.path, target, input_shapes=ref.shapes, enabled=enabled, prune_rule=prune_rule)
+
+
+class OnnxModel(ModelKind):
+    """An ONNX file, checked against ONNX Runtime on the file."""
+
+    kind = "onnx"
+    keys = {"path": "path", "shapes": "input_shapes"}
+    imported = checked = True
+
+    def load(self, enabled, prune_rule) -> Subject:
+        ref = self.ref
+        wb = Workbench.from_onnx(ref.path, self.target, input_shapes=ref.shapes, enabled=enabled, prune_rule=prune_rule)
         return of_own(wb, ref, Path(ref.path))
-    if ref.kind == "torch":
-        wb = Workbench.from_model(import_spec(ref.spec, shape=ref.shapes or DEFAULT_SHAPE), target, enabled, prune_rule)
-        return of_own(wb, ref)
-    mod, user_rules = (demo.demo_module(), None) if ref.kind == "demo" else load_model_file(ref.path)
-    tgt, extra = target_and_extra(ref.target, user_rules, ref.path)
-    wb = Workbench(mod, tgt, enabled, prune_rule, extra_rules=extra)
-    if ref.kind == "demo":
-        return Subject("demo", wb, demo.demo_inputs(), ref)
-    return Subject(ref.path, wb, functools.partial(_seeded, wb, ref.path), ref)
+
+
+class TorchModel(ModelKind):
+    """A PyTorch program (``module:factory``), checked against eager PyTorch."""
+
+    kind = "torch"
+    keys = {"spec": "spec", "shapes": "shape"}
+    imported = checked = True
+
+    def load(self, enabled, prune_rule) -> Subject:
+        program = import_spec(self.ref.spec, shape=self.ref.shapes or DEFAULT_SHAPE)
+        return of_own(Workbench.from_model(program, self.target, enabled, prune_rule), self.ref)
+
+
+class PythonFileModel(ModelKind):
+    """A Python file that defines ``mod`` (and perhaps ``rules``); its inputs seeded from ``main``'s shapes."""
+
+    kind = "file"
+    keys = {"path": "path"}
+    benched = False
+
+    def load(self, enabled, prune_rule) -> Subject:
+        path = self.ref.path
+        mod, user_rules = load_model_file(path)
+        tgt, extra = target_and_extra(self.ref.target, user_rules, path)
+        wb = Workbench(mod, tgt, enabled, prune_rule, extra_rules=extra)
+        return Subject(path, wb, functools.partial(_seeded, wb, path), self.ref)
+
+
+_CLASSES: dict[Kind, type[ModelKind]] = {
+    k.kind: k for k in (DemoModel, ZooModel, OnnxModel, TorchModel, PythonFileModel)
+}
 
 
 def _seeded(wb, path) -> list:
@@ -273,15 +389,31 @@ class ZooWorkbench(NamedTuple):
     imported: zoo.ImportedModel
 
 
-def model_workbench(
-    model: str | None = None, weights=None, target: str = "tensorrt", prune_rule=None, imported=None, enabled=None
-) -> ZooWorkbench:
-    """``(Workbench, ImportedModel)`` for a zoo model, prepared for ``target``'s rules.
+def zoo_ref(model) -> ModelRef:
+    """The zoo model ``model`` names: a :class:`ModelRef` of the zoo, or a name :meth:`ModelRef.parse` reads
+    as one (``"ssd"``, ``"resnet18_v1"``); else the one-line error that lists the zoo's names."""
+    ref = model if isinstance(model, ModelRef) else ModelRef.parse(model, kinds=("zoo",))
+    zoo.model_spec(ref.name if ref.kind == "zoo" else ref.label)
+    return ref
 
-    The workbench's titles carry the weights' label when they are untrained;
+
+def model_workbench(
+    model: str | ModelRef | None = None,
+    weights=None,
+    target: str = "tensorrt",
+    prune_rule=None,
+    imported=None,
+    enabled=None,
+) -> ZooWorkbench:
+    """``(Workbench, ImportedModel)`` for a zoo model (a name or a :class:`ModelRef`, :func:`zoo_ref`; default
+    the SSD), prepared for ``target``'s rules.
+
+    ``weights`` default to the reference's; the workbench's titles carry their label when they are untrained;
     ``enabled`` names the rules switched on (all when None).
     """
-    imported = imported or zoo.import_model(model or zoo.DEFAULT_MODEL, weights)
+    if imported is None:
+        ref = zoo_ref(zoo.DEFAULT_MODEL if model is None else model)
+        imported = zoo.import_model(ref.name, weights or ref.weights)
     mark = imported.weights_label if not imported.model.is_trained else ""
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
@@ -314,6 +446,11 @@ def load_model_file(path: str | Path) -> ModelFile:
     return ModelFile(mod, None if rules is None else check_rules(rules, f"rules in {path}"))
 
 
+def _unknown(model: str, fix: str) -> zoo.UnknownModelError:
+    """The error for a model no kind names, with the zoo's nearest name (a name in the wrong case, say)."""
+    return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, zoo.MODELS)}", fix)
+
+
 def _is_python(model: str) -> bool:
     """A path naming a Python file (``.py`` in any case); another existing file is refused by name."""
     if model.lower().endswith(".py"):
@@ -323,7 +460,7 @@ def _is_python(model: str) -> bool:
         raise WorkbenchError(
             f"{model} is neither a .py nor a .onnx file", "pass a .py file that defines mod, or a .onnx file"
         )
-    return path.exists()  # a directory: load_model_file says so
+    return path.exists()  # a FIFO or a socket: load_model_file says so
 
 
 def check_no_shapes(model, shapes) -> None:

@@ -27,7 +27,7 @@ from byoc_workbench.models import zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.models.meaning import Prediction, prediction
 from byoc_workbench.stages import offload
-from byoc_workbench.subjects import ModelRef, model_workbench  # (the notebooks' workflow.model_workbench)
+from byoc_workbench.subjects import ModelRef, model_workbench, zoo_ref  # (the notebooks' workflow.model_workbench)
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
@@ -46,9 +46,9 @@ def relax_op_counts(mod) -> dict[str, int]:
     return dict(profile_graph(mod).rows())
 
 
-def import_summary(ref: ModelRef = SSD) -> dict[str, object]:
-    """Import the zoo model ``ref`` names (:meth:`ModelRef.parse <byoc_workbench.subjects.ModelRef.parse>`,
-    with its weights) and describe the result.
+def import_summary(ref: ModelRef | str = SSD) -> dict[str, object]:
+    """Import the zoo model ``ref`` names (a :class:`ModelRef` with its weights, or a name:
+    :func:`~byoc_workbench.subjects.zoo_ref`) and describe the result.
 
     Returns
     -------
@@ -56,7 +56,8 @@ def import_summary(ref: ModelRef = SSD) -> dict[str, object]:
         ``{"model", "task", "family", "input_shape", "op_count", "ops": {relax op: count},
         "params": number of scalar weights, "weights": "trained" | "untrained" | path}``.
     """
-    imported = zoo.import_model(_zoo_name(ref), ref.weights)
+    ref = zoo_ref(ref)
+    imported = zoo.import_model(ref.name, ref.weights)
     ops = relax_op_counts(imported.mod)
     spec = imported.model.spec
     return {
@@ -72,7 +73,7 @@ def import_summary(ref: ModelRef = SSD) -> dict[str, object]:
 
 
 def run(
-    ref: ModelRef = SSD,
+    ref: ModelRef | str = SSD,
     backend: str = "tvm",
     progress: bool = False,
     loaded: zoo.LoadedModel | None = None,
@@ -81,8 +82,8 @@ def run(
 
     Parameters
     ----------
-    ref : ModelRef
-        A zoo model (:meth:`ModelRef.parse <byoc_workbench.subjects.ModelRef.parse>`; default the SSD):
+    ref : ModelRef or str
+        A zoo model (a name or a reference: :func:`~byoc_workbench.subjects.zoo_ref`; default the SSD):
         its ``name``, from :data:`byoc_workbench.models.zoo.MODELS`; its ``weights``, None, "trained",
         "untrained" or a path (see :func:`byoc_workbench.models.zoo.load_model`); its ``image``, a
         JPEG or PNG, None for the default picture (:func:`images.default_image_path`), resized as
@@ -105,11 +106,9 @@ def run(
         The arrays of the model's task (:mod:`byoc_workbench.models.meaning`);
         ``backend`` says what ran.
     """
-    try:
-        registry.check_backend(backend, also=("mxnet",))
-    except WorkbenchError as err:
-        raise WorkflowError(err.cause, err.fix) from None
-    model = _zoo_name(ref)
+    _check_backend(backend, also=("mxnet",))
+    ref = zoo_ref(ref)
+    model = ref.name
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
         tensorrt.check()
@@ -127,11 +126,19 @@ def run(
     return prediction(spec.kind, result.outputs, loaded, result.backend, notes)
 
 
-def _zoo_name(ref: ModelRef) -> str:
-    """The zoo model's name ``ref`` gives, else the one-line error that lists the zoo's names."""
-    if ref.kind != "zoo":
-        zoo.model_spec(ref.label)
-    return ref.name
+def _check_backend(backend, also=()) -> None:
+    """A one-line :class:`WorkflowError` for a backend the registry (or ``also``) does not know."""
+    try:
+        registry.check_backend(backend, also=also)
+    except WorkbenchError as err:
+        raise WorkflowError(err.cause, err.fix) from None
+
+
+def _sayer(say):
+    """``say``, or a function that says nothing when it is None; anything else is a one-line error."""
+    if say is not None and not callable(say):
+        raise WorkflowError(f"say must be a function that takes a line, got {type(say).__name__}", "pass say=print")
+    return say or (lambda line: None)
 
 
 def mxnet_outputs(block, x) -> list:
@@ -229,18 +236,20 @@ def _libc(name: str):
     return getattr(ctypes.CDLL(libc), name, None) if libc else None
 
 
-def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False, say=None) -> ZooReport:
-    """Import the zoo model ``ref`` names (with its weights and picture), partition it with TensorRT's rules,
-    prune it, run it offloaded; see :class:`ZooReport`.
+def zoo_report(ref: ModelRef | str, backend: str | None = None, progress: bool = False, say=None) -> ZooReport:
+    """Import the zoo model ``ref`` names (a name, or a :class:`ModelRef` with its weights and picture), partition
+    it with TensorRT's rules, prune it, run it offloaded; see :class:`ZooReport`.
 
     ``backend`` defaults to what this machine can run (:func:`byoc_workbench.measure.time.runner.offload_choice`).
     ``say``, if given, is called with a line before each long step (the chooser's progress line).
     """
-    say = say or (lambda line: None)
+    say, ref = _sayer(say), zoo_ref(ref)
+    if backend is not None:
+        _check_backend(backend)
     choice = runner.offload_choice()
-    model = _zoo_name(ref)
+    model = ref.name
     say(f"importing {model} and partitioning it with TensorRT's rules…")
-    wb, imported = model_workbench(model, ref.weights)
+    wb, imported = model_workbench(ref)
     # The weights live on as the module's constants: their numpy copy goes before the build (DeepLab: 0.2 GB).
     loaded, shape = dataclasses.replace(imported.model, params={}), imported.input_shape
     del imported
@@ -270,14 +279,17 @@ def zoo_report(ref: ModelRef, backend: str | None = None, progress: bool = False
     return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)
 
 
-def zoo_pick(ref: ModelRef, backend: str | None = None, say=None) -> child.ChildResult:
+def zoo_pick(ref: ModelRef | str, backend: str | None = None, say=None) -> child.ChildResult:
     """:func:`zoo_report` in a child process that exits, as notebook 06's chooser runs each pick: the builds,
     the VMs and TVM's loaded libraries go with the child, and the caller keeps only the report without its
     build (:meth:`ZooReport.without_build`), in ``.value``, and the child's peak memory, in ``.peak_mb``.
 
     ``say`` gets the child's progress lines; a WorkbenchError in the child is raised here as its one line.
+    From a script, the calls must be under ``if __name__ == "__main__":`` (the child imports the script).
     """
-    say = say or (lambda line: None)
+    say, ref = _sayer(say), zoo_ref(ref)
+    if backend is not None:
+        _check_backend(backend)
     say(f"importing {ref.name} in a process of its own…")  # before the child has loaded TVM, a few seconds
     return child.in_child(_report_without_build, ref, backend, say=say)
 

@@ -57,7 +57,7 @@ def byoc():
 
 @pytest.fixture(scope="session")
 def reference_output(demo_mod):
-    from byoc_workbench.measure.build import execute
+    from byoc_workbench.measure.compiler import execute
 
     return execute.run(demo_mod, demo.demo_inputs())
 

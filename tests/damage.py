@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from byoc_workbench import files
-from byoc_workbench.measure.build import compiled
+from byoc_workbench.measure.compiler import compiled
 
 
 # Each damage gives the entry's new bytes from its old ones and a number in [0, 1); the entry is replaced

@@ -14,6 +14,19 @@ from tvm.script import relax as R
 from byoc_workbench import ir
 from byoc_workbench.draw.graph import Graph
 
+#: The non-maximum suppression of the detector tails here and in test_devices_placement.py.
+NMS = dict(
+    max_output_size=-1,
+    iou_threshold=0.5,
+    force_suppress=False,
+    top_k=20,
+    coord_start=2,
+    score_index=1,
+    id_index=0,
+    return_indices=False,
+    invalid_to_bottom=True,
+)
+
 
 @I.ir_module
 class Tail:
@@ -25,20 +38,7 @@ class Tail:
             count = counted[0]
             valid = counted[1]
             order = counted[2]
-            kept = R.vision.non_max_suppression(
-                valid,
-                count,
-                order,
-                max_output_size=-1,
-                iou_threshold=0.5,
-                force_suppress=False,
-                top_k=20,
-                coord_start=2,
-                score_index=1,
-                id_index=0,
-                return_indices=False,
-                invalid_to_bottom=True,
-            )
+            kept = R.vision.non_max_suppression(valid, count, order, **NMS)
             top = R.strided_slice(kept, axes=[1], begin=[0], end=[10])
             shifted = R.add(top, bias)
             R.output(top, shifted)

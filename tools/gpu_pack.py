@@ -201,8 +201,14 @@ def travelling(out: Path) -> Path:
     return out.relative_to(ROOT)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line, as the workbench's own commands say it (argparse prints its usage too)."""
+        raise SystemExit(f"error: {message}. Fix: see python tools/gpu_pack.py --help.")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-pack")
     parser.add_argument("--python", default="3.12", help="the GPU machine's Python (default 3.12)")
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")

@@ -48,7 +48,7 @@ NV_LIBS=$("$PY" -c 'import os, nvidia
 print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))
                if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The machine's own CUDA compiler, where it is not on PATH (measure/build/cuda.py also looks in /usr/local/cuda*).
+# The machine's own CUDA compiler, where it is not on PATH (measure/compiler/cuda.py also looks in /usr/local/cuda*).
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$PATH:$d" && break; done
 mkdir -p "$OUT"
 if [ -e "$OUT/gpu_check.json" ]; then

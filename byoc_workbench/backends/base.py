@@ -4,17 +4,19 @@ one way a compiled subgraph reaches TVM's runtime.
 A backend turns one partitioned function into a runner, a Python callable
 taking TVM tensors ``(*inputs, *outputs)`` and writing the outputs in place.
 :func:`register_packed` registers the runner as a global packed function under
-a content-hashed symbol, which the host calls with ``R.call_dps_packed``; it is
-the only place in the package that calls ``tvm.register_global_func``.
+a content-hashed symbol, which the host calls with ``R.call_dps_packed``.
+:func:`register_global` is the package's one call of ``tvm.register_global_func``
+(for subgraphs through :func:`register_packed`, and for upstream ``RunCodegen``
+through :func:`.registry.register_ext`).
 
 The :class:`Compiled` record that :func:`register_packed` returns holds its
 symbol: when the last record holding a symbol is released (garbage-collected,
 or :meth:`Compiled.release`), the symbol leaves TVM's table of global
 functions. A VM built before keeps the function it looked up.
 
-This module imports no backend, and not even TVM until a function is
-registered, so the command line can name the built-in backends without
-loading TVM. Which backends exist is :mod:`.registry`'s business.
+This module imports no backend, so the command line names the built-in
+backends (:data:`BUILTIN_NAMES`) without loading one. Which backends exist is
+:mod:`.registry`'s business.
 """
 
 from __future__ import annotations
@@ -58,23 +60,31 @@ class Compiled:
 
 @dataclasses.dataclass(frozen=True)
 class Backend:
-    """A backend: ``compile(name, func, **options) -> Compiled``, raising WorkbenchError when it cannot.
+    """A backend, as one record: everything the workbench knows of it lives here, in its own module.
 
-    ``guard(rules) -> rules``, when set, narrows a rule set to what the backend
-    can compile; :func:`byoc_workbench.stages.run_stages` applies it when
-    the backend is chosen by name. ``native`` names the ``Codegen`` attribute
-    (a target's codegen name) whose subgraphs go to this backend by default.
+    ``compile(name, func, **options) -> Compiled`` raises WorkbenchError when it
+    cannot. The first five fields make a backend (a codegen of your own fills
+    only those: :meth:`.emit.Codegen.backend`); the others are what a built-in
+    runtime brings besides, and stay empty where they do not apply.
     """
 
     name: str
     compile: Callable
-    doc: str
-    guard: Callable | None = None
-    native: str | None = None
+    doc: str  # one line shown beside the name
+    guard: Callable | None = None  # rules -> the rules it compiles; run_stages applies it when it is chosen by name
+    native: str | None = None  # the Codegen attribute (a target's codegen name) whose subgraphs go here by default
+    own_target: Callable | None = None  # () -> the Target it brings: every op it runs, call by call
+    packages: tuple[str, ...] = ()  # what it imports: registry.missing looks for them, the machine key versions them
+    install: str = ""  # the fix when one of its packages is missing
+    missing: Callable | None = None  # () -> WorkbenchError or None: why it cannot run though installed (no GPU)
+    pretty: str = ""  # its name in printouts ("ONNX Runtime"); empty: its name
+    precisions: tuple[str, ...] = ()  # the inference precisions it runs at when asked (precision=); empty: f32 only
+    whole_model: Callable | None = None  # path -> run(inputs): a whole ONNX file, as bench's anchor
+    ran_on: str = ""  # where its whole-model anchor runs, as printouts say it: "openvino (CPU, f32)"
 
 
 # The backends the package brings, by name, in the order registry.BUILTIN holds them.
-BUILTIN = ("teaching", "c", "onnxruntime", "openvino", "tensorrt", "torch")
+BUILTIN_NAMES = ("teaching", "c", "onnxruntime", "openvino", "tensorrt", "torch")
 
 
 class _Held:

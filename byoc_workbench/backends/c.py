@@ -150,3 +150,4 @@ EMITTERS = {
 }
 
 C = make_codegen("c", EMITTERS, "c", "plain C loops, compiled by the system's C compiler (no library)")
+BACKEND = C.backend()

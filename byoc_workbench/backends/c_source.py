@@ -212,12 +212,30 @@ def _loads(lib: Path) -> bool:
         return False
 
 
+SCRATCH = "byoc-workbench-c-"  # then the id of the process that made it, a dash, and mkdtemp's letters
+
+
 @functools.cache
 def _scratch() -> Path:
-    """A folder for the libraries a cache that cannot be written does not keep, removed at exit."""
-    path = Path(tempfile.mkdtemp(prefix="byoc-workbench-c-"))
+    """A folder for the libraries a cache that cannot be written does not keep, removed at exit; the folders
+    of processes that ended without their exit (a signal, ``os._exit``) are removed here."""
+    for old in Path(tempfile.gettempdir()).glob(f"{SCRATCH}*"):
+        pid = old.name.removeprefix(SCRATCH).partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-"))
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def _first_error(stderr: str, source: str) -> str:

@@ -32,8 +32,12 @@ widget (its target's subgraphs go to it), ``profile``/``compare``, the CLI's
 
 from __future__ import annotations
 
+import difflib
+
+import tvm
+
 from byoc_workbench.backends import base
-from byoc_workbench.backends.emit import Codegen, make_codegen
+from byoc_workbench.backends.emit import Codegen, make_codegen, op_name
 from byoc_workbench.backends.registry import DEFAULT, Registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.rules import Rule, Target, Targets, codegen_name
@@ -77,8 +81,28 @@ def register_codegen(
     if taken:
         raise WorkbenchError(f"{name} is {taken} already", "give your codegen a name of its own, such as mychip")
     target = None if rules is None else _target(name, rules, doc)
-    (DEFAULT if registry is None else registry).add(codegen.backend(), target)
+    registry = DEFAULT if registry is None else registry
+    _check_keys(name, emit, [registry.targets.get(t) for t in registry.targets] + [target] * (target is not None))
+    registry.add(codegen.backend(), target)
     return codegen
+
+
+def _check_keys(name: str, emit: dict, targets: list) -> None:
+    """A one-line error for an emit key that names neither a Relax op nor a composite of ``targets``'
+    rules (``rule`` or ``target.rule``): its emitter would never be called."""
+    composites = {n for t in targets for r in t.rules for n in (r.name, r.qualified)}
+    unknown = next((k for k in emit if op_name(k) is None and k not in composites), None)
+    if unknown is None:
+        return
+    ops = {n.removeprefix("relax.") for n in tvm.ir.Op.list_op_names() if n.startswith("relax.")}
+    words = composites | ops | {n.rsplit(".", 1)[-1] for n in ops}
+    close = difflib.get_close_matches(unknown.removeprefix("relax."), sorted(words), n=3)
+    raise WorkbenchError(
+        f"Codegen {name}'s emit key {unknown!r} names no Relax op and no rule's composite: "
+        "its emitter would never be called",
+        (f"did you mean {' or '.join(close)}? " if close else "")
+        + "key an emitter by an op ('relu', 'relax.add') or by a rule's name, passing your own rules as rules=[...]",
+    )
 
 
 def _taken(name: str) -> str:
@@ -87,7 +111,7 @@ def _taken(name: str) -> str:
     targets = {t.lower() for t in Targets.builtin()} | {codegen_name(t).lower() for t in Targets.builtin()}
     if lower in RESERVED:
         return "a backend choice"
-    if lower in base.BUILTIN:
+    if lower in base.BUILTIN_NAMES:
         return "a built-in backend"
     if lower in FRAMEWORKS:
         return "a framework's name"

@@ -1,7 +1,8 @@
 """Translate an offloaded Relax subgraph into an ONNX model.
 
 Upstream deleted the Relay ONNX exporter and Relax has none, so this is a
-small one: a converter table keyed by Relax op name (:mod:`.onnx_ops`), built with
+small one: a converter table keyed by Relax op name (:mod:`.onnx_ops`) over the
+subgraph's lowering (:mod:`.lowering`, which the torch backend reads too), built with
 ``onnx.helper`` only. It covers every op of upstream's TensorRT pattern table
 and of the teaching target. ONNX Runtime runs the result on any CPU, and
 TensorRT's ONNX parser turns it into an engine.
@@ -17,15 +18,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import tvm
 from tvm import relax
 
-from byoc_workbench import ir
+from byoc_workbench.backends import lowering
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
-from byoc_workbench.flow.rules import Rule, every_op_rules, narrowed
+from byoc_workbench.flow.rules import Rule, Target, every_op_rules, narrowed
 
-__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "summary", "target_rules", "translate"]
+__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "own_target", "summary", "translate"]
 __all__ += ["unsupported"]
 
 OPSET = 18  # the first opset whose Reduce* ops all take axes as an input
@@ -97,11 +97,12 @@ def _refuses(call) -> bool:
     return call.op.name in CONVERTERS and unsupported(call) is not None
 
 
-def target_rules(target: str) -> tuple[Rule, ...]:
-    """The rules of an ONNX backend's own target: one per-op rule for every op the translator converts, each
-    asking of every call what the translator would (its attributes, layouts and shapes; :func:`unsupported`),
-    so the target claims exactly what the backend takes: the host's slices, concats and box arithmetic too."""
-    return every_op_rules(target, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
+def own_target(backend: str) -> Target:
+    """An ONNX backend's own target: one per-op rule for every op the translator converts, each asking of
+    every call what the translator would (its attributes, layouts and shapes; :func:`unsupported`), so the
+    target claims exactly what the backend takes: the host's slices, concats and box arithmetic too."""
+    rules = every_op_rules(backend, SUPPORTED_OPS, lambda call: unsupported(call) is None, "converted to ONNX")
+    return Target(backend, rules, f"every op {backend} takes through the ONNX translator")
 
 
 def guard_rules(rules) -> tuple[Rule, ...]:
@@ -109,37 +110,34 @@ def guard_rules(rules) -> tuple[Rule, ...]:
     return narrowed(rules, _refuses)
 
 
-# --- walking the subgraph -----------------------------------------------------------
+# --- rendering the lowered subgraph -------------------------------------------------
 
 
 class _Translator:
+    """The ONNX renderer of a subgraph's :func:`.lowering.lower_subgraph` steps, each op call converted by
+    :data:`.onnx_ops.CONVERTERS`."""
+
     def __init__(self, func: relax.Function, fp16: bool):
         self.g = Graph(fp16)
         self.func = func
-        self.values = ir.Values(self._leaf)  # Relax var -> ONNX name or tuple of them
+        self.inputs: list = []  # the ONNX name of each parameter
+        self.consts: list = []  # the initializer of each constant read
+        self.outs: list = []  # the ONNX name (or names) of each op call's result
 
-    def _leaf(self, expr):
-        if isinstance(expr, tvm.ir.expr.Constant) and hasattr(expr.value, "numpy"):
-            return self.g.const(expr.value.numpy(), "const", key=expr)
-        return None  # ShapeExpr, PrimValue, ...: converters read these from the call
+    def value(self, ref):
+        """The ONNX value of a reference: a name, a tuple of values, or None if static."""
+        if isinstance(ref, tuple):
+            return tuple(self.value(r) for r in ref)
+        if isinstance(ref, lowering.Item):
+            return self.value(ref.of)[ref.index]
+        return lowering.named(ref, self.inputs, self.consts, self.outs)  # None for a Static: converters read it
 
-    def value(self, frame: tuple, expr):
-        """The ONNX value of a Relax expression: a name, a tuple of values, or None if static."""
-        if isinstance(expr, relax.TupleGetItem):
-            return self.value(frame, expr.tuple_value)[expr.index]
-        return self.values.get(frame, expr)
-
-    def bind(self, step: ir.Step):
-        value, frame = step.value, step.frame
-        if step.descended:
-            self.values.enter(step, [self.value(frame, a) for a in value.args])
-        elif step.op is not None:
-            out = CONVERTERS[step.op](self.g, value, [self.value(frame, a) for a in value.args])
-            self.values.bind(frame, step.var, tuple(out) if isinstance(out, list) else out)
-        elif isinstance(value, (relax.Tuple, relax.TupleGetItem, tvm.ir.expr.Constant)) or ir.is_var(value):
-            self.values.bind(frame, step.var, self.value(frame, value))
-        else:
-            raise WorkbenchError(f"The ONNX translator cannot convert a {type(value).__name__} binding.", FIX + ".")
+    def render(self, step) -> None:
+        if isinstance(step, lowering.Constant):
+            self.consts.append(self.g.const(step.expr.value.numpy(), "const", key=step.expr))
+        elif isinstance(step, lowering.OpCall):
+            out = CONVERTERS[step.name](self.g, step.call, [self.value(a) for a in step.args])
+            self.outs.append(tuple(out) if isinstance(out, list) else out)
 
     def run(self, name: str):
         onnx = self.g.onnx
@@ -151,10 +149,11 @@ class _Translator:
             x = self.g.name(f"in{i}_{p.name}")
             inputs.append(helper.make_tensor_value_info(x, _onnx_type(p.ty.dtype), onnx_dims(p.ty)))
             cast = self.g.dtype(p) != str(p.ty.dtype)
-            self.values.bind((), p, self.g.node("Cast", [x], to=_onnx_type("float16")) if cast else x)
-        for step in ir.walk(self.func):
-            self.bind(step)
-        results = _flatten(self.value((), self.func.body.body))
+            self.inputs.append(self.g.node("Cast", [x], to=_onnx_type("float16")) if cast else x)
+        lowered = lowering.lower_subgraph(self.func, name)
+        for step in lowered.steps:
+            self.render(step)
+        results = _flatten(self.value(lowered.result))
         types = _flatten_types(self.func.ret_ty)
         outputs, seen = [], {i.name for i in inputs} | {t.name for t in self.g.initializers}
         for k, (res, ty) in enumerate(zip(results, types)):
@@ -187,11 +186,6 @@ def _flatten_types(ty) -> list:
     return [ty]
 
 
-def op_calls(func: relax.Function) -> list:
-    """Every Relax op call in ``func``, composites included, in order."""
-    return [s.value for s in ir.walk(func) if s.op]
-
-
 def translate(func: relax.Function, name: str = "subgraph", fp16: bool = False):
     """An ``onnx.ModelProto`` computing ``func``.
 
@@ -212,7 +206,7 @@ def translate(func: relax.Function, name: str = "subgraph", fp16: bool = False):
     WorkbenchError
         Listing every op call it cannot convert, in one line.
     """
-    reasons = list(dict.fromkeys(r for r in map(unsupported, op_calls(func)) if r))
+    reasons = list(dict.fromkeys(r for r in map(unsupported, [s.value for s in lowering.op_steps(func)]) if r))
     if reasons:
         raise WorkbenchError(f"{name}: the ONNX translator cannot convert {'; '.join(reasons)}.", FIX + ".")
     return _Translator(func, fp16).run(name)

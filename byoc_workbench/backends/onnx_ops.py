@@ -3,7 +3,8 @@
 Each converter takes ``(graph, call, inputs)`` and adds ONNX nodes to the graph
 (see :class:`byoc_workbench.backends.onnx.Graph`); families of ops share a
 factory (unary, binary, reduce, conv, pool). ``CHECKS`` says why a call to a
-known op may still not convert (a layout, a rounding mode ONNX lacks).
+known op may still not convert: the checks the torch backend shares (:mod:`.legal`), then ONNX's own
+(a rounding mode ONNX lacks, a reshape it cannot spell).
 """
 
 from __future__ import annotations
@@ -15,29 +16,8 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir_types
-
-# --- reading static values off Relax expressions --------------------------------
-
-
-def scalar(value):
-    """A Python number from an int, IntImm, FloatImm or PrimValue."""
-    while not isinstance(value, (int, float, bool, np.number)) and hasattr(value, "value"):
-        value = value.value
-    return value
-
-
-def ints(values) -> list:
-    """Static integers from a ShapeExpr, a Relax tuple of PrimValues or an attribute array."""
-    if isinstance(values, relax.ShapeExpr):
-        values = values.values
-    elif isinstance(values, relax.Tuple):
-        values = values.fields
-    return [int(scalar(v)) for v in values]
-
-
-def static_shape(ty) -> list:
-    """The static shape of a tensor type, as ints."""
-    return ints(ty.shape.values)
+from byoc_workbench.backends import legal
+from byoc_workbench.backends.legal import dims_static, ints, same_dtype, scalar, static_shape
 
 
 def onnx_dims(ty) -> list | None:
@@ -48,35 +28,6 @@ def onnx_dims(ty) -> list | None:
     if not hasattr(ty.shape, "values"):
         return None
     return [int(d.value) if type(d).__name__ == "IntImm" else ir_types.prim_text(d) for d in ty.shape.values]
-
-
-def _dims_static(ty, start: int = 0) -> bool:
-    return all(type(d).__name__ == "IntImm" for d in list(ty.shape.values)[start:])
-
-
-def _dtype_name(dt) -> str:
-    return "" if dt is None else str(dt)
-
-
-def _layout_check(*pairs) -> Callable:
-    """A check that each ``(attr, expected)`` layout attribute has its expected value."""
-
-    def check(call):
-        for attr, want in pairs:
-            got = str(getattr(call.attrs, attr))
-            if got != want:
-                return f"{call.op.name} with {attr}={got} (only {want})"
-        return _same_dtype(call)
-
-    return check
-
-
-def _same_dtype(call):
-    """ONNX ops keep their input's dtype; a different ``out_dtype`` would need a cast TVM does not show."""
-    out = _dtype_name(getattr(call.attrs, "out_dtype", None))
-    if out and out != "void" and out != str(call.args[0].ty.dtype):
-        return f"{call.op.name} with out_dtype={out} on {call.args[0].ty.dtype} data"
-    return None
 
 
 def _permutation(index_map):
@@ -93,28 +44,6 @@ def _check_layout_transform(call):
     return None
 
 
-def _check_adaptive_pool(call):
-    layout = _layout_check(("layout", "NCHW"), ("out_layout", "NCHW"))(call)
-    if layout:
-        return layout
-    if not (_dims_static(call.args[0].ty, 2) and _dims_static(call.ty, 2)):
-        return "relax.nn.adaptive_avg_pool2d over symbolic spatial dimensions"
-    din, dout = static_shape(call.args[0].ty)[2:], static_shape(call.ty)[2:]
-    if any(i % o for i, o in zip(din, dout)):
-        return f"relax.nn.adaptive_avg_pool2d from {din} to {dout} (only sizes that divide the input)"
-    return None
-
-
-def _check_layer_norm(call):
-    if not _dims_static(call.args[1].ty):
-        return "relax.nn.layer_norm with a scale of symbolic shape"
-    ndim = call.args[0].ty.ndim
-    axes = sorted(a % ndim for a in ints(call.attrs.axes))
-    if axes != list(range(ndim - len(axes), ndim)):
-        return f"relax.nn.layer_norm over axes {axes} (only trailing axes)"
-    return None
-
-
 def _check_resize(call):
     a = call.attrs
     if str(a.layout) != "NCHW":
@@ -124,34 +53,15 @@ def _check_resize(call):
     if a.method == "nearest_neighbor" and a.rounding_method not in _NEAREST_MODES:
         # ONNX has no ties-to-even rounding, which Relax's "round" is.
         return f"relax.image.resize2d nearest_neighbor with rounding_method={a.rounding_method}"
-    if not isinstance(call.args[1], relax.ShapeExpr) or not _dims_static(call.ty, 2):
+    if not isinstance(call.args[1], relax.ShapeExpr) or not dims_static(call.ty, 2):
         return "relax.image.resize2d to a size computed at run time"
-    return _same_dtype(call)
-
-
-def _check_pool(call):
-    layout = "NC" + "DHW"[5 - call.args[0].ty.ndim :]
-    layout = _layout_check(("layout", layout), ("out_layout", layout))(call)
-    if layout:
-        return layout
-    if "avg" in call.op.name and any(d != 1 for d in ints(call.attrs.dilation)):
-        return f"{call.op.name} with dilation {ints(call.attrs.dilation)} (ONNX AveragePool needs opset 19)"
-    return None
+    return same_dtype(call)
 
 
 def _check_integer_divide(call):
     # TVM divides integers with floor semantics, ONNX Div truncates.
     if not str(call.ty.dtype).startswith(("float", "bfloat")):
         return f"relax.divide on {call.ty.dtype}"
-    return None
-
-
-def known_shapes(call):
-    """Symbolic dimensions (``n``) convert to ONNX's named dimensions; an unknown rank or shape does not."""
-    for expr in [*call.args, call]:
-        ty = expr.ty
-        if isinstance(ty, relax.TensorType) and not hasattr(ty.shape, "values"):
-            return f"{call.op.name} on a tensor of unknown shape {ir_types.type_str(ty)}"
     return None
 
 
@@ -173,22 +83,6 @@ def _reshape_target(call) -> list | None:
 def _check_reshape(call):
     if _reshape_target(call) is None:
         return f"relax.reshape to {ir_types.type_str(call.ty)} (more than one dimension computed at run time)"
-    return None
-
-
-def _check_split(call):
-    axis = int(call.attrs.axis) % call.args[0].ty.ndim
-    if not all(type(f.shape.values[axis]).__name__ == "IntImm" for f in call.ty.fields):
-        return "relax.split along a symbolic dimension"
-    return None
-
-
-def _check_strided_slice(call):
-    try:
-        for v in call.args[1:]:
-            ints(v)
-    except (TypeError, ValueError, AttributeError):
-        return "relax.strided_slice with bounds computed at run time"
     return None
 
 
@@ -223,11 +117,6 @@ def _conv(transpose: bool) -> Callable:
         return g.node("ConvTranspose" if transpose else "Conv", [x[0], x[1]], **attrs)
 
     return convert
-
-
-def _conv_check(spatial: str, transpose: bool) -> Callable:
-    kernel = ("IO" if transpose else "OI") + spatial
-    return _layout_check(("data_layout", "NC" + spatial), ("kernel_layout", kernel), ("out_layout", "NC" + spatial))
 
 
 def _pool(op_type: str) -> Callable:
@@ -339,10 +228,6 @@ def _arange(g, call, x):
     return g.node("Range", [g.scalar(start, call), g.scalar(end, call), g.scalar(step, call)])
 
 
-def _check_static_result(call):
-    return None if _dims_static(call.ty) else "its result's shape is not static"
-
-
 _RESIZE_MODES = {"nearest_neighbor": "nearest", "linear": "linear", "cubic": "cubic"}
 _RESIZE_COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel")
 _NEAREST_MODES = ("floor", "ceil", "round_prefer_ceil", "round_prefer_floor")
@@ -350,7 +235,7 @@ _NEAREST_MODES = ("floor", "ceil", "round_prefer_ceil", "round_prefer_floor")
 
 def _resize2d(g, call, x):
     a = call.attrs
-    if _dims_static(call.ty):
+    if dims_static(call.ty):
         sizes, axes = g.int64s(static_shape(call.ty), "sizes"), {}
     else:  # a symbolic batch or channel count: resize the spatial axes alone (Resize-18's axes)
         sizes, axes = g.int64s(ints(call.ty.shape.values[2:]), "sizes"), {"axes": [2, 3]}
@@ -441,29 +326,13 @@ CONVERTERS: dict = {
     "relax.arange": _arange,
 }
 
-# Why a call to a known op may still not convert; None means it converts.
+# Beyond the checks both tables share (:data:`.legal.CHECKS`): the ops only ONNX converts, and ONNX's own limits.
 CHECKS: dict = {
+    **legal.CHECKS,
     "relax.reshape": _check_reshape,
-    "relax.split": _check_split,
-    "relax.strided_slice": _check_strided_slice,
     "relax.divide": _check_integer_divide,
-    "relax.matmul": _same_dtype,
-    "relax.nn.conv1d": _conv_check("W", False),
-    "relax.nn.conv2d": _conv_check("HW", False),
-    "relax.nn.conv3d": _conv_check("DHW", False),
-    "relax.nn.conv2d_transpose": _conv_check("HW", True),
-    "relax.nn.conv3d_transpose": _conv_check("DHW", True),
-    "relax.nn.max_pool2d": _check_pool,
-    "relax.nn.max_pool3d": _check_pool,
-    "relax.nn.avg_pool2d": _check_pool,
-    "relax.nn.avg_pool3d": _check_pool,
-    "relax.nn.adaptive_avg_pool2d": _check_adaptive_pool,
     "relax.layout_transform": _check_layout_transform,
-    "relax.nn.layer_norm": _check_layer_norm,
     "relax.image.resize2d": _check_resize,
-    "relax.zeros_like": _check_static_result,
-    "relax.ones_like": _check_static_result,
-    "relax.arange": _check_static_result,
 }
 
 SUPPORTED_OPS = frozenset(CONVERTERS)
@@ -474,7 +343,4 @@ def unsupported(call: relax.Call) -> str | None:
     name = call.op.name
     if name not in CONVERTERS:
         return f"{name} (no converter)"
-    reason = known_shapes(call)
-    if reason is None and name in CHECKS:
-        reason = CHECKS[name](call)
-    return reason
+    return legal.why_not(call, CHECKS)

@@ -7,13 +7,14 @@ DLPack, so inputs are read and outputs written in place, with no copies.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
 import tvm
 
 from byoc_workbench.backends import onnx, phases
-from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.backends.base import Backend, Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
 _KDLCPU = 1
@@ -111,7 +112,8 @@ def compile_subgraph(
     runner = Runner(session)
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
     source = header + onnx.summary(model)
-    return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs))
+    where = session.get_providers()[0].replace("ExecutionProvider", "")  # what ran it: CPU, or CUDA
+    return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs), where)
 
 
 def whole_model(path):
@@ -128,3 +130,18 @@ def whole_model(path):
         return session.run(None, dict(zip(names, inputs)))
 
     return run
+
+
+BACKEND = Backend(
+    "onnxruntime",
+    compile_subgraph,
+    "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu",
+    onnx.guard_rules,
+    native="onnxruntime",  # its own target's subgraphs
+    own_target=functools.partial(onnx.own_target, "onnxruntime"),
+    packages=("onnx", "onnxruntime"),
+    install="pip install onnx onnxruntime",
+    pretty="ONNX Runtime",
+    whole_model=whole_model,
+    ran_on="onnxruntime (CPU)",
+)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from byoc_workbench.backends import onnx, phases
-from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.backends.base import Backend, Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, first_line, import_optional
 
 PRECISIONS = ("f32", "bf16", "f16")
@@ -175,3 +175,19 @@ def whole_model(path, precision: str = "f32"):
         return [result[o] for o in compiled.outputs]
 
     return run
+
+
+BACKEND = Backend(
+    "openvino",
+    compile_subgraph,
+    "OpenVINO on the CPU from the same ONNX (f32 unless precision= says)",
+    onnx.guard_rules,
+    native="openvino",
+    own_target=functools.partial(onnx.own_target, "openvino"),
+    packages=("onnx", "openvino"),
+    install="pip install onnx openvino",
+    pretty="OpenVINO",
+    precisions=PRECISIONS,
+    whole_model=whole_model,
+    ran_on="openvino (CPU, f32)",
+)

@@ -1,8 +1,9 @@
-"""The walk: a subgraph as a :class:`SubgraphPlan`, every value named and every call an :class:`Op`.
+"""The plan: a subgraph as a :class:`SubgraphPlan`, every value named and every call an :class:`Op`.
 
 A codegen (:class:`.emit.Codegen`) plans a subgraph before it emits any code:
-:func:`plan_subgraph` walks it in order (:func:`byoc_workbench.ir.walk`),
-names every parameter, constant and intermediate, turns each call into the
+:func:`plan_subgraph` reads its lowering (:func:`.lowering.lower_subgraph`, which goes into a
+composite only when the codegen has no fused emitter for it), names every
+parameter, constant and intermediate, turns each call into the
 :class:`Op` its emitter gets, and says which buffers the assembled function
 allocates (C) and writes. :mod:`.numpy_source` and :mod:`.c_source` assemble
 the function from the plan and the emitted pieces.
@@ -20,6 +21,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_types
+from byoc_workbench.backends import lowering
 from byoc_workbench.backends.c_source import ctype
 from byoc_workbench.errors import WorkbenchError
 
@@ -97,7 +99,7 @@ def broadcast_index(shape, out_shape, i: str = "i") -> str:
     return " + ".join(reversed(terms)) if terms else "0"
 
 
-# --- the walk: every value named, every op an Op ---------------------------------------------
+# --- the plan: every value named, every op an Op ---------------------------------------------
 
 
 @dataclasses.dataclass
@@ -192,7 +194,7 @@ def attrs_dict(call: relax.Call) -> dict[str, object]:
 
 @dataclasses.dataclass(frozen=True)
 class _Static:
-    """What a non-tensor argument stands for while the walk goes on (a shape into a composite)."""
+    """What a non-tensor argument stands for (a shape, passed into a composite or written at the call)."""
 
     value: object
 
@@ -220,31 +222,44 @@ class _Planner:
         self.names = _Names(_TAKEN[codegen.language])
         self.constants: list = []
         self.types: dict = {}
-        self.values = ir.Values(self._leaf)
+        self.inputs: list = []  # the name of each parameter
+        self.consts: list = []  # what each constant read stands for: its name, or NumPy's text of a scalar
+        self.outs: list = []  # the name of each op call's result
         self.symbolic: dict = {}  # a symbolic dimension's name -> the variable holding it (NumPy)
         self.prologue: list = []  # NumPy: the lines reading the symbolic dimensions off the inputs
 
-    def _leaf(self, expr):
-        if isinstance(expr, tvm.ir.expr.Constant) and isinstance(expr.ty, relax.TensorType):
-            value = np.asarray(expr.value.numpy() if hasattr(expr.value, "numpy") else expr.value)
-            if value.ndim == 0 and not self.c:
-                return f"np.array({value.item()!r}, dtype={str(value.dtype)!r})"
-            name = f"const{len(self.constants)}" if self.c else f"CONST[{len(self.constants)}]"
-            self.constants.append((name, value))
-            self.types[name] = (value.shape, str(value.dtype))
-            return name
-        if isinstance(expr, (relax.ShapeExpr, tvm.ir.expr.Constant)):  # a shape, a prim value
-            return _Static(_py(expr, self.symbolic))
-        return None
+    def _constant(self, step: lowering.Constant) -> None:
+        value = np.asarray(step.expr.value.numpy())
+        if value.ndim == 0 and not self.c:
+            self.consts.append(f"np.array({value.item()!r}, dtype={str(value.dtype)!r})")
+            return
+        name = f"const{len(self.constants)}" if self.c else f"CONST[{len(self.constants)}]"
+        self.constants.append((name, value))
+        self.types[name] = (value.shape, str(value.dtype))
+        self.consts.append(name)
 
-    def _text(self, frame, expr):
-        value = self.values.get(frame, expr)
+    def _value(self, ref):
+        """What a reference of the lowering stands for: a name, a tuple of values, or a :class:`_Static`."""
+        if isinstance(ref, tuple):
+            return tuple(self._value(r) for r in ref)
+        if isinstance(ref, lowering.Item):
+            if self.c:
+                raise WorkbenchError(
+                    f"The C codegen {self.codegen.name} cannot take an item of an op's tuple result in {self.name}",
+                    "keep ops that return tuples (split) on the host",
+                )
+            return f"{self._value(ref.of)}[{ref.index}]"
+        if isinstance(ref, lowering.Static):
+            return _Static(_py(ref.expr, self.symbolic))  # a shape, a prim value
+        return lowering.named(ref, self.inputs, self.consts, self.outs)
+
+    def _text(self, ref):
+        value = self._value(ref)
         if isinstance(value, tuple) and not self.c:
             return "(" + "".join(f"{v}, " for v in value).rstrip() + ")"
         return value
 
-    def _op(self, step: ir.Step, name: str, out: str, args) -> Op:
-        call = step.value
+    def _op(self, call: relax.Call, var: relax.Var, name: str, out: str, args) -> Op:
         tensor_args, shapes, dtypes, attrs = [], [], [], attrs_dict(call) if isinstance(call.op, tvm.ir.Op) else {}
         arg_names = [a.name for a in call.op.arguments] if isinstance(call.op, tvm.ir.Op) else []
         for k, (a, text) in enumerate(zip(call.args, args)):
@@ -262,7 +277,7 @@ class _Planner:
             else:  # a shape or a value, passed into a composite or written at the call
                 value = text.value if isinstance(text, _Static) else _py(a, self.symbolic)
                 attrs[arg_names[k] if k < len(arg_names) else f"arg{k}"] = self._known(value, call)
-        ty = step.var.ty
+        ty = var.ty
         shape = _shape(ty, self.symbolic) if isinstance(ty, relax.TensorType) else None
         dtype = str(ty.dtype) if isinstance(ty, relax.TensorType) else ""
         return Op(name, out, tensor_args, shapes, dtypes, shape, dtype, attrs, language=self.codegen.language)
@@ -304,13 +319,12 @@ class _Planner:
                     "give the model static shapes, or keep this op on the host (switch its rule off)",
                 )
 
-    def _inner_ops(self, step: ir.Step) -> tuple:
+    def _inner_ops(self, composite: relax.Function) -> tuple:
         """The calls inside a composite, for a fused emitter to read (their names are only labels)."""
         inner = []
-        for s in ir.walk(step.callee, name=step.var.name):
-            if s.op:
-                args = [a.name if ir.is_var(a) else "const" for a in s.value.args]
-                inner.append(self._op(s, s.op, s.var.name, args))
+        for s in lowering.op_steps(composite):
+            args = [a.name if ir.is_var(a) else "const" for a in s.value.args]
+            inner.append(self._op(s.value, s.var, s.op, s.var.name, args))
         return tuple(inner)
 
     def run(self, func: relax.Function) -> SubgraphPlan:
@@ -320,80 +334,58 @@ class _Planner:
         def descend(step):
             return self.codegen.fused(ir.func_attr(step.callee, ir.COMPOSITE)) is None
 
-        for step in ir.walk(func, descend=descend):
-            composite = ir.func_attr(step.callee, ir.COMPOSITE)
-            if step.descended:
-                steps.append(composite or "local function")
-                self.values.enter(step, [self._text(step.frame, a) for a in step.value.args])
-            elif step.op or (composite and self.codegen.fused(composite)):
-                steps.append(self._emitted(step, composite))
-            else:
-                self._bind_value(step)
-        return self._plan(func, params, steps)
+        lowered = lowering.lower_subgraph(func, self.name, descend)
+        for step in lowered.steps:
+            if isinstance(step, lowering.Inline):
+                steps.append(step.name or "local function")
+            elif isinstance(step, lowering.Constant):
+                self._constant(step)
+            elif isinstance(step, lowering.OpCall):
+                steps.append(self._emitted(step))
+        return self._plan(func, params, steps, lowered.result)
 
     def _params(self, func: relax.Function) -> list:
         """``(name, shape, dtype)`` of each parameter, named and bound; NumPy reads its symbolic dimensions."""
         params = []
         for p in func.params:
             name = self.names.fresh(p.name)
-            self.values.bind((), p, name)
+            self.inputs.append(name)
             if not self.c:
                 self._read_dims(name, p.ty)
             params.append((name, _shape(p.ty, self.symbolic), str(getattr(p.ty, "dtype", ""))))
             self.types[name] = params[-1][1:]
         return params
 
-    def _emitted(self, step: ir.Step, composite) -> tuple:
-        """``(Op, emitter)`` of an op, or of a composite the codegen fuses, its result named and bound."""
-        emitter = self.codegen.emit.get(step.op) if step.op else self.codegen.fused(composite)
+    def _emitted(self, step: lowering.OpCall) -> tuple:
+        """``(Op, emitter)`` of an op, or of a composite the codegen fuses, its result named."""
+        fused = step.callee is not None
+        emitter = self.codegen.fused(step.name) if fused else self.codegen.emit.get(step.name)
         if emitter is None:
             language = "C" if self.c else "NumPy"
             raise WorkbenchError(
-                f"The {self.codegen.name} codegen has no {language} emitter for {step.op} (in {self.name})",
-                f"add one to its emit table ('{step.op.removeprefix('relax.')}': a function of one Op), "
+                f"The {self.codegen.name} codegen has no {language} emitter for {step.name} (in {self.name})",
+                f"add one to its emit table ('{step.name.removeprefix('relax.')}': a function of one Op), "
                 "or switch off the rule that offloads it",
             )
         out = self.names.fresh(step.var.name)
-        op = self._op(step, step.op or composite, out, [self._text(step.frame, a) for a in step.value.args])
-        if composite and not step.op:
-            op.ops = self._inner_ops(step)
+        op = self._op(step.call, step.var, step.name, out, [self._text(a) for a in step.args])
+        if fused:
+            op.ops = self._inner_ops(step.callee)
         if self.c:
             self._check_c(op)
             self.types[out] = (op.shape, op.dtype)
-        self.values.bind(step.frame, step.var, out)
+        self.outs.append(out)
         return op, emitter
 
-    def _bind_value(self, step: ir.Step) -> None:
-        """A binding that computes nothing (an item of a tuple, a tuple, a variable) bound to what it names."""
-        value, frame = step.value, step.frame
-        if isinstance(value, relax.TupleGetItem):
-            whole = self.values.get(frame, value.tuple_value)
-            if isinstance(whole, tuple):
-                self.values.bind(frame, step.var, whole[value.index])
-            elif self.c:
-                raise WorkbenchError(
-                    f"The C codegen {self.codegen.name} cannot take an item of an op's tuple result in {self.name}",
-                    "keep ops that return tuples (split) on the host",
-                )
-            else:
-                self.values.bind(frame, step.var, f"{whole}[{value.index}]")
-        elif isinstance(value, relax.Tuple) or ir.is_var(value):
-            self.values.bind(frame, step.var, self.values.get(frame, value))
-        else:
-            raise WorkbenchError(
-                f"The {self.codegen.name} codegen cannot compile a {type(value).__name__} binding in {self.name}",
-                "keep it on the host",
-            )
-
-    def _plan(self, func: relax.Function, params: list, steps: list) -> SubgraphPlan:
-        """The plan of the walked ``func``, with its outputs: C's buffers, or NumPy's returned text."""
-        result = func.body.body
+    def _plan(self, func: relax.Function, params: list, steps: list, result) -> SubgraphPlan:
+        """The plan of the lowered ``func`` (``result``: the lowering's), with its outputs: C's buffers, or
+        NumPy's returned text."""
         plan = SubgraphPlan(self.name, self.codegen.language, params, self.constants, steps, None, [], types=self.types)
         plan.prologue = self.prologue
         if self.c:
-            self._bind_outputs(plan, list(result.fields) if isinstance(result, relax.Tuple) else [result])
+            self._bind_outputs(plan, list(result) if isinstance(func.body.body, relax.Tuple) else [result])
         else:
-            plan.result = self._text((), result)
+            plan.result = self._text(result)
             ret = func.ret_ty
             types = ret.fields if isinstance(ret, relax.TupleType) else [ret]
             plan.outputs = [(None, _shape(t, self.symbolic), str(getattr(t, "dtype", ""))) for t in types]
@@ -405,8 +397,8 @@ class _Planner:
         ops = [s[0] for s in plan.steps if not isinstance(s, str)]
         computed = {op.out for op in ops}
         rename: dict = {}
-        for k, expr in enumerate(fields):
-            value = self.values.get((), expr)
+        for k, ref in enumerate(fields):
+            value = self._value(ref)
             if not isinstance(value, str):
                 raise WorkbenchError(
                     f"The C codegen {self.codegen.name} cannot return a nested tuple from {self.name}",
@@ -432,6 +424,6 @@ class _Planner:
 
 
 def plan_subgraph(codegen, name: str, func: relax.Function) -> SubgraphPlan:
-    """Walk ``func`` for ``codegen`` (a :class:`.emit.Codegen`): every value named, every op an :class:`Op`,
+    """Plan ``func`` for ``codegen`` (a :class:`.emit.Codegen`): every value named, every op an :class:`Op`,
     nothing emitted yet."""
     return _Planner(codegen, name).run(func)

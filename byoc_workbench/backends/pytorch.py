@@ -34,12 +34,11 @@ import logging
 import warnings
 
 import numpy as np
-import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_types
-from byoc_workbench.backends import phases
-from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench import ir_types
+from byoc_workbench.backends import lowering, phases
+from byoc_workbench.backends.base import Backend, Compiled, register_packed
 from byoc_workbench.backends.pytorch_ops import CONVERTERS, SUPPORTED_OPS, unsupported
 from byoc_workbench.errors import WorkbenchError, import_optional
 from byoc_workbench.flow import rules
@@ -62,7 +61,8 @@ def sees_a_gpu() -> bool:
 
 
 class Program:
-    """A subgraph as torch calls: each step reads the values before it and binds its own."""
+    """A subgraph as torch calls: each step reads the values before it and binds its own (its
+    :func:`.lowering.lower_subgraph` steps, each op call converted by :data:`.pytorch_ops.CONVERTERS`)."""
 
     def __init__(self, func: relax.Function, name: str):
         self.name = name
@@ -72,35 +72,36 @@ class Program:
         self.params = len(func.params)
         self.static = all(ir_types.is_static(p.ty) for p in func.params)
         self.ops: set = set()
-        self._values = ir.Values(self._leaf)
-        for i, p in enumerate(func.params):
-            self._values.bind((), p, _slot(i))
-        slot = self.params
-        for step in ir.walk(func):
-            value, frame = step.value, step.frame
-            if step.descended:
-                self._values.enter(step, [self._values.get(frame, a) for a in value.args])
-            elif step.op is not None:
-                reads = [_ref(self._values.get(frame, a)) for a in value.args]
-                self.steps.append((CONVERTERS[step.op], value, reads, slot))
-                self.ops.add(step.op)
+        self._outs: list = []  # a read of each op call's result
+        lowered = lowering.lower_subgraph(func, name)
+        for step in lowered.steps:
+            if isinstance(step, lowering.Constant):
+                self.consts.append(step.expr.value.numpy())
+            elif isinstance(step, lowering.OpCall):
+                reads = [self._read(a) for a in step.args]
+                slot = self.params + step.out
+                self.steps.append((CONVERTERS[step.name], step.call, reads, slot))
+                self.ops.add(step.name)
                 args = ", ".join(r.text for r in reads if r is not _NONE)
-                self.lines.append(f"{step.var.name} = {step.op.removeprefix('relax.')}({args})")
-                self._values.bind(frame, step.var, _slot(slot, step.var.name))
-                slot += 1
-            elif isinstance(value, relax.TupleGetItem):
-                self._values.bind(frame, step.var, _item(self._values.get(frame, value.tuple_value), value.index))
-            elif isinstance(value, (relax.Tuple, tvm.ir.expr.Constant)) or ir.is_var(value):
-                self._values.bind(frame, step.var, self._values.get(frame, value))
-            else:
-                raise WorkbenchError(f"{name}: the torch backend cannot run a {type(value).__name__} binding", FIX)
-        self.result = _ref(self._values.get((), func.body.body))
+                self.lines.append(f"{step.var.name} = {step.name.removeprefix('relax.')}({args})")
+                self._outs.append(_slot(slot, step.var.name))
+        self.result = self._read(lowered.result)
 
-    def _leaf(self, expr):
-        if isinstance(expr, tvm.ir.expr.Constant) and hasattr(expr.value, "numpy"):
-            self.consts.append(expr.value.numpy())
-            return _const(len(self.consts) - 1)
-        return None  # a ShapeExpr, a PrimValue: converters read these from the call
+    def _read(self, ref) -> _Ref:
+        """A reference of the lowering as a read of the run's values."""
+        if isinstance(ref, tuple):
+            refs = [self._read(r) for r in ref]
+            return _Ref(lambda env: tuple(r(env) for r in refs), "(" + ", ".join(r.text for r in refs) + ")")
+        if isinstance(ref, lowering.Item):
+            base, k = self._read(ref.of), ref.index
+            return _Ref(lambda env: base(env)[k], f"{base.text}[{k}]")
+        if isinstance(ref, lowering.Input):
+            return _slot(ref.index)
+        if isinstance(ref, lowering.Const):
+            return _const(ref.index)
+        if isinstance(ref, lowering.Out):
+            return self._outs[ref.index]
+        return _NONE  # a static argument: the converter reads it from the call
 
     def run(self, torch, inputs: list, consts: list, device) -> list:
         env = {"consts": consts}
@@ -130,23 +131,7 @@ def _const(j: int) -> _Ref:
     return _Ref(lambda env: env["consts"][j], f"const{j}")
 
 
-def _item(base, k: int) -> _Ref:
-    if isinstance(base, tuple):  # a tuple built in the subgraph
-        return base[k]
-    return _Ref(lambda env: base(env)[k], f"{base.text}[{k}]")
-
-
 _NONE = _Ref(lambda env: None, "")  # a static argument: the converter reads it from the call
-
-
-def _ref(value) -> _Ref:
-    """A value of the walk (a ref, a tuple of them, or None for a static one) as one ref."""
-    if value is None:
-        return _NONE
-    if isinstance(value, tuple):
-        refs = [_ref(v) for v in value]
-        return _Ref(lambda env: tuple(r(env) for r in refs), "(" + ", ".join(r.text for r in refs) + ")")
-    return value
 
 
 def _flatten(value):
@@ -248,7 +233,7 @@ def compile_subgraph(
     """A torch function computing ``func``, registered as a packed function; one line naming every op it lacks."""
     if precision not in PRECISIONS:
         raise WorkbenchError(f"Unknown precision {precision!r} for torch", f"choose one of: {', '.join(PRECISIONS)}")
-    reasons = list(dict.fromkeys(r for r in map(unsupported, [s.value for s in ir.walk(func) if s.op]) if r))
+    reasons = list(dict.fromkeys(r for r in map(unsupported, [s.value for s in lowering.op_steps(func)]) if r))
     if reasons:
         raise WorkbenchError(f"{name}: the torch backend cannot run {'; '.join(reasons)}", FIX)
     torch = _torch()
@@ -273,3 +258,16 @@ def target_rules(target: str = "torch") -> tuple[rules.Rule, ...]:
 def guard_rules(rule_set) -> tuple[rules.Rule, ...]:
     """``rule_set`` narrowed to the calls the torch backend runs (every op a match holds)."""
     return rules.narrowed(rule_set, lambda call: unsupported(call) is not None)
+
+
+BACKEND = Backend(
+    "torch",
+    compile_subgraph,
+    "PyTorch, eager or torch.compile, where TVM hands it the tensors (GPU or CPU), NMS included",
+    guard_rules,
+    native="torch",
+    own_target=lambda: rules.Target("torch", target_rules(), "every op the torch backend runs, NMS included"),
+    packages=("torch", "torchvision"),
+    install="make setup EXTRAS=pytorch (pip install torch torchvision)",
+    precisions=tuple(PRECISIONS),
+)

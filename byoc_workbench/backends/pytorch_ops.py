@@ -4,9 +4,9 @@ A converter takes ``(torch, call, inputs, device)`` and returns a tensor (or a
 tuple of them): ``inputs`` holds the torch tensor of each tensor argument, a
 list for a tuple argument, and None for a static one (a ShapeExpr, a PrimValue),
 which the converter reads from the call. Families of ops share a factory.
-Which calls of a known op convert is the ONNX translator's question too (a
-layout, bounds known before the run), so :func:`unsupported` asks its checks,
-then this table's own (:data:`CHECKS`).
+Which calls of a known op convert is mostly the ONNX translator's question too (a
+layout, bounds known before the run): :func:`unsupported` asks the checks both
+share (:mod:`.legal`), with this table's own on top (:data:`CHECKS`).
 
 TVM's classic NMS is torchvision's ``batched_nms`` per class, after TVM's own
 ``get_valid_counts`` filter, written here in torch; the boxes a run keeps are
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from tvm import relax
 
 from byoc_workbench import ir_types
-from byoc_workbench.backends import onnx_ops
-from byoc_workbench.backends.onnx_ops import ints, scalar, static_shape
+from byoc_workbench.backends import legal
+from byoc_workbench.backends.legal import ints, scalar, static_shape
 
 
 def _unary(name: str) -> Callable:
@@ -237,13 +237,6 @@ def _check_positive_strides(call):
     return "relax.strided_slice with a negative stride" if any(s <= 0 for s in strides) else None
 
 
-def _both(*checks) -> Callable:
-    def check(call):
-        return next((r for c in checks if (r := c(call)) is not None), None)
-
-    return check
-
-
 _UNARY = {
     "relax.nn.relu": "relu",
     "relax.sigmoid": "sigmoid",
@@ -309,13 +302,12 @@ CONVERTERS: dict = {
     "relax.vision.get_valid_counts": _get_valid_counts,
     "relax.vision.non_max_suppression": _non_max_suppression,
 }
-# Beyond the ONNX translator's checks (layouts, bounds known before the run) for the ops both convert.
+# Beyond the checks both tables share (:data:`.legal.CHECKS`): torch's own limits.
 CHECKS: dict = {
+    **legal.CHECKS,
     "relax.reshape": _check_reshape,
-    "relax.strided_slice": _both(onnx_ops.CHECKS["relax.strided_slice"], _check_positive_strides),
+    "relax.strided_slice": legal.both(legal.CHECKS["relax.strided_slice"], _check_positive_strides),
     "relax.vision.non_max_suppression": _check_nms,
-    "relax.vision.get_valid_counts": lambda call: None,
-    "relax.divide": lambda call: None,  # torch divides integers with floor semantics too
 }
 SUPPORTED_OPS = frozenset(CONVERTERS)
 
@@ -325,5 +317,4 @@ def unsupported(call: relax.Call) -> str | None:
     name = call.op.name
     if name not in CONVERTERS:
         return f"{name} (no torch converter)"
-    check = CHECKS.get(name, onnx_ops.CHECKS.get(name))
-    return onnx_ops.known_shapes(call) or (check(call) if check else None)
+    return legal.why_not(call, CHECKS)

@@ -24,7 +24,6 @@ Importing a module registers nothing anywhere.
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 from typing import NamedTuple
 
@@ -32,79 +31,16 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import ir, ir_edit, ir_types
-from byoc_workbench.backends import base, onnx, onnxruntime, openvino, pytorch, tensorrt
+from byoc_workbench.backends import base, c, onnxruntime, openvino, pytorch, teaching, tensorrt
 from byoc_workbench.backends.base import Backend, Compiled, register_global
-from byoc_workbench.backends.c import C
-from byoc_workbench.backends.teaching import TEACHING
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, did_you_mean
 from byoc_workbench.flow.partition import inline_subgraphs
 from byoc_workbench.flow.rules import TARGETS, Rule, Target, Targets
 
-
-def _onnxruntime(name: str, func: relax.Function, **options) -> Compiled:
-    return onnxruntime.compile_subgraph(name, func, **options)
-
-
-def _openvino(name: str, func: relax.Function, **options) -> Compiled:
-    return openvino.compile_subgraph(name, func, **options)
-
-
-def _tensorrt(name: str, func: relax.Function, **options) -> Compiled:
-    return tensorrt.compile_subgraph(name, func, **options)
-
-
-def _torch(name: str, func: relax.Function, **options) -> Compiled:
-    return pytorch.compile_subgraph(name, func, **options)
-
-
-def _torch_guard(rules) -> tuple:
-    return pytorch.guard_rules(rules)
-
-
-def _onnx_guard(rules) -> tuple:
-    return onnx.guard_rules(rules)
-
-
-BUILTIN = (
-    TEACHING.backend(native="byoc_target"),  # the seed's demo target has a codegen of its own
-    C.backend(),
-    Backend(
-        "onnxruntime",
-        _onnxruntime,
-        "ONNX Runtime: CPU everywhere, CUDA with onnxruntime-gpu",
-        _onnx_guard,
-        native="onnxruntime",  # its own target's subgraphs (own_targets)
-    ),
-    Backend(
-        "openvino",
-        _openvino,
-        "OpenVINO on the CPU from the same ONNX (f32 unless precision= says)",
-        _onnx_guard,
-        native="openvino",
-    ),
-    Backend("tensorrt", _tensorrt, "TensorRT engines from the same ONNX (NVIDIA GPU)", _onnx_guard),
-    Backend(
-        "torch",
-        _torch,
-        "PyTorch, eager or torch.compile, where TVM hands it the tensors (GPU or CPU), NMS included",
-        _torch_guard,
-        native="torch",
-    ),
-)
-OWN_TARGETS = ("onnxruntime", "openvino", "torch")  # the backends that bring a target of their own (own_targets)
-assert tuple(b.name for b in BUILTIN) == base.BUILTIN
+# Every built-in backend is its module's one record (``BACKEND``); adding one is a module and a line here.
+BUILTIN = (teaching.BACKEND, c.BACKEND, onnxruntime.BACKEND, openvino.BACKEND, tensorrt.BACKEND, pytorch.BACKEND)
+assert tuple(b.name for b in BUILTIN) == base.BUILTIN_NAMES
 AUTO = ("tensorrt", "onnxruntime", "openvino", "teaching")  # tried in this order
-
-
-def own_targets() -> tuple[Target, ...]:
-    """The targets the runtimes bring: each claims every op its backend runs, call by call (the ONNX runtimes
-    through the ONNX translator, torch through its own table)."""
-    onnx_targets = [
-        Target(name, onnx.target_rules(name), f"every op {name} takes through the ONNX translator")
-        for name in OWN_TARGETS
-        if name != "torch"
-    ]
-    return (*onnx_targets, Target("torch", pytorch.target_rules(), "every op the torch backend runs, NMS included"))
 
 
 class Registry:
@@ -137,8 +73,9 @@ class Registry:
         """Back to the built-ins, in place: whoever holds this registry, or its targets, sees the change."""
         self.backends = {b.name: b for b in BUILTIN}
         self.targets.reset()
-        for target in own_targets():
-            self.targets.add(target)
+        for b in BUILTIN:
+            if b.own_target is not None:  # a runtime's own target claims every op it runs, call by call
+                self.targets.add(b.own_target())
 
 
 # The notebook's and the command line's registry, for the free functions: register_codegen adds to it, and
@@ -159,28 +96,31 @@ def choices(registry: Registry | None = None) -> tuple[str, ...]:
     return ("auto", "tvm", *_chosen(registry).backends)
 
 
-# What each built-in backend needs installed (the packages it imports), and the extra that brings them.
-NEEDS = {
-    "onnxruntime": (("onnx", "onnxruntime"), "pip install onnx onnxruntime"),
-    "openvino": (("onnx", "openvino"), "pip install onnx openvino"),
-    "torch": (("torch", "torchvision"), "make setup EXTRAS=pytorch (pip install torch torchvision)"),
-    "tensorrt": (("tensorrt",), "pip install .[tensorrt] on a machine with an NVIDIA GPU"),
-}
-
-
-def missing(backend: str) -> str | None:
-    """Why ``backend`` cannot run here (a package not installed; for tensorrt, no GPU either), or None.
-    Nothing is imported to tell: a search refuses such a backend before it measures anything."""
-    packages, fix = NEEDS.get(backend, ((), ""))
-    absent = [p for p in packages if importlib.util.find_spec(p) is None]
+def missing(backend: str, registry: Registry | None = None) -> WorkbenchError | None:
+    """Why ``backend`` cannot run here (a package of its record not installed, then what its record's
+    ``missing`` says: no GPU for tensorrt), or None. No package is imported to tell whether it is installed:
+    a search refuses such a backend before it measures anything."""
+    chosen = _chosen(registry).backends.get(backend)
+    if chosen is None:
+        return None
+    absent = [p for p in chosen.packages if importlib.util.find_spec(p) is None]
     if absent:
-        return (
-            f"{backend} needs {' and '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} not installed ({fix})"
-        )
-    if backend == "tensorrt":  # installed, and it needs a GPU too
-        absent = tensorrt.missing()
-        return absent.cause if absent else None
-    return None
+        are = "is" if len(absent) == 1 else "are"
+        return WorkbenchError(f"{backend} needs {' and '.join(absent)}, which {are} not installed", chosen.install)
+    return chosen.missing() if chosen.missing is not None else None
+
+
+def pretty(backend: str, registry: Registry | None = None) -> str:
+    """How printouts name ``backend`` (``ONNX Runtime``): its record's ``pretty``, else its name."""
+    chosen = _chosen(registry).backends.get(backend)
+    return (chosen.pretty if chosen is not None else "") or backend
+
+
+def take_precision(backends, registry: Registry | None = None) -> tuple[str, ...]:
+    """Those of ``backends`` that run at a precision asked for (their record's ``precisions``), in the
+    registry's order; the others run f32 whatever it says."""
+    names = set(backends)
+    return tuple(b.name for b in _chosen(registry).backends.values() if b.precisions and b.name in names)
 
 
 def check_backend(backend: str, also: tuple = (), registry: Registry | None = None) -> str:
@@ -188,9 +128,8 @@ def check_backend(backend: str, also: tuple = (), registry: Registry | None = No
     known = (*also, *choices(registry))
     if backend in known:
         return backend
-    near = difflib.get_close_matches(str(backend), known, n=1)
     raise WorkbenchError(
-        f"Unknown backend '{backend}'" + (f" (did you mean {near[0]}?)" if near else ""),
+        f"Unknown backend '{backend}'{did_you_mean(backend, known)}",
         f"choose one of: {', '.join(known)}, or pass a .py file that calls register_codegen",
     )
 
@@ -374,8 +313,8 @@ def register_ext(backend: str, codegen: str | None = None, *, registry: Registry
 def describe(generated: dict, skipped: dict) -> list:
     """One line per subgraph: which backend ran it, or why TVM kept it."""
     lines = []
-    for name, c in generated.items():
-        before = "".join(f" ({b} refused: {why})" for b, why in c.tried)
-        lines.append(f"{name}: compiled by {c.backend}{before}")
+    for name, compiled in generated.items():
+        before = "".join(f" ({b} refused: {why})" for b, why in compiled.tried)
+        lines.append(f"{name}: compiled by {compiled.backend}{before}")
     lines += [f"{n}: not compiled, {why}" for n, why in skipped.items()]
     return lines

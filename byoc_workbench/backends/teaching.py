@@ -88,3 +88,4 @@ EMITTERS = {
 SUPPORTED_OPS = frozenset(EMITTERS)
 
 TEACHING = make_codegen("teaching", EMITTERS, "numpy", "readable NumPy source, run in Python (the seed's demo codegen)")
+BACKEND = TEACHING.backend(native="byoc_target")  # the seed's demo target has a codegen of its own

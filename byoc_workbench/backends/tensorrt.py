@@ -27,7 +27,7 @@ import tvm_ffi
 
 from byoc_workbench import files, ir_types
 from byoc_workbench.backends import onnx
-from byoc_workbench.backends.base import Compiled, register_packed
+from byoc_workbench.backends.base import Backend, Compiled, register_packed
 from byoc_workbench.errors import WorkbenchError, import_optional
 
 logger = logging.getLogger(__name__)
@@ -235,3 +235,15 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
     source = "\n".join(header + body) + "\n\n" + onnx.summary(model)
     return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))
+
+
+BACKEND = Backend(
+    "tensorrt",
+    compile_subgraph,
+    "TensorRT engines from the same ONNX (NVIDIA GPU)",
+    onnx.guard_rules,
+    packages=("onnx", "tensorrt"),
+    install="pip install .[tensorrt] on a machine with an NVIDIA GPU",
+    missing=missing,  # installed, it needs a GPU too
+    pretty="TensorRT",
+)

@@ -72,11 +72,17 @@ def _stopped(args) -> int:
     if _debug(args):
         traceback.print_exc()
     signum = _CtrlC.seen or signal.SIGINT
+    cluster = sys.modules.get("byoc_workbench.measure.cluster")  # imported by the commands that use Ray
+    left_ray = cluster is not None and cluster.stop()  # further signals are ignored by now (_CtrlC)
     word = "terminated" if signum == signal.SIGTERM else "interrupted"
     if not files.written:
         print(f"{word}; nothing was written.", file=sys.stderr)
     else:
         print(f"{word}; wrote {', '.join(str(p) for p in files.written)} before that.", file=sys.stderr)
+    if left_ray:  # see cluster.stop: the process ends here, its line said and its outputs flushed
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + int(signum))
     return 128 + int(signum)
 
 

@@ -10,7 +10,7 @@ import argparse
 import difflib
 from typing import NamedTuple
 
-from byoc_workbench.backends.base import BUILTIN
+from byoc_workbench.backends.base import BUILTIN_NAMES
 from byoc_workbench.errors import WorkbenchError
 
 # Documented bounds (README, "The command line"): beyond them a run takes hours.
@@ -20,7 +20,7 @@ MAX_RUNS = 1000
 MAX_SECONDS = 600.0
 DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
-BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN))}, or a .py file that calls register_codegen"
+BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN_NAMES))}, or a .py file that calls register_codegen"
 ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
 PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
 PRECISION_HELP = (
@@ -269,19 +269,6 @@ def input_shapes(args):
             f"give its shape by name too: --input-shape {missing[0]}=1,16",
         )
     return {n: {"shape": d, "dtype": types[n]} if n in types else d for n, d in dims.items()}
-
-
-def precision_options(args, backend) -> dict[str, str] | None:
-    """``--precision`` as the backend's options; a one-line error where ``backend`` would ignore it."""
-    if not args.precision:
-        return None
-    if args.precision != "f32" and backend not in ("openvino", "torch"):
-        raise WorkbenchError(
-            f"--precision {args.precision} applies to --backend openvino or torch only; "
-            f"{backend or 'the default backend'} runs in f32",
-            f"add --backend openvino (or torch), or remove --precision {args.precision}",
-        )
-    return {"precision": args.precision}
 
 
 # --- options shared by several commands, each defined once ------------------------------------

@@ -35,7 +35,7 @@ def cmd_run(args) -> int:
     args.backend = resolve_backend(args.backend)
     ref = model_ref(args, args.what, ("zoo", "onnx", "torch"))
     # A zoo model's outputs are read as its task reads them; your own model's are checked against its framework.
-    return (_run_zoo if ref.kind == "zoo" else _run_own)(args, save, ref)
+    return (_run_own if ref.model.checked else _run_zoo)(args, save, ref)
 
 
 def _run_zoo(args, save, ref: ModelRef) -> int:

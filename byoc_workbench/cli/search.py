@@ -9,7 +9,7 @@ from byoc_workbench import files, subjects, text
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.draw import render, renderers
 from byoc_workbench.measure import search
-from byoc_workbench.measure.build import compiled
+from byoc_workbench.measure.compiler import compiled
 
 
 def cmd_search(args) -> int:

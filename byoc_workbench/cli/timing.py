@@ -7,8 +7,8 @@ import sys
 from typing import NamedTuple
 
 from byoc_workbench import files, text
+from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
-from byoc_workbench.cli.args import precision_options
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.draw import latency, renderers
 from byoc_workbench.errors import WorkbenchError
@@ -25,9 +25,24 @@ class Measured(NamedTuple):
     collapse: bool
 
 
+def _precision_options(args, backend) -> dict[str, str] | None:
+    """``--precision`` as the backend's options; a one-line error where ``backend`` would ignore it (a backend
+    whose record lists no precisions runs f32)."""
+    if not args.precision:
+        return None
+    if args.precision != "f32" and not registry.take_precision([backend]):
+        takes = registry.take_precision(registry.choices())
+        raise WorkbenchError(
+            f"--precision {args.precision} applies to --backend {' or '.join(takes)} only; "
+            f"{backend or 'the default backend'} runs in f32",
+            f"add --backend {' or '.join(takes)}, or remove --precision {args.precision}",
+        )
+    return {"precision": args.precision}
+
+
 def _measured(args) -> Measured:
     args.backend = resolve_backend(args.backend)
-    options = precision_options(args, args.backend)
+    options = _precision_options(args, args.backend)
     ref = model_ref(args, args.what, ("demo", "zoo", "onnx", "torch"))
     built, inputs = builds.ready(ref, args.backend, not args.no_prune, options)
     return Measured(built, inputs, ref.imported)

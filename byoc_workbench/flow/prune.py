@@ -6,6 +6,7 @@ about every subgraph and inlines the rejected ones back into the host.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -37,7 +38,7 @@ def no_mac(min_mac_ops: int = 1) -> PruneRule:
             return f"{macs} MAC op{'s' if macs != 1 else ''} (needs {min_mac_ops})"
         return None
 
-    rule.__doc__ = f"no_mac(min_mac_ops={min_mac_ops})"
+    rule.__qualname__ = f"no_mac(min_mac_ops={min_mac_ops})"  # its name in messages
     return rule
 
 
@@ -47,13 +48,13 @@ def keep_all(name: str, ops: list) -> str | None:
 
 
 def rule_name(rule) -> str:
-    """How messages name a prune rule: its docstring's first line for ours, else its Python name."""
-    own = getattr(rule, "__module__", "") == __name__ and (rule.__doc__ or "").strip()
-    return own.splitlines()[0] if own else getattr(rule, "__qualname__", type(rule).__name__)
+    """How messages name a prune rule: its Python name (``no_mac(min_mac_ops=1)`` for :func:`no_mac`'s)."""
+    return getattr(rule, "__qualname__", type(rule).__name__)
 
 
 def check_prune_rule(rule) -> PruneRule:
-    """``rule`` if it can be a prune rule (None: :func:`no_mac`), else a one-line error naming the type expected."""
+    """``rule`` if it can be a prune rule (None: :func:`no_mac`), else a one-line error naming what is expected:
+    not a function, or one that cannot take ``(name, ops)`` (such as :func:`no_mac` itself, not called)."""
     if rule is None:
         return no_mac()
     if not callable(rule):
@@ -61,7 +62,30 @@ def check_prune_rule(rule) -> PruneRule:
             f"A prune rule must be a function (name, ops) -> reason or None; got {type(rule).__name__} ({rule!r:.40})",
             "pass stages.no_mac(), stages.keep_all, or your own def rule(name, ops): ...",
         )
+    if not _takes(rule, "name", []):
+        name = rule_name(rule)
+        if _takes(rule):
+            raise WorkbenchError(
+                f"Prune rule {name} cannot take (name, ops) but can be called with none: it makes a prune rule",
+                f"call it: prune_rule={name}()",
+            )
+        raise WorkbenchError(
+            f"Prune rule {name} cannot take (name, ops)", "give it the two parameters, as in def rule(name, ops)"
+        )
     return rule
+
+
+def _takes(function, *args) -> bool:
+    """Whether ``function`` can be called with ``args``, as far as its signature tells (a builtin may not say)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # no signature to read
+        return True
+    try:
+        signature.bind(*args)
+    except TypeError:
+        return False
+    return True
 
 
 def _reason(rule, name: str, ops: list) -> str | None:
@@ -76,7 +100,7 @@ def _reason(rule, name: str, ops: list) -> str | None:
         return f"rejected by {rule_name(rule)}"
     if not isinstance(reason, str):
         raise WorkbenchError(
-            f"Prune rule {rule_name(rule)} returned a {type(reason).__name__} for {name}",
+            f"Prune rule {rule_name(rule)} returned {type(reason).__name__} {reason!r:.40} for {name}",
             "return a reason (a str) to prune the subgraph, or None to keep it",
         )
     return reason

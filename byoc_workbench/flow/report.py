@@ -27,6 +27,7 @@ import collections
 import dataclasses
 
 from byoc_workbench import devices, ir
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.rules import TARGETS, Targets
 from byoc_workbench.flow.summary import HOST, op_owners, stage
@@ -176,10 +177,22 @@ def _naming(targets) -> dict:
     return out
 
 
+def _table(targets) -> Targets:
+    """``targets``, :data:`~byoc_workbench.flow.rules.TARGETS` when None, or a one-line error."""
+    if targets is None:
+        return TARGETS
+    if not isinstance(targets, Targets):
+        raise WorkbenchError(
+            f"targets must be a rules.Targets table; got {type(targets).__name__} ({targets!r:.40})",
+            "leave it out for the registered targets, or pass a registry's table: targets=registry.targets",
+        )
+    return targets
+
+
 def other_takers(op: str, target: str, targets: Targets | None = None) -> list:
     """The targets besides ``target`` (default: every one of :data:`~byoc_workbench.flow.rules.TARGETS`)
     with a rule that names ``op``: who else could take an op the host keeps."""
-    targets = TARGETS if targets is None else targets
+    targets = _table(targets)
     return _naming(targets.get(name) for name in targets if name != target).get(op, [])
 
 
@@ -190,6 +203,7 @@ def partition_report(
     least, as :func:`byoc_workbench.stages.run_stages` gives them) for ``target``'s rules ``all_rules``, of
     which ``rules`` were on; ``targets`` (default: :data:`~byoc_workbench.flow.rules.TARGETS`) are those it
     names beside each host op."""
+    targets = _table(targets)
     source, annotate, partition, prune = (stage(stages, n) for n in ("source", "annotate", "partition", "prune"))
     total, host_after = _per_op(prune.owners)
     _, host_before = _per_op(annotate.owners)  # before pruning: what no rule claimed
@@ -199,7 +213,6 @@ def partition_report(
     for rule in all_rules:
         for op in rule.ops:
             naming[op].append(rule)
-    targets = TARGETS if targets is None else targets
     others = _naming(targets.get(name) for name in targets if name != target)
     rows = []
     for op, n in total.most_common():

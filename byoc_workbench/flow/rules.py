@@ -29,7 +29,7 @@ from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tens
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
-from byoc_workbench.errors import WorkbenchError, user_error
+from byoc_workbench.errors import WorkbenchError, did_you_mean, user_error
 
 CallCheck = Callable[[relax.Call], bool]
 
@@ -334,7 +334,9 @@ class Targets:
     def get(self, name: str) -> Target:
         """The target called ``name``, or a one-line error naming the known ones."""
         if not isinstance(name, str) or name not in self._makers:
-            raise WorkbenchError(f"Unknown target {name!r}.", f"choose one of: {', '.join(sorted(self))}.")
+            raise WorkbenchError(
+                f"Unknown target {name!r}{did_you_mean(name, self)}.", f"choose one of: {', '.join(sorted(self))}."
+            )
         return self._makers[name]()
 
     def copy(self) -> Targets:
@@ -405,10 +407,10 @@ def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple[Rule, ..
     if isinstance(names, str):  # "a.x,b.y", as --rules takes them
         names = parse_rule_list(names)
     names = list(names) if isinstance(names, Iterable) else [names]
-    odd = next((n for n in names if not isinstance(n, str)), None)
-    if odd is not None:
+    odd = [n for n in names if not isinstance(n, str)]  # a list: the odd one may be None itself
+    if odd:
         raise WorkbenchError(
-            f"Rule names must be texts like 'byoc-target.add'; got {type(odd).__name__} ({odd!r:.40})",
+            f"Rule names must be texts like 'byoc-target.add'; got {type(odd[0]).__name__} ({odd[0]!r:.40})",
             "pass a list of target.rule names, or None for all rules",
         )
     wanted = [n.strip() for n in names if n.strip()]

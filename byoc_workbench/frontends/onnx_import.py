@@ -39,7 +39,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import tvm
 from tvm import relax, tirx
 
@@ -47,13 +46,21 @@ from byoc_workbench import tvm_private
 from byoc_workbench.backends.onnxruntime import providers, session_options
 from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
 from byoc_workbench.frontends.naming import binding_names
+from byoc_workbench.frontends.onnx_shapes import (
+    INSTALL_FIX,
+    OnnxImportError,
+    graph_inputs,
+    is_static,
+    onnx_module,
+    resolve_shapes,
+    shape_fix,
+    unknown_sizes,
+)
 from byoc_workbench.frontends.own import OwnModel, check_input_size, seeded_inputs
 from byoc_workbench.ir_edit import rename_vars
 
 logger = logging.getLogger(__name__)
 
-INSTALL_FIX = "pip install onnx onnxruntime (both pinned in requirements.txt; make setup installs them)"
-SHAPE_FIX = "give every input's shape: --input-shape data=1,3,224,224 (Python: input_shapes={'data': (1, 3, 224, 224)})"
 # ONNX Runtime's basic-level fusions: off, so the graph keeps the file's ops (constant folding stays on).
 _FUSIONS = (
     "ConvAddFusion",
@@ -72,17 +79,9 @@ _STANDARD = ("", "ai.onnx")
 MIN_OPSET = 7  # ONNX Runtime's oldest: its kernels for older opsets are gone
 
 
-class OnnxImportError(WorkbenchError):
-    """An ONNX file the workbench cannot read, or a node TVM's ONNX frontend cannot convert."""
-
-
-def _onnx():
-    return import_optional("onnx", INSTALL_FIX)
-
-
 def load(path) -> object:
     """The ``onnx.ModelProto`` in ``path``, or a one-line error."""
-    onnx = _onnx()
+    onnx = onnx_module()
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise OnnxImportError(f"Not the path of an ONNX file: {path!r:.80}", "pass the path of a .onnx file")
     path = Path(path)
@@ -136,67 +135,60 @@ def _ort_message(err: BaseException) -> str:
     return text
 
 
-def _file_at_fault(message: str) -> bool:
-    """Whether ONNX Runtime refused the file itself (its version, opset or ops), not the shapes given."""
-    return bool(re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE))
+def _refusal(model, message: str, name: str, shapes: dict) -> OnnxImportError:
+    """Why ONNX Runtime, the reference, refused ``model``: an op it does not know, an element type its
+    kernels lack, the file's version or opset, or else the shapes given."""
+    export = "e.g. torch.onnx.export(..., opset_version=17)"
+    op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
+    if op:
+        return OnnxImportError(
+            f"{name} uses {op.group(1)}, which is no op of ONNX opset {op.group(2)}: "
+            "neither ONNX Runtime nor TVM knows it",
+            f"export the model with standard ONNX ops and a released opset, {export}",
+        )
+    domain = re.search(r"No opset import for domain '([^']*)'", message)
+    if domain:
+        ops = sorted({n.op_type for n in model.graph.node if n.domain == domain.group(1)})
+        return OnnxImportError(
+            f"{name} uses ops of the domain {domain.group(1)!r} ({', '.join(ops[:3])}), "
+            "which neither ONNX Runtime nor TVM knows",
+            f"export the model with standard ONNX ops and a released opset, {export}",
+        )
+    kernel = re.search(r"Could not find an implementation for (\w+)\(", message)
+    types = sorted(_input_types(model, kernel.group(1)) - {"float32"}) if kernel else []
+    if types:
+        return OnnxImportError(
+            f"ONNX Runtime, the reference, has no {kernel.group(1)} kernel for {' or '.join(types)}, "
+            f"the element type of {name}'s {kernel.group(1)} inputs",
+            "export the model in float32 (in PyTorch: model.float() and float32 inputs before torch.onnx.export)",
+        )
+    if re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE):
+        return OnnxImportError(
+            f"ONNX Runtime, the reference, cannot load {name}: {shorten(message, 400)}",
+            f"re-export the model with a released ONNX opset and IR version that ONNX Runtime supports, {export}",
+        )
+    return OnnxImportError(
+        f"ONNX Runtime cannot load {name} with inputs {shapes}: {shorten(message, 400)}",
+        "check the input shapes; the model must run in ONNX Runtime, the reference",
+    )
 
 
-def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
-    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name."""
-    onnx = _onnx()
-    weights = {t.name for t in model.graph.initializer}
-    out = {}
-    for value in model.graph.input:
-        if value.name in weights:
-            continue
-        tensor = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
-        out[value.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)))
-    return out
-
-
-def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
-    """``{input: shape}``: ``given`` (a dict, or one shape for a one-input model) over the file's own dims.
-
-    A dim the file leaves symbolic and ``given`` does not fix stays a name.
-    """
-    inputs = graph_inputs(model)
-    if given is None:
-        given = {}
-    elif not isinstance(given, dict):
-        if len(inputs) != 1:
-            raise OnnxImportError(
-                f"One shape was given for a model with {len(inputs)} inputs ({', '.join(inputs)})",
-                "give a shape per input: input_shapes={name: shape, ...}",
-            )
-        given = {next(iter(inputs)): given}
-    unknown = [n for n in given if n not in inputs]
-    if unknown:
-        raise OnnxImportError(f"The model has no input named {', '.join(unknown)}", f"name one of: {', '.join(inputs)}")
-    shapes = {}
-    for name, (dims, _) in inputs.items():
-        shape = list(given.get(name, dims))
-        if len(shape) != len(dims):
-            raise OnnxImportError(
-                f"Input {name} has {len(dims)} dims ({dims}), the shape given has {len(shape)}",
-                f"give {len(dims)} sizes for {name}",
-            )
-        bad = [(d, s) for d, s in zip(dims, shape) if isinstance(d, int) and d > 0 and isinstance(s, int) and d != s]
-        if bad:
-            raise OnnxImportError(
-                f"Input {name} is fixed at {dims} in the file; {shape} was given", f"give {name} the shape {dims}"
-            )
-        shapes[name] = [int(s) if isinstance(s, (int, np.integer)) else str(s) for s in shape]
-    return shapes
-
-
-def is_static(shapes: dict) -> bool:
-    return all(isinstance(d, int) and d > 0 for s in shapes.values() for d in s)
+def _input_types(model, op: str) -> set[str]:
+    """The element types (NumPy's names: ``float64``, ``bfloat16``) of the inputs of ``model``'s ``op`` nodes."""
+    onnx = onnx_module()
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # onnx's checker refuses what ONNX Runtime has named already; the file's own types remain
+        graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    types.update({t.name: t.data_type for t in graph.initializer})
+    found = {types[i] for n in graph.node if n.op_type == op for i in n.input if types.get(i)}
+    return {onnx.helper.tensor_dtype_to_np_dtype(t).name for t in found}
 
 
 def static_shapes(model, shapes: dict, name: str = "the model"):
     """``model`` with its inputs fixed at ``shapes`` and its shape arithmetic folded (see the module's notes)."""
-    onnx = _onnx()
+    onnx = onnx_module()
     ort = import_optional("onnxruntime", INSTALL_FIX)
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
@@ -217,17 +209,7 @@ def static_shapes(model, shapes: dict, name: str = "the model"):
                 str(src), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(_FUSIONS)
             )
         except Exception as err:  # ORT's InvalidGraph, Fail, NotImplemented: the file or the shapes given
-            message = _ort_message(err)
-            if _file_at_fault(message):
-                raise OnnxImportError(
-                    f"ONNX Runtime, the reference, cannot load {name}: {shorten(message, 400)}",
-                    "re-export the model with a released ONNX opset and IR version that ONNX Runtime supports, "
-                    "e.g. torch.onnx.export(..., opset_version=17)",
-                ) from None
-            raise OnnxImportError(
-                f"ONNX Runtime cannot load {name} with inputs {shapes}: {shorten(message, 400)}",
-                "check the input shapes; the model must run in ONNX Runtime, the reference",
-            ) from None
+            raise _refusal(model, _ort_message(err), name, shapes) from None
         folded = onnx.load(str(dst))
     odd = sorted({n.domain for n in folded.graph.node if n.domain not in _STANDARD})
     if odd:  # never expected at the basic level; keep the file as it was rather than hand TVM foreign ops
@@ -300,7 +282,8 @@ class _ImporterFixes:
     node's outputs recorded, and two converters fixed (see the module)."""
 
     def __init__(self, shapes, dtypes, graph):
-        super().__init__(shapes, dtypes)
+        self.shapes = shapes  # every input's, symbolic dims too: upstream takes the static ones
+        super().__init__({k: v for k, v in shapes.items() if is_static({k: v})}, dtypes)
         self.converted: list = []  # (node name, [outputs]) in order
         self.nodes, self.next = list(graph.node), 0  # nodes convert in order; many have no name
         self.nms = 0
@@ -319,7 +302,8 @@ class _ImporterFixes:
             label = scoped_name(node) if node is not None else name
             raise OnnxImportError(
                 f"TVM's ONNX frontend cannot convert node {label!r} ({op_name}): {first_line(err)}",
-                "check that node's inputs and attributes; " + SHAPE_FIX,
+                "check that node's inputs and attributes"
+                + ("" if is_static(self.shapes) else "; " + shape_fix(self.shapes)),
             ) from err
         if node is not None:
             outs = list(out.fields) if isinstance(out, relax.Tuple) else [out]
@@ -368,8 +352,7 @@ def to_relax(model, shapes: dict):
     """The Relax module of ``model`` (inputs at ``shapes``), each binding named after its ONNX node."""
     inputs = graph_inputs(model)
     dtypes = {name: str(dtype) for name, (_, dtype) in inputs.items()}
-    known = {k: v for k, v in shapes.items() if is_static({k: v})}  # a symbolic dim stays as the file writes it
-    importer = _importer_class()(known, dtypes, model.graph)
+    importer = _importer_class()(shapes, dtypes, model.graph)
     chatter = io.StringIO()
     try:
         # upstream prints "Error converting operator ..." and warns about every renamed input
@@ -387,7 +370,7 @@ def to_relax(model, shapes: dict):
         raise OnnxImportError(
             f"TVM's ONNX frontend cannot convert node {m.group(1)!r}{op}: it computes on a shape that is only "
             "known at run time",
-            SHAPE_FIX if not is_static(shapes) else "report it: this node's shape arithmetic was not folded",
+            shape_fix(shapes) if not is_static(shapes) else "report it: this node's shape arithmetic was not folded",
         ) from None
     main = mod["main"]
     mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
@@ -453,7 +436,9 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
     import_s = time.perf_counter() - t0
     if inputs is None:
         if not is_static(shapes):
-            raise OnnxImportError(f"Example inputs need static shapes, got {shapes}", SHAPE_FIX)
+            raise OnnxImportError(
+                f"Example inputs need every input's size, and {unknown_sizes(shapes)} not known", shape_fix(shapes)
+            )
         inputs = seeded_inputs(shapes, dtypes, seed)
     return OwnModel(
         name=Path(path).name,

@@ -90,10 +90,19 @@ def check_input_size(shapes: dict, dtypes: dict) -> None:
         )
 
 
+def checked_seed(seed) -> int:
+    """``seed``, or a one-line error where it is not a whole number NumPy's generator takes."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise WorkbenchError(
+            f"The seed must be a whole number from 0 to 2**32 - 1, got {seed!r:.40}", "pass e.g. seed=0"
+        )
+    return int(seed)
+
+
 def seeded_inputs(shapes: dict, dtypes: dict, seed: int = 0) -> list:
     """One seeded input per name: normal floats, or small integers for integer inputs."""
     check_input_size(shapes, dtypes)
-    rng = np.random.RandomState(seed)
+    rng = np.random.RandomState(checked_seed(seed))
     out = []
     for name, shape in shapes.items():
         dtype = np.dtype(dtypes.get(name, "float32"))

@@ -26,9 +26,9 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import tvm_private
-from byoc_workbench.errors import WorkbenchError, first_line, import_optional, user_error
+from byoc_workbench.errors import WorkbenchError, first_line, import_optional, shorten, user_error
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import OwnModel, seeded_inputs
+from byoc_workbench.frontends.own import OwnModel, checked_seed, seeded_inputs
 from byoc_workbench.ir_edit import map_bindings, rename_vars
 
 logger = logging.getLogger(__name__)
@@ -124,8 +124,13 @@ def _numpy(outputs) -> list:
     if isinstance(outputs, (list, tuple)):
         return [a for o in outputs for a in _numpy(o)]
     raise TorchImportError(
-        f"The module returned a {type(outputs).__name__}", "return tensors, or tuples, lists or dicts of tensors"
+        f"The module returned {_what(outputs)}", "return tensors, or tuples, lists or dicts of tensors"
     )
+
+
+def _what(value) -> str:
+    """``int 5``, ``str '/tmp'``: a value a cause names, its type first."""
+    return f"{type(value).__name__} {shorten(repr(value), 60)}"
 
 
 def _check_outputs(program, name: str) -> None:
@@ -157,7 +162,13 @@ def _describe(inputs) -> str:
 
 
 def _check_inputs(torch, module, inputs, name: str) -> None:
-    """One line for inputs the workbench cannot hold, or weights that hold no values."""
+    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, or weights
+    that hold no values or are not float32."""
+    if isinstance(module, torch.jit.ScriptModule):
+        raise TorchImportError(
+            f"{name} is TorchScript, which torch.export cannot take",
+            "pass the nn.Module itself, as it was before torch.jit.script or torch.jit.trace",
+        )
     for i, x in enumerate(inputs):
         dtype = str(x.dtype).removeprefix("torch.")
         if x.is_meta:
@@ -188,6 +199,13 @@ def _check_inputs(torch, module, inputs, name: str) -> None:
             "which holds no values",
             "give the module its weights first, e.g. module.to_empty(device='cpu') then module.load_state_dict(...)",
         )
+    reduced = sorted({str(t.dtype).removeprefix("torch.") for _, t in weights if t.is_floating_point()} - {"float32"})
+    if reduced:  # its converters compute convolutions and matmuls in float32, then fail at the bias
+        raise TorchImportError(
+            f"{name}'s weights are {', '.join(reduced)}; TVM's PyTorch frontend imports float32 weights only",
+            "import it in float32: module.float() and float32 inputs (x.float()); a lower precision is the "
+            "backend's to run: --backend torch --precision bf16, or options={'precision': 'bf16'}",
+        )
 
 
 def _private_copy(module, name: str):
@@ -202,16 +220,31 @@ def _private_copy(module, name: str):
         ) from None
 
 
+def _call(torch, module, inputs):
+    """``module(*inputs)`` on copies of its buffers and of the inputs: a forward that updates one in place
+    (a counter, ``x.add_(1)``) leaves the module as exported and the inputs as given, so every call agrees."""
+    buffers = {n: b.clone() for n, b in module.named_buffers()}
+    with torch.no_grad():
+        return torch.func.functional_call(module, buffers, tuple(x.clone() for x in inputs))
+
+
 def _run_eagerly(torch, module, inputs, name: str) -> None:
     """Run the module once, so that inputs it cannot take (a wrong shape or dtype) are told as such,
     not as something torch.export cannot trace."""
     try:
-        with torch.no_grad():
-            module(*inputs)
+        _call(torch, module, inputs)
+    except SystemExit as err:  # a forward that exits would end the command with its code and no word
+        raise TorchImportError(
+            f"{name}.forward called sys.exit({'' if err.code is None else repr(err.code)})",
+            "make forward return its outputs instead of exiting",
+        ) from None
     except Exception as err:  # the user's module can raise anything
+        odd = any(x.is_floating_point() and x.dtype != torch.float32 for x in inputs)
         raise TorchImportError(
             f"{name} cannot run on inputs {_describe(inputs)}: {type(err).__name__}: {first_line(err)}",
-            "give the inputs forward takes: their shapes and dtypes "
+            "pass float32 inputs (x.float()), of the shapes forward takes"
+            if odd
+            else "give the inputs forward takes: their shapes and dtypes "
             "(with --torch: --input-shape, and --input-dtype for token ids or masks)",
         ) from None
 
@@ -266,7 +299,8 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         mode, and the module itself is left as it was.
     example_inputs : tensor or sequence of tensors
         The inputs the program is exported for (their shapes become static); one of
-        :data:`INPUT_DTYPES` each.
+        :data:`INPUT_DTYPES` each. Every run takes copies: a ``forward`` that changes its inputs or
+        buffers in place leaves them, and the workbench's inputs, as given.
     name : str
         How titles name it (default: the module's class name).
     mark : str
@@ -296,7 +330,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
     try:
         with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
-            program = torch.export.export(module, inputs).run_decompositions()
+            program = torch.export.export(module, tuple(x.clone() for x in inputs)).run_decompositions()
     except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
         logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
         raise TorchImportError(
@@ -316,8 +350,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     calls = sum(n.op == "call_function" for n in program.graph.nodes)
 
     def reference(arrays):
-        with torch.no_grad():
-            return _numpy(module(*(torch.from_numpy(np.array(a, order="C")) for a in arrays)))
+        return _numpy(_call(torch, module, [torch.from_numpy(np.array(a, order="C")) for a in arrays]))
 
     notes = [f"torch.export: {calls} aten calls after decomposition"]
     if on_uint8:
@@ -341,6 +374,7 @@ def seeded_factory(spec: str, seed: int = 0):
 
     A factory that takes ``weights`` (torchvision's) is called with
     ``weights=None`` (and ``weights_backbone=None``), so nothing is downloaded.
+    A module instance in place of the factory is taken as it is, weights and all.
     """
     torch = _torch()
     where, _, attr = spec.partition(":")
@@ -351,12 +385,14 @@ def seeded_factory(spec: str, seed: int = 0):
     factory = getattr(_import_module(where), attr, None)
     if factory is None:
         raise TorchImportError(f"{where} has no {attr}", f"name a function of {where}")
+    if isinstance(factory, torch.nn.Module):  # the model itself, built when its file was imported
+        return factory, f"{spec}'s own weights"
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     kwargs = {k: None for k in ("weights", "weights_backbone") if k in params}
-    torch.manual_seed(seed)
+    torch.manual_seed(checked_seed(seed))
     try:
         module = factory(**kwargs)
     except SystemExit as err:  # a factory that exits would end the command with its code and no word
@@ -369,7 +405,7 @@ def seeded_factory(spec: str, seed: int = 0):
             f"{spec}() raised {type(err).__name__}: {first_line(err)}", "check the factory"
         ) from None
     if not isinstance(module, torch.nn.Module):
-        raise TorchImportError(f"{spec}() returned a {type(module).__name__}", "name a factory of nn.Module")
+        raise TorchImportError(f"{spec}() returned {_what(module)}", "name a factory of nn.Module")
     return module, f"seeded weights (torch.manual_seed({seed})), nothing downloaded"
 
 

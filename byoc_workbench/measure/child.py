@@ -23,6 +23,9 @@ import traceback
 
 from byoc_workbench.errors import WorkbenchError
 
+# The exit code of a child that was importing the caller's script when the script called in_child again.
+_UNGUARDED = 86
+
 
 @dataclasses.dataclass
 class ChildResult:
@@ -62,15 +65,14 @@ def in_child(fn, *args, say=None, **kw) -> ChildResult:
     mine, theirs = context.Pipe(duplex=False)
     levels = {name: lg.level for name, lg in list(logging.root.manager.loggerDict.items()) if getattr(lg, "level", 0)}
     child = context.Process(target=_serve, args=(theirs, fn, args, kw, levels | {"": logging.root.level}))
-    child.start()
+    _start(child)
     theirs.close()  # the child holds the only writing end: its exit ends recv() with EOFError
     try:
         while True:
             try:
                 kind, got = mine.recv()
             except EOFError:
-                child.join()
-                raise RuntimeError(f"the child process died (exit code {child.exitcode}) before it answered") from None
+                raise _died(child) from None
             if kind == "say" and say is not None:
                 say(got)
             elif kind == "log":
@@ -90,6 +92,29 @@ def in_child(fn, *args, say=None, **kw) -> ChildResult:
         if child.is_alive():  # an interrupt here, or an answer already given: the child goes either way
             child.terminate()
         child.join()
+
+
+def _start(child) -> None:
+    """Start ``child``; in a process that is itself a child still importing its parent's script (a script
+    without ``if __name__ == "__main__":``), exit with :data:`_UNGUARDED` instead, for the parent to say why."""
+    try:
+        child.start()
+    except RuntimeError:  # spawn's refusal to start a process while this one imports its parent's script
+        if multiprocessing.current_process().name == "MainProcess":  # set before the script is imported
+            raise
+        sys.exit(_UNGUARDED)
+
+
+def _died(child) -> Exception:
+    """Why ``child`` ended before it answered."""
+    child.join()
+    if child.exitcode == _UNGUARDED:
+        return WorkbenchError(
+            "The child process re-ran your script from the top and met this call again (a child imports "
+            "the script it was started from)",
+            'put the script\'s calls under if __name__ == "__main__": (or run them in a notebook)',
+        )
+    return RuntimeError(f"the child process died (exit code {child.exitcode}) before it answered")
 
 
 class _Stream(io.TextIOBase):

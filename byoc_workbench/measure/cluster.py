@@ -42,6 +42,8 @@ TIMING = "timing"
 INSTALL_FIX = "pip install 'byoc-workbench[cluster]' (or make setup EXTRAS=cluster)"
 START_FIX = "start one with ray start --head --resources '{\"timing\": 1}', or pass --ray auto for this machine alone"
 GCS_WAIT = "RAY_gcs_server_port_wait_time_s"
+_joined = ""  # "joined" once connect() joined or started a Ray (one a caller had is the caller's to leave),
+# "stopped while starting" when a Ctrl-C stopped the one it was starting
 GRACE_S = 5.0  # after Ctrl-C, how long a cancelled task may take to clean up before it is killed
 
 
@@ -77,6 +79,7 @@ def connect(address: str = "auto", timing: bool = True) -> str:
     A process already connected (a notebook that called ``ray.init``, a test's
     cluster) keeps its connection. ``timing`` asks that a node offer :data:`TIMING`.
     """
+    global _joined
     ray = import_ray()
     if not ray.is_initialized():
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
@@ -87,6 +90,7 @@ def connect(address: str = "auto", timing: bool = True) -> str:
                 _start_here(ray, quiet)
         else:
             _join(ray, address, quiet)
+        _joined = "joined"
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     timed = [n for n in nodes if n.get("Resources", {}).get(TIMING, 0) >= 1]
     if timing and not timed:
@@ -101,13 +105,26 @@ def _start_here(ray, quiet: dict) -> None:
     """Start a Ray of this machine alone. Stopped while it starts (Ctrl-C), Ray's own shutdown leaves its
     two agents (about 100 MB each) running for a minute, and killing them before it ends the process in a
     segfault: a reaper stops, once this process has ended, whatever Ray had started and left running."""
+    global _joined
     try:
         ray.init(resources={TIMING: 1}, include_dashboard=False, **quiet)
     except BaseException:
+        _joined = "stopped while starting"
         atexit.unregister(ray.shutdown)  # it segfaults on a Ray stopped while it started (ray 2.x)
         with contextlib.suppress(Exception):
             _reap_after_exit()
         raise
+
+
+def stop() -> bool:
+    """Leave the Ray that :func:`connect` joined or started (or was starting), now; whether there was one.
+    A command stopped by Ctrl-C calls this, then ends without the interpreter's teardown: Ray's threads, their
+    tasks cancelled or their start cut short, can crash that teardown (SIGSEGV) after the command's last line."""
+    if _joined == "joined":
+        ray = sys.modules["ray"]
+        ray.shutdown()
+        atexit.unregister(ray.shutdown)
+    return bool(_joined)
 
 
 _REAPER = """
@@ -144,11 +161,10 @@ def _reap_after_exit() -> None:
 
 
 def _join(ray, address: str, quiet: dict) -> None:
-    """``ray.init(address=...)``, trying the cluster once (about 40 s) instead of Ray's twenty times; a Ray
-    client address (``ray://HEAD:10001``) is knocked on first, so one that does not answer is said in seconds
-    (Ray's client retries for 35 s). Whatever stops the join is one line."""
-    if address.startswith("ray://"):
-        _knock(address)
+    """``ray.init(address=...)``, trying the cluster once (about 40 s) instead of Ray's twenty times. The
+    address (``HEAD:6379``, or a Ray client's ``ray://HEAD:10001``) is knocked on first, so one where nothing
+    answers is said in seconds (Ray retries for 35 s, logging from C++). Whatever stops the join is one line."""
+    _knock(address)
     given = os.environ.get(GCS_WAIT)
     os.environ[GCS_WAIT] = given or "1"  # Ray's own setting for how many seconds it tries; the user's wins
     try:
@@ -163,11 +179,11 @@ def _join(ray, address: str, quiet: dict) -> None:
 
 
 def _knock(address: str, timeout: float = 10.0) -> None:
-    """A one-line error unless something listens at a ``ray://host:port`` address."""
+    """A one-line error unless something listens at a ``host:port`` or ``ray://host:port`` address."""
     hostport = address.removeprefix("ray://").rstrip("/")
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise WorkbenchError(f"{address} is not a Ray client address", "write it ray://HEAD:10001")
+        raise WorkbenchError(f"{address} is not a Ray address", "write it HEAD:6379, or ray://HEAD:10001")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as err:

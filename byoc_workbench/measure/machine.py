@@ -13,9 +13,15 @@ from typing import Any
 
 import tvm
 
+from byoc_workbench.backends import registry
+
+# The packages every built-in backend imports, as their records list them: a measurement depends on their versions.
+VERSIONED = tuple(dict.fromkeys(p for b in registry.BUILTIN for p in b.packages))
+
 
 def machine() -> dict[str, Any]:
-    """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU and the backends' versions."""
+    """Where numbers are measured: platform, Python, CPU, cores, TVM, GPU, the versions of the backends' packages
+    (:data:`VERSIONED`) and of MXNet."""
     info = {
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -25,7 +31,7 @@ def machine() -> dict[str, Any]:
         "tvm": tvm.__version__,
         "gpu": tvm.cuda(0).device_name if tvm.cuda(0).exist else None,
     }
-    for name in ("onnxruntime", "openvino", "mxnet", "tensorrt"):
+    for name in (*VERSIONED, "mxnet"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # read, not imported: mxnet takes a second
             info[name] = importlib.metadata.version(name)
     with contextlib.suppress(OSError):
@@ -34,7 +40,7 @@ def machine() -> dict[str, Any]:
 
 
 # What a kept build or time depends on besides the code: not the load, the Python or the kernel's version.
-KEYED = ("cpu", "cores", "os", "gpu", "tvm", "onnxruntime", "openvino", "tensorrt")
+KEYED = ("cpu", "cores", "os", "gpu", "tvm", *VERSIONED)
 
 
 def machine_key(info: dict | None = None) -> str:

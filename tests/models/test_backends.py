@@ -8,7 +8,7 @@ from tvm.relax.dpl import is_op, wildcard
 from byoc_workbench import stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 
 pytest.importorskip("onnxruntime", reason="the ONNX backends need onnx and onnxruntime")

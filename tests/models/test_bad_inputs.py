@@ -29,7 +29,7 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import clock
 from byoc_workbench.models import demo, images
 from byoc_workbench.session import Workbench
@@ -75,6 +75,7 @@ CLI = [
     ("import-what", "cli", ["import", "ssdd"], ["Unknown model 'ssdd'", "use one of: ssd_512_resnet50_v1_coco"]),
     ("unknown-model", "cli", ["stages", "nope", "--out", "{d}/o"], ["Unknown model 'nope'"]),
     ("unknown-target", "cli", ["stages", "demo", "--out", "{d}/o", "--target", "tensorrtt"], ["Unknown target"]),
+    ("target-in-caps", "cli", ["report", "demo", "--target", "TensorRT"], ["did you mean tensorrt?"]),
     ("unknown-rule", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "byoc-target.nope"], ["nope"]),
     ("rule-without-target", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "add"], ["target.rule"]),
     ("zoo-model-typo", "cli", ["run", "ssd", "--model", "ssd_512_resnet"], ["Unknown model"]),
@@ -90,6 +91,8 @@ CLI = [
     ("save-is-a-dir", "output", ["run", "ssd", "--save-outputs", "{d}/a_dir"], ["is a directory, not a file"]),
     ("save-under-a-file", "output", ["run", "ssd", "--save-outputs", "{d}/a_file/x.npz"], ["is a file"]),
     ("save-not-writable", "output", ["run", "ssd", "--save-outputs", "/sys/x.npz"], ["Cannot write to /sys"]),
+    ("save-under-unwritable", "output", ["run", "ssd", "--save-outputs", "/proc/no/x.npz"], ["/proc/no: /proc"]),
+    ("report-out-a-device", "output", ["report", "demo", "--out", "/dev/full"], ["is a device, not a directory"]),
     ("save-dash", "output", ["run", "ssd", "--save-outputs", "-"], ["file named '-'", "results print anyway"]),
     ("save-link-loop", "output", ["run", "ssd", "--save-outputs", "{d}/loop_a"], ["a link that leads nowhere"]),
     ("save-is-the-model", "output", ["run", "{d}/relu.onnx", "--save-outputs", "{d}/relu.onnx"], ["reads"]),
@@ -311,7 +314,7 @@ def _build_unknown_rank(d):
     """Every stage takes a tensor of unknown rank; TVM's own build cannot, and says so in one line."""
     from tvm import relax
 
-    from byoc_workbench.measure.build import execute
+    from byoc_workbench.measure.compiler import execute
 
     x = relax.Var("x", relax.TensorType(dtype="float32", ndim=-1))
     bb = relax.BlockBuilder()
@@ -337,7 +340,7 @@ API = [
     ("module-not-a-module", "api", lambda d: Workbench("demo", "byoc-target"), ["Expected a tvm.IRModule"]),
     ("prune-not-callable", "api", lambda d: _demo_wb(prune_rule=5), ["prune rule must be a function", "int"]),
     ("prune-raises", "api", lambda d: _demo_wb(prune_rule=_raising_prune).stages, ["_raising_prune", "KeyError"]),
-    ("prune-returns-int", "api", lambda d: _demo_wb(prune_rule=lambda n, ops: 3).stages, ["returned a int"]),
+    ("prune-returns-int", "api", lambda d: _demo_wb(prune_rule=lambda n, ops: 3).stages, ["returned int 3"]),
     ("with-prune-str", "api", lambda d: _demo_wb().with_prune("no_mac"), ["got str"]),
     ("switch-off-unknown", "api", lambda d: _demo_wb().with_rule("byoc-target.nope", False), ["nope"]),
     ("switch-on-unknown", "api", lambda d: _demo_wb().with_rule("add", True), ["target.rule"]),

@@ -24,7 +24,7 @@ from tvm import relax
 from byoc_workbench import devices, ir, stages
 from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import cuda, execute
+from byoc_workbench.measure.compiler import cuda, execute
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 SM75 = {"kind": "cuda", "arch": "sm_75"}
@@ -40,7 +40,7 @@ def compiler():
 
 def _check_build(mod, target=SM90) -> str:
     """Build ``mod`` for CUDA and check where each op went; returns the CUDA source."""
-    placed = devices.place(mod, target)
+    placed = devices.place(mod, devices.propose(mod), target)
     assert devices.crossings(placed) == []
     if devices.placed(placed):  # TVM's memory planner put the SSD's NMS output in a GPU buffer
         assert devices.misplaced_buffers(execute.lower(mod, target)) == []
@@ -69,7 +69,7 @@ def _packed_calls_on_gpu(mod, target) -> set:
     """Kernels of ``mod`` legalized for the GPU that make packed calls, which device code cannot."""
     with devices.resolve(target):
         legal = tvm.transform.Sequential([relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()])(
-            devices.place(mod, target)
+            devices.place(mod, devices.propose(mod), target)
         )
     bad = set()
     for gv, func in legal.functions.items():
@@ -87,8 +87,9 @@ def test_the_compiler_is_the_projects_own_where_installed(compiler):
 
 
 def test_demo_loop_builds_for_cuda_and_places_nothing(demo_mod):
-    assert not devices.propose(demo_mod)
-    assert devices.place(demo_mod, SM90) is demo_mod
+    placement = devices.propose(demo_mod)
+    assert not placement
+    assert devices.place(demo_mod, placement, SM90) is demo_mod
     source = _check_build(demo_mod)
     assert "conv2d" in source
 

@@ -137,3 +137,31 @@ def test_each_exported_page_shows_every_output_offline(pages, name):
         finally:
             browser.close()
     assert blocked  # the page did try the network, and still showed its diagrams
+
+
+def test_a_failing_cell_is_one_line_and_the_other_notebooks_still_export(tmp_path, capsys):
+    """A cell's ZeroDivisionError was a 42-line CellExecutionError, a WorkbenchError 38 lines of nbclient's
+    traceback; with several notebooks, the ones after a failure were never run and nothing said what was written."""
+    sources = {
+        "ok": "x = 1",
+        "div": "1/0",
+        "own": "from byoc_workbench.errors import WorkbenchError\nraise WorkbenchError('bad thing', 'do the other')",
+    }
+    for name, source in sources.items():
+        cells = [nbformat.v4.new_markdown_cell("# title"), nbformat.v4.new_code_cell(source)]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / f"{name}.ipynb")
+    out = tmp_path / "out"
+    assert export.main(["--out", str(out), *(str(tmp_path / f"{n}.ipynb") for n in ("div", "ok", "own"))]) == 1
+    printed, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]  # the kernel may warn on stderr too
+    assert lines == [
+        f"error: {tmp_path / 'div.ipynb'}, cell 2 of 2 raised ZeroDivisionError: division by zero. "
+        f"Fix: open {tmp_path / 'div.ipynb'} in Jupyter and run cell 2 to see its traceback.",
+        f"error: {tmp_path / 'own.ipynb'}, cell 2 of 2: bad thing. Fix: do the other.",
+        f"error: 2 of 3 notebooks failed (see the lines above); wrote {out / 'ok.html'}. "
+        "Fix: fix the cells those lines name, then export again.",
+    ]
+    assert printed == f"wrote {out / 'ok.ipynb'} and {out / 'ok.html'}\n"
+    assert sorted(p.name for p in out.iterdir()) == ["ok.html", "ok.ipynb"]
+    assert export.main(["--out", str(out), str(tmp_path / "div.ipynb")]) == 1
+    assert [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")] == lines[:1]

@@ -56,6 +56,24 @@ def test_an_out_it_cannot_write_is_refused_before_anything_is_built(tmp_path, wh
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept) + (["a-fifo"] if where == "a-fifo" else [])
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--runs", "0"], "argument --runs: '0' is not a whole number, 1 or more"),
+        (["--runs", "-1"], "argument --runs: '-1' is not a whole number, 1 or more"),
+        (["--warmup", "-1"], "argument --warmup: '-1' is not a whole number, 0 or more"),
+        (["--target", "nope"], "--target nope: Unknown TVM target 'nope'"),
+        (["--target", "llvm -foo=1"], "--target llvm -foo=1: TVM refuses the target 'llvm -foo=1'"),
+    ],
+)
+def test_a_wrong_argument_is_one_line_before_anything_is_built(tmp_path, args, said):
+    """They were found after a build, as "measured nothing ... see the JSON"; --runs before the GPU check."""
+    done = _run(tmp_path / "r.json", "--models", "demo", *args, status=1)
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: {said}") and ". Fix: " in line
+    assert not (tmp_path / "r.json").exists() and done.stdout == ""
+
+
 def test_without_a_package_every_build_imports_it_measures_nothing(tmp_path):
     done = _run(tmp_path / "r.json", "--target", "llvm", "--models", "demo", blocked="tqdm", status=1)
     [line] = done.stderr.splitlines()

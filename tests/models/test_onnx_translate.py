@@ -15,7 +15,7 @@ from tvm import relax
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 
 pytest.importorskip("onnxruntime", reason="the ONNX backends need onnx and onnxruntime")
 from byoc_workbench.backends import onnx as bo  # noqa: E402

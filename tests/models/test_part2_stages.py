@@ -10,8 +10,8 @@ from byoc_workbench import cli
 from byoc_workbench.draw import counts, render
 from byoc_workbench.flow import fusion
 from byoc_workbench.flow.summary import Owner
-from byoc_workbench.measure.build import execute
 from byoc_workbench.measure.check import compare
+from byoc_workbench.measure.compiler import execute
 
 
 @pytest.fixture(scope="module")

@@ -205,7 +205,7 @@ def test_bench_speedups_checks_and_targets():
         "speedup_vs_tvm": {},
         "outputs_match": {},
         "differences": {},
-        "detections_equal": {},
+        "detections": {},
     }
     bench._compare(
         result,
@@ -224,7 +224,7 @@ def test_bench_speedups_checks_and_targets():
         "mxnet": True,
         "onnxruntime_whole_model": False,
     }
-    assert result["detections_equal"]["onnxruntime_unpruned"] == "1/2"
+    assert result["detections"]["onnxruntime_unpruned"] == {"found": 1, "of": 2}
     assert result["differences"]["onnxruntime"] == [] and result["differences"]["onnxruntime_unpruned"]
     t = result["targets"]
     assert t["backend"] == "onnxruntime" and t["at_least_50x_faster_than_tvm"] and t["faster_than_mxnet"]

@@ -248,7 +248,7 @@ def test_one_candidate_measured_from_a_serialisable_description():
 
 
 def test_a_reduced_precision_needs_openvino():
-    with pytest.raises(WorkbenchError, match="precision bf16 is OpenVINO's and torch's; neither is among the backends"):
+    with pytest.raises(WorkbenchError, match="precision bf16 is OpenVINO's and torch's; none is among the backends"):
         search.search(search.load({"kind": "demo"}), "onnxruntime,tvm", precision="bf16")
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from byoc_workbench import transforms, workflow
-from byoc_workbench.measure.build import execute
 from byoc_workbench.measure.check import compare as matching
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import meaning, zoo
 
 # model -> input shape (N, C, H, W): the smallest each architecture takes, or near it.

@@ -1,5 +1,11 @@
 """The c codegen: C loops compiled by the system's compiler, run on TVM's buffers, equal to TVM alone."""
 
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import graphs
 import numpy as np
 import pytest
@@ -15,7 +21,7 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.planner import broadcast_index
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 
 OPS = {
@@ -210,3 +216,25 @@ def test_a_fused_c_emitter(demo_mod, byoc, reference_output):
         == "byoc-target.conv2d_bias_relu"
     )
     np.testing.assert_allclose(execute.run(final.mod, demo.demo_inputs()), reference_output, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scratch_folder_whose_process_died_unwarned_is_swept(tmp_path, monkeypatch):
+    """The libraries an unwritable cache does not keep go to a folder of the process's, removed at exit; a
+    process ended by a signal or ``os._exit`` skips its exit, and its folder is swept by the next one made."""
+    child = (
+        "import os; from byoc_workbench.backends import c_source; print(c_source._scratch(), flush=True); os._exit(0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True
+    )
+    left = Path(done.stdout.strip())
+    assert left.parent == tmp_path and left.is_dir(), done.stderr[-2000:]  # os._exit ran no atexit
+    alive = tmp_path / f"{c_source.SCRATCH}{os.getpid()}-abcdefgh"  # this process's: in use
+    alive.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    c_source._scratch.cache_clear()
+    try:
+        made = c_source._scratch()
+    finally:
+        c_source._scratch.cache_clear()
+    assert not left.exists() and alive.is_dir() and made.is_dir() and made.parent == tmp_path

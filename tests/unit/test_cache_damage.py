@@ -22,7 +22,7 @@ from tvm.script import relax as R
 
 from byoc_workbench import stages
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import kept, runner
 from byoc_workbench.models import demo
 

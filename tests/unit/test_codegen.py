@@ -10,7 +10,7 @@ from byoc_workbench import stages
 from byoc_workbench.backends import kernels, registry
 from byoc_workbench.backends.teaching import TEACHING
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 
 

@@ -12,7 +12,7 @@ import tvm
 from tvm import relax
 
 from byoc_workbench import files
-from byoc_workbench.measure.build import compiled, execute
+from byoc_workbench.measure.compiler import compiled, execute
 from byoc_workbench.models import demo
 
 
@@ -37,7 +37,9 @@ def elsewhere(tmp_path_factory):
     """A cache in which another process compiled and kept the demo, with and without StaticPlanBlockMemory,
     as :func:`_build` keeps it: this process has not loaded its libraries. Built once for the module."""
     root = tmp_path_factory.mktemp("elsewhere")
-    script = "import tvm; from byoc_workbench.measure.build import compiled; from byoc_workbench.models import demo\n"
+    script = (
+        "import tvm; from byoc_workbench.measure.compiler import compiled; from byoc_workbench.models import demo\n"
+    )
     script += "compiled.KEEP_S = 0; mod = demo.demo_module()\n"
     script += "for disabled in ([], ['StaticPlanBlockMemory']):\n"
     script += "    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled):\n"

@@ -3,6 +3,7 @@ sides meet. Checked on a small detector tail (boxes, the box filter, NMS, slices
 sides), by the placement's own record, by a check of the placed module, and by running it with both
 devices the CPU (the CPU twin: what the copies and retyped bindings compute, without a GPU)."""
 
+import collections
 import re
 
 import numpy as np
@@ -13,7 +14,7 @@ from tvm import relax
 
 from byoc_workbench import devices
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 
 
 def test_proposal_places_the_box_filter_nms_and_what_reads_only_them_on_the_cpu():
@@ -27,7 +28,8 @@ def test_proposal_places_the_box_filter_nms_and_what_reads_only_them_on_the_cpu(
 
 
 def test_placed_module_reads_every_tensor_where_its_op_runs():
-    placed = devices.place(Tail, {"kind": "cuda", "arch": "sm_90"})
+    """Tail's outputs both placed; test_devices_placement.py writes out the placed module of Tail less one."""
+    placed = devices.place(Tail, devices.propose(Tail), {"kind": "cuda", "arch": "sm_90"})
     assert [v.target.kind.name for v in placed.global_infos["vdevice"]] == ["cuda", "llvm"]
     assert devices.crossings(placed) == []
     tvm.ir.assert_structural_equal(placed, relax.transform.Normalize()(placed))
@@ -55,7 +57,7 @@ def test_a_gpu_build_allocates_each_tensor_on_its_own_device():
 
 
 def test_cpu_twin_computes_what_the_module_did():
-    twin = devices.place(Tail, "llvm", "llvm")
+    twin = devices.place(Tail, devices.propose(Tail), "llvm", "llvm")
     vm = relax.VirtualMachine(tvm.compile(twin, target="llvm"), [tvm.cpu(), tvm.cpu()])
     inputs = tail_inputs()
     got = execute.to_numpy(vm["main"](*[tvm.runtime.tensor(a) for a in inputs]))
@@ -65,9 +67,56 @@ def test_cpu_twin_computes_what_the_module_did():
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_profiled_gpu_build_is_placed_once(monkeypatch):
+    """timing.build places the module (its sites are the placed module's bindings) and hands execute the placed
+    module, which execute.compile would otherwise place again: one proposal, one rewrite, counted by spies on the
+    real functions. Compiled for CUDA (nvcc needs no GPU); without a GPU the VM cannot load the CUDA kernels, so
+    the build stops there, after its one placement (neither a CPU twin's devices nor CPU-only TVM load them)."""
+    from byoc_workbench import stages
+    from byoc_workbench.measure.compiler import cuda
+    from byoc_workbench.measure.time import timing
+
+    try:
+        cuda.find()
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    found = stages.run_stages(Tail, ())
+    calls = collections.Counter()
+
+    def spy(name):
+        real = getattr(devices, name)
+
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(devices, name, counted)
+
+    spy("propose")
+    spy("place")
+    if not tvm.cuda(0).exist:
+        with pytest.raises(RuntimeError, match="CUDA"):
+            timing.build(found, {"kind": "cuda", "arch": "sm_90"})
+        assert calls == {"propose": 1, "place": 1}
+        return
+    built = timing.build(found, "cuda")
+    assert calls == {"propose": 1, "place": 1}
+    assert "kept" in built.placement.on_cpu["main"]  # the build's own record: no caller proposes again
+    where = {s.name: s.device for s in built.sites.values() if s.kind == "kernel"}
+    assert where["main/counted"] == "cpu" and where["main/shifted"] == "gpu"
+
+
 def test_a_module_with_nothing_to_place_is_left_as_it_is(demo_mod):
-    assert not devices.propose(demo_mod)
-    assert devices.place(demo_mod, {"kind": "cuda", "arch": "sm_90"}) is demo_mod
+    placement = devices.propose(demo_mod)
+    assert not placement
+    assert devices.place(demo_mod, placement, {"kind": "cuda", "arch": "sm_90"}) is demo_mod
+
+
+def test_a_placement_places_only_the_module_it_was_proposed_for():
+    """The record names variables by their handles (names repeat): another module's are not these."""
+    copy = tvm.IRModule({"main": relax.utils.copy_with_new_vars(Tail["main"])})
+    with pytest.raises(WorkbenchError, match="^error: The placement was proposed for another module"):
+        devices.place(copy, devices.propose(Tail), "llvm", "llvm")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """One atomic write and one cache directory for the whole package (files.py)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -187,7 +189,7 @@ def test_a_staged_directory_keeps_links_among_its_files(tmp_path):
     "value, reads", [(None, True), ("", True), ("0", True), ("no", True), ("1", False), ("TRUE", False), ("yes", False)]
 )
 def test_no_cache_means_one_thing_to_every_cache(monkeypatch, tmp_path, value, reads):
-    from byoc_workbench.measure.build import compiled
+    from byoc_workbench.measure.compiler import compiled
     from byoc_workbench.measure.search.measure import Cache
 
     if value is None:
@@ -237,3 +239,21 @@ def test_stale_temporaries_in_the_cache_are_swept_and_only_there(tmp_path, monke
     files.write_atomic(builds / "entry.npz", b"y")
     files.write_atomic(mine / "out.json", b"{}")
     assert not stale.exists() and fresh.exists() and other.exists() and users.exists()
+
+
+def test_a_device_or_a_link_to_a_pipe_takes_a_result_as_the_docs_say(tmp_path):
+    """``--save-outputs /dev/null`` is written into, not refused (docs/cli.md), and a link to a pipe
+    (``/dev/stdout`` under ``| cat``) is written through, not resolved to a ``pipe:[...]`` name that is no path."""
+    import os
+
+    assert files.check_file("/dev/null", "--save-outputs") == Path("/dev/null")
+    files.put("/dev/null", b"gone")
+    assert Path("/dev/null").is_char_device()
+    read, write = os.pipe()
+    link = tmp_path / "stdout"
+    link.symlink_to(f"/proc/self/fd/{write}")
+    files.put(link, b"through the link")
+    os.close(write)
+    assert os.read(read, 100) == b"through the link"
+    with pytest.raises(files.WorkbenchError, match="is a device, not a directory"):
+        files.check_dir("/dev/null")

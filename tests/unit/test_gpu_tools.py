@@ -140,3 +140,9 @@ def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
             text=True,
         )
         assert done.returncode == 1 and done.stderr.startswith(f"error: --limit-mib {float(limit)} is not a size.")
+    for bad in (["--limit-mib", "0x10"], ["--nope"]):  # argparse's own refusals: one line too, not its usage
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "gpu_pack.py"), *bad], capture_output=True, text=True
+        )
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 1 and line.startswith("error: ") and "Fix: see" in line

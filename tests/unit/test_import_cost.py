@@ -8,7 +8,7 @@ from shared import python_output
 def test_the_workbench_imports_tvm_without_torch():
     pytest.importorskip("torch", reason="without the PyTorch extra there is no torch to leave out")
     out = python_output(
-        "import sys, byoc_workbench.session, byoc_workbench.measure.build.execute, tvm\n"
+        "import sys, byoc_workbench.session, byoc_workbench.measure.compiler.execute, tvm\n"
         "print('torch' in sys.modules, 'tvm.relax' in sys.modules)"
     )
     assert out.split() == ["False", "True"]

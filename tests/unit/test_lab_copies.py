@@ -46,8 +46,57 @@ def test_a_new_version_replaces_an_untouched_copy_and_keeps_an_edited_one(tmp_pa
     assert (lab / "b.ipynb").read_text() == '{"v": 2}'
     assert "saved by JupyterLab" in (lab / "a.ipynb").read_text()
     assert len(notes) == 1 and "a.ipynb" in notes[0] and "make lab-fresh" in notes[0]
+
+
+def test_fresh_keeps_each_edited_copy_beside_the_new_one_and_says_where(tmp_path):
+    """make lab-fresh replaced an attendee's edited copy with no backup and no line."""
+    source, lab = _notebooks(tmp_path)
+    lab_copies.sync(source, lab)
+    (lab / "a.ipynb").write_text('{"v": 1, "outputs": "saved by JupyterLab"}')
+    (source / "b.ipynb").write_text('{"v": 2}')  # b's copy is untouched: replaced, nothing to keep
+    [line] = lab_copies.sync(source, lab, fresh=True)
+    [kept] = lab.glob("a.*.bak.ipynb")
+    assert line == f"kept your edited {lab / 'a.ipynb'} as {kept}"
+    assert kept.read_text() == '{"v": 1, "outputs": "saved by JupyterLab"}'
+    assert [(lab / n).read_text() for n in ("a.ipynb", "b.ipynb")] == ['{"v": 1}', '{"v": 2}']
+    assert lab_copies.sync(source, lab, fresh=True) == [] and list(lab.glob("*.bak.ipynb")) == [kept]
+
+
+def test_a_copy_that_links_to_the_shipped_notebook_is_left_alone(tmp_path):
+    source, lab = _notebooks(tmp_path)
+    lab.mkdir()
+    (lab / "a.ipynb").symlink_to(source / "a.ipynb")
     assert lab_copies.sync(source, lab, fresh=True) == []
-    assert (lab / "a.ipynb").read_text() == '{"v": 2}'
+    assert (lab / "a.ipynb").is_symlink() and (source / "a.ipynb").read_text() == '{"v": 1}'
+
+
+def _refused(capsys, *argv) -> str:
+    assert lab_copies.main([str(a) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    [line] = err.splitlines()
+    assert out == "" and line.startswith("error: ") and ". Fix: " in line
+    return line
+
+
+@pytest.mark.parametrize("argv", [[], ["notebooks"], ["notebooks", "lab", "more"], ["notebooks", "lab", "--Fresh"]])
+def test_a_wrong_command_line_is_one_line(capsys, argv):
+    """0, 1 or 3 arguments, or a flag mistyped, were a ValueError unpacking them."""
+    assert "tools/lab_copies.py --help" in _refused(capsys, *argv)
+
+
+def test_folders_it_cannot_use_are_refused_before_anything_is_copied(tmp_path, capsys):
+    source, lab = _notebooks(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    (source / "link").symlink_to(source)
+    assert "does not exist" in _refused(capsys, tmp_path / "no-such", lab)  # it exited 0 having done nothing
+    assert "holds no notebook" in _refused(capsys, tmp_path, lab)
+    assert "is a file, not a directory" in _refused(capsys, source, afile)  # FileExistsError
+    assert "is a file, not a directory" in _refused(capsys, source, afile / "lab")
+    assert "itself" in _refused(capsys, source, source)  # shutil.SameFileError
+    assert "itself" in _refused(capsys, source, source / "link")
+    assert not lab.exists() and afile.read_text() == "mine"
+    assert sorted(p.name for p in source.iterdir()) == ["a.ipynb", "b.ipynb", "link"]
 
 
 def test_the_working_copies_are_ignored_by_git():

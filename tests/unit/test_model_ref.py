@@ -69,3 +69,23 @@ def test_a_command_that_takes_fewer_kinds_refuses_the_others_with_the_zoo_list()
         ModelRef.parse("mine.py", kinds=("demo", "zoo", "onnx", "torch"))
     with pytest.raises(WorkbenchError, match="Unknown model 'demo'"):
         ModelRef.parse("demo", kinds=("zoo",))
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [(5, "named by a string, got int"), ("", "name is empty"), (" \t", "name is empty"), (None, "A model is required")],
+)
+def test_what_names_no_model_at_all_is_refused_at_parse(bad, says):
+    with pytest.raises(WorkbenchError, match=says) as err:
+        ModelRef.parse(bad)
+    assert "\n" not in str(err.value) and "Fix: name one: demo, ssd" in str(err.value)
+
+
+def test_a_directory_is_said_to_be_one_whatever_kinds_the_command_takes(tmp_path):
+    for kinds in (("zoo",), ("zoo", "onnx", "torch"), ("demo", "zoo", "onnx", "torch", "file")):
+        with pytest.raises(WorkbenchError, match=f"{tmp_path} is a directory, not a model. Fix: name one"):
+            ModelRef.parse(str(tmp_path), kinds=kinds)
+
+
+def test_a_path_object_names_a_file_as_its_string_does(tmp_path):
+    assert ModelRef.parse(tmp_path / "m.onnx") == ModelRef(kind="onnx", path=str(tmp_path / "m.onnx"))

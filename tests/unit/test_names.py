@@ -1,8 +1,10 @@
 """A name means one thing in the package: no two modules share a basename outside ``cli/``, no module is
-imported under another name, and each of the questions below has one answer (STYLE.md, habits 13 and 16)."""
+imported under another name, no two modules define one public name (but for ``SAME_INTERFACE``), and each of
+the questions below has one answer (STYLE.md, habits 13 and 16)."""
 
 import ast
 import collections
+import fnmatch
 import functools
 import json
 from pathlib import Path
@@ -88,3 +90,99 @@ def test_each_name_that_meant_two_things_lives_in_one_module():
             if name in defined or path.stem == name.lower():
                 where[name].add(rel)
     assert not {name: sorted(paths) for name, paths in where.items() if len(paths) > 1}
+
+
+def _public_top_level(tree: ast.Module) -> set:
+    """The public names a module defines at its top: classes, functions and ALL_CAPS constants."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()}
+    return {n for n in names if not n.startswith("_")}
+
+
+# The names more than one module may define, each with the modules (globs under byoc_workbench/) that may:
+# a module outside them that defines one clashes like any other.
+SAME_INTERFACE = {
+    # Deliberately one interface, which each of these modules answers its own way.
+    "BACKEND": ("backends/*",),  # every built-in backend module's one record
+    "compile_subgraph": ("backends/*",),  # Backend.compile; the registry's tries them in turn
+    "Runner": ("backends/*",),  # the packed function a runtime backend registers
+    "whole_model": ("backends/*",),  # Backend.whole_model
+    "missing": ("backends/registry.py", "backends/tensorrt.py"),  # Backend.missing; the registry's asks it
+    "guard_rules": ("backends/onnx.py", "backends/pytorch.py"),  # Backend.guard
+    "EMITTERS": ("backends/c.py", "backends/teaching.py"),  # a codegen's table of emitters
+    "conv2d": ("backends/c.py", "backends/teaching.py", "backends/kernels.py"),  # emitters, and the kernel
+    "permute_dims": ("backends/c.py", "backends/teaching.py"),
+    "CONVERTERS": ("backends/onnx_ops.py", "backends/pytorch_ops.py", "frontends/mxnet.py"),  # converter tables
+    "SUPPORTED_OPS": ("backends/onnx_ops.py", "backends/pytorch_ops.py", "backends/teaching.py"),
+    "unsupported": ("backends/onnx_ops.py", "backends/pytorch_ops.py", "frontends/mxnet_common.py"),
+    "binary": ("backends/c.py", "frontends/mxnet_tensor.py"),  # a table's factory for a family of ops
+    "unary": ("backends/c.py", "frontends/mxnet_tensor.py"),
+    "assemble": ("backends/c_source.py", "backends/numpy_source.py"),  # a codegen's source assembled and tried
+    "trial": ("backends/c_source.py", "backends/numpy_source.py"),
+    "FIX": (
+        "backends/onnx.py",
+        "backends/openvino.py",
+        "backends/pytorch.py",
+        "measure/compiler/cuda.py",
+    ),  # a module's
+    "INSTALL_FIX": ("frontends/*.py", "measure/cluster.py"),  # one fix line
+    "main": ("cli/__init__.py", "doctor.py", "export.py"),  # an entry module's
+    # TODO(issue 49): one name, two meanings. Rename until each means one thing, then take it off this list.
+    "CHECKS": ("backends/legal.py", "backends/onnx_ops.py", "backends/pytorch_ops.py", "doctor.py"),  # doctor's
+    "PRECISIONS": ("backends/openvino.py", "backends/pytorch.py", "cli/args.py"),
+    "load": ("backends/*_source.py", "frontends/onnx_import.py", "measure/time/kept.py", "subjects.py"),
+    "FAMILIES": ("models/support.py", "widgets/rule_panel.py"),
+    "FORMAT": ("measure/compiler/compiled.py", "models/shipped.py"),
+    "Graph": ("backends/onnx.py", "draw/graph.py"),
+    "Measured": ("cli/timing.py", "measure/search/measure.py"),
+    "Node": ("draw/graph.py", "frontends/mxnet.py"),
+    "Options": ("measure/bench/bench.py", "measure/search/core.py"),
+    "ROUNDS": ("measure/search/finals.py", "measure/search/learn.py"),
+    "TASKS": ("models/support.py", "models/weights.py"),
+    "binding_names": ("frontends/naming.py", "measure/time/timing.py"),
+    "build": ("backends/c_source.py", "measure/compiler/execute.py", "measure/time/timing.py", "models/support.py"),
+    "check": ("backends/tensorrt.py", "draw/renderers.py", "models/support.py"),
+    "choices": ("backends/registry.py", "widgets/search.py"),
+    "compare": ("frontends/mxnet_tensor.py", "measure/check/numerics.py"),
+    "differs": ("measure/search/paths.py", "measure/search/reduced.py"),
+    "digest": ("measure/search/measure.py", "models/shipped.py"),
+    "drawn": ("measure/search/placement.py", "models/seeded.py"),
+    "input_shape": ("cli/args.py", "models/support.py"),
+    "is_static": ("frontends/onnx_shapes.py", "ir_types.py"),
+    "named": ("backends/lowering.py", "draw/detections.py"),
+    "op_name": ("backends/emit.py", "ir.py"),
+    "own_target": ("backends/onnx.py", "measure/bench/builds.py"),
+    "prefetch": ("measure/search/tasks.py", "models/weights.py"),
+    "read": ("export.py", "models/shipped.py"),
+    "reads": ("files.py", "ir.py"),
+    "report": ("draw/latency.py", "measure/search/tasks.py"),
+    "run": ("measure/bench/byom.py", "measure/compiler/execute.py", "workflow.py"),
+    "scalar": ("backends/legal.py", "frontends/mxnet_common.py"),
+    "seconds": ("cli/args.py", "text.py"),
+    "stages_text": ("flow/summary.py", "measure/bench/byom.py"),
+    "summary": ("backends/onnx.py", "models/support.py"),
+    "table_html": ("draw/counts.py", "draw/detections.py", "draw/placements.py"),
+    "to_dot": ("draw/latency.py", "draw/render.py"),
+    "walk": ("ir.py", "models/support.py"),
+    "write": ("draw/render.py", "models/shipped.py"),
+}
+
+
+def test_no_two_modules_define_one_public_name():
+    where = collections.defaultdict(list)
+    for path, tree in _modules().items():
+        for name in _public_top_level(tree):
+            where[name].append(path.relative_to(PACKAGE).as_posix())
+    allowed = {name: SAME_INTERFACE.get(name, ()) for name in where}
+    clashes = {
+        name: paths
+        for name, paths in where.items()
+        if len(paths) > 1 and not all(any(fnmatch.fnmatch(p, glob) for glob in allowed[name]) for p in paths)
+    }
+    assert not clashes
+    assert not {name for name in SAME_INTERFACE if len(where.get(name, ())) < 2}, "allowed, yet defined once"

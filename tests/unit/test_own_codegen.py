@@ -15,7 +15,7 @@ from byoc_workbench.backends import base, codegen, registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
 from byoc_workbench.measure.bench import builds
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,7 +268,7 @@ def test_a_registry_is_a_value(fresh_registry, demo_mod, byoc):
     other = registry.Registry.builtin()
     assert "mine" not in other.backends and "mine" not in other.targets
     fresh_registry.reset()
-    assert tuple(fresh_registry.backends) == base.BUILTIN and list(fresh_registry.targets) == [
+    assert tuple(fresh_registry.backends) == base.BUILTIN_NAMES and list(fresh_registry.targets) == [
         "byoc-target",
         "tensorrt",
         "onnxruntime",  # the runtimes' own targets
@@ -306,3 +306,16 @@ def test_a_released_build_takes_its_symbols_with_it(fresh_registry, demo_mod, by
     assert registered(again.symbol)
     again.release()
     assert not registered(again.symbol)
+
+
+def test_an_emit_key_that_names_no_op_or_composite_is_one_line(fresh_registry):
+    relu = codegen.register_codegen("chip", emit={"relu": str}, registry=fresh_registry).emit["relax.nn.relu"]
+    with pytest.raises(WorkbenchError, match=r"emit key 'relux' names no Relax op .* did you mean relu") as err:
+        codegen.register_codegen("chipU", emit={"relux": relu}, language="c", registry=fresh_registry)
+    assert "\n" not in str(err.value) and "chipU" not in fresh_registry.backends
+    for composite in ("conv2d_bias_relu", "byoc-target.conv2d_bias_relu", "tensorrt.nn.conv2d"):
+        codegen.register_codegen("chipU", emit={composite: relu}, registry=fresh_registry)
+    own = [rules.pattern_rule("chipU", "twice", is_op("relax.add")(wildcard(), wildcard()))]
+    codegen.register_codegen("chipU", emit={"twice": relu}, rules=own, registry=fresh_registry)
+    with pytest.raises(WorkbenchError, match="emit key 'relax.relux'"):
+        codegen.register_codegen("chipU", emit={"relax.relux": relu}, registry=fresh_registry)

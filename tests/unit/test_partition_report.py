@@ -1,5 +1,8 @@
 """The partitioning report names, beside each op the host keeps, the other targets that could take it."""
 
+import pytest
+
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
@@ -22,3 +25,11 @@ def test_the_targets_it_names_are_the_ones_given():
     report = Workbench(demo.demo_module(), "tensorrt").report(targets=only)
     less = next(r for r in report.ops if r["op"] == "relax.less")
     assert less["others"] == [] and "no other target could" in report.text()
+
+
+def test_targets_that_are_not_a_table_are_one_line():
+    wb = Workbench(demo.demo_module(), "byoc-target")
+    for bad in ("x", ["tensorrt"], 5):
+        with pytest.raises(WorkbenchError, match="targets must be a rules.Targets table") as err:
+            wb.report(targets=bad)
+        assert "\n" not in str(err.value) and type(bad).__name__ in str(err.value)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from byoc_workbench import stages
 from byoc_workbench.flow.partition import flatten_subgraphs
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 
 

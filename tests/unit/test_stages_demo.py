@@ -6,8 +6,9 @@ import pytest
 
 from byoc_workbench import ir, stages
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.flow import summary
+from byoc_workbench.flow import prune, summary
 from byoc_workbench.flow.rules import select
+from byoc_workbench.session import Workbench
 
 CONV_BIAS_RELU = ["relax.nn.conv2d", "relax.expand_dims", "relax.add", "relax.nn.relu"]
 
@@ -138,3 +139,17 @@ def test_the_stage_printout_shows_every_note_broken_between_words(demo_mod, byoc
     found[5].notes[:] = [f"note {k}" for k in range(12)]
     assert "… and 4 more notes" in summary.stages_text(found)
     assert "note" not in summary.stages_text(found, notes=False).replace("notes", "")
+
+
+def test_a_prune_rule_factory_not_called_is_told_to_call_it(demo_mod):
+    with pytest.raises(WorkbenchError, match=r"Fix: call it: prune_rule=no_mac\(\)") as err:
+        Workbench(demo_mod, "byoc-target", prune_rule=stages.no_mac)
+    assert "\n" not in str(err.value) and "``" not in str(err.value) and "default prune rule" not in str(err.value)
+    with pytest.raises(WorkbenchError, match=r"<lambda> cannot take \(name, ops\)"):
+        Workbench(demo_mod, "byoc-target", prune_rule=lambda ops: None)
+
+
+def test_prune_rules_are_named_by_their_names():
+    assert prune.rule_name(stages.no_mac(2)) == "no_mac(min_mac_ops=2)"
+    assert prune.rule_name(stages.keep_all) == "keep_all"
+    assert prune.rule_name(stages.no_mac) == "no_mac"

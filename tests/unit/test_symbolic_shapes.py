@@ -21,7 +21,7 @@ from byoc_workbench import cli, stages, subjects
 from byoc_workbench.backends import onnx, registry, tensorrt
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench

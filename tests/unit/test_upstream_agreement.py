@@ -11,7 +11,7 @@ from tvm import relax
 from byoc_workbench import ir, stages
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import op_rule
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 
 
 def ours(mod, rules):

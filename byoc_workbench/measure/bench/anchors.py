@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from byoc_workbench.backends import onnxruntime, openvino
+from byoc_workbench.backends import registry
 from byoc_workbench.errors import WorkbenchError, first_line
 from byoc_workbench.frontends import gluon, onnx_import
 from byoc_workbench.measure.time import clock
@@ -32,7 +32,8 @@ from byoc_workbench.models import shipped, zoo
 logger = logging.getLogger(__name__)
 
 CLASS_AGNOSTIC = "MXNet's ONNX exporter makes box_nms class-agnostic: its detections differ from TVM's by design"
-WHOLE_MODEL = ("onnxruntime", "openvino")  # the backends that run a whole ONNX file as an anchor
+# The backends that run a whole ONNX file as an anchor: those whose record has a whole-model runner.
+WHOLE_MODEL = tuple(b.name for b in registry.BUILTIN if b.whole_model is not None)
 
 
 class Timed(NamedTuple):
@@ -105,14 +106,13 @@ def whole_model_runs(path, inputs, backends=WHOLE_MODEL):
     export, and ONNX Runtime folds the same arithmetic itself anyway. A backend
     that is not installed, or that rejects the file, is skipped with its one-line reason.
     """
-    makers = {"onnxruntime": onnxruntime.whole_model, "openvino": openvino.whole_model}
     runs, skipped = {}, {}
     with tempfile.TemporaryDirectory(prefix="byoc-anchor-") as tmp:
         folded = _static(path, inputs, Path(tmp) / Path(path).name)
         for backend in backends:
             label = f"{backend}_whole_model"
             try:
-                run = makers[backend](folded)
+                run = registry.DEFAULT.backends[backend].whole_model(folded)
             except WorkbenchError as err:
                 skipped[label] = err.line
                 continue
@@ -129,7 +129,9 @@ def whole_model_anchors(
         return Anchors(*_timed(runs, repeat, f" on {Path(path).name}", progress, max_seconds), skipped)
 
 
-RAN_ON = {"onnxruntime": "onnxruntime (CPU)", "openvino": "openvino (CPU, f32)"}  # a whole model's runtime, as said
+def _ran_on(backend: str) -> str:
+    """Where ``backend``'s whole-model anchor runs, as its record says it: ``openvino (CPU, f32)``."""
+    return registry.DEFAULT.backends[backend].ran_on
 
 
 def _timed(runs: dict, repeat: int, where: str, progress: bool = True, max_seconds: float | None = None) -> tuple:
@@ -144,7 +146,7 @@ def _timed(runs: dict, repeat: int, where: str, progress: bool = True, max_secon
 
         backend = label.removesuffix("_whole_model")
         lat = clock.measure(once, repeat, 2, f"run {backend} whole model", progress, max_seconds)
-        entries[label] = lat.to_json() | {"ran_on": RAN_ON[backend] + where}
+        entries[label] = lat.to_json() | {"ran_on": _ran_on(backend) + where}
         outputs[label] = out[0]
     return entries, outputs
 
@@ -205,7 +207,7 @@ def zoo_anchors(
         also = opened.skipped
     skipped.update(also)
     for label, entry in found.items():
-        entries[label] = entry | {"ran_on": f"{RAN_ON[label.removesuffix('_whole_model')]}, MXNet's ONNX export"}
+        entries[label] = entry | {"ran_on": f"{_ran_on(label.removesuffix('_whole_model'))}, MXNet's ONNX export"}
         if loaded.spec.kind == "detection":
             entries[label]["note"] = CLASS_AGNOSTIC
         outputs[label] = more[label]
@@ -215,7 +217,7 @@ def zoo_anchors(
 def own_anchors(model, repeat: int, progress: bool = True, max_seconds: float | None = None) -> Anchors:
     """:class:`Anchors` of your own model
     (:class:`~byoc_workbench.frontends.own.OwnModel`): the runtimes on its ONNX file, or eager PyTorch."""
-    if model.kind == "onnx":
+    if model.path is not None:  # an ONNX file's
         return whole_model_anchors(model.path, model.inputs, repeat, progress, max_seconds)
     out: list = [None]
 
@@ -230,9 +232,9 @@ def subject_anchors(subject, repeat: int, opened: Runs) -> Anchors:
     """:class:`Anchors`: the whole-model anchors of a :class:`~byoc_workbench.subjects.Subject` whose
     :attr:`source` is a zoo model or an ONNX file, timed on ``opened`` (what :func:`subject_runs` yielded,
     which the search's finals time again)."""
-    if isinstance(subject.source, (str, os.PathLike)):
-        return Anchors(*_timed(opened.runs, repeat, f" on {Path(subject.source).name}", False), opened.skipped)
-    return zoo_anchors(subject.source.model, subject.inputs[0], repeat, False, opened=opened)
+    if subject.onnx_file is not None:
+        return Anchors(*_timed(opened.runs, repeat, f" on {subject.onnx_file.name}", False), opened.skipped)
+    return zoo_anchors(subject.loaded, subject.inputs[0], repeat, False, opened=opened)
 
 
 @contextlib.contextmanager
@@ -240,11 +242,11 @@ def subject_runs(subject):
     """Yields :class:`Runs` (``{label: run}``, ``{label: why skipped}``): the whole-model runtimes of a
     :class:`~byoc_workbench.subjects.Subject`, ready to run (a zoo model on MXNet's own ONNX export,
     an ONNX file as it is), for the search to time beside its finalists, round after round."""
-    if isinstance(subject.source, (str, os.PathLike)):
-        with whole_model_runs(subject.source, subject.inputs) as found:
+    if subject.onnx_file is not None:
+        with whole_model_runs(subject.onnx_file, subject.inputs) as found:
             yield found
         return
-    loaded, x = subject.source.model, subject.inputs[0]
+    loaded, x = subject.loaded, subject.inputs[0]
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = export_onnx(loaded, x.shape, Path(tmp) / f"{loaded.name}.onnx")

@@ -71,18 +71,18 @@ LAYOUT = (
     "speedup_vs_tvm",
     "outputs_match",  # label -> whether its outputs are the reference's
     "differences",  # label -> what differs, one line each
-    "detections_equal",  # label -> "found/rows" of the reference's detections (detectors only)
+    "detections",  # label -> how many of the reference's detections it holds (compare.found; detectors only)
     "weights",
     "weights_label",
     "machine",
     "notes",
     "skipped",  # label -> why it could not run
-    "targets",  # the first offloaded build against TARGETS
+    "targets",  # the first offloaded build against SPEED_GOALS
     "where_time_goes",  # label -> its slowest VM calls (with where=True)
     "warnings",  # outputs that are not finite
 )
 # The bar this project set for the SSD's offloaded build on a CPU.
-TARGETS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
+SPEED_GOALS = {"vs_tvm_at_least": 50.0, "vs_ort_whole_model_within": 1.3}
 # Seconds a build's rounds may take: TVM alone on the SSD (45 s a run) stays apart. ``max_seconds`` only
 # tightens it: the CLI's default (600 s) would let ten rounds of it in.
 ROUNDS_BUDGET_S = 30.0
@@ -110,11 +110,9 @@ def _subject(model, weights=None, image=None) -> Subject:
     zoo model's with ``weights`` and ``image`` unless it names its own), or a workbench holding your own model."""
     if isinstance(model, (str, dict, ModelRef)):
         ref = _ref(model)
-        if ref.kind == "file":
+        if not ref.model.benched:
             raise WorkbenchError(f"bench takes no {ref.kind} model", "bench demo, a zoo model, a .onnx file or --torch")
-        if ref.kind == "zoo":
-            ref = dataclasses.replace(ref, weights=ref.weights or weights, image=ref.image or image)
-        subject = load(ref)
+        subject = load(ref.model.with_picture(weights, image))
     else:
         byom.own_model(model)  # a one-line error for a workbench that holds no imported model
         subject = of_own(model)
@@ -150,7 +148,7 @@ def bench_model(
     ``options`` are :class:`Options`' fields.
     Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
-    the first offloading backend against :data:`TARGETS`; with ``where``,
+    the first offloading backend against :data:`SPEED_GOALS`; with ``where``,
     ``where_time_goes`` holds each offloaded build's time per VM call
     (:func:`byoc_workbench.measure.time.timing.where_time_goes`); ``warnings`` name
     outputs that are not finite (:func:`byoc_workbench.models.meaning.nonfinite_warning`).
@@ -171,7 +169,7 @@ def bench_model(
     own = what.workbench.model
     expected = own.reference(own.inputs) if own else None  # None: TVM alone's
     differ = functools.partial(differ_outputs, detection=what.detection)
-    _compare(result, found, expected, differ_predictions if _loaded(what) else differ)
+    _compare(result, found, expected, differ_predictions if what.loaded else differ)
     if result["outputs_match"]:  # said only where a check ran: without tvm among the backends, none does
         result["notes"].append(f"outputs checked against {result['reference']}")
     else:
@@ -229,20 +227,15 @@ def _ref(model) -> ModelRef:
     return ModelRef.from_json(model if isinstance(model, dict) else {"kind": "zoo", "model": model})
 
 
-def _loaded(what: Subject):
-    """A zoo model's :class:`~byoc_workbench.models.zoo.LoadedModel`; None for the demo or your own model."""
-    return getattr(what.source, "model", None)
-
-
 def _judge(what: Subject, outputs, ran: str):
     """What is compared: a zoo model's prediction (:mod:`byoc_workbench.models.meaning`), or the outputs."""
-    loaded = _loaded(what)
+    loaded = what.loaded
     return meaning.prediction(what.task, outputs, loaded, ran) if loaded else outputs
 
 
 def _layout(what: Subject) -> dict:
     """An empty result: every key of :data:`LAYOUT`, in its order."""
-    loaded, own = _loaded(what), what.workbench.model
+    loaded, own = what.loaded, what.workbench.model
     weights = ("trained" if loaded.is_trained else "untrained") if loaded else "as in the model"
     return {
         "model": what.name,
@@ -255,7 +248,7 @@ def _layout(what: Subject) -> dict:
         "speedup_vs_tvm": {},
         "outputs_match": {},
         "differences": {},
-        "detections_equal": {},
+        "detections": {},
         "weights": weights,
         "weights_label": loaded.weights_label if loaded else (what.mark or "weights as in the model") if own else "",
         "machine": machine(),
@@ -326,7 +319,7 @@ def _run(what: Subject, backend: str, prune: bool, label: str, opts: Options, pr
 def _time_anchors(what: Subject, result: dict, found: dict, opts: Options, progress: bool) -> None:
     """The whole-model anchors timed into ``result``, their outputs judged into ``found``: a zoo model's
     MXNet block and ONNX export, your own model's framework; the demo has none to run it whole."""
-    loaded, own = _loaded(what), what.workbench.model
+    loaded, own = what.loaded, what.workbench.model
     if loaded:
         entries, outputs, skipped = zoo_anchors(loaded, what.inputs[0], opts.repeat, progress, opts.max_seconds)
     elif own:
@@ -342,33 +335,33 @@ def _time_anchors(what: Subject, result: dict, found: dict, opts: Options, progr
 
 
 class Differences(NamedTuple):
-    """What differs between two outputs, one line each, and for a detector ``"found/rows"`` (else None)."""
+    """What differs between two outputs, one line each, and for a detector how many of the reference's
+    detections the other holds (:func:`byoc_workbench.measure.check.compare.found`; else None)."""
 
     lines: list[str]
-    detections: str | None
+    detections: dict | None
 
 
 def differ_predictions(ref, got) -> Differences:
     """:class:`Differences` (``lines``, ``detections``): what differs between two predictions of a zoo model's task
     (:func:`byoc_workbench.measure.check.compare.differences`), and for a detector how many of
-    ``ref``'s detections ``got`` holds, as ``"found/rows"`` (else None)."""
+    ``ref``'s detections ``got`` holds (:func:`byoc_workbench.measure.check.compare.found`; else None)."""
     lines = compare.differences(ref, got)
     if (getattr(ref, "task", "") or "detection") != "detection":
         return Differences(lines, None)
     rows = len(np.asarray(ref["ids"])[0])
-    return Differences(lines, f"{rows - len(compare.unmatched(ref, got))}/{rows}")
+    return Differences(lines, compare.found(rows, len(compare.unmatched(ref, got))))
 
 
 def differ_outputs(ref, got, detection: bool = False) -> Differences:
     """:class:`Differences` as :func:`differ_predictions`, for raw outputs against the reference's
     (:func:`byoc_workbench.measure.check.compare.check_outputs`): each output over the tolerance, or the detections."""
     check = compare.check_outputs(ref, got, detection=detection)
-    found = check.get("detections_found")
+    found = check.get("detections")
     if check["equal"]:
         return Differences([], found)
     if detection:
-        k, rows = found.split("/")
-        return Differences([f"detections: {k} of {rows} found"], found)
+        return Differences([f"detections: {compare.found_text(found)} found"], found)
     tol = check["tolerance"]
     over = [r for r in check["outputs"] if not r["max_rel"] <= tol]
     return Differences(
@@ -390,12 +383,12 @@ def _compare(result: dict, found: dict, expected=None, differ: Callable = differ
         result["outputs_match"][label] = not lines
         result["differences"][label] = lines
         if detections is not None:
-            result["detections_equal"][label] = detections
+            result["detections"][label] = detections
     result["targets"] = targets(result)
 
 
 def targets(result: dict) -> dict[str, Any]:
-    """The first offloaded (pruned) build against :data:`TARGETS`; empty when none ran."""
+    """The first offloaded (pruned) build against :data:`SPEED_GOALS`; empty when none ran."""
     timed = {**result["backends"], **result["anchors"]}
     offloaded = next((k for k in result["backends"] if k != "tvm" and not k.endswith("_unpruned")), None)
     if offloaded is None:
@@ -403,15 +396,15 @@ def targets(result: dict) -> dict[str, Any]:
     t = result["backends"][offloaded]["median_s"]
     found = {"backend": offloaded}
     if "tvm" in timed:
-        found[f"at_least_{TARGETS['vs_tvm_at_least']:g}x_faster_than_tvm"] = (
-            timed["tvm"]["median_s"] / t >= TARGETS["vs_tvm_at_least"]
+        found[f"at_least_{SPEED_GOALS['vs_tvm_at_least']:g}x_faster_than_tvm"] = (
+            timed["tvm"]["median_s"] / t >= SPEED_GOALS["vs_tvm_at_least"]
         )
     if "mxnet" in timed:
         found["faster_than_mxnet"] = t < timed["mxnet"]["median_s"]
     if "onnxruntime_whole_model" in timed:
         ratio = t / timed["onnxruntime_whole_model"]["median_s"]
         found["vs_onnxruntime_whole_model"] = ratio
-        found[f"within_{TARGETS['vs_ort_whole_model_within']:g}x_of_onnxruntime_whole_model"] = (
-            ratio <= TARGETS["vs_ort_whole_model_within"]
+        found[f"within_{SPEED_GOALS['vs_ort_whole_model_within']:g}x_of_onnxruntime_whole_model"] = (
+            ratio <= SPEED_GOALS["vs_ort_whole_model_within"]
         )
     return found

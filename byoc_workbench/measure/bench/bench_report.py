@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from byoc_workbench import text
 from byoc_workbench.measure.bench.anchors import CLASS_AGNOSTIC
+from byoc_workbench.measure.check.compare import found_text
 
 
 def report_text(result: dict) -> str:
@@ -19,8 +20,11 @@ def report_text(result: dict) -> str:
     for group in ("backends", "anchors"):
         for label, e in result[group].items():
             speed = result["speedup_vs_tvm"].get(label)
-            same = result["detections_equal"].get(label) or {True: "equal", False: "DIFFERENT"}.get(
-                result["outputs_match"].get(label), ""
+            detections = result["detections"].get(label)
+            same = (
+                found_text(detections)
+                if detections
+                else {True: "equal", False: "DIFFERENT"}.get(result["outputs_match"].get(label), "")
             )
             if e.get("note") == CLASS_AGNOSTIC and same:
                 same += " (class-agnostic NMS)"
@@ -33,7 +37,7 @@ def report_text(result: dict) -> str:
             ran = e["ran_on"]
             lines.append(row + ran if len(row + ran) <= text.WIDTH else f"{row.rstrip()}\n    ran on {ran}")
     lines += [f"skipped {k}: {why}" for k, why in result["skipped"].items()]
-    differ = {k: v for k, v in result["differences"].items() if v and k not in result["detections_equal"]}
+    differ = {k: v for k, v in result["differences"].items() if v and k not in result["detections"]}
     lines += [f"{label} differs from {result['reference']}: {d}" for label, ds in differ.items() for d in ds]
     for label, w in result["where_time_goes"].items():
         kinds = ", ".join(f"{k} {text.seconds(v)}" for k, v in w["by_kind"].items())

@@ -11,7 +11,7 @@ import dataclasses
 from typing import NamedTuple
 
 from byoc_workbench import stages, subjects
-from byoc_workbench.backends.registry import DEFAULT, OWN_TARGETS
+from byoc_workbench.backends.registry import DEFAULT
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.time import timing
@@ -32,18 +32,19 @@ def ready(ref: subjects.ModelRef, backend: str | None = None, prune: bool = True
     demo is partitioned with the rules of the backend's own target when it has one (a codegen registered with
     rules). ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
     own = own_target(backend)
-    if own and ref.kind == "demo":
+    if own and ref.model.partitioned_by_backend:
         ref = dataclasses.replace(ref, target=own.name)
     subject = subjects.load(ref)
-    backend = backend or (None if ref.kind == "demo" else "onnxruntime")
+    backend = backend or ref.model.default_backend
     found = byom.offloaded(subject.workbench, backend, prune, options)
     return Ready(timing.build(found, mark=subject.mark), subject.inputs)
 
 
 def own_target(backend: str | None):
     """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
-    native = getattr(DEFAULT.backends.get(backend or ""), "native", None)
-    own = native and native not in OWN_TARGETS  # the ONNX runtimes' own targets claim every op they convert
+    chosen = DEFAULT.backends.get(backend or "")
+    native = getattr(chosen, "native", None)
+    own = native and chosen.own_target is None  # a runtime's own target (every op it runs) partitions no demo
     name = next((n for n in rules.TARGETS if own and rules.codegen_name(n) == native), None)
     return rules.get_target(name) if name else None
 

@@ -24,9 +24,10 @@ from typing import Any
 from byoc_workbench import stages, text
 from byoc_workbench.backends.onnx import translate
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.check.compare import check_outputs
+from byoc_workbench.measure.check.compare import check_outputs, found_text
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
+from byoc_workbench.session import Workbench
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,11 @@ logger = logging.getLogger(__name__)
 
 def own_model(wb):
     """The :class:`~byoc_workbench.frontends.own.OwnModel` a workbench holds, or a one-line error."""
+    if not isinstance(wb, Workbench):
+        raise WorkbenchError(
+            f"Expected a Workbench holding your model, got {type(wb).__name__}",
+            "pass what Workbench.from_onnx(path) or Workbench.from_torch(module, example_inputs) gave",
+        )
     if wb.model is None:
         raise WorkbenchError(
             "This workbench holds no imported model (no example inputs, no reference)",
@@ -83,7 +89,7 @@ def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = F
 def run_text(result: dict) -> str:
     c = result["check"]
     verdict = "equal" if c["equal"] else "DIFFERENT"
-    found = f", detections {c['detections_found']}" if "detections_found" in c else ""
+    found = f", detections found {found_text(c['detections'])}" if "detections" in c else ""
     return "\n".join(
         [
             f"{result['model']} on {result['ran_on']} ({result['weights']}): build {text.seconds(result['build_s'])},"

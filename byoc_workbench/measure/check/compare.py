@@ -144,11 +144,21 @@ def as_list(outputs) -> list:
     return [np.asarray(outputs)]
 
 
+def found(rows: int, missed: int) -> dict[str, int]:
+    """How many of the reference's ``rows`` detections a run holds, as JSON: ``{"found": k, "of": rows}``."""
+    return {"found": rows - missed, "of": rows}
+
+
+def found_text(detections: dict) -> str:
+    """A :func:`found` record in words: ``"98 of 100"``."""
+    return f"{detections['found']} of {detections['of']}"
+
+
 def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = False) -> dict[str, Any]:
     """Each output of ``got`` against ``ref`` (see :data:`TOLERANCE`); detections are matched as sets.
 
     Plain JSON (a search's measurements keep it on disk): ``outputs`` (one row each), ``max_abs``,
-    ``max_rel``, ``tolerance``, ``equal``, and for a detector ``detections_found`` (``"found/rows"``)."""
+    ``max_rel``, ``tolerance``, ``equal``, and for a detector ``detections`` (:func:`found`)."""
     ref, got = as_list(ref), as_list(got)
     if len(ref) != len(got):
         raise WorkbenchError(
@@ -167,7 +177,7 @@ def check_outputs(ref, got, tolerance: float = TOLERANCE, detection: bool = Fals
     }
     if detection:
         out["equal"] = bool(same_detections(ref[:3], got[:3]))
-        out["detections_found"] = f"{len(ref[0][0]) - len(unmatched(ref[:3], got[:3]))}/{len(ref[0][0])}"
+        out["detections"] = found(len(ref[0][0]), len(unmatched(ref[:3], got[:3])))
     else:
         out["equal"] = out["max_rel"] <= tolerance
     return out

@@ -20,14 +20,16 @@ import tvm
 
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.partition import flatten_subgraphs
-from byoc_workbench.measure.build import compiled, execute
 from byoc_workbench.measure.check.compare import output_error
+from byoc_workbench.measure.compiler import compiled, execute
 from byoc_workbench.measure.time import kept, timing
 from byoc_workbench.measure.time.recorder import Recorder
 
 
 @dataclasses.dataclass
-class OutputError:
+class OutputDrift:
+    """How far one output of a subgraph drifted from TVM alone's, at the worst call."""
+
     index: int
     shape: tuple
     max_abs: float
@@ -42,7 +44,7 @@ class SubgraphCheck:
     target: str
     backend: str
     calls: int
-    outputs: list  # OutputError per output
+    outputs: list  # OutputDrift per output
     tolerance: float
     detail: str = ""  # how the backend ran it, e.g. "CPU, bf16": precision is part of a placement
 
@@ -141,7 +143,7 @@ def compare(
                 max_abs, max_rel = output_error(got, want)
                 old = errors.get(k)
                 if old is None or (max_rel, max_abs) > (old.max_rel, old.max_abs):
-                    errors[k] = OutputError(k, tuple(got.shape), max_abs, max_rel)
+                    errors[k] = OutputDrift(k, tuple(got.shape), max_abs, max_rel)
         outputs = [errors[k] for k in sorted(errors)]
         calls = len(seen.get(name, []))
         rows.append(SubgraphCheck(name, site.target, site.backend, calls, outputs, tolerance, site.detail))

@@ -40,6 +40,7 @@ from byoc_workbench import ir
 from byoc_workbench.backends import openvino, registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.prune import no_mac, rule_name
+from byoc_workbench.measure.check.compare import found_text
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
 from byoc_workbench.measure.search.finals import anchors_and_finals
@@ -71,7 +72,7 @@ def check_backends(backends) -> tuple[str, ...]:
         registry.check_backend(b)
         why = registry.missing(b)
         if why:  # its placements would be TVM's, named after it
-            raise WorkbenchError(f"{b} cannot run here: {why}", f"leave {b} out of --backends")
+            raise WorkbenchError(f"{b} cannot run here: {why.cause}", f"leave {b} out of --backends, or {why.fix}")
     if not [b for b in names if b != TVM]:
         raise WorkbenchError(
             f"search needs a backend that offloads, got {', '.join(names) or 'none'}",
@@ -172,10 +173,11 @@ def _placeable(plan: Plan, subject) -> Plan:
 def _check(backends, opts: Options) -> tuple:
     """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
     backends = check_backends(backends)
-    if openvino.check_precision(opts.precision) != "f32" and not set(reduced.REDUCED) & set(backends):
+    if openvino.check_precision(opts.precision) != "f32" and not registry.take_precision(backends):
+        takes = registry.take_precision(registry.choices())
+        whose = " and ".join(f"{registry.pretty(b)}'s" for b in takes)
         raise WorkbenchError(
-            f"precision {opts.precision} is OpenVINO's and torch's; neither is among the backends",
-            "add openvino or torch",
+            f"precision {opts.precision} is {whose}; none is among the backends", f"add {' or '.join(takes)}"
         )
     if opts.runs < 1 or opts.seams < 0 or opts.top < 1:
         got = f"{opts.runs}, {opts.seams}, {opts.top}"
@@ -342,8 +344,8 @@ def _refused(m: Measured) -> str:
 def _why_not_equal(check: dict | None) -> str:
     if check is None:
         return "not checked"
-    if "detections_found" in check:
-        return f"detections differ from TVM alone's ({check['detections_found']} found)"
+    if "detections" in check:
+        return f"detections differ from TVM alone's ({found_text(check['detections'])} found)"
     return f"outputs differ from TVM alone's: max relative error {check['max_rel']:.2e} over {check['tolerance']:g}"
 
 

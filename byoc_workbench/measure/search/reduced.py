@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from byoc_workbench.backends import registry
+
 VARIANTS = 3  # the fastest measured placements with a segment on such a backend, each built again at the precision
-REDUCED = ("openvino", "torch")  # the backends that take a precision (the others run f32 whatever it says)
 
 
 def variants(session, rows: list, precision: str, n: int | None = None) -> list:
@@ -22,7 +23,7 @@ def variants(session, rows: list, precision: str, n: int | None = None) -> list:
     OpenVINO or torch and gave TVM alone's outputs, a new row for the same placement with those at
     ``precision``, and its end-to-end measurement (no prediction: every segment's cost was measured at f32)."""
     n = VARIANTS if n is None else n
-    on_ov = [r for r in rows if r.measured_s and r.equal and set(REDUCED) & set(r.assign.values())]
+    on_ov = [r for r in rows if r.measured_s and r.equal and registry.take_precision(r.assign.values())]
     picked: list = []
     for r in sorted(on_ov, key=lambda r: r.measured_s):
         if len(picked) < n and all(r.assign != p.assign for p in picked):
@@ -43,4 +44,4 @@ def differs(row, chosen) -> list:
 
 def _reduced(row) -> str:
     """The backends of ``row`` that run at its precision, e.g. ``openvino`` or ``openvino and torch``."""
-    return " and ".join(b for b in REDUCED if b in row.assign.values())
+    return " and ".join(registry.take_precision(row.assign.values()))

@@ -3,7 +3,7 @@
 TVM alone runs the SSD in tens of seconds on a laptop's CPU, once per run of
 notebook 02. :func:`load` and :func:`store` keep such a run (its latency and its
 outputs) under ``$BYOC_WORKBENCH_CACHE/runs``, keyed by what it depends on: the
-compiled module's build key (:func:`byoc_workbench.measure.build.compiled.build_key`: the
+compiled module's build key (:func:`byoc_workbench.measure.compiler.compiled.build_key`: the
 module, the target, TVM and the machine), the inputs' bytes, and how many runs
 were timed. Whoever shows a kept run says when it was measured.
 
@@ -14,7 +14,7 @@ runs): they are what TVM computes, not a measurement, so they carry no date.
 
 The JSON is written last, so a run torn by Ctrl-C or a damaged file is a
 miss and is measured again. Nothing is read inside
-:func:`byoc_workbench.measure.build.compiled.refresh` or with ``BYOC_WORKBENCH_NO_CACHE=1``.
+:func:`byoc_workbench.measure.compiler.compiled.refresh` or with ``BYOC_WORKBENCH_NO_CACHE=1``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from byoc_workbench import files
-from byoc_workbench.measure.build import compiled
+from byoc_workbench.measure.compiler import compiled
 from byoc_workbench.measure.time import clock
 
 
@@ -86,8 +86,8 @@ def store(k: str, latency: clock.Latency, outputs) -> None:
 
 def reference(built: str | None, function: str, inputs: list, compute) -> list:
     """TVM alone's outputs of ``function`` on ``inputs`` (a list of arrays), read from the cache when kept,
-    else ``compute()``-d and kept if that took :data:`~byoc_workbench.measure.build.compiled.KEEP_S` or more.
-    ``built`` is the :func:`~byoc_workbench.measure.build.compiled.build_key` of the module ``function`` belongs
+    else ``compute()``-d and kept if that took :data:`~byoc_workbench.measure.compiler.compiled.KEEP_S` or more.
+    ``built`` is the :func:`~byoc_workbench.measure.compiler.compiled.build_key` of the module ``function`` belongs
     to; None keeps nothing, nor do outputs that are not all arrays."""
     if built is None:
         return compute()

@@ -27,7 +27,7 @@ import byoc_workbench.progress
 from byoc_workbench import ir, text
 from byoc_workbench.backends import onnxruntime, pytorch, registry, tensorrt
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.build import cuda, execute
+from byoc_workbench.measure.compiler import cuda, execute
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.time import clock, kept
 
@@ -88,7 +88,7 @@ _GLOBAL = re.compile(r"^@(\S+?)(:| packed_func;)$", re.MULTILINE)
 
 
 def structure(executable, generated: dict | None = None) -> Structure:
-    """What ``executable`` (from :func:`byoc_workbench.measure.build.execute.compile`) holds.
+    """What ``executable`` (from :func:`byoc_workbench.measure.compiler.execute.compile`) holds.
 
     ``generated`` (``{subgraph: Compiled}``) names the subgraph and backend of
     each external function.
@@ -113,14 +113,9 @@ def structure(executable, generated: dict | None = None) -> Structure:
 
 
 def describe_backend(compiled) -> str:
-    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``."""
-    if compiled.backend == "onnxruntime":
-        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "")
-        return f"onnxruntime ({provider})"
+    """``onnxruntime (CPU)``, ``onnxruntime (CUDA)``, ``openvino (CPU, f32)``, ``tensorrt`` or ``teaching``:
+    the backend and its record's ``detail``."""
     return f"{compiled.backend} ({compiled.detail})" if compiled.detail else compiled.backend
-
-
-PRETTY = {"tensorrt": "TensorRT", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}  # in printouts
 
 
 @dataclasses.dataclass
@@ -154,7 +149,7 @@ class RanOn:
 
     def why(self) -> list:
         """One phrase per backend that did not run: ``TensorRT not available: <why>``."""
-        return [f"{PRETTY.get(b, b)} not available: {why}" for b, why in self.refused.items()]
+        return [f"{registry.pretty(b)} not available: {why}" for b, why in self.refused.items()]
 
     def __str__(self) -> str:
         return " — ".join([self.ran(), *self.why()])

@@ -69,7 +69,7 @@ from tvm import relax
 from byoc_workbench import devices, ir, ir_edit
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
-from byoc_workbench.measure.build import execute
+from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import clock
 from byoc_workbench.measure.time.recorder import Recorder
 
@@ -106,6 +106,7 @@ class Built:
     mark: str = ""  # e.g. "untrained weights"
     in_order: dict = dataclasses.field(default_factory=dict)  # (function, kernel) -> [Site per call, in order]
     target: str = "llvm"  # what TVM built for: "llvm", or a GPU target (its calls are then timed to the end)
+    placement: devices.Placement | None = None  # a GPU build's: where each binding ran (None for the CPU)
 
 
 @dataclasses.dataclass
@@ -277,8 +278,8 @@ def build(stages, target="llvm", mark: str = "") -> Built:
             f"Subgraphs {', '.join(ir.subgraph_functions(mod))} were not compiled, so the module cannot run.",
             "choose a backend (run_stages(..., backend='onnxruntime' or 'teaching')) or switch their rules off.",
         )
-    gpu = devices.is_gpu(target)
-    placed = devices.place(mod, target) if gpu else mod
+    placement = devices.propose(mod) if devices.is_gpu(target) else None
+    placed = devices.place(mod, placement, target) if placement is not None else mod
     origin = _origins(mod, placed)
     ops = {s.var: s.op for fname in ir.host_functions(placed) for s in ir.walk(placed[fname], placed, descend=False)}
     with devices.resolve(target):
@@ -292,13 +293,12 @@ def build(stages, target="llvm", mark: str = "") -> Built:
         )(placed)
     legal, kernel_sites, kernel_order = _kernel_sites(legal)
     names = binding_names(placed)
-    on_cpu = devices.propose(mod) if gpu else None
 
     def kernel_site(kernel, fname, var) -> Site:
         op = (ops.get(var) or kernel).replace("relax.", "")
         name = names.get((fname, var), f"{fname}/{var.name} ({kernel})")  # a binding LegalizeOps added
         # a tuple's type holds no device (the box filter's): the placement's own record says where it ran
-        device = ("cpu" if on_cpu.runs_on_cpu(fname, var.name) else "gpu") if gpu else ""
+        device = "" if placement is None else "cpu" if placement.runs_on_cpu(fname, var.name) else "gpu"
         return Site(name, HOST, "kernel", op, function=fname, var=origin.get(var.__chandle__(), var), device=device)
 
     sites = {kernel: kernel_site(kernel, fname, var) for kernel, (fname, var) in kernel_sites.items()}
@@ -322,11 +322,11 @@ def build(stages, target="llvm", mark: str = "") -> Built:
         if symbol not in sites:
             fname, var = where[0] if len(where) == 1 else ("", None)
             sites[symbol] = Site(symbol, HOST, "extern", function=fname, var=var)
-    if gpu:
+    if placement is not None:
         sites[_COPY] = Site("copies between GPU and CPU", HOST, "copy", device="copy")
     functions = frozenset(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, relax.Function))
-    vm = execute.build(legal, target)
-    return Built(vm, sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order, str(target))
+    vm = execute.build(legal, target, placed=True)  # placed once, here: the sites name the placed module's bindings
+    return Built(vm, sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order, str(target), placement)
 
 
 _COPY = "vm.builtin.to_device"  # what R.to_vdevice becomes in the VM

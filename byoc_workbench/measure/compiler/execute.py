@@ -10,7 +10,7 @@ from tvm import relax
 
 from byoc_workbench import devices, ir, ir_types
 from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.measure.build import compiled, cuda
+from byoc_workbench.measure.compiler import compiled, cuda
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -38,14 +38,15 @@ def has_branches(mod: tvm.IRModule) -> bool:
     )
 
 
-def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
+def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VMExecutable:
     """``tvm.compile`` the module for ``target`` (``"llvm"``, ``"cuda"`` or a dict, see :mod:`byoc_workbench.devices`).
 
     For a GPU, what TVM has no GPU kernel for is placed on the CPU first
-    (:func:`byoc_workbench.devices.place`), and the build goes through
-    :func:`byoc_workbench.measure.build.cuda.pipeline` with the CUDA compiler found here,
+    (:func:`byoc_workbench.devices.place`; ``placed``: the caller placed ``mod``
+    already, as a profiled build does to name its sites), and the build goes through
+    :func:`byoc_workbench.measure.compiler.cuda.pipeline` with the CUDA compiler found here,
     which compiles the kernels even where TVM, without a GPU driver, would keep their
-    source (:func:`byoc_workbench.measure.build.cuda.compile_kept`).
+    source (:func:`byoc_workbench.measure.compiler.cuda.compile_kept`).
 
     TVM 0.27's StaticPlanBlockMemory makes the VM segfault at run time on a
     recursive function (it reuses storage across recursive calls) and on some
@@ -55,10 +56,10 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
     buffer for a CPU tensor (the SSD's NMS output lands in GPU memory, and the
     CPU kernel that reads it stops on "Mismatched out_tensor.device_type").
     A module compiled before on this machine is loaded from the build cache
-    (:mod:`byoc_workbench.measure.build.compiled`).
+    (:mod:`byoc_workbench.measure.compiler.compiled`).
     """
     _check_ranks(mod)
-    mod, tvm_target, disabled = _prepared(mod, target)
+    mod, tvm_target, disabled = _prepared(mod, target, placed)
 
     def build():
         with _building(tvm_target, disabled):
@@ -75,15 +76,17 @@ def compile(mod: tvm.IRModule, target="llvm") -> relax.VMExecutable:
 def lower(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
     """The Relax module as :func:`compile` hands it to code generation: placed, planned, every op a kernel
     call, every buffer allocated on its device (what the CUDA build tests read)."""
-    mod, tvm_target, disabled = _prepared(mod, target)
+    mod, tvm_target, disabled = _prepared(mod, target, placed=False)
     with _building(tvm_target, disabled):
         return _lower(mod, tvm_target)
 
 
-def _prepared(mod: tvm.IRModule, target) -> tuple:
-    """``(module, target, passes it builds without)``: placed on the GPU and the CPU for a GPU target."""
+def _prepared(mod: tvm.IRModule, target, placed: bool) -> tuple:
+    """``(module, target, passes it builds without)``: placed on the GPU and the CPU for a GPU target,
+    unless it was ``placed`` already."""
     tvm_target = devices.resolve(target)
-    mod = devices.place(mod, tvm_target) if devices.is_gpu(tvm_target) else mod
+    if devices.is_gpu(tvm_target) and not placed:
+        mod = devices.place(mod, devices.propose(mod), tvm_target)
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, tvm_target, ["StaticPlanBlockMemory"] if unplannable else []
 
@@ -154,9 +157,9 @@ def synced(fn, target="llvm"):
     return run
 
 
-def build(mod: tvm.IRModule, target="llvm") -> relax.VirtualMachine:
-    """:func:`compile` the module and load it in a VM on ``target``'s devices."""
-    return relax.VirtualMachine(compile(mod, target), vm_devices(target))
+def build(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VirtualMachine:
+    """:func:`compile` the module (``placed`` as there) and load it in a VM on ``target``'s devices."""
+    return relax.VirtualMachine(compile(mod, target, placed=placed), vm_devices(target))
 
 
 def to_numpy(value):
@@ -199,6 +202,13 @@ def check_inputs(mod: tvm.IRModule, inputs, entry: str = "main") -> list:
 
 def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine | None = None):
     """Build (unless ``vm`` is given) and run ``entry`` on NumPy inputs (checked first: :func:`check_inputs`)."""
+    if not isinstance(mod, tvm.IRModule):
+        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
+        raise WorkbenchError(f"run takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    if vm is not None and not isinstance(vm, relax.VirtualMachine):
+        raise WorkbenchError(
+            f"vm must be a relax.VirtualMachine, got {type(vm).__name__}", "pass build(mod), or leave it out"
+        )
     inputs = check_inputs(mod, inputs, entry)
     vm = vm or build(mod)
     args = [tvm.runtime.tensor(np.asarray(a)) for a in inputs]

@@ -1,0 +1,160 @@
+"""What a careless user hands the ONNX and PyTorch importers: each is taken as meant, or refused in one line
+that names the cause (a dtype, an op, a size) and a fix that fits the model at hand."""
+
+import numpy as np
+import onnx
+import pytest
+from messages import one_line
+from onnx import TensorProto, helper, numpy_helper
+
+from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.frontends import onnx_import
+from byoc_workbench.measure.compiler import execute
+from byoc_workbench.session import Workbench
+
+torch = pytest.importorskip("torch", reason="needs the [pytorch] extra: pip install -e .[pytorch]")
+
+
+def _onnx(path, node, dtype, dims, init=()):
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, dims)],
+        [helper.make_tensor_value_info("y", dtype, None)],
+        list(init),
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def _refused(make) -> str:
+    with pytest.raises(WorkbenchError) as err:
+        make()
+    return one_line(err)
+
+
+class AddsInPlace(torch.nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+class Counts(torch.nn.Module):
+    """Updates a buffer in forward, as a running statistic does."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(4))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x + self.calls
+
+
+def test_a_forward_that_changes_its_input_leaves_the_callers_tensor_and_the_inputs_as_given():
+    x = torch.arange(4.0).reshape(1, 4)
+    wb = Workbench.from_torch(AddsInPlace(), (x,))
+    assert torch.equal(x, torch.arange(4.0).reshape(1, 4))
+    np.testing.assert_array_equal(wb.model.inputs[0], np.arange(4.0, dtype="float32").reshape(1, 4))
+    expected = (np.arange(4.0) + 1) * 2
+    np.testing.assert_array_equal(wb.model.reference(wb.model.inputs)[0][0], expected)
+    np.testing.assert_array_equal(wb.model.reference(wb.model.inputs)[0][0], expected)  # the inputs kept again
+    np.testing.assert_allclose(execute.run(wb.model.mod, wb.model.inputs)[0][0], expected)
+
+
+def test_a_forward_that_updates_a_buffer_gives_the_same_reference_every_call_and_as_exported():
+    module = Counts()
+    wb = Workbench.from_torch(module, (torch.zeros(1, 4),))
+    first, second = (wb.model.reference(wb.model.inputs)[0] for _ in range(2))
+    np.testing.assert_array_equal(first, np.ones((1, 4)))
+    np.testing.assert_array_equal(second, first)
+    np.testing.assert_array_equal(execute.run(wb.model.mod, wb.model.inputs)[0], first)
+    assert module.calls.sum() == 0
+
+
+def test_a_forward_that_exits_is_one_line():
+    class Exits(torch.nn.Module):
+        def forward(self, x):
+            raise SystemExit(3)
+
+    assert "Exits.forward called sys.exit(3)" in _refused(lambda: Workbench.from_torch(Exits(), (torch.ones(1, 2),)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_weights_not_in_float32_are_named_with_the_fix(dtype, capfd):
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).to(dtype)
+    line = _refused(lambda: Workbench.from_torch(conv, (torch.randn(1, 3, 8, 8, dtype=dtype),)))
+    assert f"weights are {str(dtype).removeprefix('torch.')}" in line and "module.float()" in line
+    assert "BlockBuilder" not in capfd.readouterr().err
+
+
+def test_float64_inputs_to_a_float32_module_ask_for_float32():
+    line = _refused(lambda: Workbench.from_torch(torch.nn.Linear(4, 2), (torch.randn(1, 4, dtype=torch.float64),)))
+    assert "1x4 float64" in line and "x.float()" in line
+
+
+def test_a_module_instance_in_place_of_a_factory_is_the_module(tmp_path, monkeypatch):
+    from byoc_workbench.frontends import torch_import
+
+    (tmp_path / "careless_nets.py").write_text(
+        "import torch\ntiny = torch.nn.Linear(4, 2)\n\ndef number():\n    return 5\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = torch_import.import_spec("careless_nets:tiny", shape=(1, 4))
+    assert model.mark == "careless_nets:tiny's own weights" and model.reference(model.inputs)[0].shape == (1, 2)
+    line = _refused(lambda: torch_import.seeded_factory("careless_nets:number"))
+    assert "careless_nets:number() returned int 5" in line
+
+
+@pytest.mark.parametrize(
+    "dtype, node, init, words",
+    [
+        (
+            TensorProto.DOUBLE,
+            helper.make_node("Conv", ["x", "w"], ["y"], name="conv0"),
+            [numpy_helper.from_array(np.ones((4, 3, 3, 3)), "w")],
+            "no Conv kernel for float64",
+        ),
+        (TensorProto.BFLOAT16, helper.make_node("Relu", ["x"], ["y"]), [], "no Relu kernel for bfloat16"),
+    ],
+    ids=["float64-conv", "bfloat16-relu"],
+)
+def test_an_element_type_onnx_runtime_lacks_is_named(tmp_path, dtype, node, init, words):
+    path = _onnx(tmp_path / "m.onnx", node, dtype, [1, 3, 8, 8], init)
+    line = _refused(lambda: Workbench.from_onnx(path))
+    assert words in line and "export the model in float32" in line
+
+
+def test_an_unknown_op_is_said_to_be_no_onnx_op(tmp_path):
+    path = _onnx(tmp_path / "m.onnx", helper.make_node("FooBar", ["x"], ["y"]), TensorProto.FLOAT, [1, 4])
+    line = _refused(lambda: Workbench.from_onnx(path))
+    assert "uses FooBar, which is no op of ONNX opset 17" in line and "standard ONNX ops" in line
+
+
+@pytest.mark.parametrize(
+    "given, words",
+    [
+        (None, "x's size N (dim 0) is not known"),
+        ((0, 3, 8, 8), "has 0: a size is a whole number from 1"),
+        ((-1, 3, 8, 8), "has -1: a size"),
+        ((1.0, 3, 8, 8), "has 1.0: a size"),
+        ({"x": 5}, "The shape given for input x is 5, not a sequence of sizes"),
+    ],
+)
+def test_a_shape_not_known_or_not_a_size_names_the_models_own_input(tmp_path, given, words):
+    path = _onnx(tmp_path / "m.onnx", helper.make_node("Relu", ["x"], ["y"]), TensorProto.FLOAT, ["N", 3, 8, 8])
+    line = _refused(lambda: onnx_import.import_onnx(path, given))
+    assert words in line and "--input-shape x=1,3,8,8 (Python: input_shapes={'x': (1, 3, 8, 8)})" in line
+
+
+@pytest.mark.parametrize("seed", ["a", -1, 1.5])
+def test_a_seed_that_is_no_whole_number_is_one_line(tmp_path, seed):
+    path = _onnx(tmp_path / "m.onnx", helper.make_node("Relu", ["x"], ["y"]), TensorProto.FLOAT, [1, 4])
+    assert "seed must be a whole number" in _refused(lambda: Workbench.from_onnx(path, seed=seed))
+
+
+def test_a_torchscript_module_asks_for_the_module_before_scripting():
+    scripted = torch.jit.trace(torch.nn.Linear(4, 2), (torch.ones(1, 4),))
+    assert "before torch.jit.script" in _refused(lambda: Workbench.from_torch(scripted, (torch.ones(1, 4),)))
