@@ -132,12 +132,16 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     Raises
     ------
     WorkbenchError
-        For an empty path, a file at ``path`` or at one of its parents, a
+        For an empty path, ``-``, a file at ``path`` or at one of its parents, a
         directory that cannot be written, or a directory in the way of one of
         ``names``.
     """
     out = _given(path, flag, "out")
     fix = f"pass {flag} a directory you can write to"
+    if str(path).strip() == "-":
+        raise WorkbenchError(
+            f"{flag} - would be a directory named '-', not the terminal", f"{fix}; results print anyway"
+        )
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(_existing_ancestor(out), f"{flag} {out}", fix, out)
@@ -169,17 +173,20 @@ def reads(args) -> list[str]:
     return [p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str)]
 
 
-def check_file(path, flag: str, inputs=()) -> Path:
+def check_file(path, flag: str, inputs=(), holds: bytes = b"") -> Path:
     """``path`` checked as an output file, exactly as given (no suffix added), before any work.
 
     ``inputs`` are the paths the command reads (the model, ``--image``, ``--weights``): a result never
-    overwrites what it was made from.
+    overwrites what it was made from. ``holds`` is how what ``flag`` writes begins (``b"{"`` for JSON,
+    ``b"PK"`` for ``.npz``): an existing file that begins otherwise (a model, a picture, your notes) is
+    something else, which a result never replaces; an earlier result, or an empty file, is replaced.
 
     Raises
     ------
     WorkbenchError
         For an empty path, ``-``, a symlink loop, an existing directory, socket or block device, one of
-        ``inputs`` (by any name: a link, a hard link), or a parent that is a file or cannot be written.
+        ``inputs`` (by any name: a link, a hard link), a file holding something else, or a parent that is
+        a file or cannot be written.
     """
     out = _given(path, flag, "out.npz")
     fix = f"pass {flag} the path of a file in a directory you can write to"
@@ -192,8 +199,23 @@ def check_file(path, flag: str, inputs=()) -> Path:
     if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
+    if holds and out.is_file() and not _begins(out, holds):
+        raise WorkbenchError(
+            f"{flag} {out} holds something else than what {flag} writes: writing it would destroy it",
+            f"pass {flag} another path, or move {out.name} away first",
+        )
     _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix, out.parent)
     return out
+
+
+def _begins(path: Path, holds: bytes) -> bool:
+    """Whether the file at ``path`` is empty or begins with ``holds`` (unreadable: as if it did not)."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(len(holds))
+    except OSError:
+        return True  # the write then fails in one line of its own
+    return start in (b"", holds)
 
 
 def follow_umask(path, mode: int = 0o666) -> None:
@@ -289,6 +311,20 @@ def intact(path) -> bool:
         return path.is_file() and stamp.is_file() and stamp.read_bytes() == _digest(path).encode()
     except OSError:
         return False
+
+
+_said_damaged: set = set()  # the caches whose damaged entry this process has said
+
+
+def trusted(path, cache: str) -> bool:
+    """Whether the entry ``path`` of ``cache`` is :func:`intact`; one that is there but not intact is said once
+    per cache and process ("build cache: ... is damaged"), and its writer builds it again."""
+    if intact(path):
+        return True
+    if Path(path).exists() and cache not in _said_damaged:
+        _said_damaged.add(cache)
+        logger.warning("%s: %s is damaged (it disagrees with its seal); it is made again", cache, Path(path).name)
+    return False
 
 
 def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:

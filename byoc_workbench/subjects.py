@@ -96,6 +96,7 @@ class ModelRef:
         ``target`` and ``rules`` (names switched on) make the units. A model of a kind not in
         ``kinds`` is the one-line error listing the zoo's names."""
         ref = cls._parse(model, zoo_model, weights, image, torch, shapes, "file" in kinds)
+        _zoo_options_only_for_the_zoo(ref, model, zoo_model=zoo_model, weights=weights, image=image)
         if ref.kind not in kinds:
             raise _unknown(ref.label, f"use one of: {', '.join(zoo.MODELS)}")
         return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
@@ -444,6 +445,20 @@ def load_model_file(path: str | Path) -> ModelFile:
         )
     rules = getattr(module, "rules", None)
     return ModelFile(mod, None if rules is None else check_rules(rules, f"rules in {path}"))
+
+
+def _zoo_options_only_for_the_zoo(ref: ModelRef, model, **given) -> None:
+    """A one-line error for a GluonCV zoo model's options (``--model`` with ssd alone) given with another
+    model, which would ignore them: the run would not be of the picture or the weights the user named."""
+    given = [f"--{'model' if k == 'zoo_model' else k}" for k, v in given.items() if v is not None]
+    if ref.kind == "zoo" and (model == "ssd" or "--model" not in given):
+        return
+    if given:
+        which = "the ssd" if given == ["--model"] else "GluonCV zoo models"
+        raise WorkbenchError(
+            f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to {which} only, not to {ref.label}",
+            f"remove {' and '.join(given)}",
+        )
 
 
 def _unknown(model: str, fix: str) -> zoo.UnknownModelError:

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         help="one Ray task per model: auto (this machine's cluster, else this machine alone) or a cluster's address",
     )
     args = p.parse_args(argv)
-    out = files.check_file(args.out, "--out") if args.out else RECORDS
+    out = files.check_file(args.out, "--out", holds=b"[") if args.out else RECORDS
     if not args.readme_only:
         names = support.zoo_names()
         unknown = sorted(set(args.models.split(",")) - set(names)) if args.models else []

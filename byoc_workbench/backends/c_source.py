@@ -178,7 +178,7 @@ def build(source: str, name: str) -> Path:
     lib = files.cache_dir("c") / f"{function_name(name)}-{key}.so"
     # A truncated or foreign library is compiled again, never loaded; so is a sealed one this machine cannot load
     # (a cache copied from another architecture: "wrong ELF class").
-    if files.intact(lib) and _loads(lib):
+    if files.trusted(lib, "C library cache") and _loads(lib):
         return lib
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{function_name(name)}.c"

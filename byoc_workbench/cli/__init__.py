@@ -156,9 +156,9 @@ def _main(argv) -> int:
         return err.status
     except KeyboardInterrupt:
         return _stopped(args)
-    except BrokenPipeError:  # the reader went away (| head): stop quietly
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, with a shell's status for SIGPIPE
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 128 + signal.SIGPIPE
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:  # a path given, or a name made from one, longer than the system takes
             named = f"{err.filename!s:.60}..." if err.filename else "a path"

@@ -284,9 +284,7 @@ def parents() -> dict[str, Parser]:
         help="on an error, print the whole Python trace too (or set BYOC_WORKBENCH_DEBUG=1)",
     )
     zoo = Parser(add_help=False)
-    zoo.add_argument(
-        "--model", dest="ssd_model", default=DEFAULT_SSD, help=f"with ssd: the GluonCV model ({DEFAULT_SSD})"
-    )
+    zoo.add_argument("--model", dest="ssd_model", help=f"with ssd: the GluonCV model (default {DEFAULT_SSD})")
     zoo.add_argument(
         "--weights",
         help="with ssd: trained, untrained, or a .params file (default: the cache, else untrained seeded weights)",

@@ -10,7 +10,7 @@ from byoc_workbench.measure.bench import bench, bench_report
 
 
 def cmd_bench(args) -> int:
-    out = files.check_file(args.out, "--out", files.reads(args)) if args.out else None
+    out = files.check_file(args.out, "--out", files.reads(args), holds=b"{") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
     models = [model_ref(args, what, ("demo", "zoo", "onnx", "torch")) for what in args.what or [None]]
     options = {

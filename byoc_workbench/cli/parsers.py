@@ -225,10 +225,11 @@ def add_search(command) -> None:
         default="onnxruntime,openvino,tvm",
         help="comma-separated backends to place subgraphs on; tvm is the host (default: onnxruntime,openvino,tvm)",
     )
-    s.add_argument(
+    cache = s.add_mutually_exclusive_group()  # one says measure everything, the other nothing
+    cache.add_argument(
         "--no-cache", action="store_true", help="measure and compile everything again (the caches are still written)"
     )
-    s.add_argument(
+    cache.add_argument(
         "--cached", action="store_true", help="measure nothing: use the cache, or fail saying what is missing"
     )
     s.add_argument("--no-anchors", action="store_true", help="skip the whole-model anchors")

@@ -28,7 +28,7 @@ def cmd_run(args) -> int:
             "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
         )
     save = (
-        files.check_file(args.save_outputs, "--save-outputs", files.reads(args))
+        files.check_file(args.save_outputs, "--save-outputs", files.reads(args), holds=b"PK")
         if args.save_outputs is not None
         else None
     )

@@ -1,11 +1,9 @@
 """The latency map: the codegen stage's diagram shaded by measured time, and its tables.
 
-Data first: :func:`shade` places a :class:`~byoc_workbench.measure.time.timing.Profile`'s
-entries on the stage's :class:`~.graph.Graph` (through ``Graph.sites``), adds
-a node before and after each offloaded call for its boundary entries, and
-picks each node's colour from a log scale in milliseconds. :func:`to_dot`
-draws the result with :func:`.render.to_dot` and restyles the nodes; the
-tables are text and HTML. :func:`report` bundles all of it for a notebook.
+Data first: :func:`shade` places a :class:`~byoc_workbench.measure.time.timing.Profile`'s entries on the stage's
+:class:`~.graph.Graph` (through ``Graph.sites``), adds a node before and after each offloaded call for its boundary
+entries, and picks each node's colour from a log scale in milliseconds. :func:`to_dot` draws the result with
+:func:`.render.to_dot` and restyles the nodes; the tables are text and HTML. :func:`report` bundles all of it.
 """
 
 from __future__ import annotations
@@ -366,19 +364,21 @@ def top_html(profile, n: int = 10) -> str:
     return _html_table(TOP_HEAD, _top_rows(profile, n), caption, key=TOP_KEY)
 
 
+NOTHING_OFFLOADED = "no subgraph was offloaded, so nothing differs from TVM alone"  # TVM alone, or no rule on
+
+
 def numerics_text(numerics) -> str:
     """Each offloaded subgraph against TVM alone, as a text table."""
-    head = f"offloaded subgraphs vs TVM alone, tolerance {numerics.tolerance:g} relative" + (
-        f" [{numerics.mark}]" if numerics.mark else ""
-    )
-    return head + "\n" + _text_table(CHECK_HEAD, _check_rows(numerics))
+    mark = f" [{numerics.mark}]" if numerics.mark else ""
+    head = f"offloaded subgraphs vs TVM alone, tolerance {numerics.tolerance:g} relative{mark}"
+    return head + "\n" + (_text_table(CHECK_HEAD, _check_rows(numerics)) if numerics.rows else NOTHING_OFFLOADED)
 
 
 def numerics_html(numerics) -> str:
-    caption = (
-        f"Offloaded subgraphs vs TVM alone (relative error over max |TVM output|), tolerance {numerics.tolerance:g}"
-    )
-    caption += f" [{numerics.mark}]" if numerics.mark else ""
+    caption = "Offloaded subgraphs vs TVM alone (relative error over max |TVM output|), tolerance "
+    caption += f"{numerics.tolerance:g}" + (f" [{numerics.mark}]" if numerics.mark else "")
+    if not numerics.rows:
+        return f"<p>{html.escape(caption)}: {NOTHING_OFFLOADED}.</p>"
     flagged = {k for k, r in enumerate(numerics.rows) if r.over}
     return _html_table(CHECK_HEAD, _check_rows(numerics), caption, flagged, key=CHECK_KEY)
 

@@ -37,6 +37,7 @@ MATMUL_RELU = 'is_op("relax.nn.relu")(is_op("relax.matmul")(wildcard(), wildcard
 FILES = {
     "mine.py": MODEL + 'rules = [op_rule("mychip", "mm", "relax.matmul")]\n',
     "syntax.py": "x = = 1\n",
+    "notes.txt": "my notes, which no result may replace\n",
     "raises.py": "x = 1\nraise RuntimeError('boom')\n",
     "imports.py": "import nothing_here_at_all\n",
     "exit0.py": "import sys\nsys.exit(0)\n",

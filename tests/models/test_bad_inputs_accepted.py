@@ -121,3 +121,10 @@ def test_a_model_file_in_capitals_is_accepted(d, capsys):
     assert cli.main(["report", str(d / "upper" / "RELU.ONNX"), "--json"]) == 0
     assert cli.main(["report", str(d / "upper" / "MINE.PY"), "--target", "mychip", "--json"]) == 0
     capsys.readouterr()
+
+
+def test_compare_with_nothing_offloaded_says_so(capsys):
+    """``compare demo --backend tvm`` offloads nothing: a line says so, where an empty table stood."""
+    assert cli.main(["compare", "demo", "--backend", "tvm"]) == 0
+    out = capsys.readouterr().out
+    assert "no subgraph was offloaded, so nothing differs from TVM alone" in out and "max rel err" not in out

@@ -40,6 +40,22 @@ def test_a_user_file_that_exits_0_exits_2(d):
     assert not (d / "exit-out").exists()
 
 
+def test_a_reader_that_stops_reading_ends_the_command_as_a_pipe_would():
+    """``report demo --json | head -1``: the reader is gone before the results are written; the command says
+    nothing and ends with a shell's status for SIGPIPE (141), never 1, which ``compare`` gives a difference."""
+    read, write = os.pipe()
+    os.close(read)  # gone before the command writes anything
+    proc = subprocess.run(
+        [sys.executable, "-m", "byoc_workbench.cli", "report", "demo", "--json"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+    )
+    os.close(write)
+    assert proc.returncode == 128 + signal.SIGPIPE and proc.stderr == "", proc.stderr
+
+
 def test_results_into_a_full_device_are_one_line():
     """``doctor --json > /dev/full``: the write fails at no fault of the command; no traceback, from it or from a
     child process a library forked (OpenVINO's telemetry, ended as the command exits)."""

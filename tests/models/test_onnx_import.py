@@ -262,3 +262,12 @@ def test_ssd_report_from_onnx_matches_the_gluon_import(exported):
         assert onnx_report.supported[op] == gluon_report.supported[op], op
     assert set(onnx_report.supported) - {"relax.divide"} <= set(gluon_report.supported)
     assert onnx_report.pruned[0]["mac_ops"] == gluon_report.pruned[0]["mac_ops"] == 73
+
+
+def test_notebook_05s_example_is_kept_in_the_cache_not_a_new_temporary_folder(tmp_path, monkeypatch):
+    """byom.example wrote each call's file into a folder of its own under /tmp, never removed: now one file per
+    size and seed in the cache, written again (atomically) by each call."""
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path))
+    first, again = byom.example(size=32), byom.example(size=32)
+    assert first.onnx_path == again.onnx_path and first.onnx_path.is_relative_to(tmp_path / "examples")
+    assert [p.name for p in first.onnx_path.parent.iterdir()] == [first.onnx_path.name]  # no temporary beside it

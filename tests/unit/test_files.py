@@ -257,3 +257,18 @@ def test_a_device_or_a_link_to_a_pipe_takes_a_result_as_the_docs_say(tmp_path):
     assert os.read(read, 100) == b"through the link"
     with pytest.raises(files.WorkbenchError, match="is a device, not a directory"):
         files.check_dir("/dev/null")
+
+
+def test_a_damaged_entry_is_said_once_per_cache(tmp_path, caplog, monkeypatch):
+    """docs/cli.md: a damaged entry is made again, said once, never trusted (the builds and C libraries too)."""
+    monkeypatch.setattr(files, "_said_damaged", set())
+    a, b = files.write_sealed(tmp_path / "a.so", b"one"), files.write_sealed(tmp_path / "b.so", b"two")
+    assert files.trusted(a, "build cache") and not caplog.records
+    a.write_bytes(b"ONE")
+    b.write_bytes(b"TWO")
+    with caplog.at_level("WARNING"):
+        assert not files.trusted(a, "build cache") and not files.trusted(b, "build cache")
+        assert not files.trusted(tmp_path / "missing.so", "C library cache")  # missing: nothing to say
+    assert [r.getMessage() for r in caplog.records] == [
+        "build cache: a.so is damaged (it disagrees with its seal); it is made again"
+    ]

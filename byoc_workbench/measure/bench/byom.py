@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from byoc_workbench import stages, text
+from byoc_workbench import files, stages, text
 from byoc_workbench.backends.onnx import translate
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.check.compare import check_outputs, found_text
@@ -110,8 +109,8 @@ class Example:
     Attributes
     ----------
     onnx_path : Path
-        Written by ``torch.onnx.export`` from ``torch_model``, or, without torch, by MXNet's
-        ``mx.onnx.export_model`` from GluonCV's ``resnet18_v1``.
+        Written by ``torch.onnx.export`` from ``torch_model``, or, without torch, by the workbench's own
+        translator from GluonCV's ``resnet18_v1`` (:func:`example`).
     input_shape : tuple
         ``(1, 3, H, W)``, the shape the file was written for.
     mark : str
@@ -163,15 +162,16 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever ``seed``
     is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
-    to ``directory`` (a new temporary folder by default).
+    to ``directory`` (by default a folder of the cache's ``examples`` named by its size and seed: written again,
+    atomically, by each call, and never left behind in a temporary folder of its own).
     """
     shape = (1, 3, size, size)
-    folder = Path(directory or tempfile.mkdtemp(prefix="byoc-byom-"))
+    folder = Path(directory) if directory else files.cache_dir("examples") / f"{size}x{size}-seed{seed}"
     hint = _missing_torch()
     if hint:
         imported = zoo.import_model("resnet18_v1", "untrained", input_shape=shape)
         path = folder / "resnet18_v1.onnx"
-        path.write_bytes(translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString())
+        files.write_atomic(path, translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString())
         exporter = "the workbench's own Relax-to-ONNX translator (backends/onnx.py)"
         return Example(path, shape, imported.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
     import torch
@@ -184,7 +184,7 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     with warnings.catch_warnings():
         # torch >= 2.9 warns that the TorchScript exporter is legacy; it is the one whose node names keep the scopes.
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+        files.write_with(path, lambda n: torch.onnx.export(model, (x,), n, dynamo=False, opset_version=17), ".onnx")
     mark = f"seeded weights (torch.manual_seed({seed}))"
     return Example(path, shape, mark, "torchvision resnet18", "torch.onnx.export", model, x)
 
