@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -152,7 +153,23 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
                 f"remove or rename {out / name}, or pass another {flag}",
             )
         _not_an_input(out / name, flag, inputs)
+        if (out / name).is_file() and (out / name).stat().st_size and name not in _written_there(out):
+            raise WorkbenchError(
+                f"{flag} {out} holds a {name} that the workbench did not write: writing it would destroy it",
+                f"pass another {flag}, or move {out / name} away first",
+            )
     return out
+
+
+#: The file in an output directory that lists what the workbench wrote there (what a later run may replace).
+WRITTEN = ".byoc-workbench-wrote"
+
+
+def _written_there(out: Path) -> set:
+    try:
+        return set(json.loads((out / WRITTEN).read_text()))
+    except (OSError, ValueError, TypeError):
+        return set()
 
 
 def _not_an_input(out: Path, flag: str, inputs) -> None:
@@ -173,13 +190,13 @@ def reads(args) -> list[str]:
     return [p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str)]
 
 
-def check_file(path, flag: str, inputs=(), holds: bytes = b"") -> Path:
+def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None = None, example="outputs.npz") -> Path:
     """``path`` checked as an output file, exactly as given (no suffix added), before any work.
 
     ``inputs`` are the paths the command reads (the model, ``--image``, ``--weights``): a result never
-    overwrites what it was made from. ``holds`` is how what ``flag`` writes begins (``b"{"`` for JSON,
-    ``b"PK"`` for ``.npz``): an existing file that begins otherwise (a model, a picture, your notes) is
-    something else, which a result never replaces; an earlier result, or an empty file, is replaced.
+    overwrites what it was made from. ``ours`` tells an earlier result of ``flag`` (:mod:`byoc_workbench.cli.earlier`):
+    an existing file that is not one (a model, a picture, your notes, your own JSON or ``.npz``) is something
+    else, which a result never replaces; an earlier result, or an empty file, is.
 
     Raises
     ------
@@ -195,27 +212,18 @@ def check_file(path, flag: str, inputs=(), holds: bytes = b"") -> Path:
     if out.is_symlink() and not out.exists():
         raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
     if out.is_dir() or str(path).endswith(os.sep):
-        raise WorkbenchError(f"{flag} {out} is a directory, not a file", f"pass {flag} {out / 'outputs.npz'} or so")
+        named = "is a directory" if out.is_dir() else f"ends in '{os.sep}', so it names a directory"
+        raise WorkbenchError(f"{flag} {path} {named}, not a file", f"pass {flag} {out / example} or so")
     if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
-    if holds and out.is_file() and not _begins(out, holds):
+    if ours is not None and out.is_file() and out.stat().st_size and not ours(out):
         raise WorkbenchError(
             f"{flag} {out} holds something else than what {flag} writes: writing it would destroy it",
             f"pass {flag} another path, or move {out.name} away first",
         )
     _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix, out.parent)
     return out
-
-
-def _begins(path: Path, holds: bytes) -> bool:
-    """Whether the file at ``path`` is empty or begins with ``holds`` (unreadable: as if it did not)."""
-    try:
-        with open(path, "rb") as f:
-            start = f.read(len(holds))
-    except OSError:
-        return True  # the write then fails in one line of its own
-    return start in (b"", holds)
 
 
 def follow_umask(path, mode: int = 0o666) -> None:
@@ -468,10 +476,14 @@ def staged(out):
 
 
 def _moved_into(tmp: Path, out: Path) -> None:
-    """``tmp``'s files put in ``out`` (made if need be), each through :func:`put` where a rename would clobber."""
+    """``tmp``'s files put in ``out`` (made if need be), each through :func:`put` where a rename would clobber;
+    their names are added to ``out``'s :data:`WRITTEN`, which :func:`check_dir` reads."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for f in sorted(tmp.iterdir()):
+        moved = sorted(tmp.iterdir())
+        # Said before they are there: a run that checks out meanwhile finds them listed.
+        write_atomic(out / WRITTEN, json.dumps(sorted(_written_there(out) | {f.name for f in moved})) + "\n")
+        for f in moved:
             target = out / f.name
             if target.is_symlink() or (target.exists() and not target.is_file()):  # not clobbered: see put
                 put(target, f.read_bytes())

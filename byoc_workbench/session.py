@@ -91,14 +91,18 @@ def _paused(method):
     return run
 
 
+def true_or_false(value, cause: str, fix: str) -> bool:
+    """``value`` as a bool (a NumPy one will do), or a one-line error ``<cause>; got <value>``: a word such
+    as "off" or "no" is true, and must not switch anything on."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise WorkbenchError(f"{cause}; got {type(value).__name__} ({value!r:.40})", fix)
+    return bool(value)
+
+
 def _switch(name, on) -> bool:
-    """``on`` as a bool, or a one-line error: a word such as "off" is true, and must not switch a rule on."""
-    if not isinstance(on, (bool, np.bool_)):
-        raise WorkbenchError(
-            f"Rule {name!r} is switched by True or False; got {type(on).__name__} ({on!r:.40})",
-            "pass True to switch it on, False to switch it off",
-        )
-    return bool(on)
+    return true_or_false(
+        on, f"Rule {name!r} is switched by True or False", "pass True to switch it on, False to switch it off"
+    )
 
 
 def why_unclaimed(target: Target, enabled: set) -> dict[str, str]:
@@ -311,6 +315,7 @@ class Workbench:
         a subgraph call walks the module again.
         """
         expand = _node_ids(expand)
+        collapse = true_or_false(collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all")
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         return folding.fold_chains(g, keep_open=expand) if collapse else g

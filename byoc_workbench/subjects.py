@@ -462,8 +462,9 @@ def _zoo_options_only_for_the_zoo(ref: ModelRef, model, **given) -> None:
 
 
 def _unknown(model: str, fix: str) -> zoo.UnknownModelError:
-    """The error for a model no kind names, with the zoo's nearest name (a name in the wrong case, say)."""
-    return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, zoo.MODELS)}", fix)
+    """The error for a model no kind names, with the nearest name of the demo, ssd or the zoo (a name in the
+    wrong case, say)."""
+    return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, ('demo', 'ssd', *zoo.MODELS))}", fix)
 
 
 def _is_python(model: str) -> bool:

@@ -199,7 +199,7 @@ def input_shape(text: str) -> InputShape:
         shape = []
     if not shape or any(d < 1 for d in shape):
         raise argparse.ArgumentTypeError(f"{text!r} is not {input_shape.wants}")
-    return InputShape(name or None, shape)
+    return InputShape(name.strip() or None, shape)
 
 
 input_shape.wants = "a shape such as data=1,3,224,224"
@@ -214,7 +214,7 @@ class InputDtype(NamedTuple):
 
 def input_dtype(text: str) -> InputDtype:
     """``ids=int64`` -> ``("ids", "int64")``; ``int64`` -> ``(None, "int64")``."""
-    name, _, dtype = text.rpartition("=")
+    name, _, dtype = (part.strip() for part in text.rpartition("="))
     if not dtype.isidentifier():
         raise argparse.ArgumentTypeError(f"{text!r} is not {input_dtype.wants}")
     return InputDtype(name or None, dtype)

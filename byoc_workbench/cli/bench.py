@@ -5,17 +5,24 @@ from __future__ import annotations
 import sys
 
 from byoc_workbench import files, text
+from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import bench, bench_report
 
 
 def cmd_bench(args) -> int:
-    out = files.check_file(args.out, "--out", files.reads(args), holds=b"{") if args.out else None
+    out = files.check_file(args.out, "--out", files.reads(args), earlier.BENCH, "bench.json") if args.out else None
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
+    if args.tvm_repeat is not None and "tvm" not in backends:
+        raise WorkbenchError(
+            f"--tvm-repeat times TVM alone, which --backends {args.backends} leaves out",
+            "add tvm to --backends, or remove --tvm-repeat",
+        )
     models = [model_ref(args, what, ("demo", "zoo", "onnx", "torch")) for what in args.what or [None]]
     options = {
         "repeat": args.repeat,
-        "tvm_repeat": args.tvm_repeat,
+        "tvm_repeat": args.tvm_repeat or 1,  # count(1, ...): None is the only false value
         "unpruned": not args.no_unpruned,
         "anchors": not args.no_anchors,
         "where": args.where,

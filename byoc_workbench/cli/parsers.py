@@ -60,13 +60,7 @@ def add_stages(command) -> None:
         help=f"draw each stage whole, every op at once (default: collapsed past {FULL_OPS} ops, "
         "each top-level group in a file of its own)",
     )
-    s.add_argument("--no-prune", action="store_true", help="keep every subgraph")
-    s.add_argument(
-        "--min-mac-ops",
-        type=count(0),
-        default=1,
-        help="prune subgraphs with fewer MAC ops than this (default 1)",
-    )
+    add_prune(s)
 
 
 def add_report(command) -> None:
@@ -81,8 +75,16 @@ def add_report(command) -> None:
     r.add_argument("--target", help="the target whose rules apply (default: tensorrt; byoc-target for demo)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--out", help="a directory for report.json, report.txt and prune.svg (the prune stage)")
-    r.add_argument("--no-prune", action="store_true", help="keep every subgraph")
-    r.add_argument("--min-mac-ops", type=count(0), default=1, help="prune subgraphs with fewer MAC ops (default 1)")
+    add_prune(r)
+
+
+def add_prune(parser: Parser) -> None:
+    """``--no-prune`` or ``--min-mac-ops``: one says prune nothing, the other how to prune, so never both."""
+    prune = parser.add_mutually_exclusive_group()
+    prune.add_argument("--no-prune", action="store_true", help="keep every subgraph")
+    prune.add_argument(  # None: not given, so that --min-mac-ops 1 --no-prune is refused too
+        "--min-mac-ops", type=count(0), help="prune subgraphs with fewer MAC ops than this (default 1)"
+    )
 
 
 def add_import(command) -> None:
@@ -184,8 +186,7 @@ def add_bench(command) -> None:
     )
     b.add_argument(
         "--tvm-repeat",
-        type=count(1, MAX_TVM_REPEAT),
-        default=1,
+        type=count(1, MAX_TVM_REPEAT),  # None: not given, so that it is refused without tvm in --backends
         help=f"timed runs of TVM alone, tens of seconds each, 1 to {MAX_TVM_REPEAT} (default 1)",
     )
     b.add_argument("--no-unpruned", action="store_true", help="skip the offloaded build without pruning")

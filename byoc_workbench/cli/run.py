@@ -9,6 +9,7 @@ import numpy as np
 
 from byoc_workbench import files, text, workflow
 from byoc_workbench.backends.codegen import resolve_backend
+from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import byom
@@ -28,7 +29,7 @@ def cmd_run(args) -> int:
             "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
         )
     save = (
-        files.check_file(args.save_outputs, "--save-outputs", files.reads(args), holds=b"PK")
+        files.check_file(args.save_outputs, "--save-outputs", files.reads(args), earlier.SAVED_OUTPUTS)
         if args.save_outputs is not None
         else None
     )

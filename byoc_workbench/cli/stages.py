@@ -32,7 +32,9 @@ def top_groups(g) -> list:
 def _subject(args, enabled) -> subjects.Subject:
     """The model ``args`` names, pruned as ``--no-prune``/``--min-mac-ops`` say; a model imported from a
     framework is drawn collapsed (``subject.ref.imported``)."""
-    prune_rule = stages.keep_all if args.no_prune else stages.no_mac(args.min_mac_ops)
+    prune_rule = (
+        stages.keep_all if args.no_prune else stages.no_mac(1 if args.min_mac_ops is None else args.min_mac_ops)
+    )
     return subjects.load(model_ref(args, args.model, rules=enabled), prune_rule)
 
 

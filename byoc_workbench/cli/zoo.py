@@ -7,16 +7,17 @@ from byoc_workbench.models import zoo
 
 
 def cmd_prefetch(args) -> int:
-    if args.list:
-        for name, spec in zoo.MODELS.items():
-            state = "cached" if zoo.cached_weights(name) else "not cached"
-            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
-        return 0
     names = None if args.models is None else [n.strip() for n in args.models.split(",")]
     if names is not None and not all(names):
         raise WorkbenchError(
             f"--models {args.models!r} names an empty model", "name models with commas between, or leave out --models"
         )
+    if args.list:
+        specs = {name: zoo.model_spec(name) for name in names or zoo.MODELS}  # an unknown name before any line
+        for name, spec in specs.items():
+            state = "cached" if zoo.cached_weights(name) else "not cached"
+            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
+        return 0
     report = zoo.prefetch(names)
     for name, r in report.items():
         if r["ok"]:

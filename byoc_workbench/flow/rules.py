@@ -416,12 +416,26 @@ def select(rules: Sequence[Rule], names: Iterable[str] | None) -> tuple[Rule, ..
     wanted = [n.strip() for n in names if n.strip()]
     known = {r.qualified: r for r in rules}
     unknown = [n for n in wanted if n not in known]
+    for name in unknown:
+        _of_another_target(name, {r.target for r in rules})
     if unknown:
         raise WorkbenchError(
             f"Unknown rule {', '.join(unknown)}.",
             f"write rules as target.rule; known rules are: {', '.join(known)}.",
         )
     return tuple(r for r in rules if r.qualified in wanted)
+
+
+def _of_another_target(name: str, targets: set) -> None:
+    """A one-line error for a rule of a built-in target other than ``targets``, whose rules these are."""
+    owner = name.partition(".")[0]
+    if owner in targets or owner not in TARGETS:
+        return
+    if any(r.qualified == name for r in TARGETS.get(owner).rules):
+        raise WorkbenchError(
+            f"Rule {name} is {owner}'s, and the rules here are {', '.join(sorted(targets))}'s",
+            f"pass --target {owner} (in Python, the target {owner!r}) to use its rules",
+        )
 
 
 def parse_rule_list(text: str | None) -> list | None:

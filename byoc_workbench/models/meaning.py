@@ -109,6 +109,10 @@ ARRAYS = {
     "pose": _pose_arrays,
     "classification": _classification_arrays,
 }
+#: The names of the arrays the tasks' predictions hold (``run --save-outputs`` of a zoo model writes them).
+PREDICTION_ARRAYS = {
+    "ids", "scores", "boxes", "mask", "heatmaps", "keypoints", "confidence", "top5", "top5_probabilities",
+}  # fmt: skip
 
 
 def nonfinite_warning(arrays: dict, loaded, what: str = "") -> str | None:

@@ -29,6 +29,7 @@ from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
+from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import clock
 from byoc_workbench.models import demo, images
@@ -65,7 +66,7 @@ CLI = [
         "profile-over-budget",
         "cli",
         ["profile", "demo", "--runs", "1000", "--max-seconds", "0.01", "--out", "{d}/o"],
-        ["over the limit of", "pass --max-seconds"],
+        ["1000 timed runs", "over the limit of", "pass --max-seconds"],
     ),
     ("backend-typo", "cli", ["run", "ssd", "--backend", "tvn"], ["Unknown backend 'tvn'", "did you mean tvm?"]),
     ("bench-backend-typo", "cli", ["bench", "ssd", "--backends", "tvm,onnxrt"], ["onnxrt", "--backends"]),
@@ -85,6 +86,12 @@ CLI = [
     ("target-in-caps", "cli", ["report", "demo", "--target", "TensorRT"], ["did you mean tensorrt?"]),
     ("unknown-rule", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "byoc-target.nope"], ["nope"]),
     ("rule-without-target", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "add"], ["target.rule"]),
+    ("rule-of-tensorrt", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "tensorrt.nn.conv2d"], ["tensorrt's"]),
+    ("no-prune-and-min-mac", "cli", ["report", "demo", "--no-prune", "--min-mac-ops", "3"], ["not allowed with"]),
+    ("min-mac-and-no-prune", "cli", ["report", "demo", "--min-mac-ops", "1", "--no-prune"], ["not allowed with"]),
+    ("tvm-repeat-no-tvm", "cli", ["bench", "demo", "--tvm-repeat", "3", "--backends", "onnxruntime"], ["TVM alone"]),
+    ("prefetch-list-unknown", "cli", ["prefetch", "--list", "--models", "resnet18_vx"], ["Unknown model 'resnet"]),
+    ("demo-in-caps", "cli", ["bench", "DEMO"], ["Unknown model 'DEMO'", "did you mean demo?"]),
     ("zoo-model-typo", "cli", ["run", "ssd", "--model", "ssd_512_resnet"], ["Unknown model"]),
     ("run-demo", "cli", ["run", "demo"], ["the demo was written in Relax", "compare demo"]),
     ("bench-unknown-model", "cli", ["bench", "yolo9000"], ["Unknown model 'yolo9000'", "simple_pose_resnet18_v1b"]),
@@ -95,6 +102,7 @@ CLI = [
     ("out-not-writable", "output", ["stages", "demo", "--out", "/sys/byoc-workbench"], ["Cannot write to /sys"]),
     ("out-stage-name-taken", "output", ["stages", "demo", "--out", "{d}/blocked"], ["directory named 03-merge.svg"]),
     ("save-empty", "output", ["run", "ssd", "--save-outputs", ""], ["--save-outputs is empty"]),
+    ("bench-out-slash", "output", ["bench", "demo", "--out", "{d}/newdir/"], ["ends in '/'", "bench.json"]),
     ("save-is-a-dir", "output", ["run", "ssd", "--save-outputs", "{d}/a_dir"], ["is a directory, not a file"]),
     ("save-under-a-file", "output", ["run", "ssd", "--save-outputs", "{d}/a_file/x.npz"], ["is a file"]),
     ("save-not-writable", "output", ["run", "ssd", "--save-outputs", "/sys/x.npz"], ["Cannot write to /sys"]),
@@ -190,6 +198,7 @@ CLI = [
     ("not-py-or-onnx", "own", ["report", "{d}/README.md"], ["README.md is neither a .py nor a .onnx file"]),
     ("shape-huge", "own", ["report", "{d}/sym.onnx", "--input-shape", "100000,3,1000,1000"], ["1.1 TiB", "4.0 GiB"]),
     ("shape-twice", "own", ["report", "{d}/relu.onnx", *["--input-shape", "x=1,4,16,16"] * 2], ["twice for x"]),
+    ("shape-spaced", "own", ["report", "{d}/relu.onnx", "--input-shape", "x = 1", "--input-shape", "x=1"], ["twice"]),
     ("shape-demo", "own", ["report", "demo", "--input-shape", "1,3,8,8"], ["not to demo", "remove --input-shape"]),
     ("shape-zoo", "own", ["run", "ssd", "--input-shape", "1,3,8,8"], ["not to ssd"]),
     (
@@ -309,6 +318,10 @@ def _demo_wb(**kw):
     return Workbench(demo.demo_module(), "byoc-target", **kw)
 
 
+def _onnx_wb(d):
+    return Workbench.from_onnx(d / "relu.onnx")
+
+
 def _raising_prune(name, ops):
     return {}["no such key"]
 
@@ -387,6 +400,9 @@ API = [
     ),
     ("run-inputs-none", "api", lambda d: execute.run(demo.demo_module(), None), ["must be a list of arrays"]),
     ("view-expand-int", "api", lambda d: _demo_wb().view("partition", expand=5), ["expand must be a list"]),
+    ("view-collapse-str", "api", lambda d: _demo_wb().view("partition", collapse="yes"), ["collapse is True or False"]),
+    ("byom-prune-str", "api", lambda d: byom.run(_onnx_wb(d), prune="no"), ["prune is True or False", "got str"]),
+    ("with-rule-of-tensorrt", "api", lambda d: _demo_wb().with_rule("tensorrt.nn.conv2d", True), ["tensorrt's"]),
     ("from-onnx-none", "api", lambda d: Workbench.from_onnx(None), ["Not the path of an ONNX file"]),
     ("search-widget-none", "api", lambda d: _search_widget(None), ["takes a search's result, not NoneType"]),
     ("chooser-unknown", "api", lambda d: _zoo_chooser(models=["nosuch"]), ["Unknown model 'nosuch'"]),

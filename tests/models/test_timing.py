@@ -230,7 +230,7 @@ def test_ssd_onnxruntime_profile_and_compare():
         p = steady_profile(built, inputs, runs=5)  # three sessions: the other test worker shares the cores
         check_ratio(p)
         assert all(e.calls == 1 for e in p.entries if e.kind == "kernel")  # one kernel per call site
-        assert set(p.backends.values()) == {"onnxruntime"} and p.mark
+        assert set(p.backends.values()) == {"onnxruntime (CPU)"} and p.mark
         shaded = latency.shade(built, p, collapse=True)
         dot = latency.to_dot(shaded, p).source
         assert sum(n.kind == "boundary" for n in shaded.graph.nodes.values()) == 2 * len(built.subgraphs)

@@ -81,7 +81,7 @@ def test_stages_profile_and_compare_take_a_zoo_name(tmp_path, capsys):
     assert [s["name"] for s in checks["subgraphs"]] == ["tensorrt_0"] and checks["over_tolerance"] == []
     assert cli.main(["profile", POSE, "--weights", "untrained", "--runs", "2", "--json"]) == 0
     profile = json.loads(capsys.readouterr().out)
-    assert profile["subgraphs"] == {"tensorrt_0": "onnxruntime"} and profile["weights"]
+    assert profile["subgraphs"] == {"tensorrt_0": "onnxruntime (CPU)"} and profile["weights"]
 
 
 def test_bench_a_classifier_in_bench_ssds_json_shape(capsys):

@@ -4,6 +4,7 @@ devices.propose (issue 47)."""
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -116,3 +117,16 @@ def test_byom_run_refuses_what_is_not_a_workbench_in_one_line(bad):
 
 def test_execute_run_refuses_a_vm_that_is_not_one(demo_mod):
     _one_line(lambda: execute.run(demo_mod, demo.demo_inputs(), vm="x"), "vm must be a relax.VirtualMachine, got str")
+
+
+def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder(tmp_path, monkeypatch, caplog):
+    """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere."""
+    (tmp_path / "cache").write_text("not a folder")
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the fallback folder is made under tmp_path
+    example = byom.example(size=32)
+    assert example.onnx_path.parent.parent == tmp_path and example.onnx_path.parent.name.startswith("byoc-byom-")
+    assert example.onnx_path.stat().st_size > 0
+    assert [r.message.split(";")[0] for r in caplog.records if r.levelname == "WARNING"] == [
+        f"cannot write the example to {tmp_path}/cache/examples/32x32-seed0 (Not a directory)"
+    ]

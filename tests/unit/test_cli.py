@@ -6,7 +6,8 @@ import textwrap
 import pytest
 from messages import one_line
 
-from byoc_workbench import cli
+from byoc_workbench import cli, files
+from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, input_shape
 
 
 def run(args):
@@ -15,7 +16,7 @@ def run(args):
 
 def test_stages_demo_writes_diagrams_and_summary(tmp_path, capsys):
     assert run(["stages", "demo", "--out", str(tmp_path)]) == 0
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != files.WRITTEN)
     assert names == [
         "00-source.svg",
         "01-composite.svg",
@@ -242,3 +243,16 @@ def test_bench_without_tvm_says_its_outputs_were_not_checked(capsys):
     assert result["outputs_match"] == {}
     assert not [n for n in result["notes"] if n.startswith("outputs checked against")]
     assert "outputs not checked: tvm alone did not run (add tvm to the backends)" in result["notes"]
+
+
+def test_bench_of_tvm_alone_says_there_is_nothing_to_check_it_against(capsys):
+    """With tvm alone (named twice: once is kept) it ran, and the note says so, not that it did not run."""
+    assert cli.main(["bench", "demo", "--backends", "tvm,tvm", "--repeat", "1", "--no-anchors", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert list(result["backends"]) == ["tvm"]
+    assert "outputs not checked: only tvm alone ran (add another backend to check it against)" in result["notes"]
+
+
+def test_input_shape_and_dtype_names_may_have_spaces_around_them():
+    assert input_shape(" x = 1, 3,8 ,8") == InputShape("x", [1, 3, 8, 8])
+    assert input_dtype("ids = int64 ") == InputDtype("ids", "int64")

@@ -272,3 +272,30 @@ def test_a_damaged_entry_is_said_once_per_cache(tmp_path, caplog, monkeypatch):
     assert [r.getMessage() for r in caplog.records] == [
         "build cache: a.so is damaged (it disagrees with its seal); it is made again"
     ]
+
+
+def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
+    """check_file(ours=...): a bench JSON or a saved-outputs .npz is replaced; a notebook, a user's own JSON
+    object or .npz, a model are refused before any work; an empty file is replaced."""
+    from byoc_workbench.cli.earlier import BENCH as bench
+    from byoc_workbench.cli.earlier import SAVED_OUTPUTS as saved
+
+    made = {
+        "bench.json": '{"model": "demo", "backends": {}}',
+        "benches.json": '[{"model": "demo", "backends": {}}, {"model": "x", "error": "error: ..."}]',
+        "empty.json": "",
+        "nb.ipynb": '{"cells": [], "metadata": {}, "nbformat": 4}',
+        "conf.json": '{"model": "x", "lr": 0.1}',
+        "list.json": "[1, 2]",
+    }
+    for name, content in made.items():
+        (tmp_path / name).write_text(content)
+    np.savez(tmp_path / "outputs.npz", output0=np.zeros(2), output1=np.ones(1))
+    np.savez(tmp_path / "mine.npz", weights=np.zeros(2))
+    for name in ("bench.json", "benches.json", "empty.json"):
+        assert files.check_file(tmp_path / name, "--out", ours=bench) == tmp_path / name
+    assert files.check_file(tmp_path / "outputs.npz", "--save-outputs", ours=saved) == tmp_path / "outputs.npz"
+    refused = [("nb.ipynb", bench), ("conf.json", bench), ("list.json", bench), ("mine.npz", saved)]
+    for name, ours in refused + [("bench.json", saved)]:
+        with pytest.raises(files.WorkbenchError, match="holds something else"):
+            files.check_file(tmp_path / name, "--out", ours=ours)

@@ -172,6 +172,8 @@ def bench_model(
     _compare(result, found, expected, differ_predictions if what.loaded else differ)
     if result["outputs_match"]:  # said only where a check ran: without tvm among the backends, none does
         result["notes"].append(f"outputs checked against {result['reference']}")
+    elif "tvm" in found:  # TVM alone is the reference, and nothing else ran to check against it
+        result["notes"].append("outputs not checked: only tvm alone ran (add another backend to check it against)")
     else:
         result["notes"].append(f"outputs not checked: {result['reference']} did not run (add tvm to the backends)")
     result["warnings"] = [w for p in found.values() for w in getattr(p, "warnings", ())]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.check.compare import check_outputs, found_text
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
-from byoc_workbench.session import Workbench
+from byoc_workbench.session import Workbench, true_or_false
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ def offloaded(wb, backend: str = "onnxruntime", prune: bool = True, options: dic
 def build_run(wb, backend: str, prune: bool = True, repeat: int = 1, warmup: int = 0, **kw) -> runner.Run:
     """One build of the model run on its example inputs: ``backend`` ``"tvm"`` is TVM alone."""
     model = own_model(wb)
+    prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")
     what = model.mod if backend == "tvm" else offloaded(wb, backend, prune)[-1]
     label = "tvm alone" if backend == "tvm" else f"{backend}{'' if prune else '_unpruned'}"
     return runner.build_and_run(what, model.inputs, repeat, warmup, label=label, mark=wb.mark, **kw)
@@ -153,6 +155,20 @@ def _missing_torch() -> str:
     return ""
 
 
+def _examples_folder(name: str) -> Path:
+    """The cache's folder ``examples/<name>``, made; where the cache cannot be written (a missing or read-only
+    path, a file), a new temporary folder instead, with one warning: the notebook's first cell goes on."""
+    folder = files.cache_dir("examples") / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()  # a read-only folder fails here, not in the export
+        return folder
+    except OSError as err:
+        instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))
+        logger.warning("cannot write the example to %s (%s); writing it to %s instead", folder, err.strerror, instead)
+        return instead
+
+
 def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     """Notebook 05's ResNet-18 on seeded weights, at ``size`` x ``size``: nothing is downloaded.
 
@@ -163,10 +179,10 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
     to ``directory`` (by default a folder of the cache's ``examples`` named by its size and seed: written again,
-    atomically, by each call, and never left behind in a temporary folder of its own).
+    atomically, by each call; a temporary folder of its own, with a warning, where the cache cannot be written).
     """
     shape = (1, 3, size, size)
-    folder = Path(directory) if directory else files.cache_dir("examples") / f"{size}x{size}-seed{seed}"
+    folder = Path(directory) if directory else _examples_folder(f"{size}x{size}-seed{seed}")
     hint = _missing_torch()
     if hint:
         imported = zoo.import_model("resnet18_v1", "untrained", input_shape=shape)

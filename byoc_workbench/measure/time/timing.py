@@ -412,7 +412,8 @@ def profile(
         t0 = time.perf_counter()
         fn(*args)
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
-            clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, "profile")
+            why = f"profile ({runs} timed runs of about 3 runs' time each, a plain and an instrumented one)"
+            clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, why)
     recorder = Recorder(built.functions, entry=entry, sync=execute.sync_of(built.target))
     ends, pairs = [], []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
