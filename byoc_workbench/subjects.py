@@ -89,14 +89,17 @@ class ModelRef:
         target=None,
         rules=None,
         kinds=KINDS,
+        alone=True,
     ) -> ModelRef:
         """The model a command (or a caller in Python) names: ``model`` is demo, ssd (``zoo_model``,
         with ``weights`` and ``image``), a zoo model's name, a ``.onnx`` or ``.py`` file, or None with
         ``torch`` (a ``module:factory``). ``shapes`` fix an ONNX file's or PyTorch program's inputs;
         ``target`` and ``rules`` (names switched on) make the units. A model of a kind not in
-        ``kinds`` is the one-line error listing the zoo's names."""
+        ``kinds`` is the one-line error listing the zoo's names. A command of several models parses each with
+        ``alone`` False, then checks the zoo's options against them all (:func:`check_zoo_options`)."""
         ref = cls._parse(model, zoo_model, weights, image, torch, shapes, "file" in kinds)
-        _zoo_options_only_for_the_zoo(ref, model, zoo_model=zoo_model, weights=weights, image=image)
+        if alone:
+            check_zoo_options([(ref, model)], zoo_model=zoo_model, weights=weights, image=image)
         if ref.kind not in kinds:
             raise _unknown(ref.label, f"use one of: {', '.join(zoo.MODELS)}")
         return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
@@ -447,16 +450,17 @@ def load_model_file(path: str | Path) -> ModelFile:
     return ModelFile(mod, None if rules is None else check_rules(rules, f"rules in {path}"))
 
 
-def _zoo_options_only_for_the_zoo(ref: ModelRef, model, **given) -> None:
-    """A one-line error for a GluonCV zoo model's options (``--model`` with ssd alone) given with another
-    model, which would ignore them: the run would not be of the picture or the weights the user named."""
+def check_zoo_options(models: list, **given) -> None:
+    """A one-line error for a GluonCV zoo model's options (``--model`` with ssd alone) given where none of
+    ``models`` (``(ModelRef, what was typed)`` pairs) takes them: they would be ignored, and the run would not
+    be of the picture or the weights the user named."""
     given = [f"--{'model' if k == 'zoo_model' else k}" for k, v in given.items() if v is not None]
-    if ref.kind == "zoo" and (model == "ssd" or "--model" not in given):
-        return
-    if given:
+    takes = [ref for ref, typed in models if ref.kind == "zoo" and (typed == "ssd" or "--model" not in given)]
+    if given and not takes:
         which = "the ssd" if given == ["--model"] else "GluonCV zoo models"
+        labels = ", ".join(ref.label for ref, _ in models)
         raise WorkbenchError(
-            f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to {which} only, not to {ref.label}",
+            f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to {which} only, not to {labels}",
             f"remove {' and '.join(given)}",
         )
 

@@ -6,7 +6,7 @@ import sys
 
 from byoc_workbench import files, text
 from byoc_workbench.cli import earlier
-from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.cli.refs import model_refs
 from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import bench, bench_report
 
@@ -19,7 +19,7 @@ def cmd_bench(args) -> int:
             f"--tvm-repeat times TVM alone, which --backends {args.backends} leaves out",
             "add tvm to --backends, or remove --tvm-repeat",
         )
-    models = [model_ref(args, what, ("demo", "zoo", "onnx", "torch")) for what in args.what or [None]]
+    models = model_refs(args, args.what or [None], ("demo", "zoo", "onnx", "torch"))
     options = {
         "repeat": args.repeat,
         "tvm_repeat": args.tvm_repeat or 1,  # count(1, ...): None is the only false value

@@ -7,9 +7,10 @@ from byoc_workbench import subjects
 from byoc_workbench.cli.args import input_shapes
 
 
-def model_ref(args, what, kinds=None, rules=None) -> subjects.ModelRef:
+def model_ref(args, what, kinds=None, rules=None, alone=True) -> subjects.ModelRef:
     """The :class:`~byoc_workbench.subjects.ModelRef` of the model ``what`` a command names, with its options
-    (``--model``, ``--weights``, ``--image``, ``--torch``, ``--input-shape``, ``--input-dtype``, ``--target``)."""
+    (``--model``, ``--weights``, ``--image``, ``--torch``, ``--input-shape``, ``--input-dtype``, ``--target``);
+    ``alone`` False for one of several models (:func:`model_refs`)."""
     given = {k: getattr(args, k, None) for k in ("weights", "image", "torch", "target")}
     return subjects.ModelRef.parse(
         what,
@@ -17,5 +18,15 @@ def model_ref(args, what, kinds=None, rules=None) -> subjects.ModelRef:
         shapes=input_shapes(args),
         rules=rules,
         kinds=kinds or subjects.KINDS,
+        alone=alone,
         **given,
     )
+
+
+def model_refs(args, whats: list, kinds=None) -> list[subjects.ModelRef]:
+    """:func:`model_ref` of each of several models, the zoo's options (``--weights``, ``--image``, ``--model``)
+    going to the zoo models among them: refused only when none takes them."""
+    refs = [model_ref(args, what, kinds, alone=False) for what in whats]
+    zoo = {"zoo_model": getattr(args, "ssd_model", None), "weights": args.weights, "image": args.image}
+    subjects.check_zoo_options(list(zip(refs, whats)), **zoo)
+    return refs

@@ -8,6 +8,7 @@ from messages import one_line
 
 from byoc_workbench import cli, files
 from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, input_shape
+from byoc_workbench.errors import WorkbenchError
 
 
 def run(args):
@@ -256,3 +257,16 @@ def test_bench_of_tvm_alone_says_there_is_nothing_to_check_it_against(capsys):
 def test_input_shape_and_dtype_names_may_have_spaces_around_them():
     assert input_shape(" x = 1, 3,8 ,8") == InputShape("x", [1, 3, 8, 8])
     assert input_dtype("ids = int64 ") == InputDtype("ids", "int64")
+
+
+def test_the_zoos_options_go_to_the_zoo_models_among_several():
+    """``bench demo resnet18_v1 --weights untrained``: the weights are resnet18_v1's, the demo takes none; with no
+    zoo model among them the option would be ignored, and is refused."""
+    from byoc_workbench.cli.refs import model_refs
+
+    args = cli.parser().parse_args(["bench", "demo", "resnet18_v1", "--weights", "untrained"])
+    demo, zoo = model_refs(args, args.what)
+    assert demo.kind == "demo" and demo.weights is None and (zoo.name, zoo.weights) == ("resnet18_v1", "untrained")
+    args = cli.parser().parse_args(["bench", "demo", "demo", "--weights", "untrained"])
+    with pytest.raises(WorkbenchError, match="--weights applies to GluonCV zoo models only, not to demo, demo"):
+        model_refs(args, args.what)
