@@ -59,8 +59,9 @@ class WorkbenchError(Exception):
 def did_you_mean(word, known) -> str:
     """`` (did you mean X?)`` with the name of ``known`` nearest ``word`` (in any case), or "" when none is near:
     what an "Unknown ..." line adds."""
-    near = difflib.get_close_matches(str(word).strip().lower(), {k.lower(): k for k in known}, n=1)
-    return f" (did you mean {({k.lower(): k for k in known})[near[0]]}?)" if near else ""
+    lowered = {k.lower(): k for k in known if k != str(word).strip()}  # never the very word: it is not one of them
+    near = difflib.get_close_matches(str(word).strip().lower(), lowered, n=1)
+    return f" (did you mean {lowered[near[0]]}?)" if near else ""
 
 
 def shorten(text: str, limit: int = 300) -> str:

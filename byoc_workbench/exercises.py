@@ -141,6 +141,10 @@ EXERCISES = {
 
 def feedback(number: int, cls=None, **fields) -> Feedback:
     """Exercise ``number``'s empty feedback, with its title and graded hints (``cls``: a subclass)."""
+    if isinstance(number, bool) or not isinstance(number, int) or number not in EXERCISES:
+        raise WorkbenchError(
+            f"There is no exercise {number!r:.40}", f"pass one of: {', '.join(map(str, sorted(EXERCISES)))}"
+        )
     title, idea, api = EXERCISES[number]
     return (cls or Feedback)(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
 
@@ -421,6 +425,10 @@ def rule_off(wb: Workbench, rule) -> Workbench:
     So the notebook runs top to bottom before the attendee answers; the check then says
     "not answered yet". A rule that does not exist is the one-line error of :meth:`Workbench.with_rule`.
     """
+    if not isinstance(wb, Workbench):
+        raise WorkbenchError(
+            f"rule_off takes a Workbench, got {type(wb).__name__} ({wb!r:.40})", "pass the SSD's workbench, wb"
+        )
     return wb if rule is ... else wb.with_rule(rule, False)
 
 

@@ -119,7 +119,8 @@ def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> 
     try:
         tempfile.TemporaryFile(dir=directory).close()
     except OSError as err:
-        where = f"{directory}" if wanted in (None, directory) else f"{wanted}: {directory} cannot be written"
+        shown = f"{directory.absolute()} (the current directory)" if str(directory) == "." else f"{directory}"
+        where = shown if wanted in (None, directory) else f"{wanted}: {shown} cannot be written"
         raise WorkbenchError(f"Cannot write to {where} ({err.strerror or err})", fix) from None
 
 

@@ -15,7 +15,6 @@ import gc
 from collections.abc import Mapping
 from functools import cached_property, wraps
 
-import numpy as np
 import tvm
 
 from byoc_workbench import stages
@@ -91,16 +90,8 @@ def _paused(method):
     return run
 
 
-def true_or_false(value, cause: str, fix: str) -> bool:
-    """``value`` as a bool (a NumPy one will do), or a one-line error ``<cause>; got <value>``: a word such
-    as "off" or "no" is true, and must not switch anything on."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise WorkbenchError(f"{cause}; got {type(value).__name__} ({value!r:.40})", fix)
-    return bool(value)
-
-
 def _switch(name, on) -> bool:
-    return true_or_false(
+    return stages.true_or_false(
         on, f"Rule {name!r} is switched by True or False", "pass True to switch it on, False to switch it off"
     )
 
@@ -315,7 +306,9 @@ class Workbench:
         a subgraph call walks the module again.
         """
         expand = _node_ids(expand)
-        collapse = true_or_false(collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all")
+        collapse = stages.true_or_false(
+            collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all"
+        )
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         return folding.fold_chains(g, keep_open=expand) if collapse else g
@@ -362,6 +355,7 @@ class Workbench:
 
     @_paused
     def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False) -> View:
+        svg = stages.true_or_false(svg, "svg is True or False", "pass svg=False to skip the picture")
         s = self.stage(name)
         g = self.graph(name, expand, collapse)
         dot = render.to_dot(g, title=self.title(name), show_shapes=not collapse)

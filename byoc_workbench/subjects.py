@@ -1,9 +1,8 @@
-"""Which model? The one answer for every entry point: the CLI, the search, the ready-made builds and
-the zoo workflow.
+"""Which model? The one answer for every entry point: the CLI, the search, the ready-made builds and the zoo workflow.
 
-A model is named by a :class:`ModelRef`, made from a command's arguments or Python values by
-:meth:`ModelRef.parse` and written as a small dict (:meth:`ModelRef.to_json`), so that it can be
-measured in another process or on another machine (:func:`byoc_workbench.measure.search.measure_candidate`)::
+A model is named by a :class:`ModelRef`, made from a command's arguments or Python values by :meth:`ModelRef.parse`
+and written as a small dict (:meth:`ModelRef.to_json`), so that it can be measured in another process or on another
+machine (:func:`byoc_workbench.measure.search.measure_candidate`)::
 
     {"kind": "demo"}
     {"kind": "zoo", "model": "ssd_512_resnet50_v1_coco", "weights": None, "image": None}  # "ssd" reads as "zoo"
@@ -11,13 +10,11 @@ measured in another process or on another machine (:func:`byoc_workbench.measure
     {"kind": "torch", "spec": "torchvision.models:resnet18", "shape": [1, 3, 224, 224]}  # or {"x": [...]}
     {"kind": "file", "path": "mymodel.py", "target": "mychip"}
 
-with an optional ``"target"`` (whose rules make the units; default
-``tensorrt``, ``byoc-target`` for the demo) and ``"rules"`` (the qualified
-names switched on; default all). Each kind is a class (:class:`ModelKind`; a reference's is
-:attr:`ModelRef.model`) that loads its model and answers what the commands ask of it, so no
-caller compares kinds. :func:`load` returns a :class:`Subject`:
-the workbench (module and rules), the example inputs, the weights' mark, and
-what a whole-model reference runs on (:attr:`Subject.source`).
+with an optional ``"target"`` (whose rules make the units; default ``tensorrt``, ``byoc-target`` for the demo) and
+``"rules"`` (the qualified names switched on; default all). Each kind is a class (:class:`ModelKind`; a reference's
+is :attr:`ModelRef.model`) that loads its model and answers what the commands ask of it, so no caller compares
+kinds. :func:`load` returns a :class:`Subject`: the workbench (module and rules), the example inputs, the weights'
+mark, and what a whole-model reference runs on (:attr:`Subject.source`).
 """
 
 from __future__ import annotations
@@ -91,17 +88,20 @@ class ModelRef:
         kinds=KINDS,
         alone=True,
     ) -> ModelRef:
-        """The model a command (or a caller in Python) names: ``model`` is demo, ssd (``zoo_model``,
-        with ``weights`` and ``image``), a zoo model's name, a ``.onnx`` or ``.py`` file, or None with
-        ``torch`` (a ``module:factory``). ``shapes`` fix an ONNX file's or PyTorch program's inputs;
-        ``target`` and ``rules`` (names switched on) make the units. A model of a kind not in
-        ``kinds`` is the one-line error listing the zoo's names. A command of several models parses each with
-        ``alone`` False, then checks the zoo's options against them all (:func:`check_zoo_options`)."""
+        """The model a command (or a caller in Python) names: ``model`` is demo, ssd (``zoo_model``, with ``weights``
+        and ``image``), a zoo model's name, a ``.onnx`` or ``.py`` file, or None with ``torch`` (``module:factory``).
+        ``shapes`` fix an ONNX file's or PyTorch program's inputs; ``target`` and ``rules`` (names switched on) make
+        the units. A model of a kind not in ``kinds`` is one line saying which kinds the command takes. A command
+        of several models parses each with ``alone`` False, then checks the zoo's options against them all
+        (:func:`check_zoo_options`)."""
         ref = cls._parse(model, zoo_model, weights, image, torch, shapes, "file" in kinds)
         if alone:
             check_zoo_options([(ref, model)], zoo_model=zoo_model, weights=weights, image=image)
         if ref.kind not in kinds:
-            raise _unknown(ref.label, f"use one of: {', '.join(zoo.MODELS)}")
+            said = [_CLASSES[k].said for k in kinds]
+            takes = " or ".join(said) if len(said) < 3 else f"{', '.join(said[:-1])} or {said[-1]}"
+            fix = f"use one of: {', '.join(zoo.MODELS)}" if kinds == ("zoo",) else f"pass {takes}"
+            raise WorkbenchError(f"{ref.label} is {ref.model.said}; this command takes {takes}", fix)
         return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
 
     @classmethod
@@ -127,9 +127,9 @@ class ModelRef:
             return cls(kind="zoo", name=name, weights=weights, image=image)
         if Path(model).is_dir():
             raise WorkbenchError(f"{model} is a directory, not a model", NAME_A_MODEL)
-        if not files or _is_python(model):  # a command that takes no file refuses it as a zoo name
+        if _is_python(model):
             return cls(kind="file", path=model)
-        raise _unknown(model, NAME_A_MODEL)
+        raise _unknown(model, NAME_A_MODEL if files else f"use one of: {', '.join(zoo.MODELS)}")
 
     def to_json(self) -> dict[str, object]:
         """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
@@ -255,6 +255,7 @@ class ModelKind(abc.ABC):
 
     ref: ModelRef
     kind: ClassVar[Kind]
+    said: ClassVar[str]  # what it is, in a sentence: "an ONNX file"
     #: Its :class:`ModelRef` fields and the keys its dict writes them under (what search caches and Ray tasks pass).
     keys: ClassVar[dict[str, str]] = {}
     #: Imported from a framework (the zoo, an ONNX file, PyTorch): large, and drawn collapsed.
@@ -293,6 +294,7 @@ class DemoModel(ModelKind):
     """The Part 1 demo, written in Relax: nothing to check it against but TVM alone."""
 
     kind = "demo"
+    said = "the Relax demo"
     default_backend = None
     partitioned_by_backend = True
 
@@ -306,6 +308,7 @@ class ZooModel(ModelKind):
     """A GluonCV zoo model (``"ssd"`` is one), imported from MXNet with its weights, on a picture."""
 
     kind = "zoo"
+    said = "a GluonCV zoo model"
     keys = {"name": "model", "weights": "weights", "image": "image"}
     imported = True
 
@@ -330,6 +333,7 @@ class OnnxModel(ModelKind):
     """An ONNX file, checked against ONNX Runtime on the file."""
 
     kind = "onnx"
+    said = "an ONNX file"
     keys = {"path": "path", "shapes": "input_shapes"}
     imported = checked = True
 
@@ -343,6 +347,7 @@ class TorchModel(ModelKind):
     """A PyTorch program (``module:factory``), checked against eager PyTorch."""
 
     kind = "torch"
+    said = "a PyTorch program"
     keys = {"spec": "spec", "shapes": "shape"}
     imported = checked = True
 
@@ -355,6 +360,7 @@ class PythonFileModel(ModelKind):
     """A Python file that defines ``mod`` (and perhaps ``rules``); its inputs seeded from ``main``'s shapes."""
 
     kind = "file"
+    said = "a Python file"
     keys = {"path": "path"}
     benched = False
 
@@ -418,6 +424,11 @@ def model_workbench(
     if imported is None:
         ref = zoo_ref(zoo.DEFAULT_MODEL if model is None else model)
         imported = zoo.import_model(ref.name, weights or ref.weights)
+    elif not isinstance(imported, zoo.ImportedModel):
+        raise WorkbenchError(
+            f"imported must be what zoo.import_model gave, got {type(imported).__name__} ({imported!r:.40})",
+            "pass imported=zoo.import_model(name), or leave it out and name the model",
+        )
     mark = imported.weights_label if not imported.model.is_trained else ""
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
@@ -432,12 +443,9 @@ class ModelFile(NamedTuple):
 
 
 def load_model_file(path: str | Path) -> ModelFile:
-    """Load ``mod`` (and optional ``rules``) from a user's Python file.
-
-    Returns ``(mod, rules_or_None)``. Whatever the file does wrong (it raises,
-    calls ``sys.exit``, defines no ``mod`` or ``rules`` of the wrong kind) is
-    one :class:`WorkbenchError` naming the file and its line (see :func:`import_user_file`).
-    """
+    """Load ``mod`` (and optional ``rules``) from a user's Python file. Whatever the file does wrong (it raises,
+    calls ``sys.exit``, defines no ``mod`` or ``rules`` of the wrong kind) is one :class:`WorkbenchError` naming
+    the file and its line (see :func:`import_user_file`)."""
     path = Path(path)
     module = import_user_file(path, "Model file", "pass 'demo' or the path of a .py file that defines mod.")
     mod = getattr(module, "mod", None)
@@ -457,11 +465,10 @@ def check_zoo_options(models: list, **given) -> None:
     given = [f"--{'model' if k == 'zoo_model' else k}" for k, v in given.items() if v is not None]
     takes = [ref for ref, typed in models if ref.kind == "zoo" and (typed == "ssd" or "--model" not in given)]
     if given and not takes:
-        which = "the ssd" if given == ["--model"] else "GluonCV zoo models"
+        which, named = "the ssd" if given == ["--model"] else "GluonCV zoo models", " and ".join(given)
         labels = ", ".join(ref.label for ref, _ in models)
         raise WorkbenchError(
-            f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to {which} only, not to {labels}",
-            f"remove {' and '.join(given)}",
+            f"{named} appl{'y' if len(given) > 1 else 'ies'} to {which} only, not to {labels}", f"remove {named}"
         )
 
 

@@ -64,6 +64,8 @@ class Parser(argparse.ArgumentParser):
         namespace, extra = self.parse_known_args(args, namespace)
         if extra:
             given = " ".join(extra)
+            if all(e in self._option_string_actions for e in extra):  # the command line's own: -v, --traceback
+                raise UsageError(f"{given} is an option of {self.prog} itself", f"put {given} before the command")
             raise UsageError(f"unrecognized arguments: {given}", f"remove {given} ({self.listed})")
         return namespace
 

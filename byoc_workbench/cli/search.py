@@ -8,6 +8,7 @@ import sys
 from byoc_workbench import files, subjects, text
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.draw import render, renderers
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import search
 from byoc_workbench.measure.compiler import compiled
 
@@ -19,6 +20,11 @@ def cmd_search(args) -> int:
         renderers.check()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads
     ref = model_ref(args, args.model)
+    if args.cached and files.no_cache():
+        raise WorkbenchError(
+            f"--cached measures nothing and reads the cache, which {files.NO_CACHE_ENV} turns off",
+            f"unset {files.NO_CACHE_ENV}, or leave out --cached",
+        )
     with compiled.refresh() if args.no_cache else contextlib.nullcontext():  # --no-cache: compile again too
         result = search.search(
             subjects.load(ref),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from byoc_workbench import files, progress
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, did_you_mean
 from byoc_workbench.files import CACHE_ENV
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,9 @@ def model_spec(name: str) -> ModelSpec:
     try:
         return MODELS[name]
     except KeyError:
-        raise UnknownModelError(f"Unknown model {name!r}", f"use one of: {', '.join(MODELS)}") from None
+        raise UnknownModelError(
+            f"Unknown model {name!r}{did_you_mean(name, MODELS)}", f"use one of: {', '.join(MODELS)}"
+        ) from None
 
 
 def weights_dir(path: str | os.PathLike | None = None) -> Path:

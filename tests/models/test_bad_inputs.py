@@ -83,6 +83,8 @@ CLI = [
     ("out-dash", "output", ["profile", "demo", "--out", "-"], ["directory named '-'", "results print anyway"]),
     ("save-onto-a-text", "output", ["run", "ssd", "--save-outputs", "{d}/notes.txt"], ["holds something else"]),
     ("bench-out-onto-a-model", "output", ["bench", "demo", "--out", "{d}/relu.onnx"], ["holds something else"]),
+    ("verbose-after-command", "cli", ["stages", "demo", "--out", "{d}/o", "-v"], ["put -v before the command"]),
+    ("import-the-demo", "cli", ["import", "demo"], ["demo is the Relax demo; this command takes a GluonCV zoo"]),
     ("target-in-caps", "cli", ["report", "demo", "--target", "TensorRT"], ["did you mean tensorrt?"]),
     ("unknown-rule", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "byoc-target.nope"], ["nope"]),
     ("rule-without-target", "cli", ["stages", "demo", "--out", "{d}/o", "--rules", "add"], ["target.rule"]),

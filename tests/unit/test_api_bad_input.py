@@ -82,3 +82,16 @@ def test_a_one_argument_prune_answer_is_judged_not_called_blank():
 
     for unanswered in (blank, passed, ..., None):
         assert exercises.check_prune_exercise(unanswered).wrong == [exercises._NOT_ANSWERED]
+
+
+def test_view_draws_by_true_or_false_only(wb):
+    _one_line(lambda: wb.view("partition", svg="no"), "svg is True or False", "'no'")
+    assert wb.view("partition", svg=False).svg == ""
+
+
+def test_rule_off_of_no_workbench_and_feedback_of_no_exercise_are_one_line(wb):
+    _one_line(lambda: exercises.rule_off(None, ADD), "rule_off takes a Workbench, got NoneType")
+    known = ", ".join(map(str, sorted(exercises.EXERCISES)))
+    for bad in (99, True, "1", [1]):
+        _one_line(lambda bad=bad: exercises.feedback(bad), "There is no exercise", f"pass one of: {known}")
+    assert exercises.feedback(1).number == 1

@@ -2,10 +2,11 @@
 the zoo workflow (which takes a ModelRef or a plain name), ModelRef.parse, execute.run, byom.run and
 devices.propose (issue 47)."""
 
+import os
 import subprocess
 import sys
-import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 import tvm
@@ -15,6 +16,7 @@ from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
+from byoc_workbench.session import Workbench
 from byoc_workbench.subjects import ModelRef, model_workbench, zoo_ref
 
 ZOO_CALLS = {
@@ -41,7 +43,7 @@ def _one_line(call, match: str) -> str:
         (5, "named by a string, got int"),
         ("", "name is empty"),
         ("   ", "name is empty"),
-        ("demo", "Unknown model 'demo'.*resnet18_v1"),
+        ("demo", "demo is the Relax demo; this command takes a GluonCV zoo model.*resnet18_v1"),
         ("Resnet18_V1", r"Unknown model 'Resnet18_V1' \(did you mean resnet18_v1\?\)"),
         (ModelRef(kind="file", path="/no/such.py"), "Unknown model '/no/such.py'"),
     ],
@@ -119,14 +121,55 @@ def test_execute_run_refuses_a_vm_that_is_not_one(demo_mod):
     _one_line(lambda: execute.run(demo_mod, demo.demo_inputs(), vm="x"), "vm must be a relax.VirtualMachine, got str")
 
 
-def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder(tmp_path, monkeypatch, caplog):
-    """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere."""
+def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder_removed_at_exit(tmp_path):
+    """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere, for the
+    session only: the folder is gone when the process exits."""
     (tmp_path / "cache").write_text("not a folder")
-    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the fallback folder is made under tmp_path
-    example = byom.example(size=32)
-    assert example.onnx_path.parent.parent == tmp_path and example.onnx_path.parent.name.startswith("byoc-byom-")
-    assert example.onnx_path.stat().st_size > 0
-    assert [r.message.split(";")[0] for r in caplog.records if r.levelname == "WARNING"] == [
+    env = {**os.environ, "BYOC_WORKBENCH_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
+    script = (
+        "from byoc_workbench.measure.bench import byom; p = byom.example(size=32).onnx_path; print(p.stat().st_size, p)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    size, path = done.stdout.split()
+    assert int(size) > 0 and Path(path).parent.parent == tmp_path and Path(path).parent.name.startswith("byoc-byom-")
+    assert [ln.split(";")[0] for ln in done.stderr.splitlines() if "cannot write" in ln] == [
         f"cannot write the example to {tmp_path}/cache/examples/32x32-seed0 (Not a directory)"
     ]
+    assert not Path(path).parent.exists()  # the temporary folder went with the process
+
+
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        ({"size": 0}, "size must be a whole number of pixels, at least 32.*got int \\(0\\)"),
+        ({"size": 31}, "at least 32"),
+        ({"size": "96"}, "got str \\('96'\\)"),
+        ({"size": 96.0}, "got float \\(96.0\\)"),
+        ({"size": True}, "got bool"),
+        ({"seed": -1}, "The seed must be a whole number"),
+        ({"seed": "0"}, "The seed must be a whole number"),
+        ({"size": 32, "directory": "/proc/x"}, "Cannot write the example to /proc/x .*Fix: pass directory= a folder"),
+    ],
+    ids=["0", "31", "str", "float", "bool", "seed-1", "seed-str", "proc"],
+)
+def test_byom_example_refuses_a_bad_size_seed_or_folder_in_one_line_and_leaves_no_folder(
+    kw, says, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("BYOC_WORKBENCH_CACHE", str(tmp_path))
+    _one_line(lambda: byom.example(**kw), says)
+    assert list(tmp_path.iterdir()) == []  # no empty examples/<size>x<size>-seed<seed> folder
+
+
+def test_the_workflow_refuses_what_is_not_an_imported_model_or_a_module_in_one_line(demo_mod):
+    _one_line(lambda: workflow.model_workbench(imported="x"), "imported must be what zoo.import_model gave, got str")
+    _one_line(lambda: workflow.offload(None, "onnxruntime"), "offload takes a tvm.IRModule, got NoneType")
+    _one_line(lambda: workflow.offload(demo_mod, "onnxruntime", prune="x"), "prune is True or False; got str")
+    _one_line(lambda: byom.run(None, progress="yes"), "progress is True or False; got str")
+
+
+def test_byom_text_helpers_refuse_what_run_and_from_onnx_did_not_give_in_one_line():
+    _one_line(lambda: byom.stages_text(Workbench(demo.demo_module(), "byoc-target"), None), "got NoneType")
+    _one_line(lambda: byom.stages_text(None, None), "Expected a Workbench holding your model, got NoneType")
+    for bad in ({}, None, "run"):
+        _one_line(lambda bad=bad: byom.run_text(bad), "run_text takes what byom.run gave")

@@ -270,3 +270,11 @@ def test_the_zoos_options_go_to_the_zoo_models_among_several():
     args = cli.parser().parse_args(["bench", "demo", "demo", "--weights", "untrained"])
     with pytest.raises(WorkbenchError, match="--weights applies to GluonCV zoo models only, not to demo, demo"):
         model_refs(args, args.what)
+
+
+def test_cached_with_the_cache_turned_off_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("BYOC_WORKBENCH_NO_CACHE", "1")
+    assert cli.main(["search", "demo", "--cached"]) == 2
+    assert "--cached measures nothing and reads the cache, which BYOC_WORKBENCH_NO_CACHE turns off" in one_line(
+        capsys.readouterr().err.strip()
+    )

@@ -299,3 +299,10 @@ def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
     for name, ours in refused + [("bench.json", saved)]:
         with pytest.raises(files.WorkbenchError, match="holds something else"):
             files.check_file(tmp_path / name, "--out", ours=ours)
+
+
+def test_an_unwritable_current_directory_is_named(monkeypatch):
+    """``cd /proc && ... --save-outputs o.npz`` said "Cannot write to ." """
+    monkeypatch.chdir("/proc")
+    with pytest.raises(files.WorkbenchError, match=r"Cannot write to /proc \(the current directory\)"):
+        files.check_file("o.npz", "--save-outputs")

@@ -64,11 +64,15 @@ def test_what_names_no_model_is_one_line(bad):
         ModelRef.from_json(bad)
 
 
-def test_a_command_that_takes_fewer_kinds_refuses_the_others_with_the_zoo_list():
-    with pytest.raises(WorkbenchError, match=f"Unknown model 'mine.py'.*{POSE}"):
+def test_a_command_that_takes_fewer_kinds_says_which_it_takes():
+    """``bench mine.py`` and ``import demo`` said "Unknown model" (``import demo``: "did you mean demo?")."""
+    takes = "the Relax demo, a GluonCV zoo model, an ONNX file or a PyTorch program"
+    with pytest.raises(WorkbenchError, match=f"mine.py is a Python file; this command takes {takes}"):
         ModelRef.parse("mine.py", kinds=("demo", "zoo", "onnx", "torch"))
-    with pytest.raises(WorkbenchError, match="Unknown model 'demo'"):
+    with pytest.raises(WorkbenchError, match=f"demo is the Relax demo; this command takes a GluonCV zoo model.*{POSE}"):
         ModelRef.parse("demo", kinds=("zoo",))
+    with pytest.raises(WorkbenchError, match=f"Unknown model 'nope'.*{POSE}"):  # no file taken: a zoo name misspelt
+        ModelRef.parse("nope", kinds=("zoo",))
 
 
 @pytest.mark.parametrize(

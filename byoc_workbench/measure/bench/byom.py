@@ -13,8 +13,10 @@ file when the PyTorch extra is installed, and as an ONNX file from MXNet's expor
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -24,10 +26,12 @@ from typing import Any
 from byoc_workbench import files, stages, text
 from byoc_workbench.backends.onnx import translate
 from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.frontends.own import checked_seed
 from byoc_workbench.measure.check.compare import check_outputs, found_text
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
-from byoc_workbench.session import Workbench, true_or_false
+from byoc_workbench.session import Workbench
+from byoc_workbench.stages import true_or_false
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
@@ -73,6 +77,7 @@ def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = F
         was checked against), ``check`` (see :meth:`~byoc_workbench.frontends.own.OwnModel.check`),
         ``notes`` (the codegen stage's) and ``outputs``.
     """
+    progress = true_or_false(progress, "progress is True or False", "pass progress=True to show the bars")
     model = own_model(wb)
     result = build_run(wb, backend, prune, progress=progress)
     return {
@@ -88,6 +93,12 @@ def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = F
 
 
 def run_text(result: dict) -> str:
+    """What :func:`run` gave, in two lines: where it ran, its times, and its check against the reference."""
+    if not isinstance(result, dict) or "check" not in result:
+        raise WorkbenchError(
+            f"run_text takes what byom.run gave, got {type(result).__name__} ({result!r:.40})",
+            "pass it the result of byom.run(wb)",
+        )
     c = result["check"]
     verdict = "equal" if c["equal"] else "DIFFERENT"
     found = f", detections found {found_text(c['detections'])}" if "detections" in c else ""
@@ -155,39 +166,59 @@ def _missing_torch() -> str:
     return ""
 
 
-def _examples_folder(name: str) -> Path:
-    """The cache's folder ``examples/<name>``, made; where the cache cannot be written (a missing or read-only
-    path, a file), a new temporary folder instead, with one warning: the notebook's first cell goes on."""
+#: The least ``size`` :func:`example` takes: ResNet-18 halves its input five times (a stride of 32 in all).
+MIN_SIZE = 32
+
+
+def _write_example(name: str, directory, write) -> Path:
+    """``write(folder)`` into ``directory``, else into the cache's folder ``examples/<name>`` (made by the write,
+    so a failed call leaves none); where the cache cannot be written (a missing or read-only path, a file), into
+    a temporary folder removed when the process exits, with one warning: the notebook's first cell goes on."""
+    if directory:
+        try:
+            return write(Path(directory))
+        except OSError as err:
+            raise WorkbenchError(
+                f"Cannot write the example to {directory} ({err.strerror})",
+                "pass directory= a folder you can write to, or leave it out to use the cache",
+            ) from None
     folder = files.cache_dir("examples") / name
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()  # a read-only folder fails here, not in the export
-        return folder
+        return write(folder)
     except OSError as err:
         instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))
+        atexit.register(shutil.rmtree, instead, ignore_errors=True)  # the example is only needed for the session
         logger.warning("cannot write the example to %s (%s); writing it to %s instead", folder, err.strerror, instead)
-        return instead
+        return write(instead)
 
 
 def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     """Notebook 05's ResNet-18 on seeded weights, at ``size`` x ``size``: nothing is downloaded.
 
     With torch and torchvision: torchvision's ``resnet18(weights=None)`` after
-    ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it.
-    Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
+    ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it; ``size`` is a whole
+    number, at least :data:`MIN_SIZE`. Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
     (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever ``seed``
     is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
     to ``directory`` (by default a folder of the cache's ``examples`` named by its size and seed: written again,
-    atomically, by each call; a temporary folder of its own, with a warning, where the cache cannot be written).
+    atomically, by each call; a temporary folder of its own, removed at exit, with a warning, where the cache
+    cannot be written).
     """
+    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_SIZE:
+        raise WorkbenchError(
+            f"size must be a whole number of pixels, at least {MIN_SIZE} (ResNet-18 halves its input five times),"
+            f" got {type(size).__name__} ({size!r:.40})",
+            "pass e.g. size=96",
+        )
+    seed = checked_seed(seed)
     shape = (1, 3, size, size)
-    folder = Path(directory) if directory else _examples_folder(f"{size}x{size}-seed{seed}")
+    name = f"{size}x{size}-seed{seed}"
     hint = _missing_torch()
     if hint:
         imported = zoo.import_model("resnet18_v1", "untrained", input_shape=shape)
-        path = folder / "resnet18_v1.onnx"
-        files.write_atomic(path, translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString())
+        data = translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString()
+        path = _write_example(name, directory, lambda folder: files.write_atomic(folder / "resnet18_v1.onnx", data))
         exporter = "the workbench's own Relax-to-ONNX translator (backends/onnx.py)"
         return Example(path, shape, imported.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
     import torch
@@ -196,11 +227,18 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     torch.manual_seed(seed)
     model = torchvision.models.resnet18(weights=None).eval()
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-    path = folder / "resnet18.onnx"
     with warnings.catch_warnings():
         # torch >= 2.9 warns that the TorchScript exporter is legacy; it is the one whose node names keep the scopes.
         warnings.simplefilter("ignore", DeprecationWarning)
-        files.write_with(path, lambda n: torch.onnx.export(model, (x,), n, dynamo=False, opset_version=17), ".onnx")
+        path = _write_example(
+            name,
+            directory,
+            lambda folder: files.write_with(
+                folder / "resnet18.onnx",
+                lambda n: torch.onnx.export(model, (x,), n, dynamo=False, opset_version=17),
+                ".onnx",
+            ),
+        )
     mark = f"seeded weights (torch.manual_seed({seed}))"
     return Example(path, shape, mark, "torchvision resnet18", "torch.onnx.export", model, x)
 
@@ -222,6 +260,9 @@ def import_text(*workbenches) -> str:
 
 def stages_text(wb_torch, wb_onnx) -> str:
     """The stages' op and subgraph counts side by side; the ONNX file's alone when ``wb_torch`` is None."""
+    own_model(wb_onnx)
+    if wb_torch is not None:
+        own_model(wb_torch)
     columns = [("PyTorch", wb_torch), ("ONNX", wb_onnx)] if wb_torch is not None else [("ONNX", wb_onnx)]
     lines = [f"{'stage':10s}" + "".join(f" {title:>22s}" for title, _ in columns)]
     for k, stage in enumerate(wb_onnx.stages):
