@@ -279,9 +279,7 @@ def _tensors(name: str, ty):
 
 def propose(mod: tvm.IRModule) -> Placement:
     """Where each binding of ``mod`` runs in a GPU build, and the tensors that cross (nothing rewritten)."""
-    if not isinstance(mod, tvm.IRModule):
-        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
-        raise WorkbenchError(f"propose takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    ir.module_given(mod, "propose")
     on_cpu, crossings, used, plans = {}, [], {}, {}
     for fname in ir.host_functions(mod):
         plan = _propose_function(mod[fname], fname, mod)

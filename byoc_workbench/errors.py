@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 def _sentence(text: str) -> str:
     # One line with one final period: causes often quote other messages, which may
@@ -54,6 +56,14 @@ class WorkbenchError(Exception):
     def _render_traceback_(self) -> list[str]:
         # IPython shows these lines instead of a traceback: a user error needs none.
         return [self.line]
+
+
+def true_or_false(value, cause: str, fix: str) -> bool:
+    """``value`` as a bool (a NumPy one will do), or a one-line error ``<cause>; got <value>``: a word such
+    as "off" or "no" is true, and must not switch anything on."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise WorkbenchError(f"{cause}; got {type(value).__name__} ({value!r:.40})", fix)
+    return bool(value)
 
 
 def did_you_mean(word, known) -> str:

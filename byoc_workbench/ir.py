@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import tvm
 from tvm import relax
 
+from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.tvm_private import items
 
 COMPOSITE = "Composite"
@@ -460,3 +461,11 @@ def _natural(name: str):
     head = name.rstrip("0123456789")
     tail = name[len(head) :]
     return (head, int(tail) if tail else -1)
+
+
+def module_given(mod, who: str) -> tvm.IRModule:
+    """``mod`` when it is a ``tvm.IRModule``, else the one-line error of ``who`` (for a Relax function: wrap it)."""
+    if not isinstance(mod, tvm.IRModule):
+        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
+        raise WorkbenchError(f"{who} takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    return mod

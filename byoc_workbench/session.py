@@ -21,7 +21,7 @@ from byoc_workbench import stages
 from byoc_workbench.backends.registry import DEFAULT, Registry, guard
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.graph import Graph, Node, build_graph
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, true_or_false
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.report import partition_report
@@ -91,7 +91,7 @@ def _paused(method):
 
 
 def _switch(name, on) -> bool:
-    return stages.true_or_false(
+    return true_or_false(
         on, f"Rule {name!r} is switched by True or False", "pass True to switch it on, False to switch it off"
     )
 
@@ -306,9 +306,7 @@ class Workbench:
         a subgraph call walks the module again.
         """
         expand = _node_ids(expand)
-        collapse = stages.true_or_false(
-            collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all"
-        )
+        collapse = true_or_false(collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all")
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         return folding.fold_chains(g, keep_open=expand) if collapse else g
@@ -355,7 +353,7 @@ class Workbench:
 
     @_paused
     def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False) -> View:
-        svg = stages.true_or_false(svg, "svg is True or False", "pass svg=False to skip the picture")
+        svg = true_or_false(svg, "svg is True or False", "pass svg=False to skip the picture")
         s = self.stage(name)
         g = self.graph(name, expand, collapse)
         dot = render.to_dot(g, title=self.title(name), show_shapes=not collapse)

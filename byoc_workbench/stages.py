@@ -13,14 +13,13 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
 
 from byoc_workbench import ir, transforms, tvm_private
 from byoc_workbench.backends.registry import CodegenResult, describe, guard, run_codegen
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, true_or_false
 from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.partition import inline_subgraphs, partition, subgraph_names
 from byoc_workbench.flow.prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
@@ -266,22 +265,12 @@ __all__ = [
 ]
 
 
-def true_or_false(value, cause: str, fix: str) -> bool:
-    """``value`` as a bool (a NumPy one will do), or a one-line error ``<cause>; got <value>``: a word such
-    as "off" or "no" is true, and must not switch anything on."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise WorkbenchError(f"{cause}; got {type(value).__name__} ({value!r:.40})", fix)
-    return bool(value)
-
-
 def offload(
     mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
 ) -> list:
     """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
     rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
-    if not isinstance(mod, tvm.IRModule):
-        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
-        raise WorkbenchError(f"offload takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    ir.module_given(mod, "offload")
     prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")
     rules = get_target(target).rules if rules is None else rules
     prune_rule = no_mac() if prune else keep_all

@@ -25,13 +25,12 @@ from typing import Any
 
 from byoc_workbench import files, stages, text
 from byoc_workbench.backends.onnx import translate
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, true_or_false
 from byoc_workbench.frontends.own import checked_seed
 from byoc_workbench.measure.check.compare import check_outputs, found_text
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
 from byoc_workbench.session import Workbench
-from byoc_workbench.stages import true_or_false
 from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)

@@ -202,9 +202,7 @@ def check_inputs(mod: tvm.IRModule, inputs, entry: str = "main") -> list:
 
 def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine | None = None):
     """Build (unless ``vm`` is given) and run ``entry`` on NumPy inputs (checked first: :func:`check_inputs`)."""
-    if not isinstance(mod, tvm.IRModule):
-        fix = "wrap it: tvm.IRModule({'main': f})" if isinstance(mod, relax.Function) else "pass a Relax IRModule"
-        raise WorkbenchError(f"run takes a tvm.IRModule, got {type(mod).__name__}", fix)
+    ir.module_given(mod, "run")
     if vm is not None and not isinstance(vm, relax.VirtualMachine):
         raise WorkbenchError(
             f"vm must be a relax.VirtualMachine, got {type(vm).__name__}", "pass build(mod), or leave it out"
