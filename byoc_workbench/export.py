@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from byoc_workbench import files
+from byoc_workbench import files, output_paths
 from byoc_workbench.errors import WorkbenchError, first_line
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -208,7 +208,7 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
             "export them to separate --out folders",
         )
     outputs = [n for p in paths for n in (p.name, f"{p.stem}.html")]
-    out_dir = files.check_dir(out_dir, "--out", names=outputs, inputs=paths)
+    out_dir = output_paths.check_dir(out_dir, "--out", names=outputs, inputs=paths)
     written, failed = [], []
     for path in paths:
         try:

@@ -1,7 +1,6 @@
-"""Where results and caches go: output paths checked before any work starts, files written atomically.
+"""Where results and caches go: files written atomically, cache entries sealed.
 
-A bad path (empty, a file where a directory is meant, a directory where a
-file is meant, not writable) is refused in a second, not after a model build.
+Output paths are checked before any work starts, in :mod:`.output_paths`.
 Every file the workbench writes, results and cache entries alike, goes through
 :func:`write_atomic`: under a temporary name, then renamed into place, so a
 failure or a Ctrl-C mid-way leaves the old file or none, never half of it.
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from byoc_workbench import output_paths
 from byoc_workbench.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -87,144 +87,6 @@ def no_cache() -> bool:
         f"{NO_CACHE_ENV}={os.environ[NO_CACHE_ENV]!r} is neither yes nor no",
         f"set {NO_CACHE_ENV}=1 to read no cache, or unset it (or 0)",
     )
-
-
-def _given(path, flag: str, example: str) -> Path:
-    if path is None or not str(path).strip():
-        raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
-    return Path(path).expanduser()
-
-
-def _existing_ancestor(path: Path) -> Path:
-    """The nearest ancestor of ``path`` that exists (``path`` itself when it does)."""
-    for p in (path, *path.absolute().parents):
-        if p.exists():
-            return p
-    return Path("/")
-
-
-def _kind(path: Path) -> str:
-    """What ``path`` is, in words, when it is not a directory."""
-    if path.is_fifo():
-        return "a FIFO"
-    if path.is_socket():
-        return "a socket"
-    return "a file" if path.is_file() else "a device"
-
-
-def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
-    """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
-    if not directory.is_dir():
-        raise WorkbenchError(f"{what}: {directory} is {_kind(directory)}, not a directory", fix)
-    try:
-        tempfile.TemporaryFile(dir=directory).close()
-    except OSError as err:
-        shown = f"{directory.absolute()} (the current directory)" if str(directory) == "." else f"{directory}"
-        where = shown if wanted in (None, directory) else f"{wanted}: {shown} cannot be written"
-        raise WorkbenchError(f"Cannot write to {where} ({err.strerror or err})", fix) from None
-
-
-def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
-    """``path`` checked as an output directory that will hold the files ``names``; ``inputs`` are the paths the
-    command reads, which none of ``names`` may be (a link in the directory is written through).
-
-    Nothing is created: a missing directory is made when its files are put in
-    place (:func:`staged`), so a refused or interrupted command leaves none.
-
-    Raises
-    ------
-    WorkbenchError
-        For an empty path, ``-``, a file at ``path`` or at one of its parents, a
-        directory that cannot be written, or a directory in the way of one of
-        ``names``.
-    """
-    out = _given(path, flag, "out")
-    fix = f"pass {flag} a directory you can write to"
-    if str(path).strip() == "-":
-        raise WorkbenchError(
-            f"{flag} - would be a directory named '-', not the terminal", f"{fix}; results print anyway"
-        )
-    if out.exists() and not out.is_dir():
-        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
-    _probe(_existing_ancestor(out), f"{flag} {out}", fix, out)
-    for name in names:
-        if (out / name).is_dir():
-            raise WorkbenchError(
-                f"{flag} {out} holds a directory named {name}, where a file of that name is to be written",
-                f"remove or rename {out / name}, or pass another {flag}",
-            )
-        _not_an_input(out / name, flag, inputs)
-        if (out / name).is_file() and (out / name).stat().st_size and name not in _written_there(out):
-            raise WorkbenchError(
-                f"{flag} {out} holds a {name} that the workbench did not write: writing it would destroy it",
-                f"pass another {flag}, or move {out / name} away first",
-            )
-    return out
-
-
-#: The file in an output directory that lists what the workbench wrote there (what a later run may replace).
-WRITTEN = ".byoc-workbench-wrote"
-
-
-def _written_there(out: Path) -> set:
-    try:
-        return set(json.loads((out / WRITTEN).read_text()))
-    except (OSError, ValueError, TypeError):
-        return set()
-
-
-def _not_an_input(out: Path, flag: str, inputs) -> None:
-    """Refuse ``out`` when it is one of ``inputs`` by any name (a link, a hard link): a result never overwrites
-    what it was made from."""
-    for given in inputs:
-        if given is not None and str(given).strip() and out.exists() and Path(given).exists():
-            if os.path.samefile(out, given):
-                raise WorkbenchError(
-                    f"{flag} {out} is {given}, which this command reads: writing it would destroy it",
-                    f"pass {flag} another path",
-                )
-
-
-def reads(args) -> list[str]:
-    """The paths a command's arguments name for it to read: the model (or models), ``--image``, ``--weights``."""
-    named = [getattr(args, a, None) for a in ("what", "model", "image", "weights")]
-    return [p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str)]
-
-
-def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None = None, example="outputs.npz") -> Path:
-    """``path`` checked as an output file, exactly as given (no suffix added), before any work.
-
-    ``inputs`` are the paths the command reads (the model, ``--image``, ``--weights``): a result never
-    overwrites what it was made from. ``ours`` tells an earlier result of ``flag`` (:mod:`byoc_workbench.cli.earlier`):
-    an existing file that is not one (a model, a picture, your notes, your own JSON or ``.npz``) is something
-    else, which a result never replaces; an earlier result, or an empty file, is.
-
-    Raises
-    ------
-    WorkbenchError
-        For an empty path, ``-``, a symlink loop, an existing directory, socket or block device, one of
-        ``inputs`` (by any name: a link, a hard link), a file holding something else, or a parent that is
-        a file or cannot be written.
-    """
-    out = _given(path, flag, "out.npz")
-    fix = f"pass {flag} the path of a file in a directory you can write to"
-    if str(path).strip() == "-":
-        raise WorkbenchError(f"{flag} - would be a file named '-', not the terminal", f"{fix}; results print anyway")
-    if out.is_symlink() and not out.exists():
-        raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
-    if out.is_dir() or str(path).endswith(os.sep):
-        named = "is a directory" if out.is_dir() else f"ends in '{os.sep}', so it names a directory"
-        raise WorkbenchError(f"{flag} {path} {named}, not a file", f"pass {flag} {out / example} or so")
-    if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
-        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
-    _not_an_input(out, flag, inputs)
-    if ours is not None and out.is_file() and out.stat().st_size and not ours(out):
-        raise WorkbenchError(
-            f"{flag} {out} holds something else than what {flag} writes: writing it would destroy it",
-            f"pass {flag} another path, or move {out.name} away first",
-        )
-    _probe(_existing_ancestor(out.parent), f"{flag} {out}", fix, out.parent)
-    return out
 
 
 def follow_umask(path, mode: int = 0o666) -> None:
@@ -462,7 +324,7 @@ def staged(out):
     ``out`` that the block does not write are kept.
     """
     out = Path(out)
-    base = _existing_ancestor(out)
+    base = output_paths.existing_ancestor(out)
     try:
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
     except OSError as err:
@@ -483,7 +345,10 @@ def _moved_into(tmp: Path, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         moved = sorted(tmp.iterdir())
         # Said before they are there: a run that checks out meanwhile finds them listed.
-        write_atomic(out / WRITTEN, json.dumps(sorted(_written_there(out) | {f.name for f in moved})) + "\n")
+        write_atomic(
+            out / output_paths.WRITTEN,
+            json.dumps(sorted(output_paths.written_there(out) | {f.name for f in moved})) + "\n",
+        )
         for f in moved:
             target = out / f.name
             if target.is_symlink() or (target.exists() and not target.is_file()):  # not clobbered: see put

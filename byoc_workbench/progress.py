@@ -5,7 +5,8 @@ notebook opened again shows "Error displaying widget: model not found" where
 each one was. So in a Jupyter kernel :func:`bar` draws tqdm's text bar into one
 output, updated in place, and when the work ends that output becomes one
 plain line (``Bar.done``, e.g. "TVM alone: built in 9.8 s; 1 run, 973 VM
-calls"). In a terminal it is tqdm's bar on stderr, cleared when done.
+calls"). In a terminal it is tqdm's bar on stderr, cleared when done; into a
+pipe or a file (a log, CI) nothing is drawn, so no ``\r`` redraws pile up there.
 """
 
 from __future__ import annotations
@@ -66,11 +67,12 @@ class Bar:
 
 @contextlib.contextmanager
 def bar(total: int | None = None, desc: str = "", unit: str = "it", enabled: bool = True, **options):
-    """A :class:`Bar`; ``enabled=False`` shows nothing, ``options`` go to tqdm (e.g. ``unit_scale``)."""
-    if not enabled:
+    """A :class:`Bar`; ``enabled=False`` (or a stderr that is no terminal, outside a notebook) shows nothing,
+    ``options`` go to tqdm (e.g. ``unit_scale``)."""
+    line = _Line() if enabled and in_notebook() else None
+    if not enabled or (line is None and not sys.stderr.isatty()):
         yield Bar()
         return
-    line = _Line() if in_notebook() else None
     file = line if line is not None else sys.stderr
     tq = tqdm(total=total, desc=desc, unit=unit, file=file, leave=line is not None, ascii=False, **options)
     b = Bar(tq)

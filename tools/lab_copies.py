@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from byoc_workbench import files
+from byoc_workbench import output_paths
 from byoc_workbench.cli.args import Parser
 from byoc_workbench.errors import WorkbenchError
 
@@ -68,7 +68,7 @@ def _checked(source: Path, lab: Path) -> list:
     shipped = sorted(source.glob("*.ipynb")) + sorted(source.glob("solutions/*.py"))
     if not shipped:
         raise WorkbenchError(f"SOURCE_DIR {source} holds no notebook (*.ipynb)", "pass the folder of the notebooks")
-    files.check_dir(lab, "LAB_DIR")  # a file, in a file, or a folder that cannot be written
+    output_paths.check_dir(lab, "LAB_DIR")  # a file, in a file, or a folder that cannot be written
     if lab.resolve() == source.resolve():
         raise WorkbenchError(f"LAB_DIR {lab} is SOURCE_DIR {source} itself", "pass a folder of its own (lab)")
     return shipped

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from byoc_workbench import files  # noqa: E402
+from byoc_workbench import files, output_paths  # noqa: E402
 from byoc_workbench.cli import earlier  # noqa: E402
 from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.models import support  # noqa: E402
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     records = earlier.json_result(lambda r: "name" in r and "task" in r)  # an earlier run's
-    out = files.check_file(args.out, "--out", ours=records) if args.out else RECORDS
+    out = output_paths.check_file(args.out, "--out", ours=records) if args.out else RECORDS
     if not args.readme_only:
         names = support.zoo_names()
         unknown = sorted(set(args.models.split(",")) - set(names)) if args.models else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from byoc_workbench import files, text
+from byoc_workbench import files, output_paths, text
 from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_refs
 from byoc_workbench.errors import WorkbenchError
@@ -12,7 +12,11 @@ from byoc_workbench.measure.bench import bench, bench_report
 
 
 def cmd_bench(args) -> int:
-    out = files.check_file(args.out, "--out", files.reads(args), earlier.BENCH, "bench.json") if args.out else None
+    out = (
+        output_paths.check_file(args.out, "--out", output_paths.reads(args), earlier.BENCH, "bench.json")
+        if args.out
+        else None
+    )
     backends = bench.parse_backends(args.backends)  # a typo fails before minutes of work
     if args.tvm_repeat is not None and "tvm" not in backends:
         raise WorkbenchError(

@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 
-from byoc_workbench import files, text, workflow
+from byoc_workbench import files, output_paths, text, workflow
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_ref
@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
             "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
         )
     save = (
-        files.check_file(args.save_outputs, "--save-outputs", files.reads(args), earlier.SAVED_OUTPUTS)
+        output_paths.check_file(args.save_outputs, "--save-outputs", output_paths.reads(args), earlier.SAVED_OUTPUTS)
         if args.save_outputs is not None
         else None
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from byoc_workbench import files, subjects, text
+from byoc_workbench import files, output_paths, subjects, text
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.draw import render, renderers
 from byoc_workbench.errors import WorkbenchError
@@ -15,7 +15,7 @@ from byoc_workbench.measure.compiler import compiled
 
 def cmd_search(args) -> int:
     names = ["search.json", "search.txt", "search.svg"]
-    out = files.check_dir(args.out, "--out", names, files.reads(args)) if args.out else None
+    out = output_paths.check_dir(args.out, "--out", names, output_paths.reads(args)) if args.out else None
     if out:
         renderers.check()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads

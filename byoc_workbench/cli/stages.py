@@ -7,7 +7,7 @@ import itertools
 import re
 import sys
 
-from byoc_workbench import files, stages, subjects, text
+from byoc_workbench import files, output_paths, stages, subjects, text
 from byoc_workbench.cli.args import FULL_OPS
 from byoc_workbench.cli.refs import model_ref
 from byoc_workbench.draw import render, renderers
@@ -40,7 +40,7 @@ def _subject(args, enabled) -> subjects.Subject:
 
 def cmd_stages(args) -> int:
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
-    out = files.check_dir(args.out, "--out", names, files.reads(args))
+    out = output_paths.check_dir(args.out, "--out", names, output_paths.reads(args))
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     if args.format == "svg":
         renderers.check()
@@ -63,7 +63,7 @@ def cmd_stages(args) -> int:
         )
         groups = []
     extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
-    files.check_dir(args.out, "--out", [n for n, _ in extra], files.reads(args))
+    output_paths.check_dir(args.out, "--out", [n for n, _ in extra], output_paths.reads(args))
     with files.staged(out) as tmp:  # every diagram and summary.json, or none of them
         stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
         group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
@@ -81,7 +81,7 @@ def cmd_stages(args) -> int:
 
 def cmd_report(args) -> int:
     out = (
-        files.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"], files.reads(args))
+        output_paths.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"], output_paths.reads(args))
         if args.out
         else None
     )

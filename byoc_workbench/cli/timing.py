@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from byoc_workbench import files, text
+from byoc_workbench import files, output_paths, text
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.cli.refs import model_ref
@@ -52,7 +52,7 @@ def _report_dir(args, stem: str):
     """``--out`` checked for ``stem``.svg and ``stem``.json before any work, or None without ``--out``."""
     if args.out is None:
         return None
-    out = files.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"], files.reads(args))
+    out = output_paths.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"], output_paths.reads(args))
     renderers.check()
     return out
 

@@ -202,10 +202,8 @@ def _strip_prefix(params: Mapping | None) -> dict:
 
 def _convert_nodes(bb, nodes, values, converters, progress) -> list:
     """Convert every op node; returns ``[(node name, its output values)]`` in order (see :mod:`..naming`)."""
-    # None: a bar on a terminal or in a notebook (a text line there), none in a pipe.
-    shown = progress if progress is not None else (byoc_workbench.progress.in_notebook() or os.isatty(2))
     converted = []
-    with byoc_workbench.progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=shown) as bar:
+    with byoc_workbench.progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=progress is not False) as bar:
         for node in nodes:
             bar.update()
             if node.op == "null":

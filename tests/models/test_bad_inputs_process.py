@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from bad_rows import no_traceback, rows_dir, the_line
 
-from byoc_workbench import cli, files
+from byoc_workbench import cli, output_paths
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_two_runs_at_once_give_identical_outputs(tmp_path):
         assert p.returncode == 0, err[-2000:]
     contents = [{f.name: f.read_bytes() for f in o.iterdir()} for o in dirs[1:3]]
     first = {f.name: f.read_bytes() for f in dirs[0].iterdir()}
-    assert len(first) == 9 and files.WRITTEN in first and all(c == first for c in contents)
+    assert len(first) == 9 and output_paths.WRITTEN in first and all(c == first for c in contents)
     assert json.loads(first["summary.json"])["model"] == "demo"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a", "b", "shared"]
 

@@ -81,17 +81,35 @@ def test_printouts_fit_a_notebook_line_and_nest_no_parentheses(demo_mod):
     assert "depends on the machine" in table and " cores" in table
 
 
-def test_a_finished_bar_in_a_terminal_leaves_nothing(capsys):
+def test_a_bar_draws_on_a_terminal_and_nothing_into_a_pipe(capsys):
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+
     from byoc_workbench import progress
 
+    code = "from byoc_workbench import progress\nwith progress.bar(3, 'work') as b:\n    b.update(3)\n"
+    main, tty = pty.openpty()
+    fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a new terminal is 0 columns wide
+    subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stderr=tty, check=True, timeout=60)
+    drawn = os.read(main, 4096) if select.select([main], [], [], 10)[0] else b""  # while the terminal is open
+    os.close(tty)
+    os.close(main)
+    assert b"work" in drawn and b"\r" in drawn  # a terminal sees the bar, redrawn in place
+
     assert not progress.in_notebook()
-    with progress.bar(3, "work", enabled=True) as bar:
+    with progress.bar(3, "work", enabled=True) as bar:  # pytest's stderr is no terminal: a log, a pipe
         bar.update()
         bar.phase("more work", 2, "call")
         bar.update(2)
         bar.done = "work: done"
     out = capsys.readouterr()
-    assert out.out == "" and "work: done" not in out.err  # a terminal bar is cleared; the line is a notebook's
+    assert out.out == "" and out.err == ""  # no "\r" redraws left in a log; the done line is a notebook's
 
 
 def test_auto_says_what_ran_and_what_refused(found):

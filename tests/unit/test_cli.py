@@ -6,7 +6,7 @@ import textwrap
 import pytest
 from messages import one_line
 
-from byoc_workbench import cli, files
+from byoc_workbench import cli, output_paths
 from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, input_shape
 from byoc_workbench.errors import WorkbenchError
 
@@ -17,7 +17,7 @@ def run(args):
 
 def test_stages_demo_writes_diagrams_and_summary(tmp_path, capsys):
     assert run(["stages", "demo", "--out", str(tmp_path)]) == 0
-    names = sorted(p.name for p in tmp_path.iterdir() if p.name != files.WRITTEN)
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != output_paths.WRITTEN)
     assert names == [
         "00-source.svg",
         "01-composite.svg",

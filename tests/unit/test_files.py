@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from byoc_workbench import files
+from byoc_workbench import files, output_paths
+from byoc_workbench.errors import WorkbenchError
 
 
 def _left(folder) -> list:
@@ -185,6 +186,23 @@ def test_a_staged_directory_keeps_links_among_its_files(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
 
+def test_an_out_directory_never_writes_through_a_link_to_a_file(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious notes")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / output_paths.WRITTEN).write_text('["report.txt"]')  # an earlier report, its file then swapped for a link
+    (out / "report.txt").symlink_to(notes)
+    with pytest.raises(WorkbenchError) as err:
+        output_paths.check_dir(out, "--out", ["report.txt"])
+    assert "as a link to" in err.value.line and str(notes) in err.value.line and "\n" not in err.value.line
+    assert notes.read_text() == "precious notes"
+    (out / "other.txt").symlink_to(tmp_path / "nowhere.txt")  # a link to nothing destroys nothing
+    (tmp_path / "empty.txt").touch()
+    (out / "empty.txt").symlink_to(tmp_path / "empty.txt")
+    assert output_paths.check_dir(out, "--out", ["other.txt", "empty.txt"]) == out
+
+
 @pytest.mark.parametrize(
     "value, reads", [(None, True), ("", True), ("0", True), ("no", True), ("1", False), ("TRUE", False), ("yes", False)]
 )
@@ -246,7 +264,7 @@ def test_a_device_or_a_link_to_a_pipe_takes_a_result_as_the_docs_say(tmp_path):
     (``/dev/stdout`` under ``| cat``) is written through, not resolved to a ``pipe:[...]`` name that is no path."""
     import os
 
-    assert files.check_file("/dev/null", "--save-outputs") == Path("/dev/null")
+    assert output_paths.check_file("/dev/null", "--save-outputs") == Path("/dev/null")
     files.put("/dev/null", b"gone")
     assert Path("/dev/null").is_char_device()
     read, write = os.pipe()
@@ -256,7 +274,7 @@ def test_a_device_or_a_link_to_a_pipe_takes_a_result_as_the_docs_say(tmp_path):
     os.close(write)
     assert os.read(read, 100) == b"through the link"
     with pytest.raises(files.WorkbenchError, match="is a device, not a directory"):
-        files.check_dir("/dev/null")
+        output_paths.check_dir("/dev/null")
 
 
 def test_a_damaged_entry_is_said_once_per_cache(tmp_path, caplog, monkeypatch):
@@ -293,16 +311,16 @@ def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
     np.savez(tmp_path / "outputs.npz", output0=np.zeros(2), output1=np.ones(1))
     np.savez(tmp_path / "mine.npz", weights=np.zeros(2))
     for name in ("bench.json", "benches.json", "empty.json"):
-        assert files.check_file(tmp_path / name, "--out", ours=bench) == tmp_path / name
-    assert files.check_file(tmp_path / "outputs.npz", "--save-outputs", ours=saved) == tmp_path / "outputs.npz"
+        assert output_paths.check_file(tmp_path / name, "--out", ours=bench) == tmp_path / name
+    assert output_paths.check_file(tmp_path / "outputs.npz", "--save-outputs", ours=saved) == tmp_path / "outputs.npz"
     refused = [("nb.ipynb", bench), ("conf.json", bench), ("list.json", bench), ("mine.npz", saved)]
     for name, ours in refused + [("bench.json", saved)]:
         with pytest.raises(files.WorkbenchError, match="holds something else"):
-            files.check_file(tmp_path / name, "--out", ours=ours)
+            output_paths.check_file(tmp_path / name, "--out", ours=ours)
 
 
 def test_an_unwritable_current_directory_is_named(monkeypatch):
     """``cd /proc && ... --save-outputs o.npz`` said "Cannot write to ." """
     monkeypatch.chdir("/proc")
     with pytest.raises(files.WorkbenchError, match=r"Cannot write to /proc \(the current directory\)"):
-        files.check_file("o.npz", "--save-outputs")
+        output_paths.check_file("o.npz", "--save-outputs")
