@@ -53,6 +53,13 @@ class WorkbenchError(Exception):
     def __str__(self) -> str:
         return self.line
 
+    @classmethod
+    def from_line(cls, line: str) -> WorkbenchError | None:
+        """The error whose :attr:`line` is ``line`` (what another process, a notebook's kernel, printed),
+        or None when ``line`` is not one."""
+        cause, sep, fix = line.strip().removeprefix("error: ").partition(" Fix: ")
+        return cls(cause, fix) if line.strip().startswith("error: ") and sep else None
+
     def _render_traceback_(self) -> list[str]:
         # IPython shows these lines instead of a traceback: a user error needs none.
         return [self.line]
@@ -66,12 +73,18 @@ def true_or_false(value, cause: str, fix: str) -> bool:
     return bool(value)
 
 
+def nearest(word, known, n: int = 1) -> list[str]:
+    """The (at most ``n``) names of ``known`` nearest ``word``, in any case; never the very word, which is
+    not one of them. The one spelling check behind every "did you mean"."""
+    lowered = {str(k).lower(): str(k) for k in known if str(k) != str(word).strip()}
+    return [lowered[m] for m in difflib.get_close_matches(str(word).strip().lower(), lowered, n=n)]
+
+
 def did_you_mean(word, known) -> str:
-    """`` (did you mean X?)`` with the name of ``known`` nearest ``word`` (in any case), or "" when none is near:
-    what an "Unknown ..." line adds."""
-    lowered = {k.lower(): k for k in known if k != str(word).strip()}  # never the very word: it is not one of them
-    near = difflib.get_close_matches(str(word).strip().lower(), lowered, n=1)
-    return f" (did you mean {lowered[near[0]]}?)" if near else ""
+    """`` (did you mean X?)`` with the name of ``known`` nearest ``word`` (:func:`nearest`), or "" when none is
+    near: what an "Unknown ..." line adds."""
+    near = nearest(word, known)
+    return f" (did you mean {near[0]}?)" if near else ""
 
 
 def shorten(text: str, limit: int = 300) -> str:

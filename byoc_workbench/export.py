@@ -91,9 +91,9 @@ class CellFailed(WorkbenchError):
         where = f"{path}, cell {number} of {cells}"
         fix = f"open {path} in Jupyter and run cell {number} to see its traceback"
         ename, evalue = getattr(err, "ename", None), (getattr(err, "evalue", None) or "").strip()
-        if evalue.startswith("error: ") and " Fix: " in evalue:  # a WorkbenchError's line, as str() made it
-            cause, _, own_fix = evalue.removeprefix("error: ").partition(" Fix: ")
-            return cls(f"{where}: {cause}", own_fix)
+        said = WorkbenchError.from_line(evalue)  # the kernel's WorkbenchError, as its line
+        if said is not None:
+            return cls(f"{where}: {said.cause}", said.fix)
         if ename:  # what the cell raised: its type and the last line of its message
             return cls(f"{where} raised {ename}" + (f": {evalue.splitlines()[-1]}" if evalue else ""), fix)
         return cls(f"{where}: {first_line(err)}", fix)  # a timeout, or a kernel that died

@@ -32,14 +32,12 @@ widget (its target's subgraphs go to it), ``profile``/``compare``, the CLI's
 
 from __future__ import annotations
 
-import difflib
-
 import tvm
 
 from byoc_workbench.backends import base
 from byoc_workbench.backends.emit import Codegen, make_codegen, op_name
 from byoc_workbench.backends.registry import DEFAULT, Registry
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, nearest
 from byoc_workbench.flow.rules import Rule, Target, Targets, codegen_name
 from byoc_workbench.user_file import import_user_file
 
@@ -96,7 +94,7 @@ def _check_keys(name: str, emit: dict, targets: list) -> None:
         return
     ops = {n.removeprefix("relax.") for n in tvm.ir.Op.list_op_names() if n.startswith("relax.")}
     words = composites | ops | {n.rsplit(".", 1)[-1] for n in ops}
-    close = difflib.get_close_matches(unknown.removeprefix("relax."), sorted(words), n=3)
+    close = nearest(unknown.removeprefix("relax."), sorted(words), n=3)
     raise WorkbenchError(
         f"Codegen {name}'s emit key {unknown!r} names no Relax op and no rule's composite: "
         "its emitter would never be called",

@@ -7,11 +7,10 @@ It imports argparse and the package's cheap floors only (:mod:`byoc_workbench.cl
 from __future__ import annotations
 
 import argparse
-import difflib
 from typing import NamedTuple
 
 from byoc_workbench.backends.base import BUILTIN_NAMES
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, did_you_mean
 
 # Documented bounds (README, "The command line"): beyond them a run takes hours.
 MAX_REPEAT = 1000
@@ -100,9 +99,7 @@ class Parser(argparse.ArgumentParser):
             super()._check_value(action, value)
         except argparse.ArgumentError as err:
             choices = [str(c) for c in action.choices]
-            close = difflib.get_close_matches(str(value), choices, n=1)
-            near = f" (did you mean {close[0]}?)" if close else ""
-            raise UsageError(str(err), f"use one of: {', '.join(choices)}{near}") from None
+            raise UsageError(str(err), f"use one of: {', '.join(choices)}{did_you_mean(value, choices)}") from None
 
     def _match_argument(self, action, arg_strings_pattern):
         try:

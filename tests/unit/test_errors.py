@@ -235,3 +235,12 @@ def test_rule_matching_nothing_is_not_an_error(demo_mod, byoc):
     s = stages.run_stages(demo_mod, only_conv_relu)
     assert s[2].notes == ["rule byoc-target.conv2d_relu matched nothing"]
     assert all(not x.subgraphs for x in s)
+
+
+def test_an_error_line_read_back_is_the_same_error():
+    err = WorkbenchError("Unknown target 'x'. It has a period", "choose one of: byoc-target, tensorrt")
+    back = WorkbenchError.from_line(err.line + "\n")
+    assert back.line == err.line and back.fix == "choose one of: byoc-target, tensorrt."
+    for line in ("ValueError: Fix: this", "error: no fix here", "", "error: a. Fixed: b."):
+        assert WorkbenchError.from_line(line) is None
+    assert errors.nearest("tensort", ["tensorrt", "tvm", "tensort"], n=3) == ["tensorrt"]  # never the very word

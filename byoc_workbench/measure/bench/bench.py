@@ -38,7 +38,6 @@ on a Ray cluster (:mod:`byoc_workbench.measure.cluster`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import sys
 from collections.abc import Callable
@@ -49,7 +48,7 @@ import numpy as np
 from byoc_workbench import text
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.errors import WorkbenchError, nearest
 from byoc_workbench.measure import cluster
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.bench.anchors import own_anchors, zoo_anchors
@@ -96,7 +95,7 @@ def parse_backends(text: str) -> tuple[str, ...]:
     names = tuple(resolve_backend(n.strip()) for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in registry.choices()]
     if unknown or not names:
-        near = [m for n in unknown for m in difflib.get_close_matches(n, registry.choices(), n=1)]
+        near = [m for n in unknown for m in nearest(n, registry.choices())]
         raise WorkbenchError(
             f"Unknown backend(s) for bench: {', '.join(unknown) or 'none given'}",
             (f"did you mean {', '.join(near)}? " if near else "")
