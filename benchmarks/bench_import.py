@@ -41,7 +41,7 @@ def main() -> None:
     tracemalloc.stop()
     ops = workflow.relax_op_counts(mod)
 
-    from byoc_workbench import transforms  # noqa: E402
+    from byoc_workbench.core import transforms  # noqa: E402
     from byoc_workbench.draw import render
     from byoc_workbench.flow import rules
     from byoc_workbench.session import Workbench  # noqa: E402

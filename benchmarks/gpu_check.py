@@ -1,7 +1,7 @@
 """On an NVIDIA GPU: TVM alone on CUDA against each backend that runs there, per model, with where the time went.
 
 For each model it builds TVM alone for the GPU (what TVM has no GPU kernel for
-runs on the CPU: :mod:`byoc_workbench.devices`) and times every VM call with
+runs on the CPU: :mod:`byoc_workbench.core.devices`) and times every VM call with
 the GPU waited for (:func:`byoc_workbench.measure.time.timing.profile`), so the JSON
 splits each run into GPU kernels, CPU kernels and the copies between them. Then
 each offloading backend that imports here (TensorRT, ONNX Runtime, on the CPU
@@ -102,7 +102,7 @@ def gpu_info() -> dict:
 
 
 def _first_line(err: BaseException) -> str:
-    from byoc_workbench.errors import first_line
+    from byoc_workbench.core.errors import first_line
 
     return f"{type(err).__name__}: {first_line(err)}"
 
@@ -200,7 +200,8 @@ def measure_build(found_stages, model: Model, target, runs: int, warmup: int) ->
 def measure_model(model: Model, target, runs: int, warmup: int, backends: list, report: dict, saved) -> None:
     """TVM alone, then each offloaded build (:func:`offloaded_builds`), into ``report["models"]``; one line in
     ``report["errors"]`` per failure; ``saved()`` after each build, so a run cut short keeps what it measured."""
-    from byoc_workbench import devices, stages
+    from byoc_workbench import stages
+    from byoc_workbench.core import devices
 
     out: dict = {"weights": model.mark, "source": model.source, "builds": {}, "speedup_vs_tvm": {}, "equal": {}}
     report["models"][model.name] = out
@@ -235,8 +236,9 @@ def offloaded_builds(model: Model, backends: list, gpu: bool) -> list:
     """``(label, stages())`` per offloaded build: each backend with upstream's TensorRT rules (the seed's), pruned
     and unpruned; torch with its NMS rules too (the backbone and the NMS on torch, the rest on TVM), and with its
     own target (every op it runs: the whole model); on a GPU, the torch builds again with no CUDA graph."""
-    from byoc_workbench import stages, transforms
+    from byoc_workbench import stages
     from byoc_workbench.backends import registry
+    from byoc_workbench.core import transforms
     from byoc_workbench.flow import rules
 
     prepared = transforms.prepare(model.mod) if model.task != "demo" else model.mod
@@ -282,8 +284,8 @@ def _time_anchor(run, sync, inputs, runs: int, warmup: int) -> tuple:
 
 def backends_here(report: dict, target) -> list:
     """The offloading backends that can run here, each missing one a line in ``report["missing"]``."""
-    from byoc_workbench import devices
     from byoc_workbench.backends import registry
+    from byoc_workbench.core import devices
 
     out = []
     for backend in ("tensorrt", "torch", "onnxruntime"):
@@ -324,8 +326,8 @@ def check_out(out: str | None) -> None:
 
 def check_target(target: str) -> None:
     """Refuse, in one line, a ``--target`` TVM cannot build for, before anything is built; TVM is there."""
-    from byoc_workbench import devices
-    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.core import devices
+    from byoc_workbench.core.errors import WorkbenchError
 
     try:
         devices.resolve(target)

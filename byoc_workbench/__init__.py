@@ -4,7 +4,8 @@ The package is laid out in floors, bottom to top; a module imports only from flo
 its own (``lint-imports`` checks it, see ``[tool.importlinter]`` in pyproject.toml, and
 docs/ARCHITECTURE.md says what each room owns):
 
-- core: ``ir``, ``errors``, ``text``, ``progress``, ``files``, ``transforms``, ``user_file``;
+- ``core/``: ``ir``, ``devices``, ``errors``, ``text``, ``progress``, ``files``, ``output_paths``, ``transforms``,
+  ``user_file`` and the rest of the ground floor;
 - ``flow/``: rules, regions, partition, prune and what each stage did;
 - ``backends/``: the codegens and the API to write your own (``register_codegen``);
 - ``stages`` (the passes and a backend's codegen strung together) and ``frontends/`` (MXNet,
@@ -49,7 +50,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Workbench": ("byoc_workbench.session", "Workbench"),
-    "WorkbenchError": ("byoc_workbench.errors", "WorkbenchError"),
+    "WorkbenchError": ("byoc_workbench.core.errors", "WorkbenchError"),
     "workbench_widget": ("byoc_workbench.widgets", "workbench_widget"),
     "get_target": ("byoc_workbench.flow.rules", "get_target"),
     "op_rule": ("byoc_workbench.flow.rules", "op_rule"),

@@ -25,9 +25,9 @@ from typing import TypedDict
 import tvm
 
 from byoc_workbench.backends import c_source
+from byoc_workbench.core.text import to_json
 from byoc_workbench.draw import renderers
 from byoc_workbench.models import shipped, weights
-from byoc_workbench.text import to_json
 
 PART1, PART1_C, PART2_CPU, PART2_TRT = "part1", "part1_c", "part2_cpu", "part2_tensorrt"
 OWN, ZOO = "own_models", "zoo"

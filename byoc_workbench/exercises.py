@@ -23,14 +23,15 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench import stages
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.text import wrap
 from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
-from byoc_workbench.text import wrap
 
 BYOC = "byoc-target"
 CHANGES = ("more", "fewer", "same")
@@ -109,7 +110,7 @@ EXERCISES = {
     3: (
         "a prune rule: at least 2 MAC ops",
         "offloading pays for the subgraphs that do the heavy arithmetic: count the multiply-accumulate ops in each",
-        "count the ops that are in byoc_workbench.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
+        "count the ops that are in byoc_workbench.core.ir.MAC_OPS (conv2d and matmul are, multiply and add are not); "
         "return None to keep a subgraph, and a short reason such as '1 MAC op' to send it back to the host",
     ),
     4: (

@@ -13,10 +13,11 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, stages
+from byoc_workbench import stages
 from byoc_workbench.backends import c
 from byoc_workbench.backends.emit import NoCode, make_codegen
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.exercises import _NOT_ANSWERED, BYOC, Feedback, _demo, _f32, feedback
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import Rule, get_target

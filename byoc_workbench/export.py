@@ -23,8 +23,8 @@ from pathlib import Path
 
 import nbformat
 
-from byoc_workbench import files, output_paths
-from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.core import files, output_paths
+from byoc_workbench.core.errors import WorkbenchError, first_line
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

@@ -19,9 +19,10 @@ import tvm
 
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import DEFAULT, Registry, guard
+from byoc_workbench.core.errors import WorkbenchError, true_or_false
+from byoc_workbench.core.transforms import prepare
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.graph import Graph, Node, build_graph
-from byoc_workbench.errors import WorkbenchError, true_or_false
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.report import partition_report
@@ -29,7 +30,6 @@ from byoc_workbench.flow.reuse import FuseCache
 from byoc_workbench.flow.rules import Rule, Target, as_target, check_rules, select
 from byoc_workbench.frontends.onnx_import import import_onnx
 from byoc_workbench.frontends.torch_import import import_torch
-from byoc_workbench.transforms import prepare
 
 
 @dataclasses.dataclass
@@ -163,7 +163,7 @@ class Workbench:
     @classmethod
     def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
         """A workbench on an imported :class:`~byoc_workbench.frontends.own.OwnModel`, prepared for the
-        target's patterns (batch norm folded, see :func:`byoc_workbench.transforms.prepare`)."""
+        target's patterns (batch norm folded, see :func:`byoc_workbench.core.transforms.prepare`)."""
         wb = cls(prepare(model.mod), target, enabled, prune_rule, mark=model.mark)
         wb.model = model
         return wb

@@ -17,9 +17,9 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import ir, transforms, tvm_private
 from byoc_workbench.backends.registry import CodegenResult, describe, guard, run_codegen
-from byoc_workbench.errors import WorkbenchError, true_or_false
+from byoc_workbench.core import ir, transforms, tvm_private
+from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.partition import inline_subgraphs, partition, subgraph_names
 from byoc_workbench.flow.prune import PruneRule, check_prune_rule, keep_all, no_mac, prune
@@ -268,7 +268,7 @@ __all__ = [
 def offload(
     mod, backend: str = "onnxruntime", prune: bool = True, target: str = "tensorrt", rules=None, options=None
 ) -> list:
-    """The stages of a prepared module (:func:`byoc_workbench.transforms.prepare`) with ``target``'s
+    """The stages of a prepared module (:func:`byoc_workbench.core.transforms.prepare`) with ``target``'s
     rules, pruned (or not), its subgraphs compiled by ``backend`` (with ``options``); the last stage is codegen."""
     ir.module_given(mod, "offload")
     prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")

@@ -34,15 +34,15 @@ import tvm
 import tvm_ffi
 
 from byoc_workbench import stages
-from byoc_workbench.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.transforms import prepare
+from byoc_workbench.core.user_file import import_user_file
 from byoc_workbench.flow.rules import check_rules, get_target, target_and_extra
 from byoc_workbench.frontends.own import seeded_inputs
 from byoc_workbench.frontends.torch_import import import_spec
 from byoc_workbench.models import demo, zoo
 from byoc_workbench.models.images import model_input
 from byoc_workbench.session import Workbench
-from byoc_workbench.transforms import prepare
-from byoc_workbench.user_file import import_user_file
 
 logger = logging.getLogger(__name__)
 

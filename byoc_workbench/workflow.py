@@ -19,8 +19,9 @@ import logging
 import numpy as np
 
 from byoc_workbench.backends import registry, tensorrt
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.transforms import prepare
 from byoc_workbench.draw.counts import profile_graph
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import child
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
@@ -28,7 +29,6 @@ from byoc_workbench.models.images import model_input
 from byoc_workbench.models.meaning import Prediction, prediction
 from byoc_workbench.stages import offload
 from byoc_workbench.subjects import ModelRef, model_workbench, zoo_ref  # (the notebooks' workflow.model_workbench)
-from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from byoc_workbench import files
+from byoc_workbench.core import files
 from byoc_workbench.measure.compiler import compiled
 
 

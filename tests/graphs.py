@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench import ir
+from byoc_workbench.core import ir
 from byoc_workbench.flow.rules import op_rule
 
 SHAPE = (1, 4, 8, 8)

@@ -11,7 +11,7 @@ import tvm_ffi
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench import ir
+from byoc_workbench.core import ir
 from byoc_workbench.draw.graph import Graph
 
 #: The non-maximum suppression of the detector tails here and in test_devices_placement.py.

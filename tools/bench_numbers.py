@@ -27,7 +27,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from byoc_workbench.files import CACHE_ENV
+from byoc_workbench.core.files import CACHE_ENV
 from byoc_workbench.measure.time import clock
 
 ROOT = Path(__file__).resolve().parents[1]

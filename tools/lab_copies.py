@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from byoc_workbench import output_paths
 from byoc_workbench.cli.args import Parser
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import output_paths
+from byoc_workbench.core.errors import WorkbenchError
 
 
 def sync(source: Path, lab: Path, fresh: bool = False) -> list:

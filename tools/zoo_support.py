@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from byoc_workbench import files, output_paths  # noqa: E402
 from byoc_workbench.cli import earlier  # noqa: E402
-from byoc_workbench.errors import WorkbenchError  # noqa: E402
+from byoc_workbench.core import files, output_paths  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.models import support  # noqa: E402
 
 RECORDS = Path(str(support.RECORDS))

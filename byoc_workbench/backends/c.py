@@ -17,7 +17,7 @@ import dataclasses
 
 from byoc_workbench.backends.emit import make_codegen
 from byoc_workbench.backends.planner import Op
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 _BINARY = {
     "relax.add": "{a} + {b}",

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from byoc_workbench import files
 from byoc_workbench.backends import phases
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import files
+from byoc_workbench.core.errors import WorkbenchError
 
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared")
 INSTALL = (

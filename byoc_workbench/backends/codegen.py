@@ -37,9 +37,9 @@ import tvm
 from byoc_workbench.backends import base
 from byoc_workbench.backends.emit import Codegen, make_codegen, op_name
 from byoc_workbench.backends.registry import DEFAULT, Registry
-from byoc_workbench.errors import WorkbenchError, nearest
+from byoc_workbench.core.errors import WorkbenchError, nearest
+from byoc_workbench.core.user_file import import_user_file
 from byoc_workbench.flow.rules import Rule, Target, Targets, codegen_name
-from byoc_workbench.user_file import import_user_file
 
 RESERVED = ("auto", "tvm")  # backend choices that are not backends
 # Names a run already reports for something else: the frameworks (run --backend mxnet, the references).

@@ -20,7 +20,7 @@ from tvm import relax
 
 from byoc_workbench.backends import base, c_source, numpy_source
 from byoc_workbench.backends.planner import Op, SubgraphPlan, plan_subgraph
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import Rule, codegen_name
 

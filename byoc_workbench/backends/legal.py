@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from tvm import relax
 
-from byoc_workbench import ir_types
+from byoc_workbench.core import ir_types
 
 # --- reading static values off Relax expressions --------------------------------
 

@@ -2,7 +2,7 @@
 
 The ONNX translator (:mod:`.onnx`), the torch backend (:mod:`.pytorch`) and the codegens' planner
 (:mod:`.planner`) each turn a partitioned subgraph into a program. :func:`lower_subgraph` walks it once
-(:func:`byoc_workbench.ir.walk`, its values kept by :class:`byoc_workbench.ir.Values`) and gives them
+(:func:`byoc_workbench.core.ir.walk`, its values kept by :class:`byoc_workbench.core.ir.Values`) and gives them
 the same steps, in order:
 
 - :class:`Constant`: a tensor constant read (a renderer names it, or makes it an initializer);
@@ -26,8 +26,8 @@ from collections.abc import Callable
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 
 # --- references --------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class Lowered:
 
 
 def op_steps(func: relax.Function) -> list:
-    """The :class:`byoc_workbench.ir.Step` of every op call in ``func``, composites included, in order: what
+    """The :class:`byoc_workbench.core.ir.Step` of every op call in ``func``, composites included, in order: what
     a translator vets before it lowers anything."""
     return [s for s in ir.walk(func) if s.op]
 
@@ -172,7 +172,7 @@ def lower_subgraph(func: relax.Function, name: str = "subgraph", descend: bool |
     name : str
         Its name, for the error a binding of another kind raises.
     descend : bool or callable
-        As :func:`byoc_workbench.ir.walk`'s: which calls of composite and local functions the steps go
+        As :func:`byoc_workbench.core.ir.walk`'s: which calls of composite and local functions the steps go
         into; a composite not gone into is one :class:`OpCall`, named after it.
     """
     lowering = _Lowering(name)

@@ -16,7 +16,7 @@ import types
 import numpy as np
 
 from byoc_workbench.backends import kernels, phases
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 
 def assemble(plan, pieces: list, codegen: str) -> str:

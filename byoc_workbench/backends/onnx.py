@@ -22,7 +22,7 @@ from tvm import relax
 
 from byoc_workbench.backends import lowering
 from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, onnx_dims, unsupported
-from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.core.errors import WorkbenchError, import_optional
 from byoc_workbench.flow.rules import Rule, Target, every_op_rules, narrowed
 
 __all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "own_target", "summary", "translate"]

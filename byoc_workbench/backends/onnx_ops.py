@@ -15,9 +15,9 @@ import numpy as np
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import ir_types
 from byoc_workbench.backends import legal
 from byoc_workbench.backends.legal import dims_static, ints, same_dtype, scalar, static_shape
+from byoc_workbench.core import ir_types
 
 
 def onnx_dims(ty) -> list | None:

@@ -15,7 +15,7 @@ import tvm
 
 from byoc_workbench.backends import onnx, phases
 from byoc_workbench.backends.base import Backend, Compiled, register_packed
-from byoc_workbench.errors import WorkbenchError, first_line, import_optional
+from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional
 
 _KDLCPU = 1
 

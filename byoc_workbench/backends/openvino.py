@@ -25,7 +25,7 @@ import numpy as np
 
 from byoc_workbench.backends import onnx, phases
 from byoc_workbench.backends.base import Backend, Compiled, register_packed
-from byoc_workbench.errors import WorkbenchError, first_line, import_optional
+from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional
 
 PRECISIONS = ("f32", "bf16", "f16")
 FIX = "pip install openvino (see requirements.txt), or choose backend onnxruntime"

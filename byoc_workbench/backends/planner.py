@@ -20,10 +20,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_types
 from byoc_workbench.backends import lowering
 from byoc_workbench.backends.c_source import ctype
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir, ir_types
+from byoc_workbench.core.errors import WorkbenchError
 
 # Names the generated code uses for itself, and the loop variables emitters are free to declare.
 _TAKEN = {

@@ -36,11 +36,11 @@ import warnings
 import numpy as np
 from tvm import relax
 
-from byoc_workbench import ir_types
 from byoc_workbench.backends import lowering, phases
 from byoc_workbench.backends.base import Backend, Compiled, register_packed
 from byoc_workbench.backends.pytorch_ops import CONVERTERS, SUPPORTED_OPS, unsupported
-from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.core import ir_types
+from byoc_workbench.core.errors import WorkbenchError, import_optional
 from byoc_workbench.flow import rules
 
 FIX = "switch off the rule that offloads it, or add a converter in byoc_workbench/backends/pytorch_ops.py"

@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from tvm import relax
 
-from byoc_workbench import ir_types
 from byoc_workbench.backends import legal
 from byoc_workbench.backends.legal import ints, scalar, static_shape
+from byoc_workbench.core import ir_types
 
 
 def _unary(name: str) -> Callable:

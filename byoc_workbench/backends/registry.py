@@ -30,10 +30,10 @@ from typing import NamedTuple
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit, ir_types
 from byoc_workbench.backends import base, c, onnxruntime, openvino, pytorch, teaching, tensorrt
 from byoc_workbench.backends.base import Backend, Compiled, register_global
-from byoc_workbench.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core import ir, ir_edit, ir_types
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean
 from byoc_workbench.flow.partition import inline_subgraphs
 from byoc_workbench.flow.rules import TARGETS, Rule, Target, Targets
 

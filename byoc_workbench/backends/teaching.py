@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from byoc_workbench.backends.emit import make_codegen
 from byoc_workbench.backends.planner import Op
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 _BINARY = {
     "relax.add": "np.add",

@@ -25,10 +25,10 @@ from typing import NamedTuple
 import tvm
 import tvm_ffi
 
-from byoc_workbench import files, ir_types
 from byoc_workbench.backends import onnx
 from byoc_workbench.backends.base import Backend, Compiled, register_packed
-from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.core import files, ir_types
+from byoc_workbench.core.errors import WorkbenchError, import_optional
 
 logger = logging.getLogger(__name__)
 

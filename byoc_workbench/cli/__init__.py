@@ -1,12 +1,12 @@
 """``byoc-workbench``: the stages of a model as diagrams and JSON, and the SSD tools.
 
 Everything a user can get wrong ends in one line, ``error: <cause>. Fix: <fix>.``,
-and exit status 2 (1 for a result that could not be written, :class:`~byoc_workbench.files.OutputError`):
+and exit status 2 (1 for a result that could not be written, :class:`~byoc_workbench.core.files.OutputError`):
 bad arguments (argparse's own refusals too, see
 :class:`~byoc_workbench.cli.args.Parser`), bad files, bad models. Ctrl-C ends in
 one line and exit status 130. ``--traceback`` (or ``BYOC_WORKBENCH_DEBUG=1``)
 prints the whole trace as well. Output paths are checked before any work
-starts, and results are written atomically (:mod:`byoc_workbench.files`).
+starts, and results are written atomically (:mod:`byoc_workbench.core.files`).
 
 Each command's parser (``add_<command>``, in :mod:`byoc_workbench.cli.parsers`) names the function
 that runs it, ``cmd_<command>`` in a module of its own that imports the floors it runs at the top;
@@ -27,9 +27,9 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from byoc_workbench import files
 from byoc_workbench.cli.parsers import parser
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import files
+from byoc_workbench.core.errors import WorkbenchError
 
 __all__ = ["main", "parser", "runner"]
 

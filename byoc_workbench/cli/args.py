@@ -10,7 +10,7 @@ import argparse
 from typing import NamedTuple
 
 from byoc_workbench.backends.base import BUILTIN_NAMES
-from byoc_workbench.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean
 
 # Documented bounds (README, "The command line"): beyond them a run takes hours.
 MAX_REPEAT = 1000

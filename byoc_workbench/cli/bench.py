@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from byoc_workbench import files, output_paths, text
 from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_refs
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import files, output_paths, text
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.bench import bench, bench_report
 
 

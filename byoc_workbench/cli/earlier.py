@@ -1,4 +1,4 @@
-"""What an earlier result of a command looks like, for :func:`byoc_workbench.output_paths.check_file`: a result
+"""What an earlier result of a command looks like, for :func:`byoc_workbench.core.output_paths.check_file`: a result
 replaces an earlier one of its kind, never a file that holds something else (a notebook, your own JSON or
 ``.npz``, a model)."""
 

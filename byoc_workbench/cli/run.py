@@ -7,11 +7,12 @@ import io
 
 import numpy as np
 
-from byoc_workbench import files, output_paths, text, workflow
+from byoc_workbench import workflow
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.cli import earlier
 from byoc_workbench.cli.refs import model_ref
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import files, output_paths, text
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.check.compare import as_list
 from byoc_workbench.subjects import ModelRef, load

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from byoc_workbench import files, output_paths, subjects, text
+from byoc_workbench import subjects
 from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.core import files, output_paths, text
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import render, renderers
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure import search
 from byoc_workbench.measure.compiler import compiled
 

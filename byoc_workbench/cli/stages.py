@@ -7,9 +7,10 @@ import itertools
 import re
 import sys
 
-from byoc_workbench import files, output_paths, stages, subjects, text
+from byoc_workbench import stages, subjects
 from byoc_workbench.cli.args import FULL_OPS
 from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.core import files, output_paths, text
 from byoc_workbench.draw import render, renderers
 from byoc_workbench.flow import summary
 from byoc_workbench.flow.rules import parse_rule_list

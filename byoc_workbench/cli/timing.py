@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from byoc_workbench import files, output_paths, text
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
 from byoc_workbench.cli.refs import model_ref
+from byoc_workbench.core import files, output_paths, text
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import latency, renderers
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.check import numerics
 from byoc_workbench.measure.time import timing

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import zoo
 
 

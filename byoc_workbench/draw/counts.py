@@ -9,7 +9,7 @@ import html
 import matplotlib.pyplot as plt
 import tvm
 
-from byoc_workbench import ir
+from byoc_workbench.core import ir
 from byoc_workbench.flow.summary import op_owners
 
 

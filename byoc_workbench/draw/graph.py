@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import devices, ir, ir_types, tvm_private
+from byoc_workbench.core import devices, ir, ir_types, tvm_private
 from byoc_workbench.flow.summary import HOST, function_steps
 
 
@@ -459,7 +459,7 @@ def on_cpu_of(members) -> str:
 
 
 def _mark_cpu(g: Graph, mod: tvm.IRModule) -> None:
-    """Each node that a GPU build runs on the CPU says why (:func:`byoc_workbench.devices.propose`)."""
+    """Each node that a GPU build runs on the CPU says why (:func:`byoc_workbench.core.devices.propose`)."""
     if not any(n.op in devices.CPU_ONLY for n in g.nodes.values()):
         return  # nearly every model: no second walk of the module on a rule toggle's redraw
     placement = devices.propose(mod)

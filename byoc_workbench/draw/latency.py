@@ -14,10 +14,10 @@ import html
 import math
 import re
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.display import diagram_html
 from byoc_workbench.draw.graph import HOST, Edge, Graph, Node, build_graph
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, stage
 
 # Light to dark: little time to much. Text turns white on the last DARK colours.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from byoc_workbench import text
+from byoc_workbench.core import text
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.display import diagram_html
 from byoc_workbench.draw.graph import build_graph
@@ -123,7 +123,7 @@ def result_html(result, dot=None) -> str:
 
 
 def unit_lines(result, units=None) -> list:
-    """One line per unit (wrapped at :data:`byoc_workbench.text.WIDTH`): what it cost measured on each
+    """One line per unit (wrapped at :data:`byoc_workbench.core.text.WIDTH`): what it cost measured on each
     backend, and where the chosen placement put it.
 
     e.g. ``tensorrt_2 (1 ops): onnxruntime 0.46 ms, openvino 0.87 ms, tvm 0.10 ms -> tvm``.

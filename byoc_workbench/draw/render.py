@@ -15,9 +15,9 @@ from pathlib import Path
 
 import graphviz
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import renderers
 from byoc_workbench.draw.graph import HOST, Graph
-from byoc_workbench.errors import WorkbenchError
 
 TARGET_COLORS = {
     HOST: "#e9ecef",

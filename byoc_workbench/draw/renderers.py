@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 log = logging.getLogger(__name__)
 

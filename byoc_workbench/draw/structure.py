@@ -24,7 +24,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-from byoc_workbench import ir
+from byoc_workbench.core import ir
 from byoc_workbench.draw.graph import Box, Graph, Node, on_cpu_of, short_op
 
 START = 300  # a view of at most this many nodes is drawn as it is

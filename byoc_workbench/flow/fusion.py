@@ -22,7 +22,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax import dpl
 
-from byoc_workbench import ir, ir_edit, ir_types, tvm_private
+from byoc_workbench.core import ir, ir_edit, ir_types, tvm_private
 from byoc_workbench.flow.names import keep_names
 from byoc_workbench.flow.rules import reported_checks
 

@@ -19,7 +19,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit
+from byoc_workbench.core import ir, ir_edit
 
 
 def _key(value, seen: dict):

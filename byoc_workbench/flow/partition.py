@@ -18,7 +18,7 @@ import heapq
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit, ir_types, tvm_private
+from byoc_workbench.core import ir, ir_edit, ir_types, tvm_private
 from byoc_workbench.flow.regions import Region
 from byoc_workbench.flow.rules import codegen_name
 

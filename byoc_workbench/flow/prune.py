@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import tvm
 
-from byoc_workbench import ir
-from byoc_workbench.errors import WorkbenchError, user_error
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError, user_error
 from byoc_workbench.flow.partition import inline_subgraphs
 
 PruneRule = Callable[[str, list], str | None]

@@ -27,7 +27,7 @@ import dataclasses
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir
+from byoc_workbench.core import ir
 from byoc_workbench.flow.summary import function_steps
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from byoc_workbench import devices, ir
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import devices, ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.fusion import fuse_rules
 from byoc_workbench.flow.rules import TARGETS, Targets
 from byoc_workbench.flow.summary import HOST, op_owners, stage

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit, transforms
+from byoc_workbench.core import ir, ir_edit, transforms
 from byoc_workbench.flow.fusion import fuse_rules
 
 

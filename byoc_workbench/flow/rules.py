@@ -29,7 +29,7 @@ from tvm.relax.backend.contrib import tensorrt  # noqa: F401  registers the tens
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
-from byoc_workbench.errors import WorkbenchError, did_you_mean, user_error
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean, user_error
 
 CallCheck = Callable[[relax.Call], bool]
 
@@ -113,7 +113,7 @@ def reported_checks():
 
     Raises
     ------
-    byoc_workbench.errors.UserCodeError
+    byoc_workbench.core.errors.UserCodeError
         The rule, the exception, and the line of the user's file it came from.
     """
     token = _RAISED.set([])
@@ -448,7 +448,7 @@ def parse_rule_list(text: str | None) -> list | None:
 def target_and_extra(target_name: str | None, user_rules, model: str = "the model file", targets=None):
     """The target whose rules apply, plus the user's own rules for it.
 
-    ``user_rules`` come checked from :func:`byoc_workbench.user_file.load_model_file`.
+    ``user_rules`` come checked from :func:`byoc_workbench.core.user_file.load_model_file`.
     A target that is neither in ``targets`` (default: :data:`TARGETS`) nor named by one of the user's rules is
     refused: running with no rule at all would look like a model that matches nothing.
     """

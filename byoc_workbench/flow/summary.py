@@ -8,9 +8,9 @@ import typing
 
 import tvm
 
-from byoc_workbench import ir, text
-from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.transforms import prepared
+from byoc_workbench.core import ir, text
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.transforms import prepared
 
 HOST = "host"
 BOUNDARY = "boundary"  # a crossing between the host and a subgraph, as a profile counts it
@@ -263,7 +263,7 @@ NOTES_SHOWN = 8  # notes printed per stage before "… and N more notes"
 
 def stages_text(stages: list, notes: bool = True) -> str:
     """The stages as a notebook prints them: one line per stage (op count, subgraphs), then its notes,
-    each broken between words at :data:`byoc_workbench.text.WIDTH`; past :data:`NOTES_SHOWN` notes
+    each broken between words at :data:`byoc_workbench.core.text.WIDTH`; past :data:`NOTES_SHOWN` notes
     a stage says how many more there are."""
     lines = []
     for s in stages:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from byoc_workbench.errors import first_line, import_optional
+from byoc_workbench.core.errors import first_line, import_optional
 from byoc_workbench.frontends.mxnet_common import MXNetImportError
 
 INSTALL_FIX = "use Python 3.11 and `make test-mxnet`'s venv, or pip install -r requirements-mxnet.txt"
@@ -29,7 +29,7 @@ def has_mxnet() -> bool:
 
 
 def import_mxnet():
-    """The ``mxnet`` module, or :class:`~byoc_workbench.errors.MissingDependencyError` saying what to install."""
+    """The ``mxnet`` module, or :class:`~byoc_workbench.core.errors.MissingDependencyError` saying what to install."""
     return import_optional("mxnet", INSTALL_FIX)
 
 

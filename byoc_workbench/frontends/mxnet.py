@@ -7,7 +7,7 @@ graph is checked, and every op missing from the table is reported in one error.
 
 The symbol is read as JSON, so importing a symbol needs neither mxnet nor
 gluoncv; only :func:`from_gluon` does. Every failure is an
-:class:`MXNetImportError` (a :class:`~byoc_workbench.errors.WorkbenchError`) that
+:class:`MXNetImportError` (a :class:`~byoc_workbench.core.errors.WorkbenchError`) that
 names the node: a converter refuses attribute values it does not cover, and an
 error raised while converting a node is reported with that node's name.
 """
@@ -25,9 +25,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-import byoc_workbench.progress
-from byoc_workbench import tvm_private
-from byoc_workbench.errors import WorkbenchError, first_line
+import byoc_workbench.core.progress
+from byoc_workbench.core import tvm_private
+from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core.ir_edit import rename_vars
 from byoc_workbench.frontends import gluon
 from byoc_workbench.frontends.mxnet_attrs import Attrs
 from byoc_workbench.frontends.mxnet_common import EXTEND_FIX, MXNetConversionError, MXNetImportError
@@ -36,7 +37,6 @@ from byoc_workbench.frontends.mxnet_index import INDEX_CONVERTERS
 from byoc_workbench.frontends.mxnet_nn import NN_CONVERTERS
 from byoc_workbench.frontends.mxnet_tensor import TENSOR_CONVERTERS
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.ir_edit import rename_vars
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def _strip_prefix(params: Mapping | None) -> dict:
 def _convert_nodes(bb, nodes, values, converters, progress) -> list:
     """Convert every op node; returns ``[(node name, its output values)]`` in order (see :mod:`..naming`)."""
     converted = []
-    with byoc_workbench.progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=progress is not False) as bar:
+    with byoc_workbench.core.progress.bar(len(nodes), "MXNet -> Relax", "node", enabled=progress is not False) as bar:
         for node in nodes:
             bar.update()
             if node.op == "null":

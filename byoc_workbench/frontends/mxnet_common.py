@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 EXTEND_FIX = "extend the converter in byoc_workbench.frontends, or change the model"
 

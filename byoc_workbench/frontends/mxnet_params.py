@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 LIST_MAGIC = 0x112
 V1_MAGIC, V2_MAGIC, V3_MAGIC = 0xF993FAC8, 0xF993FAC9, 0xF993FACA

@@ -42,9 +42,10 @@ from pathlib import Path
 import tvm
 from tvm import relax, tirx
 
-from byoc_workbench import tvm_private
 from byoc_workbench.backends.onnxruntime import providers, session_options
-from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
+from byoc_workbench.core import tvm_private
+from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
+from byoc_workbench.core.ir_edit import rename_vars
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.onnx_shapes import (
     INSTALL_FIX,
@@ -57,7 +58,6 @@ from byoc_workbench.frontends.onnx_shapes import (
     unknown_sizes,
 )
 from byoc_workbench.frontends.own import OwnModel, check_input_size, seeded_inputs
-from byoc_workbench.ir_edit import rename_vars
 
 logger = logging.getLogger(__name__)
 

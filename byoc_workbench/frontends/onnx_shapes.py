@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from byoc_workbench.errors import WorkbenchError, import_optional
+from byoc_workbench.core.errors import WorkbenchError, import_optional
 
 INSTALL_FIX = "pip install onnx onnxruntime (both pinned in requirements.txt; make setup installs them)"
 

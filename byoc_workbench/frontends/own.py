@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 
 @dataclasses.dataclass
@@ -28,7 +28,7 @@ class OwnModel:
     kind : str
         ``"onnx"`` or ``"pytorch"``.
     mod : tvm.IRModule
-        As imported, before :func:`byoc_workbench.transforms.prepare`.
+        As imported, before :func:`byoc_workbench.core.transforms.prepare`.
     inputs : list of numpy.ndarray
         Example inputs, seeded (or the ones given).
     reference : callable

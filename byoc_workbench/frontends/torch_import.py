@@ -25,11 +25,11 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import tvm_private
-from byoc_workbench.errors import WorkbenchError, first_line, import_optional, shorten, user_error
+from byoc_workbench.core import tvm_private
+from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional, shorten, user_error
+from byoc_workbench.core.ir_edit import map_bindings, rename_vars
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.own import OwnModel, checked_seed, seeded_inputs
-from byoc_workbench.ir_edit import map_bindings, rename_vars
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ runs in a child process and only a picklable result comes back. The child is sta
 interpreter): a fork of a process whose TVM has started its thread pool is unsafe.
 
 While it works the child sends its progress lines, its log records and what it prints; a
-:class:`~byoc_workbench.errors.WorkbenchError` comes back as its one line, any other exception as a
+:class:`~byoc_workbench.core.errors.WorkbenchError` comes back as its one line, any other exception as a
 RuntimeError that carries the child's traceback (a bug keeps its traceback), and a child that dies without
 an answer (killed for memory, say) as a RuntimeError too.
 """
@@ -21,7 +21,7 @@ import resource
 import sys
 import traceback
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 # The exit code of a child that was importing the caller's script when the script called in_child again.
 _UNGUARDED = 86

@@ -31,8 +31,8 @@ import time
 import warnings
 from collections.abc import Callable
 
-from byoc_workbench import text
-from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line
+from byoc_workbench.core import text
+from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line
 from byoc_workbench.measure.machine import machine
 
 logger = logging.getLogger(__name__)

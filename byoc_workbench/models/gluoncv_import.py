@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import sys
 
-from byoc_workbench.errors import import_optional
+from byoc_workbench.core.errors import import_optional
 
 _ABSENT = object()
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import matplotlib
 import numpy as np
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
 

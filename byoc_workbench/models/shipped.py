@@ -32,7 +32,7 @@ import zipfile
 
 import numpy as np
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 FORMAT = 1
 #: Where the shipped models live, read through the package (never the working directory).

@@ -29,8 +29,8 @@ import time
 import warnings
 from typing import TypedDict
 
-from byoc_workbench import ir
-from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError, first_line
 from byoc_workbench.frontends import (
     MXNetImportError,
     UnsupportedOperatorError,

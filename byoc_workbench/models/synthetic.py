@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir_edit
+from byoc_workbench.core import ir_edit
 
 OPS_PER_BLOCK = 4
 BLOCKS_PER_STAGE = 250  # a stage of 1,000 ops

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from byoc_workbench import files, progress
-from byoc_workbench.errors import WorkbenchError, did_you_mean
-from byoc_workbench.files import CACHE_ENV
+from byoc_workbench.core import files, progress
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.files import CACHE_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def model_spec(name: str) -> ModelSpec:
 
 
 def weights_dir(path: str | os.PathLike | None = None) -> Path:
-    """The weights cache: ``path``, else :func:`byoc_workbench.files.cache_dir` of ``models``
+    """The weights cache: ``path``, else :func:`byoc_workbench.core.files.cache_dir` of ``models``
     (``$BYOC_WORKBENCH_CACHE/models``, else ``~/.cache/byoc-workbench/models``)."""
     return Path(os.path.expanduser(os.fspath(path))) if path else files.cache_dir("models")
 

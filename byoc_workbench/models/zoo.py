@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from byoc_workbench.errors import MissingDependencyError, WorkbenchError, first_line
+from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line
 from byoc_workbench.frontends import MXNetImportError, from_mxnet, gluon
 from byoc_workbench.frontends.mxnet_params import read_params
 from byoc_workbench.models import shipped

@@ -7,7 +7,7 @@ from pathlib import Path
 import anywidget
 import traitlets
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 
 _HERE = Path(__file__).parent
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import collections
 import html
 
+from byoc_workbench.core.errors import WorkbenchError, shorten
+from byoc_workbench.core.text import wrap
 from byoc_workbench.draw.display import code_html, svg_body  # noqa: F401 (the widget takes them from here)
 from byoc_workbench.draw.graph import short_op
-from byoc_workbench.errors import WorkbenchError, shorten
 from byoc_workbench.session import View
-from byoc_workbench.text import wrap
 
 NO_SELECTION = (
     "<i>Click a node to see its op, attributes, types and which rule claimed it. "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ipywidgets as W
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import placements, render
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.measure.search.result import SearchResult
 from byoc_workbench.widgets.graph_view import GraphView
 

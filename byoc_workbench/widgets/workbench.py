@@ -18,8 +18,8 @@ import ipywidgets as W
 
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import native
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import latency
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import report
 from byoc_workbench.flow.rules import Target, as_target
 from byoc_workbench.measure.time import timing

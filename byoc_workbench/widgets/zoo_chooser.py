@@ -12,7 +12,7 @@ import logging
 import ipywidgets as widgets
 
 from byoc_workbench import workflow
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import zoo
 from byoc_workbench.subjects import ModelRef
 from byoc_workbench.widgets.html import esc, status_html, status_line

@@ -8,7 +8,8 @@ from tvm.relax.dpl import is_op, wildcard
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench import get_target, ir, op_rule
+from byoc_workbench import get_target, op_rule
+from byoc_workbench.core import ir
 
 # Exercise 1: relu applied directly to a conv2d. conv_relu_graph() has three convolutions,
 # but the middle one's relu is applied to a bias add, so the pattern matches twice.

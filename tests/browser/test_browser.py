@@ -352,7 +352,7 @@ def test_nb02_runs_top_to_bottom_and_says_what_ran(nb02):
 
 
 def test_nb02_printouts_never_wrap_mid_word(nb02):
-    from byoc_workbench import text
+    from byoc_workbench.core import text
 
     page, _nb = nb02
     found = page.evaluate(lab_server.WRAPPED_PRINTOUTS)

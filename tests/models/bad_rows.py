@@ -73,7 +73,7 @@ FILES = {
     + "def picky(call):\n    raise KeyError('layout')\n\n\n"
     + f'rules = [pattern_rule("mychip", "mr", {MATMUL_RELU}, check=picky)]\n',
     "check_raises_ours.py": MODEL
-    + "from byoc_workbench.errors import WorkbenchError\n\n\n"
+    + "from byoc_workbench.core.errors import WorkbenchError\n\n\n"
     + "def picky(call):\n    raise WorkbenchError('Nested cause', 'nested fix')\n\n\n"
     + 'rules = [op_rule("mychip", "mm", "relax.matmul", check=picky)]\n',
     "empty_name.py": MODEL + 'rules = [op_rule("mychip", "", "relax.matmul")]\n',

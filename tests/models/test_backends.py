@@ -6,7 +6,7 @@ from tvm import relax
 from tvm.relax.dpl import is_op, wildcard
 
 from byoc_workbench import stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
@@ -161,7 +161,7 @@ def test_the_registry_names_every_choice():
 
 @pytest.fixture(scope="module")
 def ssd256():
-    from byoc_workbench import transforms
+    from byoc_workbench.core import transforms
     from byoc_workbench.models import zoo
 
     imported = zoo.import_model(weights="untrained", input_shape=(1, 3, 256, 256))

@@ -27,7 +27,7 @@ from messages import one_line
 from byoc_workbench import cli, stages, subjects
 from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.registry import Registry
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.compiler import execute

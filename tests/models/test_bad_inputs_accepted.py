@@ -9,7 +9,7 @@ from bad_rows import FILES, picture, rows_dir
 from messages import LINE
 
 from byoc_workbench import cli, subjects
-from byoc_workbench.errors import WorkbenchError, first_line, shorten
+from byoc_workbench.core.errors import WorkbenchError, first_line, shorten
 from byoc_workbench.models import demo, images
 from byoc_workbench.session import Workbench
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from bad_rows import no_traceback, rows_dir, the_line
 
-from byoc_workbench import cli, output_paths
+from byoc_workbench import cli
+from byoc_workbench.core import output_paths
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import memory
 import pytest
 
 from byoc_workbench import workflow
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure import child
 from byoc_workbench.subjects import ModelRef
 

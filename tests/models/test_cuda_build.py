@@ -21,8 +21,9 @@ import tvm
 from test_zoo_families import OFFLOADED  # one model per family, as the suite's zoo tests offload them
 from tvm import relax
 
-from byoc_workbench import devices, ir, stages
+from byoc_workbench import stages
 from byoc_workbench.backends import registry
+from byoc_workbench.core import devices, ir
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import cuda, execute
 
@@ -95,7 +96,7 @@ def test_demo_loop_builds_for_cuda_and_places_nothing(demo_mod):
 
 
 def test_an_arch_nvcc_rejects_fails_the_build_in_one_line(demo_mod, compiler):
-    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.core.errors import WorkbenchError
 
     if compiler.name != "nvcc":
         pytest.skip("NVRTC compiles here; this checks nvcc's refusal")
@@ -187,7 +188,7 @@ def test_pytorch_program_builds_for_cuda():
 def test_a_cuda_build_needs_an_arch_where_there_is_no_gpu():
     if tvm.cuda(0).exist:
         pytest.skip("a GPU is here: 'cuda' takes its arch")
-    from byoc_workbench.errors import WorkbenchError
+    from byoc_workbench.core.errors import WorkbenchError
 
     with pytest.raises(WorkbenchError, match="arch"):
         devices.resolve("cuda")

@@ -145,7 +145,7 @@ def test_a_failing_cell_is_one_line_and_the_other_notebooks_still_export(tmp_pat
     sources = {
         "ok": "x = 1",
         "div": "1/0",
-        "own": "from byoc_workbench.errors import WorkbenchError\nraise WorkbenchError('bad thing', 'do the other')",
+        "own": "from byoc_workbench import WorkbenchError\nraise WorkbenchError('bad thing', 'do the other')",
     }
     for name, source in sources.items():
         cells = [nbformat.v4.new_markdown_cell("# title"), nbformat.v4.new_code_cell(source)]

@@ -13,7 +13,7 @@ import pytest
 from messages import one_line
 from mxnet_check import check_symbol, mxnet_or_skip, run_tvm
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends import (
     MXNetImportError,
     find_unsupported,

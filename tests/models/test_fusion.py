@@ -8,7 +8,8 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax.dpl import is_op, wildcard
 
-from byoc_workbench import ir, stages, transforms
+from byoc_workbench import stages
+from byoc_workbench.core import ir, transforms
 from byoc_workbench.flow import fusion, rules
 from byoc_workbench.models.synthetic import residual_model
 

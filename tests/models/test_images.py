@@ -7,7 +7,7 @@ import pytest
 from messages import one_line
 from PIL import Image
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import images
 
 

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from byoc_workbench import cli, stages
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import blocks, folding
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.frontends import onnx_import
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.session import Workbench

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from byoc_workbench import ir, stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench import stages
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import execute
 

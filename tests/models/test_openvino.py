@@ -14,8 +14,8 @@ import tvm  # noqa: E402
 
 from byoc_workbench import cli  # noqa: E402
 from byoc_workbench.backends import openvino as bov  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.draw import latency  # noqa: E402
-from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.check import numerics as checks
 from byoc_workbench.measure.time import timing

@@ -70,7 +70,7 @@ def test_no_label_reaches_graphvizs_limit_even_uncollapsed(ssd_wb):
 
 
 def test_prepare_keeps_what_the_model_computes():
-    from byoc_workbench import transforms
+    from byoc_workbench.core import transforms
     from byoc_workbench.models import zoo
 
     imported = zoo.import_model(weights="untrained", input_shape=(1, 3, 256, 256))
@@ -114,7 +114,8 @@ def test_ssd_partitions_the_same_with_its_tuple_plumbing_left_in(ssd_wb):
 
     from tvm import relax
 
-    from byoc_workbench import stages, transforms
+    from byoc_workbench import stages
+    from byoc_workbench.core import transforms
 
     wb, imported = ssd_wb
     raw = relax.transform.DecomposeOpsForInference()(transforms.fold_batch_norm(imported.mod))
@@ -133,7 +134,7 @@ def test_ssd_partition_agrees_with_upstream(ssd_wb):
 
     from tvm import relax
 
-    from byoc_workbench import ir
+    from byoc_workbench.core import ir
 
     wb, _ = ssd_wb
     upstream = relax.transform.MergeCompositeFunctions()(wb.stage("annotate").mod)
@@ -146,7 +147,7 @@ def test_ssd_partition_agrees_with_upstream(ssd_wb):
 
 def test_batch_norm_folding_is_a_named_step_that_explains_the_count(ssd_wb, tmp_path):
     """654 imported ops become more on screen; the source stage and summary.json say why."""
-    from byoc_workbench import transforms
+    from byoc_workbench.core import transforms
     from byoc_workbench.flow import summary
 
     wb, imported = ssd_wb

@@ -10,9 +10,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from byoc_workbench import stages  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.draw import counts  # noqa: E402
 from byoc_workbench.draw import detections as viz  # noqa: E402
-from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.measure.bench import bench
 from byoc_workbench.measure.time import clock, runner
 from byoc_workbench.models import demo  # noqa: E402
@@ -63,7 +63,7 @@ def test_codegen_stage_keeps_its_compiled_subgraphs(found, reference_output):
 
 
 def test_printouts_fit_a_notebook_line_and_nest_no_parentheses(demo_mod):
-    from byoc_workbench import text
+    from byoc_workbench.core import text
 
     line = runner.offload_choice().line
     assert all(len(ln) <= text.WIDTH for ln in line.splitlines()), line
@@ -91,7 +91,7 @@ def test_a_bar_draws_on_a_terminal_and_nothing_into_a_pipe(capsys):
     import sys
     import termios
 
-    from byoc_workbench import progress
+    from byoc_workbench.core import progress
 
     code = "from byoc_workbench import progress\nwith progress.bar(3, 'work') as b:\n    b.update(3)\n"
     main, tty = pty.openpty()

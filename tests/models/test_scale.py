@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tvm import relax
 
-from byoc_workbench import ir, stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench import stages
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import regions, rules, summary
 from byoc_workbench.models.synthetic import residual_model
 from byoc_workbench.session import Workbench

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure import search
 from byoc_workbench.measure.search import learn, paths
 from byoc_workbench.measure.time import clock, timing
@@ -292,7 +292,7 @@ def test_a_refusal_is_never_kept_as_a_time(tmp_path, monkeypatch):
     assert any(n.startswith("c alone is not timed: c refused") for n in refused.notes)
     assert all("c" not in r.assign.values() for r in refused.placements if r.final_s is not None)
     assert all(r.rejected.startswith("c refused") for r in refused.placements if "c" in r.assign.values())
-    from byoc_workbench import text
+    from byoc_workbench.core import text
 
     assert "Infinity" not in text.to_json(refused.to_json())  # strict JSON for every reader
     monkeypatch.delenv("CC")

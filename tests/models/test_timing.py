@@ -16,9 +16,10 @@ import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench import cli, ir, stages
+from byoc_workbench import cli, stages
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import latency
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.check import compare as matching

@@ -8,7 +8,7 @@ from tvm import relax
 
 from byoc_workbench import stages
 from byoc_workbench.backends import registry
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import demo

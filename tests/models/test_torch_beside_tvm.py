@@ -8,7 +8,7 @@ from shared import python_output
 def test_torch_imported_later_still_hands_its_tensors_to_tvm():
     pytest.importorskip("torch", reason="needs the PyTorch extra")
     out = python_output(
-        "import byoc_workbench.ir, tvm, torch\n"
+        "import byoc_workbench.core.ir, tvm, torch\n"
         "t = tvm.runtime.from_dlpack(torch.arange(6, dtype=torch.float32).reshape(2, 3))\n"
         "print(t.numpy().sum(), t.shape)"
     )
@@ -17,5 +17,5 @@ def test_torch_imported_later_still_hands_its_tensors_to_tvm():
 
 def test_torch_imported_first_is_left_as_it_is():
     pytest.importorskip("torch", reason="needs the PyTorch extra")
-    out = python_output("import torch, byoc_workbench.ir, tvm_ffi._convert as c\nprint(c.torch is torch)")
+    out = python_output("import torch, byoc_workbench.core.ir, tvm_ffi._convert as c\nprint(c.torch is torch)")
     assert out.strip() == "True"

@@ -12,8 +12,8 @@ torch = pytest.importorskip(
 torchvision = pytest.importorskip("torchvision", reason="needs the [pytorch] extra: pip install -e .[pytorch]")
 
 from byoc_workbench import cli, stages  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.draw import folding  # noqa: E402
-from byoc_workbench.errors import WorkbenchError  # noqa: E402
 from byoc_workbench.frontends import torch_import  # noqa: E402
 from byoc_workbench.measure.bench import byom  # noqa: E402
 from byoc_workbench.session import Workbench  # noqa: E402

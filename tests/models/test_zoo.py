@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from messages import one_line
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends.mxnet_params import write_params
 from byoc_workbench.models import shipped, weights, zoo
 from byoc_workbench.models.shipped import ShippedError

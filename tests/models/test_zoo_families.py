@@ -14,7 +14,8 @@ import functools
 import numpy as np
 import pytest
 
-from byoc_workbench import transforms, workflow
+from byoc_workbench import workflow
+from byoc_workbench.core import transforms
 from byoc_workbench.measure.check import compare as matching
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import meaning, zoo

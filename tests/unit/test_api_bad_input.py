@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from byoc_workbench import exercises
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import tvm
 
-from byoc_workbench import devices, workflow
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench import workflow
+from byoc_workbench.core import devices
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
@@ -81,7 +82,7 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
         textwrap.dedent(
             """
             from byoc_workbench import workflow
-            from byoc_workbench.errors import WorkbenchError
+            from byoc_workbench.core.errors import WorkbenchError
 
             try:
                 workflow.zoo_pick("resnet18_v1")

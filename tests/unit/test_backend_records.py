@@ -13,7 +13,7 @@ import pytest
 from byoc_workbench import stages
 from byoc_workbench.backends import base, onnxruntime, registry
 from byoc_workbench.backends.teaching import TEACHING
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.machine import machine, machine_key
 from byoc_workbench.measure.time import runner
 

@@ -19,7 +19,7 @@ from byoc_workbench.backends import c_source, registry
 from byoc_workbench.backends.c import C
 from byoc_workbench.backends.codegen import register_codegen
 from byoc_workbench.backends.planner import broadcast_index
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
@@ -140,7 +140,7 @@ def test_an_unwritable_cache_keeps_no_library_says_so_once_and_runs(
 ):
     """The cache's root a file (a read-only or full cache is the same OSError): each library is compiled
     into a folder of this process's, one warning line says so, and the demo still gives TVM alone's outputs."""
-    from byoc_workbench import files
+    from byoc_workbench.core import files
 
     blocker = tmp_path / "a file"
     blocker.write_text("")

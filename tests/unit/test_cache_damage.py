@@ -147,7 +147,7 @@ def test_another_keys_entry_in_an_entrys_place_is_never_trusted(kind, how):
 def test_a_sealed_c_library_this_machine_cannot_load_is_compiled_again():
     """A cache copied from another machine: the library's seal agrees, but it is not a library here (another
     architecture's ELF, or no ELF at all). It is compiled again, never a traceback from ctypes."""
-    from byoc_workbench import files
+    from byoc_workbench.core import files
 
     with cache() as root:
         first = _c()

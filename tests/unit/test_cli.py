@@ -6,9 +6,10 @@ import textwrap
 import pytest
 from messages import one_line
 
-from byoc_workbench import cli, output_paths
+from byoc_workbench import cli
 from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, input_shape
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import output_paths
+from byoc_workbench.core.errors import WorkbenchError
 
 
 def run(args):

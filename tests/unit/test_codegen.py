@@ -9,7 +9,7 @@ from tvm import relax
 from byoc_workbench import stages
 from byoc_workbench.backends import kernels, registry
 from byoc_workbench.backends.teaching import TEACHING
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.models import demo
 

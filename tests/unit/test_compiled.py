@@ -11,7 +11,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from byoc_workbench import files
+from byoc_workbench.core import files
 from byoc_workbench.measure.compiler import compiled, execute
 from byoc_workbench.models import demo
 

@@ -12,8 +12,8 @@ import tvm
 from shared import Tail, tail_inputs
 from tvm import relax
 
-from byoc_workbench import devices
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import devices
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import execute
 
 

@@ -9,7 +9,7 @@ from shared import NMS
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench import devices
+from byoc_workbench.core import devices
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
 CUDA = devices.resolve(GPU)  # the placed module's first device, as place makes it

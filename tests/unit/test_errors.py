@@ -17,9 +17,10 @@ from messages import one_line
 from tvm import relax
 
 import byoc_workbench
-from byoc_workbench import errors, stages, subjects
+from byoc_workbench import stages, subjects
+from byoc_workbench.core import errors
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import renderers
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.session import Workbench
 
@@ -38,7 +39,9 @@ def test_notebook_shows_the_same_line_instead_of_a_traceback(capsys):
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.run_cell("from byoc_workbench.errors import WorkbenchError\nraise WorkbenchError('Bad rule', 'use another')")
+    shell.run_cell(
+        "from byoc_workbench.core.errors import WorkbenchError\nraise WorkbenchError('Bad rule', 'use another')"
+    )
     assert capsys.readouterr().out == "error: Bad rule. Fix: use another.\n"
 
 

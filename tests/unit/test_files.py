@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from byoc_workbench import files, output_paths
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import files, output_paths
+from byoc_workbench.core.errors import WorkbenchError
 
 
 def _left(folder) -> list:
@@ -84,7 +84,7 @@ def test_json_for_users_is_strict():
     """A refused backend's infinite time is null, not ``Infinity``, which no other JSON reader takes."""
     import json
 
-    from byoc_workbench import text
+    from byoc_workbench.core import text
 
     data = {"c_alone": {"median_s": float("inf"), "runs": [1.0, float("nan")]}, "ok": (0.5,)}
     written = text.to_json(data)

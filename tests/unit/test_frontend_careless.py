@@ -7,7 +7,7 @@ import pytest
 from messages import one_line
 from onnx import TensorProto, helper, numpy_helper
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends import onnx_import
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.session import Workbench

@@ -8,7 +8,7 @@ import pytest
 from messages import one_line
 from mxnet_check import chain_graph, run_tvm
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends import (
     CONVERTERS,
     MXNetImportError,

@@ -3,7 +3,8 @@
 import graphs
 from tvm import relax
 
-from byoc_workbench import ir, stages
+from byoc_workbench import stages
+from byoc_workbench.core import ir
 
 
 def annotated(demo_mod, byoc):

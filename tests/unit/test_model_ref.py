@@ -7,7 +7,7 @@ import pytest
 
 from byoc_workbench import cli
 from byoc_workbench.cli.refs import model_ref
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import zoo
 from byoc_workbench.subjects import ModelRef
 

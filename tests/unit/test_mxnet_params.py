@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends.mxnet_params import BFLOAT16, DTYPES, V1_MAGIC, ParamsFileError, read_params, write_params
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "params"

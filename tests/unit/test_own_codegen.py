@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from tvm.relax.dpl import is_op, wildcard
 
-from byoc_workbench import cli, ir, stages
+from byoc_workbench import cli, stages
 from byoc_workbench.backends import base, codegen, registry
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
 from byoc_workbench.measure.bench import builds
 from byoc_workbench.measure.compiler import execute

@@ -2,7 +2,7 @@
 
 import pytest
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench

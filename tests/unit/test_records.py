@@ -9,7 +9,7 @@ import pytest
 from byoc_workbench import stages
 from byoc_workbench.backends import registry, tensorrt
 from byoc_workbench.backends.base import Compiled
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules, summary
 from byoc_workbench.flow.report import partition_report
 from byoc_workbench.measure import search

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from byoc_workbench import doctor
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import renderers
-from byoc_workbench.errors import WorkbenchError
 
 SYSTEM_DOT = shutil.which("dot")
 SMALL = 'digraph G { data [id="main/data"]; conv [id="main/conv" label="nn.conv2d"]; data -> conv }'

@@ -20,7 +20,7 @@ from damage import DAMAGES, damage_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.models import shipped, zoo
 
 SMALL, OTHER = "resnet18_v1", "mobilenetv3_small"  # two classifiers the workbench lists: both ship seeded, and exported

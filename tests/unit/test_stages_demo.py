@@ -4,8 +4,9 @@ import collections
 
 import pytest
 
-from byoc_workbench import ir, stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench import stages
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import prune, summary
 from byoc_workbench.flow.rules import select
 from byoc_workbench.session import Workbench
@@ -125,7 +126,7 @@ def test_no_mac_refuses_a_count_that_is_not_a_whole_number(bad):
 
 
 def test_the_stage_printout_shows_every_note_broken_between_words(demo_mod, byoc):
-    from byoc_workbench import text
+    from byoc_workbench.core import text
 
     found = stages.run_stages(demo_mod, byoc.rules, stages.no_mac())
     found[5].notes.append("tensorrt_3 returned to host: " + "no multiply-accumulate op among its slices " * 4)

@@ -11,7 +11,7 @@ import pytest
 from byoc_workbench import stages
 from byoc_workbench.backends import codegen, phases, registry
 from byoc_workbench.backends.teaching import TEACHING
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench

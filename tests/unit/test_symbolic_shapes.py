@@ -19,7 +19,7 @@ from tvm.script import tirx as T
 
 from byoc_workbench import cli, stages, subjects
 from byoc_workbench.backends import onnx, registry, tensorrt
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import runner

@@ -8,8 +8,8 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import tvm_private
-from byoc_workbench.ir_edit import typed
+from byoc_workbench.core import tvm_private
+from byoc_workbench.core.ir_edit import typed
 
 
 def first_call(mod):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from byoc_workbench import ir, stages
+from byoc_workbench import stages
+from byoc_workbench.core import ir
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.flow.rules import op_rule
 from byoc_workbench.measure.compiler import execute

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from byoc_workbench import stages
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.rules import get_target
 from byoc_workbench.models.demo import demo_module
 from byoc_workbench.session import Workbench

@@ -3,8 +3,8 @@
 
 import html
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw.display import diagram_html
-from byoc_workbench.errors import WorkbenchError
 from byoc_workbench.widgets import GraphView, workbench_widget
 from byoc_workbench.widgets.graph_view import KERNEL_GONE
 

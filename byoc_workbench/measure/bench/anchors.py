@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from byoc_workbench.backends import registry
-from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.core.errors import WorkbenchError, first_line
 from byoc_workbench.frontends import gluon, onnx_import
 from byoc_workbench.measure.time import clock
 from byoc_workbench.models import shipped, zoo

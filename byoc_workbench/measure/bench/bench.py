@@ -45,10 +45,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from byoc_workbench import text
 from byoc_workbench.backends import registry
 from byoc_workbench.backends.codegen import resolve_backend
-from byoc_workbench.errors import WorkbenchError, nearest
+from byoc_workbench.core import text
+from byoc_workbench.core.errors import WorkbenchError, nearest
 from byoc_workbench.measure import cluster
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.measure.bench.anchors import own_anchors, zoo_anchors

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from byoc_workbench import text
+from byoc_workbench.core import text
 from byoc_workbench.measure.bench.anchors import CLASS_AGNOSTIC
 from byoc_workbench.measure.check.compare import found_text
 

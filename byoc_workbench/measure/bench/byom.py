@@ -23,15 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from byoc_workbench import files, stages, text
+from byoc_workbench import stages
 from byoc_workbench.backends.onnx import translate
-from byoc_workbench.errors import WorkbenchError, true_or_false
+from byoc_workbench.core import files, text
+from byoc_workbench.core.errors import WorkbenchError, true_or_false
+from byoc_workbench.core.transforms import prepare
 from byoc_workbench.frontends.own import checked_seed
 from byoc_workbench.measure.check.compare import check_outputs, found_text
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
 from byoc_workbench.session import Workbench
-from byoc_workbench.transforms import prepare
 
 logger = logging.getLogger(__name__)
 

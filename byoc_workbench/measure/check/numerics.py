@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.partition import flatten_subgraphs
 from byoc_workbench.measure.check.compare import output_error
 from byoc_workbench.measure.compiler import compiled, execute

@@ -10,7 +10,7 @@ TVM 0.27 frees nothing of a library it loaded, so a process loads each entry onc
 and a build just made is used as built, not loaded back from the entry it was kept in.
 
 An entry is the library, ``<key>.so``, written atomically, then sealed with
-its size and SHA-256 (:func:`byoc_workbench.files.seal`). An entry that does
+its size and SHA-256 (:func:`byoc_workbench.core.files.seal`). An entry that does
 not match its seal, or does not load, is built again and overwritten, so a
 damaged entry never outlives one run. Two processes building the same key
 both write whole files; the last rename wins, and both are the same build.
@@ -35,7 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import files
+from byoc_workbench.core import files
 from byoc_workbench.measure.machine import machine_key
 
 logger = logging.getLogger(__name__)

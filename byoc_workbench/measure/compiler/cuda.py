@@ -37,7 +37,7 @@ from tvm import relax
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.s_tir import dlight
 
-from byoc_workbench.errors import WorkbenchError, first_line
+from byoc_workbench.core.errors import WorkbenchError, first_line
 
 logger = logging.getLogger(__name__)
 

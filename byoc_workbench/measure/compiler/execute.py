@@ -8,8 +8,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import devices, ir, ir_types
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import devices, ir, ir_types
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import compiled, cuda
 
 
@@ -39,10 +39,10 @@ def has_branches(mod: tvm.IRModule) -> bool:
 
 
 def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VMExecutable:
-    """``tvm.compile`` the module for ``target`` (``"llvm"``, ``"cuda"`` or a dict, see :mod:`byoc_workbench.devices`).
+    """``tvm.compile`` the module for ``target``: ``"llvm"``, ``"cuda"`` or a dict (:mod:`byoc_workbench.core.devices`).
 
     For a GPU, what TVM has no GPU kernel for is placed on the CPU first
-    (:func:`byoc_workbench.devices.place`; ``placed``: the caller placed ``mod``
+    (:func:`byoc_workbench.core.devices.place`; ``placed``: the caller placed ``mod``
     already, as a profiled build does to name its sites), and the build goes through
     :func:`byoc_workbench.measure.compiler.cuda.pipeline` with the CUDA compiler found here,
     which compiles the kernels even where TVM, without a GPU driver, would keep their

@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, Options, check_backends, plan_for, search
 from byoc_workbench.measure.search.measure import Cache, Cost, Measured, Measurements, NotCached, measure_placement

@@ -36,9 +36,9 @@ import functools
 import logging
 import time
 
-from byoc_workbench import ir
 from byoc_workbench.backends import openvino, registry
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.check.compare import found_text
 from byoc_workbench.measure.machine import machine

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_sealed
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.files import cache_dir, intact, no_cache, read_arrays, write_arrays, write_sealed
 from byoc_workbench.flow import summary
 from byoc_workbench.measure.check.compare import TOLERANCE, check_outputs
 from byoc_workbench.measure.machine import machine_key
@@ -250,7 +250,7 @@ class Cache:
 
 def _read(path: Path):
     """The value of an entry :meth:`Measurements.put` sealed, or None for any entry that is not whole, as written
-    and under its own key (:func:`byoc_workbench.files.intact`)."""
+    and under its own key (:func:`byoc_workbench.core.files.intact`)."""
     if not intact(path):
         return None
     try:

@@ -20,10 +20,10 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench import ir
 from byoc_workbench.backends.base import Compiled
 from byoc_workbench.backends.registry import call_packed
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.partition import inline_subgraphs, partition
 from byoc_workbench.flow.regions import outputs_of
 from byoc_workbench.flow.rules import codegen_name

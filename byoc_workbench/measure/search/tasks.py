@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure import cluster, search
 from byoc_workbench.measure.machine import machine_key
 from byoc_workbench.measure.search.measure import Measured

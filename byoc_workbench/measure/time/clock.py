@@ -17,9 +17,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-import byoc_workbench.progress
-from byoc_workbench import text
-from byoc_workbench.errors import WorkbenchError
+import byoc_workbench.core.progress
+from byoc_workbench.core import text
+from byoc_workbench.core.errors import WorkbenchError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,20 +111,22 @@ def measure(
     desc: str = "runs",
     progress: bool = True,
     max_seconds: float | None = None,
-    bar: byoc_workbench.progress.Bar | None = None,
+    bar: byoc_workbench.core.progress.Bar | None = None,
 ) -> Latency:
     """Call ``fn()`` ``warmup`` times untimed, then ``repeat`` times timed.
 
     With ``max_seconds``, the first call's time estimates the rest, and a loop
     that would take longer is refused (see :func:`check_budget`). The runs show
-    on ``bar`` (a :func:`byoc_workbench.progress.bar`) when given, else on a bar of their own.
+    on ``bar`` (a :func:`byoc_workbench.core.progress.bar`) when given, else on a bar of their own.
     """
     if repeat < 1 or warmup < 0:
         raise WorkbenchError(
             f"repeat must be 1 or more and warmup 0 or more, got {repeat} and {warmup}", "pass repeat=10"
         )
     times = []
-    with contextlib.nullcontext(bar) if bar is not None else byoc_workbench.progress.bar(enabled=progress) as shown:
+    with (
+        contextlib.nullcontext(bar) if bar is not None else byoc_workbench.core.progress.bar(enabled=progress) as shown
+    ):
         shown.phase(desc, warmup + repeat, "run")
         for i in range(warmup + repeat):
             t0 = time.perf_counter()

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from byoc_workbench import files
+from byoc_workbench.core import files
 from byoc_workbench.measure.compiler import compiled
 from byoc_workbench.measure.time import clock
 

@@ -23,10 +23,10 @@ from collections.abc import Callable
 import numpy as np
 import tvm
 
-import byoc_workbench.progress
-from byoc_workbench import ir, text
+import byoc_workbench.core.progress
 from byoc_workbench.backends import onnxruntime, pytorch, registry, tensorrt
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import ir, text
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import cuda, execute
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.time import clock, kept
@@ -181,7 +181,7 @@ class Run:
         return str(self.ran)
 
     def line(self) -> str:
-        """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.text.WIDTH`."""
+        """``label [what ran]: build, latency``, broken between words at :data:`byoc_workbench.core.text.WIDTH`."""
         mark = f" — {self.mark}" if self.mark else ""
         kept = f"; {self.measured}" if self.measured else ""
         return text.wrap(
@@ -257,7 +257,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
     target = opts.target
     mod, generated, skipped = _module_and_generated(what, opts.backend, opts.options or {})
     name = opts.label or "module"
-    with byoc_workbench.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=opts.progress) as bar:
+    with byoc_workbench.core.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=opts.progress) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, target)
         vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(target))
@@ -312,7 +312,7 @@ def _timed(vm, executable, fn, args, name: str, bar, repeat: int, warmup: int, p
     return latency, execute.to_numpy(last[0]), f", {calls[0]} VM calls" if calls else ""
 
 
-def _first_call_with_progress(vm, executable, fn, name: str, bar: byoc_workbench.progress.Bar, calls: list):
+def _first_call_with_progress(vm, executable, fn, name: str, bar: byoc_workbench.core.progress.Bar, calls: list):
     """``fn`` whose first call counts the VM calls ``main`` makes on ``bar`` (a slow baseline:
     tens of seconds) and appends their number to ``calls``; later calls run without the instrument."""
     expected = sum(
@@ -361,7 +361,7 @@ class Choice:
 
 def offload_choice() -> Choice:
     """Where notebook 02 builds and runs: on an NVIDIA GPU (with a CUDA compiler), TVM on CUDA, what it has
-    no GPU kernel for on the CPU (:mod:`byoc_workbench.devices`), and the subgraphs on TensorRT where it runs,
+    no GPU kernel for on the CPU (:mod:`byoc_workbench.core.devices`), and the subgraphs on TensorRT where it runs,
     else on torch on the GPU, else on ONNX Runtime; without a GPU, ONNX Runtime and TVM on the CPU. The line
     says which, and why."""
     no_trt = tensorrt.missing()

@@ -66,8 +66,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import devices, ir, ir_edit
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import devices, ir, ir_edit
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import clock
@@ -90,7 +90,7 @@ class Site:
     var: object = None  # the relax.Var the binding defines, when there is exactly one
     num_outputs: int = 0  # a subgraph's outputs come last in its arguments
     detail: str = ""  # how its backend runs it, e.g. "CPU, bf16" (Compiled.detail)
-    device: str = ""  # in a GPU build: "gpu" or "cpu" for a kernel (byoc_workbench.devices), "" otherwise
+    device: str = ""  # in a GPU build: "gpu" or "cpu" for a kernel (byoc_workbench.core.devices), "" otherwise
 
 
 @dataclasses.dataclass
@@ -267,7 +267,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
 
     The build is ``tvm.compile``'s, but for kernel names (see the module's
     docstring): each call site of a TIR kernel calls a copy of its own. For a
-    GPU ``target`` the module is placed first (:func:`byoc_workbench.devices.place`):
+    GPU ``target`` the module is placed first (:func:`byoc_workbench.core.devices.place`):
     each kernel's site says whether it ran on the GPU or the CPU, and the copies
     between them are entries of their own (kind ``copy``).
     """

@@ -25,9 +25,9 @@ import tvm
 from tvm import relax
 from tvm.relax.global_info import VDevice
 
-from byoc_workbench import ir, ir_edit, ir_types
-from byoc_workbench.errors import WorkbenchError, first_line
-from byoc_workbench.tvm_private import items
+from byoc_workbench.core import ir, ir_edit, ir_types
+from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core.tvm_private import items
 
 # Ops TVM 0.27 builds for the CPU only, and why. tests/models/test_cuda_build.py legalizes every op of the
 # suite's models for CUDA and fails on a packed call outside this table.

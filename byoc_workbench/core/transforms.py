@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench import ir, ir_edit
+from byoc_workbench.core import ir, ir_edit
 
 PREPARED = "byoc_workbench.prepare"  # the module attribute holding what prepare did
 

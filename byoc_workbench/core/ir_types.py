@@ -1,6 +1,6 @@
 """Relax types read for diagrams, messages and generated code: as short text, and whether static.
 
-Each is kept per type object (:class:`~byoc_workbench.ir.PerObject`): a stage's variables keep their
+Each is kept per type object (:class:`~byoc_workbench.core.ir.PerObject`): a stage's variables keep their
 types from stage to stage, and every node of every diagram reads its type.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench.ir import PerObject
-from byoc_workbench.tvm_private import items
+from byoc_workbench.core.ir import PerObject
+from byoc_workbench.core.tvm_private import items
 
 
 def type_str(ty) -> str:

@@ -3,8 +3,8 @@
 :func:`walk` is the traversal every analysis, pass, codegen and drawing uses:
 it yields each binding with its callee, its composite and its place in the
 function/branch/call nesting, and owns the table of local functions. Building
-new IR out of old is :mod:`byoc_workbench.ir_edit`'s; the few uses of TVM's
-private API are :mod:`byoc_workbench.tvm_private`'s.
+new IR out of old is :mod:`byoc_workbench.core.ir_edit`'s; the few uses of TVM's
+private API are :mod:`byoc_workbench.core.tvm_private`'s.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import tvm
 from tvm import relax
 
-from byoc_workbench.errors import WorkbenchError
-from byoc_workbench.tvm_private import items
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.tvm_private import items
 
 COMPOSITE = "Composite"
 CODEGEN = "Codegen"

@@ -3,7 +3,7 @@
 Stage functions build new functions out of the bindings of old ones. All
 bindings they move are in A-normal form (a call, tuple or tuple item whose
 leaves are variables, constants or shapes), so a substitution over those few
-expression kinds is all they need. Reading IR is :mod:`byoc_workbench.ir`'s.
+expression kinds is all they need. Reading IR is :mod:`byoc_workbench.core.ir`'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 import tvm
 from tvm import relax
 
-from byoc_workbench.ir import host_functions, is_var
-from byoc_workbench.tvm_private import items, new_call, new_var, set_type
+from byoc_workbench.core.ir import host_functions, is_var
+from byoc_workbench.core.tvm_private import items, new_call, new_var, set_type
 
 
 def substitute(expr, mapping: dict, same_types: bool = False):

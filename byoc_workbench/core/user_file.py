@@ -16,7 +16,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from byoc_workbench.errors import UserCodeError, WorkbenchError, user_error, user_frame
+from byoc_workbench.core.errors import UserCodeError, WorkbenchError, user_error, user_frame
 
 
 def import_user_file(path: str | Path, what: str, fix: str):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from byoc_workbench import output_paths
-from byoc_workbench.errors import WorkbenchError
+from byoc_workbench.core import output_paths
+from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
 
