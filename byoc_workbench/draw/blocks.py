@@ -181,6 +181,8 @@ class Group:
     parent: str | None = None
     members: list = dataclasses.field(default_factory=list)
     children: list = dataclasses.field(default_factory=list)
+    scope: str = ""  # ``id`` is ``<scope>/<key>``, ``~`` added for a key taken twice
+    key: str = ""  # the block's name prefix (``ssd0_resnetv10_``) or family (``ssd0_convpredictor*``)
 
     @property
     def label(self) -> str:
@@ -251,10 +253,11 @@ class _Tree:
         self.scoped = scoped  # dotted module paths: their words are op names, not Gluon blocks
 
     def new(self, key: str, name: str, parent, first) -> Group:
-        gid = f"{self.id_prefix(first.nid)}/{key}"
+        scope = self.id_prefix(first.nid)
+        gid = f"{scope}/{key}"
         while gid in self.groups:
             gid += "~"
-        group = Group(gid, name, self.cluster, parent)
+        group = Group(gid, name, self.cluster, parent, scope=scope, key=key)
         self.groups[gid] = group
         if parent is not None:
             self.groups[parent].children.append(gid)

@@ -135,9 +135,9 @@ def _block_groups(g: Graph) -> dict:
     many = sum(n.kind == "subgraph" for n in g.nodes.values()) > MANY_SUBGRAPHS
     kinds = BLOCK_KINDS + (("subgraph",) if many else ())
     for n in g.nodes.values():
-        if n.kind in kinds and "/" in n.id:
-            items.setdefault(n.cluster, []).append((n.id, n.id.rsplit("/", 1)[1], n.op))
-    return blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: nid.rsplit("/", 1)[0])
+        if n.kind in kinds and n.var:
+            items.setdefault(n.cluster, []).append((n.id, n.var, n.op))
+    return blocks.find_groups(items, [(e.src, e.dst) for e in g.edges], lambda nid: g.nodes[nid].scope)
 
 
 def _shown(groups: dict, keep_open: set, gid) -> str | None:
@@ -177,7 +177,8 @@ def _fold_into_blocks(g: Graph, groups: dict, keep_open: set) -> tuple:
         rename[nid] = top
     for top, hidden in members.items():
         grp = groups[top]
-        nodes[top] = _group_node(top, grp.label, hidden, _place(grp.parent, grp.cluster), "block")
+        node = _group_node(top, grp.label, hidden, _place(grp.parent, grp.cluster), "block")
+        nodes[top] = dataclasses.replace(node, scope=grp.scope, var=grp.key)
     return {nid: nodes[nid] for nid in order}, rename
 
 
@@ -334,9 +335,9 @@ def _fold_title(g: Graph, members: set) -> str:
         if e.kind != "data":
             continue
         if e.dst in members and e.src not in members and g.nodes[e.src].kind != "const":
-            around["in"].append(e.src.rsplit("/", 1)[-1])
+            around["in"].append(g.nodes[e.src].var)
         elif e.src in members and e.dst not in members:
-            around["out"].append(e.dst.rsplit("/", 1)[-1])
+            around["out"].append(g.nodes[e.dst].var)
     return blocks.run_title(around["in"], around["out"])
 
 

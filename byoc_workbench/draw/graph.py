@@ -34,6 +34,10 @@ class Node:
     ops: list = dataclasses.field(default_factory=list)  # ops inside a composite or subgraph
     expandable: bool = False
     on_cpu: str = ""  # why it runs on the CPU when TVM builds for a GPU ("" when it runs on the GPU)
+    # ``id`` is ``<scope>/<var>`` for a node a binding makes (``main``, ``relu~1``) and for a closed block
+    # (``main``, ``ssd0_resnetv10_``): its parts, kept; "" for others (constants, returns, folded runs).
+    scope: str = ""
+    var: str = ""
 
 
 @dataclasses.dataclass
@@ -126,7 +130,7 @@ class _Builder:
         # A stage before merge holds other variables with the same names (composite calls keep them).
         self.region_named = {(r.func, v.name): r for r in regions or () for v in r.members}
         self.ids: dict = {}  # (prefix, variable's handle) -> (node id, the variable)
-        self.taken: set = set()
+        self.parts: dict = {}  # node id -> (scope, var), for every id given out
         self.calls: list = []
 
     def node_id(self, prefix: str, var) -> str:
@@ -134,15 +138,16 @@ class _Builder:
         the same value keeps its id when rules change, so a selection survives a toggle."""
         key = (prefix, var.__chandle__())
         if key not in self.ids:
-            base = f"{prefix}/{var.name}"
-            nid, k = base, 1
-            while nid in self.taken:
-                nid, k = f"{base}~{k}", k + 1
-            self.taken.add(nid)
+            name, k = var.name, 1
+            while f"{prefix}/{name}" in self.parts:
+                name, k = f"{var.name}~{k}", k + 1
+            nid = f"{prefix}/{name}"
             self.ids[key] = (nid, var)
+            self.parts[nid] = (prefix, name)
         return self.ids[key][0]
 
     def add_node(self, node: Node) -> str:
+        node.scope, node.var = self.parts.get(node.id, (node.scope, node.var))
         self.g.nodes[node.id] = node
         return node.id
 

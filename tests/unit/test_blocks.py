@@ -6,6 +6,11 @@ from byoc_workbench.draw import blocks, folding, graph, render
 from byoc_workbench.draw.graph import Edge, Graph, Node
 
 
+def _bound(var: str, kind: str, label: str, **fields) -> Node:
+    """The node a binding ``var`` of ``main`` makes, as the graph builder draws it."""
+    return Node(f"main/{var}", kind, label, cluster="fn_main", scope="main", var=var, **fields)
+
+
 def test_names_read_as_block_paths():
     assert blocks.block_path("ssd0_resnetv10_stage1_conv0_fwd") == (
         "ssd0_",
@@ -37,7 +42,7 @@ def ssd_like() -> Graph:
     for name in names:
         op = next((v for k, v in ops.items() if k in name), "relax.add")
         kind = "input" if name == "data" else "op"
-        g.nodes[f"main/{name}"] = Node(f"main/{name}", kind, op, op=op, cluster="fn_main")
+        g.nodes[f"main/{name}"] = _bound(name, kind, op, op=op)
     g.clusters["fn_main"] = graph.Box("fn_main", "fn main", "function")
     chain = [n for n in names if "net0" in n or "expand" in n]
     prev = "data"
@@ -102,7 +107,7 @@ def wide_run(pieces: int) -> Graph:
     g = Graph(clusters={"fn_main": graph.Box("fn_main", "fn main", "function")})
 
     def add(nid, op):
-        g.nodes[nid] = Node(nid, "op", op.split(".")[-1], op=op, cluster="fn_main")
+        g.nodes[nid] = _bound(nid.removeprefix("main/"), "op", op.split(".")[-1], op=op)
 
     add("main/x", "relax.nn.conv2d")
     for k in range(pieces):
@@ -158,20 +163,20 @@ def test_a_fold_is_named_after_the_blocks_it_connects():
     assert blocks.run_title(["lv3"], ["lv9"]) == "", "a graph without Gluon names keeps plain folds"
     g = Graph(clusters={"fn_main": graph.Box("fn_main", "fn main", "function")})
     for k in range(6):
-        g.nodes[f"main/ssd0_ssdanchorgenerator{k}_reshape1"] = Node(
-            f"main/ssd0_ssdanchorgenerator{k}_reshape1", "op", "reshape", op="relax.nn.conv2d", cluster="fn_main"
+        g.nodes[f"main/ssd0_ssdanchorgenerator{k}_reshape1"] = _bound(
+            f"ssd0_ssdanchorgenerator{k}_reshape1", "op", "reshape", op="relax.nn.conv2d"
         )
     prev = None
     for k in range(9):
         nid = f"main/ssd0_reshape{k}"
-        g.nodes[nid] = Node(nid, "op", "reshape", op="relax.reshape", cluster="fn_main")
+        g.nodes[nid] = _bound(f"ssd0_reshape{k}", "op", "reshape", op="relax.reshape")
         if k < 6:
             g.edges.append(Edge(f"main/ssd0_ssdanchorgenerator{k}_reshape1", nid))
         if prev:
             g.edges.append(Edge(prev, nid))
         prev = nid
-    g.nodes["main/ssd0_normalizedboxcenterdecoder0_box_decode0"] = Node(
-        "main/ssd0_normalizedboxcenterdecoder0_box_decode0", "op", "decode", op="relax.nn.conv2d", cluster="fn_main"
+    g.nodes["main/ssd0_normalizedboxcenterdecoder0_box_decode0"] = _bound(
+        "ssd0_normalizedboxcenterdecoder0_box_decode0", "op", "decode", op="relax.nn.conv2d"
     )
     g.edges.append(Edge(prev, "main/ssd0_normalizedboxcenterdecoder0_box_decode0"))
     (fold,) = [n for n in folding.fold_chains(g).nodes.values() if n.kind == "fold" and n.op == "folded"]
