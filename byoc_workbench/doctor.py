@@ -350,7 +350,7 @@ def check_weights() -> Check:
     )
 
 
-CHECKS: tuple[Callable[[], Check], ...] = (
+SEAT_CHECKS: tuple[Callable[[], Check], ...] = (
     check_python,
     check_tvm,
     check_graphviz,
@@ -428,7 +428,7 @@ class Diagnosis(TypedDict):
     exit_code: int
 
 
-def diagnose(checks: tuple = CHECKS) -> Diagnosis:
+def diagnose(checks: tuple = SEAT_CHECKS) -> Diagnosis:
     """Run every check; returns ``{"checks": {name: {...}}, "parts": {...}, "exit_code": 0 or 1}``.
 
     The exit code is 1 only when Part 1 cannot run.

@@ -39,7 +39,7 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     Raises
     ------
     WorkbenchError
-        For a path that is not a notebook (:func:`read`).
+        For a path that is not a notebook (:func:`read_notebook`).
     CellFailed
         For a cell that raises, runs past ``timeout`` seconds, or kills its kernel.
     """
@@ -47,7 +47,7 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
     path = Path(path)
-    nb = read(path)
+    nb = read_notebook(path)
     started = []
     try:
         NotebookClient(
@@ -63,7 +63,7 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     return nb
 
 
-def read(path: Path) -> nbformat.NotebookNode:
+def read_notebook(path: Path) -> nbformat.NotebookNode:
     """The notebook at ``path``, checked; a one-line error for anything else (missing, a folder, not JSON)."""
     fix = "pass the path of a notebook (.ipynb)"
     if not path.exists():
@@ -199,7 +199,7 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
     """
     paths = [Path(p) for p in paths]
     for path in paths:
-        read(path)
+        read_notebook(path)
     names = [p.name for p in paths]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -111,7 +111,7 @@ def run(
     model = ref.name
     spec = zoo.model_spec(model)
     if backend == "tensorrt":  # fail in a second, before the model is built and imported
-        tensorrt.check()
+        tensorrt.tensorrt_and_gpu()
     x, _ = model_input(ref.image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, ref.weights)
     if backend == "mxnet":

@@ -46,7 +46,7 @@ def _recipe(model: shipped.ShippedModel, values: dict) -> tuple[dict, dict]:
     """How each parameter the graph reads comes from the seed's draws, and the arrays carried."""
     used = {p.name: values[p.name] for p in model.used}
     how, carried = shipped.recipe(used, shipped.draws(model.plan(), SEED))
-    recipe = {"seed": SEED, "how": how, "sha256": shipped.digest(used.values())}
+    recipe = {"seed": SEED, "how": how, "sha256": shipped.arrays_sha256(used.values())}
     return recipe, carried
 
 
@@ -58,9 +58,9 @@ def export(name: str, task: str, family: str, folder: Path) -> str:
         block = zoo.build_block(name, shape)
         seeded.seeded_init(block, SEED, shape)
     else:
-        block = support.build(name)
+        block = support.gluon_block(name)
         block.initialize()
-        shape = support.input_shape(name, block)
+        shape = support.traced_shape(name, block)
     traced = gluon.trace(block, [shape])
     keys = {p.name: key for key, p in block._collect_params_with_prefix().items()}
     table = tuple(
@@ -86,7 +86,7 @@ def export(name: str, task: str, family: str, folder: Path) -> str:
         recipe, carried = _recipe(model, values)
         model = shipped.ShippedModel(**{**model.__dict__, "seeded": recipe})
         onnx = _onnx_without_weights(traced.graph, values, shape, folder / f"{name}.onnx")
-    shipped.write(folder, model, carried, onnx)
+    shipped.write_shipped(folder, model, carried, onnx)
     size = sum(f.stat().st_size for f in folder.glob(f"{name}.*"))
     return f"{size / 1024:.0f} KB" + (f", {len(carried)} arrays carried" if carried else "")
 
@@ -122,7 +122,7 @@ def _onnx_without_weights(graph: dict, params: dict, shape, scratch: Path) -> by
 
 
 def _check_regenerates(name: str) -> None:
-    model = shipped.read(name)
+    model = shipped.read_shipped(name)
     if model.seeded is not None:
         model.seeded_weights(SEED)  # raises if the digest differs
 

@@ -38,7 +38,7 @@ def walk(names: dict, timeout: float, ray_address: str | None) -> list:
     so the tasks ask for no timing resource and run side by side, one per CPU.
     """
     if ray_address is None:
-        return support.walk(names, timeout)
+        return support.check_all(names, timeout)
     from byoc_workbench.measure import cluster
 
     print(cluster.connect(ray_address, timing=False), file=sys.stderr)

@@ -4,7 +4,7 @@
 emitted statements: every tensor is a pointer to its first element
 (row-major), the intermediates are allocated at the top and freed at the end,
 and the ops that compute the subgraph's results write straight into its
-output buffers. :func:`build` compiles it with the system's C compiler
+output buffers. :func:`shared_library` compiles it with the system's C compiler
 (``$CC``, else ``cc``, ``gcc`` or ``clang``) into a library cached by the hash
 of the source and the compiler; :func:`load` opens it with ctypes. The runner
 hands the C function the data pointers of TVM's own tensors (the DLPack
@@ -169,7 +169,7 @@ def compiler_version(cmd: tuple) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else cmd[0]
 
 
-def build(source: str, name: str) -> Path:
+def shared_library(source: str, name: str) -> Path:
     """The shared library of ``source``: from the cache when the same source was built by the same
     compiler before, else compiled now (the ``.c`` is kept beside it)."""
     cmd = compiler()
@@ -261,7 +261,7 @@ def _function(lib: Path, plan):
 
 def load(source: str, plan):
     """Compile (or find in the cache), open and wrap the function: the runner over TVM tensors."""
-    return Runner(_function(build(source, plan.name), plan), plan)
+    return Runner(_function(shared_library(source, plan.name), plan), plan)
 
 
 TRIAL_S = 30.0  # a trial run that takes longer has a loop that does not end
@@ -277,7 +277,7 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
     command, lives on.
     """
     limit_s = TRIAL_S if limit_s is None else limit_s
-    lib = build(source, plan.name)
+    lib = shared_library(source, plan.name)
     ins = [np.asarray(a, dtype=dtype, order="C") for a, (_, _, dtype) in zip(inputs, plan.params)]
     consts = [np.asarray(c, order="C") for _, c in plan.constants]
     outs = [np.zeros(shape, dtype) for _, shape, dtype in plan.outputs]

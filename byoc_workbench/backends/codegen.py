@@ -35,7 +35,7 @@ from __future__ import annotations
 import tvm
 
 from byoc_workbench.backends import base
-from byoc_workbench.backends.emit import Codegen, make_codegen, op_name
+from byoc_workbench.backends.emit import Codegen, keyed_op, make_codegen
 from byoc_workbench.backends.registry import DEFAULT, Registry
 from byoc_workbench.core.errors import WorkbenchError, nearest
 from byoc_workbench.core.user_file import import_user_file
@@ -89,7 +89,7 @@ def _check_keys(name: str, emit: dict, targets: list) -> None:
     """A one-line error for an emit key that names neither a Relax op nor a composite of ``targets``'
     rules (``rule`` or ``target.rule``): its emitter would never be called."""
     composites = {n for t in targets for r in t.rules for n in (r.name, r.qualified)}
-    unknown = next((k for k in emit if op_name(k) is None and k not in composites), None)
+    unknown = next((k for k in emit if keyed_op(k) is None and k not in composites), None)
     if unknown is None:
         return
     ops = {n.removeprefix("relax.") for n in tvm.ir.Op.list_op_names() if n.startswith("relax.")}

@@ -36,7 +36,7 @@ class Generated(NamedTuple):
     plan: SubgraphPlan
 
 
-def op_name(key: str) -> str | None:
+def keyed_op(key: str) -> str | None:
     """The Relax op an emitter key names (``"relu"``, ``"nn.relu"``, ``"relax.nn.relu"``), or None."""
     for name in (key, f"relax.{key}", f"relax.nn.{key}"):
         if not name.startswith("relax."):
@@ -249,5 +249,5 @@ def make_codegen(name: str, emit: dict, language: str = "numpy", doc: str = "") 
             raise WorkbenchError(
                 f"The emitter for {key!r} is a {type(fn).__name__}, not a function", "pass a function of one Op"
             )
-        table[op_name(key) or key] = fn
+        table[keyed_op(key) or key] = fn
     return Codegen(name, table, language, doc)

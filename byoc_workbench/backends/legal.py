@@ -3,7 +3,7 @@
 A check takes a Relax call and returns why it cannot be converted (a layout, a dtype change, a bound
 computed at run time), or None when it can. :data:`CHECKS` holds those both converter tables ask;
 :mod:`.onnx_ops` and :mod:`.pytorch_ops` add their own on top (:func:`why_not`). The readers of
-static values off Relax expressions (:func:`ints`, :func:`scalar`, :func:`static_shape`) live here
+static values off Relax expressions (:func:`ints`, :func:`python_number`, :func:`static_shape`) live here
 too, since converters of both tables read their attributes with them.
 """
 
@@ -19,7 +19,7 @@ from byoc_workbench.core import ir_types
 # --- reading static values off Relax expressions --------------------------------
 
 
-def scalar(value):
+def python_number(value):
     """A Python number from an int, IntImm, FloatImm or PrimValue."""
     while not isinstance(value, (int, float, bool, np.number)) and hasattr(value, "value"):
         value = value.value
@@ -32,7 +32,7 @@ def ints(values) -> list:
         values = values.values
     elif isinstance(values, relax.Tuple):
         values = values.fields
-    return [int(scalar(v)) for v in values]
+    return [int(python_number(v)) for v in values]
 
 
 def static_shape(ty) -> list:

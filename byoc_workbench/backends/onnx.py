@@ -25,7 +25,7 @@ from byoc_workbench.backends.onnx_ops import CHECKS, CONVERTERS, SUPPORTED_OPS, 
 from byoc_workbench.core.errors import WorkbenchError, import_optional
 from byoc_workbench.flow.rules import Rule, Target, every_op_rules, narrowed
 
-__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "Graph", "guard_rules", "own_target", "summary", "translate"]
+__all__ = ["CHECKS", "CONVERTERS", "SUPPORTED_OPS", "OnnxGraph", "guard_rules", "own_target", "onnx_text", "translate"]
 __all__ += ["unsupported"]
 
 OPSET = 18  # the first opset whose Reduce* ops all take axes as an input
@@ -39,7 +39,7 @@ def _onnx():
 # --- the graph being built --------------------------------------------------------
 
 
-class Graph:
+class OnnxGraph:
     """An ONNX graph under construction: nodes, initializers and unique names."""
 
     def __init__(self, fp16: bool = False):
@@ -118,7 +118,7 @@ class _Translator:
     :data:`.onnx_ops.CONVERTERS`."""
 
     def __init__(self, func: relax.Function, fp16: bool):
-        self.g = Graph(fp16)
+        self.g = OnnxGraph(fp16)
         self.func = func
         self.inputs: list = []  # the ONNX name of each parameter
         self.consts: list = []  # the initializer of each constant read
@@ -212,7 +212,7 @@ def translate(func: relax.Function, name: str = "subgraph", fp16: bool = False):
     return _Translator(func, fp16).run(name)
 
 
-def summary(model) -> str:
+def onnx_text(model) -> str:
     """A readable text of an ONNX model: its inputs, outputs and nodes (weights left out)."""
     helper = _onnx().helper
     g = model.graph

@@ -1,7 +1,7 @@
 """The converter table of the ONNX translator: one entry per Relax op, keyed by its name.
 
 Each converter takes ``(graph, call, inputs)`` and adds ONNX nodes to the graph
-(see :class:`byoc_workbench.backends.onnx.Graph`); families of ops share a
+(see :class:`byoc_workbench.backends.onnx.OnnxGraph`); families of ops share a
 factory (unary, binary, reduce, conv, pool). ``CHECKS`` says why a call to a
 known op may still not convert: the checks the torch backend shares (:mod:`.legal`), then ONNX's own
 (a rounding mode ONNX lacks, a reshape it cannot spell).
@@ -16,7 +16,7 @@ import tvm_ffi
 from tvm import relax
 
 from byoc_workbench.backends import legal
-from byoc_workbench.backends.legal import dims_static, ints, same_dtype, scalar, static_shape
+from byoc_workbench.backends.legal import dims_static, ints, python_number, same_dtype, static_shape
 from byoc_workbench.core import ir_types
 
 
@@ -194,7 +194,7 @@ def _layer_norm(g, call, x):
 
 
 def _clip(g, call, x):
-    lo, hi = (scalar(v) for v in call.args[1:3])
+    lo, hi = (python_number(v) for v in call.args[1:3])
     return g.node("Clip", [x[0], g.scalar(lo, call), g.scalar(hi, call)])
 
 
@@ -224,7 +224,7 @@ def _not_equal(g, call, x):
 
 
 def _arange(g, call, x):
-    start, end, step = (scalar(v) for v in call.args[:3])
+    start, end, step = (python_number(v) for v in call.args[:3])
     return g.node("Range", [g.scalar(start, call), g.scalar(end, call), g.scalar(step, call)])
 
 

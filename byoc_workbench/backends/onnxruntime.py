@@ -111,7 +111,7 @@ def compile_subgraph(
     session = make_session(data, name, threads, spinning)
     runner = Runner(session)
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
-    source = header + onnx.summary(model)
+    source = header + onnx.onnx_text(model)
     where = session.get_providers()[0].replace("ExecutionProvider", "")  # what ran it: CPU, or CUDA
     return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs), where)
 

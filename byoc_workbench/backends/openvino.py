@@ -157,7 +157,7 @@ def compile_subgraph(
         f"# openvino {_ov().__version__.split('-')[0]} on CPU ({core().get_property('CPU', 'FULL_DEVICE_NAME')}), "
         f"inference precision {got}" + (f" (asked {precision})" if got != precision else "") + "\n"
     )
-    source = header + onnx.summary(model)
+    source = header + onnx.onnx_text(model)
     content = data + precision.encode()
     # What ran, and what was asked where this CPU ran otherwise (bf16 without AVX512-BF16 or AMX runs f32).
     detail = f"CPU, {got}" + (f", {precision} asked: not on this CPU" if got != precision else "")

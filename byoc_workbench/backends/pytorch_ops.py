@@ -21,7 +21,7 @@ from collections.abc import Callable
 from tvm import relax
 
 from byoc_workbench.backends import legal
-from byoc_workbench.backends.legal import ints, scalar, static_shape
+from byoc_workbench.backends.legal import ints, python_number, static_shape
 from byoc_workbench.core import ir_types
 
 
@@ -167,7 +167,7 @@ def _filled(value) -> Callable:
 
 
 def _arange(t, call, x, dev):
-    start, end, step = (scalar(v) for v in call.args[:3])
+    start, end, step = (python_number(v) for v in call.args[:3])
     return t.arange(start, end, step, dtype=_torch_dtype(t, call.ty.dtype), device=dev)
 
 
@@ -292,7 +292,7 @@ CONVERTERS: dict = {
     "relax.nn.avg_pool2d": _pool("avg", 2),
     "relax.nn.adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "relax.nn.layer_norm": _layer_norm,
-    "relax.clip": lambda t, call, x, dev: t.clamp(x[0], scalar(call.args[1]), scalar(call.args[2])),
+    "relax.clip": lambda t, call, x, dev: t.clamp(x[0], python_number(call.args[1]), python_number(call.args[2])),
     "relax.strided_slice": _strided_slice,
     "relax.where": lambda t, call, x, dev: t.where(x[0], x[1], x[2]),
     "relax.astype": lambda t, call, x, dev: x[0].to(_torch_dtype(t, call.ty.dtype)),

@@ -72,13 +72,13 @@ class _Logger:
 
 
 class Installed(NamedTuple):
-    """What :func:`check` found: the ``tensorrt`` module and the GPU device it builds for."""
+    """What :func:`tensorrt_and_gpu` found: the ``tensorrt`` module and the GPU device it builds for."""
 
     trt: object
     dev: tvm.runtime.Device
 
 
-def check() -> Installed:
+def tensorrt_and_gpu() -> Installed:
     """``(tensorrt module, GPU device)``, or the one-line error saying what is missing."""
     trt = _trt()
     return Installed(trt, _gpu())
@@ -87,7 +87,7 @@ def check() -> Installed:
 def missing() -> WorkbenchError | None:
     """Why the tensorrt backend cannot run here (its ``cause`` and ``fix``), or None when it can."""
     try:
-        check()
+        tensorrt_and_gpu()
     except WorkbenchError as err:
         return err
     return None
@@ -219,7 +219,7 @@ def check_static(name: str, func) -> None:
 def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKSPACE_BYTES, **options) -> Compiled:
     """Translate ``func`` to ONNX, build (or load) its engine and register it as a packed function."""
     check_static(name, func)
-    trt, dev = check()
+    trt, dev = tensorrt_and_gpu()
     model = onnx.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     plan, path, was_cached = cached_engine(trt, dev, data, name, workspace)
@@ -233,7 +233,7 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
         f"# {len(layers)} layers:",
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
-    source = "\n".join(header + body) + "\n\n" + onnx.summary(model)
+    source = "\n".join(header + body) + "\n\n" + onnx.onnx_text(model)
     return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))
 
 

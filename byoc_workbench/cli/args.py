@@ -21,7 +21,7 @@ DEFAULT_SSD = "ssd_512_resnet50_v1_coco"
 # What --backend takes; a .py file that registers a codegen of your own is loaded (backends.codegen).
 BACKEND_HELP = f"{', '.join(('auto', 'tvm', *BUILTIN_NAMES))}, or a .py file that calls register_codegen"
 ZOO_HELP = "ssd (the model of --model), a zoo model's name (byoc-workbench prefetch --list names them)"
-PRECISIONS = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
+PRECISION_CHOICES = ("f32", "bf16", "f16")  # the openvino backend's (backends/openvino.py); it imports openvino
 PRECISION_HELP = (
     "with --backend openvino or torch: its inference precision (default f32; bf16 and f16 are faster, less exact)"
 )
@@ -143,18 +143,18 @@ def count(lo: int, hi: int | None = None):
     return parse
 
 
-def seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not {seconds.wants}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {positive_seconds.wants}")
     return value
 
 
-seconds.wants = "a number of seconds above 0, such as 1800"
+positive_seconds.wants = "a number of seconds above 0, such as 1800"
 
 
 def ray_address(text: str) -> str:
@@ -189,7 +189,7 @@ class InputShape(NamedTuple):
     shape: list[int]
 
 
-def input_shape(text: str) -> InputShape:
+def named_shape(text: str) -> InputShape:
     """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
     name, _, dims = text.rpartition("=")
     try:
@@ -197,11 +197,11 @@ def input_shape(text: str) -> InputShape:
     except ValueError:
         shape = []
     if not shape or any(d < 1 for d in shape):
-        raise argparse.ArgumentTypeError(f"{text!r} is not {input_shape.wants}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {named_shape.wants}")
     return InputShape(name.strip() or None, shape)
 
 
-input_shape.wants = "a shape such as data=1,3,224,224"
+named_shape.wants = "a shape such as data=1,3,224,224"
 
 
 class InputDtype(NamedTuple):
@@ -293,7 +293,7 @@ def parents() -> dict[str, Parser]:
     budget = Parser(add_help=False)
     budget.add_argument(
         "--max-seconds",
-        type=seconds,
+        type=positive_seconds,
         default=MAX_SECONDS,
         help=f"refuse a timed loop estimated, after its first run, to take longer (default {MAX_SECONDS:g})",
     )
@@ -306,7 +306,7 @@ def parents() -> dict[str, Parser]:
     )
     own.add_argument(
         "--input-shape",
-        type=input_shape,
+        type=named_shape,
         action="append",
         metavar="[NAME=]N,C,H,W",
         help="with a .onnx file or --torch: an input's shape (default: the file's; 1,3,224,224 for --torch, "

@@ -13,7 +13,7 @@ from byoc_workbench.measure.bench import bench, bench_report
 
 def cmd_bench(args) -> int:
     out = (
-        output_paths.check_file(args.out, "--out", output_paths.reads(args), earlier.BENCH, "bench.json")
+        output_paths.check_file(args.out, "--out", output_paths.read_paths(args), earlier.BENCH, "bench.json")
         if args.out
         else None
     )

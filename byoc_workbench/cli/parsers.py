@@ -15,8 +15,8 @@ from byoc_workbench.cli.args import (
     MAX_REPEAT,
     MAX_RUNS,
     MAX_TVM_REPEAT,
+    PRECISION_CHOICES,
     PRECISION_HELP,
-    PRECISIONS,
     ZOO_HELP,
     Commands,
     Parser,
@@ -128,7 +128,7 @@ def _add_measured(command, name: str, helptext: str, runner: str, *uses: str) ->
         "with rules of its own partitions the demo with them",
     )
     c.add_argument("--no-prune", action="store_true", help="keep every subgraph (the unpruned build)")
-    c.add_argument("--precision", choices=PRECISIONS, help=PRECISION_HELP)
+    c.add_argument("--precision", choices=PRECISION_CHOICES, help=PRECISION_HELP)
     c.add_argument("--out", help=f"a directory for {name}.svg (the map) and {name}.json")
     c.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
     return c
@@ -211,7 +211,7 @@ def add_search(command) -> None:
     s.add_argument("model", nargs="?", help="demo, ssd, a zoo model's name, a .py or .onnx file (or give --torch)")
     s.add_argument(
         "--precision",
-        choices=PRECISIONS,
+        choices=PRECISION_CHOICES,
         help="also measure the best openvino placements at this precision, beside f32 (default: f32 only)",
     )
     s.add_argument("--target", help="the target whose rules make the units (default: tensorrt; byoc-target for demo)")

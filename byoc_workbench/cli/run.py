@@ -30,7 +30,9 @@ def cmd_run(args) -> int:
             "byoc-workbench compare demo runs it offloaded and checks it against TVM alone",
         )
     save = (
-        output_paths.check_file(args.save_outputs, "--save-outputs", output_paths.reads(args), earlier.SAVED_OUTPUTS)
+        output_paths.check_file(
+            args.save_outputs, "--save-outputs", output_paths.read_paths(args), earlier.SAVED_OUTPUTS
+        )
         if args.save_outputs is not None
         else None
     )

@@ -16,9 +16,9 @@ from byoc_workbench.measure.compiler import compiled
 
 def cmd_search(args) -> int:
     names = ["search.json", "search.txt", "search.svg"]
-    out = output_paths.check_dir(args.out, "--out", names, output_paths.reads(args)) if args.out else None
+    out = output_paths.check_dir(args.out, "--out", names, output_paths.read_paths(args)) if args.out else None
     if out:
-        renderers.check()
+        renderers.require_graphviz()
     backends = search.check_backends(args.backends)  # a typo fails before the model loads
     ref = model_ref(args, args.model)
     if args.cached and files.no_cache():

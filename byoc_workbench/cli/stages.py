@@ -41,10 +41,10 @@ def _subject(args, enabled) -> subjects.Subject:
 
 def cmd_stages(args) -> int:
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
-    out = output_paths.check_dir(args.out, "--out", names, output_paths.reads(args))
+    out = output_paths.check_dir(args.out, "--out", names, output_paths.read_paths(args))
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     if args.format == "svg":
-        renderers.check()
+        renderers.require_graphviz()
     subject = _subject(args, wanted)
     wb = subject.workbench
     data = summary.summary_json(subject.name, wb.stages)
@@ -64,7 +64,7 @@ def cmd_stages(args) -> int:
         )
         groups = []
     extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
-    output_paths.check_dir(args.out, "--out", [n for n, _ in extra], output_paths.reads(args))
+    output_paths.check_dir(args.out, "--out", [n for n, _ in extra], output_paths.read_paths(args))
     with files.staged(out) as tmp:  # every diagram and summary.json, or none of them
         stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
         group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
@@ -82,12 +82,14 @@ def cmd_stages(args) -> int:
 
 def cmd_report(args) -> int:
     out = (
-        output_paths.check_dir(args.out, "--out", ["report.json", "report.txt", "prune.svg"], output_paths.reads(args))
+        output_paths.check_dir(
+            args.out, "--out", ["report.json", "report.txt", "prune.svg"], output_paths.read_paths(args)
+        )
         if args.out
         else None
     )
     if out:
-        renderers.check()
+        renderers.require_graphviz()
     subject = _subject(args, None)
     wb = subject.workbench
     report = wb.report(subject.name)

@@ -17,7 +17,7 @@ from byoc_workbench.measure.check import numerics
 from byoc_workbench.measure.time import timing
 
 
-class Measured(NamedTuple):
+class Workload(NamedTuple):
     """What ``profile`` and ``compare`` time and check: the build, its inputs, and whether its map is collapsed."""
 
     built: timing.Built
@@ -40,20 +40,20 @@ def _precision_options(args, backend) -> dict[str, str] | None:
     return {"precision": args.precision}
 
 
-def _measured(args) -> Measured:
+def _workload(args) -> Workload:
     args.backend = resolve_backend(args.backend)
     options = _precision_options(args, args.backend)
     ref = model_ref(args, args.what, ("demo", "zoo", "onnx", "torch"))
     built, inputs = builds.ready(ref, args.backend, not args.no_prune, options)
-    return Measured(built, inputs, ref.imported)
+    return Workload(built, inputs, ref.imported)
 
 
 def _report_dir(args, stem: str):
     """``--out`` checked for ``stem``.svg and ``stem``.json before any work, or None without ``--out``."""
     if args.out is None:
         return None
-    out = output_paths.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"], output_paths.reads(args))
-    renderers.check()
+    out = output_paths.check_dir(args.out, "--out", [f"{stem}.svg", f"{stem}.json"], output_paths.read_paths(args))
+    renderers.require_graphviz()
     return out
 
 
@@ -66,7 +66,7 @@ def _write_report(out, stem: str, report, data: dict) -> None:
 
 def cmd_profile(args) -> int:
     out = _report_dir(args, "profile")
-    built, inputs, collapse = _measured(args)
+    built, inputs, collapse = _workload(args)
     profile = timing.profile(built, inputs, runs=args.runs, max_seconds=args.max_seconds)
     report = latency.report(built, profile, collapse=collapse)
     data = profile.to_json()
@@ -82,7 +82,7 @@ def cmd_compare(args) -> int:
             f"--tolerance must be 0 or more, got {args.tolerance}", "pass a relative error such as 1e-3"
         )
     out = _report_dir(args, "compare")
-    built, inputs, collapse = _measured(args)
+    built, inputs, collapse = _workload(args)
     checked = numerics.compare(built, inputs, tolerance=args.tolerance)
     data = checked.to_json()
     print(text.to_json(data) if args.json else latency.numerics_text(checked))

@@ -126,7 +126,7 @@ def _not_an_input(out: Path, flag: str, inputs) -> None:
                 )
 
 
-def reads(args) -> list[str]:
+def read_paths(args) -> list[str]:
     """The paths a command's arguments name for it to read: the model (or models), ``--image``, ``--weights``."""
     named = [getattr(args, a, None) for a in ("what", "model", "image", "weights")]
     return [p for n in named for p in (n if isinstance(n, list | tuple) else [n]) if isinstance(p, str)]

@@ -36,7 +36,7 @@ def detections_above(ids, scores, boxes, thresh: float = 0.5) -> list:
     return sorted(rows, key=lambda r: -r[1])
 
 
-def named(rows, class_names=()) -> list:
+def with_class_names(rows, class_names=()) -> list:
     """``detections_above`` rows with their class names: ``[(name, score, box), ...]``."""
     return [(class_names[c] if 0 <= c < len(class_names) else f"class {c}", s, b) for c, s, b in rows]
 
@@ -68,7 +68,7 @@ def at_threshold(
     ends with ``mark`` (e.g. "untrained weights") when there is one.
     """
     found = detections_above(ids, scores, boxes, thresh)
-    shown = named(found[:top], class_names)
+    shown = with_class_names(found[:top], class_names)
     text = caption(len(shown), len(found), thresh)
     return ThresholdView(shown, len(found), text + (f" — {mark}" if mark else ""), mark)
 
@@ -150,7 +150,7 @@ def draw_detections(
     ax.imshow(image)
     ax.axis("off")
     found = detections_above(ids, scores, boxes, thresh)
-    rows = named(found[:top], class_names)
+    rows = with_class_names(found[:top], class_names)
     texts = [label_text(k + 1, name, score) for k, (name, score, _) in enumerate(rows)]
     spots = place_labels([b for _, _, b in rows], texts, width, height)
     for (name, _score, (x0, y0, x1, y1)), text, spot in zip(rows, texts, spots):

@@ -265,7 +265,7 @@ def write_all(diagrams, fmt: str = "svg") -> None:
         for dot, path in diagrams:
             write(dot, path, fmt)
         return
-    renderer = renderers.check()
+    renderer = renderers.require_graphviz()
     workers = os.cpu_count() or 1
     running: list = []
     # The pool's threads only lay out; this one writes each file, so a failure leaves no writer behind.

@@ -7,7 +7,7 @@ those of Graphviz 16.1.0, where a system's ``dot`` is whatever version the seat 
 measures labels with the seat's fonts and orders some nodes differently). The system's ``dot`` is
 used where the wheel is not installed. docs/ARCHITECTURE.md has the measurements.
 
-:func:`chosen` says which (a :class:`Renderer`), :func:`lay_out` runs it, and :func:`check` is the
+:func:`chosen` says which (a :class:`Renderer`), :func:`lay_out` runs it, and :func:`require_graphviz` is the
 one-line error, with its fix, where there is none.
 """
 
@@ -99,7 +99,7 @@ def install_fix() -> str:
     return f"make setup, or pip install graphviz-pure (or install Graphviz's dot: {dot})"
 
 
-def check() -> Renderer:
+def require_graphviz() -> Renderer:
     """:func:`chosen`'s Graphviz, or a one-line error saying how to install one."""
     renderer = chosen()
     if renderer is None:
@@ -111,10 +111,10 @@ def check() -> Renderer:
 
 
 def lay_out(source: str, fmt: str = "svg", renderer: Renderer | None = None) -> str:
-    """The DOT text ``source`` laid out by ``renderer`` (by default :func:`check`'s) as ``fmt``: ``svg``,
+    """The DOT text ``source`` laid out by ``renderer`` (by default :func:`require_graphviz`'s) as ``fmt``: ``svg``,
     or ``json`` for the positions. A diagram Graphviz rejects raises a RuntimeError: it is the
     workbench's bug, not the user's."""
-    renderer = renderer or check()
+    renderer = renderer or require_graphviz()
     done = subprocess.run([renderer.path, f"-T{fmt}"], input=source.encode("utf-8"), capture_output=True)
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip()

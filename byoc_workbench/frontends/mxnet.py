@@ -69,7 +69,7 @@ class UnsupportedOperatorError(MXNetImportError):
 
 
 @dataclass(frozen=True)
-class Node:
+class SymbolNode:
     """One node of an MXNet symbol graph: ``inputs`` are (node index, output index)."""
 
     index: int
@@ -123,12 +123,12 @@ def _checked(graph) -> dict:
     return graph
 
 
-def graph_nodes(graph: dict) -> list[Node]:
-    """Parse the ``nodes`` list of a symbol graph into :class:`Node` records."""
+def graph_nodes(graph: dict) -> list[SymbolNode]:
+    """Parse the ``nodes`` list of a symbol graph into :class:`SymbolNode` records."""
     nodes = []
     for i, raw in enumerate(graph["nodes"]):
         attrs = raw.get("attrs", raw.get("param", raw.get("attr", {}))) or {}
-        nodes.append(Node(i, raw["op"], raw["name"], attrs, tuple((e[0], e[1]) for e in raw["inputs"])))
+        nodes.append(SymbolNode(i, raw["op"], raw["name"], attrs, tuple((e[0], e[1]) for e in raw["inputs"])))
     return nodes
 
 

@@ -29,7 +29,7 @@ def dtype_of(expr) -> str:
     return str(getattr(dtype, "dtype", dtype))
 
 
-def scalar(value, like) -> relax.Constant:
+def scalar_like(value, like) -> relax.Constant:
     """A 0-d constant of ``like``'s dtype; MXNet casts scalars to the tensor's type."""
     return relax.const(value, dtype_of(like))
 

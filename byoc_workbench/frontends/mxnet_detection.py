@@ -12,7 +12,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from byoc_workbench.frontends.mxnet_attrs import REQUIRED
-from byoc_workbench.frontends.mxnet_common import dtype_of, scalar, shape_of, unsupported
+from byoc_workbench.frontends.mxnet_common import dtype_of, scalar_like, shape_of, unsupported
 
 
 def _split4(x, start=0):
@@ -24,13 +24,13 @@ def _split4(x, start=0):
 def _corner_to_center(bb, coords):
     x0, y0, x1, y1 = coords
     w, h = bb.emit(R.subtract(x1, x0)), bb.emit(R.subtract(y1, y0))
-    half = scalar(0.5, x0)
+    half = scalar_like(0.5, x0)
     return [R.add(x0, R.multiply(w, half)), R.add(y0, R.multiply(h, half)), w, h]
 
 
 def _center_to_corner(bb, coords):
     x, y, w, h = coords
-    half = scalar(0.5, x)
+    half = scalar_like(0.5, x)
     hw, hh = bb.emit(R.multiply(w, half)), bb.emit(R.multiply(h, half))
     return [R.subtract(x, hw), R.subtract(y, hh), R.add(x, hw), R.add(y, hh)]
 
@@ -45,13 +45,13 @@ def _box_decode(bb, inputs, attrs):
     a = [bb.emit(c) for c in _split4(anchors)]
     ax, ay, aw, ah = [bb.emit(c) for c in (_corner_to_center(bb, a) if fmt == "corner" else a)]
     d = [bb.emit(c) for c in _split4(data)]
-    ox = bb.emit(R.add(R.multiply(R.multiply(d[0], scalar(stds[0], data)), aw), ax))
-    oy = bb.emit(R.add(R.multiply(R.multiply(d[1], scalar(stds[1], data)), ah), ay))
-    dw = R.multiply(d[2], scalar(stds[2], data))
-    dh = R.multiply(d[3], scalar(stds[3], data))
+    ox = bb.emit(R.add(R.multiply(R.multiply(d[0], scalar_like(stds[0], data)), aw), ax))
+    oy = bb.emit(R.add(R.multiply(R.multiply(d[1], scalar_like(stds[1], data)), ah), ay))
+    dw = R.multiply(d[2], scalar_like(stds[2], data))
+    dh = R.multiply(d[3], scalar_like(stds[3], data))
     if clip > 0:
-        dw, dh = R.minimum(dw, scalar(clip, data)), R.minimum(dh, scalar(clip, data))
-    half = scalar(0.5, data)
+        dw, dh = R.minimum(dw, scalar_like(clip, data)), R.minimum(dh, scalar_like(clip, data))
+    half = scalar_like(0.5, data)
     hw = bb.emit(R.multiply(R.multiply(R.exp(dw), aw), half))
     hh = bb.emit(R.multiply(R.multiply(R.exp(dh), ah), half))
     parts = [R.subtract(ox, hw), R.subtract(oy, hh), R.add(ox, hw), R.add(oy, hh)]
@@ -99,9 +99,9 @@ def _box_nms(bb, inputs, attrs):
     count_id_index = id_index
     if id_index >= 0 and background_id != -1:
         ids = bb.emit(R.strided_slice(x, [2], [id_index], [id_index + 1]))
-        is_bg = R.equal(ids, scalar(background_id, x))
+        is_bg = R.equal(ids, scalar_like(background_id, x))
         # Fill background rows with -1 so their score fails valid_thresh; keep id -1 rows.
-        x = bb.emit(R.where(is_bg, R.full_like(x, scalar(-1.0, x)), x))
+        x = bb.emit(R.where(is_bg, R.full_like(x, scalar_like(-1.0, x)), x))
         count_id_index = -1
     if in_format == "center":
         x = _convert_format(bb, x, coord_start, to_corner=True)
@@ -135,8 +135,8 @@ def _box_nms(bb, inputs, attrs):
     if out_format == "center":
         converted = _convert_format(bb, out, coord_start, to_corner=False)
         # Rows of -1 are padding and stay -1 in either format.
-        is_minus_one = R.astype(R.equal(out, scalar(-1.0, out)), dtype)
-        is_pad = R.greater(R.min(is_minus_one, axis=-1, keepdims=True), scalar(0.5, out))
+        is_minus_one = R.astype(R.equal(out, scalar_like(-1.0, out)), dtype)
+        is_pad = R.greater(R.min(is_minus_one, axis=-1, keepdims=True), scalar_like(0.5, out))
         out = bb.emit(R.where(is_pad, out, converted))
     return out if len(shape) == 3 else R.reshape(out, shape)
 
@@ -159,8 +159,8 @@ def _roi_align(bb, inputs, attrs):
     # pyramid levels so); Relax would read before the first picture. Point those rows at picture 0
     # and zero their output.
     index = bb.emit(R.strided_slice(rois, [1], [0], [1]))
-    skipped = bb.emit(R.less(index, scalar(0.0, rois)))
-    rois = R.concat([R.maximum(index, scalar(0.0, rois)), R.strided_slice(rois, [1], [1], [5])], axis=1)
+    skipped = bb.emit(R.less(index, scalar_like(0.0, rois)))
+    rois = R.concat([R.maximum(index, scalar_like(0.0, rois)), R.strided_slice(rois, [1], [1], [5])], axis=1)
     out = bb.emit(
         R.vision.roi_align(data, rois, pooled, scale, sample_ratio=attrs.int("sample_ratio", -1), aligned=aligned)
     )

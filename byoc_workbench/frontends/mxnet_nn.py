@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from byoc_workbench.frontends.mxnet_attrs import REQUIRED
-from byoc_workbench.frontends.mxnet_common import dtype_of, scalar, shape_of, spatial, unsupported
+from byoc_workbench.frontends.mxnet_common import dtype_of, scalar_like, shape_of, spatial, unsupported
 
 # Layouts by kernel rank, channels first then channels last (the two MXNet knows).
 _LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
@@ -98,7 +98,9 @@ def _deformable_conv(bb, inputs, attrs):
         delta = R.squeeze(R.strided_slice(pairs, [2], [axis], [axis + 1]), [2])
         position = R.add(delta, relax.const(base.astype(dtype)))
         # align_corners: -1 and 1 are the centres of the first and last pixels.
-        grid.append(bb.emit(R.subtract(R.multiply(position, scalar(2.0 / (size - 1), data)), scalar(1.0, data))))
+        grid.append(
+            bb.emit(R.subtract(R.multiply(position, scalar_like(2.0 / (size - 1), data)), scalar_like(1.0, data)))
+        )
     # (N, 2, H, W), x first: the layout TVM 0.27's grid_sample computes with (not the (N, H, W, 2)
     # its docstring gives).
     grid = bb.emit(R.reshape(R.stack(grid, axis=1), (n, 2, taps * ho, wo)))
@@ -134,7 +136,7 @@ def _l2_normalization(bb, inputs, attrs):
     if axes is None:
         unsupported(attrs, f"L2Normalization mode={mode!r}")
     total = R.sum(R.multiply(x, x), axis=list(axes), keepdims=True)
-    return R.divide(x, R.sqrt(R.add(total, scalar(attrs.float("eps", 1e-10), x))))
+    return R.divide(x, R.sqrt(R.add(total, scalar_like(attrs.float("eps", 1e-10), x))))
 
 
 def _activation(bb, inputs, attrs):
@@ -147,9 +149,9 @@ def _activation(bb, inputs, attrs):
     if kind == "tanh":
         return R.tanh(x)
     if kind == "softrelu":
-        return R.log(R.add(R.exp(x), scalar(1.0, x)))
+        return R.log(R.add(R.exp(x), scalar_like(1.0, x)))
     if kind == "softsign":
-        return R.divide(x, R.add(R.abs(x), scalar(1.0, x)))
+        return R.divide(x, R.add(R.abs(x), scalar_like(1.0, x)))
     unsupported(attrs, f"Activation act_type={kind!r}")
 
 
@@ -251,7 +253,7 @@ def _softmax_family(fn):
         x = inputs[0]
         temperature = attrs.float("temperature")
         if temperature not in (None, 1.0):
-            x = R.divide(x, scalar(temperature, x))
+            x = R.divide(x, scalar_like(temperature, x))
         if len(inputs) > 1 or attrs.bool("use_length", False):
             unsupported(attrs, "softmax with use_length")
         return fn(x, axis=attrs.int("axis", -1))

@@ -1,6 +1,6 @@
 """Converters for MXNet's tensor ops: elementwise, reduce, shape and slicing.
 
-Families of ops are built by factories (unary, binary, scalar, compare, reduce),
+Families of ops are built by factories (unary, binary, scalar, comparison, reduce),
 so adding an op of a known family is one table entry.
 """
 
@@ -11,7 +11,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from byoc_workbench.frontends.mxnet_attrs import REQUIRED
-from byoc_workbench.frontends.mxnet_common import dtype_of, norm_axis, scalar, shape_of, unsupported
+from byoc_workbench.frontends.mxnet_common import dtype_of, norm_axis, scalar_like, shape_of, unsupported
 
 # --- factories -------------------------------------------------------------------------
 
@@ -26,7 +26,7 @@ def binary(fn):
     return lambda bb, inputs, attrs: fn(inputs[0], inputs[1])
 
 
-def compare(fn):
+def comparison(fn):
     """Comparison of two tensors; MXNet returns 1/0 in the input's dtype, Relax a bool."""
     return lambda bb, inputs, attrs: R.astype(fn(inputs[0], inputs[1]), dtype_of(inputs[0]))
 
@@ -36,7 +36,7 @@ def with_scalar(fn, reverse=False, is_compare=False):
 
     def convert(bb, inputs, attrs):
         x = inputs[0]
-        s = scalar(attrs.float("scalar", 0.0), x)
+        s = scalar_like(attrs.float("scalar", 0.0), x)
         out = fn(s, x) if reverse else fn(x, s)
         return R.astype(out, dtype_of(x)) if is_compare else out
 
@@ -196,7 +196,7 @@ def _where(bb, inputs, attrs):
         # A 1-d condition picks whole rows of x or y (FPN's choice of pyramid level per ROI).
         cond = R.reshape(cond, (-1,) + (1,) * (rank - 1))
     # MXNet takes any nonzero condition as true.
-    return R.where(R.not_equal(cond, scalar(0, inputs[0])), x, y)
+    return R.where(R.not_equal(cond, scalar_like(0, inputs[0])), x, y)
 
 
 def _arange(bb, inputs, attrs):
@@ -291,7 +291,7 @@ def _log2(bb, inputs, attrs):
     x = inputs[0]
     dtype = dtype_of(x)
     wide = bb.normalize(R.astype(x, "float64")) if dtype == "float32" else x
-    out = R.divide(R.log(wide), scalar(float(np.log(2.0)), wide))
+    out = R.divide(R.log(wide), scalar_like(float(np.log(2.0)), wide))
     return R.astype(out, dtype) if dtype == "float32" else out
 
 
@@ -341,16 +341,16 @@ def _round(bb, inputs, attrs):
         return x
     magnitude = bb.emit(R.abs(x))
     whole = bb.emit(R.floor(magnitude))
-    up = R.astype(R.greater_equal(R.subtract(magnitude, whole), scalar(0.5, x)), dtype_of(x))
+    up = R.astype(R.greater_equal(R.subtract(magnitude, whole), scalar_like(0.5, x)), dtype_of(x))
     return R.multiply(R.sign(x), R.add(whole, up))
 
 
 def _power_scalar(bb, inputs, attrs):
-    return R.power(inputs[0], scalar(attrs.float("scalar"), inputs[0]))
+    return R.power(inputs[0], scalar_like(attrs.float("scalar"), inputs[0]))
 
 
 def _rpower_scalar(bb, inputs, attrs):
-    return R.power(scalar(attrs.float("scalar"), inputs[0]), inputs[0])
+    return R.power(scalar_like(attrs.float("scalar"), inputs[0]), inputs[0])
 
 
 # --- the table -------------------------------------------------------------------------
@@ -379,8 +379,8 @@ TENSOR_CONVERTERS = {
     "_Div": binary(R.divide),
     "_maximum": binary(R.maximum),
     "_minimum": binary(R.minimum),
-    **{f"broadcast_{k}": compare(f) for k, f in _COMPARE.items()},
-    **{f"_{k}": compare(f) for k, f in _COMPARE.items()},
+    **{f"broadcast_{k}": comparison(f) for k, f in _COMPARE.items()},
+    **{f"_{k}": comparison(f) for k, f in _COMPARE.items()},
     "_plus_scalar": with_scalar(R.add),
     "_minus_scalar": with_scalar(R.subtract),
     "_rminus_scalar": with_scalar(R.subtract, reverse=True),

@@ -50,8 +50,8 @@ from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.onnx_shapes import (
     INSTALL_FIX,
     OnnxImportError,
+    all_static,
     graph_inputs,
-    is_static,
     onnx_module,
     resolve_shapes,
     shape_fix,
@@ -79,7 +79,7 @@ _STANDARD = ("", "ai.onnx")
 MIN_OPSET = 7  # ONNX Runtime's oldest: its kernels for older opsets are gone
 
 
-def load(path) -> object:
+def read_onnx(path) -> object:
     """The ``onnx.ModelProto`` in ``path``, or a one-line error."""
     onnx = onnx_module()
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
@@ -283,7 +283,7 @@ class _ImporterFixes:
 
     def __init__(self, shapes, dtypes, graph):
         self.shapes = shapes  # every input's, symbolic dims too: upstream takes the static ones
-        super().__init__({k: v for k, v in shapes.items() if is_static({k: v})}, dtypes)
+        super().__init__({k: v for k, v in shapes.items() if all_static({k: v})}, dtypes)
         self.converted: list = []  # (node name, [outputs]) in order
         self.nodes, self.next = list(graph.node), 0  # nodes convert in order; many have no name
         self.nms = 0
@@ -303,7 +303,7 @@ class _ImporterFixes:
             raise OnnxImportError(
                 f"TVM's ONNX frontend cannot convert node {label!r} ({op_name}): {first_line(err)}",
                 "check that node's inputs and attributes"
-                + ("" if is_static(self.shapes) else "; " + shape_fix(self.shapes)),
+                + ("" if all_static(self.shapes) else "; " + shape_fix(self.shapes)),
             ) from err
         if node is not None:
             outs = list(out.fields) if isinstance(out, relax.Tuple) else [out]
@@ -370,7 +370,7 @@ def to_relax(model, shapes: dict):
         raise OnnxImportError(
             f"TVM's ONNX frontend cannot convert node {m.group(1)!r}{op}: it computes on a shape that is only "
             "known at run time",
-            shape_fix(shapes) if not is_static(shapes) else "report it: this node's shape arithmetic was not folded",
+            shape_fix(shapes) if not all_static(shapes) else "report it: this node's shape arithmetic was not folded",
         ) from None
     main = mod["main"]
     mod[mod.get_global_var("main")] = rename_vars(main, binding_names(main, importer.converted))
@@ -418,12 +418,12 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
         ``reference`` runs ONNX Runtime on the original file.
     """
     t0 = time.perf_counter()
-    model = load(path)
+    model = read_onnx(path)
     shapes = resolve_shapes(model, input_shapes)
     dtypes = {name: dtype for name, (_, dtype) in graph_inputs(model).items()}
     check_input_size(shapes, dtypes)  # before ONNX Runtime and TVM work on a shape with a typo in it
     notes = [f"{len(model.graph.node)} ONNX nodes, opset {_opset(model)}"]
-    if is_static(shapes):
+    if all_static(shapes):
         folded = static_shapes(model, shapes, Path(path).name)
         notes.append(
             f"static shapes {shapes}: ONNX Runtime's constant folding left {len(folded.graph.node)} nodes "
@@ -435,7 +435,7 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
     mod = to_relax(folded, shapes)
     import_s = time.perf_counter() - t0
     if inputs is None:
-        if not is_static(shapes):
+        if not all_static(shapes):
             raise OnnxImportError(
                 f"Example inputs need every input's size, and {unknown_sizes(shapes)} not known", shape_fix(shapes)
             )
@@ -459,7 +459,7 @@ __all__ = [
     "MissingDependencyError",
     "OnnxImportError",
     "import_onnx",
-    "load",
+    "read_onnx",
     "resolve_shapes",
     "scoped_name",
     "static_shapes",

@@ -89,14 +89,14 @@ def _given(name: str, shape, dims: list) -> list:
     return shape
 
 
-def is_static(shapes: dict) -> bool:
+def all_static(shapes: dict) -> bool:
     return all(isinstance(d, int) and d > 0 for s in shapes.values() for d in s)
 
 
 def shape_fix(shapes: dict) -> str:
     """How to give a shape to the first input of ``shapes`` (``{input: dims}``) whose sizes are not all known,
     as the CLI and Python take it: its known sizes kept, 1 for the rest."""
-    name, dims = next(((n, d) for n, d in shapes.items() if not is_static({n: d})), next(iter(shapes.items())))
+    name, dims = next(((n, d) for n, d in shapes.items() if not all_static({n: d})), next(iter(shapes.items())))
     example = [d if isinstance(d, int) and d > 0 else 1 for d in dims]
     return (
         f"give every input's shape, e.g. --input-shape {name}={','.join(map(str, example))} "

@@ -60,7 +60,7 @@ def seeded_init(
     # Gluon infers most shapes lazily; one forward pass makes them known.
     block(mx.nd.zeros(input_shape))
     params = block.collect_params()
-    for name, param in drawn(params):
+    for name, param in drawn_params(params):
         param.set_data(mx.nd.array(draw(name, param.shape, rng), dtype=param.dtype))
     _tame_predictors(block, rng, background_logit, class_scale, box_scale, mx)
     batch = _calibration_batch(rng, input_shape)
@@ -70,7 +70,7 @@ def seeded_init(
     _calibrate_heads(block, traced, params, batch, rng, spreads, background_logit, mx)
 
 
-def drawn(params) -> list:
+def drawn_params(params) -> list:
     """``(name, parameter)`` of what :func:`seeded_init` draws, in the order it draws them: the learnt
     parameters and the batch-norm statistics. Constants such as the SSD's anchors are computed by the
     model, not learnt, and are not drawn."""

@@ -101,7 +101,7 @@ def recipe(values: dict, drawn: dict) -> tuple[dict, dict]:
     return how, carried
 
 
-def digest(arrays) -> str:
+def arrays_sha256(arrays) -> str:
     """SHA-256 over the arrays' bytes, in the order given."""
     h = hashlib.sha256()
     for a in arrays:
@@ -172,7 +172,7 @@ class ShippedModel:
                 out[p.name] = np.asarray(carried[p.name], p.dtype)
             else:
                 raise ShippedError(f"the seeded weights of {self.name} lack {p.name} as shipped", REINSTALL_FIX)
-        if digest(out.values()) != recipe["sha256"]:
+        if arrays_sha256(out.values()) != recipe["sha256"]:
             raise ShippedError(
                 f"the seeded weights of {self.name} regenerated here differ from the shipped ones", REINSTALL_FIX
             )
@@ -244,7 +244,7 @@ def has(name: str) -> bool:
     return (FOLDER / f"{name}.json.xz").is_file()
 
 
-def read(name: str) -> ShippedModel:
+def read_shipped(name: str) -> ShippedModel:
     """The shipped model ``name``."""
     try:
         with (FOLDER / f"{name}.json.xz").open("rb") as f:
@@ -280,7 +280,7 @@ def _xz(data: bytes) -> bytes:
     return lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
 
 
-def write(folder, model: ShippedModel, carried: dict | None = None, onnx: bytes | None = None) -> None:
+def write_shipped(folder, model: ShippedModel, carried: dict | None = None, onnx: bytes | None = None) -> None:
     """Write ``model`` (and the carried arrays of its seeded weights, and MXNet's ONNX export of it without its
     weights) into ``folder``: ``tools/ship_zoo.py``."""
     data = dataclasses.asdict(model)

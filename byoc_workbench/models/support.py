@@ -2,14 +2,14 @@
 
 - :func:`zoo_names` lists those tasks' models, each with its task and family, as the records name them;
   :func:`gluoncv_names` reads the same from GluonCV's own list where MXNet is (the cross-check);
-- :func:`check` imports one's shipped symbol (:mod:`.shipped`, traced at its own input size by
+- :func:`check_model` imports one's shipped symbol (:mod:`.shipped`, traced at its own input size by
   ``tools/ship_zoo.py``, no MXNet needed): ``converts``, or ``refused`` with the one-line
   error naming the model and the ops it lacks, or ``not built`` where GluonCV itself
   could not build it offline (int8 models download their base), so nothing was shipped;
-- :func:`walk` runs each check in a process of its own (:func:`check_apart`), so that a
+- :func:`check_all` runs each check in a process of its own (:func:`check_apart`), so that a
   crash or a hang is recorded as such instead of ending the walk;
 - :func:`table` turns the records into the support table of ``docs/zoo.md``, and
-  :func:`summary` into the README's line.
+  :func:`zoo_summary` into the README's line.
 
 ``python tools/zoo_support.py`` walks the whole list and writes the records
 (:func:`records` reads them, from the package's data, wherever a notebook runs)
@@ -42,7 +42,7 @@ from byoc_workbench.frontends import (
 from byoc_workbench.models import shipped
 from byoc_workbench.models.gluoncv_import import import_gluoncv
 
-TASKS = ("detection", "segmentation", "pose")
+CHECKED_TASKS = ("detection", "segmentation", "pose")
 # The factory's module (gluoncv.model_zoo.<module>), first match wins -> (task, family).
 FAMILIES = (
     ("ssd", "detection", "SSD"),
@@ -68,7 +68,7 @@ STATUSES = ("converts", "refused", "not built", "crashed")
 
 
 class SupportRecord(TypedDict):
-    """One model's check, as :func:`check` returns it and the walk writes it (``data/zoo-support.json``)."""
+    """One model's check, as :func:`check_model` returns it and the walk writes it (``data/zoo-support.json``)."""
 
     name: str
     task: str
@@ -108,7 +108,7 @@ def _family(name: str, module: str):
     return next(((t, fam) for key, t, fam in FAMILIES if key in module), None)
 
 
-def input_shape(name: str, block) -> tuple[int, int, int, int]:
+def traced_shape(name: str, block) -> tuple[int, int, int, int]:
     """The input a model is traced at: its own size (GluonCV's demos' for detectors)."""
     if "pose" in name:
         return (1, 3, 320, 256) if name.startswith("alpha_pose") else (1, 3, 256, 192)
@@ -118,7 +118,7 @@ def input_shape(name: str, block) -> tuple[int, int, int, int]:
     return (1, 3, crop, crop) if crop else (1, 3, 512, 512)
 
 
-def build(name: str):
+def gluon_block(name: str):
     """GluonCV's ``name`` built with no weights (nothing downloaded); needs mxnet and gluoncv."""
     mx = gluon.import_mxnet()
     get_model = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX).get_model  # torch beside it: see there
@@ -149,7 +149,7 @@ def _quiet():
             logging.disable(before)
 
 
-def check(name: str, task: str = "", family: str = "") -> SupportRecord:
+def check_model(name: str, task: str = "", family: str = "") -> SupportRecord:
     """Import ``name``'s shipped symbol (:mod:`.shipped`) at its own input size; the record of what happened.
 
     Returns
@@ -171,7 +171,7 @@ def _check(name: str, task: str, family: str) -> dict:
     if not shipped.has(name):  # GluonCV could not build it, or MXNet could not trace it: as the walk recorded it
         committed = next((r for r in records() if r["name"] == name), None)
         return committed or _timed({**record, "status": "not built", "error": f"{name}: not shipped"}, start)
-    model = shipped.read(name)
+    model = shipped.read_shipped(name)
     record["input_shape"] = list(model.input_shape)
     record["mxnet_ops"] = sum(op_inventory(model.graph).values())
     missing = find_unsupported(model.graph)
@@ -192,8 +192,8 @@ def _timed(record: dict, start: float) -> dict:
     return record
 
 
-def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
-    """:func:`check` each of ``names`` (``{name: (task, family)}``) in a process of its own (:func:`check_apart`).
+def check_all(names: dict, timeout: float = 900.0, progress=print) -> list:
+    """:func:`check_model` each of ``names`` (``{name: (task, family)}``) in a process of its own (:func:`check_apart`).
 
     A process that dies (a segfault) or hangs past ``timeout`` seconds gives a
     ``crashed`` record with what it printed last; nothing stops the walk.
@@ -208,11 +208,11 @@ def walk(names: dict, timeout: float = 900.0, progress=print) -> list:
 
 
 def check_apart(name: str, task: str = "", family: str = "", timeout: float = 900.0) -> SupportRecord:
-    """:func:`check` in a process of its own: a crash or a hang past ``timeout`` seconds is a ``crashed`` record.
+    """:func:`check_model` in a process of its own: a crash or a hang past ``timeout`` seconds is a ``crashed`` record.
 
     One model of the walk, wherever it runs (``tools/zoo_support.py --ray`` makes each a Ray task).
     """
-    code = f"import json, sys; from {__name__} import check; print(json.dumps(check(*sys.argv[1:])))"
+    code = f"import json, sys; from {__name__} import check_model; print(json.dumps(check_model(*sys.argv[1:])))"
     try:
         done = subprocess.run(
             [sys.executable, "-c", code, name, task, family], capture_output=True, text=True, timeout=timeout
@@ -247,7 +247,7 @@ def records() -> list:
     return json.loads(RECORDS.read_text())
 
 
-def summary(records: list) -> str:
+def zoo_summary(records: list) -> str:
     """One line: how many models the walk saw, and how many of them convert, are refused or were not built."""
     counts = collections.Counter(r["status"] for r in records)
     return (
@@ -261,8 +261,8 @@ def table(records: list) -> str:
     """The support table (Markdown): per task and family, how many convert, and what stops the rest."""
     groups: dict = collections.defaultdict(list)
     for r in records:
-        groups[(TASKS.index(r["task"]), r["family"])].append(r)
-    lines = [summary(records), "", "| task | family | convert | what stops the others |", "|---|---|---|---|"]
+        groups[(CHECKED_TASKS.index(r["task"]), r["family"])].append(r)
+    lines = [zoo_summary(records), "", "| task | family | convert | what stops the others |", "|---|---|---|---|"]
     for (task, family), rows in sorted(groups.items()):
         ok = sum(r["status"] == "converts" for r in rows)
         stops = collections.Counter()
@@ -272,15 +272,15 @@ def table(records: list) -> str:
             elif r["status"] != "converts":
                 stops[r["status"]] += 1
         why = ", ".join(f"`{op}` ({n})" if op not in STATUSES else f"{op} ({n})" for op, n in sorted(stops.items()))
-        lines.append(f"| {TASKS[task]} | {family} | {ok} of {len(rows)} | {why or '—'} |")
+        lines.append(f"| {CHECKED_TASKS[task]} | {family} | {ok} of {len(rows)} | {why or '—'} |")
     return "\n".join(lines)
 
 
 def replace_table(text: str, records: list, full: bool = True) -> str:
     """``text`` with the part between :data:`START` and :data:`END` regenerated: the :func:`table`
-    (docs/zoo.md), or with ``full`` False its :func:`summary` line (the README)."""
+    (docs/zoo.md), or with ``full`` False its :func:`zoo_summary` line (the README)."""
     if START not in text or END not in text:
         raise WorkbenchError(f"The text has no {START} ... {END} markers", "add them where the table belongs")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table(records) if full else summary(records)}\n{END}{tail}"
+    return f"{head}{START}\n{table(records) if full else zoo_summary(records)}\n{END}{tail}"

@@ -232,7 +232,7 @@ def load_model(
         weights = "trained" if found else "untrained"
         if not found:
             logger.warning("no trained weights for %s in %s; using %s", name, weights_dir(cache), UNTRAINED_LABEL)
-    ship = shipped.read(name)
+    ship = shipped.read_shipped(name)
     path = None  # seeded
     if weights == "trained":
         path = found or download_weights(name, cache)

@@ -15,7 +15,7 @@ from byoc_workbench.widgets.html import esc, rule_label_html
 
 COMPACT_FROM = 13  # from this many rules on, group by op family and fold the rules that matched nothing
 # Families in the order the panel shows them; a pattern of several ops joins the first family it touches.
-FAMILIES = ("conv / matmul", "pool / norm", "activation", "elementwise", "reduce", "shape / data movement", "other")
+OP_FAMILIES = ("conv / matmul", "pool / norm", "activation", "elementwise", "reduce", "shape / data movement", "other")
 _FAMILY_OPS = {
     "activation": {"relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "softmax", "log_softmax", "leakyrelu",
                    "prelu", "softplus", "hardswish", "selu", "elu"},
@@ -43,7 +43,7 @@ def op_family(op: str) -> str:
 
 def rule_family(rule) -> str:
     """The family of the ops a rule claims; a pattern joins its heaviest op's (conv2d+add+relu: conv)."""
-    return min((op_family(o) for o in rule.ops), key=FAMILIES.index, default="other")
+    return min((op_family(o) for o in rule.ops), key=OP_FAMILIES.index, default="other")
 
 
 def rule_groups(rules) -> list:
@@ -51,7 +51,7 @@ def rule_groups(rules) -> list:
     rules = list(rules)
     if len(rules) < COMPACT_FROM:
         return [(f"target {t}", [r for r in rules if r.target == t]) for t in dict.fromkeys(r.target for r in rules)]
-    return [(f, members) for f in FAMILIES if (members := [r for r in rules if rule_family(r) == f])]
+    return [(f, members) for f in OP_FAMILIES if (members := [r for r in rules if rule_family(r) == f])]
 
 
 def matched_nothing(rule, enabled, matches) -> bool:

@@ -15,7 +15,7 @@ from byoc_workbench.measure.search.result import SearchResult
 from byoc_workbench.widgets.graph_view import GraphView
 
 
-def choices(result, n: int = placements.SHOWN) -> list:
+def dropdown_options(result, n: int = placements.SHOWN) -> list:
     """``[(label, assign)]`` for the dropdown: the table's placements in its order, the chosen one first."""
     return [(("chosen: " if r is result.chosen else "") + r.what, r.assign) for r in placements.ordered(result)[:n]]
 
@@ -25,7 +25,7 @@ class SearchWidget(W.VBox):
 
     def __init__(self, result, height: int = 460):
         self.result = result
-        self.options = choices(result)
+        self.options = dropdown_options(result)
         self.picker = W.Dropdown(
             options=[(label, k) for k, (label, _) in enumerate(self.options)],
             description="placement",

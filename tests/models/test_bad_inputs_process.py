@@ -151,7 +151,7 @@ def test_corrupted_weights_warn_once_and_the_run_finishes(tmp_path, capsys):
     bias = "ssd0_convpredictor1_conv0_bias"  # the first box predictor
     weights[bias] = np.full(weights[bias].shape, 3e38, "float32")
     path = tmp_path / "flipped.params"
-    write_params(path, {p.key: weights[p.name] for p in shipped.read(name).used})  # as Block.save_parameters
+    write_params(path, {p.key: weights[p.name] for p in shipped.read_shipped(name).used})  # as Block.save_parameters
     save = tmp_path / "out.npz"
     assert (
         cli.main(

@@ -34,8 +34,8 @@ def _ops(graph: dict) -> dict:
 
 @pytest.mark.parametrize("name", ["resnet18_v1", "simple_pose_resnet18_v1b", "yolo3_mobilenet1.0_voc"])
 def test_the_shipped_symbol_is_the_one_gluoncv_traces_today(name):
-    model = shipped.read(name)
-    block = zoo.build_block(name) if name in zoo.MODELS else support.build(name)
+    model = shipped.read_shipped(name)
+    block = zoo.build_block(name) if name in zoo.MODELS else support.gluon_block(name)
     block.initialize()
     traced = gluon.trace(block, [model.input_shape])
     assert _ops(traced.graph) == _ops(model.graph)
@@ -81,7 +81,7 @@ def test_a_params_file_mxnet_saves_loads_without_mxnet_to_the_same_weights(tmp_p
     assert got.weights == os.fspath(path)
     for key, value in seeded.params.items():
         assert np.array_equal(got.params[key], value * np.float32(1.5)), key
-    assert set(read_params(path)) == {p.key for p in shipped.read(name).params}
+    assert set(read_params(path)) == {p.key for p in shipped.read_shipped(name).params}
 
 
 def test_run_with_weights_mxnet_wrote_detects_in_the_seats_venv_what_mxnet_detects_here(tmp_path):

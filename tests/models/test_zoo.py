@@ -179,7 +179,7 @@ def _bare(params: dict) -> dict:
 
 def _saved(name: str, model, path, scale: float = 1.0):
     """``model``'s weights (times ``scale``) in a ``.params`` file as ``Block.save_parameters`` names them."""
-    by_name = {p.name: p.key for p in shipped.read(name).used}
+    by_name = {p.name: p.key for p in shipped.read_shipped(name).used}
     write_params(path, {by_name[k]: v * np.float32(scale) for k, v in model.params.items()})
     return path
 

@@ -23,7 +23,7 @@ def test_readme_line_and_zoo_table_are_the_ones_generated_from_the_records():
     fix = "run: python tools/zoo_support.py --readme-only"
     assert support.replace_table(readme, RECORDS, full=False) == readme, fix
     assert support.replace_table(doc, RECORDS) == doc, fix
-    assert support.summary(RECORDS) in readme and "| detection | YOLOv3 |" in doc
+    assert support.zoo_summary(RECORDS) in readme and "| detection | YOLOv3 |" in doc
 
 
 def test_no_model_crashed_and_each_refusal_names_the_model_and_its_ops():
@@ -68,14 +68,14 @@ def test_the_records_cover_gluoncvs_own_list():
 @pytest.mark.parametrize("name", SAMPLE)
 def test_a_sample_of_the_records_still_holds(name):
     committed = next(r for r in RECORDS if r["name"] == name)
-    found = support.check(name, committed["task"], committed["family"])
+    found = support.check_model(name, committed["task"], committed["family"])
     for key in ("status", "ops", "input_shape", "mxnet_ops", "relax_ops"):
         assert found[key] == committed[key], key
 
 
 def test_the_walk_checks_in_a_process_of_its_own():
     committed = next(r for r in RECORDS if r["name"] == WALKED)
-    (found,) = support.walk({WALKED: (committed["task"], committed["family"])}, progress=None)
+    (found,) = support.check_all({WALKED: (committed["task"], committed["family"])}, progress=None)
     assert {k: found[k] for k in ("status", "relax_ops")} == {k: committed[k] for k in ("status", "relax_ops")}
 
 

@@ -170,7 +170,7 @@ def test_the_workflow_refuses_what_is_not_an_imported_model_or_a_module_in_one_l
 
 
 def test_byom_text_helpers_refuse_what_run_and_from_onnx_did_not_give_in_one_line():
-    _one_line(lambda: byom.stages_text(Workbench(demo.demo_module(), "byoc-target"), None), "got NoneType")
-    _one_line(lambda: byom.stages_text(None, None), "Expected a Workbench holding your model, got NoneType")
+    _one_line(lambda: byom.stages_side_by_side(Workbench(demo.demo_module(), "byoc-target"), None), "got NoneType")
+    _one_line(lambda: byom.stages_side_by_side(None, None), "Expected a Workbench holding your model, got NoneType")
     for bad in ({}, None, "run"):
         _one_line(lambda bad=bad: byom.run_text(bad), "run_text takes what byom.run gave")

@@ -7,7 +7,7 @@ import pytest
 from messages import one_line
 
 from byoc_workbench import cli
-from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, input_shape
+from byoc_workbench.cli.args import InputDtype, InputShape, input_dtype, named_shape
 from byoc_workbench.core import output_paths
 from byoc_workbench.core.errors import WorkbenchError
 
@@ -256,7 +256,7 @@ def test_bench_of_tvm_alone_says_there_is_nothing_to_check_it_against(capsys):
 
 
 def test_input_shape_and_dtype_names_may_have_spaces_around_them():
-    assert input_shape(" x = 1, 3,8 ,8") == InputShape("x", [1, 3, 8, 8])
+    assert named_shape(" x = 1, 3,8 ,8") == InputShape("x", [1, 3, 8, 8])
     assert input_dtype("ids = int64 ") == InputDtype("ids", "int64")
 
 

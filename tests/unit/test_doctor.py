@@ -90,7 +90,7 @@ def test_json_has_the_same_data(capsys):
     titles = [p["title"] for p in data["parts"].values()]
     for notebook in ("01", "02", "03", "04", "05", "06"):  # a verdict per notebook
         assert any(notebook in t for t in titles), (notebook, titles)
-    names = [fn.__name__.removeprefix("check_") for fn in doctor.CHECKS]
+    names = [fn.__name__.removeprefix("check_") for fn in doctor.SEAT_CHECKS]
     assert list(data["checks"]) == names
     for check in data["checks"].values():
         assert set(check) == {"name", "ok", "found", "fix", "seconds", "info"}

@@ -200,7 +200,7 @@ def test_no_graphviz_at_all(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no dot on it
     monkeypatch.setattr(renderers, "FINDERS", (renderers._system_dot,))  # and no graphviz-pure wheel
     with pytest.raises(WorkbenchError) as err:
-        renderers.check()
+        renderers.require_graphviz()
     assert "No Graphviz is installed" in one_line(err) and "pip install graphviz-pure" in one_line(err)
 
 

@@ -132,44 +132,19 @@ SAME_INTERFACE = {
     ),  # a module's
     "INSTALL_FIX": ("frontends/*.py", "measure/cluster.py"),  # one fix line
     "main": ("cli/__init__.py", "doctor.py", "export.py"),  # an entry module's
-    # TODO(issue 49): one name, two meanings. Rename until each means one thing, then take it off this list.
-    "CHECKS": ("backends/legal.py", "backends/onnx_ops.py", "backends/pytorch_ops.py", "doctor.py"),  # doctor's
-    "PRECISIONS": ("backends/openvino.py", "backends/pytorch.py", "cli/args.py"),
-    "load": ("backends/*_source.py", "frontends/onnx_import.py", "measure/time/kept.py", "subjects.py"),
-    "FAMILIES": ("models/support.py", "widgets/rule_panel.py"),
-    "FORMAT": ("measure/compiler/compiled.py", "models/shipped.py"),
-    "Graph": ("backends/onnx.py", "draw/graph.py"),
-    "Measured": ("cli/timing.py", "measure/search/measure.py"),
-    "Node": ("draw/graph.py", "frontends/mxnet.py"),
-    "Options": ("measure/bench/bench.py", "measure/search/core.py"),
-    "ROUNDS": ("measure/search/finals.py", "measure/search/learn.py"),
-    "TASKS": ("models/support.py", "models/weights.py"),
-    "binding_names": ("frontends/naming.py", "measure/time/timing.py"),
-    "build": ("backends/c_source.py", "measure/compiler/execute.py", "measure/time/timing.py", "models/support.py"),
-    "check": ("backends/tensorrt.py", "draw/renderers.py", "models/support.py"),
-    "choices": ("backends/registry.py", "widgets/search.py"),
-    "compare": ("frontends/mxnet_tensor.py", "measure/check/numerics.py"),
-    "differs": ("measure/search/paths.py", "measure/search/reduced.py"),
-    "digest": ("measure/search/measure.py", "models/shipped.py"),
-    "drawn": ("measure/search/placement.py", "models/seeded.py"),
-    "input_shape": ("cli/args.py", "models/support.py"),
-    "is_static": ("frontends/onnx_shapes.py", "core/ir_types.py"),
-    "named": ("backends/lowering.py", "draw/detections.py"),
-    "op_name": ("backends/emit.py", "core/ir.py"),
-    "own_target": ("backends/onnx.py", "measure/bench/builds.py"),
-    "prefetch": ("measure/search/tasks.py", "models/weights.py"),
-    "read": ("export.py", "models/shipped.py"),
-    "reads": ("core/ir.py", "core/output_paths.py"),
-    "report": ("draw/latency.py", "measure/search/tasks.py"),
+    # A translator's legality checks (legal.py's, shared by both translators).
+    "CHECKS": ("backends/legal.py", "backends/onnx_ops.py", "backends/pytorch_ops.py"),
+    "PRECISIONS": ("backends/openvino.py", "backends/pytorch.py"),  # a backend's precisions
+    "FORMAT": ("measure/compiler/compiled.py", "models/shipped.py"),  # the version of what the module writes
+    # Compile a module to run it (the notebooks call timing.build).
+    "build": ("measure/compiler/execute.py", "measure/time/timing.py"),
+    # Run a model once and check or show it (the notebooks call all three).
     "run": ("measure/bench/byom.py", "measure/compiler/execute.py", "workflow.py"),
-    "scalar": ("backends/legal.py", "frontends/mxnet_common.py"),
-    "seconds": ("cli/args.py", "core/text.py"),
-    "stages_text": ("flow/summary.py", "measure/bench/byom.py"),
-    "summary": ("backends/onnx.py", "models/support.py"),
+    # A source codegen's loader of its source as a runner; subjects.load, a model reference's Subject.
+    "load": ("backends/*_source.py", "subjects.py"),
+    # A drawing module's HTML table, and its Graphviz digraph, of its own thing.
     "table_html": ("draw/counts.py", "draw/detections.py", "draw/placements.py"),
     "to_dot": ("draw/latency.py", "draw/render.py"),
-    "walk": ("core/ir.py", "models/support.py"),
-    "write": ("draw/render.py", "models/shipped.py"),
 }
 
 

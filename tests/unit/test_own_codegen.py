@@ -86,7 +86,7 @@ def test_the_same_codegen_through_the_cli(capsys):
 def test_a_codegen_is_a_backend_everywhere(mychip):
     assert "mychip" in registry.choices()
     assert registry.backends_for(None, "mychip") == ("mychip",)  # its target's subgraphs go to it
-    assert builds.own_target("mychip").name == "mychip" and builds.own_target("onnxruntime") is None
+    assert builds.native_target("mychip").name == "mychip" and builds.native_target("onnxruntime") is None
     assert registry.register_ext("mychip") == "relax.ext.mychip"
 
 

@@ -62,7 +62,7 @@ def test_the_offload_choice_line_says_the_missing_backends_cause(monkeypatch):
     def check():
         raise WorkbenchError("The GPU went fishing", "call it back")
 
-    monkeypatch.setattr(tensorrt, "check", check)
+    monkeypatch.setattr(tensorrt, "tensorrt_and_gpu", check)
     why = tensorrt.missing()
     assert (why.cause, why.fix) == ("The GPU went fishing", "call it back")
     choice = runner.offload_choice()

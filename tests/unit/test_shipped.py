@@ -22,17 +22,17 @@ def test_every_listed_model_ships_with_its_seeded_weights_and_every_built_one_wi
     converts = {r["name"] for r in support.records() if r["status"] == "converts"}
     assert converts <= names
     for name in zoo.MODELS:
-        model = shipped.read(name)
+        model = shipped.read_shipped(name)
         assert model.seeded is not None and model.seeded["seed"] == 0, name
         assert model.input_shape == zoo.model_spec(name).input_shape, name
         assert model.task == zoo.model_spec(name).kind and (model.classes or model.task == "pose"), name
 
 
 def test_seeded_weights_regenerate_to_the_shipped_digest_and_differ_by_seed():
-    model = shipped.read(SMALL)
+    model = shipped.read_shipped(SMALL)
     weights = model.seeded_weights(0)
     assert list(weights) == [p.name for p in model.used]
-    assert shipped.digest(weights.values()) == model.seeded["sha256"]
+    assert shipped.arrays_sha256(weights.values()) == model.seeded["sha256"]
     assert all(w.dtype == np.float32 for w in weights.values())
     with pytest.raises(ShippedError, match="seed 0, not seed 3"):
         model.seeded_weights(3)
@@ -53,17 +53,17 @@ def test_a_damaged_carried_array_is_one_line_not_silently_other_weights(tmp_path
     packed.write_bytes(lzma.compress(buffer.getvalue()))
     monkeypatch.setattr(shipped, "FOLDER", folder)
     with pytest.raises(ShippedError, match="differ from the shipped ones") as err:
-        shipped.read(SMALL).seeded_weights(0)
+        shipped.read_shipped(SMALL).seeded_weights(0)
     assert "\n" not in err.value.line and err.value.line.startswith("error: ")
     (folder / f"{SMALL}.json.xz").write_bytes(lzma.compress(b"{not json"))
     with pytest.raises(ShippedError, match="cannot be read"):
-        shipped.read(SMALL)
+        shipped.read_shipped(SMALL)
     with pytest.raises(ShippedError, match="not among the shipped models"):
-        shipped.read("no_such_model")
+        shipped.read_shipped("no_such_model")
 
 
 def test_a_params_file_maps_by_structure_by_name_with_or_without_prefix_and_says_what_is_missing():
-    model = shipped.read(SMALL)
+    model = shipped.read_shipped(SMALL)
     weights = model.seeded_weights(0)
     by_key = {p.key: weights[p.name] for p in model.used}
     assert any("." in k for k in by_key)  # save_parameters names a parameter by the block's structure
@@ -85,7 +85,7 @@ def test_a_params_file_maps_by_structure_by_name_with_or_without_prefix_and_says
 
 def test_load_model_without_mxnet_gives_the_shipped_graph_and_weights():
     loaded = zoo.load_model(SMALL, "untrained")
-    model = shipped.read(SMALL)
+    model = shipped.read_shipped(SMALL)
     assert loaded.graph == model.graph and loaded.classes == model.classes and loaded.weights == "untrained"
     assert loaded.weights_label == "untrained weights (seed 0)"
     assert set(loaded.params) == {p.name for p in model.used}

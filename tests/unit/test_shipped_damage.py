@@ -59,7 +59,7 @@ def test_a_damaged_shipped_file_is_one_line_never_other_weights(which, damage, a
             assert isinstance(err, shipped.ShippedError), err.line
             assert err.line.startswith("error: ") and "\n" not in err.line and SMALL in err.line, err.line
             return
-    assert got.graph == shipped.read(SMALL).graph, f"{damage} {which}: another model's graph"
+    assert got.graph == shipped.read_shipped(SMALL).graph, f"{damage} {which}: another model's graph"
     assert got.params.keys() == want.keys(), f"{damage} {which}: another model's weights"
     for key, value in want.items():
         assert np.array_equal(got.params[key], value), f"{damage} {which}: other weights ({key})"
@@ -67,7 +67,7 @@ def test_a_damaged_shipped_file_is_one_line_never_other_weights(which, damage, a
 
 @functools.cache
 def _shipped_onnx() -> bytes:
-    model = shipped.read(SMALL)
+    model = shipped.read_shipped(SMALL)
     return model.onnx(model.input_shape)
 
 
@@ -81,7 +81,7 @@ def test_a_damaged_shipped_onnx_export_is_one_line_never_another(damage, at):
         _damaged(Path(tmp), f"{SMALL}.onnx.xz", damage, at)
         patch.setattr(shipped, "FOLDER", Path(tmp))
         try:
-            model = shipped.read(SMALL)
+            model = shipped.read_shipped(SMALL)
             got = model.onnx(model.input_shape)
         except WorkbenchError as err:
             assert isinstance(err, shipped.ShippedError), err.line

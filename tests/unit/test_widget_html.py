@@ -24,7 +24,7 @@ from byoc_workbench.widgets import (
     workbench_widget,
 )
 from byoc_workbench.widgets.html import capped, claimed_html, ops_line, ops_text, rule_label_html, subgraphs_tab_html
-from byoc_workbench.widgets.rule_panel import FAMILIES, op_family, rule_family, rule_groups, shown_rules
+from byoc_workbench.widgets.rule_panel import OP_FAMILIES, op_family, rule_family, rule_groups, shown_rules
 
 RESHAPE = "byoc-target.reshape"
 
@@ -169,7 +169,7 @@ def test_capped_and_op_counts():
 def test_rule_families_group_tensorrt_and_leave_the_demo_one_group():
     trt = get_target("tensorrt").rules
     groups = dict((t, [r.name for r in rs]) for t, rs in rule_groups(trt))
-    assert list(groups) == [f for f in FAMILIES if f != "other"]
+    assert list(groups) == [f for f in OP_FAMILIES if f != "other"]
     assert sum(len(v) for v in groups.values()) == len(trt) == 52
     assert groups["conv / matmul"] == [
         "nn.batch_matmul",

@@ -84,7 +84,7 @@ def export_onnx(loaded: zoo.LoadedModel, shape, path: str | os.PathLike) -> Path
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load_from_string(shipped.read(loaded.name).onnx(shape))
+    model = onnx.load_from_string(shipped.read_shipped(loaded.name).onnx(shape))
     inputs = {i.name for i in model.graph.input}
     weights = [numpy_helper.from_array(np.asarray(v, "float32"), k) for k, v in loaded.params.items() if k in inputs]
     model.graph.initializer.extend(weights)

@@ -124,7 +124,7 @@ def _subject(model, weights=None, image=None) -> Subject:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Options:
+class BenchOptions:
     """How a bench times; :func:`bench_model` takes them as keywords (a misspelt one is a TypeError)."""
 
     repeat: int = 10  # timed runs of each offloaded build and anchor after one warm-up, then rounds of the builds
@@ -144,7 +144,7 @@ def bench_model(
 
     ``model`` is a zoo model's name (``weights`` and ``image`` go with it), a
     :class:`~byoc_workbench.subjects.ModelRef` (or its dict), or a workbench holding your own model;
-    ``options`` are :class:`Options`' fields.
+    ``options`` are :class:`BenchOptions`' fields.
     Returns the JSON of ``byoc-workbench bench MODEL --json``: the keys of
     :data:`LAYOUT`. ``notes`` say how each build was timed; ``targets`` hold
     the first offloading backend against :data:`SPEED_GOALS`; with ``where``,
@@ -153,7 +153,7 @@ def bench_model(
     outputs that are not finite (:func:`byoc_workbench.models.meaning.nonfinite_warning`).
     ``max_seconds`` refuses a timed loop that its first run says would take longer.
     """
-    opts = Options(**options)
+    opts = BenchOptions(**options)
     if opts.repeat < 1 or opts.tvm_repeat < 1:
         raise WorkbenchError(
             f"--repeat and --tvm-repeat must be 1 or more, got {opts.repeat}, {opts.tvm_repeat}", "pass 10 and 1"
@@ -261,7 +261,7 @@ def _layout(what: Subject) -> dict:
     }
 
 
-def _builds(what: Subject, result: dict, backends, opts: Options, progress: bool) -> dict:
+def _builds(what: Subject, result: dict, backends, opts: BenchOptions, progress: bool) -> dict:
     """Each backend's builds (offloaded ones pruned, then unpruned), timed into ``result``;
     returns ``{label: Run}``. A backend that cannot run is skipped with why."""
     runs: dict = {}
@@ -283,7 +283,7 @@ def _builds(what: Subject, result: dict, backends, opts: Options, progress: bool
     return runs
 
 
-def _rounds(result: dict, runs: dict, opts: Options) -> None:
+def _rounds(result: dict, runs: dict, opts: BenchOptions) -> None:
     """The builds timed again into ``result`` in ``opts.repeat`` rounds, each once a round, and each one's
     verdict against TVM alone from them; a build whose first timing says its rounds would take over
     :data:`ROUNDS_BUDGET_S` (or ``max_seconds``, if less) keeps that timing. The notes say which were timed how."""
@@ -307,7 +307,7 @@ def _rounds(result: dict, runs: dict, opts: Options) -> None:
     result["notes"] += notes
 
 
-def _run(what: Subject, backend: str, prune: bool, label: str, opts: Options, progress: bool) -> tuple:
+def _run(what: Subject, backend: str, prune: bool, label: str, opts: BenchOptions, progress: bool) -> tuple:
     """``(Run, stages)`` of one build: TVM alone once per ``tvm_repeat``, without warm-up (its stages
     None), or offloaded through ``backend`` ``repeat`` times after one warm-up."""
     kw = {"mark": what.mark, "progress": progress, "max_seconds": opts.max_seconds}
@@ -317,7 +317,7 @@ def _run(what: Subject, backend: str, prune: bool, label: str, opts: Options, pr
     return runner.build_and_run(staged[-1], what.inputs, opts.repeat, 1, label=label, **kw), staged
 
 
-def _time_anchors(what: Subject, result: dict, found: dict, opts: Options, progress: bool) -> None:
+def _time_anchors(what: Subject, result: dict, found: dict, opts: BenchOptions, progress: bool) -> None:
     """The whole-model anchors timed into ``result``, their outputs judged into ``found``: a zoo model's
     MXNet block and ONNX export, your own model's framework; the demo has none to run it whole."""
     loaded, own = what.loaded, what.workbench.model

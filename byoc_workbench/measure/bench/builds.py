@@ -31,7 +31,7 @@ def ready(ref: subjects.ModelRef, backend: str | None = None, prune: bool = True
     to its target's own codegen (the teaching one for ``byoc-target``), any other model's to ONNX Runtime. The
     demo is partitioned with the rules of the backend's own target when it has one (a codegen registered with
     rules). ``options`` go to the backend (e.g. ``{"precision": "bf16"}`` for openvino)."""
-    own = own_target(backend)
+    own = native_target(backend)
     if own and ref.model.partitioned_by_backend:
         ref = dataclasses.replace(ref, target=own.name)
     subject = subjects.load(ref)
@@ -40,7 +40,7 @@ def ready(ref: subjects.ModelRef, backend: str | None = None, prune: bool = True
     return Ready(timing.build(found, mark=subject.mark), subject.inputs)
 
 
-def own_target(backend: str | None):
+def native_target(backend: str | None):
     """The registered target whose subgraphs go to ``backend`` by default (its ``native`` codegen), or None."""
     chosen = DEFAULT.backends.get(backend or "")
     native = getattr(chosen, "native", None)

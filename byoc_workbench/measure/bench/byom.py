@@ -258,7 +258,7 @@ def import_text(*workbenches) -> str:
     return "\n".join(lines)
 
 
-def stages_text(wb_torch, wb_onnx) -> str:
+def stages_side_by_side(wb_torch, wb_onnx) -> str:
     """The stages' op and subgraph counts side by side; the ONNX file's alone when ``wb_torch`` is None."""
     own_model(wb_onnx)
     if wb_torch is not None:

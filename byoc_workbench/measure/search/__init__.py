@@ -21,7 +21,7 @@ from typing import Any
 
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.machine import machine
-from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, Options, check_backends, plan_for, search
+from byoc_workbench.measure.search.core import DEFAULT_BACKENDS, SearchOptions, check_backends, plan_for, search
 from byoc_workbench.measure.search.measure import Cache, Cost, Measured, Measurements, NotCached, measure_placement
 from byoc_workbench.measure.search.placement import Plan, Segment
 from byoc_workbench.measure.search.result import Row, SearchResult
@@ -33,7 +33,7 @@ __all__ = [
     "Cost",
     "Measured",
     "NotCached",
-    "Options",
+    "SearchOptions",
     "Plan",
     "Row",
     "SearchResult",

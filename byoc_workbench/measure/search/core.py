@@ -82,7 +82,7 @@ def check_backends(backends) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Options:
+class SearchOptions:
     """How a search measures; :func:`search` takes them as keywords (a misspelt one is a TypeError)."""
 
     precision: str = "f32"  # besides f32, the best placements on OpenVINO or torch measured again at it
@@ -100,10 +100,10 @@ def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progr
     ``subject`` comes from :func:`.subject.load` (a description) or :func:`.subject.of` (a workbench and
     inputs); ``backends`` (a sequence or ``"a,b,c"``) are where units may go, ``tvm`` the host, and at least
     one must offload. Measurements are kept in ``cache`` (default ``$BYOC_WORKBENCH_CACHE/search``);
-    ``options`` are :class:`Options`' fields.
+    ``options`` are :class:`SearchOptions`' fields.
     """
     t0 = time.perf_counter()
-    opts = Options(**options)
+    opts = SearchOptions(**options)
     backends = _check(backends, opts)
     offload = [b for b in backends if b != TVM]
     cache = cache or Cache()
@@ -134,12 +134,12 @@ def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progr
     finals, skipped = anchors_and_finals(s, rows, baseline, anchors, notes)
     chosen = _by_finals(rows, chosen, finals, skipped, notes)
     for r in rows if chosen is not None else ():
-        r.differs = paths.differs(r.assign, chosen.assign) + reduced.differs(r, chosen)
+        r.differs = paths.placement_differs(r.assign, chosen.assign) + reduced.precision_differs(r, chosen)
     if chosen is None:
         notes.append("no placement measured gave TVM alone's outputs: none is chosen")
     measurements = {"builds": s.built, "cache_hits": cache.hits, "cache_misses": cache.misses}
     measurements |= {"runs_per_build": opts.runs, "rest_s": rest, "steps": s.steps}
-    tasks.report(s, measurements, notes)
+    tasks.collect(s, measurements, notes)
     return SearchResult(
         model=subject.name,
         backends=backends,
@@ -170,7 +170,7 @@ def _placeable(plan: Plan, subject) -> Plan:
     return plan
 
 
-def _check(backends, opts: Options) -> tuple:
+def _check(backends, opts: SearchOptions) -> tuple:
     """``backends`` as a tuple, once the search's arguments are checked (a one-line error else)."""
     backends = check_backends(backends)
     if openvino.check_precision(opts.precision) != "f32" and not registry.take_precision(backends):
@@ -195,7 +195,7 @@ def _measurement_builds(s: Measurements, backends, offload: list) -> dict:
         macs = {u: any(op in ir.MAC_OPS for op in s.plan.regions[u].ops) for u in units}
         assign = {u: offload[0] if macs[u] else TVM for u in units}
         wanted.append((assign, f"pruned ({rule_name(no_mac())}, on {offload[0]})"))
-    tasks.prefetch(s, wanted)
+    tasks.build_ahead(s, wanted)
     alone_on = {b: s.need(*w) for b, w in zip(offload, wanted)}
     pruned = s.need(*wanted[-1]) if TVM in backends else None
     return {"alone": alone, "on": alone_on, "pruned": pruned}
@@ -279,7 +279,7 @@ def _measure_pieces(s: Measurements, cut: dict, offload: list, backends) -> None
             for j in range(len(nodes) - 1):
                 assign[Segment(u, nodes[j], nodes[j + 1], plan.size(u)).label] = offload[(j + k) % len(offload)]
         tries.append((assign, f"cut at seams, try {k + 1} of {len(offload)} ({', '.join(sorted(cut))} in pieces)"))
-    tasks.prefetch(s, tries)
+    tasks.build_ahead(s, tries)
     for assign, what in tries:
         s.need(assign, what)
 
@@ -298,12 +298,14 @@ def _ranked(s: Measurements, cut: dict, allowed: list, host_allowed: bool, k: in
 def _end_to_end(s: Measurements, ranked: list, rest: float, top: int) -> tuple:
     """``(rows, chosen)``: the best placements built end to end until one passes and ``top`` are measured."""
     rows, chosen = [], None
-    tasks.prefetch(s, [(dict(p), f"the placement ranked {k}, end to end") for k, (_, p) in enumerate(ranked[:top], 1)])
+    tasks.build_ahead(
+        s, [(dict(p), f"the placement ranked {k}, end to end") for k, (_, p) in enumerate(ranked[:top], 1)]
+    )
     for rank, (total, path) in enumerate(ranked, 1):
         row = Row(dict(path), total + rest, what=f"rank {rank}")
         if chosen is None or sum(r.measured_s is not None for r in rows) < top:
             what = f"the placement ranked {rank}, end to end"
-            tasks.prefetch(s, [(row.assign, what)])  # past the first top: one task more
+            tasks.build_ahead(s, [(row.assign, what)])  # past the first top: one task more
             _verdict(row, s.need(row.assign, what))
             chosen = row if chosen is None and row.equal and not row.rejected else chosen
         elif rank > max(top, 5):

@@ -23,10 +23,10 @@ import time
 from typing import Any, NamedTuple
 
 from byoc_workbench.measure.bench.anchors import Runs, subject_anchors, subject_runs
-from byoc_workbench.measure.search.measure import FINALISTS, NotCached, digest
+from byoc_workbench.measure.search.measure import FINALISTS, NotCached, json_key
 from byoc_workbench.measure.time import clock, timing
 
-ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
+FINAL_ROUNDS = 7  # rounds of the finals: each finalist and anchor runs once per round
 SLOWER = 3.0  # a placement measured this many times slower than the fastest is not a finalist
 
 
@@ -78,7 +78,7 @@ def finalists(rows: list, n: int = FINALISTS) -> list:
     return out
 
 
-def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = FINALISTS) -> Finals:
+def run_finals(session, rows: list, whole=None, rounds: int = FINAL_ROUNDS, n: int = FINALISTS) -> Finals:
     """:class:`Finals` (``finals``, ``skipped``): the finalists of ``rows`` and the whole-model runtimes,
     timed round-robin.
 
@@ -93,7 +93,7 @@ def run_finals(session, rows: list, whole=None, rounds: int = ROUNDS, n: int = F
     for r in picked:  # by content, as the search's cache keys a build
         contents = session.plan.contents(r.assign)
         placed.append([r.precision, *sorted((contents[label], backend) for label, backend in r.assign.items())])
-    key = digest(session.cache.machine, session.model_key, placed, session.options, rounds, whole is not None)
+    key = json_key(session.cache.machine, session.model_key, placed, session.options, rounds, whole is not None)
     found = _cached(session.cache.get("finals", key), picked)
     if found is not None:  # the same finalists on the same machine: read, not run again
         return found
@@ -156,7 +156,7 @@ def anchors_and_finals(s, rows: list, baseline: dict, anchors: bool, notes: list
 
 
 def _anchors(s, whole, notes: list) -> dict:
-    key = digest(s.cache.machine, s.model_key, "anchors", s.runs)
+    key = json_key(s.cache.machine, s.model_key, "anchors", s.runs)
     found = s.cache.get("anchors", key)
     if found is None:
         if s.only_cached:

@@ -7,7 +7,7 @@ crossings, the runtimes on either side. Where that differs from what the
 ranking assumed, the search does not keep assuming: the in-place costs join the
 earlier ones (each cost the mean of its measurements), the placements are ranked
 again, and a placement that now predicts faster than the fastest one measured is
-built and measured end to end too, for up to :data:`ROUNDS` rounds. Every row
+built and measured end to end too, for up to :data:`RERANKINGS` rounds. Every row
 keeps the prediction it was built on, so the table shows each prediction's error.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-ROUNDS = 2  # re-rankings after the first end-to-end builds; at most ``top`` placements more in all
+RERANKINGS = 2  # re-rankings after the first end-to-end builds; at most ``top`` placements more in all
 MARGIN = 0.02  # predicted faster than the fastest measured by more than this share: built, not assumed
 
 
@@ -24,7 +24,7 @@ def relearn(session, rows: list, rank, rest: float, top: int) -> list:
     ahead of the fastest one measured (``rank()`` ranks by the session's costs as they are now)."""
     found: list = []
     taught = 0
-    for rnd in range(ROUNDS):
+    for rnd in range(RERANKINGS):
         built = [m for _what, m, learns in session.records if not learns]
         for m in built[taught:]:  # the end-to-end builds' costs, not taught yet
             session.learn(m)

@@ -176,7 +176,7 @@ def _from_record(record: dict, assign: dict, contents: dict) -> Measured | None:
 # --- the cache -----------------------------------------------------------------------
 
 
-def digest(*parts) -> str:
+def json_key(*parts) -> str:
     """A stable hex key for JSON-able parts."""
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -192,7 +192,7 @@ class Cache:
         self.root = Path(root) if root is not None else cache_dir("search")
         self.enabled = enabled and not no_cache()  # BYOC_WORKBENCH_NO_CACHE=1 reaches this cache too
         self._unwritable = self._warned_damage = False
-        self.machine = digest(machine_key())
+        self.machine = json_key(machine_key())
         self.hits = 0
         self.misses = 0
 
@@ -292,7 +292,7 @@ class Measurements:
         # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
         placed = sorted((contents[label], backend) for label, backend in assign.items())
         # The runs too: a median of 100 runs is another measurement than one of 3 (--runs).
-        key = digest(self.cache.machine, self.model_key, placed, self._options(options), self.runs)
+        key = json_key(self.cache.machine, self.model_key, placed, self._options(options), self.runs)
         return PlacementKey(key, contents)
 
     def _options(self, options: dict | None) -> dict:

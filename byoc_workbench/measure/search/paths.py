@@ -75,7 +75,7 @@ def every_placement(per_unit: list):
         yield sum(t for t, _ in combo), tuple(step for _, path in combo for step in path)
 
 
-def differs(assign: dict, other: dict) -> list:
+def placement_differs(assign: dict, other: dict) -> list:
     """What ``assign`` does otherwise than ``other``, e.g. ``["tensorrt_2: onnxruntime, not tvm"]``.
 
     A unit cut differently is named with its pieces on each side.

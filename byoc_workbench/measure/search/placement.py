@@ -236,7 +236,7 @@ class Drawing(NamedTuple):
     packed: dict[str, Subgraph]
 
 
-def drawn(plan: Plan, assign: dict) -> Drawing:
+def drawing(plan: Plan, assign: dict) -> Drawing:
     """:class:`Drawing` (``mod``, ``packed``) to draw a placement without compiling it: each offloaded subgraph a packed
     call named after its backend, the rest on the host, for :func:`byoc_workbench.draw.graph.build_graph`."""
     segments = plan.segments(assign)

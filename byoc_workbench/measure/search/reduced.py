@@ -37,8 +37,8 @@ def variants(session, rows: list, precision: str, n: int | None = None) -> list:
     return found
 
 
-def differs(row, chosen) -> list:
-    """What differs from the chosen placement in precision (``paths.differs`` says where segments run)."""
+def precision_differs(row, chosen) -> list:
+    """What differs from the chosen placement in precision (``paths.placement_differs`` says where segments run)."""
     return [f"{_reduced(row)} at {row.precision}"] if row.precision != chosen.precision else []
 
 

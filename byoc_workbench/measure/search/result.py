@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from byoc_workbench.draw import placements
-from byoc_workbench.measure.search.placement import Plan, drawn
+from byoc_workbench.measure.search.placement import Plan, drawing
 
 
 @dataclasses.dataclass
@@ -108,7 +108,7 @@ class SearchResult:
         if assign is None and (self.chosen is None or self.plan is None):
             return None
         title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
-        mod, packed = drawn(self.plan, assign or self.chosen.assign)
+        mod, packed = drawing(self.plan, assign or self.chosen.assign)
         big = sum(u["ops"] for u in self.units) > 100
         return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)
 

@@ -2,7 +2,7 @@
 
 The search asks for its builds in batches that do not depend on each other
 (each backend alone and the pruning choice; the seams' tries; the best
-placements end to end). With a cluster, :func:`prefetch` sends the builds of
+placements end to end). With a cluster, :func:`build_ahead` sends the builds of
 a batch that this machine has not cached as tasks of
 :func:`~byoc_workbench.measure.search.measure_candidate`, each through the
 search cache of the node it runs on, and keeps what they measured for the
@@ -61,7 +61,7 @@ class RayTasks:
         ]
 
 
-def prefetch(s, wanted: list) -> None:
+def build_ahead(s, wanted: list) -> None:
     """With a cluster (``s.cluster``), the builds of ``wanted`` (``[(assign, what)]``) not cached here,
     measured as tasks, for ``s.need`` to take. A task that fails says so; ``s.need`` then measures here."""
     c = s.cluster
@@ -84,7 +84,7 @@ def prefetch(s, wanted: list) -> None:
         s.fetched[key] = (record, done.value["cached"])
 
 
-def report(s, measurements: dict, notes: list) -> None:
+def collect(s, measurements: dict, notes: list) -> None:
     """The search's tasks into its ``measurements`` (``tasks``, ``machines``), and the notes they call for."""
     if s.cluster is not None:
         measurements |= s.cluster.to_json()

@@ -1,7 +1,7 @@
 """Slow baselines' runs kept on disk, so that a notebook run again does not wait for them again.
 
 TVM alone runs the SSD in tens of seconds on a laptop's CPU, once per run of
-notebook 02. :func:`load` and :func:`store` keep such a run (its latency and its
+notebook 02. :func:`kept_run` and :func:`store` keep such a run (its latency and its
 outputs) under ``$BYOC_WORKBENCH_CACHE/runs``, keyed by what it depends on: the
 compiled module's build key (:func:`byoc_workbench.measure.compiler.compiled.build_key`: the
 module, the target, TVM and the machine), the inputs' bytes, and how many runs
@@ -45,7 +45,7 @@ def _digest(head: str, inputs) -> str:
     return h.hexdigest()[:32]
 
 
-def load(k: str) -> tuple | None:
+def kept_run(k: str) -> tuple | None:
     """``(latency, outputs, when)`` of the run kept under ``k``, or None (not kept, damaged, or not reading)."""
     root = files.cache_dir("runs")
     if not compiled.reading() or not files.intact(root / f"{k}.json"):  # missing, or changed since it was sealed

@@ -266,7 +266,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
         fn = execute.synced(vm["main"], target)
         run_key = kept.run_key(mod, target, inputs, repeat, warmup) if opts.keep and not generated else None
-        found = kept.load(run_key) if run_key else None
+        found = kept.kept_run(run_key) if run_key else None
         if found is not None:
             latency, outputs, when = found
             measured, counted = f"measured {when} on this machine and kept", ""

@@ -209,7 +209,7 @@ def _packed_symbol(value) -> str | None:
     return None
 
 
-def binding_names(mod: tvm.IRModule) -> dict[tuple[str, relax.Var], str]:
+def site_names(mod: tvm.IRModule) -> dict[tuple[str, relax.Var], str]:
     """``{(function, var): "function/var"}``, with ``~k`` for the k-th reuse of a name within a
     function (inlined composites reuse theirs), as the stage diagrams name their nodes."""
     names = {}
@@ -292,7 +292,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
             ]
         )(placed)
     legal, kernel_sites, kernel_order = _kernel_sites(legal)
-    names = binding_names(placed)
+    names = site_names(placed)
 
     def kernel_site(kernel, fname, var) -> Site:
         op = (ops.get(var) or kernel).replace("relax.", "")
