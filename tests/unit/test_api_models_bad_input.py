@@ -76,6 +76,7 @@ def test_model_workbench_shows_the_name_typed_not_a_repr():
     _one_line(lambda: model_workbench(""), "name is empty")  # not the SSD, silently
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
     script = tmp_path / "pick.py"
     script.write_text(
@@ -122,6 +123,7 @@ def test_execute_run_refuses_a_vm_that_is_not_one(demo_mod):
     _one_line(lambda: execute.run(demo_mod, demo.demo_inputs(), vm="x"), "vm must be a relax.VirtualMachine, got str")
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder_removed_at_exit(tmp_path):
     """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere, for the
     session only: the folder is gone when the process exits."""

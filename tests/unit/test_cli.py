@@ -155,6 +155,7 @@ def test_bring_your_own_model_and_rules(tmp_path):
     assert codegen["notes"] == ["mychip_0: not compiled, no 'mychip' codegen in this installation"]
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_the_workbench_needs_no_mxnet(tmp_path):
     """With mxnet and gluoncv unimportable (a seat), Part 1 works, Part 2 imports a zoo model as the package ships
     it, and what only MXNet does (its own run of a model, the cross-check) says what to install, in one line."""

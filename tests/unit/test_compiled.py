@@ -60,6 +60,7 @@ def _kept_by_another_process(elsewhere, cache, disabled=()) -> None:
         shutil.copyfile(elsewhere / entry, cache / entry)
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_module_built_in_one_process_is_loaded_in_another(cache, elsewhere, demo_mod, reference_output):
     disabled = ["StaticPlanBlockMemory"]  # the demo's loop is a recursive function
     _kept_by_another_process(elsewhere, cache, disabled)

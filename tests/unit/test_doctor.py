@@ -158,6 +158,7 @@ def test_a_corrupt_cached_file_is_reported(monkeypatch, tmp_path):
     assert not check.ok and "byoc-workbench prefetch" in check.fix
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_fifo_in_the_weights_cache_blocks_nothing(tmp_path):
     """A FIFO (or device) where trained weights go is named and passed over: reading it would wait forever."""
     import os

@@ -204,6 +204,7 @@ def test_no_graphviz_at_all(tmp_path, monkeypatch):
     assert "No Graphviz is installed" in one_line(err) and "pip install graphviz-pure" in one_line(err)
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_cli_without_graphviz_prints_one_line(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))
     code = (  # as where the graphviz-pure wheel is not installed
@@ -221,6 +222,7 @@ def test_cli_without_graphviz_prints_one_line(tmp_path):
     assert one_line(proc.stderr.strip()).startswith("error: No Graphviz is installed")
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_cli_bad_model_file_prints_one_line(tmp_path):
     path = tmp_path / "m.py"
     path.write_text(textwrap.dedent("import nothing_here_at_all\n"))

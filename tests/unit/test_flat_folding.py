@@ -96,6 +96,7 @@ def test_runs_are_found_by_pattern_and_the_rest_left():
     assert (run.period, run.reps, run.flat) == (2, 5, ids[1:11])
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_random_flips_on_the_flat_model_equal_the_stages_from_scratch():
     mod = flat_model(120)  # small: 200 flips, each checked stage by stage
     wb = Workbench(mod, "tensorrt")

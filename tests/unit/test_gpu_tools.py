@@ -65,6 +65,7 @@ def test_a_damaged_archive_stops_the_run_in_one_line_and_touches_nothing(tmp_pat
     assert _files(dest) == before and sorted(p.name for p in dest.iterdir()) == ["cache", "out", "site"]
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     dest = _dest(tmp_path / "dest")
     # No CUDA device here: the check runs, measures nothing and says so, after the unpack.
@@ -96,6 +97,7 @@ def test_what_one_call_carries_is_checked_again_before_a_run(tmp_path):
     assert done.returncode == 1 and line.startswith("error: call 1 would carry ") and _files(dest) == before
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path, monkeypatch):
     """The libraries' archive is cut so that each call carries, beside the tree, what the limit allows; the
     pieces gather on the machine (kept warm between calls) and gpu_run.sh joins them before it unpacks."""

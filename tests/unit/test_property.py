@@ -19,6 +19,7 @@ def subsets(rules):
     return [c for n in range(len(rules) + 1) for c in itertools.combinations(rules, n)]
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 @pytest.mark.parametrize("prune", [stages.keep_all, stages.no_mac(1)], ids=["keep_all", "no_mac"])
 def test_every_rule_subset_on_the_demo(demo_mod, byoc, reference_output, prune):
     for chosen in subsets(byoc.rules):

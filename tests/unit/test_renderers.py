@@ -73,6 +73,7 @@ def test_with_neither_the_error_names_the_fix(no_wheel, monkeypatch, tmp_path):
     assert not check.ok and check.fix == renderers.install_fix()
 
 
+@pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_fresh_process_chooses_the_same(tmp_path):
     """In a process of its own, nothing cached: the wheel wherever it is installed, whatever PATH says."""
     code = "from byoc_workbench.draw import renderers; r = renderers.chosen(); print(r.name if r else None)"
