@@ -47,7 +47,7 @@ def cache_dir(kind: str) -> Path:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()
+    return output_paths.expand(os.environ.get(CACHE_ENV) or DEFAULT_CACHE, CACHE_ENV)
 
 
 _unkept: set = set()  # the caches that said, once in this process, that they keep nothing

@@ -19,7 +19,18 @@ from byoc_workbench.core.errors import WorkbenchError
 def _given(path, flag: str, example: str) -> Path:
     if path is None or not str(path).strip():
         raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
-    return Path(path).expanduser()
+    return expand(path, flag)
+
+
+def expand(path, what: str) -> Path:
+    """``path`` with ``~`` or ``~user`` expanded, or a one-line error naming ``what`` when there is no such user."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # pathlib's "Could not determine home directory."
+        raise WorkbenchError(
+            f"{what} {path}: there is no home directory for {str(path).split(os.sep)[0]}",
+            f"write the path without {str(path).split(os.sep)[0]}, or with ~ for your own home",
+        ) from None
 
 
 def existing_ancestor(path: Path) -> Path:
@@ -74,6 +85,8 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
+    for name in [WRITTEN, *names] if names else []:
+        _a_plain_file_or_nothing(out, name, flag)
     for name in names:
         if (out / name).is_dir():
             raise WorkbenchError(
@@ -85,17 +98,28 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     return out
 
 
-def _not_theirs(out: Path, name: str, flag: str) -> None:
-    """Refuse to write ``out / name`` over a file the workbench did not write there: one not in :data:`WRITTEN`,
-    or a link to a file (the workbench never makes links, so whatever it leads to is somebody else's)."""
+def _a_plain_file_or_nothing(out: Path, name: str, flag: str) -> None:
+    """Refuse ``out / name`` unless it is missing or a plain file: the workbench writes only plain files into an
+    output directory, never through a link (even one that leads nowhere yet: the new file would be outside it),
+    nor into a FIFO, socket or device (found now, not after the work)."""
     f = out / name
-    if not (f.is_file() and f.stat().st_size):
-        return  # nothing there, empty, or a device or FIFO (written into, as put says)
     if f.is_symlink():
         raise WorkbenchError(
-            f"{flag} {out} holds {name} as a link to {f.resolve()}: writing through it would destroy that file",
+            f"{flag} {out} holds {name} as a link to {os.readlink(f)}: the workbench writes no file through a link",
             f"pass another {flag}, or remove the link {f} first",
         )
+    if f.exists() and not f.is_file() and not f.is_dir():
+        raise WorkbenchError(
+            f"{flag} {out} holds {name} as {_kind(f)}, where a plain file is to be written",
+            f"pass another {flag}, or remove {f} first",
+        )
+
+
+def _not_theirs(out: Path, name: str, flag: str) -> None:
+    """Refuse to write ``out / name`` over a file the workbench did not write there (one not in :data:`WRITTEN`)."""
+    f = out / name
+    if not (f.is_file() and f.stat().st_size):
+        return  # nothing there, or empty
     if name not in written_there(out):
         raise WorkbenchError(
             f"{flag} {out} holds a {name} that the workbench did not write: writing it would destroy it",
@@ -108,10 +132,16 @@ WRITTEN = ".byoc-workbench-wrote"
 
 
 def written_there(out: Path) -> set:
-    try:
-        return set(json.loads((out / WRITTEN).read_text()))
-    except (OSError, ValueError, TypeError):
+    """The names :data:`WRITTEN` lists in ``out``: none when it is missing, damaged, or no plain file (a FIFO or a
+    link to a device is never opened: reading it could wait, or go on, for ever)."""
+    record = out / WRITTEN
+    if record.is_symlink() or not record.is_file() or record.stat().st_size > 1 << 20:
         return set()
+    try:
+        names = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 def _not_an_input(out: Path, flag: str, inputs) -> None:

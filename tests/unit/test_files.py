@@ -197,10 +197,38 @@ def test_an_out_directory_never_writes_through_a_link_to_a_file(tmp_path):
         output_paths.check_dir(out, "--out", ["report.txt"])
     assert "as a link to" in err.value.line and str(notes) in err.value.line and "\n" not in err.value.line
     assert notes.read_text() == "precious notes"
-    (out / "other.txt").symlink_to(tmp_path / "nowhere.txt")  # a link to nothing destroys nothing
-    (tmp_path / "empty.txt").touch()
-    (out / "empty.txt").symlink_to(tmp_path / "empty.txt")
-    assert output_paths.check_dir(out, "--out", ["other.txt", "empty.txt"]) == out
+    (out / "other.txt").symlink_to(tmp_path / "nowhere.txt")  # a link to nothing yet: the file would be outside
+    with pytest.raises(WorkbenchError, match="as a link to"):
+        output_paths.check_dir(out, "--out", ["other.txt"])
+    assert not (tmp_path / "nowhere.txt").exists()
+
+
+def test_an_out_directory_refuses_a_fifo_a_socket_or_a_device_before_any_work(tmp_path):
+    import os
+    import socket
+
+    for k, (name, make) in enumerate(
+        [
+            (output_paths.WRITTEN, os.mkfifo),  # its record: reading a FIFO would wait for ever
+            ("profile.svg", os.mkfifo),
+            ("profile.json", lambda p: socket.socket(socket.AF_UNIX).bind(str(p))),  # short: sockets take 107
+        ]
+    ):
+        out = tmp_path / str(k)
+        out.mkdir()
+        make(out / name)
+        with pytest.raises(WorkbenchError) as err:
+            output_paths.check_dir(out, "--out", ["profile.svg", "profile.json"])
+        assert f"holds {name} as a" in err.value.line and "plain file" in err.value.line
+    assert output_paths.check_dir(tmp_path / "fresh", "--out", ["profile.svg"]) == tmp_path / "fresh"
+
+
+def test_a_home_that_does_not_exist_is_one_line(monkeypatch):
+    with pytest.raises(WorkbenchError, match="no home directory for ~no-such-user-here"):
+        output_paths.check_dir("~no-such-user-here/out", "--out", ["a.svg"])
+    monkeypatch.setenv(files.CACHE_ENV, "~no-such-user-here/cache")
+    with pytest.raises(WorkbenchError, match=files.CACHE_ENV):
+        files.cache_dir("builds")
 
 
 @pytest.mark.parametrize(
