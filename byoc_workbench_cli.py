@@ -1,31 +1,37 @@
 """The ``byoc-workbench`` command's entry point, outside the package: importing the workbench loads TVM (a
-few seconds), and a Ctrl-C then ends in the same one line and exit status 130 as a Ctrl-C later does."""
+few seconds), and a Ctrl-C or a SIGTERM then ends in the same one line and exit status (130, 143) as one
+later does."""
 
 import importlib
 import signal
 import sys
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 def main() -> int:
-    pressed = False
+    stopped = 0
 
-    def on_ctrl_c(signum, frame):
-        nonlocal pressed
-        pressed = True
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is ending: a second press must not break the exit
+    def on_signal(signum, frame):
+        nonlocal stopped
+        stopped = signum
+        for sig in SIGNALS:  # the process is ending: a second signal must not break the exit
+            signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_ctrl_c)
+    old = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
     try:
-        run = importlib.import_module("byoc_workbench.cli").main  # after the Ctrl-C handler is set
+        run = importlib.import_module("byoc_workbench.cli").main  # after the handlers are set
     except BaseException:
-        if not pressed:  # a real failure to import keeps its traceback
+        if not stopped:  # a real failure to import keeps its traceback
             raise
-    # A library's import may catch the KeyboardInterrupt and carry on: the press still ends the command.
-    if pressed:
-        print("interrupted; nothing was written.", file=sys.stderr)
-        return 130
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A library's import may catch the KeyboardInterrupt and carry on: the signal still ends the command.
+    if stopped:
+        word = "terminated" if stopped == signal.SIGTERM else "interrupted"
+        print(f"{word}; nothing was written.", file=sys.stderr)
+        return 128 + int(stopped)
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
     return run()
 
 

@@ -144,7 +144,8 @@ def _main(argv) -> int:
         _log_to_stderr(args.verbose)
         status = runner(args.runner)(args)
         sys.stdout.flush()  # a full disk or a dead terminal is found here, not at exit with a traceback
-        return status
+        # A signal whose KeyboardInterrupt a library swallowed (TVM's FFI may) still ends the command as one.
+        return _stopped(args) if _CtrlC.seen else status
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
         if _CtrlC.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
             return _stopped(args)

@@ -85,16 +85,20 @@ def test_ctrl_c_twice_is_still_one_line_and_130(tmp_path):
     assert err.strip().splitlines()[-1].startswith("interrupted; "), err
 
 
-def test_ctrl_c_while_the_command_loads_is_one_line_and_130():
-    """The command loads TVM before it parses a word (a second or more): a Ctrl-C then is the same one line."""
+@pytest.mark.parametrize(
+    ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_ctrl_c_or_sigterm_while_the_command_loads_is_one_line(sig, status, word):
+    """The command loads TVM before it parses a word (a second or more): a Ctrl-C or a SIGTERM then is the same
+    one line (round 8: a SIGTERM there ended with 143 and nothing said)."""
     script = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
     proc = subprocess.Popen([script, "report", "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.4)  # inside the imports: TVM alone takes longer to load
-    proc.send_signal(signal.SIGINT)
-    # A library's import may catch the KeyboardInterrupt (seen in CI): the press must still end the command.
+    proc.send_signal(sig)
+    # A library's import may catch the KeyboardInterrupt (seen in CI): the signal must still end the command.
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "Traceback" not in err, err
-    assert err.strip().splitlines() == ["interrupted; nothing was written."], err
+    assert proc.returncode == status and "Traceback" not in err, err
+    assert err.strip().splitlines() == [f"{word}; nothing was written."], err
 
 
 def test_ctrl_c_while_ray_starts_or_runs_stops_every_process_it_started():
