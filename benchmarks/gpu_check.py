@@ -21,8 +21,10 @@ picture) is one line in ``missing`` with its fix, and the rest still runs. A run
 nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
 a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
-``--out``, ``--runs``, ``--warmup`` and ``--target`` are checked before anything is built. It imports only the standard
-library until it knows TVM is there.
+``--out``, ``--runs``, ``--warmup`` and ``--target`` are checked before anything is built. ``--out`` gets the
+JSON whole or not at all (through a link, into what it names), after each build; a run that measured nothing leaves
+an earlier run's JSON there as it was. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143. It imports only the
+standard library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
 ``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
@@ -33,13 +35,16 @@ measurements on the CPU, to try the script anywhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,6 +68,9 @@ WORKBENCH_NEEDS = ("numpy", "tqdm")
 # What a zoo model's input picture needs: matplotlib ships the default picture, OpenCV reads and resizes it.
 ZOO_NEEDS = ("matplotlib", "cv2")
 NO_CUDA = "TVM sees no CUDA device (no GPU, or its CUDA runtime does not load)"
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOPPED = 0  # the signal that stops the run, once one came (0 until then)
+written: list = []  # where this run put its JSON, once it did (the one line of a stopped run names it)
 
 
 def _line(what: str, why: str, fix: str | None = None) -> str:
@@ -309,7 +317,9 @@ def check_out(out: str | None) -> None:
     if out is None:
         return
     path = Path(out).resolve()  # through a link, to what it names: the JSON replaces that, never the link
-    if path.is_dir():
+    if not out:
+        why = "is empty"
+    elif path.is_dir():
         why = "is a folder"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
         why = "is not a regular file (a device, a FIFO or a socket)"
@@ -322,6 +332,24 @@ def check_out(out: str | None) -> None:
     else:
         return
     raise SystemExit(_line("error", f"--out {out} {why}", "pass a file path in a folder you can write"))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` put at ``path`` whole or not at all, through a temporary of its own beside it (never a name
+    the user may have): as the workbench's ``files.write_atomic``, which imports numpy and TVM, missing here
+    until :func:`tvm_here` says otherwise. A failure or a signal mid-way removes the temporary."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open makes it: mkstemp's file is its owner's alone
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def check_target(target: str) -> None:
@@ -412,20 +440,65 @@ def measure_all(args, report: dict, saved) -> None:
             measure_model(model, args.target, args.runs, args.warmup, backends, report, saved)
 
 
-def nothing_measured(report: dict, stop: str | None) -> str | None:
+def measured(report: dict) -> bool:
+    """Whether any build of any model was measured."""
+    return any(m["builds"] for m in report["models"].values())
+
+
+def nothing_measured(report: dict, stop: str | None, kept: str = "") -> str | None:
     """The one line of a run that measured nothing, else None: an exit 0 without numbers would read as a pass.
-    ``stop`` is the line of ``report["missing"]`` that stopped it before any model, if one did."""
+    ``stop`` is the line of ``report["missing"]`` that stopped it before any model, if one did; ``kept`` says
+    that ``--out`` keeps an earlier run's JSON, this run's unwritten."""
     if stop is not None:
-        return f"error: measured nothing, {stop}"
-    if any(m["builds"] for m in report["models"].values()):
+        why, _, fix = stop.rpartition(". Fix: ")
+    elif measured(report):
         return None
-    failed = [f"{key}: {why}" for key, why in report["errors"].items()]
-    lacking = sorted({line.split(":")[0] for line in report["missing"]})
-    why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
-    return _line("error", f"measured nothing, {why}", "see missing and errors in the JSON (--out writes it)")
+    else:
+        failed = [f"{key}: {why}" for key, why in report["errors"].items()]
+        lacking = sorted({line.split(":")[0] for line in report["missing"]})
+        why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
+        why = " ".join(why.split())[:300]
+        fix = "see missing and errors in the JSON " + ("of another --out." if kept else "(--out writes it).")
+    return f"error: measured nothing, {why}{kept}. Fix: {fix}"
+
+
+def _stop(signum, frame) -> None:
+    """Ctrl-C and SIGTERM alike: a KeyboardInterrupt, which :func:`main` turns into one line; later signals are
+    ignored, so that none interrupts that line. Not inside an import: torch's C++ aborts the process on an
+    exception raised while it loads, so the interrupt waits (SIGALRM, every 50 ms) until the import is done."""
+    global STOPPED
+    if not STOPPED:
+        STOPPED = signum
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
+    """The check (:func:`check`); stopped by Ctrl-C or SIGTERM, one line and the shell's status for it (130,
+    143), with ``--out`` holding a whole JSON or what it held before."""
+    for sig in (*SIGNALS, signal.SIGALRM):
+        signal.signal(sig, _stop)
+    try:
+        status = check(argv)
+        if not STOPPED:
+            return status
+    except KeyboardInterrupt:
+        pass
+    signal.setitimer(signal.ITIMER_REAL, 0)  # an interrupt that waited for an import: said here
+    word = "terminated" if STOPPED == signal.SIGTERM else "interrupted"
+    said = f"{written[0]} holds what it measured before that" if written else "nothing was written"
+    print(f"{word}; {said}.", file=sys.stderr)
+    return 128 + (STOPPED or signal.SIGINT)
+
+
+def check(argv=None) -> int:
+    """Parse ``argv``, measure, write ``--out``: 0 with the JSON printed, 1 with one line."""
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
     parser.add_argument("--runs", type=count(1), default=20)
@@ -434,25 +507,27 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="also write the JSON to this file")
     args = parser.parse_args(argv)
     check_out(args.out)
+    out = Path(args.out).resolve() if args.out else None  # through a link, into what it names: the link stays
+    earlier = out is not None and out.exists()  # an earlier run's JSON (check_out): replaced once this one measures
     report: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "gpu": gpu_info(),
         "target": args.target,
-        "versions": {},
+        "versions": {name: probe(name)[1] for name in ("tvm", "numpy", "torch", "onnxruntime")},
         "missing": [],
         "errors": {},
         "models": {},
     }
-    for name in ("tvm", "numpy", "torch", "onnxruntime"):
-        report["versions"][name] = probe(name)[1]
     t0 = time.perf_counter()
 
     def saved() -> str:
+        if STOPPED:  # a signal that TVM's FFI turned into an error, and a build's except took for a failure
+            raise KeyboardInterrupt
         report["wall_s"] = time.perf_counter() - t0
         text = json.dumps(report, indent=2, default=str)
-        if args.out:  # whole or not at all: a run cut short mid-write keeps the last whole JSON
-            Path(f"{args.out}.tmp").write_text(text)
-            os.replace(f"{args.out}.tmp", args.out)
+        if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
+            write_whole(out, text)
+            written[:] = [out]
         return text
 
     stop = tvm_here(args.target, report)
@@ -461,7 +536,8 @@ def main(argv=None) -> int:
         check_target(args.target)
         measure_all(args, report, saved)
     text = saved()
-    failed = nothing_measured(report, stop)
+    kept = f"; --out {args.out} keeps the earlier run's JSON, this run's is not written" if earlier else ""
+    failed = nothing_measured(report, stop, kept)
     if failed:
         print(failed, file=sys.stderr)
         return 1

@@ -78,7 +78,13 @@ def _trials(codegen, mod, rules, prune=stages.keep_all) -> tuple:
         func = pruned.mod[name]
         inputs = [rng.uniform(-1, 1, [int(d) for d in p.ty.shape.values]).astype(str(p.ty.dtype)) for p in func.params]
         want = execute.run(tvm.IRModule({flat.get_global_var(name): flat[name]}), inputs, entry=name)
-        got = codegen.trial(name, func, inputs)
+        try:
+            got = codegen.trial(name, func, inputs)
+        except SystemExit as err:  # an emitter's exit() would end the notebook's kernel: it is feedback too
+            code = "" if err.code is None else repr(err.code)
+            raise WorkbenchError(
+                f"it called exit({code})", "return the code as a str, or raise to say why not"
+            ) from err
         want = want if isinstance(want, list) else [want]
         # output_error counts a NaN where TVM has none as an infinite error (max() would skip it).
         worst = max([worst, *(output_error(g, w)[0] for g, w in zip(got, want))])

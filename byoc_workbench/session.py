@@ -12,6 +12,7 @@ import collections
 import contextlib
 import dataclasses
 import gc
+import unicodedata
 from collections.abc import Mapping
 from functools import cached_property, wraps
 
@@ -96,6 +97,20 @@ def _switch(name, on) -> bool:
     )
 
 
+def _label(value, what: str) -> str:
+    """``value`` as a title shows it: text on one line, without control characters (a NUL, a newline, a
+    right-to-left override, which would turn the rest of the title around); anything else is a one-line error."""
+    if not isinstance(value, str):
+        raise WorkbenchError(f"{what} must be text; got {type(value).__name__} {value!r:.40}", f"pass {what} as a str")
+    return "".join(c for c in " ".join(value.split()) if unicodedata.category(c) not in ("Cc", "Cf"))
+
+
+def _stage_name(name) -> str:
+    if name not in stages.STAGES:
+        raise WorkbenchError(f"Unknown stage {name!r:.60}", f"choose one of: {', '.join(stages.STAGES)}")
+    return name
+
+
 def why_unclaimed(target: Target, enabled: set) -> dict[str, str]:
     """For each op a target's rules mention: why a host call to it was not claimed."""
     reasons: dict = {}
@@ -147,8 +162,10 @@ class Workbench:
         pause_gc: bool = False,
     ):
         self.mod = stages.check_module(mod)
-        self.mark = mark  # e.g. "untrained weights": every title says it
+        self.mark = _label(mark, "mark")  # e.g. "untrained weights": every title says it
         self.registry = DEFAULT if registry is None else registry
+        if not isinstance(self.registry, Registry):
+            raise WorkbenchError(f"registry must be a Registry, got {type(registry).__name__}", "leave registry out")
         self.pause_gc = pause_gc
         self.target = as_target(target, self.registry.targets)
         self.extra_rules = check_rules(extra_rules, "extra_rules")  # beyond the target's table, e.g. a user's own
@@ -177,21 +194,24 @@ class Workbench:
         ``input_shapes`` fixes the inputs' shapes (``{name: shape}``, or one
         shape), so that the file's shape arithmetic is folded before import.
         """
+        if "\0" in str(path):  # no file's name holds one, and os.stat raises ValueError, not OSError, on it
+            raise WorkbenchError(f"The path {str(path)!r:.80} holds a NUL character", "pass the path of a .onnx file")
         return cls.from_model(import_onnx(path, input_shapes, seed), target, enabled, prune_rule)
 
     @classmethod
     def from_torch(
-        cls, module, example_inputs, target: Target | str = "tensorrt", enabled=None, prune_rule=None, **kw
+        cls, module, example_inputs, target: Target | str = "tensorrt", enabled=None, prune_rule=None, name="", mark=""
     ) -> Workbench:
         """A workbench on a PyTorch module, through ``torch.export`` (see
-        :func:`byoc_workbench.frontends.torch_import.import_torch`; ``kw``: its ``name`` and ``mark``)."""
-        return cls.from_model(import_torch(module, example_inputs, **kw), target, enabled, prune_rule)
+        :func:`byoc_workbench.frontends.torch_import.import_torch`, for ``name`` and ``mark`` too)."""
+        model = import_torch(module, example_inputs, name=_label(name, "name"), mark=_label(mark, "mark"))
+        return cls.from_model(model, target, enabled, prune_rule)
 
     def report(self, model: str = "", targets=None):
         """The partitioning report (:func:`byoc_workbench.flow.report.partition_report`) of the stages up to
         prune, titled ``model`` (default: the imported model's name); ``targets`` as there."""
         ran = [self.stage(n) for n in stages.STAGES[: stages.STAGES.index("prune") + 1]]
-        model = model or getattr(self.model, "name", "") or "module"
+        model = _label(model or getattr(self.model, "name", "") or "module", "model")
         return partition_report(ran, self.rules, self.all_rules, self.target.name, model, self.mark, targets)
 
     @property
@@ -284,9 +304,7 @@ class Workbench:
 
     @_paused
     def stage(self, name: str) -> summary.Stage:
-        if name not in stages.STAGES:
-            raise WorkbenchError(f"Unknown stage '{name}'.", f"choose one of: {', '.join(stages.STAGES)}.")
-        if name == "annotate":
+        if _stage_name(name) == "annotate":
             return self._annotate
         if name == "codegen" and self.backend is not None:
             key, run = self._planned
@@ -346,7 +364,7 @@ class Workbench:
         )
 
     def title(self, name: str) -> str:
-        return f"{name} — target {self.target.name}" + (f" — {self.mark}" if self.mark else "")
+        return f"{_stage_name(name)} — target {self.target.name}" + (f" — {self.mark}" if self.mark else "")
 
     def dot(self, name: str, expand=(), collapse: bool = False):
         return render.to_dot(self.graph(name, expand, collapse), title=self.title(name), show_shapes=not collapse)

@@ -127,8 +127,10 @@ class ModelRef:
             return cls(kind="zoo", name=name, weights=weights, image=image)
         if Path(model).is_dir():
             raise WorkbenchError(f"{model} is a directory, not a model", NAME_A_MODEL)
-        if _is_python(model):
+        if model.lower().endswith(".py"):
             return cls(kind="file", path=model)
+        if Path(model).exists():
+            raise _not_a_model(model, files)
         raise _unknown(model, NAME_A_MODEL if files else f"use one of: {', '.join(zoo.MODELS)}")
 
     def to_json(self) -> dict[str, object]:
@@ -478,16 +480,13 @@ def _unknown(model: str, fix: str) -> zoo.UnknownModelError:
     return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, ('demo', 'ssd', *zoo.MODELS))}", fix)
 
 
-def _is_python(model: str) -> bool:
-    """A path naming a Python file (``.py`` in any case); another existing file is refused by name."""
-    if model.lower().endswith(".py"):
-        return True
-    path = Path(model)
-    if path.is_file():
-        raise WorkbenchError(
-            f"{model} is neither a .py nor a .onnx file", "pass a .py file that defines mod, or a .onnx file"
-        )
-    return path.exists()  # a FIFO or a socket: load_model_file says so
+def _not_a_model(model: str, files: bool) -> WorkbenchError:
+    """The error for a path that names no model (``files``: the command takes Python files too)."""
+    takes = "pass a .py file that defines mod, or a .onnx file" if files else "pass a .onnx file"
+    if not Path(model).is_file():
+        return WorkbenchError(f"{model} is not a regular file (a FIFO, a device or a socket)", takes)
+    what = "neither a .py nor a .onnx file" if files else "not a .onnx file"
+    return WorkbenchError(f"{model} is {what}", f"{takes}: a model's kind is told by its suffix")
 
 
 def check_no_shapes(model, shapes) -> None:

@@ -17,11 +17,13 @@ import gc
 import logging
 
 import numpy as np
+import tvm
 
 from byoc_workbench.backends import registry, tensorrt
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.draw.counts import profile_graph
+from byoc_workbench.frontends.gluon import import_mxnet
 from byoc_workbench.measure import child
 from byoc_workbench.measure.time import runner
 from byoc_workbench.models import zoo
@@ -43,6 +45,11 @@ class WorkflowError(WorkbenchError):
 
 def relax_op_counts(mod) -> dict[str, int]:
     """Count the Relax operator calls in ``mod``, most frequent first."""
+    if not isinstance(mod, tvm.IRModule):
+        raise WorkflowError(
+            f"relax_op_counts counts the ops of a tvm.IRModule, got {type(mod).__name__}",
+            "pass a Relax module, e.g. a workbench's wb.mod",
+        )
     return dict(profile_graph(mod).rows())
 
 
@@ -107,6 +114,11 @@ def run(
         ``backend`` says what ran.
     """
     _check_backend(backend, also=("mxnet",))
+    if loaded is not None and not isinstance(loaded, zoo.LoadedModel):
+        raise WorkflowError(
+            f"loaded must be a zoo.LoadedModel, got {type(loaded).__name__}",
+            "pass what zoo.load_model returned, or leave loaded out",
+        )
     ref = zoo_ref(ref)
     model = ref.name
     spec = zoo.model_spec(model)
@@ -143,8 +155,7 @@ def _sayer(say):
 
 def mxnet_outputs(block, x) -> list:
     """The Gluon block's outputs on ``x``, as numpy arrays."""
-    import mxnet as mx
-
+    mx = import_mxnet()
     out = block(mx.nd.array(x))
     return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
 

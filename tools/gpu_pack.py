@@ -168,7 +168,8 @@ def fits(out: Path, limit_mib: float) -> int:
         for part in files:
             if not part.is_file():
                 print(
-                    f"error: {part} is missing. Fix: run tools/gpu_pack.py and carry what it prints.", file=sys.stderr
+                    f"error: {part} {_not_archive(part)}. Fix: run tools/gpu_pack.py and carry what it prints.",
+                    file=sys.stderr,
                 )
                 return 1
         sizes = {p.name: p.stat().st_size for p in files} | {"working tree": tree}
@@ -186,6 +187,14 @@ def fits(out: Path, limit_mib: float) -> int:
             f"{limit_mib - total / MIB:.1f} to spare"
         )
     return 0
+
+
+def _not_archive(part: Path) -> str:
+    """What is at ``part`` instead of an archive: nothing, a folder, a FIFO, a socket or a device."""
+    if not part.exists():
+        return "is missing"
+    kind = "folder" if part.is_dir() else "FIFO" if part.is_fifo() else "socket" if part.is_socket() else "device"
+    return f"is a {kind}, not an archive"
 
 
 def travelling(out: Path) -> Path:

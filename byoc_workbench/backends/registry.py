@@ -25,6 +25,7 @@ Importing a module registers nothing anywhere.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from typing import NamedTuple
 
 import tvm
@@ -126,12 +127,57 @@ def take_precision(backends, registry: Registry | None = None) -> tuple[str, ...
 def check_backend(backend: str, also: tuple = (), registry: Registry | None = None) -> str:
     """``backend`` when it names a backend (or one of ``also``), else a one-line error with the nearest name."""
     known = (*also, *choices(registry))
+    if not isinstance(backend, str):
+        raise WorkbenchError(
+            f"A backend is named by a string, got {type(backend).__name__} ({backend!r:.40})",
+            f"pass one of: {', '.join(known)}",
+        )
     if backend in known:
         return backend
     raise WorkbenchError(
         f"Unknown backend '{backend}'{did_you_mean(backend, known)}",
         f"choose one of: {', '.join(known)}, or pass a .py file that calls register_codegen",
     )
+
+
+def check_options(backend: str, options, registry: Registry | None = None) -> None:
+    """A one-line error where ``options`` (None: none) are not what ``backend`` (a backend's name, ``auto`` or
+    ``tvm``) runs with: not a dict, a keyword its compile does not take, or a ``precision`` it does not run at
+    (its record's ``precisions``; f32 is every backend's, as ``--precision`` is checked)."""
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise WorkbenchError(
+            f"options must be a dict of the backend's keywords, got {type(options).__name__} ({options!r:.40})",
+            "pass e.g. options={'precision': 'bf16'}, or leave options out",
+        )
+    table = _chosen(registry).backends
+    names = {"auto": AUTO, "tvm": ()}.get(backend, (backend,))
+    takes = sorted(set().union(*(_keywords(table[b].compile) for b in names if b in table)))
+    unknown = [str(k) for k in options if k not in (*takes, "precision")]
+    if unknown:
+        raise WorkbenchError(
+            f"Backend {backend} takes no option {unknown[0]!r}{did_you_mean(unknown[0], takes)}",
+            f"pass only: {', '.join(takes)}" if takes else "leave options out",
+        )
+    precision = options.get("precision", "f32")
+    runs_at = table[backend].precisions if backend in table else ()
+    if precision != "f32" and precision not in runs_at:
+        if runs_at:
+            raise WorkbenchError(
+                f"Unknown precision {precision!r} for {backend}", f"choose one of: {', '.join(runs_at)}"
+            )
+        takers = take_precision(choices(registry), registry)
+        raise WorkbenchError(
+            f"precision {precision!r} applies to backend {' or '.join(takers)} only; {backend} runs in f32",
+            f"pass backend {' or '.join(takers)}, or leave precision out",
+        )
+
+
+def _keywords(compile_fn) -> set:
+    """The options a backend's ``compile(name, func, ...)`` takes by name."""
+    params = list(inspect.signature(compile_fn).parameters.values())[2:]
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def native(codegen: str, registry: Registry | None = None) -> str | None:
@@ -141,6 +187,8 @@ def native(codegen: str, registry: Registry | None = None) -> str | None:
 
 def guard(backend: str | None, rules, registry: Registry | None = None) -> tuple[Rule, ...]:
     """``rules`` narrowed to what ``backend`` can compile (for ``auto``: what ONNX can express)."""
+    if backend is not None:
+        check_backend(backend, registry=registry)
     chosen = _chosen(registry).backends.get("onnxruntime" if backend == "auto" else backend or "")
     return tuple(rules) if chosen is None or chosen.guard is None else chosen.guard(rules)
 

@@ -3,8 +3,11 @@ for :func:`byoc_workbench.subjects.load` (or, for a zoo model's import and run, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from byoc_workbench import subjects
 from byoc_workbench.cli.args import input_shapes
+from byoc_workbench.core.errors import WorkbenchError
 
 
 def model_ref(args, what, kinds=None, rules=None, alone=True) -> subjects.ModelRef:
@@ -12,6 +15,7 @@ def model_ref(args, what, kinds=None, rules=None, alone=True) -> subjects.ModelR
     (``--model``, ``--weights``, ``--image``, ``--torch``, ``--input-shape``, ``--input-dtype``, ``--target``);
     ``alone`` False for one of several models (:func:`model_refs`)."""
     given = {k: getattr(args, k, None) for k in ("weights", "image", "torch", "target")}
+    _check_torch_module(given["torch"])
     return subjects.ModelRef.parse(
         what,
         getattr(args, "ssd_model", None),
@@ -30,3 +34,16 @@ def model_refs(args, whats: list, kinds=None) -> list[subjects.ModelRef]:
     zoo = {"zoo_model": getattr(args, "ssd_model", None), "weights": args.weights, "image": args.image}
     subjects.check_zoo_options(list(zip(refs, whats)), **zoo)
     return refs
+
+
+def _check_torch_module(spec) -> None:
+    """A one-line error for ``--torch path/to/module.py:factory``: Python imports a module by its dotted name
+    (a path would reach the import as a relative import, and its TypeError would blame the user's module)."""
+    module, _, factory = (spec or "").partition(":")
+    if module and not all(part.isidentifier() for part in module.split(".")):
+        path = Path(module.removesuffix(".py"))
+        raise WorkbenchError(
+            f"--torch takes module:factory, the module named as Python imports it, not a path: got {spec!r}",
+            f"put its directory on PYTHONPATH: PYTHONPATH={path.parent} byoc-workbench ... "
+            f"--torch {path.name.lstrip('.')}:{factory}",
+        )

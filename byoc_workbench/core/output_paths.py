@@ -50,6 +50,14 @@ def _kind(path: Path) -> str:
     return "a file" if path.is_file() else "a device"
 
 
+def not_a_file(path: Path) -> str:
+    """How an input ``path`` that is no regular file is said: "does not exist", "is a directory", "is a FIFO, not
+    a regular file" (never "does not exist" for a FIFO or a device that does)."""
+    if path.is_dir():
+        return "is a directory"
+    return f"is {_kind(path)}, not a regular file" if path.exists() else "does not exist"
+
+
 def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
     """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
     if not directory.is_dir():

@@ -16,6 +16,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from byoc_workbench.core import output_paths
 from byoc_workbench.core.errors import UserCodeError, WorkbenchError, user_error, user_frame
 
 
@@ -28,10 +29,8 @@ def import_user_file(path: str | Path, what: str, fix: str):
     file and its line; ``fix`` is the fix for a path that is not a file.
     """
     path = Path(path)
-    if path.is_dir():
-        raise WorkbenchError(f"{what} {path} is a directory", fix)
     if not path.is_file():
-        raise WorkbenchError(f"{what} {path} does not exist.", fix)
+        raise WorkbenchError(f"{what} {path} {output_paths.not_a_file(path)}", fix)
     name = f"byoc_workbench_user_{abs(hash(str(path.resolve())))}"
     # The loader is named: Python picks one by suffix, and has none for mymodel.PY.
     spec = importlib.util.spec_from_file_location(

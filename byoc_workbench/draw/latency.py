@@ -447,9 +447,10 @@ def report(
 ) -> LatencyMap:
     """The map of ``built`` (shaded by ``profile``, subgraphs marked by ``numerics``) and its tables."""
     shaded = shade(built, profile, numerics, collapse)
-    ran = ", ".join(dict.fromkeys(profile.backends.values())) if profile is not None else ""
-    where = f" on {ran}" if ran else ""  # a subgraph's backend and precision are part of what was timed
-    title = title or f"latency map: codegen stage{where}" + (f" — {built.mark}" if built.mark else "")
+    ran = ", ".join(dict.fromkeys(_ran(s.backend, s.detail) for s in built.subgraphs.values()))
+    where = f" on {ran}" if ran else ""  # a subgraph's backend and precision are part of what was timed or checked
+    what = "numeric check vs TVM alone" if profile is None and numerics is not None else "latency map"
+    title = title or f"{what}: codegen stage{where}" + (f" — {built.mark}" if built.mark else "")
     dot = to_dot(shaded, profile, numerics, title, show_shapes=not collapse)
     texts = []
     if profile is not None:

@@ -220,12 +220,18 @@ def _private_copy(module, name: str):
         ) from None
 
 
-def _call(torch, module, inputs):
-    """``module(*inputs)`` on copies of its buffers and of the inputs: a forward that updates one in place
-    (a counter, ``x.add_(1)``) leaves the module as exported and the inputs as given, so every call agrees."""
-    buffers = {n: b.clone() for n, b in module.named_buffers()}
+def _call(torch, module, inputs, names=None):
+    """``module(*inputs)`` (tensors or arrays) on copies of the inputs and of its weights (only those ``names`` when
+    given): a forward that updates one in place (``self.w.add_(1)``) leaves them as given, so every call agrees."""
+    weights = [*module.named_parameters(), *module.named_buffers()]
+    fresh = {n: t.clone() for n, t in weights if names is None or n in names}
     with torch.no_grad():
-        return torch.func.functional_call(module, buffers, tuple(x.clone() for x in inputs))
+        return torch.func.functional_call(module, fresh, tuple(torch.as_tensor(x).clone() for x in inputs))
+
+
+def _exited(what: str, err: SystemExit, fix: str) -> TorchImportError:
+    """The one line for user code that called ``sys.exit``: else it would end the command with no word."""
+    return TorchImportError(f"{what} called sys.exit({'' if err.code is None else repr(err.code)})", fix)
 
 
 def _run_eagerly(torch, module, inputs, name: str) -> None:
@@ -233,11 +239,8 @@ def _run_eagerly(torch, module, inputs, name: str) -> None:
     not as something torch.export cannot trace."""
     try:
         _call(torch, module, inputs)
-    except SystemExit as err:  # a forward that exits would end the command with its code and no word
-        raise TorchImportError(
-            f"{name}.forward called sys.exit({'' if err.code is None else repr(err.code)})",
-            "make forward return its outputs instead of exiting",
-        ) from None
+    except SystemExit as err:
+        raise _exited(f"{name}.forward", err, "make forward return its outputs instead of exiting") from None
     except Exception as err:  # the user's module can raise anything
         odd = any(x.is_floating_point() and x.dtype != torch.float32 for x in inputs)
         raise TorchImportError(
@@ -289,6 +292,28 @@ def bool_ops_on_uint8(mod):
     return map_bindings(mod, rewrite), count
 
 
+def _export(torch, module, inputs, name: str) -> tuple:
+    """``(program, reference)``: ``module`` exported and decomposed, and the exported program run eagerly. What it
+    reads but does not own (a global, a closure's tensor) is lifted as constants, copied: TVM takes them by DLPack."""
+    chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            exported = torch.export.export(module, tuple(x.clone() for x in inputs))
+            exported.constants.update({k: v.clone() for k, v in exported.constants.items() if torch.is_tensor(v)})
+            program = exported.run_decompositions()
+    except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
+        logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
+        raise TorchImportError(
+            f"torch.export cannot trace {name}: {first_line(err)}",
+            "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
+            "e.g. export the network without its post-processing",
+        ) from None
+    sys.stderr.write(chatter.getvalue())
+    graph, signature = exported.module(), program.graph_signature
+    updated = {*signature.buffers_to_mutate.values(), *signature.parameters_to_mutate.values()}
+    return program, lambda arrays: _numpy(_call(torch, graph, arrays, updated))
+
+
 def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
     """Export ``module`` with ``torch.export`` on ``example_inputs`` and import it into Relax.
 
@@ -299,8 +324,8 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         mode, and the module itself is left as it was.
     example_inputs : tensor or sequence of tensors
         The inputs the program is exported for (their shapes become static); one of
-        :data:`INPUT_DTYPES` each. Every run takes copies: a ``forward`` that changes its inputs or
-        buffers in place leaves them, and the workbench's inputs, as given.
+        :data:`INPUT_DTYPES` each. Every run takes copies: a ``forward`` that changes its inputs,
+        buffers or parameters in place leaves them, and the workbench's inputs, as given.
     name : str
         How titles name it (default: the module's class name).
     mark : str
@@ -309,7 +334,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     Returns
     -------
     OwnModel
-        ``reference`` runs the copy eagerly.
+        ``reference`` runs the copy's exported program eagerly, on the tensors TVM's build holds.
     """
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -327,19 +352,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     module = _private_copy(module, kind)
     _run_eagerly(torch, module, inputs, kind)
     t0 = time.perf_counter()
-    chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
-    try:
-        with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
-            program = torch.export.export(module, tuple(x.clone() for x in inputs)).run_decompositions()
-    except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
-        logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
-        raise TorchImportError(
-            f"torch.export cannot trace {kind}: {first_line(err)}",
-            "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
-            "e.g. export the network without its post-processing",
-        ) from None
-    if chatter.getvalue():
-        sys.stderr.write(chatter.getvalue())
+    program, reference = _export(torch, module, inputs, kind)
     _check_outputs(program, kind)
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
@@ -348,10 +361,6 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     mod, on_uint8 = bool_ops_on_uint8(relax.transform.Normalize()(mod))
     import_s = time.perf_counter() - t0
     calls = sum(n.op == "call_function" for n in program.graph.nodes)
-
-    def reference(arrays):
-        return _numpy(_call(torch, module, [torch.from_numpy(np.array(a, order="C")) for a in arrays]))
-
     notes = [f"torch.export: {calls} aten calls after decomposition"]
     if on_uint8:
         notes.append(f"{on_uint8} op(s) on bool tensors computed on uint8: TVM cannot build them on bool")
@@ -395,11 +404,8 @@ def seeded_factory(spec: str, seed: int = 0):
     torch.manual_seed(checked_seed(seed))
     try:
         module = factory(**kwargs)
-    except SystemExit as err:  # a factory that exits would end the command with its code and no word
-        raise TorchImportError(
-            f"{spec}() called sys.exit({'' if err.code is None else repr(err.code)})",
-            "make the factory return the model instead of exiting",
-        ) from None
+    except SystemExit as err:
+        raise _exited(f"{spec}()", err, "make the factory return the model instead of exiting") from None
     except Exception as err:  # the user's factory can raise anything
         raise TorchImportError(
             f"{spec}() raised {type(err).__name__}: {first_line(err)}", "check the factory"
@@ -423,10 +429,8 @@ def _import_module(where: str):
         fix = INSTALL_FIX if (err.name or "").split(".")[0] in ("torch", "torchvision") else f"pip install {err.name}"
         raise TorchImportError(f"Cannot import {where}: it needs {err.name}, which is not installed", fix) from None
     except SystemExit as err:
-        raise TorchImportError(
-            f"Importing {where} called sys.exit({'' if err.code is None else repr(err.code)})",
-            "put the exit under if __name__ == '__main__': the workbench imports the module",
-        ) from None
+        fix = "put the exit under if __name__ == '__main__': the workbench imports the module"
+        raise _exited(f"Importing {where}", err, fix) from None
     except Exception as err:  # the user's module can fail in any way while it loads, SyntaxError included
         raise user_error(f"module {where}", err, f"fix {where} (--traceback shows the whole trace)") from err
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import matplotlib
 import numpy as np
 
+from byoc_workbench.core import output_paths
 from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     if not path.is_file():
         if path.is_dir():
             raise NotAnImageError(f"Image {path} is a directory", "pass the path of a JPEG or PNG file in it")
-        raise MissingImageError(f"Image {path} does not exist", "pass the path of a JPEG or PNG file")
+        raise MissingImageError(f"Image {path} {output_paths.not_a_file(path)}", "pass the path of a JPEG or PNG file")
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as err:

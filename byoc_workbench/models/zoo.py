@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from byoc_workbench.core import output_paths
 from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line
 from byoc_workbench.frontends import MXNetImportError, from_mxnet, gluon
 from byoc_workbench.frontends.mxnet_params import read_params
@@ -178,7 +179,7 @@ def _weights_file(path: str | os.PathLike) -> Path:
     if path.is_dir():
         raise WeightsError(f"Weights file {path} is a directory", "pass the path of a .params file in it")
     if not path.is_file():
-        raise WeightsError(f"Weights file {path} does not exist", "pass the path of a .params file")
+        raise WeightsError(f"Weights file {path} {output_paths.not_a_file(path)}", "pass the path of a .params file")
     return path
 
 

@@ -5,6 +5,7 @@ split and checked against TVM alone."""
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,79 @@ def test_an_out_it_cannot_write_is_refused_before_anything_is_built(tmp_path, wh
     assert line.startswith(f"error: --out {out} is ") and ". Fix: pass a file path in a folder you can write." in line
     assert done.stdout == "" and {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept) + (["a-fifo"] if where == "a-fifo" else [])
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether the process ``pid`` has a handler for ``sig``, as Linux's /proc says."""
+    [mask] = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line[:7] == "SigCgt:"]
+    return bool(int(mask, 16) >> (sig - 1) & 1)
+
+
+def test_an_empty_out_is_said_to_be_empty(tmp_path):
+    done = _run("", "--target", "llvm", "--models", "demo", status=1)
+    assert done.stderr == "error: --out is empty. Fix: pass a file path in a folder you can write.\n"
+
+
+@pytest.mark.parametrize("tmp", ["a link", "a FIFO", "a file"])
+def test_the_json_goes_through_a_temporary_of_its_own(tmp_path, tmp):
+    """``X.tmp`` was written unchecked: through a link into the user's file, or blocking forever on a FIFO."""
+    out, theirs = tmp_path / "r.json", tmp_path / "r.json.tmp"
+    (tmp_path / "notes.txt").write_text("the user's notes")
+    if tmp == "a link":
+        theirs.symlink_to(tmp_path / "notes.txt")
+    elif tmp == "a FIFO":
+        os.mkfifo(theirs)
+    else:
+        theirs.write_text("the user's own r.json.tmp")
+    _run(out, "--target", "llvm", "--models", "demo", blocked="tqdm", status=1)  # measures nothing, writes the JSON
+    assert json.loads(out.read_text())["models"] == {} and (tmp_path / "notes.txt").read_text() == "the user's notes"
+    assert theirs.is_symlink() if tmp == "a link" else theirs.is_fifo() if tmp == "a FIFO" else theirs.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "r.json", "r.json.tmp"]
+
+
+def test_a_link_stays_a_link_and_a_run_that_measured_nothing_keeps_the_earlier_json(tmp_path):
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"models": {"demo": {}}, "missing": [], "the last run": true}')
+    link = tmp_path / "link.json"
+    link.symlink_to(earlier)
+    done = _run(link, "--target", "llvm", "--models", "demo", blocked="tqdm", status=1)
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: measured nothing, tqdm: ")
+    assert f"; --out {link} keeps the earlier run's JSON, this run's is not written. Fix: pip install tqdm" in line
+    assert link.is_symlink() and json.loads(earlier.read_text())["the last run"]
+    # One that measures replaces it, through the link (without torch and ONNX Runtime: TVM alone, quickly).
+    _run(link, "--target", "llvm", "--models", "demo", "--runs", "1", "--warmup", "0", blocked="torch,onnxruntime")
+    assert link.is_symlink() and list(json.loads(earlier.read_text())["models"]["demo"]["builds"]) == [
+        "tvm alone (llvm)"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier.json", "link.json"]
+
+
+@pytest.mark.parametrize(("sig", "word"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_a_signal_stops_it_in_one_line_with_the_json_whole_or_unwritten(tmp_path, sig, word):
+    """Ctrl-C was a traceback and SIGTERM said nothing; a temporary cut short stayed behind. SIGINT comes as the
+    script starts (while TVM imports, most likely: it waits for the import, torch's C++ aborts on an exception
+    raised in its own), SIGTERM once the first build's JSON is in place."""
+    pytest.importorskip("onnxruntime")  # a build after TVM alone's, for the signal to come in
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, str(SCRIPT), "--target", "llvm", "--models", "demo", "--runs", "50", "--out", str(out)]
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        if sig == signal.SIGINT:
+            while not _catches(proc.pid, signal.SIGTERM):  # its handlers are in place
+                assert proc.poll() is None
+        else:
+            assert proc.stderr.readline().startswith("measuring demo")
+            while not out.exists():
+                assert proc.poll() is None
+        proc.send_signal(sig)
+        said = proc.stderr.read()
+    assert proc.returncode == 128 + sig and "Traceback" not in said
+    if sig == signal.SIGINT:
+        assert said.splitlines()[-1] == f"{word}; nothing was written." and os.listdir(tmp_path) == []
+    else:
+        assert said.splitlines()[-1] == f"{word}; {out} holds what it measured before that."
+        assert "tvm alone (llvm)" in json.loads(out.read_text())["models"]["demo"]["builds"]
+        assert os.listdir(tmp_path) == ["r.json"]
 
 
 @pytest.mark.parametrize(

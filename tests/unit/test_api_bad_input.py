@@ -1,11 +1,14 @@
 """Careless input to the Python API: each is the right behaviour or one line, never a traceback or a
 silent wrong result (a rule switched by a truthy word, an answer taken for a blank)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from byoc_workbench import exercises
+from byoc_workbench import cli, exercises, exercises_codegen, subjects, workflow
 from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.frontends import gluon
 from byoc_workbench.models import demo
 from byoc_workbench.session import Workbench
 
@@ -95,3 +98,103 @@ def test_rule_off_of_no_workbench_and_feedback_of_no_exercise_are_one_line(wb):
     for bad in (99, True, "1", [1]):
         _one_line(lambda bad=bad: exercises.feedback(bad), "There is no exercise", f"pass one of: {known}")
     assert exercises.feedback(1).number == 1
+
+
+# --- careless-user round 8 -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/tmp/a\x00b.onnx", Path("/tmp/x\x00.onnx")])
+def test_a_path_with_a_nul_is_one_line(path):
+    """It was ``ValueError: stat: embedded null character in path``."""
+    _one_line(lambda: Workbench.from_onnx(path), "NUL character")
+
+
+def test_a_registry_that_is_not_one_is_one_line():
+    """It was ``AttributeError: 'int' object has no attribute 'targets'``."""
+    _one_line(lambda: Workbench(demo.demo_module(), "byoc-target", registry=5), "registry must be a Registry")
+
+
+def test_the_workflow_refuses_what_is_not_its_argument_in_one_line():
+    _one_line(lambda: workflow.run("resnet18_v1", loaded="x"), "loaded must be a zoo.LoadedModel, got str")
+    for bad in (None, "x"):
+        _one_line(lambda bad=bad: workflow.relax_op_counts(bad), "tvm.IRModule", type(bad).__name__)
+    assert sum(workflow.relax_op_counts(demo.demo_module()).values()) > 0
+
+
+@pytest.mark.skipif(gluon.has_mxnet(), reason="mxnet is installed: its absence cannot be seen")
+def test_mxnet_outputs_without_mxnet_names_the_extra():
+    _one_line(lambda: workflow.mxnet_outputs(None, None), "mxnet is not importable", gluon.INSTALL_FIX)
+
+
+def test_an_exit_in_an_answer_is_failing_feedback():
+    """A student's ``exit()`` escaped the checkers (and would end the kernel's cell) as SystemExit."""
+    fb = exercises.check_prune_exercise(lambda name, ops: exit(3))
+    assert not fb.passed and fb.wrong[0].endswith("your rule raised SystemExit: 3"), repr(fb)
+    fb = exercises_codegen.check_reshape_emitter(lambda *a, **k: exit(2))
+    assert not fb.passed and fb.wrong == ["your reshape: it called exit(2)"], repr(fb)
+    fb = exercises_codegen.check_emitters(lambda op: exit(), lambda op: exit(1))
+    assert fb.wrong == ["relu: it called exit()", "add: it called exit(1)"], repr(fb)
+
+
+@pytest.mark.parametrize("mark", [["a"], 3, None])
+def test_a_mark_that_is_not_text_is_one_line(mark):
+    _one_line(lambda: Workbench(demo.demo_module(), "byoc-target", mark=mark), "mark must be text")
+
+
+def test_control_characters_never_reach_a_title(wb):
+    marked = Workbench(demo.demo_module(), "byoc-target", mark="seeded\nweights\u202e\x00")
+    assert marked.title("codegen") == "codegen — target byoc-target — seeded weights"
+    assert marked.report(model="模型\u202e\x00\tone").text().startswith("Partitioning report: 模型 one for")
+    _one_line(lambda: wb.title(None), "Unknown stage None")
+    _one_line(lambda: wb.report(model=5), "model must be text")
+
+
+def test_from_torch_takes_a_name_and_mark_of_text_only():
+    torch = pytest.importorskip("torch", reason="needs the [pytorch] extra")
+    net, x = torch.nn.Linear(4, 2), torch.randn(1, 4)
+    _one_line(lambda: Workbench.from_torch(net, [x], mark=["a"]), "mark must be text", "list")
+    _one_line(lambda: Workbench.from_torch(net, [x], name=5), "name must be text", "int")
+    wb = Workbench.from_torch(net, [x], name="模型\u202e\x00", mark="seeded")
+    assert wb.model.name == "模型" and wb.report().text().startswith("Partitioning report: 模型 for")
+
+
+@pytest.mark.parametrize(
+    ("model", "kinds", "says"),
+    [
+        ("/dev/null", ("zoo", "onnx", "torch"), ["/dev/null is not a regular file", "Fix: pass a .onnx file."]),
+        ("/dev/null", subjects.KINDS, ["not a regular file", "pass a .py file that defines mod, or a .onnx file"]),
+        ("{d}/noext", ("zoo", "onnx", "torch"), ["noext is not a .onnx file", "kind is told by its suffix"]),
+        ("{d}/noext", subjects.KINDS, ["noext is neither a .py nor a .onnx file", "kind is told by its suffix"]),
+    ],
+)
+def test_a_file_that_names_no_model_says_what_the_command_takes(tmp_path, model, kinds, says):
+    """``run /dev/null`` said "/dev/null is a Python file"; ``run noext`` asked for the .py file run refuses."""
+    (tmp_path / "noext").write_bytes(b"an ONNX model, but named without .onnx")
+    line = _one_line(lambda: subjects.ModelRef.parse(model.format(d=tmp_path), kinds=kinds), *says)
+    assert "Python file" not in line and (".py" not in line) == (kinds != subjects.KINDS), line
+
+
+@pytest.mark.parametrize(
+    ("spec", "folder"), [("../m/mymods:small", "../m"), ("/abs/mymods.py:small", "/abs"), (".mymods:small", ".")]
+)
+def test_torch_takes_a_module_name_not_a_path(spec, folder, capsys):
+    """``run --torch ../m/mymods:small`` blamed the user's module for the relative import the path made."""
+    assert cli.main(["run", "--torch", spec]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        f"error: --torch takes module:factory, the module named as Python imports it, not a path: got {spec!r}. "
+        f"Fix: put its directory on PYTHONPATH: PYTHONPATH={folder} byoc-workbench ... --torch mymods:small."
+    )
+
+
+def test_the_compare_map_says_it_is_a_numeric_check_and_what_ran():
+    """compare.svg was titled "latency map: codegen stage": a bf16 check looked like an f32 one, and like a timing."""
+    pytest.importorskip("torch", reason="needs the [pytorch] extra")
+    from byoc_workbench.draw import latency
+    from byoc_workbench.measure.bench import builds
+    from byoc_workbench.measure.check import numerics
+
+    built, inputs = builds.ready(subjects.ModelRef(kind="demo"), "torch", True, {"precision": "bf16"})
+    source = latency.report(built, numerics=numerics.compare(built, inputs)).dot.source
+    assert 'label="numeric check vs TVM alone: codegen stage on torch (eager, bf16)"' in source
+    assert "latency map" not in source

@@ -1,6 +1,6 @@
 """What a careless caller passes to the Python API's model functions is one line, never a traceback:
-the zoo workflow (which takes a ModelRef or a plain name), ModelRef.parse, execute.run, byom.run and
-devices.propose (issue 47)."""
+the zoo workflow (which takes a ModelRef or a plain name), ModelRef.parse, execute.run, byom.run,
+build_run and offloaded, and devices.propose (issue 47)."""
 
 import os
 import subprocess
@@ -8,8 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import onnx
 import pytest
 import tvm
+from onnx import TensorProto, helper
 
 from byoc_workbench import workflow
 from byoc_workbench.core import devices
@@ -62,7 +64,7 @@ def test_a_directory_given_as_the_model_is_said_to_be_one(name, tmp_path):
 @pytest.mark.parametrize("name", ["zoo_report", "zoo_pick"])
 def test_a_say_that_is_not_a_function_and_an_unknown_backend_are_refused_up_front(name):
     _one_line(lambda: ZOO_CALLS[name]("resnet18_v1", say="x"), "say must be a function.*got str")
-    _one_line(lambda: ZOO_CALLS[name]("resnet18_v1", backend=5), "Unknown backend '5'")
+    _one_line(lambda: ZOO_CALLS[name]("resnet18_v1", backend=5), r"A backend is named by a string, got int \(5\)")
 
 
 def test_a_plain_zoo_name_is_what_a_model_ref_of_it_is():
@@ -124,22 +126,34 @@ def test_execute_run_refuses_a_vm_that_is_not_one(demo_mod):
 
 
 @pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
-def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder_removed_at_exit(tmp_path):
-    """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere, for the
-    session only: the folder is gone when the process exits."""
+def test_byom_example_without_a_writable_cache_goes_to_one_temporary_folder_per_user(tmp_path):
+    """Notebook 05's first cell: a cache that is a file warns once and writes the example elsewhere: a folder of
+    the system's temporary one named by the user and the example, which a later session (or one a SIGTERM
+    stopped, which no exit hook outlives) reuses instead of adding 46 MB each time (round 8)."""
     (tmp_path / "cache").write_text("not a folder")
     env = {**os.environ, "BYOC_WORKBENCH_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
     script = (
         "from byoc_workbench.measure.bench import byom; p = byom.example(size=32).onnx_path; print(p.stat().st_size, p)"
     )
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    size, path = done.stdout.split()
-    assert int(size) > 0 and Path(path).parent.parent == tmp_path and Path(path).parent.name.startswith("byoc-byom-")
-    assert [ln.split(";")[0] for ln in done.stderr.splitlines() if "cannot write" in ln] == [
-        f"cannot write the example to {tmp_path}/cache/examples/32x32-seed0 (Not a directory)"
-    ]
-    assert not Path(path).parent.exists()  # the temporary folder went with the process
+    paths = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        size, path = done.stdout.split()
+        assert int(size) > 0 and Path(path).parent == tmp_path / f"byoc-byom-{os.getuid()}-32x32-seed0"
+        assert [ln.split(";")[0] for ln in done.stderr.splitlines() if "cannot write" in ln] == [
+            f"cannot write the example to {tmp_path}/cache/examples/32x32-seed0 (Not a directory)"
+        ]
+        paths.append(path)
+    assert paths[0] == paths[1] and len([p for p in tmp_path.iterdir() if p.name.startswith("byoc-byom-")]) == 1
+
+
+def test_byom_example_never_writes_over_your_file_in_its_directory(tmp_path):
+    for name in ("resnet18.onnx", "resnet18_v1.onnx"):  # with torch, and without it
+        (tmp_path / name).write_text("my own model")
+    with pytest.raises(WorkbenchError, match="that the workbench did not write"):
+        byom.example(size=32, directory=tmp_path)
+    assert {p.read_text() for p in tmp_path.glob("*.onnx")} == {"my own model"}
 
 
 @pytest.mark.parametrize(
@@ -152,7 +166,7 @@ def test_byom_example_without_a_writable_cache_goes_to_a_temporary_folder_remove
         ({"size": True}, "got bool"),
         ({"seed": -1}, "The seed must be a whole number"),
         ({"seed": "0"}, "The seed must be a whole number"),
-        ({"size": 32, "directory": "/proc/x"}, "Cannot write the example to /proc/x .*Fix: pass directory= a folder"),
+        ({"size": 32, "directory": "/proc/x"}, "Cannot write to /proc/x.*Fix: pass directory= a directory you can"),
     ],
     ids=["0", "31", "str", "float", "bool", "seed-1", "seed-str", "proc"],
 )
@@ -176,3 +190,63 @@ def test_byom_text_helpers_refuse_what_run_and_from_onnx_did_not_give_in_one_lin
     _one_line(lambda: byom.stages_side_by_side(None, None), "Expected a Workbench holding your model, got NoneType")
     for bad in ({}, None, "run"):
         _one_line(lambda bad=bad: byom.run_text(bad), "run_text takes what byom.run gave")
+
+
+@pytest.fixture(scope="module")
+def offloads_nothing(tmp_path_factory):
+    """A workbench on an ONNX file of one Relu, on the teaching target, whose rules match none of it."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    path = tmp_path_factory.mktemp("byom") / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return Workbench.from_onnx(path, "byoc-target")
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("nope", "Unknown backend 'nope'"),
+        ("TVM", r"Unknown backend 'TVM' \(did you mean tvm\?\)"),
+        ("mxnet", "Unknown backend 'mxnet'"),
+        (3, r"A backend is named by a string, got int \(3\)"),
+        (None, "A backend is named by a string, got NoneType"),
+        (["tvm"], r"A backend is named by a string, got list \(\['tvm'\]\)"),
+    ],
+)
+def test_byom_checks_the_backend_first_though_nothing_is_offloaded(offloads_nothing, bad, says):
+    _one_line(lambda: byom.run(offloads_nothing, bad), says)
+    if bad is not None:  # None: each target's own codegen
+        _one_line(lambda: byom.offloaded(offloads_nothing, bad), says)
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (
+            lambda wb: byom.build_run(wb, "tvm", repeat="3"),
+            r"repeat must be a whole number, 1 or more, got str \('3'\)",
+        ),
+        (lambda wb: byom.build_run(wb, "tvm", warmup=-1), "warmup must be a whole number, 0 or more, got int"),
+        (lambda wb: byom.build_run(wb, "tvm", bogus=1), "build_run takes no keyword 'bogus'.*target, progress"),
+        (lambda wb: byom.offloaded(wb, "torch", options="bf16"), "options must be a dict.*got str"),
+        (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "bf16"}), "applies to backend openvino"),
+        (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "f8"}), "onnxruntime runs in f32"),
+        (lambda wb: byom.offloaded(wb, "torch", options={"precision": "f8"}), "Unknown precision 'f8' for torch"),
+        (lambda wb: byom.offloaded(wb, "torch", options={"precison": "bf16"}), r"no option 'precison' \(did you mean"),
+        (lambda wb: byom.offloaded(wb, "torch", options={"nope": 1}), "torch takes no option 'nope'"),
+        (lambda wb: byom.build_run(wb, "tvm", options={"fp16": True}), "tvm takes no option 'fp16'.*leave options out"),
+    ],
+    ids=["repeat-str", "warmup", "bogus", "options-str", "ort-bf16", "ort-f8", "torch-f8", "misspelt", "nope", "tvm"],
+)
+def test_byom_refuses_run_options_and_backend_options_it_would_ignore_in_one_line(offloads_nothing, call, says):
+    _one_line(lambda: call(offloads_nothing), says)
+
+
+def test_byom_takes_the_options_a_backend_runs_with(offloads_nothing):
+    assert byom.offloaded(offloads_nothing, "tvm", options={"precision": "f32"})[-1].name == "codegen"
+    run = byom.build_run(offloads_nothing, "onnxruntime", options={"threads": 1}, progress=False)
+    assert len(run.outputs) == 1 and run.backend == "tvm alone (llvm)"

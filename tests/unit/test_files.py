@@ -352,3 +352,20 @@ def test_an_unwritable_current_directory_is_named(monkeypatch):
     monkeypatch.chdir("/proc")
     with pytest.raises(files.WorkbenchError, match=r"Cannot write to /proc \(the current directory\)"):
         output_paths.check_file("o.npz", "--save-outputs")
+
+
+def test_an_input_that_is_a_fifo_is_said_to_be_one_not_missing(tmp_path):
+    import os
+
+    from byoc_workbench.core import user_file
+    from byoc_workbench.models import images
+
+    os.mkfifo(tmp_path / "model.py")
+    os.mkfifo(tmp_path / "picture.jpg")
+    assert output_paths.not_a_file(tmp_path / "model.py") == "is a FIFO, not a regular file"
+    assert output_paths.not_a_file(tmp_path / "nothing.py") == "does not exist"
+    assert output_paths.not_a_file(tmp_path) == "is a directory"
+    with pytest.raises(WorkbenchError, match="model.py is a FIFO, not a regular file"):  # round 8: "does not exist"
+        user_file.import_user_file(tmp_path / "model.py", "Model file", "pass a .py file")
+    with pytest.raises(WorkbenchError, match="picture.jpg is a FIFO, not a regular file"):
+        images.read_image(tmp_path / "picture.jpg")

@@ -74,6 +74,42 @@ def test_a_forward_that_updates_a_buffer_gives_the_same_reference_every_call_and
     assert module.calls.sum() == 0
 
 
+class Bumps(torch.nn.Module):
+    """Updates its own parameter in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.w.add_(1)
+        return x * self.w
+
+
+def test_a_forward_that_updates_a_parameter_gives_the_same_outputs_every_call():
+    module = Bumps()
+    wb = Workbench.from_torch(module, (torch.ones(1, 4),))
+    first, second = (wb.model.reference(wb.model.inputs)[0] for _ in range(2))
+    np.testing.assert_array_equal(first, np.full((1, 4), 2.0))
+    np.testing.assert_array_equal(second, first)
+    np.testing.assert_array_equal(execute.run(wb.model.mod, wb.model.inputs)[0], first)
+    assert module.w.sum() == 4
+
+
+def test_a_tensor_forward_reads_but_does_not_own_is_copied_at_import():
+    outside = torch.ones(4)  # a closure's tensor, lifted by torch.export as a constant
+
+    class Scales(torch.nn.Module):
+        def forward(self, x):
+            return x * outside
+
+    wb = Workbench.from_torch(Scales(), (torch.ones(1, 4),))
+    outside.mul_(7)
+    np.testing.assert_array_equal(wb.model.reference(wb.model.inputs)[0], np.ones((1, 4)))
+    np.testing.assert_array_equal(execute.run(wb.model.mod, wb.model.inputs)[0], np.ones((1, 4)))
+
+
 def test_a_forward_that_exits_is_one_line():
     class Exits(torch.nn.Module):
         def forward(self, x):

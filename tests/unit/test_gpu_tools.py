@@ -15,10 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = b"the compiler library, as unpacked\n" * 1000
 
 
-def _pack(folder: Path, damaged: str = "") -> Path:
-    """Archives in the form tools/gpu_pack.py writes, small; ``damaged`` (a file name) cut in half."""
+def _pack(folder: Path, damaged: str = "", top: str = "site") -> Path:
+    """Archives in the form tools/gpu_pack.py writes, small; ``damaged`` (a file name) cut in half; ``top`` the
+    folder their files are in."""
     folder.mkdir()
-    parts = {"tvm-libs.tar.xz": {"site/tvm/lib/libtvm_compiler.so": LIBRARY}, "site.tar.xz": {"site/new.txt": b"new"}}
+    parts = {
+        "tvm-libs.tar.xz": {f"{top}/tvm/lib/libtvm_compiler.so": LIBRARY},
+        "site.tar.xz": {f"{top}/new.txt": b"new"},
+    }
     for part, files in parts.items():
         with tarfile.open(folder / part, "w:xz") as tar:
             for name, data in files.items():
@@ -46,9 +50,9 @@ def _files(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _gpu_run(pack: Path, dest: Path, *args):
-    env = {**os.environ, "PACK": str(pack), "DEST": str(dest), "PY": sys.executable}
-    env.pop("OUT", None)
+def _gpu_run(pack: Path, dest: Path, *args, **env):
+    env = {"PACK": str(pack), "DEST": str(dest), "PY": sys.executable, **env}
+    env = {**{k: v for k, v in os.environ.items() if k != "OUT"}, **env}
     cmd = ["bash", str(ROOT / "tools" / "gpu_run.sh"), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
@@ -65,9 +69,40 @@ def test_a_damaged_archive_stops_the_run_in_one_line_and_touches_nothing(tmp_pat
     assert _files(dest) == before and sorted(p.name for p in dest.iterdir()) == ["cache", "out", "site"]
 
 
+def test_archives_with_no_site_stop_the_run_in_one_line_and_keep_the_last_unpack(tmp_path):
+    """Whole archives of other files: the last unpack was moved aside, then removed with the fresh folder."""
+    dest = _dest(tmp_path / "dest")
+    before = _files(dest)
+    done = _gpu_run(_pack(tmp_path / "pack", top="other"), dest)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith(f"error: the archives in {tmp_path / 'pack'} hold no site/ folder.")
+    assert line.endswith(". Fix: run tools/gpu_pack.py again and carry what it prints.")
+    assert _files(dest) == before and sorted(p.name for p in dest.iterdir()) == ["cache", "out", "site"]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"OUT": "{dest}/site/out"}, "error: OUT={dest}/site/out is inside {dest}/site, which the unpack replaces."),
+        ({"OUT": "{dest}/site"}, "error: OUT={dest}/site is inside {dest}/site, which the unpack replaces."),
+        ({"PY": "{dest}/no-python"}, "error: PY={dest}/no-python is not a program here."),
+    ],
+)
+def test_an_out_the_unpack_replaces_or_a_missing_python_is_refused_before_anything(tmp_path, env, said):
+    """An OUT in $DEST/site went with the last unpack, its JSON with it; a missing PY was bash's own error."""
+    dest = _dest(tmp_path / "dest")
+    before = _files(dest)
+    env = {k: v.format(dest=dest) for k, v in env.items()}
+    done = _gpu_run(_pack(tmp_path / "pack"), dest, **env)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith(said.format(dest=dest)) and ". Fix: " in line
+    assert done.stdout == "" and _files(dest) == before
+
+
 @pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast
 def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     dest = _dest(tmp_path / "dest")
+    os.mkfifo(dest / "out" / "gpu_check.json.tmp")  # the check's JSON went through that name, and hung on a FIFO
     # No CUDA device here: the check runs, measures nothing and says so, after the unpack.
     done = _gpu_run(_pack(tmp_path / "pack"), dest, "--models", "demo")
     assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: measured nothing, tvm: ")
@@ -78,6 +113,9 @@ def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     assert b"TVM sees no CUDA device" in after.pop("out/gpu_check.json")
     [(kept, last)] = after.items()  # the last run's JSON, under its time; the old unpack is gone
     assert kept.startswith("out/gpu_check.") and kept.endswith(".json") and last == b'{"the last run": true}'
+    assert sorted(p.name for p in (dest / "out").iterdir()) == sorted(
+        [kept[4:], "gpu_check.json", "gpu_check.json.tmp"]
+    )
 
 
 def test_what_one_call_carries_is_checked_again_before_a_run(tmp_path):
@@ -95,6 +133,11 @@ def test_what_one_call_carries_is_checked_again_before_a_run(tmp_path):
     done = _gpu_run(pack, dest)
     [line] = done.stderr.splitlines()
     assert done.returncode == 1 and line.startswith("error: call 1 would carry ") and _files(dest) == before
+    (pack / "site.tar.xz").unlink()
+    os.mkfifo(pack / "site.tar.xz")  # it was called missing
+    done = subprocess.run(check, capture_output=True, text=True)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith(f"error: {pack / 'site.tar.xz'} is a FIFO, not an archive. Fix: ")
 
 
 @pytest.mark.slow  # over 10 s: `make test` and `make test-slow` run it, not test-fast

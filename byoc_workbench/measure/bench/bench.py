@@ -28,7 +28,8 @@ on a busy CPU, so every speedup and "faster or tie" comes from the same rounds. 
 timed run says its rounds would take too long (TVM alone takes tens of seconds per run of the SSD on a
 laptop) keeps that first timing (TVM alone's ``tvm_repeat`` runs, default one); the notes say which were
 timed apart, and why. The anchors are timed on their own, after the builds. A backend that cannot run here
-(TensorRT without a GPU) is reported with its one-line reason; the others still run.
+(TensorRT without a GPU) is reported with its one-line reason, as is a build that offloads nothing to its
+backend; the others still run.
 
 Every result has the same top-level keys, :data:`LAYOUT`, whatever the model.
 :func:`bench_models` benches several, one after another or one task per model
@@ -237,7 +238,7 @@ def _judge(what: Subject, outputs, ran: str):
 def _layout(what: Subject) -> dict:
     """An empty result: every key of :data:`LAYOUT`, in its order."""
     loaded, own = what.loaded, what.workbench.model
-    weights = ("trained" if loaded.is_trained else "untrained") if loaded else "as in the model"
+    weights = ("trained" if loaded.is_trained else "untrained") if loaded else what.mark or "as in the model"
     return {
         "model": what.name,
         "task": what.task,
@@ -263,13 +264,18 @@ def _layout(what: Subject) -> dict:
 
 def _builds(what: Subject, result: dict, backends, opts: BenchOptions, progress: bool) -> dict:
     """Each backend's builds (offloaded ones pruned, then unpruned), timed into ``result``;
-    returns ``{label: Run}``. A backend that cannot run is skipped with why."""
+    returns ``{label: Run}``. A backend that cannot run is skipped with why, and so is a build that offloads
+    nothing to it: timed, it would be TVM alone credited to that backend."""
     runs: dict = {}
     for name in backends:
         builds = [(name, True)] + ([(f"{name}_unpruned", False)] if name != "tvm" and opts.unpruned else [])
         for label, prune in builds:
             try:
-                run, staged = _run(what, name, prune, label, opts, progress)
+                staged = None if name == "tvm" else byom.offloaded(what.workbench, name, prune)
+                if staged is not None and not staged[-1].generated:  # it would time TVM alone under its name
+                    result["skipped"][label] = f"nothing in this build runs on {name}: it would be tvm alone again"
+                    continue
+                run = _run(what, staged, label, opts, progress)
             except clock.OverBudget:
                 raise  # the user's bound, not this backend's problem
             except WorkbenchError as err:
@@ -307,14 +313,13 @@ def _rounds(result: dict, runs: dict, opts: BenchOptions) -> None:
     result["notes"] += notes
 
 
-def _run(what: Subject, backend: str, prune: bool, label: str, opts: BenchOptions, progress: bool) -> tuple:
-    """``(Run, stages)`` of one build: TVM alone once per ``tvm_repeat``, without warm-up (its stages
-    None), or offloaded through ``backend`` ``repeat`` times after one warm-up."""
+def _run(what: Subject, staged: list | None, label: str, opts: BenchOptions, progress: bool) -> runner.Run:
+    """One build timed: TVM alone (``staged`` None) once per ``tvm_repeat``, without warm-up, or the
+    codegen stage of ``staged`` ``repeat`` times after one warm-up."""
     kw = {"mark": what.mark, "progress": progress, "max_seconds": opts.max_seconds}
-    if backend == "tvm":
-        return runner.build_and_run(what.alone, what.inputs, opts.tvm_repeat, 0, label="tvm alone", **kw), None
-    staged = byom.offloaded(what.workbench, backend, prune)
-    return runner.build_and_run(staged[-1], what.inputs, opts.repeat, 1, label=label, **kw), staged
+    if staged is None:
+        return runner.build_and_run(what.alone, what.inputs, opts.tvm_repeat, 0, label="tvm alone", **kw)
+    return runner.build_and_run(staged[-1], what.inputs, opts.repeat, 1, label=label, **kw)
 
 
 def _time_anchors(what: Subject, result: dict, found: dict, opts: BenchOptions, progress: bool) -> None:

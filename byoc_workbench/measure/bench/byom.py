@@ -13,10 +13,9 @@ file when the PyTorch extra is installed, and as an ONNX file from MXNet's expor
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import logging
-import shutil
+import os
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from typing import Any
 
 from byoc_workbench import stages
 from byoc_workbench.backends.onnx import translate
-from byoc_workbench.core import files, text
+from byoc_workbench.backends.registry import check_backend, check_options
+from byoc_workbench.core import files, output_paths, text
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.frontends.own import checked_seed
@@ -52,17 +52,41 @@ def own_model(wb):
     return wb.model
 
 
-def offloaded(wb, backend: str = "onnxruntime", prune: bool = True, options: dict | None = None) -> list:
-    """The workbench's stages with its rules, pruned by its prune rule (or not), compiled by ``backend``."""
+def offloaded(wb, backend: str | None = "onnxruntime", prune: bool = True, options: dict | None = None) -> list:
+    """The workbench's stages with its rules, pruned by its prune rule (or not), compiled by ``backend`` (None:
+    each target's own codegen) with ``options``, both checked first
+    (:func:`~byoc_workbench.backends.registry.check_options`)."""
+    if backend is not None:
+        check_backend(backend, registry=wb.registry)
+    check_options(backend, options, wb.registry)
     prune_rule = wb.prune_rule if prune else stages.keep_all
-    return stages.run_stages(wb.mod, wb.rules, prune_rule, check=False, backend=backend, options=options)
+    return stages.run_stages(
+        wb.mod, wb.rules, prune_rule, check=False, backend=backend, options=options, registry=wb.registry
+    )
 
 
-def build_run(wb, backend: str, prune: bool = True, repeat: int = 1, warmup: int = 0, **kw) -> runner.Run:
-    """One build of the model run on its example inputs: ``backend`` ``"tvm"`` is TVM alone."""
+#: What :func:`build_run` passes on to :func:`~byoc_workbench.measure.time.runner.build_and_run`.
+RUN_KEYWORDS = ("target", "progress", "max_seconds", "keep")
+
+
+def build_run(
+    wb, backend: str, prune: bool = True, repeat: int = 1, warmup: int = 0, options: dict | None = None, **kw
+) -> runner.Run:
+    """One build of the model run on its example inputs: ``backend`` ``"tvm"`` is TVM alone, another's
+    subgraphs are compiled with ``options`` (:func:`offloaded`); ``kw`` are :data:`RUN_KEYWORDS`."""
     model = own_model(wb)
+    check_options(check_backend(backend, registry=wb.registry), options, wb.registry)
     prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")
-    what = model.mod if backend == "tvm" else offloaded(wb, backend, prune)[-1]
+    for name, value, least in (("repeat", repeat, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise WorkbenchError(
+                f"{name} must be a whole number, {least} or more, got {type(value).__name__} ({value!r:.40})",
+                f"pass e.g. {name}={least + 2}",
+            )
+    unknown = sorted(set(kw) - set(RUN_KEYWORDS))
+    if unknown:
+        raise WorkbenchError(f"build_run takes no keyword {unknown[0]!r}", f"pass only: {', '.join(RUN_KEYWORDS)}")
+    what = model.mod if backend == "tvm" else offloaded(wb, backend, prune, options)[-1]
     label = "tvm alone" if backend == "tvm" else f"{backend}{'' if prune else '_unpruned'}"
     return runner.build_and_run(what, model.inputs, repeat, warmup, label=label, mark=wb.mark, **kw)
 
@@ -170,26 +194,32 @@ def _missing_torch() -> str:
 MIN_SIZE = 32
 
 
-def _write_example(name: str, directory, write) -> Path:
-    """``write(folder)`` into ``directory``, else into the cache's folder ``examples/<name>`` (made by the write,
-    so a failed call leaves none); where the cache cannot be written (a missing or read-only path, a file), into
-    a temporary folder removed when the process exits, with one warning: the notebook's first cell goes on."""
+def _write_example(name: str, filename: str, directory, write) -> Path:
+    """``write(path)`` the example's file ``filename`` into ``directory`` (checked first: never over a file the
+    workbench did not write there), else into the cache's folder ``examples/<name>`` (made by the write, so a
+    failed call leaves none); where the cache cannot be written (a missing or read-only path, a file), into a
+    folder of the system's temporary one named by the user and ``name``, with one warning: the notebook's first
+    cell goes on, and a later session (or one stopped by SIGTERM) reuses that folder instead of adding one."""
     if directory:
+        out = output_paths.check_dir(directory, "directory=", [filename])
         try:
-            return write(Path(directory))
-        except OSError as err:
-            raise WorkbenchError(
-                f"Cannot write the example to {directory} ({err.strerror})",
-                "pass directory= a folder you can write to, or leave it out to use the cache",
-            ) from None
+            with files.staged(out) as tmp:
+                write(tmp / filename)
+        except files.OutputError as err:
+            raise WorkbenchError(err.cause, "pass directory= a folder you can write to, or leave it out") from None
+        return out / filename
     folder = files.cache_dir("examples") / name
     try:
-        return write(folder)
+        write(folder / filename)
+        return folder / filename
     except OSError as err:
-        instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))
-        atexit.register(shutil.rmtree, instead, ignore_errors=True)  # the example is only needed for the session
+        instead = Path(tempfile.gettempdir()) / f"byoc-byom-{os.getuid()}-{name}"
+        instead.mkdir(mode=0o700, exist_ok=True)
+        if instead.stat().st_uid != os.getuid():  # somebody else's: a private folder of its own
+            instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))
         logger.warning("cannot write the example to %s (%s); writing it to %s instead", folder, err.strerror, instead)
-        return write(instead)
+        write(instead / filename)
+        return instead / filename
 
 
 def example(size: int = 96, seed: int = 0, directory=None) -> Example:
@@ -201,8 +231,8 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever ``seed``
     is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
-    to ``directory`` (by default a folder of the cache's ``examples`` named by its size and seed: written again,
-    atomically, by each call; a temporary folder of its own, removed at exit, with a warning, where the cache
+    to ``directory`` (never over a file of yours there), by default to a folder of the cache's ``examples`` named
+    by its size and seed: written again, atomically, by each call (see :func:`_write_example` where the cache
     cannot be written).
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < MIN_SIZE:
@@ -218,7 +248,7 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
     if hint:
         imported = zoo.import_model("resnet18_v1", "untrained", input_shape=shape)
         data = translate(prepare(imported.mod)["main"], "resnet18_v1").SerializeToString()
-        path = _write_example(name, directory, lambda folder: files.write_atomic(folder / "resnet18_v1.onnx", data))
+        path = _write_example(name, "resnet18_v1.onnx", directory, lambda to: files.write_atomic(to, data))
         exporter = "the workbench's own Relax-to-ONNX translator (backends/onnx.py)"
         return Example(path, shape, imported.weights_label, "GluonCV resnet18_v1", exporter, hint=hint)
     import torch
@@ -232,11 +262,10 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
         warnings.simplefilter("ignore", DeprecationWarning)
         path = _write_example(
             name,
+            "resnet18.onnx",
             directory,
-            lambda folder: files.write_with(
-                folder / "resnet18.onnx",
-                lambda n: torch.onnx.export(model, (x,), n, dynamo=False, opset_version=17),
-                ".onnx",
+            lambda to: files.write_with(
+                to, lambda n: torch.onnx.export(model, (x,), n, dynamo=False, opset_version=17), ".onnx"
             ),
         )
     mark = f"seeded weights (torch.manual_seed({seed}))"
