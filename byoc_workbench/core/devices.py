@@ -9,15 +9,14 @@ As the stages do, placing is two steps: :func:`propose` says where each binding 
 that the diagrams and the report read; :func:`place` rewrites the module. :func:`crossings` checks a placed module on
 its own: every binding (an op, an alias, a tuple, a branch, a call) reads its tensors on the device they live on.
 
-Targets are written as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU
-here, with its arch) or a dict (``{"kind": "cuda", "arch": "sm_90"}``, which
-compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into
-that dict.
+Targets are as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU here, its arch) or a dict (``{"kind": "cuda",
+"arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import NamedTuple
 
@@ -34,7 +33,10 @@ from byoc_workbench.core.tvm_private import items
 CPU_ONLY = {
     "relax.vision.non_max_suppression": "its kernel calls a packed sort (tvm.contrib.sort), which device code cannot",
     "relax.vision.get_valid_counts": "its kernel is one serial loop over every box, and NMS reads what it writes",
+    "relax.vision.all_class_non_max_suppression": "its kernel calls a packed sort (tvm.contrib.sort), as NMS's does",
 }
+# Arguments a legalization reads as numbers (ONNX NMS's boxes per class): no kernel reads them, a copy hides them.
+_READ_WHEN_BUILT = {"relax.vision.all_class_non_max_suppression": (2,)}
 GPU_KINDS = ("cuda",)
 # Read from the GPU when there is one; written for a CUDA build made without one (CI compiles for sm_90).
 _CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1024}
@@ -160,12 +162,8 @@ class Crossing:
     @property
     def bytes(self) -> int:
         """Bytes per copy (0 for a shape known only at run time)."""
-        if self.shape is None:
-            return 0
-        n = 1
-        for d in self.shape:
-            n *= int(d)
-        return n * tvm.runtime.DataType(self.dtype).bits // 8
+        size = 0 if self.shape is None else math.prod(int(d) for d in self.shape)
+        return size * tvm.runtime.DataType(self.dtype).bits // 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,14 +201,32 @@ class Placement:
 
 def _holds_tensor(ty) -> bool:
     """Whether a value of type ``ty`` lives on a device: a tensor, or a tuple holding one."""
-    if isinstance(ty, relax.TensorType):
-        return True
-    return isinstance(ty, relax.TupleType) and any(_holds_tensor(f) for f in ty.fields)
+    return isinstance(ty, relax.TensorType) or (isinstance(ty, relax.TupleType) and any(map(_holds_tensor, ty.fields)))
 
 
 def _tensor_reads(value) -> list:
     """The variables holding tensors that ``value`` reads, looking into inline tuples (``R.concat((a, b))``)."""
     return [v for v in ir.reads(value) if _holds_tensor(v.ty)]
+
+
+def _constants(value) -> list:
+    """The constants ``value``'s kernel reads when it runs (in inline tuples too): the VM loads them on the GPU."""
+    if isinstance(value, tvm.ir.GenericConst):
+        return [value]
+    parts = items(value.fields if type(value) is relax.Tuple else value.args if type(value) is relax.Call else [])
+    built = _READ_WHEN_BUILT.get(ir.op_name(value.op), ()) if isinstance(getattr(value, "op", None), tvm.ir.Op) else ()
+    return [c for i, a in enumerate(parts) if i not in built for c in _constants(a)]
+
+
+def _with_copies(value, copies: dict):
+    """``value`` reading each constant that ``copies`` holds (by handle) through its copy."""
+    if isinstance(value, tvm.ir.GenericConst):
+        return copies.get(value.__chandle__(), value)
+    if type(value) is relax.Tuple:
+        return relax.Tuple([_with_copies(f, copies) for f in value.fields])
+    if type(value) is relax.Call:
+        return relax.Call(value.op, [_with_copies(a, copies) for a in value.args], value.attrs, value.ty_args)
+    return value
 
 
 def _on_cpu(step, cpu: set) -> bool:
@@ -240,10 +256,10 @@ class _Plan(NamedTuple):
 def _propose_function(func, fname: str, mod) -> _Plan:
     """One function's :class:`_Plan`: what it reads on a device other than its own, where it reads it.
 
-    Every variable lives on one device, its tensors with it: a binding reads what it reads on its own device
-    (a call of a function on the GPU, where its parameters are). An If's value, and so each branch's result,
-    lives on the GPU, as does a result handed to a caller (any function but main). Whatever is read on
-    another device than its own is copied there, whatever binds it.
+    Every variable lives on one device, its tensors with it: a binding reads what it reads on its own device (a call of
+    a function on the GPU, where its parameters are). An If's value, and so each branch's result, lives on the GPU, as
+    does a result handed to a caller (any function but main). Whatever is read on another device than its own is copied
+    there, whatever binds it; a constant lives on the GPU.
     """
     cpu: set = set()
     needed: dict = {}
@@ -255,10 +271,11 @@ def _propose_function(func, fname: str, mod) -> _Plan:
             # its results are known to be on the CPU only once the walk is through.
             on_gpu += _tensor_reads(step.value.true_branch.body) + _tensor_reads(step.value.false_branch.body)
             continue
-        wants = "gpu"
-        if _on_cpu(step, cpu):
+        wants = "cpu" if _on_cpu(step, cpu) else "gpu"
+        if wants == "cpu":
             cpu.add(step.var.__chandle__())
-            wants = "cpu"
+            for c in _constants(step.value):
+                needed.setdefault(c.__chandle__(), (c, set()))[1].add("cpu")
         for v in _tensor_reads(step.value):
             if ("cpu" if v.__chandle__() in cpu else "gpu") != wants:
                 needed.setdefault(v.__chandle__(), (v, set()))[1].add(wants)
@@ -291,7 +308,7 @@ def propose(mod: tvm.IRModule) -> Placement:
                 used[s.op] = CPU_ONLY[s.op]
         for v, wants in plan.needed.values():
             for to in sorted(wants):
-                for name, ty in _tensors(v.name, v.ty):
+                for name, ty in _tensors(getattr(v, "name", "constant"), v.ty):
                     shape = tuple(ir_types.dims(ty)) if ir_types.is_static(ty) else None
                     crossings.append(Crossing(fname, name, to, shape, str(ty.dtype)))
     return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings), plans)
@@ -300,10 +317,14 @@ def propose(mod: tvm.IRModule) -> Placement:
 def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRModule:
     """``mod`` with two virtual devices, ``gpu`` first, and ``placement`` (:func:`propose`'s of ``mod``) written in.
 
-    Bindings that run on the CPU read CPU copies of what the GPU made, and
-    the other way round; each copy is made once, right after the tensor it copies.
-    A module with nothing to place is returned as it is.
+    Bindings that run on the CPU read CPU copies of what the GPU made, and the other way round; each copy is made once,
+    right after the tensor it copies (a constant's first). A module with nothing to place is returned as it is; one that
+    names devices is refused.
     """
+    if not isinstance(placement, Placement):
+        raise WorkbenchError(f"place takes a Placement, got {type(placement).__name__}", "pass devices.propose(mod)")
+    if ir.module_given(mod, "place").global_infos and "vdevice" in mod.global_infos:
+        raise WorkbenchError("The module names its devices already (I.vdevice)", "pass it with no vdevice in its types")
     devices = [VDevice(resolve(gpu), 0, "global"), VDevice(resolve(cpu), 0, "global")]
     if not placement:
         return mod
@@ -335,8 +356,8 @@ class _Rewrite:
 
     def function(self, func, returns_to_gpu: bool) -> relax.Function:
         params = items(func.params)
-        head = [c for p in params for c in self._copies_of(p, p.__chandle__())]
-
+        constants = [v for v, _ in self.needed.values() if isinstance(v, tvm.ir.GenericConst)]  # read on the CPU
+        head = [c for v in params + constants for c in self._copies_of(v, v.__chandle__())]
         body = self._seq(func.body, returns_to_gpu)
         if head:
             body = relax.SeqExpr([relax.BindingBlock(head), *items(body.blocks)], body.body)
@@ -346,9 +367,7 @@ class _Rewrite:
         """``seq`` rewritten in order, each If's branches where the If stands (they read what came before)."""
         blocks = []
         for block in items(seq.blocks):
-            is_df = isinstance(block, relax.DataflowBlock)
-            bindings = self._block(is_df, items(block.bindings))
-            blocks.append(relax.DataflowBlock(bindings) if is_df else relax.BindingBlock(bindings))
+            blocks.append(type(block)(self._block(items(block.bindings))))  # a dataflow block stays one
         gpu = {h: c for (h, dest), c in self.copies.items() if dest == "gpu"} if to_gpu else {}
         return relax.SeqExpr(blocks, ir_edit.substitute(seq.body, {**self.now, **gpu}))
 
@@ -373,16 +392,16 @@ class _Rewrite:
                 out.append(relax.VarBinding(item, value))
                 fields.append(self._copy(item, dest, out))
             value = self.bb.normalize(relax.Tuple(fields))
-        copy = type(var)(f"{var.name}_to_{dest}", value.ty)  # an output of its block stays one
+        made = type(var) if ir.is_var(var) else relax.Var  # an output of its block stays one
+        copy = made(f"{getattr(var, 'name', 'constant')}_to_{dest}", value.ty)
         out.append(relax.VarBinding(copy, value))
         return copy
 
-    def _block(self, is_df: bool, bindings: list) -> list:
+    def _block(self, bindings: list) -> list:
         out = []
         for b in bindings:
             h = b.var.__chandle__()
-            on_cpu = h in self.cpu
-            wants = "cpu" if on_cpu else "gpu"
+            wants = "cpu" if (on_cpu := h in self.cpu) else "gpu"
             mapping = dict(self.now)
             for v in _tensor_reads(b.value) if type(b.value) is not relax.If else ():
                 copy = self.copies.get((v.__chandle__(), wants))
@@ -393,7 +412,8 @@ class _Rewrite:
                 branches = self._seq(v.true_branch, True), self._seq(v.false_branch, True)
                 b = relax.VarBinding(b.var, relax.If(ir_edit.substitute(v.cond, mapping), *branches))
             elif on_cpu:
-                value = self.bb.normalize(ir_edit.substitute(b.value, mapping))  # its type says where it lives
+                constants = {k: c for (k, dest), c in self.copies.items() if dest == "cpu"}
+                value = self.bb.normalize(_with_copies(ir_edit.substitute(b.value, mapping), constants))  # typed there
                 var = type(b.var)(b.var.name, value.ty)
                 self.now[h] = var
                 b = relax.VarBinding(var, value)
@@ -410,12 +430,12 @@ def crossings(mod: tvm.IRModule) -> list:
     """Values read on another device than the one they live on, without a copy (empty for a sound placement),
     as ``"function/var: op reads x (llvm) on cuda"``.
 
-    Every binding is checked, not only op calls: an op reads its tensors on the device of its result; an
-    alias, a tuple, a tuple's item and a match_cast hold what they read where their type says; a function
-    (a helper, a subgraph) reads its arguments where its parameters are and hands back its result where
-    its return type says; an If holds its branches' results where its variable's type says.
+    Every binding is checked, not only op calls: an op reads its tensors on the device of its result; an alias, a tuple,
+    a tuple's item and a match_cast hold what they read where their type says; a function (a helper, a subgraph) reads
+    its arguments where its parameters are and hands back its result where its return type says; an If holds its
+    branches' results where its variable's type says.
     """
-    if not placed(mod):
+    if not placed(ir.module_given(mod, "crossings")):
         return []
     check = _Check(mod.global_infos["vdevice"][0].target.kind.name)
     for fname in ir.host_functions(mod):
@@ -443,8 +463,8 @@ class _Check:
         if isinstance(expr, relax.Tuple) and isinstance(ty, relax.TupleType):
             for field, field_ty in zip(expr.fields, ty.fields):
                 self.held(at, what, field, field_ty)
-        elif ir.is_var(expr):
-            self.same(at, what, expr.name, expr.ty, ty)
+        elif ir.is_var(expr) or isinstance(expr, tvm.ir.GenericConst):  # a constant: on the GPU, its type says
+            self.same(at, what, getattr(expr, "name", "constant"), expr.ty, ty)
 
     def same(self, at: str, what: str, name: str, got_ty, ty) -> None:
         wrong = [(got, wants) for got, wants in zip(self.where(got_ty), self.where(ty)) if got != wants]
@@ -475,23 +495,6 @@ class _Check:
         if step.op == "relax.to_vdevice" or len(own) != 1:
             return
         [device] = own
-        for v in _tensor_reads(step.value):
+        for v in _tensor_reads(step.value) + _constants(step.value):
             for got in sorted(set(self.where(v.ty)) - own):
-                self.found.append(f"{at}: {step.op} reads {v.name} ({got}) on {device}")
-
-
-def misplaced_buffers(lowered: tvm.IRModule) -> list:
-    """Tensors of a lowered module (:func:`byoc_workbench.measure.compiler.execute.lower`) made in a buffer of another
-    device than their own, as ``"function/var: on device 1, in storage on 0"`` (empty for a sound build)."""
-    out = []
-    for fname in ir.host_functions(lowered):
-        storage = {}
-        for step in ir.walk(lowered[fname], descend=False):
-            if step.op == "relax.vm.alloc_storage":
-                storage[step.var.__chandle__()] = int(step.value.args[1].value)
-            elif step.op == "relax.vm.alloc_tensor":
-                held, own = step.value.args[0], int(step.value.args[4].value)
-                where = storage.get(held.__chandle__(), own)
-                if where != own:
-                    out.append(f"{fname}/{step.var.name}: on device {own}, in storage on {where}")
-    return out
+                self.found.append(f"{at}: {step.op} reads {getattr(v, 'name', 'constant')} ({got}) on {device}")

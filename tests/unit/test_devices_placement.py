@@ -4,12 +4,15 @@ the copy a placed module lacks. Written as upstream's test_transform_realize_vde
 module before, the module `place` must give, and `assert_structural_equal` (a CUDA placement is IR only: no GPU
 or CUDA compiler needed)."""
 
+import numpy as np
+import pytest
 import tvm
 from shared import NMS
 from tvm.script import ir as I
 from tvm.script import relax as R
 
 from byoc_workbench.core import devices
+from byoc_workbench.core.errors import WorkbenchError
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
 CUDA = devices.resolve(GPU)  # the placed module's first device, as place makes it
@@ -337,8 +340,6 @@ class BothBranches:
 def test_a_twin_with_the_cpu_in_both_branches_computes_what_the_module_did():
     """Built the workbench's way (execute.compile: TVM's tvm.compile planned the branches' storage across devices
     and crashed in the else branch, the README's troubleshooting), each branch gives the unplaced module's result."""
-    import numpy as np
-
     from byoc_workbench.measure.compiler import execute
 
     twin = devices.place(BothBranches, devices.propose(BothBranches), "llvm", "llvm")
@@ -348,3 +349,145 @@ def test_a_twin_with_the_cpu_in_both_branches_computes_what_the_module_did():
     for flag in (True, False):
         got = vm["main"](tvm.runtime.tensor(boxes), tvm.runtime.tensor(np.array(flag))).numpy()
         np.testing.assert_array_equal(got, execute.run(BothBranches, [boxes, np.array(flag)]))
+
+
+# --- constants: the VM loads every one on the module's first device, the GPU -------------------------------------
+
+ONES = np.ones((1, 8, 6), "float32")
+
+
+@I.ir_module
+class ConstBefore:
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32")):
+        counted = R.vision.get_valid_counts(R.const(ONES), score_threshold=0.2, id_index=0, score_index=1)
+        valid = counted[1]
+        shifted = R.add(valid, R.const(ONES))
+        out = R.multiply(shifted, boxes)
+        return out
+
+
+@I.ir_module
+class ConstExpected:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32")) -> R.Tensor((1, 8, 6), "float32"):
+        ones = R.to_vdevice(R.const(ONES), "llvm:0")  # each made once, where every binding of main sees it
+        more = R.to_vdevice(R.const(ONES), "llvm:0")
+        counted = R.vision.get_valid_counts(ones, score_threshold=0.2, id_index=0, score_index=1)
+        valid = counted[1]
+        shifted = R.add(valid, more)
+        shifted_to_gpu = R.to_vdevice(shifted, "cuda:0")
+        out: R.Tensor((1, 8, 6), "float32") = R.multiply(shifted_to_gpu, boxes)
+        return out
+
+
+def test_a_constant_read_on_the_cpu_is_copied_there_once_at_the_start():
+    placement = devices.propose(ConstBefore)
+    copies = [(c.var, c.to) for c in placement.crossings]
+    assert copies == [("constant", "cpu"), ("constant", "cpu"), ("shifted", "gpu")]
+    verify(ConstBefore, ConstExpected)
+
+
+@I.ir_module
+class ConstUnsound:
+    """ConstBefore placed as place placed it before: the CPU's add handed the GPU's constant."""
+
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32", "llvm:0")) -> R.Tensor((1, 8, 6), "float32", "llvm:0"):
+        shifted = R.add(boxes, R.const(ONES))
+        return shifted
+
+
+def test_crossings_and_the_lowered_module_find_a_constant_read_on_the_cpu():
+    from byoc_workbench.measure.compiler import execute
+
+    assert devices.crossings(ConstUnsound) == ["main/shifted: relax.add reads constant (cuda) on llvm"]
+    try:
+        lowered = execute.lower(ConstUnsound, GPU, placed=True)
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    [found] = execute.misplaced_buffers(lowered)
+    assert found.startswith("main/add") and found.endswith(": reads a constant (on device 0) on device 1")
+    assert execute.misplaced_buffers(execute.lower(ConstBefore, GPU)) == []
+
+
+# --- ONNX's NonMaxSuppression: a packed sort, on the CPU; its boxes per class stay a constant --------------------
+
+
+@I.ir_module
+class OnnxNmsBefore:
+    @R.function
+    def main(boxes: R.Tensor((1, 16, 4), "float32"), scores: R.Tensor((1, 3, 16), "float32")):
+        sel = R.vision.all_class_non_max_suppression(
+            boxes, scores, R.const(5, "int64"), R.const(0.5, "float32"), R.const(0.25, "float32"), output_format="onnx"
+        )
+        picked = sel[0]
+        return picked
+
+
+@I.ir_module
+class OnnxNmsExpected:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 16, 4), "float32"), scores: R.Tensor((1, 3, 16), "float32")):
+        boxes_to_cpu = R.to_vdevice(boxes, "llvm:0")
+        scores_to_cpu = R.to_vdevice(scores, "llvm:0")
+        iou = R.to_vdevice(R.const(0.5, "float32"), "llvm:0")  # its kernel reads the thresholds
+        least = R.to_vdevice(R.const(0.25, "float32"), "llvm:0")
+        # the legalization reads the boxes per class as a number, when it builds: it stays a constant
+        sel = R.vision.all_class_non_max_suppression(
+            boxes_to_cpu, scores_to_cpu, R.const(5, "int64"), iou, least, output_format="onnx"
+        )
+        picked = sel[0]
+        return picked
+
+
+def test_onnx_nms_runs_on_the_cpu_with_its_thresholds_copied_there():
+    from byoc_workbench.measure.compiler import execute
+
+    placement = devices.propose(OnnxNmsBefore)
+    assert placement.on_cpu == {"main": ("sel", "picked")}
+    assert "packed sort" in placement.cpu_only["relax.vision.all_class_non_max_suppression"]
+    verify(OnnxNmsBefore, OnnxNmsExpected)
+    twin = devices.place(OnnxNmsBefore, placement, "llvm", "llvm")
+    vm = tvm.relax.VirtualMachine(execute.compile(twin, "llvm"), [tvm.cpu(), tvm.cpu()])
+    rng = np.random.default_rng(0)
+    boxes, scores = rng.random((1, 16, 4), "float32"), rng.random((1, 3, 16), "float32")
+    got = vm["main"](tvm.runtime.tensor(boxes), tvm.runtime.tensor(scores)).numpy()
+    want = execute.run(OnnxNmsBefore, [boxes, scores])
+    assert want.shape[0] <= 15  # 5 boxes per class at most: the twin kept the constant's value
+    np.testing.assert_array_equal(got, want)
+
+
+# --- what place refuses ---------------------------------------------------------------------------------------
+
+
+@I.ir_module
+class NamesItsDevice:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(boxes: R.Tensor((1, 8, 6), "float32", "llvm:0")):
+        counted = R.vision.get_valid_counts(boxes, score_threshold=0.2, id_index=0, score_index=1)
+        valid = counted[1]
+        out = R.add(valid, boxes)
+        return out
+
+
+def test_place_refuses_a_module_that_names_its_devices_and_what_is_no_module_or_placement():
+    cases = [
+        (lambda: devices.place(NamesItsDevice, devices.propose(NamesItsDevice), GPU), "The module names its devices"),
+        (lambda: devices.place(TailBefore, None, GPU), "place takes a Placement, got NoneType"),
+        (lambda: devices.place(None, devices.propose(TailBefore), GPU), "place takes a tvm.IRModule, got NoneType"),
+        (lambda: devices.crossings(None), "crossings takes a tvm.IRModule, got NoneType"),
+        (lambda: devices.crossings("main"), "crossings takes a tvm.IRModule, got str"),
+    ]
+    for call, cause in cases:
+        with pytest.raises(WorkbenchError) as err:
+            call()
+        assert str(err.value).startswith(f"error: {cause}") and "\n" not in str(err.value)

@@ -37,7 +37,7 @@ from tvm import relax
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.s_tir import dlight
 
-from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
 
@@ -169,15 +169,10 @@ def compile_kept(executable: relax.VMExecutable, target: tvm.target.Target, with
         with target, compiling(with_compiler):
             binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
     except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
-        said = first_line(err, last=True)
-        if "Unsupported gpu architecture" not in said:  # nvcc's words for an arch it does not know
+        refused = _refusal(err, target.attrs.get("arch"), with_compiler)
+        if refused is None:
             raise
-        arch = target.attrs.get("arch")
-        listed = subprocess.run([with_compiler.path, "--list-gpu-code"], capture_output=True, text=True).stdout
-        raise WorkbenchError(
-            f"{with_compiler} cannot compile for {arch} ({said})",
-            f"ask for an arch it compiles: {', '.join(listed.split())}",
-        ) from None
+        raise refused from None
     logger.info(
         "%s compiled %d KiB of CUDA C for %s in %.1f s",
         with_compiler,
@@ -186,6 +181,39 @@ def compile_kept(executable: relax.VMExecutable, target: tvm.target.Target, with
         time.perf_counter() - started,
     )
     return binary
+
+
+# What the compilers say of an arch they do not know (nvcc, NVRTC), and where NVRTC (which reads the toolkit's
+# headers; nvcc brings its own) finds none: TVM's words when it has no path, no cuda_runtime.h, then NVRTC's.
+_NO_ARCH = ("Unsupported gpu architecture", "invalid value for --gpu-architecture")
+_NO_HEADERS = ("Cannot find CUDA path", "Cannot find CUDA headers", "cannot open source file")
+
+
+def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError | None:
+    """The user's error in what compiling CUDA C raised (an arch the compiler does not take, headers NVRTC
+    cannot find), as one line; None for anything else, which is TVM's."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    said = next((ln for ln in reversed(lines) if any(words in ln for words in _NO_ARCH)), None)
+    if said is not None:
+        fix = f"ask for an arch it compiles: {_archs(with_compiler)}"
+        return WorkbenchError(f"{with_compiler} cannot compile for {arch} ({said})", fix)
+    said = next((ln for ln in lines if any(words in ln for words in _NO_HEADERS)), None)
+    if said is not None:
+        return WorkbenchError(
+            f"{with_compiler} cannot compile the kernels: it needs the CUDA toolkit's headers ({said})",
+            f"{FIX}, or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h",
+        )
+    return None
+
+
+def _archs(with_compiler: Compiler) -> str:
+    """The archs ``with_compiler`` compiles for, as ``sm_75, sm_80, ...``."""
+    if with_compiler.name == "nvcc":
+        listed = subprocess.run([with_compiler.path, "--list-gpu-code"], capture_output=True, text=True).stdout
+        return ", ".join(listed.split())
+    from cuda.bindings import nvrtc  # noqa: PLC0415 - optional: find() takes NVRTC only where it imports
+
+    return ", ".join(f"sm_{a}" for a in nvrtc.nvrtcGetSupportedArchs()[1])
 
 
 def loads_here() -> bool:

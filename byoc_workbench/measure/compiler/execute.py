@@ -10,6 +10,7 @@ from tvm import relax
 
 from byoc_workbench.core import devices, ir, ir_types
 from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
 
 
@@ -60,6 +61,8 @@ def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.
     """
     _check_ranks(mod)
     mod, tvm_target, disabled = _prepared(mod, target, placed)
+    if devices.is_gpu(tvm_target):
+        _check_gpu_builds(mod)
 
     def build():
         with _building(tvm_target, disabled):
@@ -73,10 +76,10 @@ def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.
     return compiled.load_or_build(mod, str(tvm_target), disabled, build)[0]
 
 
-def lower(mod: tvm.IRModule, target="llvm") -> tvm.IRModule:
-    """The Relax module as :func:`compile` hands it to code generation: placed, planned, every op a kernel
-    call, every buffer allocated on its device (what the CUDA build tests read)."""
-    mod, tvm_target, disabled = _prepared(mod, target, placed=False)
+def lower(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> tvm.IRModule:
+    """The Relax module as :func:`compile` hands it to code generation (``placed`` as there): placed, planned,
+    every op a kernel call, every buffer allocated on its device (what the CUDA build tests read)."""
+    mod, tvm_target, disabled = _prepared(mod, target, placed)
     with _building(tvm_target, disabled):
         return _lower(mod, tvm_target)
 
@@ -102,6 +105,23 @@ def _building(tvm_target: tvm.target.Target, disabled: list):
 def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     gpu = devices.is_gpu(tvm_target)
     return (cuda.pipeline(tvm_target) if gpu else relax.get_pipeline("default"))(mod)
+
+
+#: Ops that TVM 0.27 cannot build for CUDA even when placed on the CPU, and what a user knows them as.
+NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
+
+
+def _check_gpu_builds(mod: tvm.IRModule) -> None:
+    """Refuse, in one line, a GPU build of a module holding an op of :data:`NO_GPU_BUILD`: its legalized kernels
+    are compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its
+    definition"."""
+    functions = [f for f in mod.functions.values() if isinstance(f, relax.Function)]
+    found = sorted({NO_GPU_BUILD[op] for f in functions for op in ir.ops_in(f, mod) if op in NO_GPU_BUILD})
+    if found:
+        raise WorkbenchError(
+            f"TVM 0.27 cannot build {found[0]} for CUDA, even on the CPU beside the GPU",
+            "build this model for llvm, or offload it whole (e.g. --backend onnxruntime)",
+        )
 
 
 def _check_ranks(mod: tvm.IRModule) -> None:
@@ -159,7 +179,31 @@ def synced(fn, target="llvm"):
 
 def build(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VirtualMachine:
     """:func:`compile` the module (``placed`` as there) and load it in a VM on ``target``'s devices."""
+    check_runs_here(target)
     return relax.VirtualMachine(compile(mod, target, placed=placed), vm_devices(target))
+
+
+def check_runs_here(target) -> None:
+    """Refuse, in one line and before it compiles, a build for a device this machine does not have: TVM says so
+    only when the VM loads it (CUDA without a GPU) or calls it (another CPU's triple), in C++'s words.
+    :func:`compile` builds for either all the same."""
+    tvm_target = devices.resolve(target)
+    if devices.is_gpu(tvm_target):
+        if not (cuda.loads_here() and tvm.cuda(0).exist):
+            raise WorkbenchError(
+                f"The build is for {devices.label(tvm_target)}, a device this machine does not have "
+                "(no NVIDIA GPU that TVM can run on)",
+                "run it on a machine with an NVIDIA GPU, its driver and TVM's CUDA runtime; "
+                "execute.compile(mod, target) compiles it here without running it",
+            )
+        return
+    own = str(tvm.target.Target("llvm").attrs["mtriple"])
+    asked = str(tvm_target.attrs.get("mtriple", own))
+    if asked.split("-")[0] != own.split("-")[0]:
+        raise WorkbenchError(
+            f"The build is for {asked}, a device this machine ({own}) is not",
+            "run it on such a machine, or build for 'llvm' (this CPU) to run it here",
+        )
 
 
 def to_numpy(value):
@@ -211,3 +255,29 @@ def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine
     vm = vm or build(mod)
     args = [tvm.runtime.tensor(np.asarray(a)) for a in inputs]
     return to_numpy(vm[entry](*args))
+
+
+def misplaced_buffers(lowered: tvm.IRModule) -> list:
+    """Tensors of a lowered module (:func:`lower`) made in a buffer of another
+    device than their own, as ``"function/var: on device 1, in storage on 0"``, and constants (which the VM loads on
+    device 0) read by a kernel that writes on another, as ``"function/kernel: reads a constant (on device 0) on
+    device 1"`` (empty for a sound build)."""
+    out = []
+    for fname in ir.host_functions(ir.module_given(lowered, "misplaced_buffers")):
+        storage, tensors = {}, {}
+        for step in ir.walk(lowered[fname], descend=False):
+            if step.op == "relax.vm.alloc_storage":
+                storage[step.var.__chandle__()] = int(step.value.args[1].value)
+            elif step.op == "relax.vm.alloc_tensor":
+                held, own = step.value.args[0], int(step.value.args[4].value)
+                tensors[step.var.__chandle__()] = own
+                where = storage.get(held.__chandle__(), own)
+                if where != own:
+                    out.append(f"{fname}/{step.var.name}: on device {own}, in storage on {where}")
+            elif type(step.value) is relax.Call and isinstance(step.value.op, tvm.ir.GlobalVar):
+                args = items(step.value.args)
+                writes = {tensors.get(a.__chandle__()) for a in args if ir.is_var(a)} - {None, 0}
+                if writes and any(isinstance(a, tvm.ir.GenericConst) for a in args):
+                    kernel = step.value.op.name_hint
+                    out.append(f"{fname}/{kernel}: reads a constant (on device 0) on device {min(writes)}")
+    return out

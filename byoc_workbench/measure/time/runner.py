@@ -255,6 +255,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
     """
     opts = RunOptions(**kw)
     target = opts.target
+    execute.check_runs_here(target)
     mod, generated, skipped = _module_and_generated(what, opts.backend, opts.options or {})
     name = opts.label or "module"
     with byoc_workbench.core.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=opts.progress) as bar:
