@@ -17,7 +17,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from byoc_workbench.backends.registry import CodegenResult, describe, guard, run_codegen
+from byoc_workbench.backends.registry import CodegenResult, check_options, describe, guard, run_codegen
 from byoc_workbench.core import ir, transforms, tvm_private
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.flow.fusion import fuse_rules
@@ -156,6 +156,8 @@ def iter_stages(
     mod = check_module(mod) if check else mod
     rules = check_rules(rules)
     guarded = guard(backend, rules, registry) if backend is not None else rules
+    if backend is not None:  # checked now, not only where a subgraph is compiled (round 8: none was, none said)
+        check_options(backend, options, registry)
     prune_rule = check_prune_rule(prune_rule)
     return _stages(mod, rules, guarded, prune_rule, backend, options, fuse, source, registry)
 

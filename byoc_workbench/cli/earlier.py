@@ -40,7 +40,12 @@ def npz_result(names: Callable[[str], bool]) -> Callable[[Path], bool]:
     return ours
 
 
-#: ``bench --out``'s JSON: one model's result (or its error), or a list of them.
-BENCH = json_result(lambda r: "model" in r and ("backends" in r or "error" in r))
+#: ``bench --out``'s JSON: one model's result (its backends, what it skipped, its notes) or its error line, or a
+#: list of them. A JSON of your own with a ``model`` and an ``error`` or ``backends`` key is not one.
+BENCH = json_result(
+    lambda r: (
+        "model" in r and ({"backends", "skipped", "notes"} <= r.keys() or str(r.get("error")).startswith("error: "))
+    )
+)
 #: ``run --save-outputs``'s arrays: ``output<k>``, or a zoo model's prediction's.
 SAVED_OUTPUTS = npz_result(lambda name: name.removeprefix("output").isdigit() or name in PREDICTION_ARRAYS)

@@ -137,7 +137,7 @@ def user_frame(tb) -> tuple | None:
     The user's code is whatever lies outside this package and the Python
     installation (the standard library, site-packages, TVM's compiled FFI).
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # byoc_workbench/, not core/
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     found = None
     while tb is not None:

@@ -93,8 +93,8 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
-    for name in [WRITTEN, *names] if names else []:
-        _a_plain_file_or_nothing(out, name, flag)
+    if names:
+        _a_plain_file_or_nothing(out, WRITTEN, flag)
     for name in names:
         if (out / name).is_dir():
             raise WorkbenchError(
@@ -102,6 +102,7 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
                 f"remove or rename {out / name}, or pass another {flag}",
             )
         _not_an_input(out / name, flag, inputs)
+        _a_plain_file_or_nothing(out, name, flag)
         _not_theirs(out, name, flag)
     return out
 

@@ -93,7 +93,7 @@ def test_a_bar_draws_on_a_terminal_and_nothing_into_a_pipe(capsys):
 
     from byoc_workbench.core import progress
 
-    code = "from byoc_workbench import progress\nwith progress.bar(3, 'work') as b:\n    b.update(3)\n"
+    code = "from byoc_workbench.core import progress\nwith progress.bar(3, 'work') as b:\n    b.update(3)\n"
     main, tty = pty.openpty()
     fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a new terminal is 0 columns wide
     subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stderr=tty, check=True, timeout=60)

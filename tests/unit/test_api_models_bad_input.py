@@ -182,13 +182,15 @@ def test_the_workflow_refuses_what_is_not_an_imported_model_or_a_module_in_one_l
     _one_line(lambda: workflow.model_workbench(imported="x"), "imported must be what zoo.import_model gave, got str")
     _one_line(lambda: workflow.offload(None, "onnxruntime"), "offload takes a tvm.IRModule, got NoneType")
     _one_line(lambda: workflow.offload(demo_mod, "onnxruntime", prune="x"), "prune is True or False; got str")
+    # round 8: options went unchecked where nothing was offloaded
+    _one_line(lambda: workflow.offload(demo_mod, "onnxruntime", options={"nope": 1}), "takes no option 'nope'")
     _one_line(lambda: byom.run(None, progress="yes"), "progress is True or False; got str")
 
 
 def test_byom_text_helpers_refuse_what_run_and_from_onnx_did_not_give_in_one_line():
     _one_line(lambda: byom.stages_side_by_side(Workbench(demo.demo_module(), "byoc-target"), None), "got NoneType")
     _one_line(lambda: byom.stages_side_by_side(None, None), "Expected a Workbench holding your model, got NoneType")
-    for bad in ({}, None, "run"):
+    for bad in ({}, None, "run", {"check": 1}, {"check": {"equal": True}}):  # round 8: {"check": 1} was a TypeError
         _one_line(lambda bad=bad: byom.run_text(bad), "run_text takes what byom.run gave")
 
 

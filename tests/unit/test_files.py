@@ -1,5 +1,6 @@
 """One atomic write and one cache directory for the whole package (files.py)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -326,9 +327,11 @@ def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
     from byoc_workbench.cli.earlier import BENCH as bench
     from byoc_workbench.cli.earlier import SAVED_OUTPUTS as saved
 
+    result = {"model": "demo", "backends": {}, "skipped": {}, "notes": []}
     made = {
-        "bench.json": '{"model": "demo", "backends": {}}',
-        "benches.json": '[{"model": "demo", "backends": {}}, {"model": "x", "error": "error: ..."}]',
+        "bench.json": json.dumps(result),
+        "benches.json": json.dumps([result, {"model": "x", "error": "error: it failed. Fix: this."}]),
+        "mine.json": '{"model": "m", "error": 0.3, "backends": ["a"]}',  # round 8: was taken for a bench result
         "empty.json": "",
         "nb.ipynb": '{"cells": [], "metadata": {}, "nbformat": 4}',
         "conf.json": '{"model": "x", "lr": 0.1}',
@@ -341,7 +344,13 @@ def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
     for name in ("bench.json", "benches.json", "empty.json"):
         assert output_paths.check_file(tmp_path / name, "--out", ours=bench) == tmp_path / name
     assert output_paths.check_file(tmp_path / "outputs.npz", "--save-outputs", ours=saved) == tmp_path / "outputs.npz"
-    refused = [("nb.ipynb", bench), ("conf.json", bench), ("list.json", bench), ("mine.npz", saved)]
+    refused = [
+        ("nb.ipynb", bench),
+        ("conf.json", bench),
+        ("list.json", bench),
+        ("mine.json", bench),
+        ("mine.npz", saved),
+    ]
     for name, ours in refused + [("bench.json", saved)]:
         with pytest.raises(files.WorkbenchError, match="holds something else"):
             output_paths.check_file(tmp_path / name, "--out", ours=ours)

@@ -118,7 +118,10 @@ def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = F
 
 def run_text(result: dict) -> str:
     """What :func:`run` gave, in two lines: where it ran, its times, and its check against the reference."""
-    if not isinstance(result, dict) or "check" not in result:
+    keys = {"model", "ran_on", "weights", "build_s", "run_s", "reference", "check"}
+    checked = {"equal", "max_rel", "tolerance"}
+    whole = isinstance(result, dict) and keys <= result.keys() and isinstance(result["check"], dict)
+    if not (whole and checked <= result["check"].keys()):
         raise WorkbenchError(
             f"run_text takes what byom.run gave, got {type(result).__name__} ({result!r:.40})",
             "pass it the result of byom.run(wb)",
