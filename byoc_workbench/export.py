@@ -218,8 +218,10 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
             if len(paths) > 1:
                 print(err, file=sys.stderr)
             continue
-        files.put(out_dir / path.name, nbformat.writes(nb))
-        html = files.put(out_dir / f"{path.stem}.html", to_html(nb))
+        html = out_dir / f"{path.stem}.html"
+        with files.staged(out_dir) as tmp:  # both or neither, listed as the workbench's: a second export replaces them
+            (tmp / path.name).write_text(nbformat.writes(nb), encoding="utf-8")
+            (tmp / html.name).write_text(to_html(nb), encoding="utf-8")
         written.append(html)
         print(f"wrote {out_dir / path.name} and {html}")
     if failed and len(paths) == 1:

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         fresh = {r["name"]: r for r in walk(wanted, args.timeout, args.ray)}
         records = [fresh.get(n) or old[n] for n in names if n in fresh or n in old]
-        files.write_atomic(out, json.dumps(records, indent=1) + "\n")
+        files.put(out, json.dumps(records, indent=1) + "\n")  # through a link, into a FIFO or device: never replaced
         print(f"wrote {len(records)} records to {out} ({len(fresh)} walked in {time.perf_counter() - t0:.1f} s)")
     if args.out:
         return 0
