@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import tvm_ffi
+from onnx import TensorProto, helper
 from tvm.script import ir as I
 from tvm.script import relax as R
 
@@ -95,3 +97,15 @@ def python_output(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def relu_onnx(path):
+    """``path`` written as an ONNX file of one Relu on a 1x4 input (no rule of the teaching target claims it)."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path

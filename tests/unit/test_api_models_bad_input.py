@@ -8,10 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import onnx
 import pytest
 import tvm
-from onnx import TensorProto, helper
+from shared import relu_onnx
 
 from byoc_workbench import workflow
 from byoc_workbench.core import devices
@@ -197,14 +196,7 @@ def test_byom_text_helpers_refuse_what_run_and_from_onnx_did_not_give_in_one_lin
 @pytest.fixture(scope="module")
 def offloads_nothing(tmp_path_factory):
     """A workbench on an ONNX file of one Relu, on the teaching target, whose rules match none of it."""
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    )
-    path = tmp_path_factory.mktemp("byom") / "relu.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    path = relu_onnx(tmp_path_factory.mktemp("byom") / "relu.onnx")
     return Workbench.from_onnx(path, "byoc-target")
 
 

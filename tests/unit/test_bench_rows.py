@@ -3,9 +3,8 @@ credited to a backend that ran nothing of it."""
 
 import dataclasses
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
+import shared
 
 from byoc_workbench.frontends.onnx_import import import_onnx
 from byoc_workbench.measure.bench.bench import bench_model
@@ -17,15 +16,7 @@ MARK = "seeded weights (numpy seed 0), nothing downloaded"
 @pytest.fixture(scope="module")
 def relu_onnx(tmp_path_factory):
     """One Relu: the teaching target's rules match none of it, so no build offloads anything."""
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    )
-    path = tmp_path_factory.mktemp("bench_rows") / "relu.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return shared.relu_onnx(tmp_path_factory.mktemp("bench_rows") / "relu.onnx")
 
 
 def test_a_build_that_offloads_nothing_is_skipped_not_credited_and_the_weights_say_the_mark(relu_onnx):

@@ -8,9 +8,8 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
+from shared import relu_onnx
 
 import byoc_workbench
 from byoc_workbench import subjects
@@ -113,14 +112,7 @@ def test_the_demo_loads():
 
 
 def test_an_onnx_file_loads(tmp_path):
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    )
-    path = tmp_path / "tiny.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    path = relu_onnx(tmp_path / "tiny.onnx")
     subject = load(ModelRef.parse(path))
     assert subject.onnx_file == path and subject.loaded is None and subject.ref.model.checked
     (x,) = subject.inputs
