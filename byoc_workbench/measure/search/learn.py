@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from byoc_workbench.measure.search import tasks
+
 RERANKINGS = 2  # re-rankings after the first end-to-end builds; at most ``top`` placements more in all
 MARGIN = 0.02  # predicted faster than the fastest measured by more than this share: built, not assumed
 
@@ -36,7 +38,8 @@ def relearn(session, rows: list, rank, rest: float, top: int) -> list:
         new = [(t, a) for t, a in ahead if a not in tried][: top - len(found)]
         if not new:
             break
-        for k, (predicted, assign) in enumerate(new, 1):
-            what = f"rank {k} after learning" + (f", round {rnd + 1}" if rnd else "")
+        named = [(f"rank {k} after learning" + (f", round {rnd + 1}" if rnd else ""), *n) for k, n in enumerate(new, 1)]
+        tasks.build_ahead(session, [(assign, f"the placement {what}, end to end") for what, _, assign in named])
+        for what, predicted, assign in named:
             found.append((assign, what, predicted, session.need(assign, f"the placement {what}, end to end")))
     return found

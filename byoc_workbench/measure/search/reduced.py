@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from byoc_workbench.backends import registry
+from byoc_workbench.measure.search import tasks
 
 VARIANTS = 3  # the fastest measured placements with a segment on such a backend, each built again at the precision
 
@@ -28,13 +29,13 @@ def variants(session, rows: list, precision: str, n: int | None = None) -> list:
     for r in sorted(on_ov, key=lambda r: r.measured_s):
         if len(picked) < n and all(r.assign != p.assign for p in picked):
             picked.append(r)
-    found = []
-    for r in picked:
-        row = dataclasses.replace(
-            r, what=f"{r.what}, {_reduced(r)} at {precision}", precision=precision, predicted_s=None
-        )
-        found.append((row, session.need(r.assign, f"{row.what}, end to end", options={"precision": precision})))
-    return found
+    rows = [
+        dataclasses.replace(r, what=f"{r.what}, {_reduced(r)} at {precision}", precision=precision, predicted_s=None)
+        for r in picked
+    ]
+    options = {"precision": precision}
+    tasks.build_ahead(session, [(row.assign, f"{row.what}, end to end") for row in rows], options)
+    return [(row, session.need(row.assign, f"{row.what}, end to end", options=options)) for row in rows]
 
 
 def precision_differs(row, chosen) -> list:

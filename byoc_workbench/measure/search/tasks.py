@@ -8,8 +8,9 @@ a batch that this machine has not cached as tasks of
 search cache of the node it runs on, and keeps what they measured for the
 search's :meth:`.measure.Measurements.need`, which then takes them in the order a
 search on one machine would. So the shortest path, the finals and the choice
-are the serial search's, on the measurements the nodes made. TVM alone (the
-reference outputs), the finals and the anchors run where the search runs.
+are the serial search's, on the measurements the nodes made: the placements
+built after learning and the reduced-precision variants are tasks too. TVM
+alone (the reference outputs), the finals and the anchors run where the search runs.
 """
 
 from __future__ import annotations
@@ -61,18 +62,20 @@ class RayTasks:
         ]
 
 
-def build_ahead(s, wanted: list) -> None:
-    """With a cluster (``s.cluster``), the builds of ``wanted`` (``[(assign, what)]``) not cached here,
-    measured as tasks, for ``s.need`` to take. A task that fails says so; ``s.need`` then measures here."""
+def build_ahead(s, wanted: list, options: dict | None = None) -> None:
+    """With a cluster (``s.cluster``), the builds of ``wanted`` (``[(assign, what)]``, with ``options`` in
+    place of some of the search's) not cached here, measured as tasks, for ``s.need`` to take. A task that
+    fails says so; ``s.need`` then measures here."""
     c = s.cluster
     if c is None:
         return
     units, keys = {}, {}
     for assign, what in wanted:
-        key, contents = s.placement_key(assign)
+        key, contents = s.placement_key(assign, s._options(options))
         if key in s.fetched or key in (k for k, _ in keys.values()) or s.cache.has("build", key):
             continue
-        units[what] = (c.base | {"assign": assign, "reference": s.reference, "what": what},)
+        task = {"assign": assign, "reference": s.reference, "what": what, "options": s._options(options)}
+        units[what] = (c.base | task,)
         keys[what] = (key, contents)
     for done in cluster.map_tasks(search.measure_candidate, units, timing=True, progress=c.progress) if units else ():
         c.tasks.append({"what": done.unit, "error": done.error} | done.where())
