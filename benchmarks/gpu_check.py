@@ -146,7 +146,7 @@ def load_model(name: str, report: dict) -> Model | None:
     loaded = zoo.load_model(name, "untrained")
     x, _ = images.model_input(None, loaded.input_shape)
     mod = zoo.import_model(name, loaded=loaded).mod
-    return Model(name, mod, [x], loaded.spec.kind, loaded.weights_label, "imported here from the shipped zoo")
+    return Model(name, mod, [x], loaded.spec.task, loaded.weights_label, "imported here from the shipped zoo")
 
 
 def _resnet50(report: dict) -> Model | None:

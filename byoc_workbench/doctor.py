@@ -328,7 +328,7 @@ def check_weights() -> Check:
             state = "not a regular file, ignored"
         else:
             state = "not cached"
-        models[name] = {"state": state, "path": str(path), "task": spec.kind, "family": spec.family}
+        models[name] = {"state": state, "path": str(path), "task": spec.task, "family": spec.family}
         by_state.setdefault(state, []).append(name)
     # Grouped by state: the zoo has two dozen models, and the line names each.
     lines = [f"{state} ({len(names)}): {', '.join(names)}" for state, names in by_state.items()]

@@ -328,7 +328,7 @@ class ZooModel(ModelKind):
         x, _ = model_input(ref.image, spec.input_shape)  # a bad picture fails before the import
         wb, imported = model_workbench(ref.name, ref.weights, self.target, prune_rule, enabled=enabled)
         note = f"import and prepare: {time.perf_counter() - t0:.1f} s"
-        return Subject(ref.name, wb, [x], ref, spec.kind, spec.family, source=imported, notes=(note,))
+        return Subject(ref.name, wb, [x], ref, spec.task, spec.family, source=imported, notes=(note,))
 
 
 class OnnxModel(ModelKind):

@@ -69,7 +69,7 @@ def import_summary(ref: ModelRef | str = SSD) -> dict[str, object]:
     spec = imported.model.spec
     return {
         "model": ref.name,
-        "task": spec.kind,
+        "task": spec.task,
         "family": spec.family,
         "input_shape": list(imported.input_shape),
         "op_count": sum(ops.values()),
@@ -127,7 +127,7 @@ def run(
     x, _ = model_input(ref.image, loaded.input_shape if loaded else spec.input_shape)  # a bad picture fails first
     loaded = loaded or zoo.load_model(model, ref.weights)
     if backend == "mxnet":
-        return prediction(spec.kind, mxnet_outputs(loaded.block(), x), loaded, "mxnet")
+        return prediction(spec.task, mxnet_outputs(loaded.block(), x), loaded, "mxnet")
     imported = zoo.import_model(model, loaded=loaded)
     if backend == "tvm":
         what, notes = imported.mod, ()
@@ -135,7 +135,7 @@ def run(
         what = offload(prepare(imported.mod), backend)[-1]
         notes = what.notes
     result = runner.build_and_run(what, [x], repeat=1, warmup=0, label=f"{model} on {backend}", progress=progress)
-    return prediction(spec.kind, result.outputs, loaded, result.backend, notes)
+    return prediction(spec.task, result.outputs, loaded, result.backend, notes)
 
 
 def _check_backend(backend, also=()) -> None:
@@ -285,9 +285,9 @@ def zoo_report(ref: ModelRef | str, backend: str | None = None, progress: bool =
     run = runner.build_and_run(
         found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
     )
-    result = prediction(spec.kind, run.outputs, loaded, run.backend, found[-1].notes)
+    result = prediction(spec.task, run.outputs, loaded, run.backend, found[-1].notes)
     why = MODEL_NOTES.get(model) or FAMILY_NOTES.get(spec.family, "")
-    return ZooReport(model, spec.kind, spec.family, wb.mark, stages, rows, why, run, result, picture)
+    return ZooReport(model, spec.task, spec.family, wb.mark, stages, rows, why, run, result, picture)
 
 
 def zoo_pick(ref: ModelRef | str, backend: str | None = None, say=None) -> child.ChildResult:

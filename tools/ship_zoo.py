@@ -132,11 +132,11 @@ def main(argv=None) -> int:
     p.add_argument("--models", help="comma-separated names (default: every model GluonCV builds, and zoo.MODELS)")
     p.add_argument("--out", type=Path, default=FOLDER, help=f"folder to write (default {FOLDER})")
     args = p.parse_args(argv)
-    names = {n: (s.kind, s.family) for n, s in zoo.MODELS.items()}
+    names = {n: (s.task, s.family) for n, s in zoo.MODELS.items()}
     names.update({r["name"]: (r["task"], r["family"]) for r in support.records() if r["status"] != "not built"})
     if args.models:
         wanted = args.models.split(",")
-        names = {n: names.get(n) or (zoo.model_spec(n).kind, zoo.model_spec(n).family) for n in wanted}
+        names = {n: names.get(n) or (zoo.model_spec(n).task, zoo.model_spec(n).family) for n in wanted}
     args.out.mkdir(parents=True, exist_ok=True)
     failed = 0
     for i, (name, (task, family)) in enumerate(sorted(names.items())):

@@ -16,7 +16,7 @@ def cmd_prefetch(args) -> int:
         specs = {name: zoo.model_spec(name) for name in names or zoo.MODELS}  # an unknown name before any line
         for name, spec in specs.items():
             state = "cached" if zoo.cached_weights(name) else "not cached"
-            print(f"{name:38s} {spec.kind:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
+            print(f"{name:38s} {spec.task:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")
         return 0
     report = zoo.prefetch(names)
     for name, r in report.items():

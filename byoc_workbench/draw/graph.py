@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Literal
 
 import numpy as np
 import tvm
@@ -17,11 +18,29 @@ from tvm import relax
 from byoc_workbench.core import devices, ir, ir_types, tvm_private
 from byoc_workbench.flow.summary import HOST, function_steps
 
+NodeKind = Literal[
+    "input",
+    "const",
+    "op",
+    "composite",
+    "subgraph",
+    "packed",
+    "call",
+    "if",
+    "tuple",
+    "item",
+    "output",
+    "fold",
+    "boundary",
+]  # boundary: a subgraph's way in or out, in the latency view
+EdgeKind = Literal["data", "call"]
+BoxKind = Literal["function", "then", "else", "region", "layout", "subgraph", "composite", "block", "fold"]
+
 
 @dataclasses.dataclass
 class Node:
     id: str
-    kind: str  # input, const, op, composite, subgraph, packed, call, if, tuple, item, output, fold
+    kind: NodeKind
     label: str
     target: str = HOST
     op: str = ""
@@ -46,7 +65,7 @@ class Edge:
     dst: str
     label: str = ""
     crosses: bool = False  # data crosses a target boundary
-    kind: str = "data"  # or "call": from a call node to the function it calls
+    kind: EdgeKind = "data"  # call: from a call node to the function it calls
     to_cluster: str | None = None  # drawn ending at this cluster's border (a callee, an opened run)
     from_cluster: str | None = None  # drawn starting at this cluster's border (an opened run)
 
@@ -57,7 +76,7 @@ class Box:
 
     id: str
     label: str
-    kind: str  # function, then, else, region, subgraph, composite
+    kind: BoxKind
     parent: str | None = None
     target: str = HOST
 
@@ -156,7 +175,7 @@ class _Builder:
         crosses = s.target != d.target and s.kind != "const"
         self.g.edges.append(Edge(src_id, dst_id, ty, crosses))
 
-    def cluster(self, cid, label, kind, parent, target=HOST):
+    def cluster(self, cid, label, kind: BoxKind, parent, target=HOST):
         self.g.clusters.setdefault(cid, Box(cid, label, kind, parent, target))
         return cid
 

@@ -21,6 +21,7 @@ import contextvars
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
 
 import tvm
 from tvm import relax
@@ -46,7 +47,7 @@ class Rule:
 
     target: str
     name: str
-    kind: str
+    kind: Literal["op", "pattern"]
     op: str | None = None
     pattern: DFPattern | None = None
     check: CallCheck | None = None

@@ -20,7 +20,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, TypedDict, get_args
 
 from byoc_workbench.core import files, progress
 from byoc_workbench.core.errors import WorkbenchError, did_you_mean
@@ -36,26 +36,27 @@ DOWNLOAD_TIMEOUT_S = 10.0
 
 
 #: The tasks a zoo model can have, and what its outputs are drawn as.
-TASKS = ("detection", "segmentation", "pose", "classification")
+Task = Literal["detection", "segmentation", "pose", "classification"]
+TASKS = get_args(Task)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """What the workbench knows about one zoo model.
 
-    ``kind`` is its task (one of :data:`TASKS`); ``family`` its architecture
+    ``task`` is what it does (one of :data:`TASKS`); ``family`` its architecture
     (``"SSD"``, ``"YOLOv3"``...), which decides how it partitions.
     """
 
     name: str
     input_shape: tuple[int, int, int, int]
-    kind: str
+    task: Task
     sha1: str  # GluonCV's sha1 of the trained .params file
     family: str = ""
 
 
-def _specs(kind: str, family: str, shape: tuple, *entries) -> tuple:
-    return tuple(ModelSpec(name, (1, 3, *shape), kind, sha1, family) for name, sha1 in entries)
+def _specs(task: Task, family: str, shape: tuple, *entries) -> tuple:
+    return tuple(ModelSpec(name, (1, 3, *shape), task, sha1, family) for name, sha1 in entries)
 
 
 # Each family's models at the input size GluonCV's demos use. Segmentation models

@@ -161,8 +161,8 @@ def build_block(name: str, input_shape=None):
     mx = gluon.import_mxnet()  # first, so that a missing mxnet is named as such, not as a broken gluoncv
     model_zoo = import_gluoncv("gluoncv.model_zoo", gluon.INSTALL_FIX)
     # Classification nets take no pretrained_base argument.
-    kwargs = {} if spec.kind == "classification" else {"pretrained_base": False}
-    if spec.kind == "segmentation":
+    kwargs = {} if spec.task == "classification" else {"pretrained_base": False}
+    if spec.task == "segmentation":
         height, width = (input_shape or spec.input_shape)[2:]
         kwargs.update(height=height, width=width, crop_size=height)
     # Gluon numbers blocks per process (ssd0_, ssd1_, ...); a fresh name scope keeps a model's node
@@ -252,7 +252,7 @@ def load_model(
 
 def _needs_mxnet(ship: shipped.ShippedModel, spec: ModelSpec, shape, weights, seed: int) -> bool:
     """What the shipped model cannot give: a segmentation model traced at another size, another seed."""
-    other_size = spec.kind == "segmentation" and tuple(shape) != tuple(ship.input_shape)
+    other_size = spec.task == "segmentation" and tuple(shape) != tuple(ship.input_shape)
     other_seed = weights == "untrained" and (ship.seeded or {}).get("seed") != seed
     if (other_size or other_seed) and not gluon.has_mxnet():
         what = f"input {shape}" if other_size else f"seed {seed}"
@@ -337,7 +337,7 @@ def import_model(
     """
     # Only a segmentation model must be built for the input size; the others keep the weights
     # seeded at their own size, the same whatever size they are imported at.
-    built_for = input_shape if model_spec(model if loaded is None else loaded.name).kind == "segmentation" else None
+    built_for = input_shape if model_spec(model if loaded is None else loaded.name).task == "segmentation" else None
     loaded = loaded or load_model(model, weights, input_shape=built_for)
     shape = tuple(input_shape or loaded.input_shape)
     try:

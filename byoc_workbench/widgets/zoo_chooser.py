@@ -62,7 +62,7 @@ class _Notes(logging.Handler):
 def _kind_of(name: str) -> str:
     """``SSD, detection``; a family named after its task (classification) once."""
     spec = zoo.MODELS[name]
-    return spec.family if spec.family.lower() == spec.kind.lower() else f"{spec.family}, {spec.kind}"
+    return spec.family if spec.family.lower() == spec.task.lower() else f"{spec.family}, {spec.task}"
 
 
 def zoo_chooser(models=None, value: str | None = None, weights=None, backend: str | None = None):

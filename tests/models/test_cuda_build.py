@@ -179,7 +179,7 @@ def _family(name: str):
 
     from byoc_workbench.models import zoo
 
-    small = zoo.model_spec(name).kind != "segmentation"
+    small = zoo.model_spec(name).task != "segmentation"
     return zoo.import_model(name, "untrained", input_shape=MODELS[name] if small else None).mod
 
 

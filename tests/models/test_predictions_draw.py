@@ -14,7 +14,7 @@ from byoc_workbench.models import meaning, shipped, weights, zoo
 def _predict(task, raw, shape=(1, 3, 64, 48)):
     """A prediction of ``task`` from arrays made here, as a zoo model of that task would give it (its classes as
     the package ships them: ImageNet's for a classifier)."""
-    spec = next(s for s in weights.MODELS.values() if s.kind == task)
+    spec = next(s for s in weights.MODELS.values() if s.task == task)
     classes = shipped.read_shipped(spec.name).classes
     return meaning.prediction(task, raw, zoo.LoadedModel(spec.name, {}, {}, "untrained", spec, 0, shape, classes))
 

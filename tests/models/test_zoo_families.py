@@ -52,7 +52,7 @@ def built_by_mxnet(name: str) -> bool:
     """Whether the small ``name`` is built by MXNet: a segmentation model fixes its upsampling to the size it is
     built for (the package ships it at its own), and Faster R-CNN's proposals are set on the block. The others
     are the shipped graphs, imported at the small size, with the seeded weights the package ships."""
-    return zoo.model_spec(name).kind == "segmentation" or name.startswith("faster_rcnn")
+    return zoo.model_spec(name).task == "segmentation" or name.startswith("faster_rcnn")
 
 
 def params(names) -> list:
@@ -81,7 +81,7 @@ class Run:
     def __init__(self, name, shape):
         self.name = name
         self.loaded = load(name)
-        self.task = self.loaded.spec.kind
+        self.task = self.loaded.spec.task
         self.x, _ = workflow.model_input(None, shape)
         self.imported = zoo.import_model(name, input_shape=shape, loaded=self.loaded)
         self.tvm = self.predict(execute.run(self.imported.mod, [self.x]))

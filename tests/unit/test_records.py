@@ -79,3 +79,19 @@ def test_where_a_build_ran_is_a_record_the_printouts_say():
     assert ran.why() == ["TensorRT not available: no GPU", "c not available: no cc"]
     assert str(ran) == " — ".join([ran.ran(), *ran.why()])
     assert str(runner.RanOn.of({}, target="cuda")) == "tvm alone (cuda)"
+
+
+def test_a_placement_label_is_read_back_by_the_record_that_writes_it():
+    from byoc_workbench.measure.search.placement import Segment
+
+    sizes = {"tensorrt_0": 120, "onnx.main_1": 3}
+    for seg in (
+        Segment("tensorrt_0", 0, 120, 120),
+        Segment("tensorrt_0", 40, 80, 120),
+        Segment("onnx.main_1", 0, 1, 3),
+    ):
+        assert Segment.from_label(seg.label, sizes) == seg
+    assert Segment("tensorrt_0", 0, 120, 120).label == "tensorrt_0"  # the whole unit: its name alone
+    for bad, said in [("tensorrt_1", "Unknown unit"), ("tensorrt_0[80:40]", "within 0..120"), (7, "Unknown unit")]:
+        with pytest.raises(WorkbenchError, match=said):
+            Segment.from_label(bad, sizes)

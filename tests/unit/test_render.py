@@ -1,6 +1,7 @@
 """The graph model and its DOT text: clusters, colours, boundaries, legend."""
 
 import re
+import typing
 
 import graphviz
 import pytest
@@ -32,6 +33,19 @@ def test_if_branches_are_clusters_and_nodes_have_kinds(demo_mod, byoc):
     assert conv.ty == "float32[1, 32, 56, 56]"
     assert conv.input_types == ["float32[1, 32, 56, 56]", "float32[32, 32, 3, 3]"]
     assert conv.attrs["padding"] == "(1, 1, 1, 1)"
+
+
+def test_every_kind_drawn_is_one_the_graph_declares(demo_mod, byoc):
+    bench = wb(demo_mod, byoc)
+    node_kinds, box_kinds, edge_kinds = set(), set(), set()
+    for stage in ("source", "composite", "merge", "partition", "prune", "codegen"):
+        g = bench.graph(stage)
+        node_kinds |= {n.kind for n in g.nodes.values()}
+        box_kinds |= {c.kind for c in g.clusters.values()}
+        edge_kinds |= {e.kind for e in g.edges}
+    assert node_kinds <= set(typing.get_args(graph.NodeKind)) and {"if", "composite", "subgraph"} <= node_kinds
+    assert box_kinds <= set(typing.get_args(graph.BoxKind)) and {"then", "region"} <= box_kinds
+    assert edge_kinds == set(typing.get_args(graph.EdgeKind))
 
 
 def test_edges_carry_shapes_and_boundaries_are_dashed(demo_mod, byoc):

@@ -25,7 +25,7 @@ def test_every_listed_model_ships_with_its_seeded_weights_and_every_built_one_wi
         model = shipped.read_shipped(name)
         assert model.seeded is not None and model.seeded["seed"] == 0, name
         assert model.input_shape == zoo.model_spec(name).input_shape, name
-        assert model.task == zoo.model_spec(name).kind and (model.classes or model.task == "pose"), name
+        assert model.task == zoo.model_spec(name).task and (model.classes or model.task == "pose"), name
 
 
 def test_seeded_weights_regenerate_to_the_shipped_digest_and_differ_by_seed():

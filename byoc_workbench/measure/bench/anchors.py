@@ -208,7 +208,7 @@ def zoo_anchors(
     skipped.update(also)
     for label, entry in found.items():
         entries[label] = entry | {"ran_on": f"{_ran_on(label.removesuffix('_whole_model'))}, MXNet's ONNX export"}
-        if loaded.spec.kind == "detection":
+        if loaded.spec.task == "detection":
             entries[label]["note"] = CLASS_AGNOSTIC
         outputs[label] = more[label]
     return Anchors(entries, outputs, skipped)

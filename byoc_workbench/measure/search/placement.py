@@ -31,7 +31,6 @@ from byoc_workbench.flow.summary import Subgraph
 from byoc_workbench.stages import STAGES, keep_all, restage, run_stages
 
 TVM = "tvm"
-_LABEL = re.compile(r"^(?P<unit>[\w.]+?)(\[(?P<start>\d+):(?P<stop>\d+)\])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +46,27 @@ class Segment:
     def whole(self) -> bool:
         return self.start == 0 and self.stop == self.size
 
+    LABEL = re.compile(r"^(?P<unit>[\w.]+?)(\[(?P<start>\d+):(?P<stop>\d+)\])?$")
+
     @property
     def label(self) -> str:
         """How placements name it: ``tensorrt_0``, or ``tensorrt_0[0:120]`` for a piece."""
         return self.unit if self.whole else f"{self.unit}[{self.start}:{self.stop}]"
+
+    @classmethod
+    def from_label(cls, label: str, sizes: dict) -> Segment:
+        """The segment ``label`` names (as :attr:`label` writes it; placements travel as JSON), of one of the
+        units ``sizes`` (``{unit: members}``) holds; a one-line error for any other label."""
+        m = cls.LABEL.match(label) if isinstance(label, str) else None
+        if m is None or m.group("unit") not in sizes:
+            raise WorkbenchError(
+                f"Unknown unit {label!r} in the placement", f"name one of: {', '.join(sizes)} (or unit[a:b])"
+            )
+        unit, size = m.group("unit"), sizes[m.group("unit")]
+        start, stop = (int(m.group("start")), int(m.group("stop"))) if m.group("start") else (0, size)
+        if not 0 <= start < stop <= size:
+            raise WorkbenchError(f"{label}: a segment must lie within 0..{size}", f"e.g. {unit}[0:{size}]")
+        return cls(unit, start, stop, size)
 
     @property
     def function(self) -> str:
@@ -96,16 +112,7 @@ class Plan:
 
     def segment(self, label: str) -> Segment:
         """The segment a placement's label names, or a one-line error."""
-        m = _LABEL.match(label)
-        if m is None or m.group("unit") not in self.regions:
-            raise WorkbenchError(
-                f"Unknown unit {label!r} in the placement", f"name one of: {', '.join(self.regions)} (or unit[a:b])"
-            )
-        size = self.size(m.group("unit"))
-        start, stop = (int(m.group("start")), int(m.group("stop"))) if m.group("start") else (0, size)
-        if not 0 <= start < stop <= size:
-            raise WorkbenchError(f"{label}: a segment must lie within 0..{size}", f"e.g. {m.group('unit')}[0:{size}]")
-        return Segment(m.group("unit"), start, stop, size)
+        return Segment.from_label(label, {unit: self.size(unit) for unit in self.regions})
 
     def segments(self, assign: dict) -> list:
         """The segments of a placement in graph order, checked to cover every unit once."""
