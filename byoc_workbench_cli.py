@@ -19,7 +19,8 @@ def main() -> int:
             signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    old = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
+    for sig in SIGNALS:
+        signal.signal(sig, on_signal)
     try:
         run = importlib.import_module("byoc_workbench.cli").main  # after the handlers are set
     except BaseException:
@@ -30,8 +31,10 @@ def main() -> int:
         word = "terminated" if stopped == signal.SIGTERM else "interrupted"
         print(f"{word}; nothing was written.", file=sys.stderr)
         return 128 + int(stopped)
-    for sig, handler in old.items():
-        signal.signal(sig, handler)
+    # The command's own handlers take over, and put this back as it returns: a signal after its last line, while
+    # the interpreter tears TVM down, must not turn a command that wrote and said its results into 130 or 143.
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     return run()
 
 

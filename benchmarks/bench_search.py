@@ -37,9 +37,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from byoc_workbench.cli import earlier
+from byoc_workbench.core import files, output_paths
+from byoc_workbench.core.errors import WorkbenchError
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "byoc_workbench.cli"]
 BARS = {"vs_fastest_anchor": 1.1, "prediction_error": 0.10, "search_s": 120.0, "repeat_s": 15.0}
+#: What an earlier --out of this script holds: the one file --out may replace, beside an empty one.
+EARLIER = earlier.json_result(lambda r: {"search", "bench", "verdicts"} <= r.keys())
 
 
 def run(args: list, env: dict) -> tuple:
@@ -115,6 +121,19 @@ def main(argv=None) -> int:
     parser.add_argument("--weights", default="untrained")
     parser.add_argument("--out", help="also write everything (both JSONs and the verdicts) to this file")
     args = parser.parse_args(argv)
+    try:  # --out checked before the minutes of searching, and written as the CLI writes its results
+        out = None if args.out is None else output_paths.check_file(args.out, "--out", (), EARLIER, "search_bench.json")
+        everything = _bench(args)
+        if out is not None:
+            files.write_file(out, json.dumps(everything, indent=2))
+    except WorkbenchError as err:
+        print(err, file=sys.stderr)
+        return err.status
+    return 0
+
+
+def _bench(args) -> dict:
+    """The three runs, their verdicts printed; returns both JSONs and the verdicts."""
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="byoc-search-bench-") as cache:
         env = dict(os.environ, BYOC_WORKBENCH_CACHE=cache)
@@ -149,9 +168,7 @@ def main(argv=None) -> int:
     )
     lines += [f"  {'met ' if ok else 'MISS'}  {bar}" for bar, ok in report["met"].items()]
     print("\n".join(lines))
-    if args.out:
-        Path(args.out).write_text(json.dumps({"search": search, "bench": bench, "verdicts": report}, indent=2))
-    return 0
+    return {"search": search, "bench": bench, "verdicts": report}
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ picture) is one line in ``missing`` with its fix, and the rest still runs. A run
 nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
 a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
-``--out``, ``--runs``, ``--warmup`` and ``--target`` are checked before anything is built. ``--out`` gets the
-JSON whole or not at all (through a link, into what it names), after each build; a run that measured nothing leaves
-an earlier run's JSON there as it was. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143. It imports only the
-standard library until it knows TVM is there.
+``--out`` (``~`` expanded, as the workbench's own options), ``--runs``, ``--warmup`` and ``--target`` are checked
+before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it names), after each
+build; a run that measured nothing leaves an earlier run's JSON there as it was. Ctrl-C or SIGTERM stops it in one
+line, exit 130 or 143. It imports only the standard library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
 ``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
@@ -504,7 +504,7 @@ def check(argv=None) -> int:
     parser.add_argument("--runs", type=count(1), default=20)
     parser.add_argument("--warmup", type=count(0), default=3)
     parser.add_argument("--target", default="cuda", help="cuda (this GPU), or llvm: the same on the CPU")
-    parser.add_argument("--out", help="also write the JSON to this file")
+    parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
     args = parser.parse_args(argv)
     check_out(args.out)
     out = Path(args.out).resolve() if args.out else None  # through a link, into what it names: the link stays

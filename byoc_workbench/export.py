@@ -14,16 +14,19 @@ chooser's last pick). Diagrams the notebook displays itself are inline SVG alrea
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import html
 import json
 import re
+import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
-from byoc_workbench.core import files, output_paths
+from byoc_workbench.core import files, output_paths, signals
 from byoc_workbench.core.errors import WorkbenchError, first_line
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -49,27 +52,65 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     path = Path(path)
     nb = read_notebook(path)
     started = []
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_start=lambda cell, cell_index: started.append(cell_index),
+    )
     try:
-        NotebookClient(
-            nb,
-            timeout=timeout,
-            kernel_name="python3",
-            store_widget_state=True,
-            resources={"metadata": {"path": str(path.parent)}},
-            on_cell_start=lambda cell, cell_index: started.append(cell_index),
-        ).execute()
+        _run(client)
     except (CellExecutionError, CellControlSignal, DeadKernelError) as err:
         raise CellFailed.of(path, started[-1] + 1, len(nb.cells), err) from None
     return nb
 
 
+def _run(client) -> None:
+    """``client.execute()`` in a thread of its own, cancelled by a KeyboardInterrupt (Ctrl-C, SIGTERM) here.
+
+    In the main thread nbclient handles both signals itself: it shuts the kernel down under the running cell and
+    carries on, and its own cleanup then fails with a traceback (status 1). In another thread it sets no handler,
+    so the command's (:class:`~byoc_workbench.core.signals.Stop`) raise here, and the kernel is shut down (its
+    connection file removed) before the KeyboardInterrupt goes on.
+    """
+    loop = asyncio.new_event_loop()
+    running = loop.create_task(_execute(client))
+    pool = ThreadPoolExecutor(1)
+    try:
+        pool.submit(loop.run_until_complete, running).result()
+    except KeyboardInterrupt:
+        client.shutdown_kernel = "immediate"
+        loop.call_soon_threadsafe(running.cancel)
+        raise
+    finally:
+        pool.shutdown()
+        loop.close()
+
+
+async def _execute(client) -> None:
+    """``client.async_execute()``, then what a cancelled one leaves stopped: a kernel cancelled as it started
+    (nbclient's cleanup is set up after), and nbclient's tasks that watch the kernel."""
+    try:
+        await client.async_execute()
+    finally:
+        if client.km is not None and client.km.has_kernel:
+            await client.km.shutdown_kernel(now=True)
+        rest = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """The notebook at ``path``, checked; a one-line error for anything else (missing, a folder, not JSON)."""
+    """The notebook at ``path``, checked; a one-line error for anything else (missing, a folder, a FIFO or a
+    device, which would be waited on or read without end, not JSON)."""
     fix = "pass the path of a notebook (.ipynb)"
-    if not path.exists():
-        raise WorkbenchError(f"{path} does not exist", fix)
     if path.is_dir():
-        raise WorkbenchError(f"{path} is a folder, not a notebook", f"pass its notebooks: {path / '*.ipynb'}")
+        raise WorkbenchError(f"{path} {output_paths.not_a_file(path)}", f"pass its notebooks: {path / '*.ipynb'}")
+    if not path.is_file():
+        raise WorkbenchError(f"{path} {output_paths.not_a_file(path)}", fix)
     if path.suffix != ".ipynb":
         raise WorkbenchError(f"{path} is not a notebook (its name does not end in .ipynb)", fix)
     try:
@@ -236,18 +277,29 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m byoc_workbench.export", description=__doc__.splitlines()[0])
-    p.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
-    p.add_argument("--out", default="build", help="output folder (default: build)")
-    p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
-    args = p.parse_args(argv)
-    try:
-        export(args.notebooks, args.out, args.timeout)
-    except WorkbenchError as err:
-        print(err, file=sys.stderr)
-        return err.status
-    return 0
+    """The command: 0 done, 1 a cell failed, 2 a path refused; 130 Ctrl-C, 143 SIGTERM, each in one line."""
+    with signals.Stop.watch():
+        p = argparse.ArgumentParser(prog="python -m byoc_workbench.export", description=__doc__.splitlines()[0])
+        p.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
+        p.add_argument("--out", default="build", help="output folder (default: build)")
+        p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
+        args = p.parse_args(argv)
+        files.written.clear()
+        try:
+            export(args.notebooks, args.out, args.timeout)
+            if not signals.Stop.seen:  # else a library swallowed its KeyboardInterrupt: the signal still ends it
+                return 0
+        except WorkbenchError as err:
+            if not signals.Stop.seen:  # else a failure the signal caused, said as the signal
+                print(err, file=sys.stderr)
+                return err.status
+        except KeyboardInterrupt:
+            pass
+        signum = signals.Stop.seen or signal.SIGINT
+        print(signals.stopped_line(signum), file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":
+    signals.ignore()  # until main's handlers take over, and again once it has said its last line
     sys.exit(main())

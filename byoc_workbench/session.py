@@ -30,6 +30,7 @@ from byoc_workbench.flow.report import partition_report
 from byoc_workbench.flow.reuse import FuseCache
 from byoc_workbench.flow.rules import Rule, Target, as_target, check_rules, select
 from byoc_workbench.frontends.onnx_import import import_onnx
+from byoc_workbench.frontends.own import OwnModel
 from byoc_workbench.frontends.torch_import import import_torch
 
 
@@ -181,6 +182,11 @@ class Workbench:
     def from_model(cls, model, target: Target | str = "tensorrt", enabled=None, prune_rule=None) -> Workbench:
         """A workbench on an imported :class:`~byoc_workbench.frontends.own.OwnModel`, prepared for the
         target's patterns (batch norm folded, see :func:`byoc_workbench.core.transforms.prepare`)."""
+        if not isinstance(model, OwnModel):
+            raise WorkbenchError(
+                f"from_model takes an imported model (an OwnModel), got {type(model).__name__} ({model!r:.40})",
+                "use Workbench.from_onnx(path) or Workbench.from_torch(module, example_inputs)",
+            )
         wb = cls(prepare(model.mod), target, enabled, prune_rule, mark=model.mark)
         wb.model = model
         return wb

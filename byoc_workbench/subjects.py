@@ -101,6 +101,9 @@ class ModelRef:
             said = [_CLASSES[k].said for k in kinds]
             takes = " or ".join(said) if len(said) < 3 else f"{', '.join(said[:-1])} or {said[-1]}"
             fix = f"use one of: {', '.join(zoo.MODELS)}" if kinds == ("zoo",) else f"pass {takes}"
+            if ref.kind == "file" and "torch" in kinds:  # how docs/cli.md passes a PyTorch program: its factory
+                path = Path(ref.path)
+                fix = f"for a PyTorch program: PYTHONPATH={path.parent} byoc-workbench ... --torch {path.stem}:FACTORY"
             raise WorkbenchError(f"{ref.label} is {ref.model.said}; this command takes {takes}", fix)
         return dataclasses.replace(ref, target=target or None, rules=None if rules is None else tuple(rules))
 
@@ -475,8 +478,7 @@ def check_zoo_options(models: list, **given) -> None:
 
 
 def _unknown(model: str, fix: str) -> zoo.UnknownModelError:
-    """The error for a model no kind names, with the nearest name of the demo, ssd or the zoo (a name in the
-    wrong case, say)."""
+    """The error for a model no kind names, with the nearest name of the demo, ssd or the zoo (wrong case, say)."""
     return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, ('demo', 'ssd', *zoo.MODELS))}", fix)
 
 

@@ -7,22 +7,38 @@ there the first time (the solution keys of ``solutions/`` too), and again after
 unless the attendee has changed their copy, which is then kept and named in a
 line saying how to take the new one. ``--fresh`` (``make lab-fresh``) replaces
 every copy; an edited one is first renamed ``<name>.<time>.bak.ipynb`` beside it,
-one line each.
+one line each. Each copy goes through a temporary renamed into place: an interrupted
+run leaves the old copy or the new one, never half of one, and writes through no link.
 
 Usage: python tools/lab_copies.py SOURCE_DIR LAB_DIR [--fresh]
 """
 
 from __future__ import annotations
 
-import filecmp
-import shutil
+import os
+import signal
 import sys
 import time
 from pathlib import Path
 
-from byoc_workbench.cli.args import Parser
-from byoc_workbench.core import output_paths
-from byoc_workbench.core.errors import WorkbenchError
+
+def _stopped(signum, _frame) -> None:
+    """Ctrl-C or SIGTERM, while the package loads TVM or while copying: one line, and the shell's status for the
+    signal (130, 143); later signals are ignored, so that none interrupts that line."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    word = "terminated" if signum == signal.SIGTERM else "interrupted"
+    print(f"{word}; no copy is half-made (each is renamed into place whole): run it again to finish.", file=sys.stderr)
+    raise SystemExit(128 + signum)  # no traceback, and write_atomic's temporary is removed on the way out
+
+
+if __name__ == "__main__":  # before the package's imports, which load TVM (half a second)
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _stopped)
+
+from byoc_workbench.cli.args import Parser  # noqa: E402
+from byoc_workbench.core import files, output_paths  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 
 
 def sync(source: Path, lab: Path, fresh: bool = False) -> list:
@@ -30,28 +46,30 @@ def sync(source: Path, lab: Path, fresh: bool = False) -> list:
     (so that Lab's file browser reaches them); returns one line per file that was not refreshed, or, with
     ``fresh``, per edited copy kept as a backup. Both folders are checked before anything is copied."""
     shipped = _checked(source, lab)
-    pristine = lab / ".pristine"  # the version each copy was made from
     lines = []
     try:
-        for nb in shipped:
-            rel = nb.relative_to(source)
-            copy, orig = lab / rel, pristine / rel
-            if copy.exists() and copy.samefile(nb):  # a link to the shipped file: as new as it gets
+        for rel, new in shipped.items():
+            copy, orig = lab / rel, lab / ".pristine" / rel  # orig: the version the copy was made from
+            if copy.exists() and copy.samefile(source / rel):  # a link to the shipped file: as new as it gets
                 continue
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            orig.parent.mkdir(parents=True, exist_ok=True)
-            edited = copy.exists() and not any(_same(copy, f) for f in (nb, orig))
+            mine, made_from = _plain(copy), _plain(orig)
+            edited = mine is not None and mine not in (new, made_from)
             if edited and not fresh:
-                if not _same(nb, orig):
+                if made_from != new:
+                    why = (
+                        f"{source / rel} has changed since your copy {copy} was made"
+                        if made_from is not None
+                        else f"your copy {copy} differs from {source / rel}, and no record says what it was made from"
+                    )
                     lines.append(
-                        f"note: {nb} has changed since your copy {copy} was made; your copy is kept. To take the "
-                        f"new one: rm {copy}, or make lab-fresh for all of them (it keeps edited copies as .bak files)."
+                        f"note: {why}; your copy is kept. To take the new one: rm {copy}, "
+                        "or make lab-fresh for all of them (it keeps edited copies as .bak files)."
                     )
                 continue
             if edited:
                 lines.append(f"kept your edited {copy} as {_backup(copy)}")
-            shutil.copyfile(nb, copy)
-            shutil.copyfile(nb, orig)
+            files.write_atomic(copy, new)  # the copy first: a copy equal to its notebook is never taken as edited
+            files.write_atomic(orig, new)
     except OSError as err:
         raise WorkbenchError(
             f"cannot write {err.filename or lab} ({err.strerror or err})", f"free some space, or make {lab} writable"
@@ -59,9 +77,10 @@ def sync(source: Path, lab: Path, fresh: bool = False) -> list:
     return lines
 
 
-def _checked(source: Path, lab: Path) -> list:
-    """The files of ``source`` to copy; a one-line error for a source with none, or a lab that is not a folder
-    of its own that can be written."""
+def _checked(source: Path, lab: Path) -> dict:
+    """The files of ``source`` to copy, by their path in it, with their bytes; a one-line error for a source with
+    none or with one that is no plain file, for a lab that is not a folder of its own that can be written, and
+    for a copy's place in it taken by a link or by something that is no plain file."""
     if not source.is_dir():
         why = "does not exist" if not source.exists() else "is not a folder"
         raise WorkbenchError(f"SOURCE_DIR {source} {why}", "pass the folder of the notebooks (notebooks)")
@@ -71,11 +90,31 @@ def _checked(source: Path, lab: Path) -> list:
     output_paths.check_dir(lab, "LAB_DIR")  # a file, in a file, or a folder that cannot be written
     if lab.resolve() == source.resolve():
         raise WorkbenchError(f"LAB_DIR {lab} is SOURCE_DIR {source} itself", "pass a folder of its own (lab)")
-    return shipped
+    for nb in shipped:
+        copy = lab / nb.relative_to(source)
+        if not nb.is_file():  # a FIFO would wait for ever, a link to /dev/zero fill the disk
+            fix = f"put the notebook itself at {nb} (git restore {nb}), or pass another SOURCE_DIR"
+            raise WorkbenchError(f"SOURCE_DIR's {nb} {output_paths.not_a_file(nb)}", fix)
+        if copy.is_symlink() and not (copy.exists() and copy.samefile(nb)):
+            raise WorkbenchError(
+                f"{copy} is a link to {os.readlink(copy)}, and no copy is written through a link",
+                f"remove the link {copy}, or pass another LAB_DIR",
+            )
+        if copy.exists() and not copy.is_file():
+            raise WorkbenchError(
+                f"{copy} {output_paths.not_a_file(copy)}, where the copy of {nb} goes",
+                f"remove {copy}, or pass another LAB_DIR",
+            )
+    try:
+        return {nb.relative_to(source): nb.read_bytes() for nb in shipped}
+    except OSError as err:
+        fix = f"make {err.filename} readable, or pass another SOURCE_DIR"
+        raise WorkbenchError(f"cannot read {err.filename} ({err.strerror or err})", fix) from None
 
 
-def _same(a: Path, b: Path) -> bool:
-    return a.exists() and b.exists() and filecmp.cmp(a, b, shallow=False)
+def _plain(path: Path) -> bytes | None:
+    """What ``path`` holds where it is a plain file, else None (a FIFO in ``.pristine`` is no record of anything)."""
+    return path.read_bytes() if path.is_file() else None
 
 
 def _backup(copy: Path) -> Path:

@@ -105,7 +105,8 @@ class Runner:
 def compile_subgraph(
     name: str, func, threads: int | None = None, spinning: bool = False, fp16: bool = False, **options
 ) -> Compiled:
-    """Translate ``func`` to ONNX, open a session (see :func:`session_options`) and register it."""
+    """Translate ``func`` to ONNX (float16 in the graph with ``fp16``, as its detail says), open a session (see
+    :func:`session_options`) and register it."""
     model = onnx.translate(func, name, fp16=fp16)
     data = model.SerializeToString()
     session = make_session(data, name, threads, spinning)
@@ -113,7 +114,8 @@ def compile_subgraph(
     header = f"# onnxruntime {_ort().__version__} on {', '.join(session.get_providers())}\n"
     source = header + onnx.onnx_text(model)
     where = session.get_providers()[0].replace("ExecutionProvider", "")  # what ran it: CPU, or CUDA
-    return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs), where)
+    detail = f"{where}, fp16" if fp16 else where
+    return register_packed("onnxruntime", name, runner, data, source, len(runner.outputs), detail)
 
 
 def whole_model(path):

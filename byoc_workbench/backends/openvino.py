@@ -140,15 +140,10 @@ class Runner:
             out.copyfrom(np.asarray(results[port], order="C"))
 
 
-def compile_subgraph(
-    name: str, func, precision: str = "f32", threads: int | None = None, fp16: bool = False, **options
-) -> Compiled:
-    """Translate ``func`` to ONNX, compile it for the CPU at ``precision`` and register it.
-
-    ``fp16=True`` (as for the other ONNX backends) writes float16 into the graph itself;
-    ``precision`` is OpenVINO's own inference precision (f32 unless asked).
-    """
-    model = onnx.translate(func, name, fp16=fp16)
+def compile_subgraph(name: str, func, precision: str = "f32", threads: int | None = None, **options) -> Compiled:
+    """Translate ``func`` to ONNX, compile it for the CPU at ``precision`` (OpenVINO's own inference precision,
+    f32 unless asked: what its detail says) and register it."""
+    model = onnx.translate(func, name)
     data = model.SerializeToString()
     compiled = compile_model(data, name, precision, threads)
     runner = Runner(compiled)

@@ -34,7 +34,7 @@ from tvm import relax
 from byoc_workbench.backends import base, c, onnxruntime, openvino, pytorch, teaching, tensorrt
 from byoc_workbench.backends.base import Backend, Compiled, register_global
 from byoc_workbench.core import ir, ir_edit, ir_types
-from byoc_workbench.core.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean, true_or_false
 from byoc_workbench.flow.partition import inline_subgraphs
 from byoc_workbench.flow.rules import TARGETS, Rule, Target, Targets
 
@@ -142,8 +142,9 @@ def check_backend(backend: str, also: tuple = (), registry: Registry | None = No
 
 def check_options(backend: str, options, registry: Registry | None = None) -> None:
     """A one-line error where ``options`` (None: none) are not what ``backend`` (a backend's name, ``auto`` or
-    ``tvm``) runs with: not a dict, a keyword its compile does not take, or a ``precision`` it does not run at
-    (its record's ``precisions``; f32 is every backend's, as ``--precision`` is checked)."""
+    ``tvm``) runs with: not a dict, a keyword its compile does not take, a value not of the type its compile
+    declares (:func:`_check_value`), or a ``precision`` it does not run at (its record's ``precisions``; f32 is
+    every backend's, as ``--precision`` is checked)."""
     if options is None:
         return
     if not isinstance(options, dict):
@@ -153,31 +154,56 @@ def check_options(backend: str, options, registry: Registry | None = None) -> No
         )
     table = _chosen(registry).backends
     names = {"auto": AUTO, "tvm": ()}.get(backend, (backend,))
-    takes = sorted(set().union(*(_keywords(table[b].compile) for b in names if b in table)))
+    declared = {k: v for b in reversed(names) if b in table for k, v in _keywords(table[b].compile).items()}
+    takes = sorted(declared)
     unknown = [str(k) for k in options if k not in (*takes, "precision")]
     if unknown:
         raise WorkbenchError(
             f"Backend {backend} takes no option {unknown[0]!r}{did_you_mean(unknown[0], takes)}",
             f"pass only: {', '.join(takes)}" if takes else "leave options out",
         )
+    for key, value in options.items():
+        if key != "precision":
+            _check_value(backend, key, value, declared[key])
     precision = options.get("precision", "f32")
     runs_at = table[backend].precisions if backend in table else ()
-    if precision != "f32" and precision not in runs_at:
+    if precision != "f32" and not (isinstance(precision, str) and precision in runs_at):
         if runs_at:
             raise WorkbenchError(
-                f"Unknown precision {precision!r} for {backend}", f"choose one of: {', '.join(runs_at)}"
+                f"Unknown precision {precision!r:.40} for {backend}", f"choose one of: {', '.join(runs_at)}"
             )
-        takers = take_precision(choices(registry), registry)
+        takers = " or ".join(take_precision(choices(registry), registry))
         raise WorkbenchError(
-            f"precision {precision!r} applies to backend {' or '.join(takers)} only; {backend} runs in f32",
-            f"pass backend {' or '.join(takers)}, or leave precision out",
+            f"precision {precision!r:.40} applies to backend {takers} only, not to {backend}",
+            f"pass backend {takers}, or leave precision out",
         )
 
 
-def _keywords(compile_fn) -> set:
-    """The options a backend's ``compile(name, func, ...)`` takes by name."""
-    params = list(inspect.signature(compile_fn).parameters.values())[2:]
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+#: The most threads an option ``threads`` takes: more only queue on the cores (2**40 overflowed ONNX Runtime's C int).
+MAX_THREADS = 1024
+
+
+def _check_value(backend: str, key: str, value, declared) -> None:
+    """A one-line error where ``value`` is not what ``backend``'s compile declares for ``key``: a bool is True or
+    False (a word such as "no" would switch it on), an int a whole number from 1 (``threads`` at most
+    :data:`MAX_THREADS`), None only where declared (the default); any other type is the backend's to check."""
+    if declared is bool:
+        true_or_false(value, f"Option {key} of {backend} is True or False", f"pass options={{{key!r}: True}} or False")
+    elif declared is int or (declared == int | None and value is not None):
+        most = MAX_THREADS if key == "threads" else None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most and value > most):
+            raise WorkbenchError(
+                f"Option {key} of {backend} is a whole number from 1{f' to {most}' if most else ''}, "
+                f"got {type(value).__name__} ({value!r:.40})",
+                f"pass e.g. options={{{key!r}: 4}}, or leave it out",
+            )
+
+
+def _keywords(compile_fn) -> dict:
+    """The options a backend's ``compile(name, func, ...)`` takes by name, each with its declared type (its
+    annotation evaluated; ``inspect.Parameter.empty`` where it declares none)."""
+    params = list(inspect.signature(compile_fn, eval_str=True).parameters.values())[2:]
+    return {p.name: p.annotation for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def native(codegen: str, registry: Registry | None = None) -> str | None:

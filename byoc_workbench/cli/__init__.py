@@ -17,7 +17,6 @@ code (TVM itself loads with the package).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import importlib
 import logging
@@ -28,7 +27,7 @@ import traceback
 from collections.abc import Callable
 
 from byoc_workbench.cli.parsers import parser
-from byoc_workbench.core import files
+from byoc_workbench.core import files, signals
 from byoc_workbench.core.errors import WorkbenchError
 
 __all__ = ["main", "parser", "runner"]
@@ -71,14 +70,10 @@ def _stopped(args) -> int:
     """One line, and the shell's status for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
     if _debug(args):
         traceback.print_exc()
-    signum = _CtrlC.seen or signal.SIGINT
+    signum = signals.Stop.seen or signal.SIGINT
     cluster = sys.modules.get("byoc_workbench.measure.cluster")  # imported by the commands that use Ray
-    left_ray = cluster is not None and cluster.stop()  # further signals are ignored by now (_CtrlC)
-    word = "terminated" if signum == signal.SIGTERM else "interrupted"
-    if not files.written:
-        print(f"{word}; nothing was written.", file=sys.stderr)
-    else:
-        print(f"{word}; wrote {', '.join(str(p) for p in files.written)} before that.", file=sys.stderr)
+    left_ray = cluster is not None and cluster.stop()  # further signals are ignored by now (signals.Stop)
+    print(signals.stopped_line(signum), file=sys.stderr)
     if left_ray:  # see cluster.stop: the process ends here, its line said and its outputs flushed
         sys.stdout.flush()
         sys.stderr.flush()
@@ -86,53 +81,12 @@ def _stopped(args) -> int:
     return 128 + int(signum)
 
 
-class _CtrlC:
-    """Which signal stopped the command, if one did (0 if none): Ctrl-C, or SIGTERM (``timeout``, ``docker
-    stop``, a JupyterHub cull), handled alike so that temporaries are removed and one line is said. TVM's FFI
-    turns a KeyboardInterrupt raised inside a callback (a backend's packed function, a timed run) into a
-    RuntimeError, so the exception's type alone cannot tell."""
-
-    seen = 0
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    pid = 0  # the command's own process: a child forked by a library (OpenVINO's telemetry) just ends
-
-    @classmethod
-    def _handle(cls, signum, frame):
-        if os.getpid() != cls.pid:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        cls.seen = signum
-        # The command is ending: a second signal (the terminal signals its whole process group, and an impatient
-        # user presses again) must not raise a second KeyboardInterrupt in the middle of the one-line exit.
-        for sig in cls.SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    @classmethod
-    @contextlib.contextmanager
-    def watch(cls):
-        cls.seen, cls.pid = 0, os.getpid()
-        try:
-            old = {sig: signal.signal(sig, cls._handle) for sig in cls.SIGNALS}
-        except ValueError:  # not the main thread: leave Python's handlers alone
-            yield
-            return
-        try:
-            yield
-        finally:
-            if not cls.seen:  # after a signal the process is ending, and further ones stay ignored
-                for sig, handler in old.items():
-                    signal.signal(sig, handler)
-
-
 #: Why writing to a stream fails at no fault of the command: a full disk or quota, a file too big, a lost terminal.
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def main(argv=None) -> int:
-    with _CtrlC.watch():
+    with signals.Stop.watch():
         return _main(argv)
 
 
@@ -145,9 +99,9 @@ def _main(argv) -> int:
         status = runner(args.runner)(args)
         sys.stdout.flush()  # a full disk or a dead terminal is found here, not at exit with a traceback
         # A signal whose KeyboardInterrupt a library swallowed (TVM's FFI may) still ends the command as one.
-        return _stopped(args) if _CtrlC.seen else status
+        return _stopped(args) if signals.Stop.seen else status
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
-        if _CtrlC.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
+        if signals.Stop.seen:  # a failure Ctrl-C caused, reported as a failure of the step it stopped
             return _stopped(args)
         if _debug(args):
             traceback.print_exception(err)
@@ -175,6 +129,6 @@ def _main(argv) -> int:
         )
         return 1
     except Exception:
-        if _CtrlC.seen:  # the KeyboardInterrupt came back wrapped by TVM's FFI
+        if signals.Stop.seen:  # the KeyboardInterrupt came back wrapped by TVM's FFI
             return _stopped(args)
         raise

@@ -1,6 +1,6 @@
 """What an earlier result of a command looks like, for :func:`byoc_workbench.core.output_paths.check_file`: a result
-replaces an earlier one of its kind, never a file that holds something else (a notebook, your own JSON or
-``.npz``, a model)."""
+replaces an earlier one of its kind that the workbench wrote, never a file that holds something else (a notebook,
+your own JSON or ``.npz``, a model), even one that looks like a result."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from byoc_workbench.core import output_paths
 from byoc_workbench.models.meaning import PREDICTION_ARRAYS
 
 
@@ -40,12 +41,20 @@ def npz_result(names: Callable[[str], bool]) -> Callable[[Path], bool]:
     return ours
 
 
+def proven(ours: Callable[[Path], bool]) -> Callable[[Path], bool]:
+    """Whether a file is a result ``ours`` accepts that the workbench wrote, as it is now (its folder's record
+    proves it: :func:`byoc_workbench.core.output_paths.wrote`); names and shapes alone prove nothing."""
+    return lambda path: output_paths.wrote(path) and ours(path)
+
+
 #: ``bench --out``'s JSON: one model's result (its backends, what it skipped, its notes) or its error line, or a
 #: list of them. A JSON of your own with a ``model`` and an ``error`` or ``backends`` key is not one.
-BENCH = json_result(
-    lambda r: (
-        "model" in r and ({"backends", "skipped", "notes"} <= r.keys() or str(r.get("error")).startswith("error: "))
+BENCH = proven(
+    json_result(
+        lambda r: (
+            "model" in r and ({"backends", "skipped", "notes"} <= r.keys() or str(r.get("error")).startswith("error: "))
+        )
     )
 )
 #: ``run --save-outputs``'s arrays: ``output<k>``, or a zoo model's prediction's.
-SAVED_OUTPUTS = npz_result(lambda name: name.removeprefix("output").isdigit() or name in PREDICTION_ARRAYS)
+SAVED_OUTPUTS = proven(npz_result(lambda name: name.removeprefix("output").isdigit() or name in PREDICTION_ARRAYS))

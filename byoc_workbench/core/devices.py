@@ -10,7 +10,8 @@ that the diagrams and the report read; :func:`place` rewrites the module. :func:
 its own: every binding (an op, an alias, a tuple, a branch, a call) reads its tensors on the device they live on.
 
 Targets are as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU here, its arch) or a dict (``{"kind": "cuda",
-"arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict.
+"arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict,
+and a ``tvm.target.Target`` back into the dict it was made from, so all three are checked alike.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tvm
 from tvm import relax
 from tvm.relax.global_info import VDevice
 
-from byoc_workbench.core import ir, ir_edit, ir_types
+from byoc_workbench.core import cuda_target, ir, ir_edit, ir_types
 from byoc_workbench.core.errors import WorkbenchError, first_line
 from byoc_workbench.core.tvm_private import items
 
@@ -38,18 +39,13 @@ CPU_ONLY = {
 # Arguments a legalization reads as numbers (ONNX NMS's boxes per class): no kernel reads them, a copy hides them.
 _READ_WHEN_BUILT = {"relax.vision.all_class_non_max_suppression": (2,)}
 GPU_KINDS = ("cuda",)
-# Read from the GPU when there is one; written for a CUDA build made without one (CI compiles for sm_90).
-_CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1024}
-# What a CUDA target's numbers may be (NVIDIA's limits from Turing on); outside them TVM builds wrong kernels, fails
-# deep in its code generation, or dies of a division by zero (a warp of 0).
-_CUDA_RANGES = {
-    "max_shared_memory_per_block": (1, 232448),
-    "max_threads_per_block": (1, 1024),
-    "max_num_threads": (1, 1024),
-    "thread_warp_size": (32, 32),
-    "registers_per_block": (1, 65536),
-}
-
+# Ops TVM 0.27 cannot build for CUDA even on the CPU beside the GPU, as a user knows them: their legalized kernels are
+# compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its definition".
+NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
+# Calls of kernels (a PrimFunc, a packed function) built for the module's target, the GPU: they run there.
+_BUILT_FOR_THE_GPU = ("relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed")
+# The keys each kind sets itself: a Target holds them though they were never given.
+_KIND_KEYS = {"llvm": ["cpu"], "cuda": ["cuda", "gpu"]}
 
 # --- targets -------------------------------------------------------------------------
 
@@ -80,47 +76,36 @@ def resolve(target) -> tvm.target.Target:
     ``"cuda -arch=sm_90"`` (TVM 0.27 reads dicts only; the text's options become the dict's).
     """
     if isinstance(target, tvm.target.Target):
-        return target
+        target = _given(target)  # checked as the dict it stands for
     if kind(target) not in ("llvm", *GPU_KINDS):
         raise WorkbenchError(f"Unknown TVM target {target!r}", _NAME_TARGET)
     spec = _spec(target)
     if is_gpu(target):
-        if "arch" not in spec:
-            dev = tvm.cuda(0)
-            if not dev.exist:
-                raise WorkbenchError(
-                    "A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here",
-                    "run on a machine with an NVIDIA GPU and its driver, or name the arch: "
-                    "{'kind': 'cuda', 'arch': 'sm_90'} (compiles without running)",
-                )
-            spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
-        spec = _CUDA_LIMITS | spec
-        spec.setdefault("host", "llvm")
-        _check_cuda(target, spec)
+        cuda_target.complete(target, spec)
+        if kind(spec.setdefault("host", "llvm")) != "llvm":
+            raise WorkbenchError(
+                f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
+            )
     try:
         return tvm.target.Target(spec, host=spec.pop("host", None))
     except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
         raise WorkbenchError(f"TVM refuses the target {target!r}: {first_line(err)}", _NAME_TARGET) from None
 
 
-def _check_cuda(target, spec: dict) -> None:
-    """One line for what TVM takes in a CUDA target and fails on in the build, minutes later or with an internal
-    error: an arch that is not ``sm_`` and a number of two digits or more (``sm_90``, ``sm_90a``), a host that is
-    not the CPU, a limit that is not a positive number."""
-    arch = spec["arch"]
-    if isinstance(arch, str) and not re.fullmatch(r"sm_\d{2,}[a-z]?", arch):  # not text: TVM says so itself
-        raise WorkbenchError(f"{arch!r} in the target {target!r} is not a CUDA arch", "name one such as sm_90 or sm_75")
-    if kind(spec["host"]) != "llvm":
-        raise WorkbenchError(
-            f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
-        )
-    if "keys" in spec:  # keys choose the schedules: ["cpu"] built a CUDA target's module for the CPU alone
-        raise WorkbenchError(f"The target {target!r} sets keys", "leave keys out: the kind (cuda) sets them")
-    for key, (low, high) in _CUDA_RANGES.items():
-        value = spec.get(key, low)
-        if type(value) is not int or not low <= value <= high:
-            said = f"{low}" if low == high else f"a whole number from {low} to {high}"
-            raise WorkbenchError(f"{key}={value!r} in the target {target!r}", f"leave {key} out, or give it {said}")
+def _given(target: tvm.target.Target) -> dict:
+    """A Target as the dict it was made from: what it holds, less what its kind sets (its keys, an empty tag)."""
+    spec = {str(k): _plain(v) for k, v in target.export().items() if k != "host"}
+    if spec.get("tag") == "":
+        del spec["tag"]
+    if spec.get("keys") == _KIND_KEYS.get(spec["kind"]):
+        del spec["keys"]
+    if target.host is not None:
+        spec["host"] = _given(target.host)
+    return spec
+
+
+def _plain(value):  # a value of a Target's export as Python's: text, a number, a list
+    return value if isinstance(value, (str, int, float)) else [_plain(v) for v in value]
 
 
 def _spec(target) -> dict:
@@ -169,15 +154,17 @@ class Crossing:
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """What runs on the CPU in a GPU build, as names: ``{function: (var, ...)}``, the ops among them that have
-    no GPU kernel (with why), the copies between the two, and for :func:`place` the same by variable (``plans``)."""
+    no GPU kernel (with why), the copies between the two, what TVM cannot build for a GPU at all (as a user knows it),
+    and for :func:`place` the same by variable (``plans``)."""
 
     on_cpu: dict
     cpu_only: dict  # op -> why (CPU_ONLY's entries the module calls)
     crossings: tuple  # of Crossing
+    no_gpu_build: tuple = ()  # NO_GPU_BUILD's entries the module calls: a GPU build is refused
     plans: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def __bool__(self) -> bool:
-        return bool(self.crossings) or any(self.on_cpu.values())
+        return bool(self.crossings or self.no_gpu_build) or any(self.on_cpu.values())
 
     def runs_on_cpu(self, function: str, var: str) -> bool:
         return var in self.on_cpu.get(function, ())
@@ -190,6 +177,8 @@ class Placement:
         """The placement in words, for the stage report."""
         if not self:
             return []
+        if self.no_gpu_build:
+            return [f"no GPU build: TVM 0.27 cannot build {self.no_gpu_build[0]} for CUDA, not even on the CPU"]
         n = sum(len(v) for v in self.on_cpu.values())
         out = [f"on the CPU in a GPU build: {n} binding(s); TVM 0.27 has no GPU kernel for"]
         out += [f"  {op.removeprefix('relax.')}: {why}" for op, why in self.cpu_only.items()]
@@ -232,11 +221,14 @@ def _with_copies(value, copies: dict):
 def _on_cpu(step, cpu: set) -> bool:
     """Whether ``step``'s binding runs on the CPU, given the variables (handles) already placed there: a
     CPU-only op, or an op, tuple or alias that reads only what the CPU made. A match_cast keeps its type,
-    so it stays on the GPU, as do calls of functions and subgraphs, Ifs and constants."""
+    so it stays on the GPU, as do calls of functions, subgraphs and kernels (:data:`_BUILT_FOR_THE_GPU`), Ifs and
+    constants."""
     if type(step.binding) is not relax.VarBinding:
         return False
     if step.op in CPU_ONLY:
         return True
+    if step.op in _BUILT_FOR_THE_GPU:
+        return False
     value = step.value
     if step.op is None and not (type(value) in (relax.TupleGetItem, relax.Tuple) or ir.is_var(value)):
         return False
@@ -311,7 +303,15 @@ def propose(mod: tvm.IRModule) -> Placement:
                 for name, ty in _tensors(getattr(v, "name", "constant"), v.ty):
                     shape = tuple(ir_types.dims(ty)) if ir_types.is_static(ty) else None
                     crossings.append(Crossing(fname, name, to, shape, str(ty.dtype)))
-    return Placement({f: names for f, names in on_cpu.items() if names}, used, tuple(crossings), plans)
+    on_cpu = {f: names for f, names in on_cpu.items() if names}
+    return Placement(on_cpu, used, tuple(crossings), tuple(no_gpu_build(mod)), plans)
+
+
+def no_gpu_build(mod: tvm.IRModule) -> list:
+    """What ``mod`` calls that TVM 0.27 cannot build for a GPU (:data:`NO_GPU_BUILD`), as a user knows it; look before
+    legalizing, which leaves no trace of the op."""
+    functions = [f for f in ir.module_given(mod, "no_gpu_build").functions.values() if isinstance(f, relax.Function)]
+    return sorted({NO_GPU_BUILD[op] for f in functions for op in ir.ops_in(f, mod) if op in NO_GPU_BUILD})
 
 
 def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRModule:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -151,11 +150,7 @@ def read_arrays(path) -> list | None:
 
 
 def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return f"{path.name} {path.stat().st_size} {h.hexdigest()}"
+    return f"{path.name} {output_paths.fingerprint(path)}"
 
 
 def seal(path) -> Path:
@@ -201,12 +196,13 @@ def trusted(path, cache: str) -> bool:
 def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     """:func:`write_atomic` for a library that writes to a file name (``save(name)``), not to an open file.
 
-    ``suffix`` ends the temporary name, for writers that go by it (``.so`` for a shared library).
+    ``suffix`` ends the temporary name, for writers that go by it (``.so`` for a shared library): whatever it is,
+    the name is one :func:`_temporary` knows, ``.<name>.<eight letters>.part<suffix>``, so a sweep finds it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _sweep(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or ".part")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".part{suffix}")
     os.close(fd)
     try:
         save(tmp)
@@ -219,20 +215,13 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     return path
 
 
-_RANDOM = set("abcdefghijklmnopqrstuvwxyz0123456789_")  # the letters of tempfile.mkstemp's eight
+#: The names :func:`write_with` gives its temporaries: ``.<name>.<tempfile.mkstemp's eight letters>.part<suffix>``.
+_TEMPORARY = r"\..+\.[a-z0-9_]{8}\.part(\.\w+)?"
 
 
 def _temporary(name: str) -> bool:
-    """Whether ``name`` is one :func:`write_with` gives its temporaries: ``.<name>.<eight letters>.part`` or ``.so``."""
-    stem, _, suffix = name.rpartition(".")
-    head, _, letters = stem.rpartition(".")
-    return (
-        name.startswith(".")
-        and suffix in ("part", "so")
-        and len(head) > 1
-        and len(letters) == 8
-        and set(letters) <= _RANDOM
-    )
+    """Whether ``name`` is one :func:`write_with` gives its temporaries, whatever their suffix."""
+    return re.fullmatch(_TEMPORARY, name) is not None
 
 
 #: A temporary this old was left by a process that died unwarned (SIGKILL, a power cut): no build writes for so long.
@@ -266,10 +255,12 @@ def _destination(path: Path) -> Path:
     return target
 
 
-def put(path, data: bytes | str | Callable) -> Path:
+def put(path, data: bytes | str | Callable, record: bool = False) -> Path:
     """A result written to ``path`` without clobbering what is there: through a link, into its target; into a
-    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`).
-    Any failure is one line (:class:`OutputError`), with nothing left under the name or beside it."""
+    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`),
+    and with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves
+    to a later run that it may replace it). Any failure is one line (:class:`OutputError`), with nothing left
+    under the name or beside it."""
     path = Path(path)
     try:
         target = _destination(path)
@@ -278,11 +269,18 @@ def put(path, data: bytes | str | Callable) -> Path:
                 _write_to(f, data)
         else:
             write_atomic(target, data)
+            if record:
+                write_atomic(target.parent / output_paths.WRITTEN, output_paths.recorded(target.parent, [target]))
     except OSError as err:
-        raise OutputError(
-            f"Cannot write {path} ({err.strerror or err})", "free some space, or pass a path you can write to"
-        ) from None
+        raise OutputError(f"Cannot write {path} ({err.strerror or err})", _write_fix(err)) from None
     return path
+
+
+def _write_fix(err: OSError) -> str:
+    """What to do about a result that could not be written: space only when space is what ran out."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space on that disk, or pass a path on another one"
+    return "pass a path you can write to"
 
 
 #: How long a result waits for a FIFO's reader to open it.
@@ -308,9 +306,9 @@ def _open_now(path: Path) -> int:
     return fd
 
 
-def write_file(path, data: bytes | str) -> Path:
-    """A result put at ``path`` (:func:`put`), and recorded in :data:`written`."""
-    path = put(path, data)
+def write_file(path, data: bytes | str | Callable) -> Path:
+    """A result put at ``path`` and recorded beside it (:func:`put`), and in :data:`written`."""
+    path = put(path, data, record=True)
     written.append(path)
     return path
 
@@ -339,27 +337,33 @@ def staged(out):
 
 
 def _moved_into(tmp: Path, out: Path) -> None:
-    """``tmp``'s files put in ``out`` (made if need be), each through :func:`put` where a rename would clobber;
-    their names are added to ``out``'s :data:`WRITTEN`, which :func:`check_dir` reads."""
+    """``tmp``'s files put in ``out`` (made if need be) as one set, with ``out``'s :data:`WRITTEN` recording them
+    (what :func:`~byoc_workbench.core.output_paths.check_dir` reads). Each file in the way is first kept aside
+    (a hard link), so that when one cannot be replaced, or a Ctrl-C comes, every one already moved is put back:
+    ``out`` holds the old set whole or the new set whole, never a mix of two runs."""
+    where = out
     try:
         out.mkdir(parents=True, exist_ok=True)
-        moved = sorted(tmp.iterdir())
-        # Said before they are there: a run that checks out meanwhile finds them listed.
-        write_atomic(
-            out / output_paths.WRITTEN,
-            json.dumps(sorted(output_paths.written_there(out) | {f.name for f in moved})) + "\n",
-        )
-        for f in moved:
-            target = out / f.name
-            if target.is_symlink() or (target.exists() and not target.is_file()):  # not clobbered: see put
-                put(target, f.read_bytes())
-            else:
-                try:
-                    os.replace(f, target)
-                except OSError:  # another file system: copy, then rename within it
-                    put(target, f.read_bytes())
-            written.append(target)
+        (tmp / output_paths.WRITTEN).write_text(output_paths.recorded(out, tmp.iterdir()))
+        names = sorted(p.name for p in tmp.iterdir())
+        aside, kept, moved = Path(tempfile.mkdtemp(dir=tmp)), set(), []
+        for name in names:
+            where = out / name
+            with contextlib.suppress(FileNotFoundError):
+                os.link(where, aside / name, follow_symlinks=False)
+                kept.add(name)
+        try:
+            for name in names:
+                where = out / name
+                os.replace(tmp / name, where)
+                moved.append(name)
+        except BaseException:
+            for name in reversed(moved):
+                if name in kept:
+                    os.replace(aside / name, out / name)
+                else:
+                    os.unlink(out / name)
+            raise
+        written.extend(out / name for name in names if name != output_paths.WRITTEN)
     except OSError as err:
-        raise OutputError(
-            f"Cannot write to {out} ({err.strerror or err})", "pass a directory you can write to"
-        ) from None
+        raise OutputError(f"Cannot write {where} ({err.strerror or err})", _write_fix(err)) from None

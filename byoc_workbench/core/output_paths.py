@@ -2,13 +2,17 @@
 directory where a file is meant, not writable, an input of the command, something the workbench did not write)
 is refused in one line in a second, not after a model build.
 
-:data:`WRITTEN` lists, in an output directory, what the workbench wrote there: what a later run may replace.
+:data:`WRITTEN` records, in a folder, each result the workbench wrote there by its size and SHA-256: what a later
+run may replace, and only while it is still that file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -81,8 +85,8 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     ------
     WorkbenchError
         For an empty path, ``-``, a file at ``path`` or at one of its parents, a
-        directory that cannot be written, or a directory in the way of one of
-        ``names``.
+        directory that cannot be written, or anything but a plain file the workbench wrote (a directory, a link,
+        a file of yours, an immutable one) in the way of one of ``names``.
     """
     out = _given(path, flag, "out")
     fix = f"pass {flag} a directory you can write to"
@@ -93,25 +97,25 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
-    if names:
-        _a_plain_file_or_nothing(out, WRITTEN, flag)
-    for name in names:
-        if (out / name).is_dir():
-            raise WorkbenchError(
-                f"{flag} {out} holds a directory named {name}, where a file of that name is to be written",
-                f"remove or rename {out / name}, or pass another {flag}",
-            )
-        _not_an_input(out / name, flag, inputs)
+    for name in (WRITTEN, *names) if names else ():
         _a_plain_file_or_nothing(out, name, flag)
+        _replaceable(out / name, flag)
+    for name in names:
+        _not_an_input(out / name, flag, inputs)
         _not_theirs(out, name, flag)
     return out
 
 
 def _a_plain_file_or_nothing(out: Path, name: str, flag: str) -> None:
     """Refuse ``out / name`` unless it is missing or a plain file: the workbench writes only plain files into an
-    output directory, never through a link (even one that leads nowhere yet: the new file would be outside it),
-    nor into a FIFO, socket or device (found now, not after the work)."""
+    output directory, never over a directory, never through a link (even one that leads nowhere yet: the new file
+    would be outside it), nor into a FIFO, socket or device (found now, not after the work)."""
     f = out / name
+    if f.is_dir() and not f.is_symlink():
+        raise WorkbenchError(
+            f"{flag} {out} holds a directory named {name}, where a file of that name is to be written",
+            f"remove or rename {f}, or pass another {flag}",
+        )
     if f.is_symlink():
         raise WorkbenchError(
             f"{flag} {out} holds {name} as a link to {os.readlink(f)}: the workbench writes no file through a link",
@@ -125,32 +129,106 @@ def _a_plain_file_or_nothing(out: Path, name: str, flag: str) -> None:
 
 
 def _not_theirs(out: Path, name: str, flag: str) -> None:
-    """Refuse to write ``out / name`` over a file the workbench did not write there (one not in :data:`WRITTEN`)."""
+    """Refuse to write ``out / name`` over a file the workbench did not write there (:func:`wrote`)."""
     f = out / name
-    if not (f.is_file() and f.stat().st_size):
-        return  # nothing there, or empty
-    if name not in written_there(out):
+    if f.is_file() and f.stat().st_size and not wrote(f):
         raise WorkbenchError(
-            f"{flag} {out} holds a {name} that the workbench did not write: writing it would destroy it",
+            f"{flag} {out} holds a {name} that the workbench did not write (or that changed since): writing it"
+            " would destroy it",
             f"pass another {flag}, or move {f} away first",
         )
 
 
-#: The file in an output directory that lists what the workbench wrote there (what a later run may replace).
+#: How a file resists being replaced, even by root (Linux's ``chattr``, macOS's and the BSDs' ``chflags``): a flag
+#: of its, what it makes the file, and the command that takes it away.
+if sys.platform == "linux":
+    import fcntl
+
+    _GETFLAGS = 0x80086601  # FS_IOC_GETFLAGS
+    _RESISTS = ((0x10, "immutable", "chattr -i"), (0x20, "append-only", "chattr -a"))
+else:
+    _RESISTS = (
+        (stat.UF_IMMUTABLE, "immutable", "chflags nouchg"),
+        (stat.SF_IMMUTABLE, "immutable", "sudo chflags noschg"),
+        (stat.UF_APPEND, "append-only", "chflags nouappnd"),
+        (stat.SF_APPEND, "append-only", "sudo chflags nosappnd"),
+    )
+
+
+def _flags(f: Path) -> int:
+    """``f``'s flags (0 for none, for no plain file, and where a file system or a system has none: Windows)."""
+    try:
+        st = os.lstat(f)
+    except OSError:
+        return 0
+    if sys.platform != "linux":
+        return getattr(st, "st_flags", 0)
+    if not stat.S_ISREG(st.st_mode):
+        return 0
+    try:
+        fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never waits, even on a FIFO swapped in
+    except OSError:
+        return 0  # nothing to read: the probe of its folder and the write say the rest
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, _GETFLAGS, bytes(8)), sys.byteorder)
+    except OSError:
+        return 0  # a file system without such flags
+    finally:
+        os.close(fd)
+
+
+def _replaceable(f: Path, flag: str) -> None:
+    """Refuse a file in the way that cannot be replaced (an immutable or append-only one): found now, before the
+    work, not when its result is put in place."""
+    flags = _flags(f)
+    for bit, kind, undo in _RESISTS:
+        if flags & bit:
+            raise WorkbenchError(
+                f"{flag}: {f} is {kind}, so it cannot be replaced", f"run {undo} {f}, or pass another {flag}"
+            )
+
+
+#: The file in a folder that records each result the workbench wrote there: what a later run may replace.
 WRITTEN = ".byoc-workbench-wrote"
 
 
-def written_there(out: Path) -> set:
-    """The names :data:`WRITTEN` lists in ``out``: none when it is missing, damaged, or no plain file (a FIFO or a
-    link to a device is never opened: reading it could wait, or go on, for ever)."""
-    record = out / WRITTEN
+def fingerprint(path: Path) -> str:
+    """``path``'s size and SHA-256, ``"<size> <hex>"``: what proves a file is the one that was written."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+        size = os.fstat(f.fileno()).st_size
+    return f"{size} {h.hexdigest()}"
+
+
+def _record(folder: Path) -> dict:
+    """What :data:`WRITTEN` records in ``folder``, name to :func:`fingerprint`: nothing when it is missing,
+    damaged, or no plain file (a FIFO or a link to a device is never opened: reading it could wait for ever)."""
+    record = folder / WRITTEN
     if record.is_symlink() or not record.is_file() or record.stat().st_size > 1 << 20:
-        return set()
+        return {}
     try:
-        names = json.loads(record.read_text())
+        entries = json.loads(record.read_text())
     except (OSError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+        return {}
+    return {n: f for n, f in entries.items() if isinstance(f, str)} if isinstance(entries, dict) else {}
+
+
+def wrote(path: Path) -> bool:
+    """Whether the workbench wrote ``path``, a plain file, as it is now: its folder's :data:`WRITTEN` records its
+    name with its size and SHA-256 (a file put later at that name, or copied there with the record, is not)."""
+    try:
+        return _record(path.parent).get(path.name) == fingerprint(path)
+    except OSError:
+        return False
+
+
+def recorded(folder: Path, paths) -> str:
+    """The text of ``folder``'s :data:`WRITTEN` once ``paths`` (of ``folder``, or to be moved there under their
+    names) are put in place: what it records already, and each of them that is a file by :func:`fingerprint`."""
+    entries = _record(folder) | {p.name: fingerprint(p) for p in paths if p.is_file() and p.name != WRITTEN}
+    return json.dumps(dict(sorted(entries.items())), indent=0) + "\n"
 
 
 def _not_an_input(out: Path, flag: str, inputs) -> None:
@@ -176,15 +254,16 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
 
     ``inputs`` are the paths the command reads (the model, ``--image``, ``--weights``): a result never
     overwrites what it was made from. ``ours`` tells an earlier result of ``flag`` (:mod:`byoc_workbench.cli.earlier`):
-    an existing file that is not one (a model, a picture, your notes, your own JSON or ``.npz``) is something
-    else, which a result never replaces; an earlier result, or an empty file, is.
+    an existing file is replaced only when it is empty or one (e.g. one the workbench wrote there and nobody changed
+    since, :func:`wrote`); never a model, a picture, your notes, your own JSON or ``.npz``. Through a link, its
+    target is what is checked, and its target's folder what must be writable.
 
     Raises
     ------
     WorkbenchError
         For an empty path, ``-``, a symlink loop, an existing directory, socket or block device, one of
-        ``inputs`` (by any name: a link, a hard link), a file holding something else, or a parent that is
-        a file or cannot be written.
+        ``inputs`` (by any name: a link, a hard link), a file holding something else, an immutable or
+        append-only file, or a parent that is a file or cannot be written.
     """
     out = _given(path, flag, "out.npz")
     fix = f"pass {flag} the path of a file in a directory you can write to"
@@ -198,10 +277,12 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
     if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
-    if ours is not None and out.is_file() and out.stat().st_size and not ours(out):
+    where = out.resolve() if out.is_symlink() and out.is_file() else out  # a link's result goes into its target
+    if ours is not None and where.is_file() and where.stat().st_size and not ours(where):
         raise WorkbenchError(
-            f"{flag} {out} holds something else than what {flag} writes: writing it would destroy it",
+            f"{flag} {out} holds something else than a result {flag} wrote: writing it would destroy it",
             f"pass {flag} another path, or move {out.name} away first",
         )
-    _probe(existing_ancestor(out.parent), f"{flag} {out}", fix, out.parent)
+    _replaceable(where, flag)
+    _probe(existing_ancestor(where.parent), f"{flag} {out}", fix, where.parent)
     return out

@@ -98,7 +98,11 @@ def read_onnx(path) -> object:
         what = "is not a regular file (a FIFO, a device or a socket)" if path.exists() else "does not exist"
         raise OnnxImportError(f"ONNX file {path} {what}", "pass the path of a .onnx file")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+        _check_external_data(path, model)
+        onnx.load_external_data_for_model(model, str(path.parent))
+    except OnnxImportError:
+        raise
     except Exception as err:  # protobuf's DecodeError, or an OSError from external data
         raise OnnxImportError(
             f"{path} is not a readable ONNX model ({first_line(err)})",
@@ -106,6 +110,21 @@ def read_onnx(path) -> object:
         ) from None
     _check_model(path, model)
     return model
+
+
+def _check_external_data(path: Path, model) -> None:
+    """A one-line error for a tensor whose external data lies outside the model's folder (a link out of it, say),
+    which ONNX Runtime, the reference, refuses to read."""
+    helper = onnx_module().external_data_helper
+    folder = path.parent.resolve()
+    for tensor in helper._get_all_tensors(model):  # what onnx.load reads external data for, subgraphs included
+        location = helper.ExternalDataInfo(tensor).location if helper.uses_external_data(tensor) else ""
+        if location and not (folder / location).resolve().is_relative_to(folder):
+            raise OnnxImportError(
+                f"{path} keeps tensor {tensor.name}'s data in {location}, which leads out of the model's folder "
+                f"(to {(folder / location).resolve()}); ONNX Runtime, the reference, reads none there",
+                f"put the data file itself (not a link to it) in {folder}, beside the model",
+            )
 
 
 def _check_model(path: Path, model) -> None:

@@ -24,7 +24,8 @@ def onnx_module():
 
 
 def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
-    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name."""
+    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name. An input
+    of strings is one line: TVM has no string tensors, and NumPy would call their type ``object``."""
     onnx = onnx_module()
     weights = {t.name for t in model.graph.initializer}
     out = {}
@@ -32,6 +33,12 @@ def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
         if value.name in weights:
             continue
         tensor = value.type.tensor_type
+        if tensor.elem_type == onnx.TensorProto.STRING:
+            raise OnnxImportError(
+                f"Input {value.name} is a tensor of strings, and TVM has no string tensors",
+                "export the model with numeric inputs (text as token ids, int64), the strings turned into "
+                "numbers before it",
+            )
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
         out[value.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)))
     return out

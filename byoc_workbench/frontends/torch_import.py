@@ -387,9 +387,10 @@ def seeded_factory(spec: str, seed: int = 0):
     """
     torch = _torch()
     where, _, attr = spec.partition(":")
-    if not where or not attr:
+    if not where or not attr.isidentifier():  # "m::f" and "m:json:loads" name no function of m
         raise TorchImportError(
-            f"--torch takes module:factory, got {spec!r}", "pass e.g. --torch torchvision.models:resnet18"
+            f"--torch takes module:factory, one colon and a function's name, got {spec!r}",
+            f"pass e.g. --torch {where or 'MODULE'}:{attr.rpartition(':')[2] or 'FACTORY'}",
         )
     factory = getattr(_import_module(where), attr, None)
     if factory is None:

@@ -198,3 +198,28 @@ def test_the_compare_map_says_it_is_a_numeric_check_and_what_ran():
     source = latency.report(built, numerics=numerics.compare(built, inputs)).dot.source
     assert 'label="numeric check vs TVM alone: codegen stage on torch (eager, bf16)"' in source
     assert "latency map" not in source
+
+
+def test_a_python_file_given_for_a_pytorch_program_is_told_how_to_pass_one():
+    """Round 9: ``run odd/small.py`` was told to "pass a GluonCV zoo model, an ONNX file or a PyTorch program",
+    the cause again, never how docs/cli.md passes a program (--torch MODULE:FACTORY, its folder on the path)."""
+    line = _one_line(
+        lambda: subjects.ModelRef.parse("odd/small.py", kinds=("zoo", "onnx", "torch")),
+        "odd/small.py is a Python file; this command takes a GluonCV zoo model",
+        "Fix: for a PyTorch program: PYTHONPATH=odd byoc-workbench ... --torch small:FACTORY.",
+    )
+    assert "this command takes" not in line.partition("Fix: ")[2]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fix"),
+    [("mymods::small", "mymods:small"), ("mymods:json:loads", "mymods:loads"), ("mymods:", "mymods:FACTORY")],
+)
+def test_a_torch_spec_whose_factory_is_no_name_is_one_line_whatever_the_extra_colon(spec, fix, capsys):
+    """Round 9: ``--torch mymods::small`` and ``mymods:json:loads`` were each told "mymods has no ..." with
+    "name a function of mymods", as if the name were one; both name no function, and are said so alike."""
+    assert cli.main(["run", "--torch", spec]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --torch takes module:factory, one colon and a function's name, got {spec!r}. "
+        f"Fix: pass e.g. --torch {fix}."
+    )

@@ -228,7 +228,7 @@ def test_byom_checks_the_backend_first_though_nothing_is_offloaded(offloads_noth
         (lambda wb: byom.build_run(wb, "tvm", bogus=1), "build_run takes no keyword 'bogus'.*target, progress"),
         (lambda wb: byom.offloaded(wb, "torch", options="bf16"), "options must be a dict.*got str"),
         (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "bf16"}), "applies to backend openvino"),
-        (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "f8"}), "onnxruntime runs in f32"),
+        (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "f8"}), "only, not to onnxruntime"),
         (lambda wb: byom.offloaded(wb, "torch", options={"precision": "f8"}), "Unknown precision 'f8' for torch"),
         (lambda wb: byom.offloaded(wb, "torch", options={"precison": "bf16"}), r"no option 'precison' \(did you mean"),
         (lambda wb: byom.offloaded(wb, "torch", options={"nope": 1}), "torch takes no option 'nope'"),
@@ -244,3 +244,63 @@ def test_byom_takes_the_options_a_backend_runs_with(offloads_nothing):
     assert byom.offloaded(offloads_nothing, "tvm", options={"precision": "f32"})[-1].name == "codegen"
     run = byom.build_run(offloads_nothing, "onnxruntime", options={"threads": 1}, progress=False)
     assert len(run.outputs) == 1 and run.backend == "tvm alone (llvm)"
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "says"),
+    [
+        ("onnxruntime", {"spinning": "no"}, r"Option spinning of onnxruntime is True or False; got str \('no'\)"),
+        ("onnxruntime", {"fp16": "no"}, "Option fp16 of onnxruntime is True or False; got str"),
+        ("torch", {"compile": "no"}, "Option compile of torch is True or False; got str"),
+        ("torch", {"graphs": 5}, r"Option graphs of torch is True or False; got int \(5\)"),
+        ("onnxruntime", {"threads": "4"}, r"threads of onnxruntime is a whole number from 1 to 1024, got str \('4'\)"),
+        ("onnxruntime", {"threads": 1.5}, "a whole number from 1 to 1024, got float"),
+        ("onnxruntime", {"threads": 2**40}, "a whole number from 1 to 1024, got int"),
+        ("onnxruntime", {"threads": -1}, "a whole number from 1 to 1024, got int"),
+        ("onnxruntime", {"threads": True}, "a whole number from 1 to 1024, got bool"),
+        ("auto", {"threads": 0}, "Option threads of auto is a whole number"),
+        ("openvino", {"threads": "2"}, "Option threads of openvino is a whole number"),
+        ("openvino", {"fp16": True}, "Backend openvino takes no option 'fp16'.*pass only: precision, threads"),
+        ("openvino", {"precision": ["f16"]}, r"Unknown precision \['f16'\] for openvino"),
+    ],
+)
+def test_every_backend_option_is_checked_by_its_declared_type(offloads_nothing, backend, options, says):
+    """Round 9: "no" switched spinning, compile and fp16 on; a thread count of "4", 1.5 or 2**40 was a TypeError."""
+    _one_line(lambda: byom.build_run(offloads_nothing, backend, options=options), says)
+
+
+def test_onnx_runtimes_fp16_is_in_its_label_and_its_precision_refusal_claims_no_f32(tmp_path):
+    """Round 9: fp16=True ran half precision labelled "onnxruntime (CPU)", and precision= was refused as
+    "onnxruntime runs in f32"."""
+    wb = Workbench.from_onnx(relu_onnx(tmp_path / "relu.onnx"), "onnxruntime")
+    half = byom.build_run(wb, "onnxruntime", False, options={"fp16": True, "threads": None, "spinning": False})
+    assert half.backend.startswith("onnxruntime (CPU, fp16) + tvm") or "(CUDA, fp16)" in half.backend
+    plain = byom.build_run(wb, "onnxruntime", False, options={"threads": 1}).backend
+    assert plain.startswith("onnxruntime (") and "fp16" not in plain
+    line = _one_line(lambda: byom.build_run(wb, "onnxruntime", options={"fp16": True, "precision": "f16"}), "f16")
+    assert "applies to backend openvino or torch only, not to onnxruntime" in line and "f32" not in line
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "says"),
+    [
+        ("max_seconds", "x", r"max_seconds is a number of seconds above 0, got str \('x'\)"),
+        ("max_seconds", -1, "max_seconds is a number of seconds above 0, got int"),
+        ("max_seconds", float("nan"), "max_seconds is a number of seconds above 0, got float"),
+        ("max_seconds", True, "max_seconds is a number of seconds above 0, got bool"),
+        ("keep", "yes", "keep is True or False; got str"),
+        ("keep", 5, "keep is True or False; got int"),
+        ("progress", "x", "progress is True or False; got str"),
+    ],
+)
+def test_build_run_checks_its_run_keywords_in_one_line_without_cli_flags(offloads_nothing, keyword, value, says):
+    """Round 9: max_seconds="x" was a TypeError, -1 said "0 more runs ... over the limit of -1 s (--max-seconds)",
+    and keep="yes", keep=5 and progress="x" were taken."""
+    line = _one_line(lambda: byom.build_run(offloads_nothing, "tvm", **{keyword: value}), says)
+    assert "--" not in line
+
+
+@pytest.mark.parametrize("bad", [None, "x", demo.demo_module()])
+def test_from_model_refuses_what_is_not_an_imported_model_in_one_line(bad):
+    """Round 9: Workbench.from_model(None) and ("x") were AttributeErrors."""
+    _one_line(lambda: Workbench.from_model(bad), f"from_model takes an imported model .*got {type(bad).__name__}")

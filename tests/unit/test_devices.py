@@ -218,3 +218,28 @@ def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, 
     with pytest.raises(WorkbenchError) as err:
         devices.resolve(target)
     assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "spec, host, line",
+    [
+        ({"kind": "cuda", "arch": "sm_90", "keys": ["cpu"]}, "llvm", "The target {'kind': 'cuda', 'keys': ['cpu'],"),
+        ({"kind": "cuda", "arch": "sm_90", "thread_warp_size": 0}, "llvm", "thread_warp_size=0 in the target {"),
+        ({"kind": "cuda", "arch": "sm_9"}, "llvm", "'sm_9' in the target {'kind': 'cuda',"),
+        ({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 4096}, "llvm", "max_threads_per_block=4096 in"),
+        ({"kind": "cuda", "arch": "sm_90", "max_shared_memory_per_block": 0}, "llvm", "max_shared_memory_per_block=0"),
+        ({"kind": "cuda", "arch": "sm_90"}, {"kind": "c"}, "The target {'kind': 'cuda',"),
+        ({"kind": "c"}, None, "Unknown TVM target {'kind': 'c'"),
+    ],
+)
+def test_a_target_object_is_checked_as_the_dict_it_was_made_from(spec, host, line):
+    """A Target (a warp of 0 killed Python with SIGFPE in the build; keys ['cpu'] built no GPU kernel)."""
+    with pytest.raises(WorkbenchError) as err:
+        devices.resolve(tvm.target.Target(spec, host=host))
+    assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
+
+
+def test_a_resolved_target_resolves_to_itself():
+    for target in ("llvm -mcpu=skylake", "cuda -arch=sm_75 -max_threads_per_block=512"):
+        once = devices.resolve(target)
+        assert str(devices.resolve(once)) == str(once)

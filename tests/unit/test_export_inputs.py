@@ -1,5 +1,8 @@
 """``python -m byoc_workbench.export``: every path checked before the first notebook runs, one line each."""
 
+import os
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -22,22 +25,24 @@ def ok(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "text", "said"),
+    ("name", "make", "said"),
     [
         ("missing.ipynb", None, "does not exist"),  # each was a traceback
         ("bad.ipynb", "not json", "is not a notebook nbformat can read: Notebook does not appear to be JSON"),
         ("list.ipynb", "[1]", "is not a notebook nbformat can read"),
         ("script.py", "print(1)", "is not a notebook (its name does not end in .ipynb)"),
-        ("folder", "", "is a folder, not a notebook"),
+        ("folder", Path.mkdir, "is a directory. Fix: pass its notebooks: "),
+        ("fifo.ipynb", os.mkfifo, "is a FIFO, not a regular file"),  # it waited for ever
+        ("null.ipynb", lambda p: p.symlink_to(os.devnull), "is a device, not a regular file"),  # /dev/zero: no end
     ],
 )
-def test_what_is_not_a_notebook_is_one_line_and_nothing_runs(tmp_path, capsys, ok, name, text, said):
+def test_what_is_not_a_notebook_is_one_line_and_nothing_runs(tmp_path, capsys, ok, name, make, said):
     """Given after a good notebook too: ``ok.ipynb missing.ipynb`` wrote ok's export, then a traceback."""
     path = tmp_path / name
-    if name == "folder":
-        path.mkdir()
-    elif text is not None:
-        path.write_text(text)
+    if isinstance(make, str):
+        path.write_text(make)
+    elif make is not None:
+        make(path)
     assert _refused(capsys, "--out", tmp_path / "out", ok, path) == _refused(capsys, "--out", tmp_path / "out", path)
     assert said in _refused(capsys, "--out", tmp_path / "out", path) and not (tmp_path / "out").exists()
 

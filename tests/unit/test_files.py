@@ -174,25 +174,14 @@ def test_a_result_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # the link alone, nothing beside it
 
 
-def test_a_staged_directory_keeps_links_among_its_files(tmp_path):
-    target = tmp_path / "elsewhere.json"
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").symlink_to(target)
-    with files.staged(out) as tmp:
-        (tmp / "summary.json").write_text("[]")
-        (tmp / "other.txt").write_text("x")
-    assert (out / "summary.json").is_symlink() and target.read_text() == "[]"
-    assert (out / "other.txt").read_text() == "x"
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
-
-
 def test_an_out_directory_never_writes_through_a_link_to_a_file(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("precious notes")
     out = tmp_path / "out"
     out.mkdir()
-    (out / output_paths.WRITTEN).write_text('["report.txt"]')  # an earlier report, its file then swapped for a link
+    with files.staged(out) as tmp:  # an earlier report, its file then swapped for a link
+        (tmp / "report.txt").write_text("the report")
+    (out / "report.txt").unlink()
     (out / "report.txt").symlink_to(notes)
     with pytest.raises(WorkbenchError) as err:
         output_paths.check_dir(out, "--out", ["report.txt"])
@@ -267,7 +256,7 @@ def test_an_unwritable_search_cache_warns_once_and_measures_on(tmp_path, caplog)
 
 
 def test_stale_temporaries_in_the_cache_are_swept_and_only_there(tmp_path, monkeypatch):
-    """A process killed mid-write (SIGKILL) leaves ``.<key>.so.XXXXXXXX.so`` behind; the next write in that cache
+    """A process killed mid-write (SIGKILL) leaves ``.<key>.so.XXXXXXXX.part.so`` behind; the next write in that cache
     folder removes what is older than files.STALE_S, and nothing fresh, nothing else, nothing outside the cache."""
     import os
     import time
@@ -277,7 +266,8 @@ def test_stale_temporaries_in_the_cache_are_swept_and_only_there(tmp_path, monke
     builds.mkdir(parents=True)
     mine.mkdir()
     old = time.time() - files.STALE_S - 60
-    stale, fresh, other = builds / ".abc.so.k3j_9x2q.so", builds / ".abc.so.aaaa1111.so", builds / ".notes.txt"
+    stale, fresh = builds / ".abc.so.k3j_9x2q.part.so", builds / ".abc.so.aaaa1111.part.so"
+    other = builds / ".notes.txt"
     users = mine / ".out.json.k3j_9x2q.part"
     for f in (stale, fresh, other, users):
         f.write_bytes(b"x")
@@ -322,8 +312,8 @@ def test_a_damaged_entry_is_said_once_per_cache(tmp_path, caplog, monkeypatch):
 
 
 def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
-    """check_file(ours=...): a bench JSON or a saved-outputs .npz is replaced; a notebook, a user's own JSON
-    object or .npz, a model are refused before any work; an empty file is replaced."""
+    """check_file(ours=...): a bench JSON or a saved-outputs .npz the workbench wrote is replaced; a notebook, a
+    user's own JSON object or .npz, a model are refused before any work; an empty file is replaced."""
     from byoc_workbench.cli.earlier import BENCH as bench
     from byoc_workbench.cli.earlier import SAVED_OUTPUTS as saved
 
@@ -338,8 +328,8 @@ def test_a_result_replaces_an_earlier_result_never_a_users_file(tmp_path):
         "list.json": "[1, 2]",
     }
     for name, content in made.items():
-        (tmp_path / name).write_text(content)
-    np.savez(tmp_path / "outputs.npz", output0=np.zeros(2), output1=np.ones(1))
+        files.write_file(tmp_path / name, content)  # each recorded as the workbench's: its kind alone decides
+    files.write_file(tmp_path / "outputs.npz", lambda f: np.savez(f, output0=np.zeros(2), output1=np.ones(1)))
     np.savez(tmp_path / "mine.npz", weights=np.zeros(2))
     for name in ("bench.json", "benches.json", "empty.json"):
         assert output_paths.check_file(tmp_path / name, "--out", ours=bench) == tmp_path / name

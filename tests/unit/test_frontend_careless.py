@@ -194,3 +194,27 @@ def test_a_seed_that_is_no_whole_number_is_one_line(tmp_path, seed):
 def test_a_torchscript_module_asks_for_the_module_before_scripting():
     scripted = torch.jit.trace(torch.nn.Linear(4, 2), (torch.ones(1, 4),))
     assert "before torch.jit.script" in _refused(lambda: Workbench.from_torch(scripted, (torch.ones(1, 4),)))
+
+
+def test_an_input_of_strings_is_one_line_naming_it(tmp_path):
+    """Round 9: a STRING input reached TVM's dtype parser ("unknown dtype `object`", a traceback)."""
+    path = _onnx(tmp_path / "m.onnx", helper.make_node("Identity", ["x"], ["y"]), TensorProto.STRING, [1, 4])
+    line = _refused(lambda: Workbench.from_onnx(path))
+    assert "Input x is a tensor of strings, and TVM has no string tensors" in line and "numeric inputs" in line
+
+
+def test_external_data_linked_out_of_the_models_folder_is_one_line(tmp_path):
+    """Round 9: a weight's data file that is a link out of the model's folder passed onnx.load and ended in
+    ONNX Runtime's traceback ("External data path escapes model directory"); the same data in the folder loads."""
+    outside, folder = tmp_path / "elsewhere.bin", tmp_path / "model"
+    folder.mkdir()
+    weight = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    node = helper.make_node("Add", ["x", "w"], ["y"])
+    model = onnx.load(_onnx(folder / "m.onnx", node, TensorProto.FLOAT, [4], [weight]))
+    onnx.save(model, str(folder / "m.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    assert Workbench.from_onnx(folder / "m.onnx", "byoc-target").model.inputs[0].shape == (4,)
+    (folder / "w.bin").rename(outside)
+    (folder / "w.bin").symlink_to(outside)
+    line = _refused(lambda: Workbench.from_onnx(folder / "m.onnx"))
+    assert f"keeps tensor w's data in w.bin, which leads out of the model's folder (to {outside.resolve()})" in line
+    assert f"put the data file itself (not a link to it) in {folder.resolve()}" in line

@@ -35,10 +35,14 @@ def _pack(folder: Path, damaged: str = "", top: str = "site") -> Path:
     return folder
 
 
+MARK = ".unpacked-by-gpu_run"  # what an unpack leaves in $DEST/site, and the next one looks for
+
+
 def _dest(folder: Path) -> Path:
     """A $DEST a run left: an unpack, a cache, and its JSON."""
     (folder / "site").mkdir(parents=True)
     (folder / "site" / "old.txt").write_text("the last unpack")
+    (folder / "site" / MARK).write_text("unpacked by tools/gpu_run.sh")
     (folder / "cache").mkdir()
     (folder / "cache" / "entry").write_text("a cached build")
     (folder / "out").mkdir()
@@ -50,11 +54,11 @@ def _files(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _gpu_run(pack: Path, dest: Path, *args, **env):
+def _gpu_run(pack: Path, dest: Path, *args, cwd=None, **env):
     env = {"PACK": str(pack), "DEST": str(dest), "PY": sys.executable, **env}
     env = {**{k: v for k, v in os.environ.items() if k != "OUT"}, **env}
     cmd = ["bash", str(ROOT / "tools" / "gpu_run.sh"), *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 @pytest.mark.parametrize("damaged", ["tvm-libs.tar.xz", "site.tar.xz"])
@@ -109,6 +113,7 @@ def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     after = _files(dest)
     assert after.pop("site/tvm/lib/libtvm_compiler.so") == LIBRARY
     assert after.pop("site/new.txt") == b"new"
+    assert after.pop(f"site/{MARK}").startswith(b"unpacked by tools/gpu_run.sh from ")
     assert after.pop("cache/entry") == b"a cached build"
     assert b"TVM sees no CUDA device" in after.pop("out/gpu_check.json")
     [(kept, last)] = after.items()  # the last run's JSON, under its time; the old unpack is gone
@@ -116,6 +121,63 @@ def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     assert sorted(p.name for p in (dest / "out").iterdir()) == sorted(
         [kept[4:], "gpu_check.json", "gpu_check.json.tmp"]
     )
+
+
+def test_a_site_no_unpack_made_and_a_pack_inside_the_site_are_refused_and_kept(tmp_path):
+    """A $DEST/site of the user's own was replaced, and removed; archives kept in $DEST/site went with it."""
+    mine = tmp_path / "mine"
+    (mine / "site").mkdir(parents=True)
+    (mine / "site" / "thesis.txt").write_text("my thesis")
+    done = _gpu_run(_pack(tmp_path / "pack"), mine)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and done.stdout == ""
+    assert line == (
+        f"error: {mine}/site holds no {MARK}, so no earlier unpack made it, and this one would replace it. "
+        f"Fix: move {mine}/site away, or pass another DEST."
+    )
+    assert _files(mine) == {"site/thesis.txt": b"my thesis"}
+    dest = _dest(tmp_path / "dest")
+    pack = _pack(dest / "site" / "pack")  # an earlier unpack's site/, the archives copied into it
+    before = _files(dest)
+    done = _gpu_run(pack, dest)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith(f"error: PACK={pack} is inside {dest}/site, which the unpack")
+    assert ". Fix: move the archives out of " in line and _files(dest) == before
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ({"DEST": "/sys/byoc-gpu"}, "error: cannot write in DEST=/sys/byoc-gpu ("),
+        ({"DEST": "{tmp}/afile/dest"}, "error: cannot write in DEST={tmp}/afile/dest (Not a directory)."),
+        ({"OUT": "/sys/out"}, "error: cannot write in OUT=/sys/out ("),
+    ],
+)
+def test_a_dest_or_out_that_cannot_be_written_is_one_line_before_anything(tmp_path, where, said):
+    """A DEST that mktemp could not write in was its own error line, with no Fix."""
+    (tmp_path / "afile").write_text("a file")
+    where = {k: v.format(tmp=tmp_path) for k, v in where.items()}
+    done = _gpu_run(_pack(tmp_path / "pack"), tmp_path / "dest", **where)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and done.stdout == "" and line.startswith(said.format(tmp=tmp_path))
+    [(name, _)] = where.items()
+    assert "). Fix: pass a" in line and f" {name} you can write in (or leave it out: " in line
+    assert (tmp_path / "afile").read_text() == "a file" and not any((tmp_path / "dest").glob("unpack.*"))
+
+
+def test_relative_paths_are_the_callers_and_a_run_replaces_the_site_the_last_one_made(tmp_path):
+    """PACK=pack DEST=dest OUT=out were taken in the checkout, where the script went first."""
+    _pack(tmp_path / "pack")
+    for _ in range(2):  # the second replaces the site/ the first unpacked
+        done = _gpu_run("pack", "dest", "--runs", "0", cwd=tmp_path, OUT="out")  # the check refuses it, unpacked
+        assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: argument --runs")
+        assert done.stdout.startswith("call 1 of 1 carries ")  # gpu_pack.py --check found the archives
+        assert _files(tmp_path / "dest") == {
+            "site/new.txt": b"new",
+            "site/tvm/lib/libtvm_compiler.so": LIBRARY,
+            f"site/{MARK}": f"unpacked by tools/gpu_run.sh from {tmp_path / 'pack'}\n".encode(),
+        }
+    assert (tmp_path / "out").is_dir() and not (ROOT / "dest").exists() and not (ROOT / "out").exists()
 
 
 def test_what_one_call_carries_is_checked_again_before_a_run(tmp_path):
@@ -191,3 +253,20 @@ def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
         )
         [line] = done.stderr.splitlines()
         assert done.returncode == 1 and line.startswith("error: ") and "Fix: see" in line
+
+
+def test_gpu_check_out_expands_the_home_as_the_workbench_options_do(tmp_path):
+    """--out ~/g.json was a folder named ~ in the current one, which did not exist."""
+    (tmp_path / "notes.json").write_text("my notes")
+    (tmp_path / "afile").write_text("a file")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    check = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--target", "llvm", "--out"]
+    for out, why in [("~/notes.json", "is not an earlier GPU check's JSON"), ("~/afile/g.json", "is in ")]:
+        done = subprocess.run([*check, out], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 1 and line.startswith(f"error: --out {tmp_path / out[2:]} {why}")
+    assert line.startswith(f"error: --out {tmp_path}/afile/g.json is in {tmp_path}/afile, which is not a folder.")
+    assert (tmp_path / "notes.json").read_text() == "my notes" and sorted(os.listdir(tmp_path)) == [
+        "afile",
+        "notes.json",
+    ]

@@ -1,7 +1,12 @@
 """make lab serves working copies: running a notebook never shows up in git status."""
 
+import json
+import os
+import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +111,96 @@ def test_the_working_copies_are_ignored_by_git():
     assert out.returncode == 0, "lab/ must be in .gitignore, or running a notebook dirties git status"
     makefile = (ROOT / "Makefile").read_text()
     assert "--ServerApp.root_dir=lab" in makefile and "tools/lab_copies.py notebooks lab" in makefile
+
+
+def _lab_copies(*argv, **popen):
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "tools" / "lab_copies.py"), *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def test_a_copy_cut_short_is_never_kept_as_an_edited_one(tmp_path):
+    """A copy that hit the file-size limit stayed, half-written, and each later run kept it as the user's edit."""
+    source, lab = _notebooks(tmp_path)
+    (source / "a.ipynb").write_text(json.dumps({"cells": ["x" * 100_000]}))
+    limited = _lab_copies(source, lab, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192)))
+    out, err = limited.communicate(timeout=120)
+    [line] = err.splitlines()
+    assert limited.returncode == 2 and line.startswith("error: cannot write ") and "(File too large)" in line
+    assert not (lab / "a.ipynb").exists() and not [p for p in lab.rglob("*") if p.is_file()]  # no half, no temporary
+    assert lab_copies.sync(source, lab) == []
+    assert json.loads((lab / "a.ipynb").read_text()) == {"cells": ["x" * 100_000]}
+
+
+def test_a_link_in_the_lab_is_never_written_through(tmp_path, capsys):
+    """A copy's name that links elsewhere, to nothing yet, had the copy written there, outside LAB_DIR."""
+    source, lab = _notebooks(tmp_path)
+    lab.mkdir()
+    (tmp_path / "w").mkdir()
+    (lab / "a.ipynb").symlink_to(tmp_path / "w" / "elsewhere.ipynb")
+    line = _refused(capsys, source, lab)
+    assert line == (
+        f"error: {lab / 'a.ipynb'} is a link to {tmp_path / 'w' / 'elsewhere.ipynb'}, and no copy is written "
+        f"through a link. Fix: remove the link {lab / 'a.ipynb'}, or pass another LAB_DIR."
+    )
+    assert list((tmp_path / "w").iterdir()) == [] and sorted(p.name for p in lab.iterdir()) == ["a.ipynb"]
+
+
+def test_a_source_that_is_no_plain_file_is_refused_naming_it(tmp_path, capsys):
+    """A source linked to /dev/zero was copied until the disk filled; a FIFO was blamed on LAB_DIR."""
+    source, lab = _notebooks(tmp_path)
+    (source / "a.ipynb").unlink()
+    (source / "a.ipynb").symlink_to("/dev/zero")
+    line = _refused(capsys, source, lab)
+    assert line.startswith(f"error: SOURCE_DIR's {source / 'a.ipynb'} is a device, not a regular file. Fix: put ")
+    (source / "a.ipynb").unlink()
+    os.mkfifo(source / "a.ipynb")
+    line = _refused(capsys, source, lab)
+    assert line.startswith(f"error: SOURCE_DIR's {source / 'a.ipynb'} is a FIFO, not a regular file. Fix: put ")
+    assert not lab.exists()
+
+
+def test_no_plain_file_in_the_lab_makes_a_false_has_changed_note(tmp_path, capsys):
+    """A FIFO record in .pristine, or a FIFO where a copy goes, each said the notebook had changed: it had not."""
+    source, lab = _notebooks(tmp_path)
+    lab_copies.sync(source, lab)
+    for nb in ("a.ipynb", "b.ipynb"):
+        (lab / ".pristine" / nb).unlink()
+        os.mkfifo(lab / ".pristine" / nb)  # no record of what the copy was made from
+    (lab / "b.ipynb").write_text('{"v": 1, "outputs": "saved by JupyterLab"}')
+    [note] = lab_copies.sync(source, lab)
+    assert note.startswith(f"note: your copy {lab / 'b.ipynb'} differs from {source / 'b.ipynb'}, and no record ")
+    assert (lab / ".pristine" / "a.ipynb").read_text() == '{"v": 1}'  # a's copy untouched: its record made again
+    (lab / "a.ipynb").unlink()
+    os.mkfifo(lab / "a.ipynb")
+    line = _refused(capsys, source, lab, "--fresh")
+    assert line.startswith(f"error: {lab / 'a.ipynb'} is a FIFO, not a regular file, where the copy of ")
+    assert (lab / "a.ipynb").is_fifo() and not list(lab.glob("*.bak.ipynb"))
+
+
+def _catches(pid: int, signum: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    [mask] = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize(("signum", "word"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_a_signal_while_it_loads_is_one_line_and_the_shells_status(tmp_path, signum, word):
+    """Ctrl-C while the package loaded TVM was a KeyboardInterrupt traceback; SIGTERM a silent 143."""
+    source, lab = _notebooks(tmp_path)
+    proc = _lab_copies(source, lab)
+    deadline = time.monotonic() + 30
+    while not _catches(proc.pid, signal.SIGTERM):  # its handlers are in: the package's imports come next
+        assert proc.poll() is None and time.monotonic() < deadline, "it never handled SIGTERM"
+        time.sleep(0.005)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum and out == ""
+    assert err.splitlines() == [
+        f"{word}; no copy is half-made (each is renamed into place whole): run it again to finish."
+    ]
+    assert not lab.exists()

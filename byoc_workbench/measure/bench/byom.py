@@ -13,6 +13,7 @@ file when the PyTorch extra is installed, and as an ONNX file from MXNet's expor
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -86,6 +87,15 @@ def build_run(
     unknown = sorted(set(kw) - set(RUN_KEYWORDS))
     if unknown:
         raise WorkbenchError(f"build_run takes no keyword {unknown[0]!r}", f"pass only: {', '.join(RUN_KEYWORDS)}")
+    for name in ("keep", "progress"):
+        if name in kw:
+            true_or_false(kw[name], f"{name} is True or False", f"pass {name}=True or {name}=False")
+    seconds = kw.get("max_seconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
+        raise WorkbenchError(
+            f"max_seconds is a number of seconds above 0, got {type(seconds).__name__} ({seconds!r:.40})",
+            "pass e.g. max_seconds=60, or leave it out for no limit",
+        )
     what = model.mod if backend == "tvm" else offloaded(wb, backend, prune, options)[-1]
     label = "tvm alone" if backend == "tvm" else f"{backend}{'' if prune else '_unpruned'}"
     return runner.build_and_run(what, model.inputs, repeat, warmup, label=label, mark=wb.mark, **kw)
@@ -202,7 +212,8 @@ def _write_example(name: str, filename: str, directory, write) -> Path:
     workbench did not write there), else into the cache's folder ``examples/<name>`` (made by the write, so a
     failed call leaves none); where the cache cannot be written (a missing or read-only path, a file), into a
     folder of the system's temporary one named by the user and ``name``, with one warning: the notebook's first
-    cell goes on, and a later session (or one stopped by SIGTERM) reuses that folder instead of adding one."""
+    cell goes on, and a later session (or one stopped by SIGTERM) reuses that folder instead of adding one (or
+    makes a private one when that name is taken: by a file, a link or another user's folder)."""
     if directory:
         out = output_paths.check_dir(directory, "directory=", [filename])
         try:
@@ -217,9 +228,10 @@ def _write_example(name: str, filename: str, directory, write) -> Path:
         return folder / filename
     except OSError as err:
         instead = Path(tempfile.gettempdir()) / f"byoc-byom-{os.getuid()}-{name}"
-        instead.mkdir(mode=0o700, exist_ok=True)
-        if instead.stat().st_uid != os.getuid():  # somebody else's: a private folder of its own
-            instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))
+        with contextlib.suppress(FileExistsError):
+            instead.mkdir(mode=0o700)
+        if instead.is_symlink() or not instead.is_dir() or instead.stat().st_uid != os.getuid():
+            instead = Path(tempfile.mkdtemp(prefix="byoc-byom-"))  # a file, a link or somebody else's: one of its own
         logger.warning("cannot write the example to %s (%s); writing it to %s instead", folder, err.strerror, instead)
         write(instead / filename)
         return instead / filename

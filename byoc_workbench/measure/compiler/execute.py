@@ -60,9 +60,8 @@ def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.
     (:mod:`byoc_workbench.measure.compiler.compiled`).
     """
     _check_ranks(mod)
+    check_gpu_builds(mod, target)
     mod, tvm_target, disabled = _prepared(mod, target, placed)
-    if devices.is_gpu(tvm_target):
-        _check_gpu_builds(mod)
 
     def build():
         with _building(tvm_target, disabled):
@@ -86,10 +85,17 @@ def lower(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> tvm.IRMo
 
 def _prepared(mod: tvm.IRModule, target, placed: bool) -> tuple:
     """``(module, target, passes it builds without)``: placed on the GPU and the CPU for a GPU target,
-    unless it was ``placed`` already."""
+    unless it was ``placed`` already, and refused in one line where a binding reads a tensor on another device than
+    the one it lives on (a kernel handed buffers of two devices, which TVM builds without a word)."""
     tvm_target = devices.resolve(target)
     if devices.is_gpu(tvm_target) and not placed:
         mod = devices.place(mod, devices.propose(mod), tvm_target)
+    wrong = devices.crossings(mod)
+    if wrong:
+        raise WorkbenchError(
+            f"The module reads a tensor on another device than its own ({wrong[0]})",
+            "copy it there (R.to_vdevice), or pass the module unplaced and let devices.place place it",
+        )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, tvm_target, ["StaticPlanBlockMemory"] if unplannable else []
 
@@ -107,16 +113,10 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     return (cuda.pipeline(tvm_target) if gpu else relax.get_pipeline("default"))(mod)
 
 
-#: Ops that TVM 0.27 cannot build for CUDA even when placed on the CPU, and what a user knows them as.
-NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
-
-
-def _check_gpu_builds(mod: tvm.IRModule) -> None:
-    """Refuse, in one line, a GPU build of a module holding an op of :data:`NO_GPU_BUILD`: its legalized kernels
-    are compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its
-    definition"."""
-    functions = [f for f in mod.functions.values() if isinstance(f, relax.Function)]
-    found = sorted({NO_GPU_BUILD[op] for f in functions for op in ir.ops_in(f, mod) if op in NO_GPU_BUILD})
+def check_gpu_builds(mod: tvm.IRModule, target) -> None:
+    """Refuse, in one line, a GPU build of a module calling an op TVM 0.27 cannot build for CUDA
+    (:func:`byoc_workbench.core.devices.no_gpu_build`); a caller that legalizes first checks the module before."""
+    found = devices.no_gpu_build(mod) if devices.is_gpu(target) else []
     if found:
         raise WorkbenchError(
             f"TVM 0.27 cannot build {found[0]} for CUDA, even on the CPU beside the GPU",

@@ -7,6 +7,7 @@ from typing import Any
 
 from byoc_workbench.draw import placements
 from byoc_workbench.measure.search.placement import Plan, drawing
+from byoc_workbench.measure.search.reduced import precision_differs
 
 
 @dataclasses.dataclass
@@ -107,7 +108,9 @@ class SearchResult:
         """A Digraph of a placement (default: the chosen one, else None), uncompiled; collapsed past 100 ops."""
         if assign is None and (self.chosen is None or self.plan is None):
             return None
-        title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement, coloured by backend"
+        # The chosen one may run at a reduced precision: its title says which backends do ("torch at f16").
+        at = "" if assign else "".join(f", {p}" for p in precision_differs(self.chosen, Row({}, None)))
+        title = title or f"{self.model}: {'a' if assign else 'the chosen'} placement{at}, coloured by backend"
         mod, packed = drawing(self.plan, assign or self.chosen.assign)
         big = sum(u["ops"] for u in self.units) > 100
         return placements.placement_dot(mod, packed, title + (f" — {self.mark}" if self.mark else ""), big)

@@ -278,6 +278,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
             f"Subgraphs {', '.join(ir.subgraph_functions(mod))} were not compiled, so the module cannot run.",
             "choose a backend (run_stages(..., backend='onnxruntime' or 'teaching')) or switch their rules off.",
         )
+    execute.check_gpu_builds(mod, target)  # here: legalizing leaves no trace of what it looks for
     placement = devices.propose(mod) if devices.is_gpu(target) else None
     placed = devices.place(mod, placement, target) if placement is not None else mod
     origin = _origins(mod, placed)
