@@ -140,7 +140,7 @@ test-slow: setup
 
 # Executed notebooks as .ipynb and as .html readable without a kernel or a network, and every stage as SVG.
 demo: setup
-	$(BIN)/python -m byoc_workbench.export --out build --timeout 1800 notebooks/*.ipynb
+	$(BIN)/byoc-workbench export --out build --timeout 1800 notebooks/*.ipynb
 	$(BIN)/byoc-workbench stages demo --out build/stages-demo
 	$(BIN)/byoc-workbench stages ssd --target tensorrt --out build/stages-ssd
 	@echo "Executed notebooks (.ipynb and .html) and stage diagrams are in build/"

@@ -7,26 +7,24 @@ its kernel anyway; so in the page each widget is replaced by a static copy of wh
 notebook ran: its diagrams (``svg`` state), pictures, tables, labels and the outputs it held (the zoo
 chooser's last pick). Diagrams the notebook displays itself are inline SVG already.
 
-``python -m byoc_workbench.export --out build notebooks/*.ipynb`` is what
+``byoc-workbench export --out build notebooks/*.ipynb`` (:mod:`byoc_workbench.cli.export`) is what
 ``make demo`` runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import copy
 import html
 import json
 import re
-import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
-from byoc_workbench.core import files, output_paths, signals
+from byoc_workbench.core import files, output_paths
 from byoc_workbench.core.errors import WorkbenchError, first_line
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -274,32 +272,3 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
             "fix the cells those lines name, then export again",
         )
     return written
-
-
-def main(argv=None) -> int:
-    """The command: 0 done, 1 a cell failed, 2 a path refused; 130 Ctrl-C, 143 SIGTERM, each in one line."""
-    with signals.Stop.watch():
-        p = argparse.ArgumentParser(prog="python -m byoc_workbench.export", description=__doc__.splitlines()[0])
-        p.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
-        p.add_argument("--out", default="build", help="output folder (default: build)")
-        p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
-        args = p.parse_args(argv)
-        files.written.clear()
-        try:
-            export(args.notebooks, args.out, args.timeout)
-            if not signals.Stop.seen:  # else a library swallowed its KeyboardInterrupt: the signal still ends it
-                return 0
-        except WorkbenchError as err:
-            if not signals.Stop.seen:  # else a failure the signal caused, said as the signal
-                print(err, file=sys.stderr)
-                return err.status
-        except KeyboardInterrupt:
-            pass
-        signum = signals.Stop.seen or signal.SIGINT
-        print(signals.stopped_line(signum), file=sys.stderr)
-        return 128 + signum
-
-
-if __name__ == "__main__":
-    signals.ignore()  # until main's handlers take over, and again once it has said its last line
-    sys.exit(main())

@@ -258,6 +258,17 @@ def add_doctor(command) -> None:
     d.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def add_export(command) -> None:
+    e = command(
+        "export",
+        "run notebooks top to bottom and write each, outputs and all, as .ipynb and as HTML readable offline",
+        "byoc_workbench.cli.export:cmd_export",
+    )
+    e.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
+    e.add_argument("--out", default="build", help="output folder (default: build)")
+    e.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
+
+
 # The commands in the order --help lists them.
 COMMANDS = (
     add_stages,
@@ -270,4 +281,5 @@ COMMANDS = (
     add_search,
     add_prefetch,
     add_doctor,
+    add_export,
 )

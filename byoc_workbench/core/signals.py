@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM for a command (``byoc-workbench``, ``python -m byoc_workbench.export``): handled alike,
+"""Ctrl-C and SIGTERM for a ``byoc-workbench`` command: handled alike,
 remembered, and said in one line.
 
 SIGTERM (``timeout``, ``docker stop``, a JupyterHub cull) is handled as Ctrl-C is, so that temporaries are removed
@@ -60,14 +60,3 @@ def stopped_line(signum: int) -> str:
     if not files.written:
         return f"{word}; nothing was written."
     return f"{word}; wrote {', '.join(str(p) for p in files.written)} before that."
-
-
-def ignore() -> None:
-    """Ignore both signals from now until the process exits.
-
-    A command's entry point calls this before the command, whose :meth:`Stop.watch` puts it back as the command
-    returns: a signal after its last line, while the interpreter tears TVM and the libraries down (half a second),
-    must not turn a command that wrote and said its results into a silent 130 or 143.
-    """
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)

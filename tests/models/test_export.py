@@ -8,7 +8,7 @@ import nbformat
 import pytest
 import seat
 
-from byoc_workbench import export
+from byoc_workbench import cli, export
 from byoc_workbench.draw import renderers
 
 NOTEBOOKS = sorted(p.name for p in seat.NOTEBOOKS.glob("*.ipynb"))
@@ -151,7 +151,7 @@ def test_a_failing_cell_is_one_line_and_the_other_notebooks_still_export(tmp_pat
         cells = [nbformat.v4.new_markdown_cell("# title"), nbformat.v4.new_code_cell(source)]
         nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / f"{name}.ipynb")
     out = tmp_path / "out"
-    assert export.main(["--out", str(out), *(str(tmp_path / f"{n}.ipynb") for n in ("div", "ok", "own"))]) == 1
+    assert cli.main(["export", "--out", str(out), *(str(tmp_path / f"{n}.ipynb") for n in ("div", "ok", "own"))]) == 1
     printed, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]  # the kernel may warn on stderr too
     assert lines == [
@@ -163,7 +163,7 @@ def test_a_failing_cell_is_one_line_and_the_other_notebooks_still_export(tmp_pat
     ]
     assert printed == f"wrote {out / 'ok.ipynb'} and {out / 'ok.html'}\n"
     assert sorted(p.name for p in out.iterdir()) == [".byoc-workbench-wrote", "ok.html", "ok.ipynb"]
-    assert export.main(["--out", str(out), str(tmp_path / "div.ipynb")]) == 1
+    assert cli.main(["export", "--out", str(out), str(tmp_path / "div.ipynb")]) == 1
     assert [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")] == lines[:1]
     # round 9: the export's own files were refused as "not written by the workbench", so make demo ran once only
-    assert export.main(["--out", str(out), str(tmp_path / "ok.ipynb")]) == 0
+    assert cli.main(["export", "--out", str(out), str(tmp_path / "ok.ipynb")]) == 0

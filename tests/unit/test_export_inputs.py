@@ -1,4 +1,4 @@
-"""``python -m byoc_workbench.export``: every path checked before the first notebook runs, one line each."""
+"""``byoc-workbench export``: every path checked before the first notebook runs, one line each."""
 
 import os
 from pathlib import Path
@@ -6,11 +6,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from byoc_workbench import export
+from byoc_workbench import cli
 
 
 def _refused(capsys, *argv) -> str:
-    assert export.main([str(a) for a in argv]) == 2
+    assert cli.main(["export", *(str(a) for a in argv)]) == 2
     out, err = capsys.readouterr()
     [line] = err.splitlines()
     assert out == "" and line.startswith("error: ") and ". Fix: " in line

@@ -15,7 +15,7 @@ import pytest
 from byoc_workbench.core.output_paths import WRITTEN
 
 CLI = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
-EXPORT = [sys.executable, "-m", "byoc_workbench.export"]
+EXPORT = [CLI, "export"]
 
 
 def _notebook(path: Path, source: str) -> Path:
