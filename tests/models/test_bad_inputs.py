@@ -66,7 +66,7 @@ CLI = [
         "profile-over-budget",
         "cli",
         ["profile", "demo", "--runs", "1000", "--max-seconds", "0.01", "--out", "{d}/o"],
-        ["1000 timed runs", "over the limit of", "pass --max-seconds"],
+        ["1000 timed runs", "over the limit of", "(--max-seconds, or max_seconds= from Python)"],
     ),
     ("backend-typo", "cli", ["run", "ssd", "--backend", "tvn"], ["Unknown backend 'tvn'", "did you mean tvm?"]),
     ("bench-backend-typo", "cli", ["bench", "ssd", "--backends", "tvm,onnxrt"], ["onnxrt", "--backends"]),

@@ -99,8 +99,8 @@ def check_budget(first_s: float, left: int, max_seconds: float | None, desc: str
     needed = first_s * left
     raise OverBudget(
         f"{desc}: {left} more runs at about {text.seconds(first_s)} each would take about {text.seconds(needed)}, "
-        f"over the limit of {max_seconds:g} s (--max-seconds)",
-        f"ask for fewer runs, or pass --max-seconds {int(needed * 1.2) + 1} to allow it",
+        f"over the limit of {max_seconds:g} s",
+        f"ask for fewer runs, or allow {int(needed * 1.2) + 1} s (--max-seconds, or max_seconds= from Python)",
     )
 
 
