@@ -234,7 +234,8 @@ def compile_subgraph(name: str, func, fp16: bool = False, workspace: int = WORKS
     ]
     body = [f"#   {layer.get('Name', layer) if isinstance(layer, dict) else layer}" for layer in layers]
     source = "\n".join(header + body) + "\n\n" + onnx.onnx_text(model)
-    return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs))
+    detail = f"{dev.device_name}, {'fp16' if fp16 else 'fp32'}"  # what every table's label says ran it
+    return register_packed("tensorrt", name, runner, path.name.encode(), source, len(outputs), detail)
 
 
 BACKEND = Backend(
