@@ -526,7 +526,12 @@ def check(argv=None) -> int:
         report["wall_s"] = time.perf_counter() - t0
         text = json.dumps(report, indent=2, default=str)
         if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
-            write_whole(out, text)
+            try:
+                write_whole(out, text)
+            except OSError as err:  # a full disk or quota, a folder made read-only meanwhile
+                raise SystemExit(
+                    _line("error", f"cannot write --out {out} ({err.strerror})", "free some space, or another --out")
+                ) from None
             written[:] = [out]
         return text
 

@@ -270,3 +270,22 @@ def test_gpu_check_out_expands_the_home_as_the_workbench_options_do(tmp_path):
         "afile",
         "notes.json",
     ]
+
+
+def test_gpu_check_that_cannot_write_its_json_says_so_in_one_line(tmp_path):
+    """A full disk was an OSError traceback after the whole run (here: a file system of 4 kB, which the
+    JSON outgrows once the demo is measured)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"a small file system cannot be mounted here: {mounted.stderr.decode().strip()}")
+    try:
+        out = disk / "g.json"
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--target", "llvm", "--models", "demo"]
+        done = subprocess.run([*cmd, "--runs", "2", "--warmup", "0", "--out", str(out)], capture_output=True, text=True)
+        line = done.stderr.splitlines()[-1]
+        assert done.returncode == 1 and line.startswith(f"error: cannot write --out {out} (No space left"), line
+        assert os.listdir(disk) in ([], ["g.json"])  # no temporary left; at most a checkpoint of the run, whole
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
