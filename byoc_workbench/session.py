@@ -20,7 +20,7 @@ import tvm
 
 from byoc_workbench import stages
 from byoc_workbench.backends.registry import DEFAULT, Registry, guard
-from byoc_workbench.core.errors import WorkbenchError, true_or_false
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean, true_or_false
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.draw import folding, render
 from byoc_workbench.draw.graph import Graph, Node, build_graph
@@ -321,19 +321,26 @@ class Workbench:
         return self._planned[1].upto(stages.STAGES.index(name))
 
     @_paused
-    def graph(self, name: str, expand=(), collapse: bool = False) -> Graph:
-        """The stage's graph; ``expand`` holds node ids to draw open; ``collapse`` hides
-        constants and folds long data-movement runs.
+    def graph(self, name: str, expand=(), collapse: bool = False, strict: bool = True) -> Graph:
+        """The stage's graph; ``expand`` holds node ids to draw open (with ``strict``, an id that opens nothing
+        at this stage is a one-line error); ``collapse`` hides constants and folds long data-movement runs.
 
         The graph with no call opened is kept per stage (see :meth:`_closed_graph`): opening
         or closing a block or a folded run only folds it again, and only opening a composite or
         a subgraph call walks the module again.
         """
-        expand = _node_ids(expand)
+        expand = folding.node_ids(expand)
         collapse = true_or_false(collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all")
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
-        return folding.fold_chains(g, keep_open=expand) if collapse else g
+        g = folding.fold_chains(g, keep_open=expand) if collapse else g
+        unopened = folding.unopened(g, expand) if strict else []
+        if unopened:
+            raise WorkbenchError(
+                f"The {name} stage has no node {unopened[0]!r} to open{did_you_mean(unopened[0], g.nodes)}",
+                "pass ids a View's nodes are keyed by (a composite, a subgraph or a folded run opens)",
+            )
+        return g
 
     def _closed_graph(self, name: str, collapse: bool) -> Graph:
         """The stage's graph with no call opened, kept for the last few stages drawn. Composite and
@@ -376,10 +383,10 @@ class Workbench:
         return render.to_dot(self.graph(name, expand, collapse), title=self.title(name), show_shapes=not collapse)
 
     @_paused
-    def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False) -> View:
+    def view(self, name: str, expand=(), svg: bool = True, collapse: bool = False, strict: bool = True) -> View:
         svg = true_or_false(svg, "svg is True or False", "pass svg=False to skip the picture")
         s = self.stage(name)
-        g = self.graph(name, expand, collapse)
+        g = self.graph(name, expand, collapse, strict)
         dot = render.to_dot(g, title=self.title(name), show_shapes=not collapse)
         annotate = self.stage("annotate")
         names: dict = {}  # node id -> the Relax variables it draws, as the TVMScript tab names them
@@ -459,18 +466,6 @@ def claimed_ops(s: summary.Stage) -> dict[str, dict[str, int]]:
         if target != summary.HOST:
             counts.setdefault(target, collections.Counter())[op] += n
     return {t: dict(c.most_common()) for t, c in sorted(counts.items())}
-
-
-def _node_ids(expand) -> tuple:
-    """``expand`` as a tuple of node ids, or a one-line error (a bare id, a number)."""
-    if isinstance(expand, str) or not isinstance(expand, (list, tuple, set, frozenset)):
-        raise WorkbenchError(
-            f"expand must be a list of node ids, got {expand!r:.60}",
-            "pass e.g. expand=['main/tensorrt_0'] (the ids a View's nodes are keyed by)",
-        )
-    if not all(isinstance(e, str) for e in expand):
-        raise WorkbenchError("expand must hold node ids (text)", "pass e.g. expand=['main/tensorrt_0']")
-    return tuple(expand)
 
 
 def node_details(n: Node, variables=()) -> dict[str, object]:

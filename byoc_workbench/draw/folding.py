@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import blocks, structure
 from byoc_workbench.draw.graph import Box, Graph, Node, on_cpu_of, ops_label
 
@@ -359,3 +360,20 @@ def _one_edge_per_neighbour(g: Graph, opened: set) -> Graph:
             e = dataclasses.replace(e, to_cluster=b if b in opened else None, from_cluster=a if a in opened else None)
         edges.append(e)
     return dataclasses.replace(g, edges=edges)
+
+
+def node_ids(expand) -> tuple:
+    """``expand`` as a tuple of node ids, or a one-line error (a bare id, a number)."""
+    if isinstance(expand, str) or not isinstance(expand, (list, tuple, set, frozenset)):
+        raise WorkbenchError(
+            f"expand must be a list of node ids, got {expand!r:.60}",
+            "pass e.g. expand=['main/tensorrt_0'] (the ids a View's nodes are keyed by)",
+        )
+    if not all(isinstance(e, str) for e in expand):
+        raise WorkbenchError("expand must hold node ids (text)", "pass e.g. expand=['main/tensorrt_0']")
+    return tuple(expand)
+
+
+def unopened(g: Graph, expand) -> list:
+    """The ids of ``expand`` that open nothing in ``g``: no node of it, nor a box it was drawn open as (``x_<id>``)."""
+    return [e for e in expand if e not in g.nodes and f"x_{e}" not in g.clusters]

@@ -322,7 +322,8 @@ class WorkbenchWidget(W.VBox):
         at the codegen stage (measured once per rule set and prune switch, about a second on the demo)."""
         timed = self.time_button.value and self.stage == "codegen"
         # The time view draws its own diagram, so the plain one is not rendered only to be replaced.
-        view = wb.view(self.stage, expand=tuple(sorted(expand)), svg=not timed, collapse=self.collapse)
+        # strict=False: what was opened at another stage stays in expand, for when the user steps back to it
+        view = wb.view(self.stage, expand=tuple(sorted(expand)), svg=not timed, collapse=self.collapse, strict=False)
         if not timed:
             return view
         if self._measured is None or self._measured[0] is not wb:
@@ -331,7 +332,7 @@ class WorkbenchWidget(W.VBox):
             built = timing.build(wb.stages, target=self.tvm_target)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
-        drawn = wb.graph("codegen", tuple(sorted(expand)), self.collapse)
+        drawn = wb.graph("codegen", tuple(sorted(expand)), self.collapse, strict=False)
         svg = latency.time_view(wb.stage("codegen"), drawn, wb.title("codegen"), built, profile, collapse=self.collapse)
         notes = [f"measured: {latency.summary_line(profile)}", *view.notes]
         return dataclasses.replace(view, svg=svg, notes=notes, measured=True)
