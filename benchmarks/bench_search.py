@@ -24,38 +24,83 @@ wall time (bars: 120 s, 15 s), with the load average before and after. Then
 the floor by construction: the backbone alone on its fastest backend against
 the fastest runtime run whole (no placement can beat that ratio, even with
 everything else free).
+
+Ctrl-C or SIGTERM stops it in one line, exit 130 or 143: the command it runs is stopped too (it and what it
+started), and the temporary cache removed. Once its lines are said, a signal changes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from byoc_workbench.cli import earlier
-from byoc_workbench.core import files, output_paths
-from byoc_workbench.core.errors import WorkbenchError
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How long a stopped command may take to end (its own one line, its temporaries removed) before it is killed.
+STOP_WAIT_S = 20.0
+
+
+def _stopped(signum, _frame) -> None:
+    """Ctrl-C or SIGTERM, while the package loads TVM or while a command runs: one line, and the shell's status
+    for the signal (130, 143); later signals are ignored, so that none interrupts the way out."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    word = "terminated" if signum == signal.SIGTERM else "interrupted"
+    print(f"{word}; nothing was written.", file=sys.stderr)  # --out is written last, with signals ignored
+    raise SystemExit(128 + signum)  # through run(), which stops its command, and the temporary cache's removal
+
+
+if __name__ == "__main__":  # before the package's imports, which load TVM (a second)
+    for _sig in SIGNALS:
+        signal.signal(_sig, _stopped)
+
+from byoc_workbench.cli import earlier  # noqa: E402
+from byoc_workbench.core import files, output_paths  # noqa: E402
+from byoc_workbench.core.errors import WorkbenchError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "byoc_workbench.cli"]
 BARS = {"vs_fastest_anchor": 1.1, "prediction_error": 0.10, "search_s": 120.0, "repeat_s": 15.0}
-#: What an earlier --out of this script holds: the one file --out may replace, beside an empty one.
-EARLIER = earlier.json_result(lambda r: {"search", "bench", "verdicts"} <= r.keys())
+#: What an earlier --out of this script holds, as its folder's record proves: the one file --out may replace,
+#: beside an empty one (a JSON of yours with the same keys is not one).
+EARLIER = earlier.proven(earlier.json_result(lambda r: {"search", "bench", "verdicts"} <= r.keys()))
 
 
 def run(args: list, env: dict) -> tuple:
-    """``(JSON printed, wall seconds)`` of one CLI command in a fresh process."""
+    """``(JSON printed, wall seconds)`` of one CLI command in a fresh process, in a session of its own: a signal
+    that stops this script is passed on to it and what it started, which are waited for, so none is left."""
     t0 = time.perf_counter()
-    out = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    cmd = [*CLI, *args]
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate()
+        except SystemExit as stop:  # _stopped: the same signal to the command, then SIGKILL if it hangs
+            _end(proc, stop.code - 128)
+            raise
     wall = time.perf_counter() - t0
-    if out.returncode != 0:
-        sys.exit(f"{' '.join(args)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout), wall
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    return json.loads(stdout), wall
+
+
+def _end(proc: subprocess.Popen, signum: int) -> None:
+    """``proc``'s session stopped by ``signum`` (its own one-line exit removes its temporaries), or killed where
+    it has not ended within :data:`STOP_WAIT_S`."""
+    for sig, wait in ((signum, STOP_WAIT_S), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=wait)
+            return
 
 
 def verdicts(search: dict, bench: dict, search_wall: float, repeat_wall: float) -> dict:
@@ -124,6 +169,8 @@ def main(argv=None) -> int:
     try:  # --out checked before the minutes of searching, and written as the CLI writes its results
         out = None if args.out is None else output_paths.check_file(args.out, "--out", (), EARLIER, "search_bench.json")
         everything = _bench(args)
+        for sig in SIGNALS:  # its lines are said: a signal from here to the exit changes nothing
+            signal.signal(sig, signal.SIG_IGN)
         if out is not None:
             files.write_file(out, json.dumps(everything, indent=2))
     except WorkbenchError as err:

@@ -23,7 +23,9 @@ a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
 ``--out`` (``~`` expanded, as the workbench's own options), ``--runs``, ``--warmup`` and ``--target`` are checked
 before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it names), after each
-build; a run that measured nothing leaves an earlier run's JSON there as it was. Ctrl-C or SIGTERM stops it in one
+build; a run that measured nothing leaves an earlier run's JSON there as it was. It replaces only a JSON an earlier
+run wrote, as the ``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record), never an
+immutable or append-only one. Ctrl-C or SIGTERM stops it in one
 line, exit 130 or 143. It imports only the standard library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import hashlib
 import importlib
 import json
 import os
@@ -317,21 +321,26 @@ def check_out(out: str | None) -> None:
     if out is None:
         return
     path = Path(out).resolve()  # through a link, to what it names: the JSON replaces that, never the link
+    fix = "pass a file path in a folder you can write"
     if not out:
         why = "is empty"
     elif path.is_dir():
         why = "is a folder"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
         why = "is not a regular file (a device, a FIFO or a socket)"
-    elif path.is_file() and not _earlier_json(path):  # this script, a model, anything the run reads
-        why = "is not an earlier GPU check's JSON, and the new one would replace it"
+    elif path.is_file() and not _earlier_json(path):  # this script, a model, your own JSON with its keys
+        why = f"is not an earlier GPU check's JSON ({WRITTEN} beside it does not record it): it would be replaced"
+        fix = f"pass another --out, or move {out} away first"
+    elif stuck := [f for f in (path, path.parent / WRITTEN) if _resists(f)]:  # found now, not after the builds
+        why = f"cannot be replaced: {stuck[0]} is {_resists(stuck[0])}"
+        fix = f"run chattr -i -a {stuck[0]}, or pass another --out"
     elif not path.parent.is_dir():
         why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
     elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in
         why = f"is in {path.parent}, which cannot be written"
     else:
         return
-    raise SystemExit(_line("error", f"--out {out} {why}", "pass a file path in a folder you can write"))
+    raise SystemExit(_line("error", f"--out {out} {why}", fix))
 
 
 def write_whole(path: Path, text: str) -> None:
@@ -352,13 +361,25 @@ def write_whole(path: Path, text: str) -> None:
         raise
 
 
+def write_recorded(path: Path, text: str) -> None:
+    """``text`` put at ``path`` whole (:func:`write_whole`), and recorded in the file :data:`WRITTEN` beside it in
+    the workbench's form (``output_paths.WRITTEN``), which proves to a later run that it may replace it."""
+    write_whole(path, text)
+    entries = _record(path.parent) | {path.name: _fingerprint(path)}
+    write_whole(path.parent / WRITTEN, json.dumps(dict(sorted(entries.items())), indent=0) + "\n")
+
+
 def check_target(target: str) -> None:
-    """Refuse, in one line, a ``--target`` TVM cannot build for, before anything is built; TVM is there."""
+    """Refuse, in one line, a ``--target`` TVM cannot build for or this machine cannot run (another CPU's triple, an
+    arch the CUDA compiler does not take), before anything is built; TVM is there, and a GPU for ``cuda``."""
     from byoc_workbench.core import devices
     from byoc_workbench.core.errors import WorkbenchError
+    from byoc_workbench.measure.compiler import cuda, execute
 
     try:
-        devices.resolve(target)
+        if devices.is_gpu(target):
+            cuda.check_arch(devices.resolve(target), cuda.find())
+        execute.check_runs_here(target)
     except WorkbenchError as err:
         raise SystemExit(_line("error", f"--target {target}: {err.cause.rstrip('.')}", err.fix)) from None
 
@@ -386,22 +407,66 @@ def count(lo: int):
 
 
 def _earlier_json(path: Path) -> bool:
-    """Whether ``path`` holds a JSON this script wrote (its ``models`` and ``missing``)."""
+    """Whether ``path`` holds a JSON this script wrote (its ``models`` and ``missing``), as it wrote it: its
+    folder's :data:`WRITTEN` records it; keys alone prove nothing."""
     try:
         found = json.loads(path.read_text())
+        proven = _record(path.parent).get(path.name) == _fingerprint(path)
     except (OSError, ValueError):
         return False
-    return isinstance(found, dict) and {"models", "missing"} <= set(found)
+    return proven and isinstance(found, dict) and {"models", "missing"} <= set(found)
+
+
+#: What the workbench's ``output_paths`` keeps in a folder (it cannot be imported before TVM is known to be here):
+#: each result written there, by name, as ``"<size> <sha256 hex>"``.
+WRITTEN = ".byoc-workbench-wrote"
+
+
+def _fingerprint(path: Path) -> str:
+    data = path.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def _record(folder: Path) -> dict:
+    """``folder``'s :data:`WRITTEN`, name to fingerprint: nothing when missing, damaged, a link or no plain file."""
+    record = folder / WRITTEN
+    try:
+        if record.is_symlink() or not record.is_file() or record.stat().st_size > 1 << 20:
+            return {}
+        entries = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+#: Linux's FS_IOC_GETFLAGS, and the flags by which even root cannot replace a file (chattr +i, chattr +a).
+GETFLAGS, FLAGS = 0x80086601, {0x10: "immutable", 0x20: "append-only"}
+
+
+def _resists(path: Path) -> str:
+    """``"immutable"`` or ``"append-only"`` for a plain file that cannot be replaced, else ``""`` (also where a
+    file system or a system has no such flags)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never waits, nor follows a link
+    except OSError:
+        return ""
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, GETFLAGS, bytes(8)), sys.byteorder)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return next((kind for bit, kind in FLAGS.items() if flags & bit), "")
 
 
 def tvm_here(target: str, report: dict) -> str | None:
-    """None where TVM and the workbench's own packages import and, for ``cuda``, TVM sees a GPU; else the
-    line of ``report["missing"]`` that says why nothing can be measured."""
+    """None where TVM and the workbench's own packages import and, for ``cuda`` (with an arch or not), TVM sees a GPU;
+    else the line of ``report["missing"]`` that says why nothing can be measured."""
     tvm, _, why = probe("tvm")
     if tvm is None:
         report["missing"].append(_line("tvm", why))
         return report["missing"][-1]
-    if target == "cuda":
+    if target.split()[:1] == ["cuda"]:
         try:
             seen = tvm.cuda(0).exist
         except Exception as err:  # noqa: BLE001 - a CUDA runtime that half loads is this machine's, not a bug here
@@ -527,7 +592,7 @@ def check(argv=None) -> int:
         text = json.dumps(report, indent=2, default=str)
         if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
             try:
-                write_whole(out, text)
+                write_recorded(out, text)
             except OSError as err:  # a full disk or quota, a folder made read-only meanwhile
                 raise SystemExit(
                     _line("error", f"cannot write --out {out} ({err.strerror})", "free some space, or another --out")

@@ -25,7 +25,7 @@ from tvm import relax
 
 from byoc_workbench import stages
 from byoc_workbench.core import ir
-from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError, whole_number
 from byoc_workbench.core.text import wrap
 from byoc_workbench.flow.prune import check_prune_rule
 from byoc_workbench.flow.rules import Rule, Target, get_target, pattern_rule
@@ -142,12 +142,21 @@ EXERCISES = {
 
 def feedback(number: int, cls=None, **fields) -> Feedback:
     """Exercise ``number``'s empty feedback, with its title and graded hints (``cls``: a subclass)."""
-    if isinstance(number, bool) or not isinstance(number, int) or number not in EXERCISES:
+    if whole_number(number) not in EXERCISES:
         raise WorkbenchError(
             f"There is no exercise {number!r:.40}", f"pass one of: {', '.join(map(str, sorted(EXERCISES)))}"
         )
+    number = whole_number(number)
+    cls = cls or Feedback
+    takes = {f.name for f in dataclasses.fields(cls)} - {"exercise", "hint", "api", "number"}
+    unknown = sorted(set(fields) - takes)
+    if unknown:
+        raise WorkbenchError(
+            f"feedback takes no keyword {unknown[0]!r} (its exercise, hint, api and number come from the exercise)",
+            f"pass only: {', '.join(sorted(takes))}",
+        )
     title, idea, api = EXERCISES[number]
-    return (cls or Feedback)(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
+    return cls(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
 
 
 def _unanswered(answer) -> bool:

@@ -14,6 +14,7 @@ chooser's last pick). Diagrams the notebook displays itself are inline SVG alrea
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import html
 import json
@@ -88,13 +89,19 @@ def _run(client) -> None:
 
 
 async def _execute(client) -> None:
-    """``client.async_execute()``, then what a cancelled one leaves stopped: a kernel cancelled as it started
-    (nbclient's cleanup is set up after), and nbclient's tasks that watch the kernel."""
+    """``client.async_execute()``, then what a cancelled one leaves behind stopped: its kernel, nbclient's tasks
+    that watch it, and nbclient's cleanup at exit.
+
+    nbclient registers that cleanup (``atexit``) as the kernel starts and unregisters it after its own cleanup;
+    cancelled as the kernel starts or in that cleanup, the cleanup at exit stays, and fails on the kernel manager
+    gone (``assert self.km is not None``, after the command's last line). So it runs here, and never at exit.
+    """
     try:
         await client.async_execute()
     finally:
-        if client.km is not None and client.km.has_kernel:
-            await client.km.shutdown_kernel(now=True)
+        if client.km is not None:
+            await client._async_cleanup_kernel()
+        atexit.unregister(client._cleanup_kernel)
         rest = asyncio.all_tasks() - {asyncio.current_task()}
         for task in rest:
             task.cancel()

@@ -8,7 +8,8 @@ unless the attendee has changed their copy, which is then kept and named in a
 line saying how to take the new one. ``--fresh`` (``make lab-fresh``) replaces
 every copy; an edited one is first renamed ``<name>.<time>.bak.ipynb`` beside it,
 one line each. Each copy goes through a temporary renamed into place: an interrupted
-run leaves the old copy or the new one, never half of one, and writes through no link.
+run leaves the old copy or the new one, never half of one, and writes through no link (a linked ``.pristine``
+or ``solutions`` folder included). Once the copies are in place, Ctrl-C or SIGTERM no longer changes the status.
 
 Usage: python tools/lab_copies.py SOURCE_DIR LAB_DIR [--fresh]
 """
@@ -80,7 +81,7 @@ def sync(source: Path, lab: Path, fresh: bool = False) -> list:
 def _checked(source: Path, lab: Path) -> dict:
     """The files of ``source`` to copy, by their path in it, with their bytes; a one-line error for a source with
     none or with one that is no plain file, for a lab that is not a folder of its own that can be written, and
-    for a copy's place in it taken by a link or by something that is no plain file."""
+    for a copy's place in it, or a folder on the way to it, taken by a link or by something else."""
     if not source.is_dir():
         why = "does not exist" if not source.exists() else "is not a folder"
         raise WorkbenchError(f"SOURCE_DIR {source} {why}", "pass the folder of the notebooks (notebooks)")
@@ -92,6 +93,7 @@ def _checked(source: Path, lab: Path) -> dict:
         raise WorkbenchError(f"LAB_DIR {lab} is SOURCE_DIR {source} itself", "pass a folder of its own (lab)")
     for nb in shipped:
         copy = lab / nb.relative_to(source)
+        _folders_on_the_way(lab, copy.relative_to(lab))
         if not nb.is_file():  # a FIFO would wait for ever, a link to /dev/zero fill the disk
             fix = f"put the notebook itself at {nb} (git restore {nb}), or pass another SOURCE_DIR"
             raise WorkbenchError(f"SOURCE_DIR's {nb} {output_paths.not_a_file(nb)}", fix)
@@ -110,6 +112,24 @@ def _checked(source: Path, lab: Path) -> dict:
     except OSError as err:
         fix = f"make {err.filename} readable, or pass another SOURCE_DIR"
         raise WorkbenchError(f"cannot read {err.filename} ({err.strerror or err})", fix) from None
+
+
+def _folders_on_the_way(lab: Path, rel: Path) -> None:
+    """A one-line error for a folder under ``lab`` on the way to the copy ``rel`` or to its record in
+    ``.pristine`` that is a link (the copy would be written wherever it leads, over a file there) or no folder."""
+    for written in (rel, ".pristine" / rel):
+        for folder in [lab / p for p in reversed(written.parents[:-1])]:
+            if folder.is_symlink():
+                raise WorkbenchError(
+                    f"{folder} is a link to {os.readlink(folder)}, and no copy is written through a link",
+                    f"remove the link {folder}, or pass another LAB_DIR",
+                )
+            if folder.exists() and not folder.is_dir():
+                what = "a FIFO" if folder.is_fifo() else "a file" if folder.is_file() else "a socket or a device"
+                raise WorkbenchError(
+                    f"{folder} is {what}, where a folder of the copies goes",
+                    f"remove {folder}, or pass another LAB_DIR",
+                )
 
 
 def _plain(path: Path) -> bytes | None:
@@ -137,6 +157,9 @@ def main(argv=None) -> int:
     except WorkbenchError as err:
         print(err, file=sys.stderr)
         return err.status
+    if signal.getsignal(signal.SIGTERM) is _stopped:  # run as a script: the copies are in place, and a signal
+        for sig in (signal.SIGINT, signal.SIGTERM):  # from here to the exit must not make them a failure
+            signal.signal(sig, signal.SIG_IGN)
     for line in lines:
         print(line)
     return 0

@@ -6,7 +6,8 @@
 
 Writes ``byoc_workbench/data/zoo-support.json`` (one record per model: its status, the ops that stop it,
 its one-line error) and regenerates the support table of ``docs/zoo.md`` and the README's
-line between their markers; ``--out FILE`` writes the records there instead and regenerates nothing.
+line between their markers; ``--out FILE`` writes the records there instead and regenerates nothing (it replaces
+only a file an earlier ``--out`` wrote, as the ``.byoc-workbench-wrote`` beside it proves, or an empty one).
 ``make test`` rechecks a sample of the records (tests/models/test_zoo_support.py).
 """
 
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
         help="one Ray task per model: auto (this machine's cluster, else this machine alone) or a cluster's address",
     )
     args = p.parse_args(argv)
-    records = earlier.json_result(lambda r: "name" in r and "task" in r)  # an earlier run's
+    records = earlier.proven(earlier.json_result(lambda r: "name" in r and "task" in r))  # an earlier --out's
     out = output_paths.check_file(args.out, "--out", ours=records) if args.out else RECORDS
     if not args.readme_only:
         names = support.zoo_names()
@@ -77,7 +78,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         fresh = {r["name"]: r for r in walk(wanted, args.timeout, args.ray)}
         records = [fresh.get(n) or old[n] for n in names if n in fresh or n in old]
-        files.put(out, json.dumps(records, indent=1) + "\n")  # through a link, into a FIFO or device: never replaced
+        # Through a link, into a FIFO or device: never replaced. An --out is recorded, so the next run may replace it.
+        files.put(out, json.dumps(records, indent=1) + "\n", record=bool(args.out))
         print(f"wrote {len(records)} records to {out} ({len(fresh)} walked in {time.perf_counter() - t0:.1f} s)")
     if args.out:
         return 0

@@ -17,9 +17,11 @@ show it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
+import sys
 
 import numpy as np
 
@@ -32,8 +34,25 @@ FIX = "pip install openvino (see requirements.txt), or choose backend onnxruntim
 _KDLCPU = 1
 
 
+@functools.cache
 def _ov():
-    return import_optional("openvino", FIX)
+    try:
+        return import_optional("openvino", FIX)
+    finally:
+        _stop_telemetry()
+
+
+def _stop_telemetry() -> None:
+    """Shut down the thread pool that ``import openvino`` starts to send its telemetry (``openvino_telemetry``).
+
+    A Ctrl-C while that pool starts its thread leaves a worker that nothing wakes: after the command's last
+    line the interpreter waits for it for ever. Shut down, the pool wakes it, and drops later events (the
+    library catches the refusal).
+    """
+    telemetry = sys.modules.get("openvino_telemetry")
+    if telemetry is not None:
+        with contextlib.suppress(RuntimeError):  # no Telemetry was set up: no pool
+            telemetry.Telemetry().force_shutdown(0)  # the executor's shutdown(cancel_futures=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,7 +76,7 @@ def config(precision: str = "f32", threads: int | None = None) -> dict[str, str 
     return {
         "INFERENCE_PRECISION_HINT": check_precision(precision),
         "PERFORMANCE_HINT": "LATENCY",
-        "INFERENCE_NUM_THREADS": threads or cores,
+        "INFERENCE_NUM_THREADS": int(threads or cores),  # a NumPy integer too
     }
 
 

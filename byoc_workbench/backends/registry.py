@@ -34,7 +34,7 @@ from tvm import relax
 from byoc_workbench.backends import base, c, onnxruntime, openvino, pytorch, teaching, tensorrt
 from byoc_workbench.backends.base import Backend, Compiled, register_global
 from byoc_workbench.core import ir, ir_edit, ir_types
-from byoc_workbench.core.errors import WorkbenchError, did_you_mean, true_or_false
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean, true_or_false, whole_number
 from byoc_workbench.flow.partition import inline_subgraphs
 from byoc_workbench.flow.rules import TARGETS, Rule, Target, Targets
 
@@ -190,8 +190,8 @@ def _check_value(backend: str, key: str, value, declared) -> None:
     if declared is bool:
         true_or_false(value, f"Option {key} of {backend} is True or False", f"pass options={{{key!r}: True}} or False")
     elif declared is int or (declared == int | None and value is not None):
-        most = MAX_THREADS if key == "threads" else None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most and value > most):
+        most, n = MAX_THREADS if key == "threads" else None, whole_number(value)
+        if n is None or n < 1 or (most and n > most):
             raise WorkbenchError(
                 f"Option {key} of {backend} is a whole number from 1{f' to {most}' if most else ''}, "
                 f"got {type(value).__name__} ({value!r:.40})",

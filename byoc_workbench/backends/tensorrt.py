@@ -3,8 +3,9 @@
 Built with TensorRT's own ONNX parser and builder (the Python API of
 TensorRT 10 and later), with a workspace limit and a timing cache. Cold
 builds take tens of seconds, so engines are cached on disk, keyed by a hash
-of the ONNX, the TensorRT version and the GPU. At run time the engine reads
-and writes the device buffers TVM passes in, on TVM's stream.
+of the ONNX, the TensorRT version and the GPU, and sealed as every cache entry is
+(:func:`byoc_workbench.core.files.trusted`): a damaged or foreign engine is built again, never run. At run
+time the engine reads and writes the device buffers TVM passes in, on TVM's stream.
 
 FP16 is written into the graph (float16 weights and casts, see
 :func:`byoc_workbench.backends.onnx.translate`): TensorRT 11 removed the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,9 +41,22 @@ _KDLCUDA = 2
 
 def engine_dir() -> Path:
     """Where engines are cached: ``$BYOC_WORKBENCH_CACHE/engines``, else ``~/.cache/byoc-workbench/engines``."""
-    path = files.cache_dir("engines")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return files.cache_dir("engines")
+
+
+def _trusted_bytes(path: Path, cache: str) -> bytes | None:
+    """The entry's bytes when its seal proves it whole and its own (:func:`files.trusted`, which says a damaged
+    one once); else None. A FIFO or a device is never a trusted entry, so it is never waited on or read."""
+    if not files.trusted(path, cache):
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:  # replaced or removed since it was checked
+        return None
+
+
+def _keep(path: Path, data: bytes) -> None:
+    files.keep("engines", lambda: files.write_sealed(path, data))
 
 
 def _trt():
@@ -119,7 +134,7 @@ def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES)
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     timing_path = engine_dir() / f"timing-{trt.__version__}.cache"
-    timing = config.create_timing_cache(timing_path.read_bytes() if timing_path.exists() else b"")
+    timing = config.create_timing_cache(_trusted_bytes(timing_path, "TensorRT timing cache") or b"")
     config.set_timing_cache(timing, ignore_mismatch=True)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
@@ -127,7 +142,7 @@ def build_engine(trt, model: bytes, name: str, workspace: int = WORKSPACE_BYTES)
             f"TensorRT could not build an engine for {name} (see TensorRT's log above).",
             f"raise the workspace limit or switch off the rules that offload the failing layers, {ELSEWHERE}.",
         )
-    files.write_atomic(timing_path, memoryview(config.get_timing_cache().serialize()))
+    _keep(timing_path, bytes(config.get_timing_cache().serialize()))
     return bytes(plan)
 
 
@@ -144,11 +159,19 @@ def cached_engine(trt, dev, model: bytes, name: str, workspace: int = WORKSPACE_
     key = hashlib.sha256(
         b"|".join([model, trt.__version__.encode(), dev.device_name.encode(), str(dev.compute_version).encode()])
     ).hexdigest()[:20]
-    path = engine_dir() / f"{name}-{key}.engine"
-    if path.exists():
-        return Engine(path.read_bytes(), path, True)
-    plan = build_engine(trt, model, name, workspace)
-    files.write_atomic(path, plan)  # a concurrent reader never sees half an engine
+    return cached(engine_dir() / f"{name}-{key}.engine", lambda: build_engine(trt, model, name, workspace))
+
+
+def cached(path: Path, build: Callable[[], bytes]) -> Engine:
+    """The engine kept at ``path`` when the cache can trust it, else ``build()``'s, kept sealed for next time.
+
+    The cache's part apart from TensorRT's: ``build`` is what makes the plan.
+    """
+    plan = _trusted_bytes(path, "engine cache")
+    if plan is not None:
+        return Engine(plan, path, True)
+    plan = build()
+    _keep(path, plan)  # atomically, then sealed: a concurrent reader never trusts half an engine
     return Engine(plan, path, False)
 
 

@@ -301,8 +301,8 @@ def parents() -> dict[str, Parser]:
     own.add_argument(
         "--torch",
         metavar="MODULE:FACTORY",
-        help="a PyTorch model instead of a file, e.g. torchvision.models:resnet18 (seeded weights, no download; "
-        "needs the [pytorch] extra)",
+        help="a PyTorch model instead of a file, e.g. torchvision.models:resnet18 (the weights the factory makes, "
+        "after torch.manual_seed(0); needs the [pytorch] extra)",
     )
     own.add_argument(
         "--input-shape",

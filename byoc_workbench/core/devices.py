@@ -42,8 +42,6 @@ GPU_KINDS = ("cuda",)
 # Ops TVM 0.27 cannot build for CUDA even on the CPU beside the GPU, as a user knows them: their legalized kernels are
 # compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its definition".
 NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
-# Calls of kernels (a PrimFunc, a packed function) built for the module's target, the GPU: they run there.
-_BUILT_FOR_THE_GPU = ("relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed")
 # The keys each kind sets itself: a Target holds them though they were never given.
 _KIND_KEYS = {"llvm": ["cpu"], "cuda": ["cuda", "gpu"]}
 
@@ -93,12 +91,14 @@ def resolve(target) -> tvm.target.Target:
 
 
 def _given(target: tvm.target.Target) -> dict:
-    """A Target as the dict it was made from: what it holds, less what its kind sets (its keys, an empty tag)."""
+    """A Target as the dict it was made from: less what its kind sets (keys, an empty tag) and an arch TVM wrote in."""
     spec = {str(k): _plain(v) for k, v in target.export().items() if k != "host"}
     if spec.get("tag") == "":
         del spec["tag"]
     if spec.get("keys") == _KIND_KEYS.get(spec["kind"]):
         del spec["keys"]
+    if list(target.attrs)[:1] == ["arch"] and is_gpu(target):  # TVM wrote it in, first (sm_50 without a GPU)
+        del spec["arch"]
     if target.host is not None:
         spec["host"] = _given(target.host)
     return spec
@@ -221,13 +221,13 @@ def _with_copies(value, copies: dict):
 def _on_cpu(step, cpu: set) -> bool:
     """Whether ``step``'s binding runs on the CPU, given the variables (handles) already placed there: a
     CPU-only op, or an op, tuple or alias that reads only what the CPU made. A match_cast keeps its type,
-    so it stays on the GPU, as do calls of functions, subgraphs and kernels (:data:`_BUILT_FOR_THE_GPU`), Ifs and
-    constants."""
+    so it stays on the GPU, as do calls of functions, subgraphs and kernels, Ifs and constants; an op that calls a
+    kernel or a packed function (``call_tir``, ``call_tir_inplace``, ``call_builtin_with_ctx``...) names it first."""
     if type(step.binding) is not relax.VarBinding:
         return False
     if step.op in CPU_ONLY:
         return True
-    if step.op in _BUILT_FOR_THE_GPU:
+    if step.op is not None and isinstance(next(iter(step.value.args), None), (tvm.ir.GlobalVar, relax.ExternFunc)):
         return False
     value = step.value
     if step.op is None and not (type(value) in (relax.TupleGetItem, relax.Tuple) or ir.is_var(value)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import operator
 import re
 import sys
 from pathlib import Path
@@ -71,6 +72,18 @@ def true_or_false(value, cause: str, fix: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise WorkbenchError(f"{cause}; got {type(value).__name__} ({value!r:.40})", fix)
     return bool(value)
+
+
+def whole_number(value) -> int | None:
+    """``value`` as an int where it is a whole number, any integral that ``operator.index`` takes (a NumPy integer
+    too), else None: never a bool, Python's or NumPy's (True counts nothing), nor a float, even 2.0. The one test
+    behind every "is a whole number" check; each caller says its own range."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def nearest(word, known, n: int = 1) -> list[str]:

@@ -325,10 +325,8 @@ def staged(out):
     base = output_paths.existing_ancestor(out)
     try:
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
-    except OSError as err:
-        raise OutputError(
-            f"Cannot write to {base} ({err.strerror or err})", "pass a directory you can write to"
-        ) from None
+    except OSError as err:  # its temporary, .<name>.XXXXXXXX.part, is made in base: the name may be what is wrong
+        raise OutputError(f"Cannot write {out} ({err.strerror or err})", _write_fix(err)) from None
     try:
         yield tmp
         _moved_into(tmp, out)

@@ -62,6 +62,35 @@ def not_a_file(path: Path) -> str:
     return f"is {_kind(path)}, not a regular file" if path.exists() else "does not exist"
 
 
+#: The temporary name under which the workbench writes a result (a file, or a directory's set) before it renames it
+#: into place: ``.<name>.<tempfile's eight letters>.part`` (:func:`~byoc_workbench.core.files.write_with`,
+#: :func:`~byoc_workbench.core.files.staged`).
+TEMPORARY = ".{}.XXXXXXXX.part"
+
+
+def _fits(path: Path, flag: str, names=()) -> None:
+    """Refuse ``path`` where a name the workbench will make for it is longer than its file system takes (its
+    ``NAME_MAX``): a folder still to make, or the temporary of ``path`` or of one of ``names`` in it
+    (:data:`TEMPORARY`), found now rather than when the result is put in place, after the work."""
+    full = path.absolute()
+    base = next((p for p in full.parents if os.path.isdir(p)), None)  # None only for the root itself
+    try:
+        most = os.pathconf(base, "PC_NAME_MAX")
+    except (AttributeError, OSError, TypeError, ValueError):  # no base, no pathconf (Windows), or no answer
+        return  # the write itself says the rest
+    made = [(n, n) for n in full.relative_to(base).parts[:-1]] + [(n, TEMPORARY.format(n)) for n in (path.name, *names)]
+    for name, longest in made:
+        size, extra = len(os.fsencode(name)), len(os.fsencode(longest)) - len(os.fsencode(name))
+        if size + extra > most:
+            temporary = (
+                f", {extra} more as {TEMPORARY.format('<name>')}, the temporary it is written as first" if extra else ""
+            )
+            raise WorkbenchError(
+                f"{flag}: the name {name} is {size} bytes{temporary}, over the {most} bytes a name may take in {base}",
+                f"pass {flag} a path whose names take at most {most - extra} bytes each",
+            )
+
+
 def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
     """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
     if not directory.is_dir():
@@ -94,6 +123,7 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
         raise WorkbenchError(
             f"{flag} - would be a directory named '-', not the terminal", f"{fix}; results print anyway"
         )
+    _fits(out, flag, names)
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
@@ -269,6 +299,7 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
     fix = f"pass {flag} the path of a file in a directory you can write to"
     if str(path).strip() == "-":
         raise WorkbenchError(f"{flag} - would be a file named '-', not the terminal", f"{fix}; results print anyway")
+    _fits(out, flag)
     if out.is_symlink() and not out.exists():
         raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
     if out.is_dir() or str(path).endswith(os.sep):
@@ -284,5 +315,8 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
             f"pass {flag} another path, or move {out.name} away first",
         )
     _replaceable(where, flag)
+    if not (where.is_fifo() or where.is_char_device()):  # a file's result is recorded beside it: that too is checked
+        _a_plain_file_or_nothing(where.parent, WRITTEN, flag)
+        _replaceable(where.parent / WRITTEN, flag)
     _probe(existing_ancestor(where.parent), f"{flag} {out}", fix, where.parent)
     return out

@@ -362,7 +362,7 @@ def _one_edge_per_neighbour(g: Graph, opened: set) -> Graph:
     return dataclasses.replace(g, edges=edges)
 
 
-def node_ids(expand) -> tuple:
+def node_ids(expand) -> tuple[str, ...]:
     """``expand`` as a tuple of node ids, or a one-line error (a bare id, a number)."""
     if isinstance(expand, str) or not isinstance(expand, (list, tuple, set, frozenset)):
         raise WorkbenchError(

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import tvm
 
 from byoc_workbench.core import ir
-from byoc_workbench.core.errors import WorkbenchError, user_error
+from byoc_workbench.core.errors import WorkbenchError, user_error, whole_number
 from byoc_workbench.flow.partition import inline_subgraphs
 
 PruneRule = Callable[[str, list], str | None]
@@ -26,7 +26,8 @@ def no_mac(min_mac_ops: int = 1) -> PruneRule:
     without multiply-accumulate work rarely earns that back (the seed's
     ``remove_no_mac_subgraphs``).
     """
-    if isinstance(min_mac_ops, bool) or not isinstance(min_mac_ops, int) or min_mac_ops < 0:
+    least = whole_number(min_mac_ops)
+    if least is None or least < 0:
         raise WorkbenchError(
             f"min_mac_ops must be a whole number of MAC ops, 0 or more; got {min_mac_ops!r}",
             "pass 0 to keep every subgraph, 1 (the default) to prune those without a MAC op, or more",
@@ -34,11 +35,11 @@ def no_mac(min_mac_ops: int = 1) -> PruneRule:
 
     def rule(name: str, ops: list) -> str | None:
         macs = sum(op in ir.MAC_OPS for op in ops)
-        if macs < min_mac_ops:
-            return f"{macs} MAC op{'s' if macs != 1 else ''} (needs {min_mac_ops})"
+        if macs < least:
+            return f"{macs} MAC op{'s' if macs != 1 else ''} (needs {least})"
         return None
 
-    rule.__qualname__ = f"no_mac(min_mac_ops={min_mac_ops})"  # its name in messages
+    rule.__qualname__ = f"no_mac(min_mac_ops={least})"  # its name in messages
     return rule
 
 

@@ -46,11 +46,13 @@ from byoc_workbench.backends.onnxruntime import providers, session_options
 from byoc_workbench.core import tvm_private
 from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
 from byoc_workbench.core.ir_edit import rename_vars
+from byoc_workbench.core.output_paths import not_a_file
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.onnx_shapes import (
     INSTALL_FIX,
     OnnxImportError,
     all_static,
+    check_sizes,
     graph_inputs,
     onnx_module,
     resolve_shapes,
@@ -92,15 +94,11 @@ def read_onnx(path) -> object:
             raise OnnxImportError(
                 f"Cannot read {str(path):.80} ({err.strerror})", "pass the path of a .onnx file"
             ) from None
-    if path.is_dir():
-        raise OnnxImportError(f"{path} is a directory", "pass the path of a .onnx file")
     if not path.is_file():
-        what = "is not a regular file (a FIFO, a device or a socket)" if path.exists() else "does not exist"
-        raise OnnxImportError(f"ONNX file {path} {what}", "pass the path of a .onnx file")
+        raise OnnxImportError(f"ONNX file {path} {not_a_file(path)}", "pass the path of a .onnx file")
     try:
         model = onnx.load(str(path), load_external_data=False)
-        _check_external_data(path, model)
-        onnx.load_external_data_for_model(model, str(path.parent))
+        _load_external_data(path, model)
     except OnnxImportError:
         raise
     except Exception as err:  # protobuf's DecodeError, or an OSError from external data
@@ -112,19 +110,33 @@ def read_onnx(path) -> object:
     return model
 
 
-def _check_external_data(path: Path, model) -> None:
-    """A one-line error for a tensor whose external data lies outside the model's folder (a link out of it, say),
-    which ONNX Runtime, the reference, refuses to read."""
-    helper = onnx_module().external_data_helper
-    folder = path.parent.resolve()
-    for tensor in helper._get_all_tensors(model):  # what onnx.load reads external data for, subgraphs included
-        location = helper.ExternalDataInfo(tensor).location if helper.uses_external_data(tensor) else ""
-        if location and not (folder / location).resolve().is_relative_to(folder):
+def _load_external_data(path: Path, model) -> None:
+    """Read in the data ``model`` keeps in other files, as ``onnx.load`` does, with a one-line error where such a file
+    lies outside the model's folder (a link out of it, say), where ONNX Runtime, the reference, reads none, or where
+    a tensor's offset and length in it (the model's own file, even) give another size than the tensor's: onnx reads
+    what they give, and ONNX Runtime fails ("Deserialize tensor ... failed")."""
+    onnx = onnx_module()
+    helper, folder = onnx.external_data_helper, path.parent.resolve()
+    every = helper._get_all_tensors(model)  # what onnx.load reads external data for, subgraphs included
+    external = [(t, helper.ExternalDataInfo(t).location) for t in every if helper.uses_external_data(t)]
+    for tensor, location in external:
+        where = (folder / location).resolve()
+        if not where.is_relative_to(folder):
             raise OnnxImportError(
                 f"{path} keeps tensor {tensor.name}'s data in {location}, which leads out of the model's folder "
-                f"(to {(folder / location).resolve()}); ONNX Runtime, the reference, reads none there",
+                f"(to {where}); ONNX Runtime, the reference, reads none there",
                 f"put the data file itself (not a link to it) in {folder}, beside the model",
             )
+    onnx.load_external_data_for_model(model, str(path.parent))
+    for tensor, location in external:
+        try:
+            onnx.numpy_helper.to_array(tensor)
+        except ValueError:
+            raise OnnxImportError(
+                f"{path} keeps tensor {tensor.name} (shape {list(tensor.dims)}) in {location}, but its offset and "
+                f"length there give {len(tensor.raw_data)} bytes, not the tensor's size",
+                "save the model again with onnx.save(model, path, save_as_external_data=True): it writes the data too",
+            ) from None
 
 
 def _check_model(path: Path, model) -> None:
@@ -452,6 +464,7 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
         folded = model
         notes.append(f"input shapes {shapes} are not all known: imported as written, with symbolic dims")
     mod = to_relax(folded, shapes)
+    check_sizes(mod, shapes)
     import_s = time.perf_counter() - t0
     if inputs is None:
         if not all_static(shapes):

@@ -2,15 +2,18 @@
 
 :func:`resolve_shapes` lays the shapes a user gives (``--input-shape``, ``input_shapes=``) over the
 file's own dims, refusing in one line a size that is no whole number from 1, a wrong count of dims or
-a dim the file fixes otherwise; :func:`shape_fix` words the fix for the model at hand, with its own
-input's name and sizes. :class:`OnnxImportError` is every ONNX import error's class.
+a dim the file fixes otherwise; :func:`check_sizes` refuses shapes too small for the model's layers, once they are
+imported; :func:`shape_fix` words the fix for the model at hand, with its own input's name and sizes.
+:class:`OnnxImportError` is every ONNX import error's class.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax
 
-from byoc_workbench.core.errors import WorkbenchError, import_optional
+from byoc_workbench.core import ir, ir_types
+from byoc_workbench.core.errors import WorkbenchError, import_optional, whole_number
 
 INSTALL_FIX = "pip install onnx onnxruntime (both pinned in requirements.txt; make setup installs them)"
 
@@ -23,24 +26,50 @@ def onnx_module():
     return import_optional("onnx", INSTALL_FIX)
 
 
+#: What an input that is no tensor of numbers is, by the field of ONNX's TypeProto that it sets.
+_NOT_TENSORS = {
+    "sequence_type": "a sequence",
+    "map_type": "a map",
+    "optional_type": "an optional",
+    "sparse_tensor_type": "a sparse tensor",
+    "tensor_type": "a tensor of no element type",
+    None: "of no type at all",
+}
+
+
 def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
-    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name. An input
-    of strings is one line: TVM has no string tensors, and NumPy would call their type ``object``."""
+    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name. Each is
+    one line where it is no tensor (a sequence, a map, an optional), of no element type, of strings (TVM has no
+    string tensors, and NumPy would call their type ``object``), or of a type NumPy has only through ml_dtypes
+    (bfloat16, float8), whose arrays ONNX Runtime's Python API, the reference, cannot take."""
     onnx = onnx_module()
     weights = {t.name for t in model.graph.initializer}
     out = {}
     for value in model.graph.input:
         if value.name in weights:
             continue
-        tensor = value.type.tensor_type
+        tensor, kind = value.type.tensor_type, value.type.WhichOneof("value")
+        if kind != "tensor_type" or not tensor.elem_type:
+            raise OnnxImportError(
+                f"Input {value.name} is {_NOT_TENSORS.get(kind, kind)}, and the workbench (as TVM's ONNX frontend) "
+                "takes tensors of numbers only",
+                "export the model with each input a tensor of numbers (a sequence's tensors as inputs of their own)",
+            )
         if tensor.elem_type == onnx.TensorProto.STRING:
             raise OnnxImportError(
                 f"Input {value.name} is a tensor of strings, and TVM has no string tensors",
                 "export the model with numeric inputs (text as token ids, int64), the strings turned into "
                 "numbers before it",
             )
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        if dtype.isbuiltin != 1:  # 2: a type ml_dtypes registers with NumPy
+            raise OnnxImportError(
+                f"Input {value.name} is a tensor of {dtype.name}, and ONNX Runtime's Python API, the reference, "
+                f"takes no NumPy array of {dtype.name}",
+                f"export the model with float32 inputs, cast to {dtype.name} inside it if it must compute in it",
+            )
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
-        out[value.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)))
+        out[value.name] = (dims, dtype)
     return out
 
 
@@ -70,7 +99,7 @@ def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
             raise OnnxImportError(
                 f"Input {name} is fixed at {dims} in the file; {shape} was given", f"give {name} the shape {dims}"
             )
-        shapes[name] = [int(s) if isinstance(s, (int, np.integer)) else str(s) for s in shape]
+        shapes[name] = [str(s) if whole_number(s) is None else whole_number(s) for s in shape]
     return shapes
 
 
@@ -86,7 +115,7 @@ def _given(name: str, shape, dims: list) -> list:
             f"Input {name} has {len(dims)} dims ({dims}), the shape given has {len(shape)}",
             f"give {len(dims)} sizes for {name}",
         )
-    bad = [s for s in shape if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1]
+    bad = [s for s in shape if whole_number(s) is None or whole_number(s) < 1]
     if bad:
         raise OnnxImportError(
             f"The shape given for input {name}, {shape}, has {', '.join(map(repr, bad))}: "
@@ -94,6 +123,27 @@ def _given(name: str, shape, dims: list) -> list:
             shape_fix({name: dims}),
         )
     return shape
+
+
+def check_sizes(mod, shapes: dict) -> None:
+    """A one-line error where ``shapes`` are too small for the layers of ``mod``, the model imported at them: a
+    convolution's or a pooling's window larger than its input leaves a size of 0 or less (TVM's "negative output
+    shape", ONNX Runtime's "Invalid input shape"), found here rather than by the build or the reference's run."""
+    for step in ir.walk(mod["main"], mod):
+        op = ir.callee_name(step.value) if isinstance(step.value, relax.Call) else ""
+        ty = step.var.ty
+        if (
+            isinstance(ty, relax.TensorType)
+            and ir_types.is_static(ty)
+            and any(d < 0 or d == 0 and op.startswith("relax.nn.") for d in ir_types.dims(ty))
+        ):
+            given = "; ".join(f"{n} {list(s)}" for n, s in shapes.items())
+            raise OnnxImportError(
+                f"The input shape {given} is too small for the model: its {op.removeprefix('relax.')} {step.var.name}"
+                f" would give {ir_types.type_str(ty)}, a size below 1",
+                "give a larger input shape (--input-shape, or input_shapes= from Python): the model's layers need "
+                "a larger one",
+            )
 
 
 def all_static(shapes: dict) -> bool:

@@ -10,6 +10,7 @@ against (ONNX Runtime on the original file, or eager PyTorch).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 
 import numpy as np
@@ -59,6 +60,10 @@ class OwnModel:
     detection: bool = False  # outputs are (ids, scores, boxes) rows, compared as a set
 
 
+#: An input's dims where only its dtype was given (``--input-dtype`` alone).
+DEFAULT_DIMS = (1, 3, 224, 224)
+#: The dtypes an input may have: NumPy holds them (the workbench keeps its inputs as arrays), TVM imports them.
+INPUT_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
 #: The most bytes the example inputs may take together: past it a typo in a shape (an extra digit)
 #: asks for hundreds of GiB, and the allocation fails or the machine swaps.
 MAX_INPUT_BYTES = 4 * 2**30
@@ -113,3 +118,54 @@ def seeded_inputs(shapes: dict, dtypes: dict, seed: int = 0) -> list:
         else:
             out.append(rng.randint(0, 10, shape).astype(dtype))
     return out
+
+
+def _typed(value) -> tuple[list, str]:
+    """``(dims, dtype)`` of one input's entry: its dims, or ``{"shape": dims, "dtype": name}`` (see
+    :func:`forward_inputs`)."""
+    if not _is_typed(value):
+        return list(value), "float32"
+    dtype = value["dtype"]
+    if dtype not in INPUT_DTYPES:
+        raise WorkbenchError(f"Unknown input dtype {dtype!r}", f"choose one of: {', '.join(INPUT_DTYPES)}")
+    return list(value.get("shape") or DEFAULT_DIMS), dtype
+
+
+def _is_typed(value) -> bool:
+    # unambiguous: in {name: entry} the entries are dims or dicts, never a string
+    return isinstance(value, dict) and isinstance(value.get("dtype"), str)
+
+
+def forward_inputs(forward, shape, owner: str) -> list:
+    """``[(name, dims, dtype)]`` for the inputs of ``owner``'s ``forward`` that ``shape`` gives: the first input's
+    entry, or ``{name: entry}`` for any. An entry is the input's dims (a float32 input), or
+    ``{"shape": dims, "dtype": "int64"}`` (``--input-dtype``; without ``"shape"``, :data:`DEFAULT_DIMS`)."""
+    try:
+        params = inspect.signature(forward).parameters.values()
+    except (TypeError, ValueError):
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    if not isinstance(shape, dict) or _is_typed(shape):
+        return [(names[0] if names else "input", *_typed(shape))]
+    unknown = [n for n in shape if n not in names]
+    if unknown:
+        raise WorkbenchError(
+            f"{owner}.forward has no input named {', '.join(unknown)}",
+            f"name one of: {', '.join(names)}" if names else "give the shape without a name: --input-shape 1,3,224,224",
+        )
+    needed = [p.name for p in positional if p.default is p.empty]
+    missing = [n for n in needed if n not in shape]
+    if missing:
+        raise WorkbenchError(
+            f"No shape was given for {owner}.forward's input {', '.join(missing)}",
+            f"give each: --input-shape {missing[0]}=1,3,224,224",
+        )
+    taken = names[: max(names.index(n) for n in shape) + 1]
+    gaps = [n for n in taken if n not in shape]
+    if gaps:
+        raise WorkbenchError(
+            f"Shapes were given for later inputs of {owner}.forward, not for {', '.join(gaps)}",
+            f"give {gaps[0]} a shape too",
+        )
+    return [(n, *_typed(shape[n])) for n in taken]

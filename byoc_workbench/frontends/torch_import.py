@@ -29,15 +29,18 @@ from byoc_workbench.core import tvm_private
 from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional, shorten, user_error
 from byoc_workbench.core.ir_edit import map_bindings, rename_vars
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import OwnModel, checked_seed, seeded_inputs
+from byoc_workbench.frontends.own import (
+    DEFAULT_DIMS,
+    INPUT_DTYPES,
+    OwnModel,
+    checked_seed,
+    forward_inputs,
+    seeded_inputs,
+)
 
 logger = logging.getLogger(__name__)
 
 INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
-#: An input's dims where only its dtype was given (``--input-dtype`` alone).
-DEFAULT_DIMS = (1, 3, 224, 224)
-#: The dtypes an input may have: NumPy holds them (the workbench keeps its inputs as arrays), TVM imports them.
-INPUT_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
 # Relax ops whose TVM 0.27 kernels fail to build on bool tensors (LLVM compares i1 as floats, or a check
 # wants a float or a bool's min value): computed on uint8 and cast back, torch's meaning kept (add is or,
 # multiply is and, max is any).
@@ -116,16 +119,8 @@ def _importer_class():
 
 
 def _numpy(outputs) -> list:
-    torch = _torch()
-    if isinstance(outputs, torch.Tensor):
-        return [outputs.detach().cpu().numpy()]
-    if isinstance(outputs, dict):
-        outputs = list(outputs.values())
-    if isinstance(outputs, (list, tuple)):
-        return [a for o in outputs for a in _numpy(o)]
-    raise TorchImportError(
-        f"The module returned {_what(outputs)}", "return tensors, or tuples, lists or dicts of tensors"
-    )
+    """The outputs' tensors as arrays, in ``forward``'s order (:func:`_check_outputs` made sure all are tensors)."""
+    return [t.detach().cpu().numpy() for t in _torch().utils._pytree.tree_leaves(outputs)]
 
 
 def _what(value) -> str:
@@ -191,7 +186,7 @@ def _check_inputs(torch, module, inputs, name: str) -> None:
                 if x.is_complex()
                 else "convert the inputs to one of those dtypes, e.g. x.float()",
             )
-    weights = [*module.named_parameters(), *module.named_buffers()]
+    weights = _weights(module).items()
     empty = [n for n, t in weights if t.is_meta]
     if empty:
         raise TorchImportError(
@@ -208,23 +203,56 @@ def _check_inputs(torch, module, inputs, name: str) -> None:
         )
 
 
-def _private_copy(module, name: str):
+def _private_copy(torch, module, name: str):
     """The module, copied: TVM's importer takes the exported weights by DLPack, without a copy, so a change
-    to the user's module after the import would move the workbench's outputs and its reference alike."""
+    to the user's module after the import would move the workbench's outputs and its reference alike.
+
+    ``copy.deepcopy`` runs the class's own ``__deepcopy__``, which may hand back the module, its submodules or
+    their tensors: then the modules are copied one by one (:func:`_rebuilt`), and what still holds the user's
+    storage is cloned into the copy."""
     try:
-        return copy.deepcopy(module).eval()
+        copied = copy.deepcopy(module)
+        if not _parts(module).isdisjoint(_parts(copied)):
+            copied = _rebuilt(module)
     except Exception as err:  # an attribute deepcopy cannot copy: a lock, an open file, a generator
         raise TorchImportError(
             f"{name} cannot be copied ({type(err).__name__}: {first_line(err)})",
             "keep what deepcopy cannot copy (locks, open files) out of the module's attributes",
         ) from None
+    theirs = {t.untyped_storage().data_ptr() for t in _weights(module).values()} - {0}  # 0: an empty tensor
+    for m in copied.modules():
+        for table in (m._parameters, m._buffers):
+            for key, t in table.items():
+                if t is not None and t.untyped_storage().data_ptr() in theirs:
+                    clone = t.detach().clone()
+                    table[key] = torch.nn.Parameter(clone, t.requires_grad) if table is m._parameters else clone
+    return copied.eval()
+
+
+def _rebuilt(module):
+    """``module`` copied module by module, its class's ``__deepcopy__`` unasked: every module of it is mapped to
+    a fresh instance first, so deep-copying their states copies the tensors and never hands back a module."""
+    modules = list(module.modules())
+    memo = {id(m): type(m).__new__(type(m)) for m in modules}
+    for m in modules:
+        memo[id(m)].__setstate__(copy.deepcopy(m.__getstate__(), memo))
+    return memo[id(module)]
+
+
+def _parts(module) -> set:
+    """The ids of the module's modules and of their tables of parameters and buffers."""
+    return {id(x) for m in module.modules() for x in (m, m._parameters, m._buffers)}
+
+
+def _weights(module) -> dict:
+    """``{name: tensor}`` of the module's parameters and buffers."""
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
 
 
 def _call(torch, module, inputs, names=None):
     """``module(*inputs)`` (tensors or arrays) on copies of the inputs and of its weights (only those ``names`` when
     given): a forward that updates one in place (``self.w.add_(1)``) leaves them as given, so every call agrees."""
-    weights = [*module.named_parameters(), *module.named_buffers()]
-    fresh = {n: t.clone() for n, t in weights if names is None or n in names}
+    fresh = {n: t.clone() for n, t in _weights(module).items() if names is None or n in names}
     with torch.no_grad():
         return torch.func.functional_call(module, fresh, tuple(torch.as_tensor(x).clone() for x in inputs))
 
@@ -329,7 +357,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     name : str
         How titles name it (default: the module's class name).
     mark : str
-        Shown on every title, e.g. ``"seeded weights (torch.manual_seed(0))"``.
+        Shown on every title, e.g. ``"weights as nets:small made them, after torch.manual_seed(0)"``.
 
     Returns
     -------
@@ -349,7 +377,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         )
     kind = type(module).__name__
     _check_inputs(torch, module, inputs, kind)
-    module = _private_copy(module, kind)
+    module = _private_copy(torch, module, kind)
     _run_eagerly(torch, module, inputs, kind)
     t0 = time.perf_counter()
     program, reference = _export(torch, module, inputs, kind)
@@ -381,8 +409,9 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
 def seeded_factory(spec: str, seed: int = 0):
     """``(module, mark)`` from ``"package.module:factory"``, built under ``torch.manual_seed(seed)``.
 
-    A factory that takes ``weights`` (torchvision's) is called with
-    ``weights=None`` (and ``weights_backbone=None``), so nothing is downloaded.
+    A factory that takes ``weights`` (torchvision's) is called with ``weights=None`` (and
+    ``weights_backbone=None``): torchvision's then download nothing. The mark says only what the workbench knows,
+    the factory's call after the seed: the factory may still load a checkpoint or download.
     A module instance in place of the factory is taken as it is, weights and all.
     """
     torch = _torch()
@@ -413,7 +442,8 @@ def seeded_factory(spec: str, seed: int = 0):
         ) from None
     if not isinstance(module, torch.nn.Module):
         raise TorchImportError(f"{spec}() returned {_what(module)}", "name a factory of nn.Module")
-    return module, f"seeded weights (torch.manual_seed({seed})), nothing downloaded"
+    call = f"{spec}({', '.join(f'{k}=None' for k in kwargs)})" if kwargs else spec
+    return module, f"weights as {call} made them, after torch.manual_seed({seed})"
 
 
 def _import_module(where: str):
@@ -436,55 +466,6 @@ def _import_module(where: str):
         raise user_error(f"module {where}", err, f"fix {where} (--traceback shows the whole trace)") from err
 
 
-def _typed(value) -> tuple[list, str]:
-    """``(dims, dtype)`` of one input's entry: its dims, or ``{"shape": dims, "dtype": name}`` (see
-    :func:`import_spec`)."""
-    if not _is_typed(value):
-        return list(value), "float32"
-    dtype = value["dtype"]
-    if dtype not in INPUT_DTYPES:
-        raise TorchImportError(f"Unknown input dtype {dtype!r}", f"choose one of: {', '.join(INPUT_DTYPES)}")
-    return list(value.get("shape") or DEFAULT_DIMS), dtype
-
-
-def _is_typed(value) -> bool:
-    # unambiguous: in {name: entry} the entries are dims or dicts, never a string
-    return isinstance(value, dict) and isinstance(value.get("dtype"), str)
-
-
-def _forward_inputs(module, shape) -> list:
-    """``[(name, dims, dtype)]`` for ``forward``'s inputs: one entry for the first, or ``{name: entry}`` for any."""
-    try:
-        params = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        params = []
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    names = [p.name for p in positional]
-    if not isinstance(shape, dict) or _is_typed(shape):
-        return [(names[0] if names else "input", *_typed(shape))]
-    unknown = [n for n in shape if n not in names]
-    if unknown:
-        raise TorchImportError(
-            f"{type(module).__name__}.forward has no input named {', '.join(unknown)}",
-            f"name one of: {', '.join(names)}" if names else "give the shape without a name: --input-shape 1,3,224,224",
-        )
-    needed = [p.name for p in positional if p.default is p.empty]
-    missing = [n for n in needed if n not in shape]
-    if missing:
-        raise TorchImportError(
-            f"No shape was given for {type(module).__name__}.forward's input {', '.join(missing)}",
-            f"give each: --input-shape {missing[0]}=1,3,224,224",
-        )
-    taken = names[: max(names.index(n) for n in shape) + 1]
-    gaps = [n for n in taken if n not in shape]
-    if gaps:
-        raise TorchImportError(
-            f"Shapes were given for later inputs of {type(module).__name__}.forward, not for {', '.join(gaps)}",
-            f"give {gaps[0]} a shape too",
-        )
-    return [(n, *_typed(shape[n])) for n in taken]
-
-
 def import_spec(spec: str, shape=DEFAULT_DIMS, seed: int = 0) -> OwnModel:
     """:func:`import_torch` of ``"module:factory"`` (see :func:`seeded_factory`) on seeded inputs
     (:func:`~byoc_workbench.frontends.own.seeded_inputs`: normal floats, small integers, random bools).
@@ -495,6 +476,6 @@ def import_spec(spec: str, shape=DEFAULT_DIMS, seed: int = 0) -> OwnModel:
     """
     torch = _torch()
     module, mark = seeded_factory(spec, seed)
-    named = _forward_inputs(module, shape)
+    named = forward_inputs(module.forward, shape, type(module).__name__)
     arrays = seeded_inputs({n: d for n, d, _ in named}, {n: t for n, _, t in named}, seed)
     return import_torch(module, tuple(torch.from_numpy(a) for a in arrays), name=spec, mark=mark)

@@ -402,12 +402,6 @@ API = [
     ),
     ("run-inputs-none", "api", lambda d: execute.run(demo.demo_module(), None), ["must be a list of arrays"]),
     ("view-expand-int", "api", lambda d: _demo_wb().view("partition", expand=5), ["expand must be a list"]),
-    (  # it was drawn closed without a word
-        "view-expand-unknown",
-        "api",
-        lambda d: _demo_wb().view("partition", expand=["main/ot"]),
-        ["The partition stage has no node 'main/ot' to open (did you mean main/out?)"],
-    ),
     ("view-collapse-str", "api", lambda d: _demo_wb().view("partition", collapse="yes"), ["collapse is True or False"]),
     ("byom-prune-str", "api", lambda d: byom.run(_onnx_wb(d), prune="no"), ["prune is True or False", "got str"]),
     ("with-rule-of-tensorrt", "api", lambda d: _demo_wb().with_rule("tensorrt.nn.conv2d", True), ["tensorrt's"]),

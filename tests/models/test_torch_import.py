@@ -123,7 +123,9 @@ def test_cli_torch_spec(tmp_path, capsys):
     args = ["report", "--torch", "torchvision.models:squeezenet1_1", "--input-shape", "1,3,64,64", "--json"]
     assert cli.main(args) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["model"] == "torchvision.models:squeezenet1_1" and data["weights"].startswith("seeded weights")
+    assert data["model"] == "torchvision.models:squeezenet1_1"
+    made = "weights as torchvision.models:squeezenet1_1(weights=None) made them, after torch.manual_seed(0)"
+    assert data["weights"] == made
     assert cli.main(["report", "--torch", "torchvision.models:no_such_net"]) == 2
     assert "torchvision.models has no no_such_net" in capsys.readouterr().err
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tvm
 from shared import relu_onnx
@@ -275,7 +276,7 @@ def test_onnx_runtimes_fp16_is_in_its_label_and_its_precision_refusal_claims_no_
     wb = Workbench.from_onnx(relu_onnx(tmp_path / "relu.onnx"), "onnxruntime")
     half = byom.build_run(wb, "onnxruntime", False, options={"fp16": True, "threads": None, "spinning": False})
     assert half.backend.startswith("onnxruntime (CPU, fp16) + tvm") or "(CUDA, fp16)" in half.backend
-    plain = byom.build_run(wb, "onnxruntime", False, options={"threads": 1}).backend
+    plain = byom.build_run(wb, "onnxruntime", False, options={"threads": np.int64(1)}).backend  # round 10: refused
     assert plain.startswith("onnxruntime (") and "fp16" not in plain
     line = _one_line(lambda: byom.build_run(wb, "onnxruntime", options={"fp16": True, "precision": "f16"}), "f16")
     assert "applies to backend openvino or torch only, not to onnxruntime" in line and "f32" not in line

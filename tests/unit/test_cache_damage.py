@@ -2,15 +2,19 @@
 where the damage falls): what comes back is what an empty cache gives, and the damaged entry is never trusted.
 
 The kinds are those a notebook or a command reads: compiled builds, kept runs of TVM alone, kept
-references of a numerics check, and the C backend's libraries; a zoo model's seeded weights, which the package
-ships, in test_shipped_damage.py. The search's own entries (measurements, references, finals, anchors)
-have their damage test in test_search.py, where a choice is compared.
+references of a numerics check, the C backend's libraries and TensorRT's engines (the cache's part of
+backends/tensorrt.py, which runs without TensorRT: its plans here are made by a plain function); a zoo model's
+seeded weights, which the package ships, in test_shipped_damage.py. The search's own entries (measurements,
+references, finals, anchors) have their damage test in test_search.py, where a choice is compared; a damaged
+one under ``only_cached`` here.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -21,6 +25,8 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from byoc_workbench import stages
+from byoc_workbench.backends import tensorrt
+from byoc_workbench.core import files
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.measure.time import kept, runner
@@ -50,12 +56,26 @@ def _c() -> list:
     return _outputs(execute.run(found[-1].mod, demo.demo_inputs()))
 
 
+def _plan(name: str) -> bytes:
+    """What a build of engine ``name`` gives: bytes of its own, for the cache to hand back or not."""
+    return f"PLAN-FOR-{name}|".encode() * 64
+
+
+def _engine(name: str) -> tensorrt.Engine:
+    return tensorrt.cached(tensorrt.engine_dir() / f"{name}.engine", lambda: _plan(name))
+
+
+def _engines() -> list:
+    return [np.frombuffer(_engine("tensorrt_0").plan, np.uint8)]
+
+
 # kind -> (what computes through that cache, the folder its entries are in)
 KINDS = {
     "builds": (_builds, "builds"),
     "runs": (_runs, "runs"),
     "references": (_references, "references"),
     "c": (_c, "c"),
+    "engines": (_engines, "engines"),
 }
 
 
@@ -112,6 +132,7 @@ TWO = {
     "runs": (_two_runs, "runs"),
     "references": (_two_references, "references"),
     "c": (_c, "c"),  # the demo's partition has several subgraphs, a library each
+    "engines": (lambda: [np.frombuffer(_engine(n).plan, np.uint8) for n in ("model_a", "model_b")], "engines"),
 }
 
 
@@ -157,3 +178,43 @@ def test_a_sealed_c_library_this_machine_cannot_load_is_compiled_again():
         again = _c()
     for a, b in zip(again, first):
         np.testing.assert_array_equal(a, b)
+
+
+def test_an_engine_that_is_a_fifo_or_damaged_is_built_again_and_said_once(tmp_path, caplog, monkeypatch):
+    """TensorRT's engines were read unsealed: a truncated one was served as cached, and a FIFO at an engine's
+    name was waited on for ever. Each is built again, kept sealed in its place, and said once."""
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(files, "_said_damaged", set())
+    first = [_engine(n) for n in ("a", "b")]
+    assert [e.was_cached for e in first] == [False, False] and all(_engine(n).was_cached for n in ("a", "b"))
+    fifo, cut = (e.path for e in first)
+    fifo.unlink()
+    os.mkfifo(fifo)
+    cut.write_bytes(cut.read_bytes()[:7])
+    again = {}
+    with caplog.at_level(logging.WARNING):
+        reader = threading.Thread(target=lambda: again.update(a=_engine("a"), b=_engine("b")), daemon=True)
+        reader.start()
+        reader.join(60)
+        if reader.is_alive():  # let the reader go: open the FIFO's other end, write nothing, close it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            pytest.fail("the engine cache waited on a FIFO")
+    assert [(again[n].plan, again[n].was_cached) for n in ("a", "b")] == [(_plan("a"), False), (_plan("b"), False)]
+    assert fifo.is_file() and files.intact(fifo) and files.intact(cut)
+    said = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("engine cache: "), said
+
+
+def test_a_damaged_search_entry_under_only_cached_promises_no_measurement(tmp_path, caplog):
+    """``search --cached`` with a damaged entry said "it is measured again", then failed as "not cached"."""
+    from byoc_workbench.measure import search
+
+    subject = search.load({"kind": "demo"})
+    options = dict(runs=2, top=1, seams=0, anchors=False)
+    search.search(subject, ("onnxruntime", "tvm"), cache=search.Cache(tmp_path), **options)
+    for entry in (tmp_path / "build").glob("*.json"):
+        damage_entry(entry, "truncated", 0.5)
+    with caplog.at_level(logging.WARNING), pytest.raises(search.NotCached):
+        search.search(subject, ("onnxruntime", "tvm"), cache=search.Cache(tmp_path), only_cached=True, **options)
+    [said] = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert said.endswith("is damaged; it is not used (only cached measurements asked for)"), said

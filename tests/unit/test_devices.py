@@ -243,3 +243,18 @@ def test_a_resolved_target_resolves_to_itself():
     for target in ("llvm -mcpu=skylake", "cuda -arch=sm_75 -max_threads_per_block=512"):
         once = devices.resolve(target)
         assert str(devices.resolve(once)) == str(once)
+
+
+def test_a_target_object_made_without_an_arch_is_taken_as_cuda_the_text():
+    """TVM 0.27 writes sm_50 into a Target made without an arch where it sees no GPU: it was refused as sm_50, an
+    arch the user never named (nvcc cannot compile for it); one given sm_50 keeps it."""
+    made = tvm.target.Target({"kind": "cuda"}, host="llvm")
+    given = tvm.target.Target({"kind": "cuda", "arch": "sm_50"}, host="llvm")
+    assert devices.label(given) == "cuda sm_50"
+    if tvm.cuda(0).exist:
+        assert devices.label(made) == devices.label("cuda")
+        return
+    for target in (made, "cuda"):
+        with pytest.raises(WorkbenchError) as err:
+            devices.resolve(target)
+        assert str(err.value).startswith("error: A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here")

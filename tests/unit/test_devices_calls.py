@@ -1,5 +1,5 @@
-"""Kernels a module calls itself in a GPU build (issue 47): ``R.call_tir``, ``R.call_dps_packed`` and
-``R.call_pure_packed`` run where their kernel is built, the GPU, so what they read from the CPU is copied over; and a
+"""Kernels a module calls itself in a GPU build (issue 47): ``R.call_tir`` (in place and with a gradient too), and the
+packed and builtin calls run where their kernel is built, the GPU, so what they read from the CPU is copied over; and a
 module that reads a tensor on another device than its own is refused in one line before TVM builds it without a word.
 CUDA placements are IR only; the refusals come before any compiler runs (no GPU, no nvcc needed)."""
 
@@ -73,6 +73,75 @@ def test_a_kernel_call_reading_the_cpu_runs_on_the_gpu_with_a_copy():
     assert [(c.var, c.to) for c in placement.crossings] == [("b", "cpu"), ("valid", "gpu")]
     placed = devices.place(KernelsBefore, placement, GPU)
     tvm.ir.assert_structural_equal(placed, KernelsPlaced)
+    assert devices.crossings(placed) == []
+
+
+@I.ir_module
+class SiblingsBefore:
+    """Every other op that names a kernel or a packed function first, each reading what the CPU made."""
+
+    @T.prim_func(private=True)
+    def double_in_place(x: T.Buffer((1, 8, 6), "float32")):
+        for i, j, k in T.grid(1, 8, 6):
+            x[i, j, k] = x[i, j, k] * T.float32(2)
+
+    @T.prim_func(private=True)
+    def double(x: T.Buffer((1, 8, 6), "float32"), y: T.Buffer((1, 8, 6), "float32")):
+        for i, j, k in T.grid(1, 8, 6):
+            y[i, j, k] = x[i, j, k] * T.float32(2)
+
+    @R.function(pure=False)
+    def main(b: R.Tensor((1, 8, 6), "float32")):
+        cls = SiblingsBefore
+        counted = R.vision.get_valid_counts(b, score_threshold=0.2, id_index=0, score_index=1)
+        valid = counted[1]
+        tir = R.call_tir_inplace(
+            cls.double_in_place, (valid,), inplace_indices=[0], out_ty=R.Tensor((1, 8, 6), "float32")
+        )
+        grad = R.call_tir_with_grad(cls.double, (valid,), out_ty=R.Tensor((1, 8, 6), "float32"), te_grad_name="g")
+        packed = R.call_inplace_packed("my_ext", valid, inplace_indices=[0], ty_args=R.Tensor((1, 8, 6), "float32"))
+        ctx = R.call_builtin_with_ctx(
+            "vm.builtin.reshape", (valid, R.shape([8, 6])), ty_args=R.Tensor((8, 6), "float32")
+        )
+        return (tir, grad, packed, ctx)
+
+
+@I.ir_module
+class SiblingsPlaced:
+    I.module_global_infos({"vdevice": [I.vdevice(CUDA, 0, "global"), I.vdevice("llvm", 0, "global")]})
+
+    @T.prim_func(private=True)
+    def double_in_place(x: T.Buffer((1, 8, 6), "float32")):
+        for i, j, k in T.grid(1, 8, 6):
+            x[i, j, k] = x[i, j, k] * T.float32(2)
+
+    @T.prim_func(private=True)
+    def double(x: T.Buffer((1, 8, 6), "float32"), y: T.Buffer((1, 8, 6), "float32")):
+        for i, j, k in T.grid(1, 8, 6):
+            y[i, j, k] = x[i, j, k] * T.float32(2)
+
+    @R.function(pure=False)
+    def main(b: R.Tensor((1, 8, 6), "float32")):
+        cls = SiblingsPlaced
+        b_to_cpu = R.to_vdevice(b, "llvm:0")
+        counted = R.vision.get_valid_counts(b_to_cpu, score_threshold=0.2, id_index=0, score_index=1)
+        valid = counted[1]
+        v = R.to_vdevice(valid, "cuda:0")
+        tir = R.call_tir_inplace(cls.double_in_place, (v,), inplace_indices=[0], out_ty=R.Tensor((1, 8, 6), "float32"))
+        grad = R.call_tir_with_grad(cls.double, (v,), out_ty=R.Tensor((1, 8, 6), "float32"), te_grad_name="g")
+        packed = R.call_inplace_packed("my_ext", v, inplace_indices=[0], ty_args=R.Tensor((1, 8, 6), "float32"))
+        ctx = R.call_builtin_with_ctx("vm.builtin.reshape", (v, R.shape([8, 6])), ty_args=R.Tensor((8, 6), "float32"))
+        return (tir, grad, packed, ctx)
+
+
+def test_every_op_that_calls_a_kernel_or_a_packed_function_runs_on_the_gpu_with_a_copy():
+    """They ran on the CPU with a GPU type (their kernel is built for the GPU), and a GPU build of the module, passed
+    unplaced, was refused with "pass the module unplaced"."""
+    placement = devices.propose(SiblingsBefore)
+    assert placement.on_cpu == {"main": ("counted", "valid")}
+    assert [(c.var, c.to) for c in placement.crossings] == [("b", "cpu"), ("valid", "gpu")]
+    placed = devices.place(SiblingsBefore, placement, GPU)
+    tvm.ir.assert_structural_equal(placed, SiblingsPlaced)
     assert devices.crossings(placed) == []
 
 

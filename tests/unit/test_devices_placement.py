@@ -402,16 +402,15 @@ class ConstUnsound:
         return shifted
 
 
-def test_crossings_and_the_lowered_module_find_a_constant_read_on_the_cpu():
-    from byoc_workbench.measure.compiler import execute
+def test_crossings_find_a_constant_read_on_the_cpu_and_the_placed_build_hands_its_kernel_a_copy():
+    """The lowered half skipped always: lower refuses ConstUnsound (test_devices_lowered.py finds it lowered)."""
+    from byoc_workbench.measure.compiler import cuda, execute
 
     assert devices.crossings(ConstUnsound) == ["main/shifted: relax.add reads constant (cuda) on llvm"]
     try:
-        lowered = execute.lower(ConstUnsound, GPU, placed=True)
+        cuda.find()
     except WorkbenchError as err:
         pytest.skip(str(err))  # no CUDA compiler here
-    [found] = execute.misplaced_buffers(lowered)
-    assert found.startswith("main/add") and found.endswith(": reads a constant (on device 0) on device 1")
     assert execute.misplaced_buffers(execute.lower(ConstBefore, GPU)) == []
 
 

@@ -368,3 +368,28 @@ def test_an_input_that_is_a_fifo_is_said_to_be_one_not_missing(tmp_path):
         user_file.import_user_file(tmp_path / "model.py", "Model file", "pass a .py file")
     with pytest.raises(WorkbenchError, match="picture.jpg is a FIFO, not a regular file"):
         images.read_image(tmp_path / "picture.jpg")
+
+
+def test_a_name_whose_temporary_overflows_the_file_system_is_refused_before_the_work(tmp_path):
+    """Round 10 (B9): a name of 241 to 255 bytes passed the up-front check; its temporary, 15 bytes longer, then
+    failed after the run ("File name too long"), and an --out directory's blamed its writable parent."""
+    import os
+
+    most = os.pathconf(tmp_path, "PC_NAME_MAX")
+    fits, over = "s" * (most - 19) + ".npz", "s" * (most - 18) + ".npz"  # the longest that fits, one byte more
+    with pytest.raises(WorkbenchError) as err:
+        output_paths.check_file(tmp_path / over, "--save-outputs")
+    line = str(err.value)
+    assert f"--save-outputs: the name {over} is {most - 14} bytes, 15 more as .<name>.XXXXXXXX.part" in line
+    assert f"over the {most} bytes a name may take in {tmp_path}" in line and f"at most {most - 15} bytes" in line
+    files.put(output_paths.check_file(tmp_path / fits, "--save-outputs"), b"result")
+    assert (tmp_path / fits).read_bytes() == b"result" and _left(tmp_path) == [fits]
+    for out, names, name in [(tmp_path / over, (), over), (tmp_path / "out", ("a.svg", over), over)]:
+        with pytest.raises(WorkbenchError, match=f"--out: the name {name} is"):
+            output_paths.check_dir(out, "--out", names)
+    with pytest.raises(WorkbenchError, match=f"the name {'d' * (most + 1)} is {most + 1} bytes, over the"):
+        output_paths.check_dir(tmp_path / ("d" * (most + 1)) / "out", "--out", ["a.svg"])
+    with pytest.raises(files.OutputError, match=f"Cannot write {tmp_path / over} \\(File name too long\\)"):
+        with files.staged(tmp_path / over):
+            pass
+    assert _left(tmp_path) == [fits]

@@ -2,7 +2,9 @@
 with $DEST and the last JSON as they were; a whole one replaces $DEST/site alone and keeps the last JSON; what one
 call carries is checked again before a run; a pack folder a call cannot carry is refused before minutes of xz."""
 
+import importlib.util
 import io
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
+from byoc_workbench.core import output_paths
+from byoc_workbench.core.files import put
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = b"the compiler library, as unpacked\n" * 1000
@@ -116,10 +121,11 @@ def test_a_whole_pack_replaces_the_site_alone_and_keeps_the_last_json(tmp_path):
     assert after.pop(f"site/{MARK}").startswith(b"unpacked by tools/gpu_run.sh from ")
     assert after.pop("cache/entry") == b"a cached build"
     assert b"TVM sees no CUDA device" in after.pop("out/gpu_check.json")
+    assert output_paths.wrote(dest / "out" / "gpu_check.json") and after.pop(f"out/{output_paths.WRITTEN}")
     [(kept, last)] = after.items()  # the last run's JSON, under its time; the old unpack is gone
     assert kept.startswith("out/gpu_check.") and kept.endswith(".json") and last == b'{"the last run": true}'
     assert sorted(p.name for p in (dest / "out").iterdir()) == sorted(
-        [kept[4:], "gpu_check.json", "gpu_check.json.tmp"]
+        [kept[4:], "gpu_check.json", "gpu_check.json.tmp", output_paths.WRITTEN]
     )
 
 
@@ -286,6 +292,98 @@ def test_gpu_check_that_cannot_write_its_json_says_so_in_one_line(tmp_path):
         done = subprocess.run([*cmd, "--runs", "2", "--warmup", "0", "--out", str(out)], capture_output=True, text=True)
         line = done.stderr.splitlines()[-1]
         assert done.returncode == 1 and line.startswith(f"error: cannot write --out {out} (No space left"), line
-        assert os.listdir(disk) in ([], ["g.json"])  # no temporary left; at most a checkpoint of the run, whole
+        # No temporary left; at most a checkpoint of the run, whole, and its record.
+        assert sorted(os.listdir(disk)) in ([], ["g.json"], [output_paths.WRITTEN, "g.json"])
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def _gpu_check(out: Path):
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--target", "llvm", "--models", "demo"]
+    cmd += ["--runs", "1", "--warmup", "0", "--out", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_gpu_check_out_replaces_only_a_json_its_record_proves(tmp_path):
+    """A JSON of yours with its keys (models, missing) was taken for an earlier run's, and replaced."""
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"models": ["resnet", "bert"], "missing": ["the GPU I ordered"], "notes": "my list"}')
+    done = _gpu_check(mine)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and done.stdout == ""
+    assert line == (
+        f"error: --out {mine} is not an earlier GPU check's JSON ({output_paths.WRITTEN} beside it does not record "
+        f"it): it would be replaced. Fix: pass another --out, or move {mine} away first."
+    )
+    assert json.loads(mine.read_text())["notes"] == "my list"
+    out = tmp_path / "g.json"
+    for _ in range(2):  # the second replaces the first's JSON: the record it keeps, in the workbench's form, proves it
+        done = _gpu_check(out)
+        assert done.returncode == 0, done.stderr
+        assert output_paths.wrote(out) and json.loads(out.read_text())["models"]["demo"]["builds"]
+
+
+@pytest.mark.parametrize(("flag", "kind"), [("i", "immutable"), ("a", "append-only")])
+def test_gpu_check_refuses_an_out_it_cannot_replace_before_anything_is_built(tmp_path, flag, kind):
+    """An immutable or append-only earlier JSON was a PermissionError traceback after the builds."""
+    out = tmp_path / "g.json"
+    put(out, json.dumps({"models": {}, "missing": []}), record=True)  # an earlier run's, as recorded
+    before = out.read_bytes()
+    for stuck in (out, tmp_path / output_paths.WRITTEN):  # the record too: it is replaced beside the JSON
+        made = subprocess.run(["chattr", f"+{flag}", str(stuck)], capture_output=True, text=True)
+        if made.returncode:
+            pytest.skip(f"chattr +{flag} fails here: {made.stderr.strip()}")
+        try:
+            done = _gpu_check(out)
+        finally:
+            subprocess.run(["chattr", f"-{flag}", str(stuck)], check=True)
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 1 and done.stdout == ""
+        assert line == (
+            f"error: --out {out} cannot be replaced: {stuck} is {kind}. "
+            f"Fix: run chattr -i -a {stuck}, or pass another --out."
+        )
+    assert out.read_bytes() == before and output_paths.wrote(out)
+
+
+ELSEWHERE = "llvm -mtriple=" + ("x86_64" if os.uname().machine == "aarch64" else "aarch64") + "-linux-gnu"
+
+
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "cuda -arch=sm_1000", ELSEWHERE])
+def test_gpu_check_refuses_a_target_this_machine_cannot_run_before_anything_is_built(tmp_path, target):
+    """Only --target cuda was: 'cuda -arch=sm_90' without a GPU imported and built every model (minutes for the SSD)
+    before it said 'measured nothing'."""
+    import tvm
+
+    if target.startswith("cuda") and tvm.cuda(0).exist:
+        pytest.skip("a GPU is here")
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--target", target, "--models", "demo"]
+    done = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=300)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1 and done.stdout == ""
+    if target.startswith("cuda"):  # as --target cuda: the one line of a run that measured nothing, its JSON written
+        assert line.startswith("error: measured nothing, tvm: TVM sees no CUDA device")
+        assert json.loads(out.read_text())["models"] == {}
+    else:
+        assert line.startswith(f"error: --target {target}: The build is for ") and "Fix: run it on such a" in line
+        assert not out.exists()
+
+
+def test_gpu_check_refuses_an_arch_the_cuda_compiler_does_not_take_before_anything_is_built():
+    """On a GPU machine 'cuda -arch=sm_1000' failed build by build; check_target runs before the first."""
+    from byoc_workbench.core.errors import WorkbenchError
+    from byoc_workbench.measure.compiler import cuda
+
+    try:
+        compiler = cuda.find()
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    with pytest.raises(SystemExit) as stop:
+        gpu_check.check_target("cuda -arch=sm_1000")
+    line = str(stop.value)
+    assert line.startswith(f"error: --target cuda -arch=sm_1000: {compiler} cannot compile for sm_1000 (")
+    assert "\n" not in line and "Fix: ask for an arch it compiles: " in line

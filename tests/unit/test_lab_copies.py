@@ -182,9 +182,10 @@ def test_no_plain_file_in_the_lab_makes_a_false_has_changed_note(tmp_path, capsy
     assert (lab / "a.ipynb").is_fifo() and not list(lab.glob("*.bak.ipynb"))
 
 
-def _catches(pid: int, signum: int) -> bool:
+def _catches(pid: int, signum: int, mask_of: str = "SigCgt:") -> bool:
+    """Whether ``pid`` handles ``signum`` (or, with ``mask_of="SigIgn:"``, ignores it), as /proc says."""
     status = Path(f"/proc/{pid}/status").read_text()
-    [mask] = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
+    [mask] = [line.split()[1] for line in status.splitlines() if line.startswith(mask_of)]
     return bool(int(mask, 16) >> (signum - 1) & 1)
 
 
@@ -204,3 +205,58 @@ def test_a_signal_while_it_loads_is_one_line_and_the_shells_status(tmp_path, sig
         f"{word}; no copy is half-made (each is renamed into place whole): run it again to finish."
     ]
     assert not lab.exists()
+
+
+@pytest.mark.parametrize("linked", [".pristine", "solutions", ".pristine/solutions"])
+def test_a_linked_folder_in_the_lab_is_never_written_through(tmp_path, capsys, linked):
+    """A .pristine linked to another folder had every notebook written into it, over the user's own."""
+    source, lab = _notebooks(tmp_path)
+    (source / "solutions").mkdir()
+    (source / "solutions" / "codegen.py").write_text("KEY = 1\n")
+    mine = tmp_path / "mywork"
+    mine.mkdir()
+    for name in ("a.ipynb", "codegen.py"):
+        (mine / name).write_text("my own work")
+    (lab / linked).parent.mkdir(parents=True)
+    (lab / linked).symlink_to(mine)
+    line = _refused(capsys, source, lab)
+    assert line == (
+        f"error: {lab / linked} is a link to {mine}, and no copy is written through a link. "
+        f"Fix: remove the link {lab / linked}, or pass another LAB_DIR."
+    )
+    assert {p.name: p.read_text() for p in mine.iterdir()} == {"a.ipynb": "my own work", "codegen.py": "my own work"}
+    assert not list(lab.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize(("make", "what"), [(os.mkfifo, "a FIFO"), (lambda p: p.write_text("mine"), "a file")])
+def test_no_folder_at_pristine_is_one_line_naming_it_before_any_copy(tmp_path, capsys, make, what):
+    """A FIFO at .pristine was 'cannot write lab/.pristine (File exists). Fix: free some space', a copy made."""
+    source, lab = _notebooks(tmp_path)
+    lab.mkdir()
+    make(lab / ".pristine")
+    line = _refused(capsys, source, lab)
+    assert line == (
+        f"error: {lab / '.pristine'} is {what}, where a folder of the copies goes. "
+        f"Fix: remove {lab / '.pristine'}, or pass another LAB_DIR."
+    )
+    assert [p.name for p in lab.iterdir()] == [".pristine"]
+
+
+def test_a_signal_once_the_copies_are_in_place_changes_nothing(tmp_path):
+    """SIGTERM just after the copies were made was a silent 143: make lab then failed for copies that were made."""
+    source, lab = _notebooks(tmp_path)
+    proc = _lab_copies(source, lab)
+    records = [lab / ".pristine" / n for n in ("a.ipynb", "b.ipynb")]  # written last, each after its copy
+    deadline = time.monotonic() + 60
+    while not all(r.exists() for r in records):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.001)
+    while proc.poll() is None and not _catches(proc.pid, signal.SIGTERM, "SigIgn:"):
+        time.sleep(0.001)
+    assert proc.poll() is None, "it ended, never ignoring SIGTERM, or too fast to see"
+    while proc.poll() is None:  # from the copies in place to the exit
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.01)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, "", "")
+    assert [(lab / n).read_text() for n in ("a.ipynb", "b.ipynb")] == ['{"v": 1}', '{"v": 1}']

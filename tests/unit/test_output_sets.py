@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,6 +131,16 @@ def test_a_directory_named_like_the_record_is_refused_up_front(tmp_path):
     with pytest.raises(WorkbenchError) as err:
         output_paths.check_dir(tmp_path / "e1", "--out", ["report.txt"])
     assert f"holds a directory named {output_paths.WRITTEN}" in err.value.line and "\n" not in err.value.line
+
+
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo, lambda p: os.symlink(os.devnull, p)], ids=["dir", "fifo", "ln"])
+def test_a_file_outputs_record_that_is_no_plain_file_is_refused_up_front(tmp_path, make):
+    """Round 10, A5 (#16-#18, #186): --save-outputs and bench --out wrote their result, then failed on a directory
+    named like the record beside it, or replaced a FIFO or a link there with a plain file."""
+    make(tmp_path / output_paths.WRITTEN)
+    with pytest.raises(WorkbenchError, match=f"holds .*{output_paths.WRITTEN}"):
+        output_paths.check_file(tmp_path / "o.npz", "--save-outputs", ours=earlier.SAVED_OUTPUTS)
+    assert output_paths.check_file(os.devnull, "--save-outputs") == Path(os.devnull)  # a device: nothing recorded
 
 
 def test_saved_outputs_replace_only_an_npz_the_workbench_wrote(tmp_path):

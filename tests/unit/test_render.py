@@ -6,6 +6,7 @@ import typing
 import graphviz
 import pytest
 
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.draw import graph, render, renderers
 from byoc_workbench.session import Workbench
 
@@ -201,3 +202,12 @@ def test_the_legend_heads_the_diagram_and_a_called_function_stands_below_its_cal
         main, loop = box(svg, "fn_main"), box(svg, "fn_while_loop")
         assert loop[1] > main[3], f"{stage}: the loop is not below main"  # SVG's y grows downwards
         assert width < 1250, (stage, width)
+
+
+def test_an_id_that_opens_nothing_is_one_line_in_the_api_and_kept_quiet_by_the_widget(demo_mod, byoc):
+    bench = wb(demo_mod, byoc)
+    with pytest.raises(
+        WorkbenchError, match=r"The merge stage has no node 'main/ot' to open \(did you mean main/out\?\)"
+    ):
+        bench.view("merge", expand=["main/ot"])  # it was drawn closed without a word
+    assert bench.graph("merge", expand=["main/ot"], strict=False).nodes == bench.graph("merge").nodes

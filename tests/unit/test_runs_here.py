@@ -1,6 +1,6 @@
 """A build for a device this machine does not have compiles, and running it is one line (issue F6 of round 8):
 CUDA without a GPU, whose VM TVM refuses in C++ when it loads, and another CPU's triple, which TVM refuses when
-the first function is called."""
+the first function is called. A CUDA build compiles only for an arch the CUDA compiler takes, GPU kernels or none."""
 
 import numpy as np
 import pytest
@@ -50,3 +50,28 @@ def test_a_build_for_another_cpu_compiles_and_running_it_is_one_line():
     x = np.ones((4, 4), "float32")
     for call in (lambda: execute.build(Double, ELSEWHERE), lambda: runner.build_and_run(Double, [x], target=ELSEWHERE)):
         assert "Fix: run it on such a machine, or build for 'llvm'" in _refused(call)
+
+
+@I.ir_module
+class OnlyCpu:
+    """Nothing for the GPU: the box filter runs on the CPU, and main hands its result back."""
+
+    @R.function
+    def main(b: R.Tensor((1, 8, 6), "float32")):
+        counted = R.vision.get_valid_counts(b, score_threshold=0.2, id_index=0, score_index=1)
+        return counted
+
+
+@pytest.mark.parametrize("mod", [OnlyCpu, Double], ids=["no GPU kernel", "a GPU kernel"])
+def test_a_cuda_build_for_an_arch_the_compiler_refuses_is_one_line_gpu_kernels_or_none(mod):
+    """With no GPU kernel nvcc never ran, and the build claimed "cuda sm_1000", an arch that does not exist."""
+    try:
+        compiler = cuda.find()
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    with pytest.raises(WorkbenchError) as err:
+        execute.compile(mod, "cuda -arch=sm_1000")
+    line = str(err.value)
+    assert line.startswith(f"error: {compiler} cannot compile for sm_1000 (") and "\n" not in line
+    assert "Fix: ask for an arch it compiles: " in line
+    assert bool(cuda.source(execute.compile(mod, SM90))) == (mod is Double)  # sm_90 compiles, kernels or none

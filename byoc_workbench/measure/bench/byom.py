@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import numbers
 import os
 import tempfile
 import warnings
@@ -23,11 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from byoc_workbench import stages
 from byoc_workbench.backends.onnx import translate
 from byoc_workbench.backends.registry import check_backend, check_options
 from byoc_workbench.core import files, output_paths, text
-from byoc_workbench.core.errors import WorkbenchError, true_or_false
+from byoc_workbench.core.errors import WorkbenchError, true_or_false, whole_number
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.frontends.own import checked_seed
 from byoc_workbench.measure.check.compare import check_outputs, found_text
@@ -38,14 +41,18 @@ from byoc_workbench.session import Workbench
 logger = logging.getLogger(__name__)
 
 
-def own_model(wb):
-    """The :class:`~byoc_workbench.frontends.own.OwnModel` a workbench holds, or a one-line error."""
+def _workbench(wb) -> Workbench:
     if not isinstance(wb, Workbench):
         raise WorkbenchError(
             f"Expected a Workbench holding your model, got {type(wb).__name__}",
             "pass what Workbench.from_onnx(path) or Workbench.from_torch(module, example_inputs) gave",
         )
-    if wb.model is None:
+    return wb
+
+
+def own_model(wb):
+    """The :class:`~byoc_workbench.frontends.own.OwnModel` a workbench holds, or a one-line error."""
+    if _workbench(wb).model is None:
         raise WorkbenchError(
             "This workbench holds no imported model (no example inputs, no reference)",
             "make it with Workbench.from_onnx(path) or Workbench.from_torch(module, example_inputs)",
@@ -57,6 +64,8 @@ def offloaded(wb, backend: str | None = "onnxruntime", prune: bool = True, optio
     """The workbench's stages with its rules, pruned by its prune rule (or not), compiled by ``backend`` (None:
     each target's own codegen) with ``options``, both checked first
     (:func:`~byoc_workbench.backends.registry.check_options`)."""
+    _workbench(wb)
+    prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")
     if backend is not None:
         check_backend(backend, registry=wb.registry)
     check_options(backend, options, wb.registry)
@@ -78,12 +87,7 @@ def build_run(
     model = own_model(wb)
     check_options(check_backend(backend, registry=wb.registry), options, wb.registry)
     prune = true_or_false(prune, "prune is True or False", "pass prune=False to keep every subgraph")
-    for name, value, least in (("repeat", repeat, 1), ("warmup", warmup, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise WorkbenchError(
-                f"{name} must be a whole number, {least} or more, got {type(value).__name__} ({value!r:.40})",
-                f"pass e.g. {name}={least + 2}",
-            )
+    repeat, warmup = _count("repeat", repeat, 1), _count("warmup", warmup, 0)
     unknown = sorted(set(kw) - set(RUN_KEYWORDS))
     if unknown:
         raise WorkbenchError(f"build_run takes no keyword {unknown[0]!r}", f"pass only: {', '.join(RUN_KEYWORDS)}")
@@ -91,14 +95,27 @@ def build_run(
         if name in kw:
             true_or_false(kw[name], f"{name} is True or False", f"pass {name}=True or {name}=False")
     seconds = kw.get("max_seconds")
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
-        raise WorkbenchError(
-            f"max_seconds is a number of seconds above 0, got {type(seconds).__name__} ({seconds!r:.40})",
-            "pass e.g. max_seconds=60, or leave it out for no limit",
-        )
+    if seconds is not None:  # any real number, NumPy's too (np.bool_ is none), as a count takes NumPy's integers
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not seconds > 0:
+            raise WorkbenchError(
+                f"max_seconds is a number of seconds above 0, got {type(seconds).__name__} ({seconds!r:.40})",
+                "pass e.g. max_seconds=60, or leave it out for no limit",
+            )
+        kw["max_seconds"] = float(seconds)
     what = model.mod if backend == "tvm" else offloaded(wb, backend, prune, options)[-1]
     label = "tvm alone" if backend == "tvm" else f"{backend}{'' if prune else '_unpruned'}"
     return runner.build_and_run(what, model.inputs, repeat, warmup, label=label, mark=wb.mark, **kw)
+
+
+def _count(name: str, value, least: int) -> int:
+    """``value`` as an int, or a one-line error where it is no whole number from ``least`` (:func:`whole_number`)."""
+    number = whole_number(value)
+    if number is None or number < least:
+        raise WorkbenchError(
+            f"{name} must be a whole number, {least} or more, got {type(value).__name__} ({value!r:.40})",
+            f"pass e.g. {name}={least + 2}",
+        )
+    return number
 
 
 def run(wb, backend: str = "onnxruntime", prune: bool = True, progress: bool = False) -> dict[str, Any]:
@@ -131,7 +148,7 @@ def run_text(result: dict) -> str:
     keys = {"model", "ran_on", "weights", "build_s", "run_s", "reference", "check"}
     checked = {"equal", "max_rel", "tolerance"}
     whole = isinstance(result, dict) and keys <= result.keys() and isinstance(result["check"], dict)
-    if not (whole and checked <= result["check"].keys()):
+    if not (whole and checked <= result["check"].keys() and _as_run_gave(result)):
         raise WorkbenchError(
             f"run_text takes what byom.run gave, got {type(result).__name__} ({result!r:.40})",
             "pass it the result of byom.run(wb)",
@@ -146,6 +163,20 @@ def run_text(result: dict) -> str:
             f"outputs against {result['reference']}: {verdict} (max relative error {c['max_rel']:.2e}, "
             f"tolerance {c['tolerance']:g}{found})",
         ]
+    )
+
+
+def _as_run_gave(result: dict) -> bool:
+    """Whether the values :func:`run_text` prints are of the types :func:`run` gives them: times and errors numbers,
+    the verdict True or False, detections (where any) a record of what was found."""
+    c = result["check"]
+    times = (result["build_s"], result["run_s"], c["max_rel"], c["tolerance"])
+    found = c.get("detections", {"found": 0, "of": 0})
+    return (
+        all(isinstance(t, numbers.Real) and not isinstance(t, bool) for t in times)
+        and isinstance(c["equal"], (bool, np.bool_))
+        and isinstance(found, dict)
+        and {"found", "of"} <= found.keys()
     )
 
 
@@ -205,6 +236,9 @@ def _missing_torch() -> str:
 
 #: The least ``size`` :func:`example` takes: ResNet-18 halves its input five times (a stride of 32 in all).
 MIN_SIZE = 32
+#: The most: ResNet-18 was made for 224; at 1024 its first activation alone takes 64 MiB, and the export, the import's
+#: folding, the builds and the reference each hold several, so a larger one would take gigabytes and minutes.
+MAX_SIZE = 1024
 
 
 def _write_example(name: str, filename: str, directory, write) -> Path:
@@ -242,19 +276,27 @@ def example(size: int = 96, seed: int = 0, directory=None) -> Example:
 
     With torch and torchvision: torchvision's ``resnet18(weights=None)`` after
     ``torch.manual_seed(seed)``, and the ONNX file ``torch.onnx.export`` writes from it; ``size`` is a whole
-    number, at least :data:`MIN_SIZE`. Without them: GluonCV's ``resnet18_v1`` on the zoo's seeded weights
-    (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever ``seed``
-    is; no MXNet), written by the
+    number from :data:`MIN_SIZE` to :data:`MAX_SIZE`. Without them: GluonCV's ``resnet18_v1`` on the zoo's
+    seeded weights (:func:`byoc_workbench.models.zoo.import_model`, ``"untrained"``, the shipped seed 0 whatever
+    ``seed`` is; no MXNet), written by the
     workbench's own translator (:func:`byoc_workbench.backends.onnx.translate`). The file goes
     to ``directory`` (never over a file of yours there), by default to a folder of the cache's ``examples`` named
     by its size and seed: written again, atomically, by each call (see :func:`_write_example` where the cache
     cannot be written).
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_SIZE:
+    number = whole_number(size)
+    if number is None or not MIN_SIZE <= number <= MAX_SIZE:
         raise WorkbenchError(
-            f"size must be a whole number of pixels, at least {MIN_SIZE} (ResNet-18 halves its input five times),"
-            f" got {type(size).__name__} ({size!r:.40})",
+            f"size must be a whole number of pixels, at least {MIN_SIZE} (ResNet-18 halves its input five times) and at"
+            f" most {MAX_SIZE} (ResNet-18 was made for 224; larger takes gigabytes), got {type(size).__name__} "
+            f"({size!r:.40})",
             "pass e.g. size=96",
+        )
+    size = number
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise WorkbenchError(
+            f"directory= is a {type(directory).__name__} ({directory!r:.40}), not a path",
+            "pass directory= the path of a folder (a str or a pathlib.Path), or leave it out",
         )
     seed = checked_seed(seed)
     shape = (1, 3, size, size)

@@ -37,6 +37,7 @@ from tvm import relax
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.s_tir import dlight
 
+from byoc_workbench.core import devices, ir_edit
 from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -114,17 +115,21 @@ def schedules() -> tvm.transform.Pass:
 
 
 def pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
-    """Upstream's CUDA pipeline with :func:`schedules` for its last legalization pass."""
+    """Upstream's CUDA pipeline with :func:`schedules` for its last legalization pass, and
+    :func:`copies_to_the_cpu` once constants are folded (before fusion, which a copy keeps apart)."""
     legalize = upstream.legalize_passes(target)
-    if type(legalize[-1]).__name__ != "ApplyDefaultSchedule":
-        raise RuntimeError("upstream's CUDA pipeline changed: its last legalization pass is no longer dlight's")
+    names = [p.info.name for p in legalize[:4]]
+    if type(legalize[-1]).__name__ != "ApplyDefaultSchedule" or names[2:] != ["FoldConstant", "FuseOps"]:
+        raise RuntimeError("upstream's CUDA pipeline changed: its legalization passes are no longer in that order")
 
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         with target:
             passes = [
                 *upstream.library_dispatch_passes(target),
-                *legalize[:-1],
+                *legalize[:3],
+                copies_to_the_cpu(),
+                *legalize[3:-1],
                 schedules(),
                 *upstream.dataflow_lower_passes(target),
                 *upstream.finalize_passes(target),
@@ -132,6 +137,65 @@ def pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
             return tvm.transform.Sequential(passes)(mod)
 
     return _pipeline
+
+
+def copies_to_the_cpu() -> tvm.transform.Pass:
+    """For a placed module (:func:`byoc_workbench.core.devices.place`), once legalized: what a kernel on the CPU reads
+    from elsewhere, copied to the CPU first (``R.to_vdevice``).
+
+    TVM 0.27 legalizes ``zeros_like`` and ``ones_like`` of a CPU tensor into a kernel that names no device, so it is
+    built for the GPU, the module's first device; FoldConstant then makes a constant of it, which the VM loads on the
+    GPU. Either way a CPU kernel would be handed a GPU buffer (what ``execute.misplaced_buffers`` finds).
+    """
+
+    @tvm.transform.module_pass(opt_level=0, name="CopiesToTheCPU")
+    def _copies(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        if not devices.placed(mod):
+            return mod
+        gpu, bb = mod.global_infos["vdevice"][0], relax.BlockBuilder()
+
+        def copied(binding, is_dataflow):
+            value, where = binding.value, _device(binding.var.ty)
+            if type(binding) is not relax.VarBinding or type(value) is not relax.Call or value.op.same_as(_TO_VDEVICE):
+                return None
+            if where is None or _same(where, gpu):
+                return None  # it runs on the GPU
+            copies: list = []
+
+            def on_cpu(arg):
+                if type(arg) is relax.Tuple:  # call_tir's arguments
+                    return relax.Tuple([on_cpu(a) for a in arg.fields])
+                if not isinstance(arg.ty, relax.TensorType) or _same(where, arg.ty.vdevice):
+                    return arg
+                moved = bb.normalize(relax.op.to_vdevice(arg, where))
+                copy = (relax.DataflowVar if is_dataflow else relax.Var)(
+                    f"{getattr(arg, 'name', 'constant')}_to_cpu", moved.ty
+                )
+                copies.append(relax.VarBinding(copy, moved))
+                return copy
+
+            call = relax.Call(value.op, [on_cpu(a) for a in value.args], value.attrs, value.ty_args)
+            return [*copies, relax.VarBinding(binding.var, call)] if copies else None
+
+        return ir_edit.map_bindings(mod, copied)
+
+    return _copies
+
+
+_TO_VDEVICE = tvm.ir.Op.get("relax.to_vdevice")
+
+
+def _device(ty):
+    """The virtual device a value of type ``ty`` names (a tuple's first tensor's), or None."""
+    if isinstance(ty, relax.TupleType):
+        return next((d for d in map(_device, ty.fields) if d is not None), None)
+    return ty.vdevice if isinstance(ty, relax.TensorType) else None
+
+
+def _same(device, other) -> bool:
+    """Whether two virtual devices are one: TVM finds a device's index by identity (two CPUs, the twin's, are equal)
+    and 0.27's ``VDevice.same_as`` recurses forever."""
+    return other is not None and device.__chandle__() == other.__chandle__()
 
 
 def _kernels(executable: relax.VMExecutable):
@@ -158,12 +222,24 @@ def compile_kept(executable: relax.VMExecutable, target: tvm.target.Target, with
     source in a module that cannot run, so an arch the compiler rejects would build. This
     runs TVM's own compile callback on that source, the one its runtime calls on a GPU
     machine (same flags, same format); a module that runs was compiled by TVM already.
-    An arch the compiler rejects is the user's error, any other failure TVM's.
+    A build with no GPU kernel (every op on the CPU) has no compiler look at its arch, so it
+    is checked all the same (:func:`check_arch`; None). An arch the compiler rejects is the
+    user's error, any other failure TVM's.
     """
     kernels = _kernels(executable)
-    if kernels is None or kernels.is_runnable():
+    if kernels is None:
+        check_arch(target, with_compiler)
         return None
-    code = kernels.inspect_source("cuda")
+    return None if kernels.is_runnable() else _compile(kernels.inspect_source("cuda"), target, with_compiler)
+
+
+def check_arch(target: tvm.target.Target, with_compiler: Compiler) -> None:
+    """Refuse, in one line, a ``target`` whose arch ``with_compiler`` does not compile for, before anything is built:
+    it compiles a kernel that does nothing, as TVM's runtime would compile the build's."""
+    _compile('extern "C" __global__ void byoc_workbench_arch_check() {}\n', target, with_compiler)
+
+
+def _compile(code: str, target: tvm.target.Target, with_compiler: Compiler) -> bytes:
     started = time.perf_counter()
     try:
         with target, compiling(with_compiler):

@@ -88,13 +88,16 @@ def _prepared(mod: tvm.IRModule, target, placed: bool) -> tuple:
     unless it was ``placed`` already, and refused in one line where a binding reads a tensor on another device than
     the one it lives on (a kernel handed buffers of two devices, which TVM builds without a word)."""
     tvm_target = devices.resolve(target)
-    if devices.is_gpu(tvm_target) and not placed:
+    placing = devices.is_gpu(tvm_target) and not placed
+    if placing:
         mod = devices.place(mod, devices.propose(mod), tvm_target)
     wrong = devices.crossings(mod)
     if wrong:
         raise WorkbenchError(
             f"The module reads a tensor on another device than its own ({wrong[0]})",
-            "copy it there (R.to_vdevice), or pass the module unplaced and let devices.place place it",
+            "build it for llvm: the workbench's GPU placement does not cover what this module does"
+            if placing
+            else "copy it there (R.to_vdevice), or pass the module unplaced to be placed",
         )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, tvm_target, ["StaticPlanBlockMemory"] if unplannable else []
@@ -109,8 +112,23 @@ def _building(tvm_target: tvm.target.Target, disabled: list):
 
 
 def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
-    gpu = devices.is_gpu(tvm_target)
-    return (cuda.pipeline(tvm_target) if gpu else relax.get_pipeline("default"))(mod)
+    """``mod`` lowered for ``tvm_target``, refused in one line where a kernel would read a buffer of another device
+    (:func:`misplaced_buffers`): TVM builds it without a word, and on a GPU the CPU kernel is handed a GPU pointer. A
+    placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
+    the CPU twin, both devices the CPU, builds what a GPU build would)."""
+    if devices.is_gpu(tvm_target):
+        lowered = cuda.pipeline(tvm_target)(mod)
+    else:
+        legalized = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
+        first = [*legalized, cuda.copies_to_the_cpu()] if devices.placed(mod) else []
+        lowered = tvm.transform.Sequential([*first, relax.get_pipeline("default")])(mod)
+    wrong = misplaced_buffers(lowered)
+    if wrong:
+        raise WorkbenchError(
+            f"The {devices.label(tvm_target)} build hands a kernel a buffer of another device ({wrong[0]})",
+            "give each kernel the buffers of one device (R.to_vdevice), or build it for llvm",
+        )
+    return lowered
 
 
 def check_gpu_builds(mod: tvm.IRModule, target) -> None:
@@ -259,9 +277,9 @@ def run(mod: tvm.IRModule, inputs, entry: str = "main", vm: relax.VirtualMachine
 
 def misplaced_buffers(lowered: tvm.IRModule) -> list:
     """Tensors of a lowered module (:func:`lower`) made in a buffer of another
-    device than their own, as ``"function/var: on device 1, in storage on 0"``, and constants (which the VM loads on
-    device 0) read by a kernel that writes on another, as ``"function/kernel: reads a constant (on device 0) on
-    device 1"`` (empty for a sound build)."""
+    device than their own, as ``"function/var: on device 1, in storage on 0"``, and kernels handed buffers of two
+    devices, as ``"function/kernel: reads alloc (on device 0) on device 1"``, the device of its last buffer (what
+    it writes); a constant is on device 0, where the VM loads it (empty for a sound build)."""
     out = []
     for fname in ir.host_functions(ir.module_given(lowered, "misplaced_buffers")):
         storage, tensors = {}, {}
@@ -275,9 +293,13 @@ def misplaced_buffers(lowered: tvm.IRModule) -> list:
                 if where != own:
                     out.append(f"{fname}/{step.var.name}: on device {own}, in storage on {where}")
             elif type(step.value) is relax.Call and isinstance(step.value.op, tvm.ir.GlobalVar):
-                args = items(step.value.args)
-                writes = {tensors.get(a.__chandle__()) for a in args if ir.is_var(a)} - {None, 0}
-                if writes and any(isinstance(a, tvm.ir.GenericConst) for a in args):
+                found = [
+                    ("a constant", 0) if isinstance(a, tvm.ir.GenericConst) else (a.name, tensors[a.__chandle__()])
+                    for a in items(step.value.args)
+                    if isinstance(a, tvm.ir.GenericConst) or a.__chandle__() in tensors
+                ]
+                name, got = next(((n, d) for n, d in found if d != found[-1][1]), (None, None))
+                if name is not None:
                     kernel = step.value.op.name_hint
-                    out.append(f"{fname}/{kernel}: reads a constant (on device 0) on device {min(writes)}")
+                    out.append(f"{fname}/{kernel}: reads {name} (on device {got}) on device {found[-1][1]}")
     return out

@@ -185,13 +185,15 @@ class Cache:
     """Measurements by content, as small JSON files under ``$BYOC_WORKBENCH_CACHE/search``.
 
     ``enabled=False`` reads nothing (every measurement is taken afresh) but
-    still writes, so the next search can use them.
+    still writes, so the next search can use them. ``measures`` says whether what it lacks is measured
+    (a search with ``only_cached`` measures nothing), and so what its line on a damaged entry says.
     """
 
     def __init__(self, root: os.PathLike | None = None, enabled: bool = True):
         self.root = Path(root) if root is not None else cache_dir("search")
         self.enabled = enabled and not no_cache()  # BYOC_WORKBENCH_NO_CACHE=1 reaches this cache too
         self._unwritable = self._warned_damage = False
+        self.measures = True
         self.machine = json_key(machine_key())
         self.hits = 0
         self.misses = 0
@@ -201,7 +203,7 @@ class Cache:
 
     def get(self, kind: str, key: str):
         """The value kept under ``key``, or None: missing, or damaged (torn, retyped, foreign, or not matching the
-        seal it was written with), which is said once per search and measured again, never trusted."""
+        seal it was written with), which is said once per search and never trusted."""
         path = self._path(kind, key)
         if self.enabled and path.is_file():
             value = _read(path)
@@ -221,7 +223,8 @@ class Cache:
 
     def _damaged(self, path: Path) -> None:
         if not self._warned_damage:
-            logger.warning("search cache: %s is damaged; it is measured again", path)
+            then = "it is measured again" if self.measures else "it is not used (only cached measurements asked for)"
+            logger.warning("search cache: %s is damaged; %s", path, then)
         self._warned_damage = True
 
     def _keep(self, write) -> None:
@@ -272,6 +275,7 @@ class Measurements:
     def __init__(self, plan: Plan, subject, cache: Cache, options: dict, runs: int, only_cached: bool, progress):
         self.plan, self.subject, self.cache = plan, subject, cache
         self.options, self.runs, self.only_cached, self.progress = options, runs, only_cached, progress
+        cache.measures = not only_cached
         self.model_key = subject.model_key()
         self.reference = None
         self.records: list = []  # (what, Measured), every build this search used

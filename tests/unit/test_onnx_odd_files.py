@@ -1,0 +1,118 @@
+"""ONNX files a careless user hands the importer (round 10's B6, B7, B8, B14): an input no tensor of numbers
+NumPy and ONNX Runtime both know, a shape too small for the model's layers, external data at the wrong offset or
+length. Each is one line that names the input, the shape or the data, before anything is built."""
+
+import numpy as np
+import onnx
+import pytest
+from messages import one_line
+from onnx import TensorProto, helper, numpy_helper
+
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.session import Workbench
+
+
+def _save(path, node, inputs, outputs, init=(), opset=17):
+    model = helper.make_model(
+        helper.make_graph([node], "g", inputs, outputs, list(init)), opset_imports=[helper.make_opsetid("", opset)]
+    )
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+def _refused(make) -> str:
+    with pytest.raises(WorkbenchError) as err:
+        make()
+    return one_line(err)
+
+
+@pytest.mark.parametrize(
+    "dtype, opset, name",
+    [(TensorProto.FLOAT8E4M3FN, 19, "float8_e4m3fn"), (TensorProto.BFLOAT16, 17, "bfloat16")],
+)
+def test_an_input_numpy_has_only_through_ml_dtypes_is_one_line_naming_it(tmp_path, dtype, opset, name):
+    """ONNX Runtime has an Identity kernel for both; its Python API took neither array ("Numpy_type 260 can't be
+    converted to MLDataType", a traceback from the reference's run)."""
+    x, y = (helper.make_tensor_value_info(n, dtype, [1, 4]) for n in "xy")
+    path = _save(tmp_path / "m.onnx", helper.make_node("Identity", ["x"], ["y"]), [x], [y], opset=opset)
+    line = _refused(lambda: Workbench.from_onnx(path))
+    assert f"Input x is a tensor of {name}, and ONNX Runtime's Python API, the reference, takes no NumPy" in line
+    assert "export the model with float32 inputs" in line
+
+
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        (helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [1, 4]), "a sequence"),
+        (
+            helper.make_value_info("x", helper.make_optional_type_proto(helper.make_tensor_type_proto(1, [4]))),
+            "an optional",
+        ),
+        (
+            helper.make_value_info(
+                "x", helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(1, []))
+            ),
+            "a map",
+        ),
+        (helper.make_tensor_value_info("x", TensorProto.UNDEFINED, [1, 4]), "a tensor of no element type"),
+    ],
+    ids=["sequence", "optional", "map", "no-element-type"],
+)
+def test_an_input_that_is_no_tensor_of_numbers_is_one_line_not_a_key_error(tmp_path, value, what):
+    """Round 10: a sequence input ended in ``KeyError: 0`` (its tensor type's element type) in onnx_shapes."""
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [])
+    path = _save(tmp_path / "m.onnx", helper.make_node("SequenceLength", ["x"], ["y"]), [value], [y])
+    line = _refused(lambda: Workbench.from_onnx(path))
+    assert f"Input x is {what}, and the workbench" in line and "each input a tensor of numbers" in line
+
+
+def _conv(path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    return _save(path, helper.make_node("Conv", ["x", "w"], ["y"], name="conv0"), [x], [y], [w])
+
+
+@pytest.mark.parametrize("size, gives", [(2, "float32[1, 4, 0, 0]"), (1, "float32[1, 4, -1, -1]")])
+def test_a_shape_too_small_for_the_models_layers_is_one_line_naming_it(tmp_path, size, gives):
+    """Round 10: a 3x3 Conv given 2x2 (or 1x1) was imported, and the run ended in TVM's "negative output shape"
+    (or ONNX Runtime's InvalidArgument) traceback; 3x3 runs."""
+    path = _conv(tmp_path / "conv.onnx")
+    line = _refused(lambda: Workbench.from_onnx(path, input_shapes=(1, 3, size, size)))
+    assert f"The input shape x [1, 3, {size}, {size}] is too small for the model: its nn.conv2d" in line
+    assert gives in line and "give a larger input shape" in line
+    model = Workbench.from_onnx(path, input_shapes=(1, 3, 3, 3)).model
+    assert model.reference(model.inputs)[0].shape == (1, 4, 1, 1)
+
+
+def _external(folder, **info):
+    """A model whose weight w (4 float32, 16 bytes) is kept in w.bin, its external data fields set to ``info``."""
+    (folder / "w.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    w = numpy_helper.from_array(np.zeros((1, 4), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": "w.bin", **info}.items():
+        w.external_data.add(key=key, value=str(value))
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in "xy")
+    return _save(folder / "m.onnx", helper.make_node("Add", ["x", "w"], ["y"]), [x], [y], [w])
+
+
+@pytest.mark.parametrize(
+    "info, bytes_read",
+    [({"offset": 1000}, 0), ({"length": 4}, 4), ({"location": "m.onnx"}, None)],
+    ids=["offset-past-the-end", "length-short", "the-model-itself"],
+)
+def test_external_data_at_a_wrong_offset_or_length_names_the_data_not_the_shapes(tmp_path, info, bytes_read):
+    """Round 10: each was ONNX Runtime's "Deserialize tensor w failed" with the Fix "check the input shapes"."""
+    path = _external(tmp_path, **info)
+    line = _refused(lambda: Workbench.from_onnx(path))
+    location = info.get("location", "w.bin")
+    assert f"keeps tensor w (shape [1, 4]) in {location}, but its offset and length there give" in line
+    assert bytes_read is None or f"give {bytes_read} bytes" in line
+    assert "input shapes" not in line and "save_as_external_data=True" in line
+
+
+def test_external_data_of_the_right_size_loads(tmp_path):
+    model = Workbench.from_onnx(_external(tmp_path, offset=0, length=16)).model
+    assert np.array_equal(model.reference(model.inputs)[0], model.inputs[0] + np.arange(4, dtype=np.float32))
