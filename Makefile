@@ -128,7 +128,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 # The unit tier in under two minutes: the property test draws 10 graphs here (120 in make test), and the
-# unit tests of over 10 s (marked slow: mostly a fresh process each) wait for make test and make test-slow.
+# unit tests of over 10 s and the signal and tools files (marked slow: a fresh process each) wait for make test.
 test-fast: setup
 	$(BYTECODE)
 	BYOC_PROPERTY_EXAMPLES=10 $(PYTEST) -m "not slow" tests/unit

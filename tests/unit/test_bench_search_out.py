@@ -14,6 +14,9 @@ import pytest
 
 from byoc_workbench.core import files
 
+#: A fresh process (or several) per case, signals and tools: make test runs them, make test-fast does not.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

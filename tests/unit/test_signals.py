@@ -14,6 +14,9 @@ import pytest
 
 from byoc_workbench.core.output_paths import WRITTEN
 
+#: A fresh process (or several) per case, signals and tools: make test runs them, make test-fast does not.
+pytestmark = pytest.mark.slow
+
 CLI = os.path.join(os.path.dirname(sys.executable), "byoc-workbench")
 EXPORT = [CLI, "export"]
 

@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: A fresh process (or several) per case, signals and tools: make test runs them, make test-fast does not.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "simple_pose_resnet18_v1b"  # converts in about a second
 
