@@ -361,10 +361,9 @@ def write_whole(path: Path, text: str) -> None:
         raise
 
 
-def write_recorded(path: Path, text: str) -> None:
-    """``text`` put at ``path`` whole (:func:`write_whole`), and recorded in the file :data:`WRITTEN` beside it in
-    the workbench's form (``output_paths.WRITTEN``), which proves to a later run that it may replace it."""
-    write_whole(path, text)
+def record(path: Path) -> None:
+    """``path``, written whole (:func:`write_whole`), recorded in the file :data:`WRITTEN` beside it in the
+    workbench's form (``output_paths.WRITTEN``), which proves to a later run that it may replace it."""
     entries = _record(path.parent) | {path.name: _fingerprint(path)}
     write_whole(path.parent / WRITTEN, json.dumps(dict(sorted(entries.items())), indent=0) + "\n")
 
@@ -592,12 +591,13 @@ def check(argv=None) -> int:
         text = json.dumps(report, indent=2, default=str)
         if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
             try:
-                write_recorded(out, text)
+                write_whole(out, text)
+                written[:] = [out]  # said from now on, if a signal comes
+                record(out)
             except OSError as err:  # a full disk or quota, a folder made read-only meanwhile
                 raise SystemExit(
                     _line("error", f"cannot write --out {out} ({err.strerror})", "free some space, or another --out")
                 ) from None
-            written[:] = [out]
         return text
 
     stop = tvm_here(args.target, report)

@@ -127,11 +127,12 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
+    for name in names:  # first: a link to an input is said as one, not as a link
+        _not_an_input(out / name, flag, inputs)
     for name in (WRITTEN, *names) if names else ():
         _a_plain_file_or_nothing(out, name, flag)
         _replaceable(out / name, flag)
     for name in names:
-        _not_an_input(out / name, flag, inputs)
         _not_theirs(out, name, flag)
     return out
 

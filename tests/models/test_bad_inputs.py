@@ -126,10 +126,10 @@ CLI = [
         ["reads"],
     ),
     ("stages-out-links-the-model", "output", ["stages", "{d}/relu.onnx", "--out", "{d}/linked"], ["reads"]),
-    ("model-is-a-fifo", "own", ["run", "{d}/pipe.onnx"], ["pipe.onnx is not a regular file", "a .onnx file"]),
+    ("model-is-a-fifo", "own", ["run", "{d}/pipe.onnx"], ["pipe.onnx is a FIFO, not a regular file", "a .onnx file"]),
     ("model-name-too-long", "own", ["run", "{d}/" + "m" * 300 + ".onnx"], ["File name too long", "a .onnx file"]),
     ("image-name-too-long", "cli", ["run", "ssd", "--image", "{d}/" + "p" * 300 + ".png"], ["too long a name"]),
-    ("bench-out-too-long", "output", ["bench", "demo", "--out", "{d}/" + "o" * 300 + ".json"], ["shorter path"]),
+    ("bench-out-too-long", "output", ["bench", "demo", "--out", "{d}/" + "o" * 300 + ".json"], ["names take at most"]),
     (
         "bench-out-is-the-model",
         "output",
