@@ -2,6 +2,10 @@
 
 import re
 
+import pytest
+
+from byoc_workbench.core.errors import WorkbenchError
+
 #: ``error: <cause>. Fix: <fix>.`` on one line, as the CLI, the widget and notebooks show it.
 LINE = re.compile(r"error: [^\n]+\. Fix: [^\n]+\.")
 
@@ -12,3 +16,12 @@ def one_line(err) -> str:
     text = err if isinstance(err, str) else str(err)
     assert LINE.fullmatch(text), f"not one 'error: cause. Fix: fix.' line: {text!r}"
     return text
+
+
+def refused(make, *says) -> str:
+    """The one line of the :class:`WorkbenchError` that ``make()`` raises, checked for the style and for ``says``."""
+    with pytest.raises(WorkbenchError) as err:
+        make()
+    line = one_line(err)
+    assert all(s in line for s in says), line
+    return line

@@ -5,11 +5,11 @@ huge example no example. Each is taken as meant or one line, never a traceback n
 import numpy as np
 import onnx
 import pytest
-from messages import one_line
+from messages import refused
 from onnx import TensorProto, helper, numpy_helper
 
 from byoc_workbench import exercises
-from byoc_workbench.core.errors import WorkbenchError, whole_number
+from byoc_workbench.core.errors import whole_number
 from byoc_workbench.measure.bench import byom
 from byoc_workbench.session import Workbench
 
@@ -27,14 +27,6 @@ def wb(tmp_path_factory):
     return Workbench.from_onnx(path, "byoc-target")
 
 
-def _refused(make, *says) -> str:
-    with pytest.raises(WorkbenchError) as err:
-        make()
-    line = one_line(err)
-    assert all(s in line for s in says), line
-    return line
-
-
 @pytest.mark.parametrize("value, number", [(3, 3), (np.int64(2), 2), (np.uint8(7), 7), (0, 0), (-1, -1)])
 def test_a_whole_number_is_any_integral_python_or_numpy(value, number):
     assert whole_number(value) == number and type(whole_number(value)) is int
@@ -49,8 +41,8 @@ def test_numpy_integers_count_runs(wb):
     """Round 10: repeat=np.int64(2) was refused as 'repeat must be a whole number ..., got int64 (np.int64(2))'."""
     run = byom.build_run(wb, "tvm", repeat=np.int64(2), warmup=np.int32(1))
     assert run.latency.runs == 2
-    _refused(lambda: byom.build_run(wb, "tvm", repeat=np.float64(2)), "repeat must be a whole number", "float64")
-    _refused(lambda: byom.build_run(wb, "tvm", warmup=np.True_), "warmup must be a whole number", "bool")
+    refused(lambda: byom.build_run(wb, "tvm", repeat=np.float64(2)), "repeat must be a whole number", "float64")
+    refused(lambda: byom.build_run(wb, "tvm", warmup=np.True_), "warmup must be a whole number", "bool")
 
 
 @pytest.mark.parametrize("seconds", [np.int64(60), np.float32(60), 60, 60.0])
@@ -60,19 +52,19 @@ def test_max_seconds_takes_any_real_number_as_pythons_do(wb, seconds):
 
 @pytest.mark.parametrize("seconds", [np.True_, True, "60", np.float64("nan"), 0])
 def test_max_seconds_refuses_a_bool_text_or_no_positive_number(wb, seconds):
-    _refused(lambda: byom.build_run(wb, "tvm", max_seconds=seconds), "max_seconds is a number of seconds above 0")
+    refused(lambda: byom.build_run(wb, "tvm", max_seconds=seconds), "max_seconds is a number of seconds above 0")
 
 
 @pytest.mark.parametrize("prune", ["no", None, 0, 1.0, np.float64(0)])
 def test_offloaded_takes_prune_as_true_or_false_only(wb, prune):
     """Round 10: byom.offloaded(wb, backend, "no") pruned, "no" being truthy."""
-    _refused(lambda: byom.offloaded(wb, "onnxruntime", prune), "prune is True or False", repr(prune)[:10])
+    refused(lambda: byom.offloaded(wb, "onnxruntime", prune), "prune is True or False", repr(prune)[:10])
 
 
 def test_offloaded_takes_numpy_bools_and_a_workbench_only(wb):
     kept = byom.offloaded(wb, None, np.False_)
     assert kept[-1].name == "codegen" and len(kept[-2].subgraphs) == len(byom.offloaded(wb, None, False)[-2].subgraphs)
-    _refused(lambda: byom.offloaded(None, "onnxruntime"), "Expected a Workbench", "NoneType")
+    refused(lambda: byom.offloaded(None, "onnxruntime"), "Expected a Workbench", "NoneType")
 
 
 def _ran(**check):
@@ -92,7 +84,7 @@ def test_run_text_reads_what_run_gives_and_refuses_wrong_value_types():
     assert "detections found 3 of 4" in byom.run_text(_ran(detections={"found": 3, "of": 4}))
     bad = [_ran(max_rel="x"), _ran(equal="yes"), _ran(tolerance=None), _ran(detections=5), {**_ran(), "run_s": "1"}]
     for result in bad:
-        _refused(lambda r=result: byom.run_text(r), "run_text takes what byom.run gave")
+        refused(lambda r=result: byom.run_text(r), "run_text takes what byom.run gave")
 
 
 @pytest.mark.parametrize(
@@ -108,11 +100,11 @@ def test_run_text_reads_what_run_gives_and_refuses_wrong_value_types():
 )
 def test_example_refuses_a_size_past_its_bound_and_a_directory_that_is_no_path(call, says):
     """Round 10: size=10**6 tried to allocate 12 TB in torch, directory=<an array> was pathlib's TypeError."""
-    _refused(call, says)
+    refused(call, says)
 
 
 def test_feedback_refuses_a_keyword_it_does_not_take_and_counts_numpy_integers():
     """Round 10: feedback(1, junk=3) was Feedback.__init__'s TypeError."""
-    _refused(lambda: exercises.feedback(1, junk=3), "feedback takes no keyword 'junk'", "pass only:")
-    _refused(lambda: exercises.feedback(1, hint="mine"), "feedback takes no keyword 'hint'")
+    refused(lambda: exercises.feedback(1, junk=3), "feedback takes no keyword 'junk'", "pass only:")
+    refused(lambda: exercises.feedback(1, hint="mine"), "feedback takes no keyword 'hint'")
     assert exercises.feedback(np.int64(2), right=["x"]).exercise.startswith("Exercise 2, ")

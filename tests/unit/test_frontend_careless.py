@@ -6,10 +6,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-from messages import one_line
+from messages import refused
 from onnx import TensorProto, helper, numpy_helper
 
-from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.frontends import onnx_import
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.session import Workbench
@@ -29,12 +28,6 @@ def _onnx(path, node, dtype, dims, init=()):
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
-
-
-def _refused(make) -> str:
-    with pytest.raises(WorkbenchError) as err:
-        make()
-    return one_line(err)
 
 
 class AddsInPlace(torch.nn.Module):
@@ -117,19 +110,19 @@ def test_a_forward_that_exits_is_one_line():
         def forward(self, x):
             raise SystemExit(3)
 
-    assert "Exits.forward called sys.exit(3)" in _refused(lambda: Workbench.from_torch(Exits(), (torch.ones(1, 2),)))
+    assert "Exits.forward called sys.exit(3)" in refused(lambda: Workbench.from_torch(Exits(), (torch.ones(1, 2),)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
 def test_weights_not_in_float32_are_named_with_the_fix(dtype, capfd):
     conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).to(dtype)
-    line = _refused(lambda: Workbench.from_torch(conv, (torch.randn(1, 3, 8, 8, dtype=dtype),)))
+    line = refused(lambda: Workbench.from_torch(conv, (torch.randn(1, 3, 8, 8, dtype=dtype),)))
     assert f"weights are {str(dtype).removeprefix('torch.')}" in line and "module.float()" in line
     assert "BlockBuilder" not in capfd.readouterr().err
 
 
 def test_float64_inputs_to_a_float32_module_ask_for_float32():
-    line = _refused(lambda: Workbench.from_torch(torch.nn.Linear(4, 2), (torch.randn(1, 4, dtype=torch.float64),)))
+    line = refused(lambda: Workbench.from_torch(torch.nn.Linear(4, 2), (torch.randn(1, 4, dtype=torch.float64),)))
     assert "1x4 float64" in line and "x.float()" in line
 
 
@@ -142,7 +135,7 @@ def test_a_module_instance_in_place_of_a_factory_is_the_module(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     model = torch_import.import_spec("careless_nets:tiny", shape=(1, 4))
     assert model.mark == "careless_nets:tiny's own weights" and model.reference(model.inputs)[0].shape == (1, 2)
-    line = _refused(lambda: torch_import.seeded_factory("careless_nets:number"))
+    line = refused(lambda: torch_import.seeded_factory("careless_nets:number"))
     assert "careless_nets:number() returned int 5" in line
 
 
@@ -184,13 +177,13 @@ def test_a_factory_that_loads_a_checkpoint_is_marked_as_made_by_the_factory(tmp_
 )
 def test_an_element_type_onnx_runtime_lacks_is_named(tmp_path, dtype, node, init, words):
     path = _onnx(tmp_path / "m.onnx", node, dtype, [1, 3, 8, 8], init)
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     assert words in line and "export the model in float32" in line
 
 
 def test_an_unknown_op_is_said_to_be_no_onnx_op(tmp_path):
     path = _onnx(tmp_path / "m.onnx", helper.make_node("FooBar", ["x"], ["y"]), TensorProto.FLOAT, [1, 4])
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     assert "uses FooBar, which is no op of ONNX opset 17" in line and "standard ONNX ops" in line
 
 
@@ -206,25 +199,25 @@ def test_an_unknown_op_is_said_to_be_no_onnx_op(tmp_path):
 )
 def test_a_shape_not_known_or_not_a_size_names_the_models_own_input(tmp_path, given, words):
     path = _onnx(tmp_path / "m.onnx", helper.make_node("Relu", ["x"], ["y"]), TensorProto.FLOAT, ["N", 3, 8, 8])
-    line = _refused(lambda: onnx_import.import_onnx(path, given))
+    line = refused(lambda: onnx_import.import_onnx(path, given))
     assert words in line and "--input-shape x=1,3,8,8 (Python: input_shapes={'x': (1, 3, 8, 8)})" in line
 
 
 @pytest.mark.parametrize("seed", ["a", -1, 1.5])
 def test_a_seed_that_is_no_whole_number_is_one_line(tmp_path, seed):
     path = _onnx(tmp_path / "m.onnx", helper.make_node("Relu", ["x"], ["y"]), TensorProto.FLOAT, [1, 4])
-    assert "seed must be a whole number" in _refused(lambda: Workbench.from_onnx(path, seed=seed))
+    assert "seed must be a whole number" in refused(lambda: Workbench.from_onnx(path, seed=seed))
 
 
 def test_a_torchscript_module_asks_for_the_module_before_scripting():
     scripted = torch.jit.trace(torch.nn.Linear(4, 2), (torch.ones(1, 4),))
-    assert "before torch.jit.script" in _refused(lambda: Workbench.from_torch(scripted, (torch.ones(1, 4),)))
+    assert "before torch.jit.script" in refused(lambda: Workbench.from_torch(scripted, (torch.ones(1, 4),)))
 
 
 def test_an_input_of_strings_is_one_line_naming_it(tmp_path):
     """Round 9: a STRING input reached TVM's dtype parser ("unknown dtype `object`", a traceback)."""
     path = _onnx(tmp_path / "m.onnx", helper.make_node("Identity", ["x"], ["y"]), TensorProto.STRING, [1, 4])
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     assert "Input x is a tensor of strings, and TVM has no string tensors" in line and "numeric inputs" in line
 
 
@@ -240,6 +233,6 @@ def test_external_data_linked_out_of_the_models_folder_is_one_line(tmp_path):
     assert Workbench.from_onnx(folder / "m.onnx", "byoc-target").model.inputs[0].shape == (4,)
     (folder / "w.bin").rename(outside)
     (folder / "w.bin").symlink_to(outside)
-    line = _refused(lambda: Workbench.from_onnx(folder / "m.onnx"))
+    line = refused(lambda: Workbench.from_onnx(folder / "m.onnx"))
     assert f"keeps tensor w's data in w.bin, which leads out of the model's folder (to {outside.resolve()})" in line
     assert f"put the data file itself (not a link to it) in {folder.resolve()}" in line

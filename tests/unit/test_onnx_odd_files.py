@@ -5,10 +5,9 @@ length. Each is one line that names the input, the shape or the data, before any
 import numpy as np
 import onnx
 import pytest
-from messages import one_line
+from messages import refused
 from onnx import TensorProto, helper, numpy_helper
 
-from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.session import Workbench
 
 
@@ -21,12 +20,6 @@ def _save(path, node, inputs, outputs, init=(), opset=17):
     return path
 
 
-def _refused(make) -> str:
-    with pytest.raises(WorkbenchError) as err:
-        make()
-    return one_line(err)
-
-
 @pytest.mark.parametrize(
     "dtype, opset, name",
     [(TensorProto.FLOAT8E4M3FN, 19, "float8_e4m3fn"), (TensorProto.BFLOAT16, 17, "bfloat16")],
@@ -36,7 +29,7 @@ def test_an_input_numpy_has_only_through_ml_dtypes_is_one_line_naming_it(tmp_pat
     converted to MLDataType", a traceback from the reference's run)."""
     x, y = (helper.make_tensor_value_info(n, dtype, [1, 4]) for n in "xy")
     path = _save(tmp_path / "m.onnx", helper.make_node("Identity", ["x"], ["y"]), [x], [y], opset=opset)
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     assert f"Input x is a tensor of {name}, and ONNX Runtime's Python API, the reference, takes no NumPy" in line
     assert "export the model with float32 inputs" in line
 
@@ -63,7 +56,7 @@ def test_an_input_that_is_no_tensor_of_numbers_is_one_line_not_a_key_error(tmp_p
     """Round 10: a sequence input ended in ``KeyError: 0`` (its tensor type's element type) in onnx_shapes."""
     y = helper.make_tensor_value_info("y", TensorProto.INT64, [])
     path = _save(tmp_path / "m.onnx", helper.make_node("SequenceLength", ["x"], ["y"]), [value], [y])
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     assert f"Input x is {what}, and the workbench" in line and "each input a tensor of numbers" in line
 
 
@@ -79,7 +72,7 @@ def test_a_shape_too_small_for_the_models_layers_is_one_line_naming_it(tmp_path,
     """Round 10: a 3x3 Conv given 2x2 (or 1x1) was imported, and the run ended in TVM's "negative output shape"
     (or ONNX Runtime's InvalidArgument) traceback; 3x3 runs."""
     path = _conv(tmp_path / "conv.onnx")
-    line = _refused(lambda: Workbench.from_onnx(path, input_shapes=(1, 3, size, size)))
+    line = refused(lambda: Workbench.from_onnx(path, input_shapes=(1, 3, size, size)))
     assert f"The input shape x [1, 3, {size}, {size}] is too small for the model: its nn.conv2d" in line
     assert gives in line and "give a larger input shape" in line
     model = Workbench.from_onnx(path, input_shapes=(1, 3, 3, 3)).model
@@ -106,7 +99,7 @@ def _external(folder, **info):
 def test_external_data_at_a_wrong_offset_or_length_names_the_data_not_the_shapes(tmp_path, info, bytes_read):
     """Round 10: each was ONNX Runtime's "Deserialize tensor w failed" with the Fix "check the input shapes"."""
     path = _external(tmp_path, **info)
-    line = _refused(lambda: Workbench.from_onnx(path))
+    line = refused(lambda: Workbench.from_onnx(path))
     location = info.get("location", "w.bin")
     assert f"keeps tensor w (shape [1, 4]) in {location}, but its offset and length there give" in line
     assert bytes_read is None or f"give {bytes_read} bytes" in line
