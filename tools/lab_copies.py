@@ -125,9 +125,8 @@ def _folders_on_the_way(lab: Path, rel: Path) -> None:
                     f"remove the link {folder}, or pass another LAB_DIR",
                 )
             if folder.exists() and not folder.is_dir():
-                what = "a FIFO" if folder.is_fifo() else "a file" if folder.is_file() else "a socket or a device"
                 raise WorkbenchError(
-                    f"{folder} is {what}, where a folder of the copies goes",
+                    f"{folder} is {output_paths.kind_of(folder)}, where a folder of the copies goes",
                     f"remove {folder}, or pass another LAB_DIR",
                 )
 

@@ -45,7 +45,7 @@ def existing_ancestor(path: Path) -> Path:
     return Path("/")
 
 
-def _kind(path: Path) -> str:
+def kind_of(path: Path) -> str:
     """What ``path`` is, in words, when it is not a directory."""
     if path.is_fifo():
         return "a FIFO"
@@ -59,7 +59,7 @@ def not_a_file(path: Path) -> str:
     a regular file" (never "does not exist" for a FIFO or a device that does)."""
     if path.is_dir():
         return "is a directory"
-    return f"is {_kind(path)}, not a regular file" if path.exists() else "does not exist"
+    return f"is {kind_of(path)}, not a regular file" if path.exists() else "does not exist"
 
 
 #: The temporary name under which the workbench writes a result (a file, or a directory's set) before it renames it
@@ -94,7 +94,7 @@ def _fits(path: Path, flag: str, names=()) -> None:
 def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
     """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
     if not directory.is_dir():
-        raise WorkbenchError(f"{what}: {directory} is {_kind(directory)}, not a directory", fix)
+        raise WorkbenchError(f"{what}: {directory} is {kind_of(directory)}, not a directory", fix)
     try:
         tempfile.TemporaryFile(dir=directory).close()
     except OSError as err:
@@ -125,7 +125,7 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
         )
     _fits(out, flag, names)
     if out.exists() and not out.is_dir():
-        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, not a directory", fix)
+        raise WorkbenchError(f"{flag} {out} is {kind_of(out)}, not a directory", fix)
     _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
     for name in names:  # first: a link to an input is said as one, not as a link
         _not_an_input(out / name, flag, inputs)
@@ -154,7 +154,7 @@ def _a_plain_file_or_nothing(out: Path, name: str, flag: str) -> None:
         )
     if f.exists() and not f.is_file() and not f.is_dir():
         raise WorkbenchError(
-            f"{flag} {out} holds {name} as {_kind(f)}, where a plain file is to be written",
+            f"{flag} {out} holds {name} as {kind_of(f)}, where a plain file is to be written",
             f"pass another {flag}, or remove {f} first",
         )
 
@@ -307,7 +307,7 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
         named = "is a directory" if out.is_dir() else f"ends in '{os.sep}', so it names a directory"
         raise WorkbenchError(f"{flag} {path} {named}, not a file", f"pass {flag} {out / example} or so")
     if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
-        raise WorkbenchError(f"{flag} {out} is {_kind(out)}, which cannot hold a result", fix)
+        raise WorkbenchError(f"{flag} {out} is {kind_of(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
     where = out.resolve() if out.is_symlink() and out.is_file() else out  # a link's result goes into its target
     if ours is not None and where.is_file() and where.stat().st_size and not ours(where):
