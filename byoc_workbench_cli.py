@@ -1,6 +1,7 @@
 """The ``byoc-workbench`` command's entry point, outside the package: importing the workbench loads TVM (a
 few seconds), and a Ctrl-C or a SIGTERM then ends in the same one line and exit status (130, 143) as one
-later does."""
+later does. The scripts of tools/ and benchmarks/ take their handling of signals from here, before they load
+the package."""
 
 import importlib
 import signal
@@ -9,14 +10,37 @@ import sys
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def ignore_signals() -> None:
+    """From here on, Ctrl-C and SIGTERM change nothing: the process is ending, or its results are in place."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def stopped_word(signum: int) -> str:
+    return "terminated" if signum == signal.SIGTERM else "interrupted"
+
+
+def exit_on_signals(said: str) -> None:
+    """Until :func:`ignore_signals`, Ctrl-C or SIGTERM ends the process with ``<interrupted|terminated>; <said>``
+    and the shell's status for the signal (130, 143), through ``SystemExit``: ``finally`` blocks and context
+    managers still clean up, and later signals are ignored so that none interrupts the way out."""
+
+    def stopped(signum, _frame):
+        ignore_signals()
+        print(f"{stopped_word(signum)}; {said}", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    for sig in SIGNALS:
+        signal.signal(sig, stopped)
+
+
 def main() -> int:
     stopped = 0
 
     def on_signal(signum, frame):
         nonlocal stopped
         stopped = signum
-        for sig in SIGNALS:  # the process is ending: a second signal must not break the exit
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()  # the process is ending: a second signal must not break the exit
         raise KeyboardInterrupt
 
     for sig in SIGNALS:
@@ -28,13 +52,11 @@ def main() -> int:
             raise
     # A library's import may catch the KeyboardInterrupt and carry on: the signal still ends the command.
     if stopped:
-        word = "terminated" if stopped == signal.SIGTERM else "interrupted"
-        print(f"{word}; nothing was written.", file=sys.stderr)
+        print(f"{stopped_word(stopped)}; nothing was written.", file=sys.stderr)
         return 128 + int(stopped)
     # The command's own handlers take over, and put this back as it returns: a signal after its last line, while
     # the interpreter tears TVM down, must not turn a command that wrote and said its results into 130 or 143.
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_signals()
     return run()
 
 

@@ -42,24 +42,14 @@ import tempfile
 import time
 from pathlib import Path
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from byoc_workbench_cli import exit_on_signals, ignore_signals
+
 #: How long a stopped command may take to end (its own one line, its temporaries removed) before it is killed.
 STOP_WAIT_S = 20.0
 
 
-def _stopped(signum, _frame) -> None:
-    """Ctrl-C or SIGTERM, while the package loads TVM or while a command runs: one line, and the shell's status
-    for the signal (130, 143); later signals are ignored, so that none interrupts the way out."""
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    word = "terminated" if signum == signal.SIGTERM else "interrupted"
-    print(f"{word}; nothing was written.", file=sys.stderr)  # --out is written last, with signals ignored
-    raise SystemExit(128 + signum)  # through run(), which stops its command, and the temporary cache's removal
-
-
-if __name__ == "__main__":  # before the package's imports, which load TVM (a second)
-    for _sig in SIGNALS:
-        signal.signal(_sig, _stopped)
+if __name__ == "__main__":  # before the package's imports, which load TVM (a second); --out is written last,
+    exit_on_signals("nothing was written.")  # with signals ignored; run() stops its command on the way out
 
 from byoc_workbench.cli import earlier  # noqa: E402
 from byoc_workbench.core import files, output_paths  # noqa: E402
@@ -83,7 +73,7 @@ def run(args: list, env: dict) -> tuple:
     ) as proc:
         try:
             stdout, stderr = proc.communicate()
-        except SystemExit as stop:  # _stopped: the same signal to the command, then SIGKILL if it hangs
+        except SystemExit as stop:  # exit_on_signals: the same signal to the command, then SIGKILL if it hangs
             _end(proc, stop.code - 128)
             raise
     wall = time.perf_counter() - t0
@@ -169,8 +159,7 @@ def main(argv=None) -> int:
     try:  # --out checked before the minutes of searching, and written as the CLI writes its results
         out = None if args.out is None else output_paths.check_file(args.out, "--out", (), EARLIER, "search_bench.json")
         everything = _bench(args)
-        for sig in SIGNALS:  # its lines are said: a signal from here to the exit changes nothing
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()  # its lines are said: a signal from here to the exit changes nothing
         if out is not None:
             files.write_file(out, json.dumps(everything, indent=2))
     except WorkbenchError as err:

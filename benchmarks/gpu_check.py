@@ -368,7 +368,7 @@ def record(path: Path) -> None:
     write_whole(path.parent / WRITTEN, json.dumps(dict(sorted(entries.items())), indent=0) + "\n")
 
 
-def check_target(target: str) -> None:
+def check_target(target: str | dict) -> None:
     """Refuse, in one line, a ``--target`` TVM cannot build for or this machine cannot run (another CPU's triple, an
     arch the CUDA compiler does not take), before anything is built; TVM is there, and a GPU for ``cuda``."""
     from byoc_workbench.core import devices
@@ -403,6 +403,25 @@ def count(lo: int):
         return value
 
     return parse
+
+
+def target(text: str) -> str | dict:
+    """An argparse type: ``--target`` as text (``cuda``, ``llvm``, ``cuda -arch=sm_90``) or as TVM 0.27's dict, in
+    JSON (``{"kind": "cuda", "arch": "sm_90"}``); the workbench checks either before anything is built."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({err.msg})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+        raise argparse.ArgumentTypeError(f"{text!r} names no kind")
+    return spec
+
+
+def target_kind(target: str | dict) -> str:
+    """``cuda``, ``llvm``: the kind of a ``--target``."""
+    return target["kind"] if isinstance(target, dict) else "".join(target.split()[:1])
 
 
 def _earlier_json(path: Path) -> bool:
@@ -458,14 +477,14 @@ def _resists(path: Path) -> str:
     return next((kind for bit, kind in FLAGS.items() if flags & bit), "")
 
 
-def tvm_here(target: str, report: dict) -> str | None:
+def tvm_here(target: str | dict, report: dict) -> str | None:
     """None where TVM and the workbench's own packages import and, for ``cuda`` (with an arch or not), TVM sees a GPU;
     else the line of ``report["missing"]`` that says why nothing can be measured."""
     tvm, _, why = probe("tvm")
     if tvm is None:
         report["missing"].append(_line("tvm", why))
         return report["missing"][-1]
-    if target.split()[:1] == ["cuda"]:
+    if target_kind(target) == "cuda":
         try:
             seen = tvm.cuda(0).exist
         except Exception as err:  # noqa: BLE001 - a CUDA runtime that half loads is this machine's, not a bug here
@@ -486,7 +505,7 @@ def measure_all(args, report: dict, saved) -> None:
 
     from byoc_workbench.measure.compiler import cuda
 
-    if args.target == "cuda":
+    if target_kind(args.target) == "cuda":
         report["gpu"]["tvm_device"] = tvm.cuda(0).device_name
         try:
             report["gpu"]["cuda_compiler"] = str(cuda.find())
@@ -567,7 +586,9 @@ def check(argv=None) -> int:
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
     parser.add_argument("--runs", type=count(1), default=20)
     parser.add_argument("--warmup", type=count(0), default=3)
-    parser.add_argument("--target", default="cuda", help="cuda (this GPU), or llvm: the same on the CPU")
+    parser.add_argument(
+        "--target", type=target, default="cuda", help="cuda (this GPU), or llvm: the same on the CPU; text or a dict"
+    )
     parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
     args = parser.parse_args(argv)
     check_out(args.out)

@@ -24,7 +24,8 @@ from typing import TypedDict
 
 import tvm
 
-from byoc_workbench.backends import c_source
+from byoc_workbench.backends import c_source, openvino
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.core.text import to_json
 from byoc_workbench.draw import renderers
 from byoc_workbench.models import shipped, weights
@@ -219,16 +220,16 @@ def check_openvino() -> Check:
     """The openvino backend, and the precision its CPU plugin would pick by itself (the backend always sets f32)."""
     fix = "pip install openvino==2026.4.1 (the openvino backend, search's second CPU backend and bench's anchor)"
     try:
-        import openvino
-    except Exception as err:
-        return Check("openvino", False, f"cannot import openvino ({_first_line(err)})", fix)
+        package = openvino.package()
+    except WorkbenchError as err:  # "openvino is not importable (<why>)"
+        return Check("openvino", False, err.cause, fix)
     try:
-        capabilities = list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+        capabilities = list(package.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
     except Exception as err:  # a broken plugin: the backend cannot compile anything
         return Check("openvino", False, f"OpenVINO's CPU plugin fails ({_first_line(err)})", fix)
     native = "bf16" if "BF16" in capabilities else "f32"
     found = (
-        f"{openvino.__version__.split('-')[0]}, CPU plugin ({', '.join(capabilities)}); "
+        f"{package.__version__.split('-')[0]}, CPU plugin ({', '.join(capabilities)}); "
         f"by default it would infer in {native}, the backend sets f32 unless --precision says otherwise"
     )
     return Check("openvino", True, found, info={"capabilities": capabilities, "default_precision": native})

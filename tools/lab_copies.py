@@ -17,25 +17,14 @@ Usage: python tools/lab_copies.py SOURCE_DIR LAB_DIR [--fresh]
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 
-
-def _stopped(signum, _frame) -> None:
-    """Ctrl-C or SIGTERM, while the package loads TVM or while copying: one line, and the shell's status for the
-    signal (130, 143); later signals are ignored, so that none interrupts that line."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    word = "terminated" if signum == signal.SIGTERM else "interrupted"
-    print(f"{word}; no copy is half-made (each is renamed into place whole): run it again to finish.", file=sys.stderr)
-    raise SystemExit(128 + signum)  # no traceback, and write_atomic's temporary is removed on the way out
-
+from byoc_workbench_cli import exit_on_signals, ignore_signals
 
 if __name__ == "__main__":  # before the package's imports, which load TVM (half a second)
-    for _sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(_sig, _stopped)
+    exit_on_signals("no copy is half-made (each is renamed into place whole): run it again to finish.")
 
 from byoc_workbench.cli.args import Parser  # noqa: E402
 from byoc_workbench.core import files, output_paths  # noqa: E402
@@ -156,9 +145,8 @@ def main(argv=None) -> int:
     except WorkbenchError as err:
         print(err, file=sys.stderr)
         return err.status
-    if signal.getsignal(signal.SIGTERM) is _stopped:  # run as a script: the copies are in place, and a signal
-        for sig in (signal.SIGINT, signal.SIGTERM):  # from here to the exit must not make them a failure
-            signal.signal(sig, signal.SIG_IGN)
+    if __name__ == "__main__":  # the copies are in place: a signal from here to the exit must not make them a failure
+        ignore_signals()
     for line in lines:
         print(line)
     return 0

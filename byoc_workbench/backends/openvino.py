@@ -35,7 +35,8 @@ _KDLCPU = 1
 
 
 @functools.cache
-def _ov():
+def package():
+    """``openvino``, imported with its telemetry pool shut down (doctor's check goes through here too)."""
     try:
         return import_optional("openvino", FIX)
     finally:
@@ -58,7 +59,7 @@ def _stop_telemetry() -> None:
 @functools.lru_cache(maxsize=1)
 def core():
     """One ``ov.Core`` per process: it holds the plugins and their caches."""
-    return _ov().Core()
+    return package().Core()
 
 
 def check_precision(precision: str) -> str:
@@ -123,7 +124,7 @@ class Runner:
         self.compiled = compiled
         self.request = compiled.create_infer_request()
         self.num_inputs = len(compiled.inputs)
-        self._ov = _ov()
+        self._ov = package()
         self._bound: list = [None] * (self.num_inputs + len(compiled.outputs))  # (address, shape) set per port
 
     def _bind(self, k: int, t) -> None:
@@ -168,7 +169,7 @@ def compile_subgraph(name: str, func, precision: str = "f32", threads: int | Non
     runner = Runner(compiled)
     got = effective_precision(compiled)
     header = (
-        f"# openvino {_ov().__version__.split('-')[0]} on CPU ({core().get_property('CPU', 'FULL_DEVICE_NAME')}), "
+        f"# openvino {package().__version__.split('-')[0]} on CPU ({core().get_property('CPU', 'FULL_DEVICE_NAME')}), "
         f"inference precision {got}" + (f" (asked {precision})" if got != precision else "") + "\n"
     )
     source = header + onnx.onnx_text(model)

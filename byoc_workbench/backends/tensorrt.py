@@ -46,8 +46,9 @@ def engine_dir() -> Path:
 
 def _trusted_bytes(path: Path, cache: str) -> bytes | None:
     """The entry's bytes when its seal proves it whole and its own (:func:`files.trusted`, which says a damaged
-    one once); else None. A FIFO or a device is never a trusted entry, so it is never waited on or read."""
-    if not files.trusted(path, cache):
+    one once); else None, as under ``BYOC_WORKBENCH_NO_CACHE=1``. A FIFO or a device is never a trusted entry, so it
+    is never waited on or read."""
+    if files.no_cache() or not files.trusted(path, cache):
         return None
     try:
         return path.read_bytes()

@@ -25,7 +25,7 @@ import tvm
 from tvm import relax
 from tvm.relax.global_info import VDevice
 
-from byoc_workbench.core import cuda_target, ir, ir_edit, ir_types
+from byoc_workbench.core import ir, ir_edit, ir_types, target_checks
 from byoc_workbench.core.errors import WorkbenchError, first_line
 from byoc_workbench.core.tvm_private import items
 
@@ -78,12 +78,10 @@ def resolve(target) -> tvm.target.Target:
     if kind(target) not in ("llvm", *GPU_KINDS):
         raise WorkbenchError(f"Unknown TVM target {target!r}", _NAME_TARGET)
     spec = _spec(target)
-    if is_gpu(target):
-        cuda_target.complete(target, spec)
-        if kind(spec.setdefault("host", "llvm")) != "llvm":
-            raise WorkbenchError(
-                f"The target {target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
-            )
+    if kind(target) == "llvm":
+        target_checks.llvm(target, spec)
+    else:
+        target_checks.cuda(target, spec, host_kind=kind(spec.setdefault("host", "llvm")))
     try:
         return tvm.target.Target(spec, host=spec.pop("host", None))
     except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type

@@ -20,6 +20,7 @@ import logging
 import re
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import tvm
@@ -28,6 +29,7 @@ from tvm import relax
 from byoc_workbench.core import tvm_private
 from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional, shorten, user_error
 from byoc_workbench.core.ir_edit import map_bindings, rename_vars
+from byoc_workbench.core.output_paths import not_a_file
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.own import (
     DEFAULT_DIMS,
@@ -446,17 +448,32 @@ def seeded_factory(spec: str, seed: int = 0):
     return module, f"weights as {call} made them, after torch.manual_seed({seed})"
 
 
+def _no_file(name: str) -> str:
+    """``"; ./net.py is a FIFO, not a regular file"``, where a module's file on ``sys.path`` is no file Python reads."""
+    for entry in sys.path:
+        path = Path(entry or ".") / (name.replace(".", "/") + ".py")
+        if path.exists() and not path.is_file():
+            return f"; {path} {not_a_file(path)}"
+    return ""
+
+
 def _import_module(where: str):
     """The module ``where`` names, or a one-line error saying why it cannot be imported."""
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as err:
         if err.name and (where == err.name or where.startswith(err.name + ".")):  # the module named itself
-            raise TorchImportError(
-                f"No module named {err.name!r} (from --torch {where}:...)",
-                "check the spelling; for a module of your own, put its directory on PYTHONPATH "
-                "(e.g. PYTHONPATH=. byoc-workbench ...)",
-            ) from None
+            odd = _no_file(err.name)
+            if odd:
+                fix = "put the module's code in a regular file"
+            elif where.endswith(".py"):
+                fix = (
+                    f"name the module, not its file: --torch {where.removesuffix('.py')}:... (its folder on PYTHONPATH)"
+                )
+            else:
+                fix = "check the spelling; for a module of your own, put its folder on PYTHONPATH (PYTHONPATH=. ...)"
+            raise TorchImportError(f"No module named {err.name!r} (from --torch {where}:...){odd}", fix) from None
+
         fix = INSTALL_FIX if (err.name or "").split(".")[0] in ("torch", "torchvision") else f"pip install {err.name}"
         raise TorchImportError(f"Cannot import {where}: it needs {err.name}, which is not installed", fix) from None
     except SystemExit as err:

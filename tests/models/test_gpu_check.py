@@ -98,8 +98,20 @@ def test_a_link_stays_a_link_and_a_run_that_measured_nothing_keeps_the_earlier_j
     assert line.startswith("error: measured nothing, tqdm: ")
     assert f"; --out {link} keeps the earlier run's JSON, this run's is not written. Fix: pip install tqdm" in line
     assert link.is_symlink() and json.loads(earlier.read_text())["the last run"]
-    # One that measures replaces it, through the link (without torch and ONNX Runtime: TVM alone, quickly).
-    _run(link, "--target", "llvm", "--models", "demo", "--runs", "1", "--warmup", "0", blocked="torch,onnxruntime")
+    # One that measures replaces it, through the link (without torch and ONNX Runtime: TVM alone, quickly), its
+    # target given as TVM 0.27's dict (the form the refusals' fixes name).
+    _run(
+        link,
+        "--target",
+        '{"kind": "llvm"}',
+        "--models",
+        "demo",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        blocked="torch,onnxruntime",
+    )
     assert link.is_symlink() and list(json.loads(earlier.read_text())["models"]["demo"]["builds"]) == [
         "tvm alone (llvm)"
     ]
@@ -141,6 +153,8 @@ def test_a_signal_stops_it_in_one_line_with_the_json_whole_or_unwritten(tmp_path
         (["--warmup", "-1"], "argument --warmup: '-1' is not a whole number, 0 or more"),
         (["--target", "nope"], "--target nope: Unknown TVM target 'nope'"),
         (["--target", "llvm -foo=1"], "--target llvm -foo=1: TVM refuses the target 'llvm -foo=1'"),
+        (["--target", "llvm -mcpu=nonsense"], "--target llvm -mcpu=nonsense: 'nonsense' in the target"),  # was built
+        (["--target", '{"kind": "llvm", "mcpu": 1'], """argument --target: '{"kind": "llvm", "mcpu": 1' is not JSON"""),
     ],
 )
 def test_a_wrong_argument_is_one_line_before_anything_is_built(tmp_path, args, said):

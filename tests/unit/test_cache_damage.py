@@ -218,3 +218,11 @@ def test_a_damaged_search_entry_under_only_cached_promises_no_measurement(tmp_pa
         search.search(subject, ("onnxruntime", "tvm"), cache=search.Cache(tmp_path), only_cached=True, **options)
     [said] = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
     assert said.endswith("is damaged; it is not used (only cached measurements asked for)"), said
+
+
+def test_no_cache_builds_each_engine_again(tmp_path, monkeypatch):
+    """``BYOC_WORKBENCH_NO_CACHE=1`` reaches every cache: TensorRT's engines were still served from theirs."""
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path))
+    assert not _engine("a").was_cached and _engine("a").was_cached
+    monkeypatch.setenv(files.NO_CACHE_ENV, "1")
+    assert not _engine("a").was_cached and _engine("a").plan == _plan("a")

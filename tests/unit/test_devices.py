@@ -221,6 +221,29 @@ def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, 
 
 
 @pytest.mark.parametrize(
+    "target, line",
+    [
+        ("llvm -mcpu=nonsense", "'nonsense' in the target 'llvm -mcpu=nonsense' is not a CPU LLVM knows for this"),
+        ("llvm -mtriple=aarch64-linux-gnu -mcpu=skylake", "'skylake' in the target 'llvm -mtriple=aarch64-linux"),
+        ({"kind": "llvm", "mtriple": "nonsense"}, "'nonsense' in the target {'kind': 'llvm', 'mtriple': 'nonsense'}"),
+    ],
+)
+def test_a_cpu_target_llvm_would_build_otherwise_or_die_on_is_one_line(target, line):
+    """LLVM builds for a generic CPU in place of a CPU it does not know (a log line, exit 0), and a triple of no
+    architecture it has is a segfault as TVM asks for its CPUs."""
+    with pytest.raises(WorkbenchError) as err:
+        devices.resolve(target)
+    assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "target", ["llvm -mcpu=x86-64", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", "llvm -mtriple=i686-linux-gnu"]
+)
+def test_a_cpu_target_llvm_knows_is_taken(target):
+    assert devices.label(target) == "llvm"
+
+
+@pytest.mark.parametrize(
     "spec, host, line",
     [
         ({"kind": "cuda", "arch": "sm_90", "keys": ["cpu"]}, "llvm", "The target {'kind': 'cuda', 'keys': ['cpu'],"),

@@ -2,6 +2,7 @@
 that names the cause (a dtype, an op, a size) and a fix that fits the model at hand."""
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -137,6 +138,26 @@ def test_a_module_instance_in_place_of_a_factory_is_the_module(tmp_path, monkeyp
     assert model.mark == "careless_nets:tiny's own weights" and model.reference(model.inputs)[0].shape == (1, 2)
     line = refused(lambda: torch_import.seeded_factory("careless_nets:number"))
     assert "careless_nets:number() returned int 5" in line
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (
+            "careless_fifo:Net",
+            "careless_fifo.py is a FIFO, not a regular file. Fix: put the module's code in a regular",
+        ),
+        ("careless_file.py:Net", "Fix: name the module, not its file: --torch careless_file:..."),
+    ],
+)
+def test_a_module_python_cannot_read_says_why(tmp_path, monkeypatch, spec, says):
+    """A FIFO at the module's file was "No module named", with a fix to check the spelling."""
+    from byoc_workbench.frontends import torch_import
+
+    os.mkfifo(tmp_path / "careless_fifo.py")
+    (tmp_path / "careless_file.py").write_text("import torch\nNet = torch.nn.Linear\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert says in refused(lambda: torch_import.seeded_factory(spec))
 
 
 def test_a_factory_that_loads_a_checkpoint_is_marked_as_made_by_the_factory(tmp_path, monkeypatch, capsys):

@@ -168,6 +168,7 @@ def test_a_signal_after_the_last_line_leaves_the_finished_command_its_status_0(t
 # in which a Ctrl-C leaves a worker that no exit wakes (1 in about 35 timed Ctrl-Cs of a search hit it).
 _IN_THE_POOLS_WINDOW = """
 import signal, sys, threading
+from byoc_workbench import doctor
 from byoc_workbench.backends import openvino
 from byoc_workbench.core.signals import Stop
 
@@ -181,18 +182,21 @@ def in_the_window(frame, event, arg):
 with Stop.watch():
     sys.setprofile(in_the_window)
     try:
-        openvino.core()
+        {call}
     except KeyboardInterrupt:
         sys.exit(130)
 """
 
 
-def test_ctrl_c_as_openvinos_telemetry_starts_its_thread_still_ends_the_process():
-    """``search``'s first OpenVINO build imports openvino, whose telemetry starts a thread pool: a Ctrl-C as it
-    started its worker said its line, then the process waited for that worker for ever (only SIGKILL ended it)."""
+@pytest.mark.parametrize("call", ["openvino.core()", "doctor.check_openvino()"])
+def test_ctrl_c_as_openvinos_telemetry_starts_its_thread_still_ends_the_process(call):
+    """``search``'s first OpenVINO build (and ``doctor``'s check) imports openvino, whose telemetry starts a thread
+    pool: a Ctrl-C as it started its worker said its line, then the process waited for that worker for ever (only
+    SIGKILL ended it)."""
     pytest.importorskip("openvino")
+    script = _IN_THE_POOLS_WINDOW.replace("{call}", call)
     try:
-        done = subprocess.run([sys.executable, "-c", _IN_THE_POOLS_WINDOW], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("the process never ended: a pool's worker was left waiting")
     if "sent" not in done.stdout:
