@@ -1,0 +1,167 @@
+"""What benchmarks/gpu_check.py is given, checked before anything is built: its arguments (each wrong one is one
+line), and its ``--out``, written whole, recorded beside it, and never put over what a user had (a model, a JSON of
+their own, a device, an immutable file).
+
+The workbench's own ``core.files`` and ``core.output_paths`` do the same for its commands; they import numpy and
+TVM, which a bare GPU machine may lack, so the check keeps this copy in the standard library alone, in the
+workbench's record format (``output_paths.WRITTEN``), so that either proves to the other what it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def check_out(out: str | None) -> None:
+    """Refuse, in one line, an ``--out`` that cannot be written, before anything is built: the JSON is first
+    written after the first build, minutes in."""
+    if out is None:
+        return
+    path = Path(out).resolve()  # through a link, to what it names: the JSON replaces that, never the link
+    fix = "pass a file path in a folder you can write"
+    if not out:
+        why = "is empty"
+    elif path.is_dir():
+        why = "is a folder"
+    elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
+        why = "is not a regular file (a device, a FIFO or a socket)"
+    elif path.is_file() and not _earlier_json(path):  # this script, a model, your own JSON with its keys
+        why = f"is not an earlier GPU check's JSON ({WRITTEN} beside it does not record it): it would be replaced"
+        fix = f"pass another --out, or move {out} away first"
+    elif stuck := [f for f in (path, path.parent / WRITTEN) if _resists(f)]:  # found now, not after the builds
+        why = f"cannot be replaced: {stuck[0]} is {_resists(stuck[0])}"
+        fix = f"run chattr -i -a {stuck[0]}, or pass another --out"
+    elif not path.parent.is_dir():
+        why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
+    elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in
+        why = f"is in {path.parent}, which cannot be written"
+    else:
+        return
+    raise SystemExit(" ".join(f"error: --out {out} {why}. Fix: {fix}.".split()))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` put at ``path`` whole or not at all, through a temporary of its own beside it (never a name
+    the user may have): as the workbench's ``files.write_atomic``, which imports numpy and TVM, missing here
+    until gpu_check knows they are there. A failure or a signal mid-way removes the temporary."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open makes it: mkstemp's file is its owner's alone
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def record(path: Path) -> None:
+    """``path``, written whole (:func:`write_whole`), recorded in the file :data:`WRITTEN` beside it in the
+    workbench's form (``output_paths.WRITTEN``), which proves to a later run that it may replace it."""
+    entries = _record(path.parent) | {path.name: _fingerprint(path)}
+    write_whole(path.parent / WRITTEN, json.dumps(dict(sorted(entries.items())), indent=0) + "\n")
+
+
+def _earlier_json(path: Path) -> bool:
+    """Whether ``path`` holds a JSON this script wrote (its ``models`` and ``missing``), as it wrote it: its
+    folder's :data:`WRITTEN` records it; keys alone prove nothing."""
+    try:
+        found = json.loads(path.read_text())
+        proven = _record(path.parent).get(path.name) == _fingerprint(path)
+    except (OSError, ValueError):
+        return False
+    return proven and isinstance(found, dict) and {"models", "missing"} <= set(found)
+
+
+#: What the workbench's ``output_paths`` keeps in a folder (it cannot be imported before TVM is known to be here):
+#: each result written there, by name, as ``"<size> <sha256 hex>"``.
+WRITTEN = ".byoc-workbench-wrote"
+
+
+def _fingerprint(path: Path) -> str:
+    data = path.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def _record(folder: Path) -> dict:
+    """``folder``'s :data:`WRITTEN`, name to fingerprint: nothing when missing, damaged, a link or no plain file."""
+    record = folder / WRITTEN
+    try:
+        if record.is_symlink() or not record.is_file() or record.stat().st_size > 1 << 20:
+            return {}
+        entries = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+#: Linux's FS_IOC_GETFLAGS, and the flags by which even root cannot replace a file (chattr +i, chattr +a).
+GETFLAGS, FLAGS = 0x80086601, {0x10: "immutable", 0x20: "append-only"}
+
+
+def _resists(path: Path) -> str:
+    """``"immutable"`` or ``"append-only"`` for a plain file that cannot be replaced, else ``""`` (also where a
+    file system or a system has no such flags)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never waits, nor follows a link
+    except OSError:
+        return ""
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, GETFLAGS, bytes(8)), sys.byteorder)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return next((kind for bit, kind in FLAGS.items() if flags & bit), "")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a refusal in one line like every other of this script."""
+
+    def error(self, message: str):
+        raise SystemExit(f"error: {message}. Fix: see `{self.prog} --help`.")
+
+
+def count(lo: int):
+    """An argparse type: a whole number, ``lo`` or more (the workbench's own, ``cli.args.count``, imports TVM)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = lo - 1
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, {lo} or more")
+        return value
+
+    return parse
+
+
+def target(text: str) -> str | dict:
+    """An argparse type: ``--target`` as text (``cuda``, ``llvm``, ``cuda -arch=sm_90``) or as TVM 0.27's dict, in
+    JSON (``{"kind": "cuda", "arch": "sm_90"}``); the workbench checks either before anything is built."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({err.msg})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+        raise argparse.ArgumentTypeError(f"{text!r} names no kind")
+    return spec
+
+
+def target_kind(target: str | dict) -> str:
+    """``cuda``, ``llvm``: the kind of a ``--target``."""
+    return target["kind"] if isinstance(target, dict) else "".join(target.split()[:1])
