@@ -157,6 +157,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="also write everything (both JSONs and the verdicts) to this file")
     args = parser.parse_args(argv)
     try:  # --out checked before the minutes of searching, and written as the CLI writes its results
+        if args.out is not None and not args.out.strip():  # its JSON's name, not the CLI's outputs.npz
+            raise WorkbenchError("--out is empty", "pass --out a path, e.g. --out search_bench.json")
         out = None if args.out is None else output_paths.check_file(args.out, "--out", (), EARLIER, "search_bench.json")
         everything = _bench(args)
         ignore_signals()  # its lines are said: a signal from here to the exit changes nothing

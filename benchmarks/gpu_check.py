@@ -36,6 +36,7 @@ measurements on the CPU, to try the script anywhere.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -76,8 +77,14 @@ written: list = []  # where this run put its JSON, once it did (the one line of 
 
 
 def _line(what: str, why: str, fix: str | None = None) -> str:
-    why = " ".join(str(why).split())[:300]
-    return f"{what}: {why}. Fix: {fix or FIXES.get(what, 'see the README')}."
+    return f"{what}: {_brief(why)}. Fix: {fix or FIXES.get(what, 'see the README')}."
+
+
+def _brief(text) -> str:
+    """``text`` on one line, cut between words after 300 characters: an exception's text can run to pages."""
+    text = " ".join(str(text).split())
+    cut = text[:301].rpartition(" ")[0] or text.partition(" ")[0]  # a first word that long is kept whole
+    return text if len(text) <= 300 or cut == text else f"{cut} [...]"
 
 
 def lacks(report: dict, what: str, names) -> bool:
@@ -211,7 +218,7 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
     """TVM alone, then each offloaded build (:func:`offloaded_builds`), into ``report["models"]``; one line in
     ``report["errors"]`` per failure; ``saved()`` after each build, so a run cut short keeps what it measured."""
     from byoc_workbench import stages
-    from byoc_workbench.core import devices
+    from byoc_workbench.core import targets
 
     out: dict = {"weights": model.mark, "source": model.source, "builds": {}, "speedup_vs_tvm": {}, "equal": {}}
     report["models"][model.name] = out
@@ -220,7 +227,7 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
     base = f"tvm alone ({target if isinstance(target, str) else target.get('kind')})"
     builds = [
         (base, lambda: stages.run_stages(model.mod, (), backend="tvm")),
-        *offloaded_builds(model, backends, devices.is_gpu(target)),
+        *offloaded_builds(model, backends, targets.is_gpu(target)),
     ]
     for label, found in builds:
         t0 = time.perf_counter()
@@ -295,7 +302,7 @@ def _time_anchor(run, sync, inputs, runs: int, warmup: int) -> tuple:
 def backends_here(report: dict, target) -> list:
     """The offloading backends that can run here, each missing one a line in ``report["missing"]``."""
     from byoc_workbench.backends import registry
-    from byoc_workbench.core import devices
+    from byoc_workbench.core import targets
 
     out = []
     for backend in ("tensorrt", "torch", "onnxruntime"):
@@ -304,7 +311,7 @@ def backends_here(report: dict, target) -> list:
             report["missing"].append(_line(backend, why.cause, why.fix))
         else:
             out.append(backend)
-    if "onnxruntime" in out and devices.is_gpu(target):
+    if "onnxruntime" in out and targets.is_gpu(target):
         ort = probe("onnxruntime")[0]
         if ort is not None and "CUDAExecutionProvider" not in ort.get_available_providers():
             report["missing"].append(
@@ -316,13 +323,13 @@ def backends_here(report: dict, target) -> list:
 def check_target(target: str | dict) -> None:
     """Refuse, in one line, a ``--target`` TVM cannot build for or this machine cannot run (another CPU's triple, an
     arch the CUDA compiler does not take), before anything is built; TVM is there, and a GPU for ``cuda``."""
-    from byoc_workbench.core import devices
+    from byoc_workbench.core import targets
     from byoc_workbench.core.errors import WorkbenchError
     from byoc_workbench.measure.compiler import cuda, execute
 
     try:
-        if devices.is_gpu(target):
-            cuda.check_arch(devices.resolve(target), cuda.find())
+        if targets.is_gpu(target):
+            cuda.check_arch(targets.resolve(target), cuda.find())
         execute.check_runs_here(target)
     except WorkbenchError as err:
         raise SystemExit(_line("error", f"--target {target}: {err.cause.rstrip('.')}", err.fix)) from None
@@ -375,8 +382,8 @@ def measure_all(args, report: dict, saved) -> None:
 
 
 def measured(report: dict) -> bool:
-    """Whether any build of any model was measured."""
-    return any(m["builds"] for m in report["models"].values())
+    """Whether TVM alone, against which every other build is timed and checked, was measured for any model."""
+    return any(label.startswith("tvm alone") for m in report["models"].values() for label in m["builds"])
 
 
 def nothing_measured(report: dict, stop: str | None, kept: str = "") -> str | None:
@@ -391,7 +398,7 @@ def nothing_measured(report: dict, stop: str | None, kept: str = "") -> str | No
         failed = [f"{key}: {why}" for key, why in report["errors"].items()]
         lacking = sorted({line.split(":")[0] for line in report["missing"]})
         why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
-        why = " ".join(why.split())[:300]
+        why = _brief(why)
         fix = "see missing and errors in the JSON " + ("of another --out." if kept else "(--out writes it).")
     return f"error: measured nothing, {why}{kept}. Fix: {fix}"
 
@@ -466,10 +473,10 @@ def check(argv=None) -> int:
                 write_whole(out, text)
                 written[:] = [out]  # said from now on, if a signal comes
                 record(out)
-            except OSError as err:  # a full disk or quota, a folder made read-only meanwhile
-                raise SystemExit(
-                    _line("error", f"cannot write --out {out} ({err.strerror})", "free some space, or another --out")
-                ) from None
+            except OSError as err:  # a full disk or quota, a folder made read-only meanwhile: the path said whole
+                space = err.errno in (errno.ENOSPC, errno.EDQUOT)
+                fix = f"free some space in {out.parent}, or pass another --out" if space else "pass another --out"
+                raise SystemExit(f"error: cannot write --out {out} ({err.strerror}). Fix: {fix}.") from None
         return text
 
     stop = tvm_here(args.target, report)

@@ -29,15 +29,20 @@ def check_out(out: str | None) -> None:
     fix = "pass a file path in a folder you can write"
     if not out:
         why = "is empty"
+    elif long := _too_long(path):  # its temporary's name, found now rather than when the first JSON is written
+        why, fix = long
     elif path.is_dir():
         why = "is a folder"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
         why = "is not a regular file (a device, a FIFO or a socket)"
+    elif odd := _not_plain(path.parent / WRITTEN):  # the record is replaced beside the JSON, never a link of yours
+        why = f"is in {path.parent}, which holds {WRITTEN} as {odd}, where the record of what it wrote goes"
+        fix = f"remove or rename {path.parent / WRITTEN}, or pass another --out"
     elif path.is_file() and not _earlier_json(path):  # this script, a model, your own JSON with its keys
         why = f"is not an earlier GPU check's JSON ({WRITTEN} beside it does not record it): it would be replaced"
         fix = f"pass another --out, or move {out} away first"
-    elif stuck := [f for f in (path, path.parent / WRITTEN) if _resists(f)]:  # found now, not after the builds
-        why = f"cannot be replaced: {stuck[0]} is {_resists(stuck[0])}"
+    elif stuck := [f for f in (path, path.parent / WRITTEN) if resists(f)]:  # found now, not after the builds
+        why = f"cannot be replaced: {stuck[0]} is {resists(stuck[0])}"
         fix = f"run chattr -i -a {stuck[0]}, or pass another --out"
     elif not path.parent.is_dir():
         why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
@@ -46,6 +51,42 @@ def check_out(out: str | None) -> None:
     else:
         return
     raise SystemExit(" ".join(f"error: --out {out} {why}. Fix: {fix}.".split()))
+
+
+#: The name :func:`write_whole` writes ``path`` as first: ``mkstemp``'s ``.<name>.<eight letters>.part``.
+TEMPORARY = ".{}.XXXXXXXX.part"
+
+
+def _too_long(path: Path) -> tuple | None:
+    """``(why, fix)`` where a name still to be made for ``path`` is longer than its file system takes (``NAME_MAX``):
+    a missing folder's, or the :data:`TEMPORARY` the JSON is written as first; else None."""
+    base = next(p for p in path.parents if os.path.isdir(p))  # the root, at least
+    try:
+        most = os.pathconf(base, "PC_NAME_MAX")
+    except OSError:  # no answer: the write itself says the rest
+        return None
+    extra = len(TEMPORARY) - 2
+    *folders, name = (len(os.fsencode(part)) for part in path.relative_to(base).parts)
+    over = f"over the {most} bytes a name may take in {base}"
+    if any(size > most for size in folders):
+        why = f"has a folder name {over}"
+    elif name + extra > most:
+        why = f"has a name of {name} bytes, {name + extra} as {TEMPORARY.format('<name>')}, its temporary: {over}"
+    else:
+        return None
+    return why, f"pass an --out whose names take at most {most - extra} bytes each"
+
+
+def _not_plain(path: Path) -> str:
+    """What ``path`` is where it is no plain file nor missing (``"a link to X"``, ``"a folder"``, ``"a FIFO"``...),
+    else ``""``."""
+    if path.is_symlink():
+        return f"a link to {os.readlink(path)}"
+    if path.is_dir():
+        return "a folder"
+    if not path.exists() or path.is_file():
+        return ""
+    return "a FIFO" if path.is_fifo() else "a socket" if path.is_socket() else "a device"
 
 
 def write_whole(path: Path, text: str) -> None:
@@ -110,7 +151,7 @@ def _record(folder: Path) -> dict:
 GETFLAGS, FLAGS = 0x80086601, {0x10: "immutable", 0x20: "append-only"}
 
 
-def _resists(path: Path) -> str:
+def resists(path: Path) -> str:
     """``"immutable"`` or ``"append-only"`` for a plain file that cannot be replaced, else ``""`` (also where a
     file system or a system has no such flags)."""
     try:

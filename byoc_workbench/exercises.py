@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import inspect
 import textwrap
+import typing
 
 import numpy as np
 import tvm
@@ -54,6 +55,18 @@ class Feedback:
     number: int = 0  # the exercise's number, which grades the hints by the tries so far
     api: str = ""
     tries: int = 0  # this answer's try at the exercise, counted when it is first shown
+
+    def __post_init__(self) -> None:
+        # Each field of its type, lines and names as str: a str where a list of lines belongs shows a letter a line.
+        for name, kind in typing.get_type_hints(type(self)).items():
+            value = getattr(self, name)
+            strings = value if kind in (list, dict) and isinstance(value, kind) else ()
+            if not isinstance(value, kind) or isinstance(value, bool) or not all(isinstance(s, str) for s in strings):
+                takes = {list: "a list of str", dict: "a dict with str keys"}.get(kind, kind.__name__)
+                example = f", e.g. {name}=[{value!r:.40}]" if kind is list and isinstance(value, str) else ""
+                raise WorkbenchError(
+                    f"{name} is {takes}; got {type(value).__name__} ({value!r:.40})", f"pass {name} as {takes}{example}"
+                )
 
     @property
     def passed(self) -> bool:
@@ -140,14 +153,14 @@ EXERCISES = {
 }
 
 
-def feedback(number: int, cls=None, **fields) -> Feedback:
+def feedback(number: int, cls: type = Feedback, **fields) -> Feedback:
     """Exercise ``number``'s empty feedback, with its title and graded hints (``cls``: a subclass)."""
     if whole_number(number) not in EXERCISES:
         raise WorkbenchError(
             f"There is no exercise {number!r:.40}", f"pass one of: {', '.join(map(str, sorted(EXERCISES)))}"
         )
-    number = whole_number(number)
-    cls = cls or Feedback
+    if not (isinstance(cls, type) and issubclass(cls, Feedback)):
+        raise WorkbenchError(f"cls is a Feedback subclass; got {cls!r:.40}", "pass a Feedback subclass")
     takes = {f.name for f in dataclasses.fields(cls)} - {"exercise", "hint", "api", "number"}
     unknown = sorted(set(fields) - takes)
     if unknown:
@@ -156,7 +169,7 @@ def feedback(number: int, cls=None, **fields) -> Feedback:
             f"pass only: {', '.join(sorted(takes))}",
         )
     title, idea, api = EXERCISES[number]
-    return cls(f"Exercise {number}, {title}", hint=idea, api=api, number=number, **fields)
+    return cls(f"Exercise {number}, {title}", hint=idea, api=api, number=whole_number(number), **fields)
 
 
 def _unanswered(answer) -> bool:
@@ -273,7 +286,7 @@ def check_conv2d_relu(pattern, predicted_matches) -> Feedback:
     _predicted(fb, "the number of matches", predicted_matches, 2)
     if claimed == CONV_RELU and matches == 2:
         fb.right.append("your pattern matched twice, each time a conv2d and the relu after it")
-        on_demo = Workbench(_demo(), Target("exercise", (rule,))).stage("annotate").rule_matches[rule.qualified]
+        on_demo = Workbench(_demo(), wb.target).stage("annotate").rule_matches[rule.qualified]
         fb.right.append(
             f"on the demo graph it matches {on_demo} times: there a bias add sits between every conv2d and its relu"
         )
@@ -425,10 +438,6 @@ def _runs_the_same(wb: Workbench) -> list:
 # --- exercise 5: one TensorRT rule off, on the SSD ------------------------------------------
 
 
-def _change(before: int, after: int) -> str:
-    return "more" if after > before else "fewer" if after < before else "same"
-
-
 def rule_off(wb: Workbench, rule) -> Workbench:
     """Exercise 5's workbench: ``wb`` with ``rule`` switched off, or ``wb`` itself while the answer is ``...``.
 
@@ -470,7 +479,8 @@ def check_ssd_rule_off(wb, partition_change, prune_change) -> Feedback:
         if answer not in CHANGES:
             fb.wrong.append(f"answer {name} with one of {', '.join(CHANGES)}, got {answer!r}")
         else:
-            _predicted(fb, f"{name} stage, {before} -> {after} subgraphs", answer, _change(before, after))
+            change = "more" if after > before else "fewer" if after < before else "same"
+            _predicted(fb, f"{name} stage, {before} -> {after} subgraphs", answer, change)
     fb.right.append(f"with every rule on, {off[0]} claims {claimed} calls; off, they stay on the host")
     if fb.passed:
         fb.right.append(_explain(wb, counts))

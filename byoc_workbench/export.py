@@ -18,15 +18,17 @@ import atexit
 import copy
 import html
 import json
+import os
 import re
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
 from byoc_workbench.core import files, output_paths
-from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core.errors import WorkbenchError, first_line, whole_number
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -41,19 +43,19 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     Raises
     ------
     WorkbenchError
-        For a path that is not a notebook (:func:`read_notebook`).
+        For a path that is not a notebook (:func:`read_notebook`), or a ``timeout`` that is no whole number of
+        seconds (0: no limit).
     CellFailed
         For a cell that raises, runs past ``timeout`` seconds, or kills its kernel.
     """
     from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
-    path = Path(path)
-    nb = read_notebook(path)
+    nb, path = read_notebook(path), Path(path)
     started = []
     client = NotebookClient(
         nb,
-        timeout=timeout,
+        timeout=_seconds(timeout),
         kernel_name="python3",
         store_widget_state=True,
         resources={"metadata": {"path": str(path.parent)}},
@@ -108,9 +110,31 @@ async def _execute(client) -> None:
         await asyncio.gather(*rest, return_exceptions=True)
 
 
-def read_notebook(path: Path) -> nbformat.NotebookNode:
+def _path(value, name: str, what: str = "a notebook (.ipynb)") -> Path:
+    """``value``, a str or a path, as a Path; else a one-line error naming the argument ``name``."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise WorkbenchError(
+            f"{name} is the path of {what}; got {type(value).__name__} ({value!r:.40})",
+            f"pass {name} as a str or a pathlib.Path",
+        )
+    return Path(value)
+
+
+def _seconds(timeout) -> int:
+    """``timeout``, seconds per cell (0: no limit, as nbclient reads it), or a one-line error."""
+    seconds = whole_number(timeout)
+    if seconds is None or seconds < 0:
+        raise WorkbenchError(
+            f"timeout is a whole number of seconds per cell, 0 or more; got {type(timeout).__name__} ({timeout!r:.40})",
+            "pass timeout=1800 (the default), or 0 for no limit",
+        )
+    return seconds
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
     """The notebook at ``path``, checked; a one-line error for anything else (missing, a folder, a FIFO or a
     device, which would be waited on or read without end, not JSON)."""
+    path = _path(path, "path")
     fix = "pass the path of a notebook (.ipynb)"
     if path.is_dir():
         raise WorkbenchError(f"{path} {output_paths.not_a_file(path)}", f"pass its notebooks: {path / '*.ipynb'}")
@@ -238,12 +262,21 @@ def to_html(nb: nbformat.NotebookNode) -> str:
 
 
 def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
-    """Execute each notebook and write ``<out_dir>/<name>.ipynb`` and ``<name>.html``; returns the HTML paths.
+    """Execute each notebook of ``paths`` (a list, or one path) and write ``<out_dir>/<name>.ipynb`` and
+    ``<name>.html``; returns the HTML paths.
 
-    Every path is checked before the first notebook runs. A notebook whose cell fails is said in one line
+    Every argument is checked before the first notebook runs. A notebook whose cell fails is said in one line
     (on stderr) and the others still run; then :class:`CellFailed` says what was written and what failed.
     """
-    paths = [Path(p) for p in paths]
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]  # one notebook: a str is one path, not a list of one-letter ones
+    if not isinstance(paths, Iterable):
+        raise WorkbenchError(
+            f"paths is a list of notebooks' paths; got {type(paths).__name__} ({paths!r:.40})",
+            "pass paths=['notebook.ipynb', ...]",
+        )
+    paths = [_path(p, f"paths[{i}]") for i, p in enumerate(paths)]
+    out_dir, timeout = _path(out_dir, "out_dir", "a folder"), _seconds(timeout)
     for path in paths:
         read_notebook(path)
     names = [p.name for p in paths]
@@ -279,3 +312,11 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
             "fix the cells those lines name, then export again",
         )
     return written
+
+
+if __name__ == "__main__":  # how the export was run before it became a subcommand: say so, never exit 0 doing nothing
+    print(
+        "error: python -m byoc_workbench.export runs nothing. Fix: run byoc-workbench export NOTEBOOK... --out DIR.",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)

@@ -331,6 +331,7 @@ class Workbench:
         """
         expand = folding.node_ids(expand)
         collapse = true_or_false(collapse, "collapse is True or False", "pass collapse=True to fold, False to draw all")
+        strict = true_or_false(strict, "strict is True or False", "pass strict=False to skip ids that open nothing")
         base = self._closed_graph(name, collapse)
         g = self._build_graph(name, expand, collapse) if any(e in base.nodes for e in expand) else base
         g = folding.fold_chains(g, keep_open=expand) if collapse else g

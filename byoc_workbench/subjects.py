@@ -34,7 +34,7 @@ import tvm
 import tvm_ffi
 
 from byoc_workbench import stages
-from byoc_workbench.core.errors import WorkbenchError, did_you_mean
+from byoc_workbench.core.errors import WorkbenchError, did_you_mean, true_or_false
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.core.user_file import import_user_file
 from byoc_workbench.flow.rules import check_rules, get_target, target_and_extra
@@ -134,7 +134,8 @@ class ModelRef:
             return cls(kind="file", path=model)
         if Path(model).exists():
             raise _not_a_model(model, files)
-        raise _unknown(model, NAME_A_MODEL if files else f"use one of: {', '.join(zoo.MODELS)}")
+        fix = NAME_A_MODEL if files else f"use one of: {', '.join(zoo.MODELS)}"
+        raise zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, ('demo', 'ssd', *zoo.MODELS))}", fix)
 
     def to_json(self) -> dict[str, object]:
         """The dict that names this model (see the module's docstring), for :meth:`from_json`."""
@@ -176,17 +177,15 @@ class ModelRef:
 class Subject:
     """A model loaded (:func:`load`): what every command needs of it.
 
-    ``ref`` names it (None for a workbench made in this process, :func:`of`);
-    ``inputs`` are its example inputs (a ``.py`` file's seeded from ``main``'s
-    shapes when first asked for); ``task`` is a zoo model's (detection, ...),
-    ``"detection"`` for your own model whose outputs are SSD detections,
-    compared as a set. ``source`` is what the whole-model references run on:
-    the imported zoo model (MXNet and its ONNX export), an ONNX file's path, or
-    None. ``notes`` say how long the import took.
+    ``ref`` names it (None for a workbench made in this process, :func:`of`); ``inputs`` are its example inputs (a
+    ``.py`` file's seeded from ``main``'s shapes when first asked for); ``task`` is a zoo model's (detection, ...),
+    ``"detection"`` for your own model whose outputs are SSD detections, compared as a set. ``source`` is what the
+    whole-model references run on: the imported zoo model (MXNet and its ONNX export), an ONNX file's path, or None.
+    ``notes`` say how long the import took.
     """
 
     name: str
-    workbench: object
+    workbench: Workbench
     given_inputs: object  # the inputs, or () -> them
     ref: ModelRef | None
     task: str | None = None
@@ -234,13 +233,20 @@ class Subject:
 
 def of(workbench, inputs, name: str = "model", detection: bool = False, source=None) -> Subject:
     """A subject for a workbench already made (not serialisable: measured in this process only)."""
-    inputs = [np.asarray(x) for x in inputs]
-    return Subject(name, workbench, inputs, None, "detection" if detection else None, source=source)
+    if not isinstance(workbench, Workbench):
+        raise _wrong("workbench", workbench, "a Workbench", "pass one, e.g. Workbench(mod, target)")
+    arrays = [np.asarray(x) for x in inputs] if isinstance(inputs, (list, tuple)) else None
+    if arrays is None or any(a.dtype.kind not in "biufc" for a in arrays):
+        raise _wrong("inputs", inputs, "a list of arrays of numbers", "pass one NumPy array per input of main")
+    detection = true_or_false(detection, "detection is True or False", "pass detection=True for SSD detections")
+    return Subject(name, workbench, arrays, None, "detection" if detection else None, source=source)
 
 
 def of_own(wb, ref: ModelRef | None = None, source=None) -> Subject:
     """A subject for a workbench holding your own model (``Workbench.from_onnx``, ``from_torch``)."""
-    m = wb.model
+    m = wb.model if isinstance(wb, Workbench) else None
+    if m is None:
+        raise _wrong("wb", wb, "a Workbench holding your own model", "pass what Workbench.from_onnx(path) gave")
     note = f"import: {m.import_s:.1f} s ({m.source_ops} source ops)"
     return Subject(m.name, wb, m.inputs, ref, "detection" if m.detection else None, source=source, notes=(note,))
 
@@ -377,9 +383,7 @@ class PythonFileModel(ModelKind):
         return Subject(path, wb, functools.partial(_seeded, wb, path), self.ref)
 
 
-_CLASSES: dict[Kind, type[ModelKind]] = {
-    k.kind: k for k in (DemoModel, ZooModel, OnnxModel, TorchModel, PythonFileModel)
-}
+_CLASSES = {k.kind: k for k in (DemoModel, ZooModel, OnnxModel, TorchModel, PythonFileModel)}
 
 
 def _seeded(wb, path) -> list:
@@ -430,10 +434,7 @@ def model_workbench(
         ref = zoo_ref(zoo.DEFAULT_MODEL if model is None else model)
         imported = zoo.import_model(ref.name, weights or ref.weights)
     elif not isinstance(imported, zoo.ImportedModel):
-        raise WorkbenchError(
-            f"imported must be what zoo.import_model gave, got {type(imported).__name__} ({imported!r:.40})",
-            "pass imported=zoo.import_model(name), or leave it out and name the model",
-        )
+        raise _wrong("imported", imported, "what zoo.import_model gave", "pass zoo.import_model(name), or leave it out")
     mark = imported.weights_label if not imported.model.is_trained else ""
     prune_rule = prune_rule or stages.no_mac()
     wb = Workbench(prepare(imported.mod), get_target(target), enabled, prune_rule, mark=mark)
@@ -477,9 +478,8 @@ def check_zoo_options(models: list, **given) -> None:
         )
 
 
-def _unknown(model: str, fix: str) -> zoo.UnknownModelError:
-    """The error for a model no kind names, with the nearest name of the demo, ssd or the zoo (wrong case, say)."""
-    return zoo.UnknownModelError(f"Unknown model '{model}'{did_you_mean(model, ('demo', 'ssd', *zoo.MODELS))}", fix)
+def _wrong(name: str, value, takes: str, fix: str) -> WorkbenchError:
+    return WorkbenchError(f"{name} must be {takes}, got {type(value).__name__} ({value!r:.40})", fix)
 
 
 def _not_a_model(model: str, files: bool) -> WorkbenchError:

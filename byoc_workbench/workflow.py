@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 
 from byoc_workbench.backends import registry, tensorrt
-from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.transforms import prepare
 from byoc_workbench.draw.counts import profile_graph
 from byoc_workbench.frontends.gluon import import_mxnet
@@ -114,6 +114,7 @@ def run(
         ``backend`` says what ran.
     """
     _check_backend(backend, also=("mxnet",))
+    progress = true_or_false(progress, "progress is True or False", "pass progress=True to show the bars")
     if loaded is not None and not isinstance(loaded, zoo.LoadedModel):
         raise WorkflowError(
             f"loaded must be a zoo.LoadedModel, got {type(loaded).__name__}",
@@ -257,6 +258,7 @@ def zoo_report(ref: ModelRef | str, backend: str | None = None, progress: bool =
     say, ref = _sayer(say), zoo_ref(ref)
     if backend is not None:
         _check_backend(backend)
+    progress = true_or_false(progress, "progress is True or False", "pass progress=True to show the bars")
     choice = runner.offload_choice()
     model = ref.name
     say(f"importing {model} and partitioning it with TensorRT's rules…")
@@ -283,7 +285,13 @@ def zoo_report(ref: ModelRef | str, backend: str | None = None, progress: bool =
     say(f"building {model}, pruned, with its subgraphs on {backend or choice.backend}, and running it…")
     found = offload(wb.mod, backend or choice.backend, rules=wb.rules)
     run = runner.build_and_run(
-        found[-1], [x], repeat=3, target=choice.target, label="offloaded, pruned", mark=wb.mark, progress=progress
+        found[-1],
+        [x],
+        repeat=3,
+        tvm_target=choice.tvm_target,
+        label="offloaded, pruned",
+        mark=wb.mark,
+        progress=progress,
     )
     result = prediction(spec.task, run.outputs, loaded, run.backend, found[-1].notes)
     why = MODEL_NOTES.get(model) or FAMILY_NOTES.get(spec.family, "")

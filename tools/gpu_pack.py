@@ -16,7 +16,9 @@ regenerates a zoo model's seeded weights there, so the pack carries no model. Ru
 
 then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. ``--check``
 measures again what one call would carry (gpu_run.sh does, before it unpacks): the tree grows
-after packing.
+after packing. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER`` (gpu_run.sh's fresh
+one), on any Python from 3.10: nothing but plain files and folders, all inside it. Ctrl-C or SIGTERM stops it in one
+line, exit 130 or 143.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import hashlib
 import io
 import lzma
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -33,6 +36,9 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from byoc_workbench_cli import exit_on_signals  # noqa: E402  (the standard library alone, as is all of this)
 
 MIB = 1 << 20
 SPARE_MIB = 1.0  # room each call leaves for the tree to grow between packing and running
@@ -95,6 +101,7 @@ def pack_libraries(wheels: list, out: Path) -> Path:
     if target.exists() and stamp.exists() and stamp.read_text() == digest:
         return target
     print("compressing the libraries, TVM's compiler among them (minutes)...", file=sys.stderr)
+    stamp.unlink(missing_ok=True)  # until the archive is whole: one cut short is never taken for it
     pack(wheels, target, True, X86)
     stamp.write_text(digest)
     return target
@@ -126,7 +133,7 @@ def tree_bytes() -> int:
 def pieces(out: Path) -> list:
     """The libraries' archive cut in pieces (``tvm-libs.tar.xz.1of2``...), in order; empty where it is whole."""
     found = [p for p in out.glob(f"{PARTS[0]}.*of*") if p.suffix[1:].replace("of", "", 1).isdecimal()]
-    return sorted(found, key=lambda p: int(p.suffix[1:].partition("of")[0]))  # a stray .2of2.bak is no piece
+    return sorted(found, key=lambda p: [int(n) for n in p.suffix[1:].split("of")])  # a stray .2of2.bak is no piece
 
 
 def cut(out: Path, limit_mib: float) -> list:
@@ -155,12 +162,11 @@ def fits(out: Path, limit_mib: float) -> int:
     headroom), else 1 and one line saying why: checked when packing and again before a run, since the tree
     grows. The files are the pieces found, else the whole archives."""
     found = pieces(out)
-    if found and len(found) != int(found[-1].suffix.partition("of")[2]):
-        have = ", ".join(p.name for p in found)
-        print(
-            f"error: {out} holds pieces {have}, not all of them. Fix: carry every piece tools/gpu_pack.py printed.",
-            file=sys.stderr,
-        )
+    cut_in = int(found[-1].suffix.partition("of")[2]) if found else 0
+    if [p.suffix[1:] for p in found] != [f"{k}of{cut_in}" for k in range(1, cut_in + 1)]:  # 1 to N of one N
+        have = ", ".join(p.suffix[1:] for p in found)
+        fix = "carry every piece of the cut tools/gpu_pack.py printed last, and remove the others"
+        print(f"error: {out} holds the pieces {have} of {PARTS[0]}, not those of one cut. Fix: {fix}.", file=sys.stderr)
         return 1
     calls = [[p] for p in found[:-1]] + [[found[-1], out / PARTS[1]]] if found else [[out / name for name in PARTS]]
     tree = tree_bytes()
@@ -187,6 +193,46 @@ def fits(out: Path, limit_mib: float) -> int:
             f"{limit_mib - total / MIB:.1f} to spare"
         )
     return 0
+
+
+#: tarfile's own "data" filter, where it has one (Python 3.11.4 on); before that, :func:`_unsafe` decides alone.
+SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
+def unpack(out: Path, into: Path) -> int:
+    """The archives of ``out`` (the pieces joined) unpacked into ``into``: 0 once it holds their ``site/``, else 1
+    and one line (a damaged archive, a member that is no plain file or folder, or is outside ``into``)."""
+    found, why = pieces(out), ""
+    path = joined = into / PARTS[0]
+    try:
+        if found:  # the pieces several calls carried, joined (fits() found them all)
+            with open(joined, "wb") as whole:
+                for piece in found:
+                    with open(piece, "rb") as f:
+                        shutil.copyfileobj(f, whole, 1 << 24)
+        for path in (joined if found else out / PARTS[0], out / PARTS[1]):
+            with tarfile.open(path) as tar:
+                for member in tar:  # one pass: each member checked, then written
+                    if unsafe := _unsafe(member):
+                        raise tarfile.TarError(f"{member.name} {unsafe}")
+                    tar.extract(member, into, **SAFE)
+    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError) as err:
+        why = f"cannot unpack {path} ({' '.join(f'{type(err).__name__}: {err}'.split())})"
+    joined.unlink(missing_ok=True)
+    why = why or ("" if (into / "site").is_dir() else f"the archives in {out} hold no site/ folder")
+    if why:
+        print(f"error: {why}. Fix: run tools/gpu_pack.py again and carry what it prints.", file=sys.stderr)
+    return 1 if why else 0
+
+
+def _unsafe(member: tarfile.TarInfo) -> str:
+    """Why ``member`` of an archive may not be unpacked, else ``""``: a pack holds plain files and folders only, by
+    relative names that stay inside the folder they unpack into (no link, device or FIFO, no ``..``)."""
+    if not (member.isfile() or member.isdir()):
+        return "is a link, a device or a FIFO, which no pack holds"
+    if os.path.isabs(member.name) or ".." in Path(member.name).parts:
+        return "would be written outside the folder it unpacks into"
+    return ""
 
 
 def _not_archive(part: Path) -> str:
@@ -222,12 +268,13 @@ def main(argv=None) -> int:
     parser.add_argument("--python", default="3.12", help="the GPU machine's Python (default 3.12)")
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")
     parser.add_argument("--check", action="store_true", help="only check that the pack and the tree fit one call")
+    parser.add_argument("--unpack", type=Path, metavar="FOLDER", help="check, then unpack the pack into FOLDER")
     args = parser.parse_args(argv)
     if not 0 < args.limit_mib < float("inf"):  # nan too
         raise SystemExit(f"error: --limit-mib {args.limit_mib} is not a size. Fix: pass the MiB one call carries (64).")
     out = args.out.resolve()
-    if args.check:
-        return fits(out, args.limit_mib)
+    if args.check or args.unpack:
+        return fits(out, args.limit_mib) or (unpack(out, args.unpack) if args.unpack else 0)
     rel = travelling(out)
     out.mkdir(parents=True, exist_ok=True)
     wheels = download(args.python, out / "wheels")
@@ -243,4 +290,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals("run it again to finish.")
     sys.exit(main())

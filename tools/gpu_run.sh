@@ -6,7 +6,7 @@
 # Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
-# gpu_check.<its time>.json.
+# gpu_check.<its time>.json. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=${PACK:-$ROOT/build/gpu-pack}
@@ -15,6 +15,10 @@ PY=${PY:-python3}
 OUT=${OUT:-$DEST/out}
 MARK=.unpacked-by-gpu_run
 fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
+# A Python it runs says its own line for a signal, and ends with the shell's status for it ($? here): said once.
+stop() { local said=$?; trap '' INT TERM; [ "$said" = "$2" ] || echo "$1; nothing was measured." >&2; exit "$2"; }
+trap 'stop interrupted 130' INT
+trap 'stop terminated 143' TERM
 for d in "$DEST" "$OUT"; do  # before the unpack, which replaces $DEST/site
   [ ! -e "$d" ] || [ -d "$d" ] || fail "$d is not a folder" "pass DEST and OUT folders (or leave them out)"
 done
@@ -36,34 +40,24 @@ command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/pat
 NEW=$(mkdir -p -- "$DEST" 2>&1 && mktemp -d "$DEST/unpack.XXXXXX" 2>&1) ||
   fail "cannot write in DEST=$DEST (${NEW##*: })" "pass a DEST you can write in (or leave it out: /tmp/byoc-gpu)"
 trap 'rm -rf "$NEW"' EXIT  # a failed unpack
-WHY=$(mkdir -p -- "$OUT" 2>&1) ||
+WHY=$(mkdir -p -- "$OUT" 2>&1 && mktemp -p "$OUT" .probe.XXXXXX 2>&1) && rm -f -- "$WHY" ||
   fail "cannot write in OUT=$OUT (${WHY##*: })" "pass an OUT you can write in (or leave it out: $DEST/out)"
-# The archives are there, and they and the tree fit one call: the tree may have grown since they were packed.
-"$PY" "$ROOT/tools/gpu_pack.py" --check --out "$PACK"
-# Unpacked by Python's own lzma and tarfile (the machine needs no xz); a damaged archive stops here, $DEST as it was.
-"$PY" - "$PACK" "$NEW" "$MARK" <<'PY'
-import glob, lzma, os, shutil, sys, tarfile
-pack, new, mark = sys.argv[1:]
-cut = [p for p in glob.glob(f"{pack}/tvm-libs.tar.xz.*of*") if p.rpartition(".")[2].replace("of", "", 1).isdecimal()]
-cut.sort(key=lambda p: int(p.rpartition(".")[2].partition("of")[0]))
-if cut:  # the pieces several calls carried, joined (gpu_pack.py --check found them all)
-    with open(f"{new}/tvm-libs.tar.xz", "wb") as whole:
-        for piece in cut:
-            with open(piece, "rb") as f:
-                shutil.copyfileobj(f, whole, 1 << 24)
-for part in ("site.tar.xz", f"{new}/tvm-libs.tar.xz" if cut else "tvm-libs.tar.xz"):
-    path = part if part.startswith(new) else f"{pack}/{part}"
-    try:
-        with tarfile.open(path) as tar:
-            tar.extractall(new, filter="data")
-    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError) as err:
-        why = " ".join(f"{type(err).__name__}: {err}".split())
-        sys.exit(f"error: cannot unpack {path} ({why}). Fix: run tools/gpu_pack.py again and carry what it prints.")
-if not os.path.isdir(f"{new}/site"):  # checked before the last unpack is moved aside
-    sys.exit(f"error: the archives in {pack} hold no site/ folder. Fix: run tools/gpu_pack.py again and carry what it prints.")
-with open(f"{new}/site/{mark}", "w") as f:  # what lets the next run replace this site/
-    f.write(f"unpacked by tools/gpu_run.sh from {os.path.abspath(pack)}\n")
-PY
+# The last run's JSON, moved aside once the unpack is done: what would stop that is said now.
+JSON=$OUT/gpu_check.json
+if [ -L "$JSON" ] && [ ! -e "$JSON" ]; then
+  fail "$JSON is a link to $(readlink -- "$JSON"), which leads nowhere" "remove the link, or pass another OUT"
+elif [ -e "$JSON" ] && [ ! -f "$JSON" ]; then
+  fail "$JSON is not a plain file, where the check writes its JSON" "move it away, or pass another OUT"
+elif [ -f "$JSON" ] && [ ! -L "$JSON" ]; then  # immutable or append-only (chattr), as gpu_check finds it
+  STUCK=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from gpu_check_args import resists
+print(resists(sys.argv[2]))' "$ROOT/benchmarks" "$JSON")
+  [ -z "$STUCK" ] || fail "$JSON is $STUCK, so it cannot be moved aside" "run chattr -i -a $JSON, or pass another OUT"
+fi
+# The archives are there, and they and the tree fit one call (the tree may have grown since they were packed); then
+# unpacked into $NEW by Python's own lzma and tarfile (the machine needs no xz): a damaged archive, or one with
+# anything but plain files and folders in it, stops here, $DEST and the last JSON as they were.
+"$PY" "$ROOT/tools/gpu_pack.py" --out "$PACK" --unpack "$NEW"
+echo "unpacked by tools/gpu_run.sh from $(realpath -ms -- "$PACK")" >"$NEW/site/$MARK"  # lets the next run replace it
 if [ -e "$DEST/site" ]; then mv "$DEST/site" "$NEW/replaced"; fi  # an earlier unpack (checked above), removed with $NEW
 mv "$NEW/site" "$DEST/site"
 rm -rf "$NEW"
@@ -77,9 +71,10 @@ print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorte
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The machine's own CUDA compiler, where it is not on PATH (measure/compiler/cuda.py also looks in /usr/local/cuda*).
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$PATH:$d" && break; done
-if [ -e "$OUT/gpu_check.json" ]; then
-  mv -n "$OUT/gpu_check.json" "$OUT/gpu_check.$(date -r "$OUT/gpu_check.json" +%Y%m%d-%H%M%S.%N).json"
+if [ -e "$JSON" ]; then
+  WHY=$(mv -n -- "$JSON" "$OUT/gpu_check.$(date -r "$JSON" +%Y%m%d-%H%M%S.%N).json" 2>&1) ||
+    fail "cannot move the last run's $JSON aside (${WHY##*: })" "pass another OUT"
 fi
-echo "unpacked in $DEST; $("$PY" --version); the JSON goes to $OUT/gpu_check.json"
+echo "unpacked in $DEST; $("$PY" --version); the JSON goes to $JSON"
 # exec: a SIGTERM to this script reaches the check, which says so in one line.
-PYTHONUNBUFFERED=1 exec "$PY" "$ROOT/benchmarks/gpu_check.py" --out "$OUT/gpu_check.json" "$@"
+PYTHONUNBUFFERED=1 exec "$PY" "$ROOT/benchmarks/gpu_check.py" --out "$JSON" "$@"

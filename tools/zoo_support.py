@@ -8,19 +8,26 @@ Writes ``byoc_workbench/data/zoo-support.json`` (one record per model: its statu
 its one-line error) and regenerates the support table of ``docs/zoo.md`` and the README's
 line between their markers; ``--out FILE`` writes the records there instead and regenerates nothing (it replaces
 only a file an earlier ``--out`` wrote, as the ``.byoc-workbench-wrote`` beside it proves, or an empty one).
-``make test`` rechecks a sample of the records (tests/models/test_zoo_support.py).
+``make test`` rechecks a sample of the records (tests/models/test_zoo_support.py). Ctrl-C or SIGTERM stops it in
+one line, exit 130 or 143, until the records are written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from byoc_workbench_cli import exit_on_signals, ignore_signals  # noqa: E402
+
+if __name__ == "__main__":  # before the package's imports, which load TVM; the records are written with signals ignored
+    exit_on_signals("nothing was written.")
 
 from byoc_workbench.cli import earlier  # noqa: E402
 from byoc_workbench.core import files, output_paths  # noqa: E402
@@ -66,6 +73,13 @@ def main(argv=None) -> int:
         help="one Ray task per model: auto (this machine's cluster, else this machine alone) or a cluster's address",
     )
     args = p.parse_args(argv)
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):  # nan, 0 or -5: every model a "crashed" record
+        fix = "pass --timeout the seconds one model may take (by default 900)"
+        raise WorkbenchError(f"--timeout {args.timeout:g} is not a positive number of seconds", fix)
+    if args.models is not None and not any(args.models.split(",")):  # "" is not every model
+        raise WorkbenchError(
+            "--models names no model", "name models of get_model_list(), or leave --models out for all"
+        )
     records = earlier.proven(earlier.json_result(lambda r: "name" in r and "task" in r))  # an earlier --out's
     out = output_paths.check_file(args.out, "--out", ours=records) if args.out else RECORDS
     if not args.readme_only:
@@ -78,6 +92,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         fresh = {r["name"]: r for r in walk(wanted, args.timeout, args.ray)}
         records = [fresh.get(n) or old[n] for n in names if n in fresh or n in old]
+        if __name__ == "__main__":  # from here on, a signal must not make a written record a failure
+            ignore_signals()
         # Through a link, into a FIFO or device: never replaced. An --out is recorded, so the next run may replace it.
         files.put(out, json.dumps(records, indent=1) + "\n", record=bool(args.out))
         print(f"wrote {len(records)} records to {out} ({len(fresh)} walked in {time.perf_counter() - t0:.1f} s)")
@@ -96,6 +112,3 @@ if __name__ == "__main__":
     except WorkbenchError as err:
         print(err.line, file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted; nothing was written.", file=sys.stderr)
-        sys.exit(130)

@@ -192,16 +192,14 @@ class InputShape(NamedTuple):
 def named_shape(text: str) -> InputShape:
     """``data=1,3,224,224`` -> ``("data", [1, 3, 224, 224])``; ``1,3,224,224`` -> ``(None, [...])``."""
     name, _, dims = text.rpartition("=")
-    try:
-        shape = [int(d) for d in dims.split(",")]
-    except ValueError:
-        shape = []
-    if not shape or any(d < 1 for d in shape):
+    sizes = [d.strip() for d in dims.split(",")]
+    # plain digits only: int() would also read 8_0 as 80, +8 as 8 and other scripts' digits
+    if not all(d.isascii() and d.isdigit() and int(d) > 0 for d in sizes):
         raise argparse.ArgumentTypeError(f"{text!r} is not {named_shape.wants}")
-    return InputShape(name.strip() or None, shape)
+    return InputShape(name.strip() or None, [int(d) for d in sizes])
 
 
-named_shape.wants = "a shape such as data=1,3,224,224"
+named_shape.wants = "a shape such as data=1,3,224,224 (sizes in plain digits, each 1 or more)"
 
 
 class InputDtype(NamedTuple):

@@ -266,7 +266,7 @@ def add_export(command) -> None:
     )
     e.add_argument("notebooks", nargs="+", help=".ipynb files to execute and export")
     e.add_argument("--out", default="build", help="output folder (default: build)")
-    e.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default: 1800; 0: no limit)")
+    e.add_argument("--timeout", type=count(0), default=1800, help="seconds per cell (default: 1800; 0: no limit)")
 
 
 # The commands in the order --help lists them.

@@ -9,24 +9,22 @@ As the stages do, placing is two steps: :func:`propose` says where each binding 
 that the diagrams and the report read; :func:`place` rewrites the module. :func:`crossings` checks a placed module on
 its own: every binding (an op, an alias, a tuple, a branch, a call) reads its tensors on the device they live on.
 
-Targets are as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU here, its arch) or a dict (``{"kind": "cuda",
-"arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict,
-and a ``tvm.target.Target`` back into the dict it was made from, so all three are checked alike.
+Targets (what TVM compiles for) are read and checked by :mod:`byoc_workbench.core.targets`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import NamedTuple
 
 import tvm
 from tvm import relax
 from tvm.relax.global_info import VDevice
 
-from byoc_workbench.core import ir, ir_edit, ir_types, target_checks
-from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core import ir, ir_edit, ir_types
+from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.targets import is_gpu, resolve
 from byoc_workbench.core.tvm_private import items
 
 # Ops TVM 0.27 builds for the CPU only, and why. tests/models/test_cuda_build.py legalizes every op of the
@@ -38,96 +36,9 @@ CPU_ONLY = {
 }
 # Arguments a legalization reads as numbers (ONNX NMS's boxes per class): no kernel reads them, a copy hides them.
 _READ_WHEN_BUILT = {"relax.vision.all_class_non_max_suppression": (2,)}
-GPU_KINDS = ("cuda",)
 # Ops TVM 0.27 cannot build for CUDA even on the CPU beside the GPU, as a user knows them: their legalized kernels are
 # compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its definition".
 NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
-# The keys each kind sets itself: a Target holds them though they were never given.
-_KIND_KEYS = {"llvm": ["cpu"], "cuda": ["cuda", "gpu"]}
-
-# --- targets -------------------------------------------------------------------------
-
-
-def kind(target) -> str:
-    """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target ("" for anything else)."""
-    if isinstance(target, str):
-        return target.split()[0] if target.strip() else ""
-    if isinstance(target, dict):
-        return str(target.get("kind", ""))
-    return target.kind.name if isinstance(target, tvm.target.Target) else ""
-
-
-def is_gpu(target) -> bool:
-    return kind(target) in GPU_KINDS
-
-
-_NAME_TARGET = (
-    "name 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU), as text ('cuda -arch=sm_90') or a dict "
-    "({'kind': 'cuda', 'arch': 'sm_90'})"
-)
-
-
-def resolve(target) -> tvm.target.Target:
-    """A TVM target; ``"cuda"`` becomes this machine's GPU (its arch), with the CPU (``llvm``) as host.
-
-    A GPU build made without a GPU names its arch: ``{"kind": "cuda", "arch": "sm_90"}`` or
-    ``"cuda -arch=sm_90"`` (TVM 0.27 reads dicts only; the text's options become the dict's).
-    """
-    if isinstance(target, tvm.target.Target):
-        target = _given(target)  # checked as the dict it stands for
-    if kind(target) not in ("llvm", *GPU_KINDS):
-        raise WorkbenchError(f"Unknown TVM target {target!r}", _NAME_TARGET)
-    spec = _spec(target)
-    if kind(target) == "llvm":
-        target_checks.llvm(target, spec)
-    else:
-        target_checks.cuda(target, spec, host_kind=kind(spec.setdefault("host", "llvm")))
-    try:
-        return tvm.target.Target(spec, host=spec.pop("host", None))
-    except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
-        raise WorkbenchError(f"TVM refuses the target {target!r}: {first_line(err)}", _NAME_TARGET) from None
-
-
-def _given(target: tvm.target.Target) -> dict:
-    """A Target as the dict it was made from: less what its kind sets (keys, an empty tag) and an arch TVM wrote in."""
-    spec = {str(k): _plain(v) for k, v in target.export().items() if k != "host"}
-    if spec.get("tag") == "":
-        del spec["tag"]
-    if spec.get("keys") == _KIND_KEYS.get(spec["kind"]):
-        del spec["keys"]
-    if list(target.attrs)[:1] == ["arch"] and is_gpu(target):  # TVM wrote it in, first (sm_50 without a GPU)
-        del spec["arch"]
-    if target.host is not None:
-        spec["host"] = _given(target.host)
-    return spec
-
-
-def _plain(value):  # a value of a Target's export as Python's: text, a number, a list
-    return value if isinstance(value, (str, int, float)) else [_plain(v) for v in value]
-
-
-def _spec(target) -> dict:
-    """A target as TVM 0.27's dict: text's ``-key=value`` options become keys (numbers as ints)."""
-    if isinstance(target, dict):
-        return dict(target)
-    name, *options = target.split()
-    spec = {"kind": name}
-    for option in options:
-        key, eq, value = option.removeprefix("-").partition("=")
-        if not (option.startswith("-") and key and eq and value) or key.startswith("-"):
-            raise WorkbenchError(f"Cannot read the option {option!r} of the target {target!r}", _NAME_TARGET)
-        if key in spec:
-            raise WorkbenchError(f"The target {target!r} gives -{key} twice", f"give -{key} once")
-        spec[key] = int(value) if re.fullmatch(r"-?[0-9]+", value) else value  # ASCII digits: "²" is no number
-    return spec
-
-
-def label(target) -> str:
-    """``llvm``, ``cuda sm_90``: a target in a few words, for printouts and keys."""
-    t = resolve(target)
-    arch = t.attrs.get("arch") if is_gpu(t) else None
-    return f"{t.kind.name} {arch}" if arch else t.kind.name
-
 
 # --- where each binding runs ---------------------------------------------------------------
 
@@ -286,7 +197,7 @@ def _tensors(name: str, ty):
 
 def propose(mod: tvm.IRModule) -> Placement:
     """Where each binding of ``mod`` runs in a GPU build, and the tensors that cross (nothing rewritten)."""
-    ir.module_given(mod, "propose")
+    ir.check_no_local_calls(ir.module_given(mod, "propose"))
     on_cpu, crossings, used, plans = {}, [], {}, {}
     for fname in ir.host_functions(mod):
         plan = _propose_function(mod[fname], fname, mod)
@@ -323,6 +234,11 @@ def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRMod
         raise WorkbenchError(f"place takes a Placement, got {type(placement).__name__}", "pass devices.propose(mod)")
     if ir.module_given(mod, "place").global_infos and "vdevice" in mod.global_infos:
         raise WorkbenchError("The module names its devices already (I.vdevice)", "pass it with no vdevice in its types")
+    if is_gpu(cpu):  # swapped, the CPU-only ops were typed on the GPU and nothing noticed
+        raise WorkbenchError(
+            f"place takes the GPU's target, then the CPU's: got {gpu!r}, then {cpu!r}",
+            "pass place(mod, placement, 'cuda'), the CPU (llvm) second; 'llvm' first places a CPU twin",
+        )
     devices = [VDevice(resolve(gpu), 0, "global"), VDevice(resolve(cpu), 0, "global")]
     if not placement:
         return mod

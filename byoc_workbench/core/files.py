@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 import zipfile
@@ -46,7 +47,9 @@ def cache_dir(kind: str) -> Path:
 
 
 def _cache_root() -> Path:
-    return output_paths.expand(os.environ.get(CACHE_ENV) or DEFAULT_CACHE, CACHE_ENV)
+    """``$BYOC_WORKBENCH_CACHE``, or the default where it is unset or blank (a blank is no folder's name)."""
+    given = os.environ.get(CACHE_ENV, "")
+    return output_paths.expand(given if given.strip() else DEFAULT_CACHE, CACHE_ENV)
 
 
 _unkept: set = set()  # the caches that said, once in this process, that they keep nothing
@@ -99,21 +102,21 @@ def follow_umask(path, mode: int = 0o666) -> None:
     os.chmod(path, mode & ~umask)
 
 
-def write_atomic(path, data: bytes | memoryview | str | Callable) -> Path:
+def write_atomic(path, data: bytes | memoryview | str | Callable, placed: Callable[[], object] | None = None) -> Path:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one.
 
     The data goes to a temporary file beside ``path`` (its directory is made
     if needed), which is then renamed to ``path``. ``data`` is bytes (or bytes-like), text, or
     a function that writes to the open binary file (e.g. ``lambda f: np.savez(f, ...)``).
     On any failure, a Ctrl-C too, the temporary file is removed and the old file stays.
-    The file's permissions follow the umask (:func:`follow_umask`).
+    The file's permissions follow the umask (:func:`follow_umask`); ``placed`` as for :func:`write_with`.
     """
 
     def save(name: str) -> None:
         with open(name, "wb") as f:
             _write_to(f, data)
 
-    return write_with(path, save)
+    return write_with(path, save, placed=placed)
 
 
 def _write_to(f, data: bytes | memoryview | str | Callable) -> None:
@@ -193,11 +196,12 @@ def trusted(path, cache: str) -> bool:
     return False
 
 
-def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
+def write_with(path, save: Callable[[str], None], suffix: str = "", placed: Callable[[], object] | None = None) -> Path:
     """:func:`write_atomic` for a library that writes to a file name (``save(name)``), not to an open file.
 
     ``suffix`` ends the temporary name, for writers that go by it (``.so`` for a shared library): whatever it is,
     the name is one :func:`_temporary` knows, ``.<name>.<eight letters>.part<suffix>``, so a sweep finds it.
+    ``placed()`` records the file put in place: a signal that comes waits until both are done (:func:`_held`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,12 +211,37 @@ def write_with(path, save: Callable[[str], None], suffix: str = "") -> Path:
     try:
         save(tmp)
         follow_umask(tmp)
-        os.replace(tmp, path)
+        with _held() if placed else contextlib.nullcontext():
+            os.replace(tmp, path)
+            if placed:
+                placed()
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return path
+
+
+@contextlib.contextmanager
+def _held():
+    """Ctrl-C and SIGTERM wait for the block's end (their handlers run then), so that a result put in place and what
+    says so (:data:`written`, the record) are one step, never half of it. Their handlers are swapped, not the
+    signals masked: any of a library's threads may take a signal, and the handler runs in the main thread anyway."""
+    came = []
+    try:
+        old = {
+            sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+    except ValueError:  # not the main thread: no handler runs in this one
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)
 
 
 #: The names :func:`write_with` gives its temporaries: ``.<name>.<tempfile.mkstemp's eight letters>.part<suffix>``.
@@ -255,22 +284,28 @@ def _destination(path: Path) -> Path:
     return target
 
 
-def put(path, data: bytes | str | Callable, record: bool = False) -> Path:
+def put(path, data: bytes | str | Callable, record: bool = False, placed: Callable[[], object] = lambda: None) -> Path:
     """A result written to ``path`` without clobbering what is there: through a link, into its target; into a
     character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`),
     and with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves
-    to a later run that it may replace it). Any failure is one line (:class:`OutputError`), with nothing left
-    under the name or beside it."""
+    to a later run that it may replace it), then ``placed()``: the file in place, its record and ``placed`` are one
+    step for a signal. Any failure is one line (:class:`OutputError`), with nothing left under the name or beside
+    it."""
     path = Path(path)
+
+    def done() -> None:
+        if record:
+            write_atomic(target.parent / output_paths.WRITTEN, output_paths.recorded(target.parent, [target]))
+        placed()
+
     try:
         target = _destination(path)
         if target.exists() and not target.is_file() and not target.is_dir():  # a device or a FIFO
             with open(_open_now(target), "wb") as f:
                 _write_to(f, data)
+            placed()
         else:
-            write_atomic(target, data)
-            if record:
-                write_atomic(target.parent / output_paths.WRITTEN, output_paths.recorded(target.parent, [target]))
+            write_atomic(target, data, placed=done)
     except OSError as err:
         raise OutputError(f"Cannot write {path} ({err.strerror or err})", _write_fix(err)) from None
     return path
@@ -280,6 +315,10 @@ def _write_fix(err: OSError) -> str:
     """What to do about a result that could not be written: space only when space is what ran out."""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free some space on that disk, or pass a path on another one"
+    if err.errno == errno.EFBIG:
+        return (
+            "raise the limit on a file's size (ulimit -f unlimited), or pass a path on a disk that takes larger files"
+        )
     return "pass a path you can write to"
 
 
@@ -308,9 +347,7 @@ def _open_now(path: Path) -> int:
 
 def write_file(path, data: bytes | str | Callable) -> Path:
     """A result put at ``path`` and recorded beside it (:func:`put`), and in :data:`written`."""
-    path = put(path, data, record=True)
-    written.append(path)
-    return path
+    return put(path, data, record=True, placed=lambda: written.append(Path(path)))
 
 
 @contextlib.contextmanager
@@ -319,7 +356,8 @@ def staged(out):
 
     On an error or a Ctrl-C inside the block the temporary directory is
     removed and ``out`` is left as it was (or not created at all). Files of
-    ``out`` that the block does not write are kept.
+    ``out`` that the block does not write are kept. A file the block cannot write (a full disk, ``ulimit -f``)
+    is one line naming it in ``out`` (:class:`OutputError`).
     """
     out = Path(out)
     base = output_paths.existing_ancestor(out)
@@ -328,7 +366,13 @@ def staged(out):
     except OSError as err:  # its temporary, .<name>.XXXXXXXX.part, is made in base: the name may be what is wrong
         raise OutputError(f"Cannot write {out} ({err.strerror or err})", _write_fix(err)) from None
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as err:  # a write's own error may name no file (write_text's): then the set is what is named
+            name = (
+                Path(err.filename).relative_to(tmp) if err.filename and Path(err.filename).is_relative_to(tmp) else ""
+            )
+            raise OutputError(f"Cannot write {out / name} ({err.strerror or err})", _write_fix(err)) from None
         _moved_into(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -337,8 +381,8 @@ def staged(out):
 def _moved_into(tmp: Path, out: Path) -> None:
     """``tmp``'s files put in ``out`` (made if need be) as one set, with ``out``'s :data:`WRITTEN` recording them
     (what :func:`~byoc_workbench.core.output_paths.check_dir` reads). Each file in the way is first kept aside
-    (a hard link), so that when one cannot be replaced, or a Ctrl-C comes, every one already moved is put back:
-    ``out`` holds the old set whole or the new set whole, never a mix of two runs."""
+    (a hard link), so that when one cannot be replaced every one already moved is put back: ``out`` holds the old
+    set whole or the new set whole, never a mix of two runs. A Ctrl-C waits for the set's end (:func:`_held`)."""
     where = out
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -350,18 +394,19 @@ def _moved_into(tmp: Path, out: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.link(where, aside / name, follow_symlinks=False)
                 kept.add(name)
-        try:
-            for name in names:
-                where = out / name
-                os.replace(tmp / name, where)
-                moved.append(name)
-        except BaseException:
-            for name in reversed(moved):
-                if name in kept:
-                    os.replace(aside / name, out / name)
-                else:
-                    os.unlink(out / name)
-            raise
-        written.extend(out / name for name in names if name != output_paths.WRITTEN)
+        with _held():
+            try:
+                for name in names:
+                    where = out / name
+                    os.replace(tmp / name, where)
+                    moved.append(name)
+            except BaseException:
+                for name in reversed(moved):
+                    if name in kept:
+                        os.replace(aside / name, out / name)
+                    else:
+                        os.unlink(out / name)
+                raise
+            written.extend(out / name for name in names if name != output_paths.WRITTEN)
     except OSError as err:
         raise OutputError(f"Cannot write {where} ({err.strerror or err})", _write_fix(err)) from None

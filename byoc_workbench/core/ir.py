@@ -445,6 +445,29 @@ def host_functions(mod: tvm.IRModule) -> list:
     return sorted(names, key=lambda n: (n != "main", n))
 
 
+def local_calls(mod: tvm.IRModule) -> list:
+    """``function/var`` of each call of a local function (not a composite) in a host function: TVM 0.27 builds no
+    such module ("VMShapeLower do not work for local functions"), and the placement cannot see into them."""
+    return [
+        f"{fname}/{step.var.name}"
+        for fname in host_functions(mod)
+        for step in walk(mod[fname], mod, descend=False)
+        if step.callee is not None
+        and not func_attr(step.callee, COMPOSITE)
+        and not isinstance(step.value.op, tvm.ir.GlobalVar)
+    ]
+
+
+def check_no_local_calls(mod: tvm.IRModule) -> None:
+    """One line for a module that calls a local function (:func:`local_calls`)."""
+    found = local_calls(mod)
+    if found:
+        raise WorkbenchError(
+            f"The module calls a local function ({found[0]}), which TVM 0.27 cannot build",
+            "lift it into a global function first: mod = relax.transform.LambdaLift()(mod)",
+        )
+
+
 def subgraph_functions(mod: tvm.IRModule) -> list:
     """Names of the functions with a ``Codegen`` attribute, in numeric order."""
     names = [gv.name_hint for gv, f in mod.functions.items() if func_attr(f, CODEGEN)]

@@ -1,6 +1,6 @@
 """Output paths checked before any work starts: a bad path (empty, ``-``, a file where a directory is meant, a
-directory where a file is meant, not writable, an input of the command, something the workbench did not write)
-is refused in one line in a second, not after a model build.
+directory where a file is meant, not writable, under a link that leads nowhere, an input of the command, something
+the workbench did not write, the name of its record) is refused in one line in a second, not after a model build.
 
 :data:`WRITTEN` records, in a folder, each result the workbench wrote there by its size and SHA-256: what a later
 run may replace, and only while it is still that file.
@@ -8,6 +8,7 @@ run may replace, and only while it is still that file.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,7 +24,19 @@ from byoc_workbench.core.errors import WorkbenchError
 def _given(path, flag: str, example: str) -> Path:
     if path is None or not str(path).strip():
         raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
-    return expand(path, flag)
+    out = expand(path, flag)
+    _not_the_record(out, flag)
+    return out
+
+
+def _not_the_record(out: Path, flag: str) -> None:
+    """Refuse an output named :data:`WRITTEN`: the record written beside a result would be written over it."""
+    if out.name == WRITTEN:
+        raise WorkbenchError(
+            f"{flag} {out} is named {WRITTEN}, the record the workbench keeps beside its results: it would be"
+            " written over the result",
+            f"pass {flag} a path with another name",
+        )
 
 
 def expand(path, what: str) -> Path:
@@ -38,9 +51,10 @@ def expand(path, what: str) -> Path:
 
 
 def existing_ancestor(path: Path) -> Path:
-    """The nearest ancestor of ``path`` that exists (``path`` itself when it does)."""
+    """The nearest ancestor of ``path`` that exists (``path`` itself when it does), or a link on the way that leads
+    nowhere (a missing target, a loop): no folder can be made under that."""
     for p in (path, *path.absolute().parents):
-        if p.exists():
+        if p.exists() or p.is_symlink():
             return p
     return Path("/")
 
@@ -92,7 +106,10 @@ def _fits(path: Path, flag: str, names=()) -> None:
 
 
 def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> None:
-    """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``."""
+    """A one-line error unless a file can be created in ``directory``, the nearest existing folder of ``wanted``
+    (:func:`existing_ancestor`)."""
+    if directory.is_symlink() and not directory.exists():
+        _leads_nowhere(directory, what, fix)
     if not directory.is_dir():
         raise WorkbenchError(f"{what}: {directory} is {kind_of(directory)}, not a directory", fix)
     try:
@@ -101,6 +118,20 @@ def _probe(directory: Path, what: str, fix: str, wanted: Path | None = None) -> 
         shown = f"{directory.absolute()} (the current directory)" if str(directory) == "." else f"{directory}"
         where = shown if wanted in (None, directory) else f"{wanted}: {shown} cannot be written"
         raise WorkbenchError(f"Cannot write to {where} ({err.strerror or err})", fix) from None
+
+
+def _leads_nowhere(link: Path, what: str, fix: str) -> None:
+    """The one-line error for an output at or under ``link``, a link to a missing folder or in a loop of links:
+    found now, not when the result's folder is made, after the work."""
+    try:
+        link.stat()
+        looped = False
+    except OSError as err:
+        looped = err.errno == errno.ELOOP
+    said = f"{what}: {link} is a link to {os.readlink(link)}"
+    if looped:
+        raise WorkbenchError(f"{said}, in a loop of links", f"remove the link {link}, or {fix}")
+    raise WorkbenchError(f"{said}, which does not exist", f"make that folder first, remove the link, or {fix}")
 
 
 def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
@@ -113,9 +144,9 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     Raises
     ------
     WorkbenchError
-        For an empty path, ``-``, a file at ``path`` or at one of its parents, a
-        directory that cannot be written, or anything but a plain file the workbench wrote (a directory, a link,
-        a file of yours, an immutable one) in the way of one of ``names``.
+        For an empty path, ``-``, a file at ``path`` or at one of its parents, a link there that leads nowhere, a
+        directory that cannot be written, the name :data:`WRITTEN`, or anything but a plain file the workbench
+        wrote (a directory, a link, a file of yours, an immutable one) in the way of one of ``names``.
     """
     out = _given(path, flag, "out")
     fix = f"pass {flag} a directory you can write to"
@@ -310,6 +341,9 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
         raise WorkbenchError(f"{flag} {out} is {kind_of(out)}, which cannot hold a result", fix)
     _not_an_input(out, flag, inputs)
     where = out.resolve() if out.is_symlink() and out.is_file() else out  # a link's result goes into its target
+    if where != out:  # what is written, and beside what its temporary is made, is the target
+        _not_the_record(where, flag)
+        _fits(where, flag)
     if ours is not None and where.is_file() and where.stat().st_size and not ours(where):
         raise WorkbenchError(
             f"{flag} {out} holds something else than a result {flag} wrote: writing it would destroy it",

@@ -50,11 +50,14 @@ from byoc_workbench.core.output_paths import not_a_file
 from byoc_workbench.frontends.naming import binding_names
 from byoc_workbench.frontends.onnx_shapes import (
     INSTALL_FIX,
+    STANDARD_DOMAINS,
     OnnxImportError,
     all_static,
+    check_onnx_model,
     check_sizes,
     graph_inputs,
     onnx_module,
+    opset,
     resolve_shapes,
     shape_fix,
     unknown_sizes,
@@ -77,8 +80,6 @@ _FUSIONS = (
     "ConstantSharing",
     "CommonSubexpressionElimination",
 )
-_STANDARD = ("", "ai.onnx")
-MIN_OPSET = 7  # ONNX Runtime's oldest: its kernels for older opsets are gone
 
 
 def read_onnx(path) -> object:
@@ -106,7 +107,7 @@ def read_onnx(path) -> object:
             f"{path} is not a readable ONNX model ({first_line(err)})",
             "pass a file written by onnx.save or torch.onnx.export",
         ) from None
-    _check_model(path, model)
+    check_onnx_model(path, model)
     return model
 
 
@@ -137,21 +138,6 @@ def _load_external_data(path: Path, model) -> None:
                 f"length there give {len(tensor.raw_data)} bytes, not the tensor's size",
                 "save the model again with onnx.save(model, path, save_as_external_data=True): it writes the data too",
             ) from None
-
-
-def _check_model(path: Path, model) -> None:
-    """A one-line error for a file that parses but holds no model ONNX Runtime, the reference, can run."""
-    export = "re-export the model, e.g. torch.onnx.export(..., opset_version=17), and pass that file"
-    if not model.HasField("graph") or not model.graph.node:
-        empty = "is empty" if path.stat().st_size == 0 else "holds no graph nodes"
-        raise OnnxImportError(f"{path} {empty}: it is not an ONNX model, or the model computes nothing", export)
-    opset = _opset(model)
-    if opset < MIN_OPSET:
-        raise OnnxImportError(
-            f"{path} uses ONNX opset {opset}; ONNX Runtime, the reference, runs opset {MIN_OPSET} onwards", export
-        )
-    if not model.graph.output:
-        raise OnnxImportError(f"{path} declares no outputs, so there is nothing to compute or check", export)
 
 
 def _ort_message(err: BaseException) -> str:
@@ -242,7 +228,7 @@ def static_shapes(model, shapes: dict, name: str = "the model"):
         except Exception as err:  # ORT's InvalidGraph, Fail, NotImplemented: the file or the shapes given
             raise _refusal(model, _ort_message(err), name, shapes) from None
         folded = onnx.load(str(dst))
-    odd = sorted({n.domain for n in folded.graph.node if n.domain not in _STANDARD})
+    odd = sorted({n.domain for n in folded.graph.node if n.domain not in STANDARD_DOMAINS})
     if odd:  # never expected at the basic level; keep the file as it was rather than hand TVM foreign ops
         logger.warning("ONNX Runtime's folding left ops of domain %s; importing the file unfolded", ", ".join(odd))
         return fixed
@@ -375,10 +361,6 @@ def _importer_class():
     return Importer
 
 
-def _opset(model) -> int:
-    return next((o.version for o in model.opset_import if o.domain in _STANDARD), 1)
-
-
 def to_relax(model, shapes: dict):
     """The Relax module of ``model`` (inputs at ``shapes``), each binding named after its ONNX node."""
     inputs = graph_inputs(model)
@@ -389,7 +371,7 @@ def to_relax(model, shapes: dict):
         # upstream prints "Error converting operator ..." and warns about every renamed input
         with contextlib.redirect_stdout(chatter), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mod = importer.from_onnx(model.graph, _opset(model))
+            mod = importer.from_onnx(model.graph, opset(model))
     except WorkbenchError:
         raise
     except ValueError as err:
@@ -453,7 +435,7 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
     shapes = resolve_shapes(model, input_shapes)
     dtypes = {name: dtype for name, (_, dtype) in graph_inputs(model).items()}
     check_input_size(shapes, dtypes)  # before ONNX Runtime and TVM work on a shape with a typo in it
-    notes = [f"{len(model.graph.node)} ONNX nodes, opset {_opset(model)}"]
+    notes = [f"{len(model.graph.node)} ONNX nodes, opset {opset(model)}"]
     if all_static(shapes):
         folded = static_shapes(model, shapes, Path(path).name)
         notes.append(

@@ -1,10 +1,12 @@
-"""An ONNX file's inputs, and the shapes given for them, checked before anything runs.
+"""An ONNX file's model, its inputs and outputs, and the shapes given for them, checked before anything runs.
 
-:func:`resolve_shapes` lays the shapes a user gives (``--input-shape``, ``input_shapes=``) over the
-file's own dims, refusing in one line a size that is no whole number from 1, a wrong count of dims or
-a dim the file fixes otherwise; :func:`check_sizes` refuses shapes too small for the model's layers, once they are
-imported; :func:`shape_fix` words the fix for the model at hand, with its own input's name and sizes.
-:class:`OnnxImportError` is every ONNX import error's class.
+:func:`check_onnx_model` refuses a file that holds no model the workbench can import and run, in one line: no
+nodes, too old an opset, no outputs, an input or output ONNX Runtime's Python API cannot take or give, a sparse
+weight, a tensor of 4-bit elements. :func:`resolve_shapes` lays the shapes a user gives (``--input-shape``,
+``input_shapes=``) over the file's own dims, refusing in one line a size that is no whole number from 1, a wrong
+count of dims or a dim the file fixes otherwise; :func:`check_sizes` refuses shapes too small for the model's
+layers, once they are imported; :func:`shape_fix` words the fix for the model at hand, with its own input's name
+and sizes. :class:`OnnxImportError` is every ONNX import error's class.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def onnx_module():
     return import_optional("onnx", INSTALL_FIX)
 
 
+MIN_OPSET = 7  # ONNX Runtime's oldest: its kernels for older opsets are gone
+STANDARD_DOMAINS = ("", "ai.onnx")  # the standard ops' domain, by its two names
+#: Elements under a byte: TVM neither copies a weight of them in nor allocates a tensor of them ("bits % 8 == 0").
+_SUB_BYTE = ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+
 #: What an input that is no tensor of numbers is, by the field of ONNX's TypeProto that it sets.
 _NOT_TENSORS = {
     "sequence_type": "a sequence",
@@ -37,12 +44,96 @@ _NOT_TENSORS = {
 }
 
 
+def opset(model) -> int:
+    """The model's standard ONNX opset."""
+    return next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
+
+
+def check_onnx_model(path, model) -> None:
+    """A one-line error for a file that parses but holds no model the workbench can import and run against ONNX
+    Runtime, the reference: no nodes, too old an opset, no outputs, an input :func:`graph_inputs` refuses or an
+    output :func:`_tensor_dtype` does, a sparse weight (TVM's ONNX frontend reads none), or a weight, constant or
+    cast of 4-bit elements."""
+    onnx = onnx_module()
+    export = "re-export the model, e.g. torch.onnx.export(..., opset_version=17), and pass that file"
+    if not model.HasField("graph") or not model.graph.node:
+        empty = "is empty" if path.stat().st_size == 0 else "holds no graph nodes"
+        raise OnnxImportError(f"{path} {empty}: it is not an ONNX model, or the model computes nothing", export)
+    if opset(model) < MIN_OPSET:
+        raise OnnxImportError(
+            f"{path} uses ONNX opset {opset(model)}; ONNX Runtime, the reference, runs opset {MIN_OPSET} onwards",
+            export,
+        )
+    if not model.graph.output:
+        raise OnnxImportError(f"{path} declares no outputs, so there is nothing to compute or check", export)
+    graph_inputs(model)  # the inputs first: an Identity of a bfloat16 input has a bfloat16 output
+    for value in model.graph.output:
+        if value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.elem_type:
+            _tensor_dtype(value, "Output")  # a sequence or an optional output imports; ONNX Runtime gives lists
+    if model.graph.sparse_initializer:
+        raise OnnxImportError(
+            f"{path} keeps its weight {model.graph.sparse_initializer[0].values.name} as a sparse initializer, which "
+            "TVM's ONNX frontend does not read",
+            "save the model with its weights dense: each sparse_initializer as a plain initializer of the same name",
+        )
+    small = {getattr(onnx.TensorProto, t, None): t.lower() for t in _SUB_BYTE}
+    name, elem = next(((n, e) for n, e in _made_types(model.graph) if e in small), (None, None))
+    if name is not None:
+        raise OnnxImportError(
+            f"{path} makes {name}, a tensor of {small[elem]}, and TVM holds no tensor of elements under a byte",
+            f"export the model with int8/uint8 (or float32) in place of {small[elem]}, e.g. its weights quantized "
+            "to 8 bits",
+        )
+
+
+def _made_types(graph):
+    """``(name, ONNX element type)`` of each tensor whose type ``graph`` names: its weights, its constants' values,
+    its casts' and quantizations' results (every other op's result takes its type from these, or from the inputs)."""
+    yield from ((t.name, t.data_type) for t in graph.initializer)
+    for node in graph.node:
+        for attr in node.attribute if node.output else ():
+            if attr.HasField("t") or attr.name in ("to", "output_dtype"):
+                yield node.output[0], attr.t.data_type if attr.HasField("t") else attr.i
+
+
+def _tensor_dtype(value, role: str) -> np.dtype:
+    """The NumPy dtype of ``value``, a graph input or output (``role``) that is a tensor of some element type; one
+    line where it is of strings (TVM has no string tensors, and NumPy would call their type ``object``), complex
+    (neither TVM nor ONNX Runtime computes on it), or of a type NumPy has only through ml_dtypes (bfloat16, float8,
+    int4), whose arrays ONNX Runtime's Python API, the reference, neither takes nor gives."""
+    onnx = onnx_module()
+    elem = value.type.tensor_type.elem_type
+    if elem == onnx.TensorProto.STRING:
+        raise OnnxImportError(
+            f"{role} {value.name} is a tensor of strings, and TVM has no string tensors",
+            "export the model with numeric inputs (text as token ids, int64), the strings turned into numbers before it"
+            if role == "Input"
+            else f"export the model with numeric outputs (labels as int64 ids), {value.name} made text after it",
+        )
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    if dtype.kind == "c":
+        raise OnnxImportError(
+            f"{role} {value.name} is a tensor of {dtype.name}, and neither TVM nor ONNX Runtime, the reference, "
+            "computes on complex tensors",
+            f"export the model with float32 {role.lower()}s: each complex one's real and imaginary parts apart",
+        )
+    if dtype.isbuiltin != 1:  # 2: a type ml_dtypes registers with NumPy
+        takes = "takes" if role == "Input" else "gives"
+        raise OnnxImportError(
+            f"{role} {value.name} is a tensor of {dtype.name}, and ONNX Runtime's Python API, the reference, "
+            f"{takes} no NumPy array of {dtype.name}",
+            f"export the model with float32 inputs, cast to {dtype.name} inside it if it must compute in it"
+            if role == "Input"
+            else f"cast {value.name} to float32 inside the model (a Cast node, to=FLOAT, before the output) and "
+            "export it again",
+        )
+    return dtype
+
+
 def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
     """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name. Each is
-    one line where it is no tensor (a sequence, a map, an optional), of no element type, of strings (TVM has no
-    string tensors, and NumPy would call their type ``object``), or of a type NumPy has only through ml_dtypes
-    (bfloat16, float8), whose arrays ONNX Runtime's Python API, the reference, cannot take."""
-    onnx = onnx_module()
+    one line where it is no tensor (a sequence, a map, an optional), of no element type, or of a type
+    :func:`_tensor_dtype` refuses."""
     weights = {t.name for t in model.graph.initializer}
     out = {}
     for value in model.graph.input:
@@ -55,21 +146,8 @@ def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
                 "takes tensors of numbers only",
                 "export the model with each input a tensor of numbers (a sequence's tensors as inputs of their own)",
             )
-        if tensor.elem_type == onnx.TensorProto.STRING:
-            raise OnnxImportError(
-                f"Input {value.name} is a tensor of strings, and TVM has no string tensors",
-                "export the model with numeric inputs (text as token ids, int64), the strings turned into "
-                "numbers before it",
-            )
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        if dtype.isbuiltin != 1:  # 2: a type ml_dtypes registers with NumPy
-            raise OnnxImportError(
-                f"Input {value.name} is a tensor of {dtype.name}, and ONNX Runtime's Python API, the reference, "
-                f"takes no NumPy array of {dtype.name}",
-                f"export the model with float32 inputs, cast to {dtype.name} inside it if it must compute in it",
-            )
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
-        out[value.name] = (dims, dtype)
+        out[value.name] = (dims, _tensor_dtype(value, "Input"))
     return out
 
 
@@ -88,6 +166,12 @@ def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
                 "give a shape per input: input_shapes={name: shape, ...}",
             )
         given = {next(iter(inputs)): given}
+    keys = [k for k in given if not isinstance(k, str)]
+    if keys:
+        raise OnnxImportError(
+            f"The shapes given are keyed by {keys[0]!r} ({type(keys[0]).__name__}), not by an input's name",
+            f"key each shape by its input's name, one of: {', '.join(inputs)}",
+        )
     unknown = [n for n in given if n not in inputs]
     if unknown:
         raise OnnxImportError(f"The model has no input named {', '.join(unknown)}", f"name one of: {', '.join(inputs)}")

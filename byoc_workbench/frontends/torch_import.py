@@ -1,7 +1,7 @@
 """PyTorch programs into Relax: ``torch.export``, then TVM's ``from_exported_program``, names kept.
 
-torch is an optional extra (``pip install -e .[pytorch]``); this is the only
-module of the package that imports it, and only inside its functions.
+torch is an optional extra (``pip install -e .[pytorch]``), imported inside functions only. The user's module is
+checked, copied and run once first, by :mod:`byoc_workbench.frontends.torch_module`.
 
 Each binding is named after the module that computed it, from the exported
 program's ``nn_module_stack``: ``layer1.0.conv1.convolution`` is the
@@ -12,7 +12,6 @@ convolution of ``model.layer1[0].conv1``. So the diagrams' groups
 from __future__ import annotations
 
 import contextlib
-import copy
 import importlib
 import inspect
 import io
@@ -27,22 +26,25 @@ import tvm
 from tvm import relax
 
 from byoc_workbench.core import tvm_private
-from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional, shorten, user_error
+from byoc_workbench.core.errors import WorkbenchError, first_line, shorten, user_error
 from byoc_workbench.core.ir_edit import map_bindings, rename_vars
 from byoc_workbench.core.output_paths import not_a_file
 from byoc_workbench.frontends.naming import binding_names
-from byoc_workbench.frontends.own import (
-    DEFAULT_DIMS,
-    INPUT_DTYPES,
-    OwnModel,
-    checked_seed,
-    forward_inputs,
-    seeded_inputs,
+from byoc_workbench.frontends.own import DEFAULT_DIMS, OwnModel, checked_seed, forward_inputs, seeded_inputs
+from byoc_workbench.frontends.torch_module import (
+    BACKEND_PRECISION,
+    INSTALL_FIX,
+    TorchImportError,
+    call,
+    check_importable,
+    exited,
+    load_torch,
+    private_copy,
+    run_eagerly,
 )
 
 logger = logging.getLogger(__name__)
 
-INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
 # Relax ops whose TVM 0.27 kernels fail to build on bool tensors (LLVM compares i1 as floats, or a check
 # wants a float or a bool's min value): computed on uint8 and cast back, torch's meaning kept (add is or,
 # multiply is and, max is any).
@@ -53,14 +55,6 @@ _UINT8_FOR_BOOL = frozenset(
 )
 # TVM's frontend types a bool tensor's cumulative sum as bool (torch: int64), so no cast can give torch's values.
 _BOOL_REFUSED = {"relax.cumsum": "cumsum", "relax.cumprod": "cumprod"}
-
-
-class TorchImportError(WorkbenchError):
-    """A PyTorch program that ``torch.export`` or TVM's PyTorch frontend cannot take."""
-
-
-def _torch():
-    return import_optional("torch", INSTALL_FIX)
 
 
 def module_path(node) -> str:
@@ -121,8 +115,8 @@ def _importer_class():
 
 
 def _numpy(outputs) -> list:
-    """The outputs' tensors as arrays, in ``forward``'s order (:func:`_check_outputs` made sure all are tensors)."""
-    return [t.detach().cpu().numpy() for t in _torch().utils._pytree.tree_leaves(outputs)]
+    """The outputs' tensors as arrays, in ``forward``'s order (:func:`_check_outputs` made sure NumPy holds them)."""
+    return [t.detach().cpu().numpy() for t in load_torch().utils._pytree.tree_leaves(outputs)]
 
 
 def _what(value) -> str:
@@ -132,7 +126,7 @@ def _what(value) -> str:
 
 def _check_outputs(program, name: str) -> None:
     """Refuse, in one line, a ``forward`` whose result is not tensors (None, or a number beside a tensor)."""
-    torch = _torch()
+    torch = load_torch()
     [out] = [n for n in program.graph.nodes if n.op == "output"]
     leaves = torch.utils._pytree.tree_leaves(out.args[0])
 
@@ -151,135 +145,25 @@ def _check_outputs(program, name: str) -> None:
             f"{name}.forward must return tensors, and {'; '.join(bad) if bad else 'it returns none'}",
             "return tensors, or tuples, lists or dicts of tensors, and nothing else",
         )
-
-
-def _describe(inputs) -> str:
-    """``1x3x64x64 float32, 1x16 int64``: the inputs as a cause names them."""
-    return ", ".join(f"{'x'.join(map(str, x.shape)) or 'scalar'} {str(x.dtype).removeprefix('torch.')}" for x in inputs)
-
-
-def _check_inputs(torch, module, inputs, name: str) -> None:
-    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, or weights
-    that hold no values or are not float32."""
-    if isinstance(module, torch.jit.ScriptModule):
+    unheld = {k: v.meta["val"] for k, v in enumerate(leaves) if not _numpy_holds(torch, v.meta["val"].dtype)}
+    if unheld:  # the workbench compares outputs as arrays
+        listed = ", ".join(f"output {k} as {str(t.dtype).removeprefix('torch.')}" for k, t in unheld.items())
         raise TorchImportError(
-            f"{name} is TorchScript, which torch.export cannot take",
-            "pass the nn.Module itself, as it was before torch.jit.script or torch.jit.trace",
-        )
-    for i, x in enumerate(inputs):
-        dtype = str(x.dtype).removeprefix("torch.")
-        if x.is_meta:
-            raise TorchImportError(
-                f"Example input {i} of {name} is on the meta device, which holds no values",
-                "pass tensors with values, e.g. torch.randn(1, 3, 224, 224)",
-            )
-        if x.layout != torch.strided:  # sparse (COO, CSR...) or another layout numpy cannot hold
-            raise TorchImportError(
-                f"Example input {i} of {name} is a {str(x.layout).removeprefix('torch.')} tensor",
-                "pass it dense: x.to_dense()",
-            )
-        if dtype not in INPUT_DTYPES:
-            raise TorchImportError(
-                f"Example input {i} of {name} is {dtype}; the workbench takes {', '.join(INPUT_DTYPES)}",
-                "import in float32 (x.float() and module.float()) and run bf16 at the backend: "
-                "--backend torch --precision bf16, or options={'precision': 'bf16'}"
-                if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-                else "pass the real and imaginary parts as real tensors: torch.view_as_real(x)"
-                if x.is_complex()
-                else "convert the inputs to one of those dtypes, e.g. x.float()",
-            )
-    weights = _weights(module).items()
-    empty = [n for n, t in weights if t.is_meta]
-    if empty:
-        raise TorchImportError(
-            f"{name}'s weights are on the meta device ({', '.join(empty[:3])}{', ...' if len(empty) > 3 else ''}), "
-            "which holds no values",
-            "give the module its weights first, e.g. module.to_empty(device='cpu') then module.load_state_dict(...)",
-        )
-    reduced = sorted({str(t.dtype).removeprefix("torch.") for _, t in weights if t.is_floating_point()} - {"float32"})
-    if reduced:  # its converters compute convolutions and matmuls in float32, then fail at the bias
-        raise TorchImportError(
-            f"{name}'s weights are {', '.join(reduced)}; TVM's PyTorch frontend imports float32 weights only",
-            "import it in float32: module.float() and float32 inputs (x.float()); a lower precision is the "
-            "backend's to run: --backend torch --precision bf16, or options={'precision': 'bf16'}",
+            f"{name}.forward returns {listed}, which NumPy cannot hold",
+            "return the real and imaginary parts as real tensors: torch.view_as_real(out)"
+            if any(t.is_complex() for t in unheld.values())
+            else f"return float32 (e.g. return out.float()), and run a lower precision at the backend: "
+            f"{BACKEND_PRECISION}",
         )
 
 
-def _private_copy(torch, module, name: str):
-    """The module, copied: TVM's importer takes the exported weights by DLPack, without a copy, so a change
-    to the user's module after the import would move the workbench's outputs and its reference alike.
-
-    ``copy.deepcopy`` runs the class's own ``__deepcopy__``, which may hand back the module, its submodules or
-    their tensors: then the modules are copied one by one (:func:`_rebuilt`), and what still holds the user's
-    storage is cloned into the copy."""
+def _numpy_holds(torch, dtype) -> bool:
+    """Whether ``.numpy()`` takes a tensor of ``dtype``: not bfloat16, the float8s, complex32 or quantized ones."""
     try:
-        copied = copy.deepcopy(module)
-        if not _parts(module).isdisjoint(_parts(copied)):
-            copied = _rebuilt(module)
-    except Exception as err:  # an attribute deepcopy cannot copy: a lock, an open file, a generator
-        raise TorchImportError(
-            f"{name} cannot be copied ({type(err).__name__}: {first_line(err)})",
-            "keep what deepcopy cannot copy (locks, open files) out of the module's attributes",
-        ) from None
-    theirs = {t.untyped_storage().data_ptr() for t in _weights(module).values()} - {0}  # 0: an empty tensor
-    for m in copied.modules():
-        for table in (m._parameters, m._buffers):
-            for key, t in table.items():
-                if t is not None and t.untyped_storage().data_ptr() in theirs:
-                    clone = t.detach().clone()
-                    table[key] = torch.nn.Parameter(clone, t.requires_grad) if table is m._parameters else clone
-    return copied.eval()
-
-
-def _rebuilt(module):
-    """``module`` copied module by module, its class's ``__deepcopy__`` unasked: every module of it is mapped to
-    a fresh instance first, so deep-copying their states copies the tensors and never hands back a module."""
-    modules = list(module.modules())
-    memo = {id(m): type(m).__new__(type(m)) for m in modules}
-    for m in modules:
-        memo[id(m)].__setstate__(copy.deepcopy(m.__getstate__(), memo))
-    return memo[id(module)]
-
-
-def _parts(module) -> set:
-    """The ids of the module's modules and of their tables of parameters and buffers."""
-    return {id(x) for m in module.modules() for x in (m, m._parameters, m._buffers)}
-
-
-def _weights(module) -> dict:
-    """``{name: tensor}`` of the module's parameters and buffers."""
-    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
-
-
-def _call(torch, module, inputs, names=None):
-    """``module(*inputs)`` (tensors or arrays) on copies of the inputs and of its weights (only those ``names`` when
-    given): a forward that updates one in place (``self.w.add_(1)``) leaves them as given, so every call agrees."""
-    fresh = {n: t.clone() for n, t in _weights(module).items() if names is None or n in names}
-    with torch.no_grad():
-        return torch.func.functional_call(module, fresh, tuple(torch.as_tensor(x).clone() for x in inputs))
-
-
-def _exited(what: str, err: SystemExit, fix: str) -> TorchImportError:
-    """The one line for user code that called ``sys.exit``: else it would end the command with no word."""
-    return TorchImportError(f"{what} called sys.exit({'' if err.code is None else repr(err.code)})", fix)
-
-
-def _run_eagerly(torch, module, inputs, name: str) -> None:
-    """Run the module once, so that inputs it cannot take (a wrong shape or dtype) are told as such,
-    not as something torch.export cannot trace."""
-    try:
-        _call(torch, module, inputs)
-    except SystemExit as err:
-        raise _exited(f"{name}.forward", err, "make forward return its outputs instead of exiting") from None
-    except Exception as err:  # the user's module can raise anything
-        odd = any(x.is_floating_point() and x.dtype != torch.float32 for x in inputs)
-        raise TorchImportError(
-            f"{name} cannot run on inputs {_describe(inputs)}: {type(err).__name__}: {first_line(err)}",
-            "pass float32 inputs (x.float()), of the shapes forward takes"
-            if odd
-            else "give the inputs forward takes: their shapes and dtypes "
-            "(with --torch: --input-shape, and --input-dtype for token ids or masks)",
-        ) from None
+        torch.empty(0, dtype=dtype).numpy()
+    except TypeError:  # "Got unsupported ScalarType BFloat16"
+        return False
+    return True
 
 
 def _is_bool(expr) -> bool:
@@ -341,7 +225,7 @@ def _export(torch, module, inputs, name: str) -> tuple:
     sys.stderr.write(chatter.getvalue())
     graph, signature = exported.module(), program.graph_signature
     updated = {*signature.buffers_to_mutate.values(), *signature.parameters_to_mutate.values()}
-    return program, lambda arrays: _numpy(_call(torch, graph, arrays, updated))
+    return program, lambda arrays: _numpy(call(torch, graph, arrays, updated))
 
 
 def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
@@ -351,7 +235,8 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     ----------
     module : torch.nn.Module
         Copied first (its weights too): the workbench exports, imports and runs its copy, in eval
-        mode, and the module itself is left as it was.
+        mode, and the module itself is left as it was. Of an ``nn.DataParallel`` (or
+        ``DistributedDataParallel``), its ``.module`` is imported, and ``mark`` says so.
     example_inputs : tensor or sequence of tensors
         The inputs the program is exported for (their shapes become static); one of
         :data:`INPUT_DTYPES` each. Every run takes copies: a ``forward`` that changes its inputs,
@@ -366,7 +251,7 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
     OwnModel
         ``reference`` runs the copy's exported program eagerly, on the tensors TVM's build holds.
     """
-    torch = _torch()
+    torch = load_torch()
     if not isinstance(module, torch.nn.Module):
         raise TorchImportError(
             f"Expected a torch.nn.Module, got {type(module).__name__}", "pass the model object itself"
@@ -377,10 +262,13 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         raise TorchImportError(
             "example_inputs must be a tensor or a sequence of tensors", "pass e.g. (torch.randn(1, 3, 224, 224),)"
         )
+    if isinstance(module, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)):
+        wrapper, module = type(module).__name__, module.module  # it only spreads .module's runs over GPUs
+        mark = "; ".join(filter(None, (mark, f"{type(module).__name__} imported from {wrapper}'s .module")))
     kind = type(module).__name__
-    _check_inputs(torch, module, inputs, kind)
-    module = _private_copy(torch, module, kind)
-    _run_eagerly(torch, module, inputs, kind)
+    check_importable(torch, module, inputs, kind)
+    module = private_copy(torch, module, kind)
+    run_eagerly(torch, module, inputs, kind)
     t0 = time.perf_counter()
     program, reference = _export(torch, module, inputs, kind)
     _check_outputs(program, kind)
@@ -416,7 +304,7 @@ def seeded_factory(spec: str, seed: int = 0):
     the factory's call after the seed: the factory may still load a checkpoint or download.
     A module instance in place of the factory is taken as it is, weights and all.
     """
-    torch = _torch()
+    torch = load_torch()
     where, _, attr = spec.partition(":")
     if not where or not attr.isidentifier():  # "m::f" and "m:json:loads" name no function of m
         raise TorchImportError(
@@ -437,7 +325,7 @@ def seeded_factory(spec: str, seed: int = 0):
     try:
         module = factory(**kwargs)
     except SystemExit as err:
-        raise _exited(f"{spec}()", err, "make the factory return the model instead of exiting") from None
+        raise exited(f"{spec}()", err, "make the factory return the model instead of exiting") from None
     except Exception as err:  # the user's factory can raise anything
         raise TorchImportError(
             f"{spec}() raised {type(err).__name__}: {first_line(err)}", "check the factory"
@@ -478,7 +366,7 @@ def _import_module(where: str):
         raise TorchImportError(f"Cannot import {where}: it needs {err.name}, which is not installed", fix) from None
     except SystemExit as err:
         fix = "put the exit under if __name__ == '__main__': the workbench imports the module"
-        raise _exited(f"Importing {where}", err, fix) from None
+        raise exited(f"Importing {where}", err, fix) from None
     except Exception as err:  # the user's module can fail in any way while it loads, SyntaxError included
         raise user_error(f"module {where}", err, f"fix {where} (--traceback shows the whole trace)") from err
 
@@ -491,7 +379,7 @@ def import_spec(spec: str, shape=DEFAULT_DIMS, seed: int = 0) -> OwnModel:
     the input's dims (a float32 input), or ``{"shape": dims, "dtype": "int64"}`` (``--input-dtype``;
     without ``"shape"``, :data:`DEFAULT_DIMS`).
     """
-    torch = _torch()
+    torch = load_torch()
     module, mark = seeded_factory(spec, seed)
     named = forward_inputs(module.forward, shape, type(module).__name__)
     arrays = seeded_inputs({n: d for n, d, _ in named}, {n: t for n, _, t in named}, seed)

@@ -329,7 +329,7 @@ class WorkbenchWidget(W.VBox):
         if self._measured is None or self._measured[0] is not wb:
             what = f"{wb.backend} + TVM" if wb.backend else "TVM"
             self.status.value = status_html(f"building with {what} and measuring 5 runs …", busy=True)
-            built = timing.build(wb.stages, target=self.tvm_target)
+            built = timing.build(wb.stages, tvm_target=self.tvm_target)
             self._measured = (wb, timing.profile(built, self.inputs, runs=5), built)
         _, profile, built = self._measured
         drawn = wb.graph("codegen", tuple(sorted(expand)), self.collapse, strict=False)
@@ -472,7 +472,7 @@ def workbench_widget(
     tvm_target = "llvm"
     if backend is None and inputs is not None and native(target.codegen) is None:
         choice = offload_choice()  # it looks for TensorRT, a GPU and a CUDA compiler: once
-        backend, tvm_target = choice.backend, choice.target
+        backend, tvm_target = choice.backend, choice.tvm_target
     return WorkbenchWidget(
         demo.demo_module() if mod is None else mod,
         target,

@@ -24,7 +24,7 @@ from tvm import relax
 
 from byoc_workbench import stages
 from byoc_workbench.backends import registry
-from byoc_workbench.core import devices, ir
+from byoc_workbench.core import devices, ir, targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow import rules
 from byoc_workbench.measure.compiler import cuda, execute
@@ -41,16 +41,16 @@ def compiler():
         pytest.skip(f"no CUDA compiler here ({err}); make setup EXTRAS=cuda installs nvcc from PyPI")
 
 
-def _check_build(mod, target=SM90) -> str:
+def _check_build(mod, tvm_target=SM90) -> str:
     """Build ``mod`` for CUDA and check where each op went; returns the CUDA source."""
-    placed = devices.place(mod, devices.propose(mod), target)
+    placed = devices.place(mod, devices.propose(mod), tvm_target)
     assert devices.crossings(placed) == []
     if devices.placed(placed):  # TVM's memory planner put the SSD's NMS output in a GPU buffer
-        assert execute.misplaced_buffers(execute.lower(mod, target)) == []
+        assert execute.misplaced_buffers(execute.lower(mod, tvm_target)) == []
     with tempfile.TemporaryDirectory() as kept, pytest.MonkeyPatch.context() as env:
         env.setenv("TVM_KERNEL_DUMP", kept)
-        executable = execute.compile(mod, target)
-        _check_nvcc_ran(Path(kept), target["arch"])
+        executable = execute.compile(mod, tvm_target)
+        _check_nvcc_ran(Path(kept), tvm_target["arch"])
     source = cuda.source(executable)
     kernels = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', source)
     assert kernels, "a CUDA build with no GPU kernel"
@@ -68,11 +68,11 @@ def _check_nvcc_ran(kept: Path, arch: str) -> None:
     assert cubin.read_bytes()[:4] == b"\x7fELF", "ptxas made no cubin"
 
 
-def _packed_calls_on_gpu(mod, target) -> set:
+def _packed_calls_on_gpu(mod, tvm_target) -> set:
     """Kernels of ``mod`` legalized for the GPU that make packed calls, which device code cannot."""
-    with devices.resolve(target):
+    with targets.resolve(tvm_target):
         legal = tvm.transform.Sequential([relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()])(
-            devices.place(mod, devices.propose(mod), target)
+            devices.place(mod, devices.propose(mod), tvm_target)
         )
     bad = set()
     for gv, func in legal.functions.items():
@@ -124,7 +124,7 @@ def test_an_arch_nvrtc_rejects_is_one_line(kept, monkeypatch):
         pytest.skip("no CUDA headers of the cuda extra here")
     monkeypatch.setenv("CUDA_PATH", str(Path(cuda._pip_nvcc()).parents[1]))
     with pytest.raises(WorkbenchError) as refused:
-        cuda.compile_kept(kept, devices.resolve("cuda -arch=sm_1000"), cuda.Compiler("nvrtc"))
+        cuda.compile_kept(kept, targets.resolve("cuda -arch=sm_1000"), cuda.Compiler("nvrtc"))
     line = str(refused.value)
     assert "\n" not in line and line.startswith("error: NVRTC (cuda-bindings) cannot compile for sm_1000 (nvrtc")
     assert "Fix: ask for an arch it compiles: sm_75, " in line and "sm_90" in line
@@ -133,7 +133,7 @@ def test_an_arch_nvrtc_rejects_is_one_line(kept, monkeypatch):
 def test_nvrtc_without_the_cuda_headers_is_one_line(kept, monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_PATH", str(tmp_path))  # a toolkit with no include/cuda_runtime.h
     with pytest.raises(WorkbenchError) as refused:
-        cuda.compile_kept(kept, devices.resolve(SM90), cuda.Compiler("nvrtc"))
+        cuda.compile_kept(kept, targets.resolve(SM90), cuda.Compiler("nvrtc"))
     line = str(refused.value)
     assert "\n" not in line and "cannot compile the kernels: it needs the CUDA toolkit's headers" in line
     assert line.endswith("or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h.")
@@ -163,10 +163,10 @@ def test_ssd_places_nms_on_the_cpu(ssd):
     assert any("non_max_suppression" in line for line in placement.lines())
 
 
-@pytest.mark.parametrize("target", [SM90, SM75], ids=["sm_90", "sm_75"])
-def test_ssd_builds_for_cuda(ssd, target):
-    assert _packed_calls_on_gpu(ssd, target) == set()
-    source = _check_build(ssd, target)
+@pytest.mark.parametrize("tvm_target", [SM90, SM75], ids=["sm_90", "sm_75"])
+def test_ssd_builds_for_cuda(ssd, tvm_target):
+    assert _packed_calls_on_gpu(ssd, tvm_target) == set()
+    source = _check_build(ssd, tvm_target)
     assert "conv2d" in source
 
 
@@ -254,5 +254,5 @@ def test_a_cuda_build_needs_an_arch_where_there_is_no_gpu():
     if tvm.cuda(0).exist:
         pytest.skip("a GPU is here: 'cuda' takes its arch")
     with pytest.raises(WorkbenchError, match="arch"):
-        devices.resolve("cuda")
-    assert devices.label(SM75) == "cuda sm_75"
+        targets.resolve("cuda")
+    assert targets.label(SM75) == "cuda sm_75"

@@ -226,7 +226,7 @@ def test_byom_checks_the_backend_first_though_nothing_is_offloaded(offloads_noth
             r"repeat must be a whole number, 1 or more, got str \('3'\)",
         ),
         (lambda wb: byom.build_run(wb, "tvm", warmup=-1), "warmup must be a whole number, 0 or more, got int"),
-        (lambda wb: byom.build_run(wb, "tvm", bogus=1), "build_run takes no keyword 'bogus'.*target, progress"),
+        (lambda wb: byom.build_run(wb, "tvm", bogus=1), "build_run takes no keyword 'bogus'.*tvm_target, progress"),
         (lambda wb: byom.offloaded(wb, "torch", options="bf16"), "options must be a dict.*got str"),
         (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "bf16"}), "applies to backend openvino"),
         (lambda wb: byom.offloaded(wb, "onnxruntime", options={"precision": "f8"}), "only, not to onnxruntime"),

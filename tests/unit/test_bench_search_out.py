@@ -35,7 +35,7 @@ def _bench_search(out, cwd: Path, **env):
         ("keys.json", "error: --out keys.json holds something else"),  # its keys, and no record that it wrote it
         ("afolder", "error: --out afolder is a directory, not a file. Fix: pass --out afolder/search_bench.json"),
         ("afile/out.json", "error: --out afile/out.json: afile is a file, not a directory."),
-        ("", "error: --out is empty."),
+        ("", "error: --out is empty. Fix: pass --out a path, e.g. --out search_bench.json."),  # not out.npz
     ],
 )
 def test_an_out_it_must_not_write_is_refused_before_the_search(tmp_path, out, said):

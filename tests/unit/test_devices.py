@@ -12,7 +12,7 @@ import tvm
 from shared import Tail, tail_inputs
 from tvm import relax
 
-from byoc_workbench.core import devices
+from byoc_workbench.core import devices, targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import execute
 
@@ -120,25 +120,25 @@ def test_a_placement_places_only_the_module_it_was_proposed_for():
 
 
 @pytest.mark.parametrize(
-    "target, expected",
+    "tvm_target, expected",
     [("llvm", "llvm"), ({"kind": "cuda", "arch": "sm_75"}, "cuda sm_75"), ({"kind": "llvm"}, "llvm")],
 )
-def test_targets_in_a_few_words(target, expected):
-    assert devices.label(target) == expected
-    assert devices.is_gpu(target) == expected.startswith("cuda")
+def test_targets_in_a_few_words(tvm_target, expected):
+    assert targets.label(tvm_target) == expected
+    assert targets.is_gpu(tvm_target) == expected.startswith("cuda")
 
 
 def test_unknown_target_is_one_line():
     with pytest.raises(WorkbenchError, match="Unknown TVM target 'metal'"):
-        devices.resolve("metal")
+        targets.resolve("metal")
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a", "sm_1000"])  # any sm_ and two digits or more; nvcc judges
 def test_a_target_as_text_keeps_its_arch(arch):
     """TVM 0.27 reads targets as dicts only: the text's options become the dict's, not this machine's GPU's."""
-    assert devices.label(f"cuda -arch={arch}") == f"cuda {arch}"
-    assert devices.resolve(f"cuda -arch={arch}").host.kind.name == "llvm"
-    assert devices.resolve("llvm -mcpu=skylake").attrs["mcpu"] == "skylake"
+    assert targets.label(f"cuda -arch={arch}") == f"cuda {arch}"
+    assert targets.resolve(f"cuda -arch={arch}").host.kind.name == "llvm"
+    assert targets.resolve("llvm -mcpu=skylake").attrs["mcpu"] == "skylake"
 
 
 NAME_TARGET = (
@@ -148,7 +148,7 @@ NAME_TARGET = (
 
 
 @pytest.mark.parametrize(
-    "target, cause",
+    "tvm_target, cause",
     [
         (None, "Unknown TVM target None"),
         (["cuda"], "Unknown TVM target ['cuda']"),
@@ -159,10 +159,10 @@ NAME_TARGET = (
         ({"kind": "cuda", "arch": "sm_90", "x": 1}, "TVM refuses the target {'kind': 'cuda', 'arch': 'sm_90', 'x': 1}"),
     ],
 )
-def test_a_malformed_target_is_one_line(target, cause):
-    for ask in (devices.resolve, devices.label):
+def test_a_malformed_target_is_one_line(tvm_target, cause):
+    for ask in (targets.resolve, targets.label):
         with pytest.raises(WorkbenchError) as err:
-            ask(target)
+            ask(tvm_target)
         line = str(err.value)
         assert line.startswith(f"error: {cause}") and "\n" not in line
         assert line.endswith(f"Fix: {NAME_TARGET}.")
@@ -195,7 +195,7 @@ def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
 
 
 @pytest.mark.parametrize(
-    "target, line",
+    "tvm_target, line",
     [
         ("cuda -arch=sm_5", "'sm_5' in the target 'cuda -arch=sm_5' is not a CUDA arch. Fix: name one such as sm_90"),
         ("cuda -arch=sm_90,sm_80", "'sm_90,sm_80' in the target 'cuda -arch=sm_90,sm_80' is not a CUDA arch."),
@@ -213,34 +213,35 @@ def test_a_model_without_cpu_only_ops_has_no_gpu_note(demo_mod, byoc):
         ("cuda -arch=sm_90 -registers_per_block=0", "registers_per_block=0 in the target"),
     ],
 )
-def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(target, line):
+def test_a_cuda_target_tvm_would_fail_on_in_the_build_is_one_line_first(tvm_target, line):
     """What TVM 0.27 takes in a target and fails on later, in nvcc's wrapper or its own code generation."""
     with pytest.raises(WorkbenchError) as err:
-        devices.resolve(target)
+        targets.resolve(tvm_target)
     assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
-    "target, line",
+    "tvm_target, line",
     [
         ("llvm -mcpu=nonsense", "'nonsense' in the target 'llvm -mcpu=nonsense' is not a CPU LLVM knows for this"),
         ("llvm -mtriple=aarch64-linux-gnu -mcpu=skylake", "'skylake' in the target 'llvm -mtriple=aarch64-linux"),
         ({"kind": "llvm", "mtriple": "nonsense"}, "'nonsense' in the target {'kind': 'llvm', 'mtriple': 'nonsense'}"),
     ],
 )
-def test_a_cpu_target_llvm_would_build_otherwise_or_die_on_is_one_line(target, line):
+def test_a_cpu_target_llvm_would_build_otherwise_or_die_on_is_one_line(tvm_target, line):
     """LLVM builds for a generic CPU in place of a CPU it does not know (a log line, exit 0), and a triple of no
     architecture it has is a segfault as TVM asks for its CPUs."""
     with pytest.raises(WorkbenchError) as err:
-        devices.resolve(target)
+        targets.resolve(tvm_target)
     assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
-    "target", ["llvm -mcpu=x86-64", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", "llvm -mtriple=i686-linux-gnu"]
+    "tvm_target",
+    ["llvm -mcpu=x86-64", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", "llvm -mtriple=i686-linux-gnu"],
 )
-def test_a_cpu_target_llvm_knows_is_taken(target):
-    assert devices.label(target) == "llvm"
+def test_a_cpu_target_llvm_knows_is_taken(tvm_target):
+    assert targets.label(tvm_target) == "llvm"
 
 
 @pytest.mark.parametrize(
@@ -258,26 +259,27 @@ def test_a_cpu_target_llvm_knows_is_taken(target):
 def test_a_target_object_is_checked_as_the_dict_it_was_made_from(spec, host, line):
     """A Target (a warp of 0 killed Python with SIGFPE in the build; keys ['cpu'] built no GPU kernel)."""
     with pytest.raises(WorkbenchError) as err:
-        devices.resolve(tvm.target.Target(spec, host=host))
+        targets.resolve(tvm.target.Target(spec, host=host))
     assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
 
 
 def test_a_resolved_target_resolves_to_itself():
-    for target in ("llvm -mcpu=skylake", "cuda -arch=sm_75 -max_threads_per_block=512"):
-        once = devices.resolve(target)
-        assert str(devices.resolve(once)) == str(once)
+    for tvm_target in ("llvm -mcpu=skylake", "cuda -arch=sm_75 -max_threads_per_block=512"):
+        once = targets.resolve(tvm_target)
+        assert str(targets.resolve(once)) == str(once)
 
 
 def test_a_target_object_made_without_an_arch_is_taken_as_cuda_the_text():
-    """TVM 0.27 writes sm_50 into a Target made without an arch where it sees no GPU: it was refused as sm_50, an
-    arch the user never named (nvcc cannot compile for it); one given sm_50 keeps it."""
+    """TVM 0.27 writes its default arch (sm_50) into a Target made without one where it sees no GPU: it was refused
+    as sm_50, an arch the user never named (nvcc cannot compile for it), when the Target had another option too.
+    TVM's default is read as no arch, wherever it stands among the options."""
     made = tvm.target.Target({"kind": "cuda"}, host="llvm")
-    given = tvm.target.Target({"kind": "cuda", "arch": "sm_50"}, host="llvm")
-    assert devices.label(given) == "cuda sm_50"
+    limited = tvm.target.Target({"kind": "cuda", "max_threads_per_block": 512})
+    assert targets.label(tvm.target.Target({"kind": "cuda", "arch": "sm_90"})) == "cuda sm_90"
     if tvm.cuda(0).exist:
-        assert devices.label(made) == devices.label("cuda")
+        assert targets.label(made) == targets.label(limited) == targets.label("cuda")
         return
-    for target in (made, "cuda"):
+    for tvm_target in (made, limited, "cuda"):
         with pytest.raises(WorkbenchError) as err:
-            devices.resolve(target)
+            targets.resolve(tvm_target)
         assert str(err.value).startswith("error: A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here")

@@ -12,12 +12,12 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from byoc_workbench.core import devices
+from byoc_workbench.core import devices, targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import cuda, execute
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
-CUDA = devices.resolve(GPU)
+CUDA = targets.resolve(GPU)
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,11 @@ from shared import NMS
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from byoc_workbench.core import devices
+from byoc_workbench.core import devices, targets
 from byoc_workbench.core.errors import WorkbenchError
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
-CUDA = devices.resolve(GPU)  # the placed module's first device, as place makes it
+CUDA = targets.resolve(GPU)  # the placed module's first device, as place makes it
 
 
 def verify(before, expected):

@@ -231,7 +231,7 @@ def test_a_pack_too_big_for_one_call_goes_in_pieces_that_the_run_joins(tmp_path,
     gpu_pack.pieces(pack)[0].unlink()  # a call's piece that did not arrive
     done = _gpu_run(pack, dest)
     [line] = done.stderr.splitlines()
-    assert done.returncode == 1 and "not all of them" in line
+    assert done.returncode == 1 and "of tvm-libs.tar.xz, not those of one cut" in line
 
 
 def test_a_pack_folder_a_call_cannot_carry_is_refused_before_packing(tmp_path):
@@ -387,3 +387,20 @@ def test_gpu_check_refuses_an_arch_the_cuda_compiler_does_not_take_before_anythi
     line = str(stop.value)
     assert line.startswith(f"error: --target cuda -arch=sm_1000: {compiler} cannot compile for sm_1000 (")
     assert "\n" not in line and "Fix: ask for an arch it compiles: " in line
+
+
+def test_a_run_whose_tvm_alone_failed_for_every_model_measured_nothing():
+    """``--target "llvm -host=cuda"`` failed every TVM build and exited 0, the torch anchor its only number: with no
+    TVM alone to time the others against, the run measured nothing."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    report = {
+        "models": {"demo": {"builds": {"torch (its own target: every op it runs)": {"ms": 1.0}}}},
+        "errors": {"demo: tvm alone (llvm)": "InternalError: Check failed"},
+        "missing": [],
+    }
+    line = gpu_check.nothing_measured(report, None)
+    assert line.startswith("error: measured nothing, demo: tvm alone (llvm): InternalError: Check failed. Fix: ")
+    report["models"]["demo"]["builds"]["tvm alone (llvm)"] = {"ms": 2.0}
+    assert gpu_check.nothing_measured(report, None) is None

@@ -73,12 +73,12 @@ def test_the_offload_choice_line_says_the_missing_backends_cause(monkeypatch):
 def test_where_a_build_ran_is_a_record_the_printouts_say():
     teaching = Compiled("byoc_target_1", "sym", "", 1, "teaching", tried=[("tensorrt", "no GPU"), ("c", "no cc")])
     ran = runner.RanOn.of({"byoc_target_1": teaching}, {"byoc_target_0": "anything"})
-    assert (ran.backends, ran.target, ran.back_on_tvm) == (("teaching",), "llvm", 1)
+    assert (ran.backends, ran.tvm_target, ran.back_on_tvm) == (("teaching",), "llvm", 1)
     assert ran.refused == {"tensorrt": "no GPU", "c": "no cc"}
     assert ran.ran() == "teaching + tvm (llvm) for the rest; 1 subgraph(s) back on tvm"
     assert ran.why() == ["TensorRT not available: no GPU", "c not available: no cc"]
     assert str(ran) == " — ".join([ran.ran(), *ran.why()])
-    assert str(runner.RanOn.of({}, target="cuda")) == "tvm alone (cuda)"
+    assert str(runner.RanOn.of({}, tvm_target="cuda")) == "tvm alone (cuda)"
 
 
 def test_a_placement_label_is_read_back_by_the_record_that_writes_it():

@@ -7,7 +7,9 @@ import pytest
 import tvm
 from tvm.script import ir as I
 from tvm.script import relax as R
+from tvm.target import codegen
 
+from byoc_workbench.core import targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import cuda, execute
 from byoc_workbench.measure.time import runner
@@ -39,17 +41,71 @@ def _refused(call) -> str:
 @pytest.mark.skipif(cuda.loads_here() and tvm.cuda(0).exist, reason="this machine runs CUDA builds")
 def test_a_cuda_build_without_a_gpu_is_one_line():
     x = np.ones((4, 4), "float32")
-    for call in (lambda: execute.build(Double, SM90), lambda: runner.build_and_run(Double, [x], target=SM90)):
+    for call in (lambda: execute.build(Double, SM90), lambda: runner.build_and_run(Double, [x], tvm_target=SM90)):
         line = _refused(call)
         assert line.startswith("error: The build is for cuda sm_90, a device this machine does not have")
-        assert "execute.compile(mod, target) compiles it here" in line
+        assert "execute.compile(mod, tvm_target) compiles it here" in line
 
 
 def test_a_build_for_another_cpu_compiles_and_running_it_is_one_line():
     assert execute.compile(Double, ELSEWHERE) is not None  # compiling for it stays allowed
     x = np.ones((4, 4), "float32")
-    for call in (lambda: execute.build(Double, ELSEWHERE), lambda: runner.build_and_run(Double, [x], target=ELSEWHERE)):
+    for call in (
+        lambda: execute.build(Double, ELSEWHERE),
+        lambda: runner.build_and_run(Double, [x], tvm_target=ELSEWHERE),
+    ):
         assert "Fix: run it on such a machine, or build for 'llvm'" in _refused(call)
+
+
+OWN_TRIPLE = str(tvm.target.Target("llvm").attrs["mtriple"])
+OTHER_SYSTEM = OWN_TRIPLE.split("-")[0] + ("-apple-darwin" if "linux" in OWN_TRIPLE else "-pc-linux-gnu")
+
+
+def test_a_build_for_this_cpus_architecture_on_another_system_is_one_line_before_it_runs():
+    """Only the architecture was compared: x86_64-pc-windows-msvc on Linux segfaulted as its VM loaded."""
+    for triple in (OTHER_SYSTEM, OWN_TRIPLE.split("-")[0] + "-pc-windows-msvc"):
+        assert "Fix: run it on such a machine" in _refused(lambda t=triple: execute.build(Double, f"llvm -mtriple={t}"))
+    assert execute.build(Double, {"kind": "llvm", "mtriple": OWN_TRIPLE}) is not None
+
+
+def _features(spec) -> set:
+    return set(codegen.llvm_get_cpu_features(tvm.target.Target(spec)))
+
+
+def test_a_build_for_instructions_this_cpu_lacks_is_one_line_before_it_runs():
+    """``llvm -mcpu=sapphirerapids`` on a CPU without AVX512-FP16 died of SIGILL, with no line at all."""
+    here = codegen.llvm_get_system_cpu()
+    own = _features({"kind": "llvm", "mcpu": here})
+    wanted = ["avx512fp16", "amx-tile", "avx512bf16", "avx512f", "avx2", "sve2", "sme", "sve"]
+    lacking = next((f for f in wanted if f not in own and f in _features({"kind": "llvm", "mattr": [f"+{f}"]})), None)
+    if lacking is None:
+        pytest.skip(f"this CPU ({here}) has every feature the test could ask for")
+    with pytest.raises(WorkbenchError) as err:
+        execute.build(Double, {"kind": "llvm", "mattr": [f"+{lacking}"]})
+    assert str(err.value).startswith(f"error: The build is for a CPU with {lacking}, which this one ({here}) has not")
+    assert f"mcpu={here}." in str(err.value)
+    assert execute.build(Double, f"llvm -mcpu={here}") is not None  # this CPU, named
+
+
+@pytest.mark.parametrize(
+    ("tvm_target", "line"),
+    [
+        ("llvm -host=cuda", "The target 'llvm -host=cuda' has a host"),  # an InternalError in CUDA's code generation
+        ("llvm -mtriple=x86_64-pc-linux-gnux32", "TVM cannot build for 'x86_64-pc-linux-gnux32'"),  # LLVM aborted
+        ({"kind": "cuda", "arch": "sm_90", "host": "llvm -mcpu=nonsense"}, "'nonsense' in the target {'kind': 'llvm'"),
+    ],
+)
+def test_a_target_tvm_or_llvm_would_die_on_is_one_line(tvm_target, line):
+    with pytest.raises(WorkbenchError) as err:
+        targets.resolve(tvm_target)
+    assert str(err.value).startswith(f"error: {line}") and "\n" not in str(err.value)
+
+
+def test_text_options_are_typed_as_the_kind_takes_them():
+    """``-mattr=+avx2`` was refused by TVM (a list option given text), and a host as text in TVM's old words."""
+    assert list(targets.resolve("llvm -mattr=+avx2,+fma").attrs["mattr"]) == ["+avx2", "+fma"]
+    host = targets.resolve({"kind": "cuda", "arch": "sm_90", "host": "llvm -mcpu=x86-64"}).host
+    assert str(host.attrs["mcpu"]) == "x86-64"
 
 
 @I.ir_module

@@ -2,6 +2,8 @@
 JSON of yours, even one of ``name``/``task`` objects like its records."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +48,44 @@ def test_out_replaces_the_records_an_earlier_out_wrote_until_they_are_changed(tm
     done = _zoo_support(out)
     assert done.returncode == 2 and done.stderr.startswith(f"error: --out {out} holds something else")
     assert json.loads(out.read_text())[0]["status"] == "edited by hand"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--timeout", "nan"], "error: --timeout nan is not a positive number of seconds."),
+        (["--timeout", "-5"], "error: --timeout -5 is not a positive number of seconds."),
+        (["--timeout", "0"], "error: --timeout 0 is not a positive number of seconds."),
+        (["--models", ""], "error: --models names no model. Fix: name models of get_model_list(), or leave --models"),
+    ],
+)
+def test_a_timeout_or_a_model_list_it_cannot_use_is_one_line_before_any_walk(tmp_path, args, said):
+    """nan was a ValueError traceback; -5 and 0 wrote a "crashed" record per model, exit 0; "" walked every model."""
+    cmd = [
+        sys.executable,
+        str(ROOT / "tools" / "zoo_support.py"),
+        "--models",
+        MODEL,
+        *args,
+        "--out",
+        str(tmp_path / "z"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 2 and done.stdout == "" and line.startswith(said) and ". Fix: " in line
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(("signum", "word"), [(signal.SIGTERM, "terminated"), (signal.SIGINT, "interrupted")])
+def test_a_signal_during_the_walk_is_one_line_and_writes_nothing(tmp_path, signum, word):
+    """SIGTERM ended it with 143 and not a word (Ctrl-C said its line)."""
+    cmd = [sys.executable, str(ROOT / "tools" / "zoo_support.py"), "--models", f"{MODEL},ssd_512_resnet50_v1_coco"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "z.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as walk:
+        assert walk.stdout.readline().startswith(f"[1/2] {MODEL}: ")  # the second model is being walked
+        walk.send_signal(signum)
+        _, stderr = walk.communicate(timeout=60)
+    assert walk.returncode == 128 + signum and stderr.splitlines() == [f"{word}; nothing was written."]
+    assert os.listdir(tmp_path) == []

@@ -76,7 +76,7 @@ def offloaded(wb, backend: str | None = "onnxruntime", prune: bool = True, optio
 
 
 #: What :func:`build_run` passes on to :func:`~byoc_workbench.measure.time.runner.build_and_run`.
-RUN_KEYWORDS = ("target", "progress", "max_seconds", "keep")
+RUN_KEYWORDS = ("tvm_target", "progress", "max_seconds", "keep")
 
 
 def build_run(

@@ -116,17 +116,17 @@ def capture(
             seen[site.name].append((pending.pop(symbol), [a.numpy() for a in args[n_in:]]))
 
     recorder = Recorder(built.functions, watch, entry)
-    recorder.run(built.vm, built.vm[entry], timing.tensors(inputs, execute.device(built.target)))
+    recorder.run(built.vm, built.vm[entry], timing.tensors(inputs, execute.device(built.tvm_target)))
     return dict(seen)
 
 
 def compare(
-    built: timing.Built, inputs, tolerance: float = 1e-3, entry: str = "main", target: str = "llvm"
+    built: timing.Built, inputs, tolerance: float = 1e-3, entry: str = "main", tvm_target: str = "llvm"
 ) -> Numerics:
     """Each offloaded subgraph's outputs in one run against TVM alone on the same inputs.
 
     The subgraphs come from the prune stage's module, their composites
-    inlined (``flatten_subgraphs``), and are compiled by TVM for ``target``.
+    inlined (``flatten_subgraphs``), and are compiled by TVM for ``tvm_target``.
     Their outputs are kept on disk, so a check run again on the same inputs
     (notebook 02 rehearsed, say) reads them instead of rerunning TVM alone.
     """
@@ -135,7 +135,7 @@ def compare(
     seen = capture(built, inputs, entry)
     rows = []
     if seen:
-        reference = _references(built, seen, target)
+        reference = _references(built, seen, tvm_target)
     for name, site in built.subgraphs.items():
         errors: dict = {}
         for ins, outs in seen.get(name, []):
@@ -150,17 +150,17 @@ def compare(
     return Numerics(rows, tolerance, built.mark)
 
 
-def _references(built: timing.Built, seen: dict, target: str):
+def _references(built: timing.Built, seen: dict, tvm_target: str):
     """``reference(subgraph, inputs)``: its outputs computed by TVM alone, kept on disk
     (:func:`byoc_workbench.measure.time.kept.reference`), so a check run again reruns nothing; the
     subgraphs are built only when some reference is not kept."""
     flat = flatten_subgraphs(built.partitioned)
     ref_mod = tvm.IRModule({gv: f for gv, f in flat.functions.items() if gv.name_hint in seen})
-    built = compiled.build_key(ref_mod, target)
+    built = compiled.build_key(ref_mod, tvm_target)
 
     @functools.cache
     def vm():
-        return execute.build(ref_mod, target)
+        return execute.build(ref_mod, tvm_target)
 
     def compute(name, ins):
         ref = execute.to_numpy(vm()[name](*timing.tensors(ins)))

@@ -3,7 +3,7 @@
 TVM alone on the SSD takes tens of seconds to compile, and the notebooks,
 ``bench``, ``profile``, the search and the tests all build it. :func:`load_or_build`
 keys a build by the module's structural hash (its functions, attributes and
-constants), the target, the passes left out and the machine (:func:`~byoc_workbench.measure.machine.machine_key`),
+constants), the TVM target, the passes left out and the machine (:func:`~byoc_workbench.measure.machine.machine_key`),
 and keeps the exported library under ``$BYOC_WORKBENCH_CACHE/builds``.
 
 TVM 0.27 frees nothing of a library it loaded, so a process loads each entry once (``_opened``),
@@ -68,15 +68,15 @@ def reading() -> bool:
     return _reading[-1] and not files.no_cache()
 
 
-def build_key(mod: tvm.IRModule, target: str, disabled=()) -> str | None:
-    """The cache key of compiling ``mod`` for ``target`` without the passes ``disabled``, or None for a
+def build_key(mod: tvm.IRModule, tvm_target: str, disabled=()) -> str | None:
+    """The cache key of compiling ``mod`` for ``tvm_target`` without the passes ``disabled``, or None for a
     module TVM cannot hash (built, never kept)."""
     try:
         content = tvm_ffi.structural_hash(mod)
     except Exception as err:  # noqa: BLE001 - whatever TVM raises: not keyed
         logger.info("build cache: not keyed (%s)", err)
         return None
-    parts = [f"format {FORMAT}", f"{content:x}", str(target), ",".join(sorted(disabled)), machine_key()]
+    parts = [f"format {FORMAT}", f"{content:x}", str(tvm_target), ",".join(sorted(disabled)), machine_key()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -105,12 +105,12 @@ def _store(executable: relax.VMExecutable, lib: Path) -> None:
     files.seal(lib)
 
 
-def load_or_build(mod: tvm.IRModule, target: str, disabled, build: Callable[[], relax.VMExecutable]):
+def load_or_build(mod: tvm.IRModule, tvm_target: str, disabled, build: Callable[[], relax.VMExecutable]):
     """The executable of ``mod`` from the cache, else ``build()`` it and keep it.
 
     Returns ``(executable, hit)``.
     """
-    k = build_key(mod, target, disabled)
+    k = build_key(mod, tvm_target, disabled)
     if k is None:
         return build(), False
     lib = files.cache_dir("builds") / f"{k}.so"

@@ -114,25 +114,25 @@ def schedules() -> tvm.transform.Pass:
     return dlight.ApplyDefaultSchedule(*(_PassOn(r) for r in rules), dlight.gpu.Fallback())
 
 
-def pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
+def pipeline(tvm_target: tvm.target.Target) -> tvm.transform.Pass:
     """Upstream's CUDA pipeline with :func:`schedules` for its last legalization pass, and
     :func:`copies_to_the_cpu` once constants are folded (before fusion, which a copy keeps apart)."""
-    legalize = upstream.legalize_passes(target)
+    legalize = upstream.legalize_passes(tvm_target)
     names = [p.info.name for p in legalize[:4]]
     if type(legalize[-1]).__name__ != "ApplyDefaultSchedule" or names[2:] != ["FoldConstant", "FuseOps"]:
         raise RuntimeError("upstream's CUDA pipeline changed: its legalization passes are no longer in that order")
 
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-        with target:
+        with tvm_target:
             passes = [
-                *upstream.library_dispatch_passes(target),
+                *upstream.library_dispatch_passes(tvm_target),
                 *legalize[:3],
                 copies_to_the_cpu(),
                 *legalize[3:-1],
                 schedules(),
-                *upstream.dataflow_lower_passes(target),
-                *upstream.finalize_passes(target),
+                *upstream.dataflow_lower_passes(tvm_target),
+                *upstream.finalize_passes(tvm_target),
             ]
             return tvm.transform.Sequential(passes)(mod)
 
@@ -215,8 +215,11 @@ def source(executable: relax.VMExecutable) -> str:
     return kernels.inspect_source() if kernels is not None else ""
 
 
-def compile_kept(executable: relax.VMExecutable, target: tvm.target.Target, with_compiler: Compiler) -> bytes | None:
-    """Compile the CUDA C that TVM kept in ``executable`` for ``target``'s arch; the binary, or None if TVM compiled.
+def compile_kept(
+    executable: relax.VMExecutable, tvm_target: tvm.target.Target, with_compiler: Compiler
+) -> bytes | None:
+    """Compile the CUDA C that TVM kept in ``executable`` for ``tvm_target``'s arch: the binary, or None where
+    TVM compiled it.
 
     TVM compiles a kernel module only through its CUDA runtime; without one it keeps the
     source in a module that cannot run, so an arch the compiler rejects would build. This
@@ -228,24 +231,24 @@ def compile_kept(executable: relax.VMExecutable, target: tvm.target.Target, with
     """
     kernels = _kernels(executable)
     if kernels is None:
-        check_arch(target, with_compiler)
+        check_arch(tvm_target, with_compiler)
         return None
-    return None if kernels.is_runnable() else _compile(kernels.inspect_source("cuda"), target, with_compiler)
+    return None if kernels.is_runnable() else _compile(kernels.inspect_source("cuda"), tvm_target, with_compiler)
 
 
-def check_arch(target: tvm.target.Target, with_compiler: Compiler) -> None:
-    """Refuse, in one line, a ``target`` whose arch ``with_compiler`` does not compile for, before anything is built:
-    it compiles a kernel that does nothing, as TVM's runtime would compile the build's."""
-    _compile('extern "C" __global__ void byoc_workbench_arch_check() {}\n', target, with_compiler)
+def check_arch(tvm_target: tvm.target.Target, with_compiler: Compiler) -> None:
+    """Refuse, in one line, a ``tvm_target`` whose arch ``with_compiler`` does not compile for, before anything is
+    built: it compiles a kernel that does nothing, as TVM's runtime would compile the build's."""
+    _compile('extern "C" __global__ void byoc_workbench_arch_check() {}\n', tvm_target, with_compiler)
 
 
-def _compile(code: str, target: tvm.target.Target, with_compiler: Compiler) -> bytes:
+def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) -> bytes:
     started = time.perf_counter()
     try:
-        with target, compiling(with_compiler):
+        with tvm_target, compiling(with_compiler):
             binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
     except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
-        refused = _refusal(err, target.attrs.get("arch"), with_compiler)
+        refused = _refusal(err, tvm_target.attrs.get("arch"), with_compiler)
         if refused is None:
             raise
         raise refused from None
@@ -253,7 +256,7 @@ def _compile(code: str, target: tvm.target.Target, with_compiler: Compiler) -> b
         "%s compiled %d KiB of CUDA C for %s in %.1f s",
         with_compiler,
         len(code) // 1024,
-        target.attrs.get("arch"),
+        tvm_target.attrs.get("arch"),
         time.perf_counter() - started,
     )
     return binary

@@ -8,8 +8,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.core import devices, ir, ir_types
-from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core import devices, ir, ir_types, targets
+from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
 
@@ -39,8 +39,9 @@ def has_branches(mod: tvm.IRModule) -> bool:
     )
 
 
-def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VMExecutable:
-    """``tvm.compile`` the module for ``target``: ``"llvm"``, ``"cuda"`` or a dict (:mod:`byoc_workbench.core.devices`).
+def compile(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> relax.VMExecutable:
+    """``tvm.compile`` the module for ``tvm_target``: ``"llvm"``, ``"cuda"`` or a dict
+    (:mod:`byoc_workbench.core.targets`).
 
     For a GPU, what TVM has no GPU kernel for is placed on the CPU first
     (:func:`byoc_workbench.core.devices.place`; ``placed``: the caller placed ``mod``
@@ -60,37 +61,50 @@ def compile(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.
     (:mod:`byoc_workbench.measure.compiler.compiled`).
     """
     _check_ranks(mod)
-    check_gpu_builds(mod, target)
-    mod, tvm_target, disabled = _prepared(mod, target, placed)
+    ir.check_no_local_calls(mod)
+    check_gpu_builds(mod, tvm_target)
+    mod, resolved, disabled = _prepared(mod, tvm_target, placed)
 
     def build():
-        with _building(tvm_target, disabled):
-            executable = tvm.compile(_lower(mod, tvm_target), target=tvm_target, relax_pipeline=None)
-        if devices.is_gpu(tvm_target):
-            cuda.compile_kept(executable, tvm_target, cuda.find())
+        with _building(resolved, disabled):
+            executable = tvm.compile(_lower(mod, resolved), target=resolved, relax_pipeline=None)
+        if targets.is_gpu(resolved):
+            cuda.compile_kept(executable, resolved, cuda.find())
         return executable
 
-    if devices.is_gpu(tvm_target) and not cuda.loads_here():
+    if targets.is_gpu(resolved) and not cuda.loads_here():
         return build()  # compiled here for another machine: a library this runtime cannot load is not kept
-    return compiled.load_or_build(mod, str(tvm_target), disabled, build)[0]
+    return compiled.load_or_build(mod, str(resolved), disabled, build)[0]
 
 
-def lower(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> tvm.IRModule:
+def lower(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> tvm.IRModule:
     """The Relax module as :func:`compile` hands it to code generation (``placed`` as there): placed, planned,
     every op a kernel call, every buffer allocated on its device (what the CUDA build tests read)."""
-    mod, tvm_target, disabled = _prepared(mod, target, placed)
-    with _building(tvm_target, disabled):
-        return _lower(mod, tvm_target)
+    mod, resolved, disabled = _prepared(mod, tvm_target, placed)
+    with _building(resolved, disabled):
+        return _lower(mod, resolved)
 
 
-def _prepared(mod: tvm.IRModule, target, placed: bool) -> tuple:
-    """``(module, target, passes it builds without)``: placed on the GPU and the CPU for a GPU target,
+def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
+    """``(module, resolved target, passes it builds without)``: placed on the GPU and the CPU for a GPU target,
     unless it was ``placed`` already, and refused in one line where a binding reads a tensor on another device than
     the one it lives on (a kernel handed buffers of two devices, which TVM builds without a word)."""
-    tvm_target = devices.resolve(target)
-    placing = devices.is_gpu(tvm_target) and not placed
+    resolved = targets.resolve(tvm_target)
+    placed = true_or_false(placed, "placed is True or False", "pass placed=True for a module devices.place wrote")
+    on_gpu = any(targets.is_gpu(d.target) for d in (mod.global_infos or {}).get("vdevice", []))
+    if on_gpu and not targets.is_gpu(resolved):  # TVM builds it, and its first call fails in C++ (a CPU twin builds)
+        raise WorkbenchError(
+            f"The module is placed on a GPU and the CPU (devices.place); the build is for {targets.label(resolved)}",
+            "build it for the GPU it was placed for, or pass the module as it was before placing",
+        )
+    if placed and targets.is_gpu(resolved) and not devices.placed(mod) and devices.propose(mod):
+        raise WorkbenchError(
+            "placed=True, but the module names no devices, and some of it runs only on the CPU",
+            "pass placed=False (the default): the build places it",
+        )
+    placing = targets.is_gpu(resolved) and not placed
     if placing:
-        mod = devices.place(mod, devices.propose(mod), tvm_target)
+        mod = devices.place(mod, devices.propose(mod), resolved)
     wrong = devices.crossings(mod)
     if wrong:
         raise WorkbenchError(
@@ -100,13 +114,13 @@ def _prepared(mod: tvm.IRModule, target, placed: bool) -> tuple:
             else "copy it there (R.to_vdevice), or pass the module unplaced to be placed",
         )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
-    return mod, tvm_target, ["StaticPlanBlockMemory"] if unplannable else []
+    return mod, resolved, ["StaticPlanBlockMemory"] if unplannable else []
 
 
 @contextlib.contextmanager
 def _building(tvm_target: tvm.target.Target, disabled: list):
     """The pass context a build runs in, with the CUDA compiler found here for a GPU."""
-    toolchain = cuda.compiling(cuda.find()) if devices.is_gpu(tvm_target) else contextlib.nullcontext()
+    toolchain = cuda.compiling(cuda.find()) if targets.is_gpu(tvm_target) else contextlib.nullcontext()
     with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain, tvm_target:
         yield
 
@@ -116,7 +130,7 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     (:func:`misplaced_buffers`): TVM builds it without a word, and on a GPU the CPU kernel is handed a GPU pointer. A
     placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
     the CPU twin, both devices the CPU, builds what a GPU build would)."""
-    if devices.is_gpu(tvm_target):
+    if targets.is_gpu(tvm_target):
         lowered = cuda.pipeline(tvm_target)(mod)
     else:
         legalized = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
@@ -125,16 +139,16 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     wrong = misplaced_buffers(lowered)
     if wrong:
         raise WorkbenchError(
-            f"The {devices.label(tvm_target)} build hands a kernel a buffer of another device ({wrong[0]})",
+            f"The {targets.label(tvm_target)} build hands a kernel a buffer of another device ({wrong[0]})",
             "give each kernel the buffers of one device (R.to_vdevice), or build it for llvm",
         )
     return lowered
 
 
-def check_gpu_builds(mod: tvm.IRModule, target) -> None:
+def check_gpu_builds(mod: tvm.IRModule, tvm_target) -> None:
     """Refuse, in one line, a GPU build of a module calling an op TVM 0.27 cannot build for CUDA
     (:func:`byoc_workbench.core.devices.no_gpu_build`); a caller that legalizes first checks the module before."""
-    found = devices.no_gpu_build(mod) if devices.is_gpu(target) else []
+    found = devices.no_gpu_build(mod) if targets.is_gpu(tvm_target) else []
     if found:
         raise WorkbenchError(
             f"TVM 0.27 cannot build {found[0]} for CUDA, even on the CPU beside the GPU",
@@ -165,25 +179,25 @@ def _check_ranks(mod: tvm.IRModule) -> None:
                 )
 
 
-def device(target="llvm") -> tvm.runtime.Device:
-    """The device a VM built for ``target`` takes its inputs on: the first GPU for ``cuda``, else the CPU."""
-    return tvm.cuda(0) if devices.is_gpu(target) else tvm.cpu()
+def device(tvm_target="llvm") -> tvm.runtime.Device:
+    """The device a VM built for ``tvm_target`` takes its inputs on: the first GPU for ``cuda``, else the CPU."""
+    return tvm.cuda(0) if targets.is_gpu(tvm_target) else tvm.cpu()
 
 
-def vm_devices(target="llvm") -> list:
-    """The devices of a VM built for ``target``, in the order of the module's virtual devices (GPU, then CPU)."""
-    return [tvm.cuda(0), tvm.cpu()] if devices.is_gpu(target) else [tvm.cpu()]
+def vm_devices(tvm_target="llvm") -> list:
+    """The devices of a VM built for ``tvm_target``, in the order of the module's virtual devices (GPU, then CPU)."""
+    return [tvm.cuda(0), tvm.cpu()] if targets.is_gpu(tvm_target) else [tvm.cpu()]
 
 
-def sync_of(target="llvm"):
-    """What waits for ``target``'s device to finish what was launched (None for the CPU, which never lags)."""
-    return device(target).sync if devices.is_gpu(target) else None
+def sync_of(tvm_target="llvm"):
+    """What waits for ``tvm_target``'s device to finish what was launched (None for the CPU, which never lags)."""
+    return device(tvm_target).sync if targets.is_gpu(tvm_target) else None
 
 
-def synced(fn, target="llvm"):
+def synced(fn, tvm_target="llvm"):
     """``fn`` (a VM function) returning once its work is done: on a GPU the VM returns when it has launched
     the kernels, and a timer would see the launches only."""
-    sync = sync_of(target)
+    sync = sync_of(tvm_target)
     if sync is None:
         return fn
 
@@ -195,33 +209,28 @@ def synced(fn, target="llvm"):
     return run
 
 
-def build(mod: tvm.IRModule, target="llvm", *, placed: bool = False) -> relax.VirtualMachine:
-    """:func:`compile` the module (``placed`` as there) and load it in a VM on ``target``'s devices."""
-    check_runs_here(target)
-    return relax.VirtualMachine(compile(mod, target, placed=placed), vm_devices(target))
+def build(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> relax.VirtualMachine:
+    """:func:`compile` the module (``placed`` as there) and load it in a VM on ``tvm_target``'s devices."""
+    check_runs_here(tvm_target)
+    return relax.VirtualMachine(compile(mod, tvm_target, placed=placed), vm_devices(tvm_target))
 
 
-def check_runs_here(target) -> None:
+def check_runs_here(tvm_target) -> None:
     """Refuse, in one line and before it compiles, a build for a device this machine does not have: TVM says so
     only when the VM loads it (CUDA without a GPU) or calls it (another CPU's triple), in C++'s words.
-    :func:`compile` builds for either all the same."""
-    tvm_target = devices.resolve(target)
-    if devices.is_gpu(tvm_target):
+    :func:`compile` builds for either all the same. A CPU build is checked by
+    :func:`byoc_workbench.core.targets.check_cpu_runs_here`."""
+    resolved = targets.resolve(tvm_target)
+    if targets.is_gpu(resolved):
         if not (cuda.loads_here() and tvm.cuda(0).exist):
             raise WorkbenchError(
-                f"The build is for {devices.label(tvm_target)}, a device this machine does not have "
+                f"The build is for {targets.label(resolved)}, a device this machine does not have "
                 "(no NVIDIA GPU that TVM can run on)",
                 "run it on a machine with an NVIDIA GPU, its driver and TVM's CUDA runtime; "
-                "execute.compile(mod, target) compiles it here without running it",
+                "execute.compile(mod, tvm_target) compiles it here without running it",
             )
         return
-    own = str(tvm.target.Target("llvm").attrs["mtriple"])
-    asked = str(tvm_target.attrs.get("mtriple", own))
-    if asked.split("-")[0] != own.split("-")[0]:
-        raise WorkbenchError(
-            f"The build is for {asked}, a device this machine ({own}) is not",
-            "run it on such a machine, or build for 'llvm' (this CPU) to run it here",
-        )
+    targets.check_cpu_runs_here(resolved)
 
 
 def to_numpy(value):

@@ -4,7 +4,7 @@ TVM alone runs the SSD in tens of seconds on a laptop's CPU, once per run of
 notebook 02. :func:`kept_run` and :func:`store` keep such a run (its latency and its
 outputs) under ``$BYOC_WORKBENCH_CACHE/runs``, keyed by what it depends on: the
 compiled module's build key (:func:`byoc_workbench.measure.compiler.compiled.build_key`: the
-module, the target, TVM and the machine), the inputs' bytes, and how many runs
+module, the TVM target, TVM and the machine), the inputs' bytes, and how many runs
 were timed. Whoever shows a kept run says when it was measured.
 
 The numerics check reruns each offloaded subgraph with TVM alone, as long again
@@ -30,9 +30,9 @@ from byoc_workbench.measure.compiler import compiled
 from byoc_workbench.measure.time import clock
 
 
-def run_key(mod, target: str, inputs: list, repeat: int, warmup: int) -> str | None:
-    """The key of running ``mod`` built for ``target`` on ``inputs``, or None for a module TVM cannot hash."""
-    built = compiled.build_key(mod, target)
+def run_key(mod, tvm_target: str, inputs: list, repeat: int, warmup: int) -> str | None:
+    """The key of running ``mod`` built for ``tvm_target`` on ``inputs``, or None for a module TVM cannot hash."""
+    built = compiled.build_key(mod, tvm_target)
     return None if built is None else _digest(f"{built}\n{repeat} {warmup}", inputs)
 
 

@@ -126,26 +126,26 @@ class RanOn:
     printout shows, e.g. ``onnxruntime (CPU) + tvm (llvm) for the rest — TensorRT not available: …``."""
 
     backends: tuple = ()
-    target: str = "llvm"
+    tvm_target: str = "llvm"
     refused: dict = dataclasses.field(default_factory=dict)
     back_on_tvm: int = 0
 
     @classmethod
-    def of(cls, generated: dict, skipped: dict | None = None, target: str = "llvm") -> RanOn:
+    def of(cls, generated: dict, skipped: dict | None = None, tvm_target: str = "llvm") -> RanOn:
         """Where a build ran whose subgraphs ``generated`` (``{name: Compiled}``) compiled and ``skipped`` did not."""
         refused: dict = {}
         for c in generated.values():
             for backend, why in c.tried:
                 refused.setdefault(backend, why)
         names = tuple(sorted({describe_backend(c) for c in generated.values()}))
-        return cls(names, target, refused, len(skipped or ()) if generated else 0)
+        return cls(names, tvm_target, refused, len(skipped or ()) if generated else 0)
 
     def ran(self) -> str:
         """What ran the build, e.g. ``onnxruntime (CPU) + tvm (llvm) for the rest`` or ``tvm alone (llvm)``."""
         if not self.backends:
-            return f"tvm alone ({self.target})"
+            return f"tvm alone ({self.tvm_target})"
         more = f"; {self.back_on_tvm} subgraph(s) back on tvm" if self.back_on_tvm else ""
-        return ", ".join(self.backends) + f" + tvm ({self.target}) for the rest" + more
+        return ", ".join(self.backends) + f" + tvm ({self.tvm_target}) for the rest" + more
 
     def why(self) -> list:
         """One phrase per backend that did not run: ``TensorRT not available: <why>``."""
@@ -221,7 +221,7 @@ def _module_and_generated(what, backend: str | None, options: dict) -> tuple:
 class RunOptions:
     """How :func:`build_and_run` builds and reports; it takes them as keywords (a misspelt one is a TypeError)."""
 
-    target: str = "llvm"
+    tvm_target: str = "llvm"
     # For a partitioned module: any backend of the registry (``onnxruntime``, ``tensorrt``, ``auto``,
     # ``teaching``, ``c``, yours) or ``tvm`` (see :mod:`byoc_workbench.backends.registry`).
     backend: str | None = None
@@ -237,7 +237,7 @@ class RunOptions:
 
 
 def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
-    """Build ``what`` for ``target``, warm up, run it ``repeat`` times, and report.
+    """Build ``what`` for ``tvm_target``, warm up, run it ``repeat`` times, and report.
 
     Parameters
     ----------
@@ -245,28 +245,30 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
         A module (TVM alone, or partitioned: its subgraphs go to ``backend``),
         or the codegen stage of ``run_stages``, whose subgraphs are compiled.
     inputs : list of arrays
-        The arguments of ``main``, copied once to ``target``'s device.
+        The arguments of ``main``, copied once to ``tvm_target``'s device.
     repeat, warmup : int
         Timed and untimed runs. With ``warmup=0`` (a slow baseline run once)
         the first timed run shows a progress bar per VM call.
     **kw
-        :class:`RunOptions`' fields: ``target``, ``backend``, ``label``, ``mark``, ``progress``,
+        :class:`RunOptions`' fields: ``tvm_target``, ``backend``, ``label``, ``mark``, ``progress``,
         ``options``, ``max_seconds``, ``keep``.
     """
     opts = RunOptions(**kw)
-    target = opts.target
-    execute.check_runs_here(target)
+    tvm_target = opts.tvm_target
+    execute.check_runs_here(tvm_target)
     mod, generated, skipped = _module_and_generated(what, opts.backend, opts.options or {})
     name = opts.label or "module"
-    with byoc_workbench.core.progress.bar(desc=f"{name}: build ({target})", unit="build", enabled=opts.progress) as bar:
+    with byoc_workbench.core.progress.bar(
+        desc=f"{name}: build ({tvm_target})", unit="build", enabled=opts.progress
+    ) as bar:
         t0 = time.perf_counter()
-        executable = execute.compile(mod, target)
-        vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(target))
+        executable = execute.compile(mod, tvm_target)
+        vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(tvm_target))
         build_s = time.perf_counter() - t0
-        dev = execute.device(target)
+        dev = execute.device(tvm_target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
-        fn = execute.synced(vm["main"], target)
-        run_key = kept.run_key(mod, target, inputs, repeat, warmup) if opts.keep and not generated else None
+        fn = execute.synced(vm["main"], tvm_target)
+        run_key = kept.run_key(mod, tvm_target, inputs, repeat, warmup) if opts.keep and not generated else None
         found = kept.kept_run(run_key) if run_key else None
         if found is not None:
             latency, outputs, when = found
@@ -284,7 +286,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
         )
     return Run(
         name,
-        RanOn.of(generated, skipped, target),
+        RanOn.of(generated, skipped, tvm_target),
         latency,
         build_s,
         outputs,
@@ -356,7 +358,7 @@ class Choice:
     """The offloading backend this machine can run, the target TVM builds for, and a line saying why."""
 
     backend: str
-    target: str
+    tvm_target: str
     line: str
 
 
@@ -369,22 +371,22 @@ def offload_choice() -> Choice:
     if no_trt is None:
         line = "TensorRT and an NVIDIA GPU are here: subgraphs run on TensorRT, TVM on CUDA."
         return Choice("tensorrt", "cuda", line)
-    target, where = "llvm", "TVM on the CPU (llvm)"
+    tvm_target, where = "llvm", "TVM on the CPU (llvm)"
     if tvm.cuda(0).exist:
         try:
             cuda.find()
-            target, where = "cuda", "TVM on the GPU (CUDA, NMS on the CPU)"
+            tvm_target, where = "cuda", "TVM on the GPU (CUDA, NMS on the CPU)"
         except WorkbenchError as err:
             where += f", since {err.cause[0].lower()}{err.cause[1:]}"
-    if target == "cuda" and pytorch.sees_a_gpu():
+    if tvm_target == "cuda" and pytorch.sees_a_gpu():
         backend, runs_on = "torch", "torch on the GPU (eager, replayed as CUDA graphs where nothing waits for the host)"
     else:
-        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "") if target == "cuda" else "CPU"
+        provider = onnxruntime.providers()[0].replace("ExecutionProvider", "") if tvm_target == "cuda" else "CPU"
         backend, runs_on = "onnxruntime", f"ONNX Runtime ({provider})"
     line = (
         f"No TensorRT here: {no_trt.cause.rstrip('. ')}. The offloaded subgraphs run on {runs_on}, the rest on {where}."
     )
-    return Choice(backend, target, text.wrap(line + " Every timing says so."))
+    return Choice(backend, tvm_target, text.wrap(line + " Every timing says so."))
 
 
 def speedup_table(runs, baseline: Run | None = None) -> str:

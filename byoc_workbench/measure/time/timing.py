@@ -66,7 +66,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.core import devices, ir, ir_edit
+from byoc_workbench.core import devices, ir, ir_edit, targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.summary import BOUNDARY, HOST, stage
 from byoc_workbench.measure.compiler import execute
@@ -105,7 +105,7 @@ class Built:
     stages: list  # what run_stages returned: the map draws the codegen stage
     mark: str = ""  # e.g. "untrained weights"
     in_order: dict = dataclasses.field(default_factory=dict)  # (function, kernel) -> [Site per call, in order]
-    target: str = "llvm"  # what TVM built for: "llvm", or a GPU target (its calls are then timed to the end)
+    tvm_target: str = "llvm"  # what TVM built for: "llvm", or a GPU target (its calls are then timed to the end)
     placement: devices.Placement | None = None  # a GPU build's: where each binding ran (None for the CPU)
 
 
@@ -261,13 +261,13 @@ def _kernel_sites(mod: tvm.IRModule) -> tuple:
     return editor.finish(), sites, dict(in_order)
 
 
-def build(stages, target="llvm", mark: str = "") -> Built:
+def build(stages, tvm_target="llvm", mark: str = "") -> Built:
     """Compile the codegen stage of ``stages`` (from ``run_stages``) for :func:`profile` and
     :func:`byoc_workbench.measure.check.numerics.compare`.
 
     The build is ``tvm.compile``'s, but for kernel names (see the module's
     docstring): each call site of a TIR kernel calls a copy of its own. For a
-    GPU ``target`` the module is placed first (:func:`byoc_workbench.core.devices.place`):
+    GPU ``tvm_target`` the module is placed first (:func:`byoc_workbench.core.devices.place`):
     each kernel's site says whether it ran on the GPU or the CPU, and the copies
     between them are entries of their own (kind ``copy``).
     """
@@ -278,12 +278,12 @@ def build(stages, target="llvm", mark: str = "") -> Built:
             f"Subgraphs {', '.join(ir.subgraph_functions(mod))} were not compiled, so the module cannot run.",
             "choose a backend (run_stages(..., backend='onnxruntime' or 'teaching')) or switch their rules off.",
         )
-    execute.check_gpu_builds(mod, target)  # here: legalizing leaves no trace of what it looks for
-    placement = devices.propose(mod) if devices.is_gpu(target) else None
-    placed = devices.place(mod, placement, target) if placement is not None else mod
+    execute.check_gpu_builds(mod, tvm_target)  # here: legalizing leaves no trace of what it looks for
+    placement = devices.propose(mod) if targets.is_gpu(tvm_target) else None
+    placed = devices.place(mod, placement, tvm_target) if placement is not None else mod
     origin = _origins(mod, placed)
     ops = {s.var: s.op for fname in ir.host_functions(placed) for s in ir.walk(placed[fname], placed, descend=False)}
-    with devices.resolve(target):
+    with targets.resolve(tvm_target):
         legal = tvm.transform.Sequential(
             [
                 relax.backend.DispatchSampling(),
@@ -304,7 +304,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
 
     sites = {kernel: kernel_site(kernel, fname, var) for kernel, (fname, var) in kernel_sites.items()}
     in_order = {(f, k): [kernel_site(k, f, v) for v in vs] for (f, k), vs in kernel_order.items()}
-    targets = {s.name: s.target for s in codegen.subgraphs}
+    byoc_targets = {s.name: s.target for s in codegen.subgraphs}
     subgraphs = {}
     packed_sites: dict = collections.defaultdict(list)
     for fname in ir.host_functions(legal):
@@ -315,7 +315,7 @@ def build(stages, target="llvm", mark: str = "") -> Built:
     for name, c in codegen.generated.items():
         where = packed_sites.get(c.symbol, [])
         fname, var = where[0] if len(where) == 1 else ("", None)
-        where_to = targets.get(name, c.backend)
+        where_to = byoc_targets.get(name, c.backend)
         var = origin.get(var.__chandle__(), var) if var is not None else None
         subgraphs[name] = Site(name, where_to, "subgraph", "", c.backend, fname, var, c.num_outputs, c.detail)
         sites[c.symbol] = subgraphs[name]
@@ -326,8 +326,8 @@ def build(stages, target="llvm", mark: str = "") -> Built:
     if placement is not None:
         sites[_COPY] = Site("copies between GPU and CPU", HOST, "copy", device="copy")
     functions = frozenset(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, relax.Function))
-    vm = execute.build(legal, target, placed=True)  # placed once, here: the sites name the placed module's bindings
-    return Built(vm, sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order, str(target), placement)
+    vm = execute.build(legal, tvm_target, placed=True)  # placed once, here: the sites name the placed module's bindings
+    return Built(vm, sites, functions, pruned.mod, subgraphs, list(stages), mark, in_order, str(tvm_target), placement)
 
 
 _COPY = "vm.builtin.to_device"  # what R.to_vdevice becomes in the VM
@@ -407,15 +407,15 @@ def profile(
     """
     if runs < 1:
         raise WorkbenchError(f"runs must be 1 or more, got {runs}.", "pass runs=10 or so.")
-    fn = execute.synced(built.vm[entry], built.target)
-    args = tensors(inputs, execute.device(built.target))
+    fn = execute.synced(built.vm[entry], built.tvm_target)
+    args = tensors(inputs, execute.device(built.tvm_target))
     for i in range(warmup):
         t0 = time.perf_counter()
         fn(*args)
         if i == 0:  # each timed run is a plain run and an instrumented one: about 3 plain runs
             why = f"profile ({runs} timed runs of about 3 runs' time each, a plain and an instrumented one)"
             clock.check_budget(time.perf_counter() - t0, warmup - 1 + 3 * runs, max_seconds, why)
-    recorder = Recorder(built.functions, entry=entry, sync=execute.sync_of(built.target))
+    recorder = Recorder(built.functions, entry=entry, sync=execute.sync_of(built.tvm_target))
     ends, pairs = [], []
     per_call: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(runs):

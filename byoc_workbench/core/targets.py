@@ -1,0 +1,239 @@
+"""What TVM compiles for (a ``tvm_target``): read, checked before TVM 0.27 builds with it, and named.
+
+Targets are as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU here, its arch) or a dict (``{"kind": "cuda",
+"arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict,
+and a ``tvm.target.Target`` back into the dict it was made from, so all three are checked alike.
+
+For CUDA, TVM takes an arch that is no arch, keys and numbers outside what NVIDIA's GPUs have, and
+fails on them in the build: minutes later, deep in its code generation, or dying of a division by zero (a warp of 0).
+For the CPU, LLVM builds for a generic CPU in place of a ``mcpu`` it does not know (a log line, then a build that
+is not the one asked for), and a ``mtriple`` of no architecture it has makes the process die of a segfault.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tvm
+from tvm.target import codegen
+
+from byoc_workbench.core.errors import WorkbenchError, first_line
+
+GPU_KINDS = ("cuda",)
+# The keys each kind sets itself: a Target holds them though they were never given.
+_KIND_KEYS = {"llvm": ["cpu"], "cuda": ["cuda", "gpu"]}
+# Read from the GPU when there is one; written for a CUDA build made without one (CI compiles for sm_90).
+_LIMITS = {"max_shared_memory_per_block": 49152, "max_threads_per_block": 1024}
+# What a CUDA target's numbers may be (NVIDIA's limits from Turing on).
+_RANGES = {
+    "max_shared_memory_per_block": (1, 232448),
+    "max_threads_per_block": (1, 1024),
+    "max_num_threads": (1, 1024),
+    "thread_warp_size": (32, 32),
+    "registers_per_block": (1, 65536),
+}
+
+
+def cuda(tvm_target, spec: dict, host_kind: str) -> None:
+    """Fill in what ``spec`` (``tvm_target`` as TVM 0.27's dict) leaves out (this machine's GPU's arch, the limits),
+    then refuse in one line what TVM would fail on: an arch that is not ``sm_`` and two digits or more (``sm_90``,
+    ``sm_90a``), keys, a limit that is not a whole number in its range, a host (of ``host_kind``) not the CPU."""
+    if host_kind != "llvm":
+        raise WorkbenchError(
+            f"The target {tvm_target!r} has the host {spec['host']!r}", "leave the host out (the CPU, llvm)"
+        )
+    if "arch" not in spec:
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            raise WorkbenchError(
+                "A CUDA build needs the GPU's arch, and no NVIDIA GPU is visible here",
+                "run on a machine with an NVIDIA GPU and its driver, or name the arch: "
+                "{'kind': 'cuda', 'arch': 'sm_90'} (compiles without running)",
+            )
+        spec["arch"] = "sm_" + dev.compute_version.replace(".", "")
+    spec.update(_LIMITS | spec)
+    arch = spec["arch"]
+    if isinstance(arch, str) and not re.fullmatch(r"sm_\d{2,}[a-z]?", arch):  # not text: TVM says so itself
+        raise WorkbenchError(
+            f"{arch!r} in the target {tvm_target!r} is not a CUDA arch", "name one such as sm_90 or sm_75"
+        )
+    if "keys" in spec:  # keys choose the schedules: ["cpu"] built a CUDA target's module for the CPU alone
+        raise WorkbenchError(f"The target {tvm_target!r} sets keys", "leave keys out: the kind (cuda) sets them")
+    for key, (low, high) in _RANGES.items():
+        value = spec.get(key, low)
+        if type(value) is not int or not low <= value <= high:
+            said = f"{low}" if low == high else f"a whole number from {low} to {high}"
+            raise WorkbenchError(f"{key}={value!r} in the target {tvm_target!r}", f"leave {key} out, or give it {said}")
+
+
+# What LLVM also reads as an architecture it has, besides the names of its targets (llvm::Triple::parseArch).
+_ARCH_ALIASES = r"i[3-6]86|amd64|x86-64|arm64(e|_32)?|(arm|thumb)(eb)?v[0-9][0-9a-z.]*|riscv(32|64)[a-z0-9_]*"
+
+
+def llvm(tvm_target, spec: dict) -> None:
+    """Refuse in one line a ``mtriple`` whose architecture LLVM does not have, and a ``mcpu`` that is not one of that
+    architecture's CPUs (LLVM's own list: ``llc -mcpu=help``); ``spec`` is ``tvm_target`` as TVM 0.27's dict."""
+    if "host" in spec:  # TVM takes it, then builds the CPU's code with the host's code generator (CUDA's: it fails)
+        raise WorkbenchError(
+            f"The target {tvm_target!r} has a host", "leave the host out: a CPU target is its own host"
+        )
+    triple = spec.get("mtriple")
+    if not isinstance(triple, (str, type(None))):
+        return  # TVM refuses it, in one line of resolve's
+    if triple is not None:
+        arch = triple.split("-")[0]
+        if triple.endswith("x32"):  # LLVM aborts the process as it selects instructions for the x32 ABI
+            raise WorkbenchError(f"TVM cannot build for {triple!r} (the x32 ABI)", "leave mtriple out (this CPU)")
+        if arch not in codegen.llvm_get_targets() and not re.fullmatch(_ARCH_ALIASES, arch):
+            raise WorkbenchError(
+                f"{triple!r} in the target {tvm_target!r} names no architecture LLVM builds for",
+                "leave mtriple out (this CPU), or name one such as x86_64-linux-gnu or aarch64-linux-gnu",
+            )
+    cpu = spec.get("mcpu")
+    if cpu is not None:
+        known = codegen.llvm_get_cpu_archlist(
+            tvm.target.Target({"kind": "llvm", "mtriple": triple} if triple else "llvm")
+        )
+        if cpu not in known:
+            where = f"-mtriple={triple} " if triple else ""
+            example = "" if triple else f" such as {codegen.llvm_get_system_cpu()} (this machine's)"
+            raise WorkbenchError(
+                f"{cpu!r} in the target {tvm_target!r} is not a CPU LLVM knows for "
+                f"{triple or 'this machine'} (it would build for a generic CPU instead)",
+                f"leave mcpu out (any CPU of this kind), or name one of `llc {where}-mcpu=help`{example}",
+            )
+
+
+# LLVM's features that tune the code for a CPU, or name system instructions that only an intrinsic emits: a CPU
+# without them runs TVM's code all the same.
+_HARMLESS = (
+    r"(fast|faster|slow|false-deps|no-bypass|prefer|tuning|idiv[lq]|lea|macrofusion|branchfusion)(-.*)?"
+    r"|ermsb|fsrm|pconfig|ptwrite|serialize|waitpkg|enqcmd|uintr|cldemote|movdiri|movdir64b|(wide)?kl|hreset|tsxldtrk"
+)
+
+
+def _platform(triple: str) -> tuple:
+    """``(arch, os, environment)``: a triple less its vendor (``pc``, ``unknown``, ``conda``), which changes no code."""
+    parts = triple.split("-")
+    return (parts[0], *parts[-2:]) if len(parts) >= 3 else tuple(parts)
+
+
+def _features(spec) -> set:
+    return set(codegen.llvm_get_cpu_features(tvm.target.Target(spec)))
+
+
+def check_cpu_runs_here(resolved: tvm.target.Target) -> None:
+    """Refuse, in one line, a CPU build this machine cannot run: another architecture, system or ABI (TVM says so
+    when it calls it, or the process dies loading it: a Windows triple on Linux), or a ``mcpu``/``mattr`` with
+    instructions this CPU lacks (the process dies of an illegal instruction)."""
+    own = str(tvm.target.Target("llvm").attrs["mtriple"])
+    asked = str(resolved.attrs.get("mtriple", own))
+    if _platform(asked) != _platform(own):
+        raise WorkbenchError(
+            f"The build is for {asked}, a device this machine ({own}) is not",
+            "run it on such a machine, or build for 'llvm' (this CPU) to run it here",
+        )
+    if "mcpu" not in resolved.attrs and "mattr" not in resolved.attrs:
+        return
+    here = codegen.llvm_get_system_cpu()
+    lacking = sorted(
+        f for f in _features(resolved) - _features({"kind": "llvm", "mcpu": here}) if not re.fullmatch(_HARMLESS, f)
+    )
+    if lacking:
+        more = f" and {len(lacking) - 4} more" if len(lacking) > 4 else ""
+        raise WorkbenchError(
+            f"The build is for a CPU with {', '.join(lacking[:4])}{more}, which this one ({here}) has not: it would "
+            "stop on an illegal instruction",
+            f"leave mcpu and mattr out (code for any CPU of this kind), or name this one: mcpu={here}",
+        )
+
+
+def kind(tvm_target) -> str:
+    """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target ("" for anything else)."""
+    if isinstance(tvm_target, str):
+        return tvm_target.split()[0] if tvm_target.strip() else ""
+    if isinstance(tvm_target, dict):
+        return str(tvm_target.get("kind", ""))
+    return tvm_target.kind.name if isinstance(tvm_target, tvm.target.Target) else ""
+
+
+def is_gpu(tvm_target) -> bool:
+    return kind(tvm_target) in GPU_KINDS
+
+
+_NAME_TARGET = (
+    "name 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU), as text ('cuda -arch=sm_90') or a dict "
+    "({'kind': 'cuda', 'arch': 'sm_90'})"
+)
+
+
+def resolve(tvm_target) -> tvm.target.Target:
+    """A TVM target; ``"cuda"`` becomes this machine's GPU (its arch), with the CPU (``llvm``) as host.
+
+    A GPU build made without a GPU names its arch: ``{"kind": "cuda", "arch": "sm_90"}`` or
+    ``"cuda -arch=sm_90"`` (TVM 0.27 reads dicts only; the text's options become the dict's).
+    """
+    if isinstance(tvm_target, tvm.target.Target):
+        tvm_target = _given(tvm_target)  # checked as the dict it stands for
+    if kind(tvm_target) not in ("llvm", *GPU_KINDS):
+        raise WorkbenchError(f"Unknown TVM target {tvm_target!r}", _NAME_TARGET)
+    spec = _spec(tvm_target)
+    if kind(tvm_target) == "llvm":
+        llvm(tvm_target, spec)
+    else:
+        cuda(tvm_target, spec, host_kind=kind(spec.setdefault("host", "llvm")))
+        if isinstance(spec["host"], dict):  # its CPU, checked as a CPU target is
+            llvm(spec["host"], spec["host"])
+    try:
+        return tvm.target.Target(spec, host=spec.pop("host", None))
+    except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
+        raise WorkbenchError(f"TVM refuses the target {tvm_target!r}: {first_line(err)}", _NAME_TARGET) from None
+
+
+def _given(tvm_target: tvm.target.Target) -> dict:
+    """A Target as the dict it was made from: less what its kind sets (keys, an empty tag) and an arch TVM wrote in."""
+    spec = {str(k): _plain(v) for k, v in tvm_target.export().items() if k != "host"}
+    if spec.get("tag") == "":
+        del spec["tag"]
+    if spec.get("keys") == _KIND_KEYS.get(spec["kind"]):
+        del spec["keys"]
+    if is_gpu(tvm_target) and spec.get("arch") == tvm.target.Target({"kind": "cuda"}).attrs["arch"]:
+        del spec["arch"]  # what TVM writes in when none is given (sm_50 without a GPU): filled in as "cuda" is
+    if tvm_target.host is not None:
+        spec["host"] = _given(tvm_target.host)
+    return spec
+
+
+def _plain(value):  # a value of a Target's export as Python's: text, a number, a list
+    return value if isinstance(value, (str, int, float)) else [_plain(v) for v in value]
+
+
+def _spec(tvm_target) -> dict:
+    """A target as TVM 0.27's dict: text's ``-key=value`` options become keys, typed as the kind takes them (numbers,
+    lists of comma-separated text: ``-mattr=+avx2,+fma``); a host given as text is read the same way."""
+    if isinstance(tvm_target, dict):
+        spec = dict(tvm_target)
+    else:
+        name, *options = tvm_target.split()
+        spec = {"kind": name}
+        types = tvm.target.TargetKind.options_from_name(name)
+        for option in options:
+            key, eq, value = option.removeprefix("-").partition("=")
+            if not (option.startswith("-") and key and eq and value) or key.startswith("-"):
+                raise WorkbenchError(f"Cannot read the option {option!r} of the target {tvm_target!r}", _NAME_TARGET)
+            if key in spec:
+                raise WorkbenchError(f"The target {tvm_target!r} gives -{key} twice", f"give -{key} once")
+            if types.get(key) == "Array<str>":
+                spec[key] = value.split(",")
+            else:  # ASCII digits: "²" is no number
+                spec[key] = int(value) if re.fullmatch(r"-?[0-9]+", value) else value
+    if isinstance(spec.get("host"), str) and kind(spec["host"]) == "llvm":
+        spec["host"] = _spec(spec["host"])
+    return spec
+
+
+def label(tvm_target) -> str:
+    """``llvm``, ``cuda sm_90``: a target in a few words, for printouts and keys."""
+    t = resolve(tvm_target)
+    arch = t.attrs.get("arch") if is_gpu(t) else None
+    return f"{t.kind.name} {arch}" if arch else t.kind.name

@@ -1,0 +1,180 @@
+"""The user's PyTorch module made the workbench's own before its export: checked, copied and run once.
+
+torch is imported inside functions only, as in :mod:`byoc_workbench.frontends.torch_import`, which exports the
+copy this module makes and imports it into Relax.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from byoc_workbench.core.errors import WorkbenchError, first_line, import_optional
+from byoc_workbench.frontends.own import INPUT_DTYPES
+
+INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
+# To run a lower precision than the frontend imports: the backend's, on the float32 import.
+BACKEND_PRECISION = "--backend torch --precision bf16, or options={'precision': 'bf16'}"
+
+
+class TorchImportError(WorkbenchError):
+    """A PyTorch program that ``torch.export`` or TVM's PyTorch frontend cannot take."""
+
+
+def load_torch():
+    """``torch``, or the one line saying how to install it."""
+    return import_optional("torch", INSTALL_FIX)
+
+
+def exited(what: str, err: SystemExit, fix: str) -> TorchImportError:
+    """The one line for user code that called ``sys.exit``: else it would end the command with no word."""
+    return TorchImportError(f"{what} called sys.exit({'' if err.code is None else repr(err.code)})", fix)
+
+
+def _describe(inputs) -> str:
+    """``1x3x64x64 float32, 1x16 int64``: the inputs as a cause names them."""
+    return ", ".join(f"{'x'.join(map(str, x.shape)) or 'scalar'} {str(x.dtype).removeprefix('torch.')}" for x in inputs)
+
+
+def _listed(names: list) -> str:
+    """``0.weight, 0.bias, 1.weight, ...``: the first three of ``names``."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def check_importable(torch, module, inputs, name: str) -> None:
+    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, or weights
+    that hold no values, have no shapes yet (lazy layers) or are not float32."""
+    if isinstance(module, torch.jit.ScriptModule):
+        raise TorchImportError(
+            f"{name} is TorchScript, which torch.export cannot take",
+            "pass the nn.Module itself, as it was before torch.jit.script or torch.jit.trace",
+        )
+    for i, x in enumerate(inputs):
+        dtype = str(x.dtype).removeprefix("torch.")
+        if x.is_meta:
+            raise TorchImportError(
+                f"Example input {i} of {name} is on the meta device, which holds no values",
+                "pass tensors with values, e.g. torch.randn(1, 3, 224, 224)",
+            )
+        if x.layout != torch.strided:  # sparse (COO, CSR...) or another layout numpy cannot hold
+            raise TorchImportError(
+                f"Example input {i} of {name} is a {str(x.layout).removeprefix('torch.')} tensor",
+                "pass it dense: x.to_dense()",
+            )
+        if dtype not in INPUT_DTYPES:
+            raise TorchImportError(
+                f"Example input {i} of {name} is {dtype}; the workbench takes {', '.join(INPUT_DTYPES)}",
+                f"import in float32 (x.float() and module.float()) and run bf16 at the backend: {BACKEND_PRECISION}"
+                if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+                else "pass the real and imaginary parts as real tensors: torch.view_as_real(x)"
+                if x.is_complex()
+                else "convert the inputs to one of those dtypes, e.g. x.float()",
+            )
+    weights = _weights(module).items()
+    lazy = [n for n, t in weights if torch.nn.parameter.is_lazy(t)]
+    if lazy:  # an UninitializedParameter holds no storage to copy, nor a shape to export
+        raise TorchImportError(
+            f"{name}'s lazy layers have no shapes yet ({_listed(lazy)})",
+            "run the module once on an input first (module(x)), or give the layers their sizes "
+            "(e.g. nn.Linear(in_features, out_features) for nn.LazyLinear(out_features))",
+        )
+    empty = [n for n, t in weights if t.is_meta]
+    if empty:
+        raise TorchImportError(
+            f"{name}'s weights are on the meta device ({_listed(empty)}), which holds no values",
+            "give the module its weights first, e.g. module.to_empty(device='cpu') then module.load_state_dict(...)",
+        )
+    reduced = sorted({str(t.dtype).removeprefix("torch.") for _, t in weights if t.is_floating_point()} - {"float32"})
+    if reduced:  # its converters compute convolutions and matmuls in float32, then fail at the bias
+        raise TorchImportError(
+            f"{name}'s weights are {', '.join(reduced)}; TVM's PyTorch frontend imports float32 weights only",
+            "import it in float32: module.float() and float32 inputs (x.float()); a lower precision is the "
+            f"backend's to run: {BACKEND_PRECISION}",
+        )
+
+
+def private_copy(torch, module, name: str):
+    """The module, copied: TVM's importer takes the exported weights by DLPack, without a copy, so a change
+    to the user's module after the import would move the workbench's outputs and its reference alike.
+
+    ``copy.deepcopy`` runs the class's own ``__deepcopy__``, which may hand back the module, its submodules or
+    their tensors: then the modules are copied one by one (:func:`_rebuilt`), and what still holds the user's
+    storage is cloned into the copy."""
+    try:
+        copied = copy.deepcopy(module)
+        if not _parts(module).isdisjoint(_parts(copied)):
+            copied = _rebuilt(module)
+    except Exception as err:  # an attribute deepcopy cannot copy: a lock, an open file, a generator
+        raise TorchImportError(
+            f"{name} cannot be copied ({type(err).__name__}: {first_line(err)})",
+            "keep what deepcopy cannot copy (locks, open files) out of the module's attributes",
+        ) from None
+    theirs = {t.untyped_storage().data_ptr() for t in _weights(module).values()} - {0}  # 0: an empty tensor
+    for m in copied.modules():
+        for table in (m._parameters, m._buffers):
+            for key, t in table.items():
+                if t is not None and t.untyped_storage().data_ptr() in theirs:
+                    clone = t.detach().clone()
+                    table[key] = torch.nn.Parameter(clone, t.requires_grad) if table is m._parameters else clone
+    return copied.eval()
+
+
+def _rebuilt(module):
+    """``module`` copied module by module, its class's ``__deepcopy__`` unasked: every module of it is mapped to
+    a fresh instance first, so deep-copying their states copies the tensors and never hands back a module."""
+    modules = list(module.modules())
+    memo = {id(m): type(m).__new__(type(m)) for m in modules}
+    for m in modules:
+        memo[id(m)].__setstate__(copy.deepcopy(m.__getstate__(), memo))
+    return memo[id(module)]
+
+
+def _parts(module) -> set:
+    """The ids of the module's modules and of their tables of parameters and buffers."""
+    return {id(x) for m in module.modules() for x in (m, m._parameters, m._buffers)}
+
+
+def _weights(module) -> dict:
+    """``{name: tensor}`` of the module's parameters and buffers."""
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+
+def call(torch, module, inputs, names=None):
+    """``module(*inputs)`` (tensors or arrays) on copies of the inputs, its weights (only those ``names`` when given)
+    put back after, as they were: a forward that updates one in place (``self.w.add_(1)``) or assigns it anew leaves
+    them as given, so every call agrees.
+
+    Not ``torch.func.functional_call``: given a submodule used twice, it puts back plain tensors for the parameters
+    (which ``torch.export`` then refuses), and it refuses ``nn.DataParallel``."""
+    kept = [
+        (table, key, t, t.clone())
+        for prefix, m in module.named_modules()  # a submodule used twice is named once
+        for table in (m._parameters, m._buffers)
+        for key, t in table.items()
+        if t is not None and (names is None or f"{prefix}.{key}".lstrip(".") in names)
+    ]
+    try:
+        with torch.no_grad():
+            return module(*(torch.as_tensor(x).clone() for x in inputs))
+    finally:
+        with torch.no_grad():
+            for table, key, t, value in kept:
+                table[key] = t
+                t.copy_(value)
+
+
+def run_eagerly(torch, module, inputs, name: str) -> None:
+    """Run the module once, so that inputs it cannot take (a wrong shape or dtype) are told as such,
+    not as something torch.export cannot trace."""
+    try:
+        call(torch, module, inputs)
+    except SystemExit as err:
+        raise exited(f"{name}.forward", err, "make forward return its outputs instead of exiting") from None
+    except Exception as err:  # the user's module can raise anything
+        odd = any(x.is_floating_point() and x.dtype != torch.float32 for x in inputs)
+        raise TorchImportError(
+            f"{name} cannot run on inputs {_describe(inputs)}: {type(err).__name__}: {first_line(err)}",
+            "pass float32 inputs (x.float()), of the shapes forward takes"
+            if odd
+            else "give the inputs forward takes: their shapes and dtypes "
+            "(with --torch: --input-shape, and --input-dtype for token ids or masks)",
+        ) from None
