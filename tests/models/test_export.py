@@ -129,11 +129,12 @@ def test_each_exported_page_shows_every_output_offline(pages, name):
                 assert box and box["width"] > 100 and box["height"] > 100  # laid out and visible, not just present
                 static = page.locator(f".{export.STATIC_CLASS} svg g.node")
                 assert static.count() > 0 and static.first.is_visible()
-            empty = page.evaluate(
+            empty = page.evaluate(  # each one with its cell's first words and its own HTML, to say which
                 """() => [...document.querySelectorAll('.jp-OutputArea-output')]
-                    .filter(o => !o.innerText.trim() && !o.querySelector('svg, img')).length"""
+                    .filter(o => !o.innerText.trim() && !o.querySelector('svg, img'))
+                    .map(o => [(o.closest('.jp-Cell') || o).innerText.slice(0, 200), o.outerHTML.slice(0, 500)])"""
             )
-            assert empty == 0  # every output area shows something with no network, widgets included
+            assert empty == []  # every output area shows something with no network, widgets included
         finally:
             browser.close()
     assert blocked  # the page did try the network, and still showed its diagrams

@@ -54,6 +54,19 @@ def _env(pack: Path, dest: Path, py: str = sys.executable) -> dict:
     return {**{k: v for k, v in os.environ.items() if k != "OUT"}, "PACK": str(pack), "DEST": str(dest), "PY": py}
 
 
+def _gated_python(path: Path, gate: Path) -> str:
+    """This Python, whose unpack (``gpu_pack.py --unpack``) starts once ``gate``.open exists (``gate``.waiting
+    says it waits)."""
+    path.write_text(
+        "#!/bin/bash\n"
+        f'case " $* " in *" --unpack "*) touch "{gate}.waiting"\n'
+        f'  until [ -e "{gate}.open" ]; do sleep 0.02; done;; esac\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
 def _gpu_run(pack: Path, dest: Path, py: str = sys.executable):
     cmd = ["bash", str(ROOT / "tools" / "gpu_run.sh"), "--target", "llvm", "--runs", "0"]  # the check refuses --runs 0
     return subprocess.run(cmd, env=_env(pack, dest, py), capture_output=True, text=True, timeout=300)
@@ -79,16 +92,19 @@ def test_a_signal_during_the_unpack_is_one_line_and_the_last_unpack_is_kept(tmp_
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 128 + signum and stderr.splitlines() == [f"{word}; run it again to finish."], stderr
     assert _tree(dest) == before  # no unpack.* left, the last site and JSON as they were
+    gate = tmp_path / "gate"  # the unpack waits for the signal: however late it comes, it comes during the unpack
     run = subprocess.Popen(
         ["bash", str(ROOT / "tools" / "gpu_run.sh")],
-        env=_env(pack, dest),
+        env=_env(pack, dest, _gated_python(tmp_path / "python", gate)),
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    while not any(dest.glob("unpack.*/site")):
+    while not gate.with_suffix(".waiting").exists():
+        assert run.poll() is None, run.communicate()
         time.sleep(0.02)
     run.send_signal(signum)  # the script alone: it says the line once its Python is done
+    gate.with_suffix(".open").touch()
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 128 + signum and stderr.splitlines() == [f"{word}; nothing was measured."], stderr
     assert _tree(dest) == before
