@@ -117,6 +117,8 @@ def _path(value, name: str, what: str = "a notebook (.ipynb)") -> Path:
             f"{name} is the path of {what}; got {type(value).__name__} ({value!r:.40})",
             f"pass {name} as a str or a pathlib.Path",
         )
+    if not str(value).strip():  # Path("") is the working folder
+        raise WorkbenchError(f"{name} is empty", f"pass {name} the path of {what}")
     return Path(value)
 
 
@@ -261,9 +263,9 @@ def to_html(nb: nbformat.NotebookNode) -> str:
     return body
 
 
-def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
+def export(paths, out_dir: str | Path, timeout: int = 1800, out_name: str = "out_dir") -> list:
     """Execute each notebook of ``paths`` (a list, or one path) and write ``<out_dir>/<name>.ipynb`` and
-    ``<name>.html``; returns the HTML paths.
+    ``<name>.html``; returns the HTML paths. ``out_name`` is how messages name ``out_dir`` (the CLI's ``--out``).
 
     Every argument is checked before the first notebook runs. A notebook whose cell fails is said in one line
     (on stderr) and the others still run; then :class:`CellFailed` says what was written and what failed.
@@ -276,7 +278,7 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
             "pass paths=['notebook.ipynb', ...]",
         )
     paths = [_path(p, f"paths[{i}]") for i, p in enumerate(paths)]
-    out_dir, timeout = _path(out_dir, "out_dir", "a folder"), _seconds(timeout)
+    out_dir, timeout = _path(out_dir, out_name, "a folder"), _seconds(timeout)
     for path in paths:
         read_notebook(path)
     names = [p.name for p in paths]
@@ -284,10 +286,10 @@ def export(paths, out_dir: str | Path, timeout: int = 1800) -> list:
     if twice:
         raise WorkbenchError(
             f"two notebooks are named {twice[0]}: one export would replace the other",
-            "export them to separate --out folders",
+            f"export them to separate {out_name} folders",
         )
     outputs = [n for p in paths for n in (p.name, f"{p.stem}.html")]
-    out_dir = output_paths.check_dir(out_dir, "--out", names=outputs, inputs=paths)
+    out_dir = output_paths.check_dir(out_dir, out_name, names=outputs, inputs=paths)
     written, failed = [], []
     for path in paths:
         try:

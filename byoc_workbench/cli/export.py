@@ -5,5 +5,5 @@ from byoc_workbench import export
 
 
 def cmd_export(args) -> int:
-    export.export(args.notebooks, args.out, args.timeout)
+    export.export(args.notebooks, args.out, args.timeout, out_name="--out")
     return 0

@@ -48,10 +48,20 @@ def test_export_takes_one_path_as_a_str_and_says_which_argument_is_wrong(tmp_pat
         refused(lambda bad=bad: export.export([ok], out, timeout=bad), "timeout is a whole number of seconds")
         refused(lambda bad=bad: export.execute(ok, timeout=bad), "pass timeout=1800 (the default), or 0 for no limit")
     refused(lambda: export.read_notebook(5), "path is the path of a notebook (.ipynb); got int (5)")
+    for blank in ("", " "):  # Path("") is the working folder: the export was written there
+        refused(lambda blank=blank: export.export([ok], blank), "out_dir is empty", "pass out_dir the path of a folder")
+        refused(lambda blank=blank: export.export([blank], out), "paths[0] is empty")
     assert not out.exists()
     assert export.read_notebook(str(ok)).cells[0].source == "x = 1"
     assert export.export(str(ok), out, timeout=0) == [out / "ok.html"]  # one notebook, run with no limit
     assert (out / "ok.ipynb").is_file()
+
+
+def test_the_export_command_says_its_own_flag_for_an_empty_out(tmp_path, capsys, ok, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["export", "--out", "", str(ok)]) == 2
+    assert capsys.readouterr().err.startswith("error: --out is empty. Fix: ")  # the flag, not out_dir
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.ipynb"]
 
 
 def test_the_export_command_refuses_a_negative_timeout(tmp_path, capsys, ok):
