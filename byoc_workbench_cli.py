@@ -20,6 +20,16 @@ def stopped_word(signum: int) -> str:
     return "terminated" if signum == signal.SIGTERM else "interrupted"
 
 
+#: The commands that write no file: stopped, they say only that they were ("nothing was written" would suggest
+#: that they write something).
+WRITE_NOTHING = ("doctor",)
+
+
+def writes_nothing(argv) -> bool:
+    """Whether the command of ``argv`` (its first word that is no option) is one of :data:`WRITE_NOTHING`."""
+    return next((a for a in argv if not a.startswith("-")), None) in WRITE_NOTHING
+
+
 def exit_on_signals(said: str) -> None:
     """Until :func:`ignore_signals`, Ctrl-C or SIGTERM ends the process with ``<interrupted|terminated>; <said>``
     and the shell's status for the signal (130, 143), through ``SystemExit``: ``finally`` blocks and context
@@ -52,7 +62,8 @@ def main() -> int:
             raise
     # A library's import may catch the KeyboardInterrupt and carry on: the signal still ends the command.
     if stopped:
-        print(f"{stopped_word(stopped)}; nothing was written.", file=sys.stderr)
+        said = "." if writes_nothing(sys.argv[1:]) else "; nothing was written."
+        print(f"{stopped_word(stopped)}{said}", file=sys.stderr)
         return 128 + int(stopped)
     # The command's own handlers take over, and put this back as it returns: a signal after its last line, while
     # the interpreter tears TVM down, must not turn a command that wrote and said its results into 130 or 143.

@@ -49,10 +49,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however it is run (runpy, a spec)
-from gpu_check_args import Parser, check_out, count, record, target, target_kind, write_whole
+from gpu_check_args import arguments, check_out, record, target_kind, write_whole
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MODELS = "ssd_512_resnet50_v1_coco,resnet50,demo"
 
 FIXES = {
     "tvm": "pip install apache-tvm==0.27.0.post1, or unpack tools/gpu_pack.py's archives (tools/gpu_run.sh)",
@@ -440,15 +439,7 @@ def main(argv=None) -> int:
 
 def check(argv=None) -> int:
     """Parse ``argv``, measure, write ``--out``: 0 with the JSON printed, 1 with one line."""
-    parser = Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
-    parser.add_argument("--runs", type=count(1), default=20)
-    parser.add_argument("--warmup", type=count(0), default=3)
-    parser.add_argument(
-        "--target", type=target, default="cuda", help="cuda (this GPU), or llvm: the same on the CPU; text or a dict"
-    )
-    parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__.splitlines()[0])
     check_out(args.out)
     out = Path(args.out).resolve() if args.out else None  # through a link, into what it names: the link stays
     earlier = out is not None and out.exists()  # an earlier run's JSON (check_out): replaced once this one measures

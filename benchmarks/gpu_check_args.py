@@ -1,6 +1,9 @@
 """What benchmarks/gpu_check.py is given, checked before anything is built: its arguments (each wrong one is one
 line), and its ``--out``, written whole, recorded beside it, and never put over what a user had (a model, a JSON of
-their own, a device, an immutable file).
+their own, a device, an immutable file, the record itself).
+
+Run as ``python benchmarks/gpu_check_args.py ARGS``, it parses gpu_check.py's ARGS and runs nothing: tools/gpu_run.sh
+does, before its unpack, and refuses an ``--out`` among them (the JSON goes where its ``OUT`` says).
 
 The workbench's own ``core.files`` and ``core.output_paths`` do the same for its commands; they import numpy and
 TVM, which a bare GPU machine may lack, so the check keeps this copy in the standard library alone, in the
@@ -31,6 +34,8 @@ def check_out(out: str | None) -> None:
         why = "is empty"
     elif long := _too_long(path):  # its temporary's name, found now rather than when the first JSON is written
         why, fix = long
+    elif nowhere := _no_place(out, path):
+        why, fix = nowhere
     elif path.is_dir():
         why = "is a folder"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
@@ -75,6 +80,17 @@ def _too_long(path: Path) -> tuple | None:
     else:
         return None
     return why, f"pass an --out whose names take at most {most - extra} bytes each"
+
+
+def _no_place(out: str, path: Path) -> tuple | None:
+    """``(why, fix)`` where ``out`` (``path``, resolved) is no place for the JSON: :data:`WRITTEN` (or a link to
+    one), which :func:`record` writes over it, or a link that leads nowhere; else None."""
+    if WRITTEN in (Path(out).name, path.name):
+        why = f"is {WRITTEN} (or a link to one), the record kept beside each result: it would be written over the JSON"
+        return why, "pass --out a path with another name"
+    if Path(out).is_symlink() and not path.exists():
+        return "is a link that leads nowhere (a loop, or a missing target)", "remove the link, or pass another --out"
+    return None
 
 
 def _not_plain(path: Path) -> str:
@@ -152,8 +168,8 @@ GETFLAGS, FLAGS = 0x80086601, {0x10: "immutable", 0x20: "append-only"}
 
 
 def resists(path: Path) -> str:
-    """``"immutable"`` or ``"append-only"`` for a plain file that cannot be replaced, else ``""`` (also where a
-    file system or a system has no such flags)."""
+    """``"immutable"`` or ``"append-only"`` for a plain file that cannot be replaced, or a folder whose files
+    cannot be, else ``""`` (also where a file system or a system has no such flags)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never waits, nor follows a link
     except OSError:
@@ -206,3 +222,28 @@ def target(text: str) -> str | dict:
 def target_kind(target: str | dict) -> str:
     """``cuda``, ``llvm``: the kind of a ``--target``."""
     return target["kind"] if isinstance(target, dict) else "".join(target.split()[:1])
+
+
+#: The models the check measures where ``--models`` does not say.
+DEFAULT_MODELS = "ssd_512_resnet50_v1_coco,resnet50,demo"
+
+
+def arguments(argv=None, description: str = "") -> argparse.Namespace:
+    """gpu_check.py's arguments (``argv``, else the command line's), each wrong one refused in one line."""
+    parser = Parser(prog="gpu_check.py", description=description)
+    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
+    parser.add_argument("--runs", type=count(1), default=20)
+    parser.add_argument("--warmup", type=count(0), default=3)
+    parser.add_argument(
+        "--target", type=target, default="cuda", help="cuda (this GPU), or llvm: the same on the CPU; text or a dict"
+    )
+    parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    if arguments().out is not None:
+        sys.exit(
+            "error: --out is not for tools/gpu_run.sh, which writes the JSON to $OUT/gpu_check.json."
+            " Fix: pass OUT=<a folder> to gpu_run.sh instead of --out."
+        )

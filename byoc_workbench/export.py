@@ -18,6 +18,7 @@ import atexit
 import copy
 import html
 import json
+import logging
 import os
 import re
 import sys
@@ -48,24 +49,48 @@ def execute(path: str | Path, timeout: int = 1800) -> nbformat.NotebookNode:
     CellFailed
         For a cell that raises, runs past ``timeout`` seconds, or kills its kernel.
     """
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
+    from nbclient.exceptions import CellControlSignal, CellExecutionError, CellTimeoutError, DeadKernelError
 
-    nb, path = read_notebook(path), Path(path)
+    nb, path, seconds = read_notebook(path), Path(path), _seconds(timeout)
     started = []
-    client = NotebookClient(
+    client = _client_class()(
         nb,
-        timeout=_seconds(timeout),
+        timeout=seconds,
         kernel_name="python3",
         store_widget_state=True,
         resources={"metadata": {"path": str(path.parent)}},
         on_cell_start=lambda cell, cell_index: started.append(cell_index),
+        log=logging.Logger("nbclient", logging.CRITICAL),  # it logs each timeout or dead kernel: CellFailed says it
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # its warning on every start, that TCP is not encrypted
     )
     try:
         _run(client)
+    except CellTimeoutError:
+        where = f"{path}, cell {started[-1] + 1} of {len(nb.cells)}"
+        raise CellFailed(
+            f"{where} ran past the timeout of {seconds} seconds per cell",
+            f"raise --timeout (timeout= in Python) above {seconds}, or make it 0 for no limit",
+        ) from None
     except (CellExecutionError, CellControlSignal, DeadKernelError) as err:
         raise CellFailed.of(path, started[-1] + 1, len(nb.cells), err) from None
     return nb
+
+
+def _client_class() -> type:
+    """nbclient's ``NotebookClient``, but a kernel whose cell ran past its timeout is killed at once: asked to shut
+    down under that cell, it dies printing a traceback (a ZMQError of its reply, on a socket closed)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError
+
+    class Client(NotebookClient):
+        async def async_execute_cell(self, *args, **kwargs):
+            try:
+                return await super().async_execute_cell(*args, **kwargs)
+            except CellTimeoutError:
+                self.shutdown_kernel = "immediate"
+                raise
+
+    return Client
 
 
 def _run(client) -> None:
@@ -168,7 +193,7 @@ class CellFailed(WorkbenchError):
             return cls(f"{where}: {said.cause}", said.fix)
         if ename:  # what the cell raised: its type and the last line of its message
             return cls(f"{where} raised {ename}" + (f": {evalue.splitlines()[-1]}" if evalue else ""), fix)
-        return cls(f"{where}: {first_line(err)}", fix)  # a timeout, or a kernel that died
+        return cls(f"{where}: {first_line(err)}", fix)  # a kernel that died
 
 
 def _reachable(state: dict, model_id: str) -> list:

@@ -449,10 +449,10 @@ class ModelFile(NamedTuple):
 
 
 def load_model_file(path: str | Path) -> ModelFile:
-    """Load ``mod`` (and optional ``rules``) from a user's Python file. Whatever the file does wrong (it raises,
-    calls ``sys.exit``, defines no ``mod`` or ``rules`` of the wrong kind) is one :class:`WorkbenchError` naming
-    the file and its line (see :func:`import_user_file`)."""
-    path = Path(path)
+    """Load ``mod`` (and optional ``rules``) from a user's Python file; whatever it does wrong (raises, calls
+    ``sys.exit``, defines no ``mod`` or bad ``rules``) is one :class:`WorkbenchError` naming it and its line."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise _wrong("path", path, "a str or a pathlib.Path", "pass the path of a .py file that defines mod")
     module = import_user_file(path, "Model file", "pass 'demo' or the path of a .py file that defines mod.")
     mod = getattr(module, "mod", None)
     if not isinstance(mod, tvm.IRModule):

@@ -16,9 +16,9 @@ regenerates a zoo model's seeded weights there, so the pack carries no model. Ru
 
 then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. ``--check``
 measures again what one call would carry (gpu_run.sh does, before it unpacks): the tree grows
-after packing. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER`` (gpu_run.sh's fresh
-one), on any Python from 3.10: nothing but plain files and folders, all inside it. Ctrl-C or SIGTERM stops it in one
-line, exit 130 or 143.
+after packing. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER``, new or empty
+(gpu_run.sh's fresh one), on any Python from 3.10: nothing but plain files and folders, all inside it; a failure
+leaves ``FOLDER`` as it was. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143, ``FOLDER`` as it was too.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -199,30 +200,75 @@ def fits(out: Path, limit_mib: float) -> int:
 SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
-def unpack(out: Path, into: Path) -> int:
-    """The archives of ``out`` (the pieces joined) unpacked into ``into``: 0 once it holds their ``site/``, else 1
-    and one line (a damaged archive, a member that is no plain file or folder, or is outside ``into``)."""
-    found, why = pieces(out), ""
-    path = joined = into / PARTS[0]
+def unpack(out: Path, into: Path, limit_mib: float) -> int:
+    """The archives of ``out`` (the pieces joined), checked by :func:`fits`, unpacked into ``into``, a new or empty
+    folder: 0 once it holds their ``site/``, else 1 and one line (a folder with files in it, a damaged archive, a
+    member that is no plain file or folder, or is outside ``into``), ``into`` left as it was; on a signal too."""
+    into = Path(os.path.abspath(into))  # "a/missing/.." is a: never made, nor written into by the other name
+    fix = "pass a new or empty folder"
+    if into.is_symlink():
+        return _refused(f"--unpack {into} is a link to {os.readlink(into)}, not a folder", fix)
+    if into.exists() and not into.is_dir():
+        return _refused(f"--unpack {into} is {_kind(into)}, not a folder", fix)
+    if into.is_dir() and any(into.iterdir()):
+        return _refused(f"--unpack {into} holds files already, which the unpack would write over", fix)
+    if fits(out, limit_mib):
+        return 1
+    made, done = not into.exists(), False
     try:
-        if found:  # the pieces several calls carried, joined (fits() found them all)
-            with open(joined, "wb") as whole:
+        into.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return _refused(f"cannot make --unpack {into} ({err.strerror})", "pass a folder you can write in")
+    try:
+        why = _extract(out, into)
+        done = not why and (into / "site").is_dir()
+        why = why or ("" if done else f"the archives in {out} hold no site/ folder")
+    finally:
+        if not done:  # a failure or a signal: all that is in the folder is what this unpack wrote
+            for path in [into] if made else list(into.iterdir()):
+                _remove(path)
+    return _refused(why, "run tools/gpu_pack.py again and carry what it prints") if why else 0
+
+
+def _extract(out: Path, into: Path) -> str:
+    """The archives of ``out`` unpacked into ``into``, the pieces joined first into a temporary of its own there
+    (removed after): ``""``, else why not."""
+    found, archives = pieces(out), [out / PARTS[0], out / PARTS[1]]
+    if found:  # the pieces several calls carried (fits() found them all)
+        fd, joined = tempfile.mkstemp(dir=into, prefix=f".{PARTS[0]}.", suffix=".joined")
+        archives[0] = Path(joined)
+    path = archives[0]
+    try:
+        if found:
+            with open(fd, "wb") as whole:
                 for piece in found:
                     with open(piece, "rb") as f:
                         shutil.copyfileobj(f, whole, 1 << 24)
-        for path in (joined if found else out / PARTS[0], out / PARTS[1]):
+        for path in archives:
             with tarfile.open(path) as tar:
                 for member in tar:  # one pass: each member checked, then written
                     if unsafe := _unsafe(member):
                         raise tarfile.TarError(f"{member.name} {unsafe}")
                     tar.extract(member, into, **SAFE)
     except (OSError, EOFError, lzma.LZMAError, tarfile.TarError) as err:
-        why = f"cannot unpack {path} ({' '.join(f'{type(err).__name__}: {err}'.split())})"
-    joined.unlink(missing_ok=True)
-    why = why or ("" if (into / "site").is_dir() else f"the archives in {out} hold no site/ folder")
-    if why:
-        print(f"error: {why}. Fix: run tools/gpu_pack.py again and carry what it prints.", file=sys.stderr)
-    return 1 if why else 0
+        said = f"{out / PARTS[0]}, its pieces joined," if found and path == archives[0] else path
+        return f"cannot unpack {said} ({' '.join(f'{type(err).__name__}: {err}'.split())})"
+    finally:
+        if found:
+            os.unlink(joined)
+    return ""
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _refused(why: str, fix: str) -> int:
+    print(f"error: {why}. Fix: {fix}.", file=sys.stderr)
+    return 1
 
 
 def _unsafe(member: tarfile.TarInfo) -> str:
@@ -237,10 +283,13 @@ def _unsafe(member: tarfile.TarInfo) -> str:
 
 def _not_archive(part: Path) -> str:
     """What is at ``part`` instead of an archive: nothing, a folder, a FIFO, a socket or a device."""
-    if not part.exists():
-        return "is missing"
-    kind = "folder" if part.is_dir() else "FIFO" if part.is_fifo() else "socket" if part.is_socket() else "device"
-    return f"is a {kind}, not an archive"
+    return f"is {_kind(part)}, not an archive" if part.exists() else "is missing"
+
+
+def _kind(path: Path) -> str:
+    """What is at ``path``: a folder, a file, a FIFO, a socket or a device."""
+    kinds = {"a folder": path.is_dir, "a file": path.is_file, "a FIFO": path.is_fifo, "a socket": path.is_socket}
+    return next((kind for kind, test in kinds.items() if test()), "a device")
 
 
 def travelling(out: Path) -> Path:
@@ -273,8 +322,10 @@ def main(argv=None) -> int:
     if not 0 < args.limit_mib < float("inf"):  # nan too
         raise SystemExit(f"error: --limit-mib {args.limit_mib} is not a size. Fix: pass the MiB one call carries (64).")
     out = args.out.resolve()
+    if (args.check or args.unpack) and out.exists() and not out.is_dir():
+        return _refused(f"--out {out} is {_kind(out)}, not a folder", "pass the folder tools/gpu_pack.py wrote")
     if args.check or args.unpack:
-        return fits(out, args.limit_mib) or (unpack(out, args.unpack) if args.unpack else 0)
+        return unpack(out, args.unpack, args.limit_mib) if args.unpack else fits(out, args.limit_mib)
     rel = travelling(out)
     out.mkdir(parents=True, exist_ok=True)
     wheels = download(args.python, out / "wheels")

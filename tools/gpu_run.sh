@@ -2,7 +2,8 @@
 # On a bare GPU machine: unpack tools/gpu_pack.py's archives and run benchmarks/gpu_check.py, in one command.
 # PACK: where the archives are (default build/gpu-pack in this checkout); DEST: where they unpack (default
 # /tmp/byoc-gpu); PY: the Python (default python3); OUT: where the JSON goes (default $DEST/out). Relative paths
-# are the caller's. Arguments go to gpu_check.py.
+# are the caller's. Arguments go to gpu_check.py, checked before the unpack; --out is not one of them: the JSON goes
+# to $OUT/gpu_check.json (pass OUT= for another folder).
 # Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
@@ -19,10 +20,21 @@ fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
 stop() { local said=$?; trap '' INT TERM; [ "$said" = "$2" ] || echo "$1; nothing was measured." >&2; exit "$2"; }
 trap 'stop interrupted 130' INT
 trap 'stop terminated 143' TERM
+command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/path/to/python3 (or leave it out: python3)"
+"$PY" "$ROOT/benchmarks/gpu_check_args.py" "$@" >/dev/null  # gpu_check's arguments, said wrong now, not after minutes
+# immutable or append-only (chattr), as gpu_check finds its JSON: nothing in it could be replaced or removed
+resists() { "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from gpu_check_args import resists
+print(resists(sys.argv[2]))' "$ROOT/benchmarks" "$1"; }
 for d in "$DEST" "$OUT"; do  # before the unpack, which replaces $DEST/site
   [ ! -e "$d" ] || [ -d "$d" ] || fail "$d is not a folder" "pass DEST and OUT folders (or leave them out)"
+  STUCK=$(resists "$d")
+  [ -z "$STUCK" ] || fail "$d is $STUCK, so what is written in it cannot be replaced or removed" \
+    "run chattr -i -a $d, or pass other DEST and OUT folders"
 done
-if [ -e "$DEST/site" ] && [ ! -f "$DEST/site/$MARK" ]; then
+if [ -L "$DEST/site" ]; then
+  fail "$DEST/site is a link to $(readlink -- "$DEST/site"), which the unpack would replace with a folder" \
+    "move the link away, or pass another DEST"
+elif [ -e "$DEST/site" ] && [ ! -f "$DEST/site/$MARK" ]; then
   fail "$DEST/site holds no $MARK, so no earlier unpack made it, and this one would replace it" \
     "move $DEST/site away, or pass another DEST"
 fi
@@ -35,7 +47,6 @@ case "$(realpath -m -- "$PACK")/" in "$SITE"/*)
   fail "PACK=$PACK is inside $DEST/site, which the unpack replaces" \
     "move the archives out of $DEST/site, and pass PACK=<the folder they are in>";;
 esac
-command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/path/to/python3 (or leave it out: python3)"
 # A folder of its own in $DEST for the unpack, and OUT, made before anything else (mkdir and mktemp say why not).
 NEW=$(mkdir -p -- "$DEST" 2>&1 && mktemp -d "$DEST/unpack.XXXXXX" 2>&1) ||
   fail "cannot write in DEST=$DEST (${NEW##*: })" "pass a DEST you can write in (or leave it out: /tmp/byoc-gpu)"
@@ -48,9 +59,8 @@ if [ -L "$JSON" ] && [ ! -e "$JSON" ]; then
   fail "$JSON is a link to $(readlink -- "$JSON"), which leads nowhere" "remove the link, or pass another OUT"
 elif [ -e "$JSON" ] && [ ! -f "$JSON" ]; then
   fail "$JSON is not a plain file, where the check writes its JSON" "move it away, or pass another OUT"
-elif [ -f "$JSON" ] && [ ! -L "$JSON" ]; then  # immutable or append-only (chattr), as gpu_check finds it
-  STUCK=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from gpu_check_args import resists
-print(resists(sys.argv[2]))' "$ROOT/benchmarks" "$JSON")
+elif [ -f "$JSON" ] && [ ! -L "$JSON" ]; then
+  STUCK=$(resists "$JSON")
   [ -z "$STUCK" ] || fail "$JSON is $STUCK, so it cannot be moved aside" "run chattr -i -a $JSON, or pass another OUT"
 fi
 # The archives are there, and they and the tree fit one call (the tree may have grown since they were packed); then

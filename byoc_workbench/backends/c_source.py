@@ -186,8 +186,9 @@ def shared_library(source: str, name: str) -> Path:
         out = Path(tmp) / lib.name
         done = subprocess.run([*cmd, *FLAGS, "-o", str(out), str(src), "-lm"], capture_output=True, text=True)
         if done.returncode != 0:
-            raise WorkbenchError(
-                f"{Path(cmd[0]).name} could not compile the C of {name}: {_first_error(done.stderr, source)}",
+            what = f"{Path(cmd[0]).name} could not compile the C of {name}"
+            raise files.compiler_could_not_write(done.stderr, what) or WorkbenchError(
+                f"{what}: {_first_error(done.stderr, source)}",
                 "fix the emitter that wrote that line; Compiled.source holds the whole C",
             )
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from byoc_workbench.cli.parsers import parser
 from byoc_workbench.core import files, signals
 from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench_cli import WRITE_NOTHING
 
 __all__ = ["main", "parser", "runner"]
 
@@ -73,7 +74,7 @@ def _stopped(args) -> int:
     signum = signals.Stop.seen or signal.SIGINT
     cluster = sys.modules.get("byoc_workbench.measure.cluster")  # imported by the commands that use Ray
     left_ray = cluster is not None and cluster.stop()  # further signals are ignored by now (signals.Stop)
-    print(signals.stopped_line(signum), file=sys.stderr)
+    print(signals.stopped_line(signum, getattr(args, "command", None) not in WRITE_NOTHING), file=sys.stderr)
     if left_ray:  # see cluster.stop: the process ends here, its line said and its outputs flushed
         sys.stdout.flush()
         sys.stderr.flush()

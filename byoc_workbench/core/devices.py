@@ -64,13 +64,14 @@ class Crossing:
 class Placement:
     """What runs on the CPU in a GPU build, as names: ``{function: (var, ...)}``, the ops among them that have
     no GPU kernel (with why), the copies between the two, what TVM cannot build for a GPU at all (as a user knows it),
-    and for :func:`place` the same by variable (``plans``)."""
+    and for :func:`place` the same by variable (``plans``) and every function of the module it was proposed for."""
 
     on_cpu: dict
     cpu_only: dict  # op -> why (CPU_ONLY's entries the module calls)
     crossings: tuple  # of Crossing
     no_gpu_build: tuple = ()  # NO_GPU_BUILD's entries the module calls: a GPU build is refused
     plans: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    functions: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # the module's, by name
 
     def __bool__(self) -> bool:
         return bool(self.crossings or self.no_gpu_build) or any(self.on_cpu.values())
@@ -213,7 +214,11 @@ def propose(mod: tvm.IRModule) -> Placement:
                     shape = tuple(ir_types.dims(ty)) if ir_types.is_static(ty) else None
                     crossings.append(Crossing(fname, name, to, shape, str(ty.dtype)))
     on_cpu = {f: names for f, names in on_cpu.items() if names}
-    return Placement(on_cpu, used, tuple(crossings), tuple(no_gpu_build(mod)), plans)
+    return Placement(on_cpu, used, tuple(crossings), tuple(no_gpu_build(mod)), plans, _functions(mod))
+
+
+def _functions(mod: tvm.IRModule) -> dict:
+    return {gv.name_hint: f for gv, f in mod.functions.items()}
 
 
 def no_gpu_build(mod: tvm.IRModule) -> list:
@@ -240,23 +245,39 @@ def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRMod
             "pass place(mod, placement, 'cuda'), the CPU (llvm) second; 'llvm' first places a CPU twin",
         )
     devices = [VDevice(resolve(gpu), 0, "global"), VDevice(resolve(cpu), 0, "global")]
+    functions, seen = _functions(mod), placement.functions  # every function: a changed helper may call a CPU-only op
+    if functions.keys() != seen.keys() or not all(f.same_as(seen[name]) for name, f in functions.items()):
+        raise WorkbenchError("The placement was proposed for another module", "pass what devices.propose(mod) gave")
     if not placement:
         return mod
-    functions = {gv.name_hint: f for gv, f in mod.functions.items()}
-    if not all(plan.func.same_as(functions.get(fname)) for fname, plan in placement.plans.items()):
-        raise WorkbenchError("The placement was proposed for another module", "pass what devices.propose(mod) gave")
     editor = ir_edit.ModuleEditor(mod)
     for fname, plan in placement.plans.items():
         rewrite = _Rewrite(plan.cpu, plan.needed, {"gpu": devices[0], "cpu": devices[1]})
         editor.update(fname, rewrite.function(plan.func, returns_to_gpu=fname != "main"))
     out = editor.finish()
     out.update_global_info("vdevice", devices)
+    check_cpu_only_on_cpu(out)
     return out
 
 
 def placed(mod: tvm.IRModule) -> bool:
     """Whether :func:`place` wrote two devices into ``mod``."""
     return len(mod.global_infos.get("vdevice", []) if mod.global_infos else []) > 1
+
+
+def check_cpu_only_on_cpu(mod: tvm.IRModule) -> None:
+    """Refuse, in one line, a :func:`placed` module that leaves an op of :data:`CPU_ONLY` on the GPU, in any function:
+    TVM builds its kernel as device code without a word (a module placed by hand, or for another)."""
+    check = _Check(mod.global_infos["vdevice"][0].target.kind.name)
+    for fname in ir.host_functions(mod):
+        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
+            on_gpu = [d for d in check.where(step.var.ty) if is_gpu(d)] if step.op in CPU_ONLY else []
+            if on_gpu:
+                raise WorkbenchError(
+                    f"The placed module runs {step.op.removeprefix('relax.')} in {fname} ({fname}/{step.var.name}) "
+                    f"on {on_gpu[0]}, for which TVM 0.27 has no GPU kernel",
+                    "pass the module as it was before placing, to be placed (devices.propose, then devices.place)",
+                )
 
 
 class _Rewrite:

@@ -204,7 +204,7 @@ def write_with(path, save: Callable[[str], None], suffix: str = "", placed: Call
     ``placed()`` records the file put in place: a signal that comes waits until both are done (:func:`_held`).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     _sweep(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".part{suffix}")
     os.close(fd)
@@ -220,6 +220,16 @@ def write_with(path, save: Callable[[str], None], suffix: str = "", placed: Call
             os.unlink(tmp)
         raise
     return path
+
+
+def make_folder(path: Path) -> None:
+    """``path`` made as a folder, with its parents; a file or a FIFO already there is said as such (mkdir says
+    "File exists", which reads as if the folder were there)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        there = output_paths.kind_of(path)
+        raise NotADirectoryError(errno.ENOTDIR, f"{there} is there, not a folder", str(path)) from None
 
 
 @contextlib.contextmanager
@@ -320,6 +330,32 @@ def _write_fix(err: OSError) -> str:
             "raise the limit on a file's size (ulimit -f unlimited), or pass a path on a disk that takes larger files"
         )
     return "pass a path you can write to"
+
+
+#: What a C compiler or linker says when it could not write its output (killed by SIGXFSZ under ``ulimit -f``, or
+#: on a full disk): the errno that is.
+_COMPILER_COULD_NOT_WRITE = {
+    "File size limit exceeded": errno.EFBIG,
+    "File too large": errno.EFBIG,
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+}
+
+
+def compiler_could_not_write(said: str, what: str) -> OutputError | None:
+    """The one line for a C compiler or linker whose messages ``said`` show it could not write its output in the
+    temporary folder (a file-size limit, a full disk): no fault of the code it compiled. ``what`` says what it
+    could not compile. None for anything else, a real compile error."""
+    code = next((code for words, code in _COMPILER_COULD_NOT_WRITE.items() if words in said), None)
+    if code is None:
+        return None
+    where = tempfile.gettempdir()
+    fix = (
+        "raise the limit on a file's size (ulimit -f unlimited)"
+        if code == errno.EFBIG
+        else f"free some space in {where}, or set TMPDIR to a folder on another disk"
+    )
+    return OutputError(f"{what}: the compiler could not write its output in {where} ({os.strerror(code)})", fix)
 
 
 #: How long a result waits for a FIFO's reader to open it.

@@ -157,7 +157,9 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
     _fits(out, flag, names)
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{flag} {out} is {kind_of(out)}, not a directory", fix)
-    _probe(existing_ancestor(out), f"{flag} {out}", fix, out)
+    base = existing_ancestor(out)
+    _probe(base, f"{flag} {out}", fix, out)
+    _renames_in(base, f"{flag} {out}", fix)  # the set is written in a temporary folder there, then moved
     for name in names:  # first: a link to an input is said as one, not as a link
         _not_an_input(out / name, flag, inputs)
     for name in (WRITTEN, *names) if names else ():
@@ -218,14 +220,15 @@ else:
 
 
 def _flags(f: Path) -> int:
-    """``f``'s flags (0 for none, for no plain file, and where a file system or a system has none: Windows)."""
+    """``f``'s flags (0 for none, for neither a plain file nor a folder, and where a file system or a system has
+    none: Windows)."""
     try:
         st = os.lstat(f)
     except OSError:
         return 0
     if sys.platform != "linux":
         return getattr(st, "st_flags", 0)
-    if not stat.S_ISREG(st.st_mode):
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         return 0
     try:
         fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # never waits, even on a FIFO swapped in
@@ -247,6 +250,20 @@ def _replaceable(f: Path, flag: str) -> None:
         if flags & bit:
             raise WorkbenchError(
                 f"{flag}: {f} is {kind}, so it cannot be replaced", f"run {undo} {f}, or pass another {flag}"
+            )
+
+
+def _renames_in(folder: Path, what: str, fix: str) -> None:
+    """Refuse a folder whose files cannot be renamed or removed (an append-only one): a file can be made there,
+    so :func:`_probe` passes, but a result is written under a temporary name and then renamed into place, and
+    that would fail after the work, leaving the temporary."""
+    flags = _flags(folder.resolve()) if folder.is_dir() else 0
+    for bit, kind, undo in _RESISTS:
+        if flags & bit:
+            raise WorkbenchError(
+                f"{what}: {folder} is {kind}, so no file in it can be renamed or removed, as putting a result in"
+                " place does",
+                f"run {undo} {folder}, or {fix}",
             )
 
 
@@ -354,4 +371,5 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
         _a_plain_file_or_nothing(where.parent, WRITTEN, flag)
         _replaceable(where.parent / WRITTEN, flag)
     _probe(existing_ancestor(where.parent), f"{flag} {out}", fix, where.parent)
+    _renames_in(where.parent, f"{flag} {out}", fix)  # a folder still to make is made without flags
     return out

@@ -54,9 +54,12 @@ class Stop:
                     signal.signal(sig, handler)
 
 
-def stopped_line(signum: int) -> str:
-    """The line for a command ``signum`` stopped: what it wrote before that (:data:`files.written`), or nothing."""
+def stopped_line(signum: int, writes: bool = True) -> str:
+    """The line for a command ``signum`` stopped: what it wrote before that (:data:`files.written`), or nothing;
+    for one that never ``writes``, only that it stopped."""
     word = "terminated" if signum == signal.SIGTERM else "interrupted"
+    if not writes:
+        return f"{word}."
     if not files.written:
         return f"{word}; nothing was written."
     return f"{word}; wrote {', '.join(str(p) for p in files.written)} before that."

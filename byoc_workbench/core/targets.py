@@ -6,8 +6,9 @@ and a ``tvm.target.Target`` back into the dict it was made from, so all three ar
 
 For CUDA, TVM takes an arch that is no arch, keys and numbers outside what NVIDIA's GPUs have, and
 fails on them in the build: minutes later, deep in its code generation, or dying of a division by zero (a warp of 0).
-For the CPU, LLVM builds for a generic CPU in place of a ``mcpu`` it does not know (a log line, then a build that
-is not the one asked for), and a ``mtriple`` of no architecture it has makes the process die of a segfault.
+For the CPU, LLVM builds for a generic CPU in place of a ``mcpu`` it does not know, and without a ``mattr`` feature
+it does not know (a log line, then a build that is not the one asked for); a ``mtriple`` of no architecture it has
+makes the process die of a segfault, and a ``mattr`` item without its sign fails its verifier in C++.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tvm
 from tvm.target import codegen
 
 from byoc_workbench.core.errors import WorkbenchError, first_line
+from byoc_workbench.core.user_file import native_stderr_held
 
 GPU_KINDS = ("cuda",)
 # The keys each kind sets itself: a Target holds them though they were never given.
@@ -71,8 +73,10 @@ _ARCH_ALIASES = r"i[3-6]86|amd64|x86-64|arm64(e|_32)?|(arm|thumb)(eb)?v[0-9][0-9
 
 
 def llvm(tvm_target, spec: dict) -> None:
-    """Refuse in one line a ``mtriple`` whose architecture LLVM does not have, and a ``mcpu`` that is not one of that
-    architecture's CPUs (LLVM's own list: ``llc -mcpu=help``); ``spec`` is ``tvm_target`` as TVM 0.27's dict."""
+    """Refuse in one line a ``mtriple`` whose architecture LLVM does not have, a ``mcpu`` that is not one of that
+    architecture's CPUs (LLVM's own list: ``llc -mcpu=help``), a ``mattr`` item that is not ``+`` or ``-`` and one of
+    its features, and a ``jit``, ``vector-width`` or ``cl-opt`` TVM stops on in C++; ``spec`` is ``tvm_target`` as
+    TVM 0.27's dict."""
     if "host" in spec:  # TVM takes it, then builds the CPU's code with the host's code generator (CUDA's: it fails)
         raise WorkbenchError(
             f"The target {tvm_target!r} has a host", "leave the host out: a CPU target is its own host"
@@ -102,6 +106,61 @@ def llvm(tvm_target, spec: dict) -> None:
                 f"{triple or 'this machine'} (it would build for a generic CPU instead)",
                 f"leave mcpu out (any CPU of this kind), or name one of `llc {where}-mcpu=help`{example}",
             )
+    _check_mattr(tvm_target, spec.get("mattr"), triple)
+    _check_options(tvm_target, spec)
+
+
+def _check_mattr(tvm_target, mattr, triple) -> None:
+    """An item without its sign fails LLVM's verifier in C++; a feature LLVM does not know (``+AVX2``, ``++avx2``)
+    it skips with a log line, and builds without what was asked."""
+    if not isinstance(mattr, (list, tuple)) or not all(isinstance(item, str) for item in mattr):
+        return  # TVM refuses it, in one line of resolve's
+    for item in mattr:
+        if item[:1] not in ("+", "-") or len(item) == 1:
+            raise WorkbenchError(
+                f"{item!r} in the mattr of the target {tvm_target!r} is not +feature or -feature",
+                "write each as +feature to add it or -feature to take it away, with no spaces or empty items: "
+                "-mattr=+avx2,+fma or {'mattr': ['+avx2', '+fma']}",
+            )
+    probe = {"kind": "llvm", "mattr": [f"+{item[1:]}" for item in mattr]} | ({"mtriple": triple} if triple else {})
+    known = _features(probe)  # a feature LLVM knows is on once asked for
+    unknown = [item for item in mattr if item[1:] not in known]
+    if unknown:
+        where = f"-mtriple={triple} " if triple else ""
+        raise WorkbenchError(
+            f"{unknown[0]!r} in the target {tvm_target!r} is not a feature LLVM knows for {triple or 'this machine'} "
+            "(it would build without it)",
+            f"leave it out, or name one of `llc {where}-mattr=help` as LLVM spells it (lower case: +avx2)",
+        )
+
+
+# LLVM's command-line options as TVM reads them: -name or --name, then :type and =value (no type: a bool).
+_CL_OPT = r"--?[^-:=][^:=]*((:bool)?(=(?i:true|false|0|1))?|:u?int=-?[0-9]+|:string=.*)"
+
+
+def _check_options(tvm_target, spec: dict) -> None:
+    """What TVM checks only as it builds, in C++: the JIT's name, the vector width, LLVM's options."""
+    jit = spec.get("jit")
+    if isinstance(jit, str) and jit not in ("orcjit", "mcjit"):
+        raise WorkbenchError(
+            f"jit={jit!r} in the target {tvm_target!r} is not a JIT of TVM's",
+            "leave jit out, or give jit=orcjit or mcjit",
+        )
+    width = spec.get("vector-width")
+    if type(width) is int and width <= 0:
+        raise WorkbenchError(
+            f"vector-width={width} in the target {tvm_target!r} is not a number of bits",
+            "leave vector-width out (the CPU's own), or give it a positive number of bits such as 256",
+        )
+    options = spec.get("cl-opt")
+    if isinstance(options, (list, tuple)):
+        for option in options:
+            if isinstance(option, str) and not re.fullmatch(_CL_OPT, option):
+                raise WorkbenchError(
+                    f"{option!r} in the cl-opt of the target {tvm_target!r} is not an LLVM option",
+                    "write each as -name, -name=true or -name:type=value (type bool, int, uint or string), "
+                    "such as -unroll-threshold:int=100",
+                )
 
 
 # LLVM's features that tune the code for a CPU, or name system instructions that only an intrinsic emits: a CPU
@@ -119,7 +178,11 @@ def _platform(triple: str) -> tuple:
 
 
 def _features(spec) -> set:
-    return set(codegen.llvm_get_cpu_features(tvm.target.Target(spec)))
+    """The features LLVM turns on for ``spec``; its line for each one it does not know ("'+x' is not a recognized
+    feature") is dropped: the caller says it, in one line."""
+    with native_stderr_held() as held:
+        held.dropped = True
+        return set(codegen.llvm_get_cpu_features(tvm.target.Target(spec)))
 
 
 def check_cpu_runs_here(resolved: tvm.target.Target) -> None:
@@ -131,7 +194,7 @@ def check_cpu_runs_here(resolved: tvm.target.Target) -> None:
     if _platform(asked) != _platform(own):
         raise WorkbenchError(
             f"The build is for {asked}, a device this machine ({own}) is not",
-            "run it on such a machine, or build for 'llvm' (this CPU) to run it here",
+            "run it on such a machine, or leave mtriple out (this machine's) to run it here",
         )
     if "mcpu" not in resolved.attrs and "mattr" not in resolved.attrs:
         return
@@ -141,10 +204,15 @@ def check_cpu_runs_here(resolved: tvm.target.Target) -> None:
     )
     if lacking:
         more = f" and {len(lacking) - 4} more" if len(lacking) > 4 else ""
+        drop = [item for item in resolved.attrs.get("mattr", []) if item[0] == "+" and item[1:] in lacking]
+        other_cpu = str(resolved.attrs.get("mcpu", here)) != here
+        ways = ([f"name this one: mcpu={here}"] if other_cpu else []) + (
+            [f"drop {', '.join(drop)} from mattr"] if drop else []
+        )
         raise WorkbenchError(
             f"The build is for a CPU with {', '.join(lacking[:4])}{more}, which this one ({here}) has not: it would "
             "stop on an illegal instruction",
-            f"leave mcpu and mattr out (code for any CPU of this kind), or name this one: mcpu={here}",
+            "leave mcpu and mattr out (code for any CPU of this kind)" + (", or " + " and ".join(ways) if ways else ""),
         )
 
 

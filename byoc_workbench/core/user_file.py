@@ -39,7 +39,7 @@ def import_user_file(path: str | Path, what: str, fix: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     failure = None
-    with _native_stderr_held() as held:
+    with native_stderr_held() as held:
         try:
             spec.loader.exec_module(module)
         except (Exception, SystemExit) as err:  # the user's code can raise anything, or exit
@@ -77,7 +77,7 @@ class _Held:
 
 
 @contextlib.contextmanager
-def _native_stderr_held():
+def native_stderr_held():
     """Hold back what C++ writes to stderr (file descriptor 2) inside the block, and write it out after,
     unless the block set ``dropped``."""
     held = _Held()

@@ -154,7 +154,8 @@ def _ort_message(err: BaseException) -> str:
 
 def _refusal(model, message: str, name: str, shapes: dict) -> OnnxImportError:
     """Why ONNX Runtime, the reference, refused ``model``: an op it does not know, an element type its
-    kernels lack, the file's version or opset, or else the shapes given."""
+    kernels or an op lack, a type declared other than computed, the file's version or opset, or else the shapes
+    given."""
     export = "e.g. torch.onnx.export(..., opset_version=17)"
     op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
     if op:
@@ -171,13 +172,29 @@ def _refusal(model, message: str, name: str, shapes: dict) -> OnnxImportError:
             "which neither ONNX Runtime nor TVM knows",
             f"export the model with standard ONNX ops and a released opset, {export}",
         )
+    in_float32 = "export the model in float32 (in PyTorch: model.float() and float32 inputs before torch.onnx.export)"
     kernel = re.search(r"Could not find an implementation for (\w+)\(", message)
     types = sorted(_input_types(model, kernel.group(1)) - {"float32"}) if kernel else []
     if types:
         return OnnxImportError(
             f"ONNX Runtime, the reference, has no {kernel.group(1)} kernel for {' or '.join(types)}, "
             f"the element type of {name}'s {kernel.group(1)} inputs",
-            "export the model in float32 (in PyTorch: model.float() and float32 inputs before torch.onnx.export)",
+            in_float32,
+        )
+    taken = re.search(r"Type '(\S+)' of input parameter \((.*?)\) of operator \((\w+)\)", message)
+    if taken:
+        return OnnxImportError(
+            f"{name}'s {taken.group(3)} is given {taken.group(2)}, a {taken.group(1)}, and ONNX's {taken.group(3)} "
+            "takes no such type",
+            in_float32,
+        )
+    declared = re.search(r"Type \((\S+)\) of output arg \((.*?)\) .*? expected type \((\S+)\)", message)
+    if declared:
+        value, said, made = declared.group(2), declared.group(1), declared.group(3)
+        return OnnxImportError(
+            f"{name} declares {value} a {said}, and the node that makes it gives a {made}",
+            f"make them agree: cast {value} to the type declared (a Cast node before it, to=FLOAT for float32), "
+            "and export the model again",
         )
     if re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE):
         return OnnxImportError(

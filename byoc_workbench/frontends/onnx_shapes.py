@@ -53,7 +53,7 @@ def check_onnx_model(path, model) -> None:
     """A one-line error for a file that parses but holds no model the workbench can import and run against ONNX
     Runtime, the reference: no nodes, too old an opset, no outputs, an input :func:`graph_inputs` refuses or an
     output :func:`_tensor_dtype` does, a sparse weight (TVM's ONNX frontend reads none), or a weight, constant or
-    cast of 4-bit elements."""
+    cast of 4-bit elements, in any graph or function of the model (:func:`_scopes`)."""
     onnx = onnx_module()
     export = "re-export the model, e.g. torch.onnx.export(..., opset_version=17), and pass that file"
     if not model.HasField("graph") or not model.graph.node:
@@ -68,32 +68,89 @@ def check_onnx_model(path, model) -> None:
         raise OnnxImportError(f"{path} declares no outputs, so there is nothing to compute or check", export)
     graph_inputs(model)  # the inputs first: an Identity of a bfloat16 input has a bfloat16 output
     for value in model.graph.output:
-        if value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.elem_type:
+        if value.type.WhichOneof("value") == "tensor_type" and not value.type.tensor_type.elem_type:
+            raise OnnxImportError(
+                f"Output {value.name} is a tensor of no element type (0), which ONNX Runtime, the reference, does "
+                "not load",
+                f"declare {value.name}'s element type, e.g. helper.make_tensor_value_info({value.name!r}, "
+                "TensorProto.FLOAT, shape), and export the model again",
+            )
+        if value.type.WhichOneof("value") == "tensor_type":
             _tensor_dtype(value, "Output")  # a sequence or an optional output imports; ONNX Runtime gives lists
-    if model.graph.sparse_initializer:
-        raise OnnxImportError(
-            f"{path} keeps its weight {model.graph.sparse_initializer[0].values.name} as a sparse initializer, which "
-            "TVM's ONNX frontend does not read",
-            "save the model with its weights dense: each sparse_initializer as a plain initializer of the same name",
-        )
+    for value in _typed_by_inference(model):
+        _tensor_dtype(value, "Output")
     small = {getattr(onnx.TensorProto, t, None): t.lower() for t in _SUB_BYTE}
-    name, elem = next(((n, e) for n, e in _made_types(model.graph) if e in small), (None, None))
-    if name is not None:
-        raise OnnxImportError(
-            f"{path} makes {name}, a tensor of {small[elem]}, and TVM holds no tensor of elements under a byte",
-            f"export the model with int8/uint8 (or float32) in place of {small[elem]}, e.g. its weights quantized "
-            "to 8 bits",
-        )
+    for where, scope in _scopes(model):
+        sparse = next(_sparse(scope), None)
+        if sparse is not None:
+            raise OnnxImportError(
+                f"{path} keeps its {sparse}{where}, which TVM's ONNX frontend does not read",
+                "save the model with its weights dense: each sparse_initializer as a plain initializer of the same "
+                "name, each Constant's sparse_value as its value",
+            )
+        name, elem = next(((n, e) for n, e in _made_types(scope) if e in small), (None, None))
+        if name is not None:
+            raise OnnxImportError(
+                f"{path} makes {name}{where}, a tensor of {small[elem]}, and TVM holds no tensor of elements under a "
+                "byte",
+                f"export the model with int8/uint8 (or float32) in place of {small[elem]}, e.g. its weights quantized "
+                "to 8 bits",
+            )
 
 
-def _made_types(graph):
-    """``(name, ONNX element type)`` of each tensor whose type ``graph`` names: its weights, its constants' values,
-    its casts' and quantizations' results (every other op's result takes its type from these, or from the inputs)."""
-    yield from ((t.name, t.data_type) for t in graph.initializer)
-    for node in graph.node:
+def _scopes(model):
+    """``(where, graph or function)`` for the main graph (where ``""``), each model-local function's body (`` in
+    local function Q``) and each graph inside their nodes, an If's branches or a Loop's or Scan's body (`` in the
+    then-branch of If node 'c'``), at any depth: TVM's frontend imports them all, and a 4-bit tensor in any fails."""
+
+    def inside(where, nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.HasField("g") else attr.graphs:
+                    label = node.name or (node.output[0] if node.output else "")
+                    within = f" in the {attr.name.replace('_', '-')} of {node.op_type} node {label!r}{where}"
+                    yield within, graph
+                    yield from inside(within, graph.node)
+
+    yield "", model.graph
+    yield from inside("", model.graph.node)
+    for function in model.functions:
+        where = f" in local function {function.name}"
+        yield where, function
+        yield from inside(where, function.node)
+
+
+def _sparse(scope):
+    """Each sparse tensor of ``scope`` (a graph or a function), as a cause names it: a sparse initializer, or a
+    Constant's ``sparse_value``."""
+    yield from (f"weight {t.values.name} as a sparse initializer" for t in getattr(scope, "sparse_initializer", ()))
+    for node in scope.node:
+        if node.output and any(a.HasField("sparse_tensor") for a in node.attribute):
+            yield f"constant {node.output[0]} as a Constant's sparse_value"
+
+
+def _made_types(scope):
+    """``(name, ONNX element type)`` of each tensor whose type ``scope`` (a graph or a function) names: its weights,
+    its constants' values, its casts' and quantizations' results (every other op's result takes its type from these,
+    or from the inputs)."""
+    yield from ((t.name, t.data_type) for t in getattr(scope, "initializer", ()))
+    for node in scope.node:
         for attr in node.attribute if node.output else ():
             if attr.HasField("t") or attr.name in ("to", "output_dtype"):
                 yield node.output[0], attr.t.data_type if attr.HasField("t") else attr.i
+
+
+def _typed_by_inference(model) -> list:
+    """The outputs declared with no type at all, as ONNX's shape inference types them (ONNX Runtime runs them, and
+    gives what they compute); none where the inference fails (ONNX Runtime then says why, loading the model)."""
+    names = {v.name for v in model.graph.output if v.type.WhichOneof("value") is None}
+    if not names:
+        return []
+    try:
+        inferred = onnx_module().shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - ONNX's InferenceError, and what its C++ raises on a model ORT refuses anyway
+        return []
+    return [v for v in inferred.graph.output if v.name in names and v.type.tensor_type.elem_type]
 
 
 def _tensor_dtype(value, role: str) -> np.dtype:

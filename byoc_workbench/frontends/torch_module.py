@@ -41,12 +41,18 @@ def _listed(names: list) -> str:
 
 
 def check_importable(torch, module, inputs, name: str) -> None:
-    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, or weights
-    that hold no values, have no shapes yet (lazy layers) or are not float32."""
+    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, a module with no
+    forward (nn.ModuleList), or weights that hold no values, have no shapes yet (lazy layers) or are not float32."""
     if isinstance(module, torch.jit.ScriptModule):
         raise TorchImportError(
             f"{name} is TorchScript, which torch.export cannot take",
             "pass the nn.Module itself, as it was before torch.jit.script or torch.jit.trace",
+        )
+    if getattr(module.forward, "__func__", None) is torch.nn.Module.forward:  # nn.ModuleList, nn.ModuleDict
+        raise TorchImportError(
+            f"{name} has no forward method, so it computes nothing",
+            "pass a module whose forward computes the model, e.g. nn.Sequential(*layers) to run a list of layers "
+            "in order",
         )
     for i, x in enumerate(inputs):
         dtype = str(x.dtype).removeprefix("torch.")

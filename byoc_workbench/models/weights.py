@@ -224,7 +224,7 @@ def download_weights(
     target = weights_dir(cache) / params_file_name(name)
     url = weights_url(name, repo_url)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        files.make_folder(target.parent)
     except OSError as err:
         raise DownloadError(
             f"Cannot create the weights cache {target.parent} ({err.strerror or err})",
@@ -297,13 +297,15 @@ def prefetch(
             path = download_weights(name, cache, repo_url, timeout)
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}
         except DownloadError as err:
+            put = (  # by hand, where the cache's folder can be made; else what its error says
+                f"download {weights_url(name, repo_url)}, unzip it and put {target.name} at {target}"
+                if target.parent.is_dir() or not target.parent.exists()
+                else err.fix
+            )
             report[name] = {
                 "ok": False,
                 "path": str(target),
                 "error": err.cause,
-                "how_to_fix": (
-                    f"download {weights_url(name, repo_url)}, unzip it and put "
-                    f"{target.name} at {target}, or pass --weights /path/to/{target.name}"
-                ),
+                "how_to_fix": f"{put}, or pass --weights /path/to/{target.name}",
             }
     return report

@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from test_gpu_run_checks import stopping_python  # a sibling: pytest puts this folder on sys.path
 
 from byoc_workbench.core import output_paths
 from byoc_workbench.core.files import put
@@ -175,8 +176,8 @@ def test_relative_paths_are_the_callers_and_a_run_replaces_the_site_the_last_one
     """PACK=pack DEST=dest OUT=out were taken in the checkout, where the script went first."""
     _pack(tmp_path / "pack")
     for _ in range(2):  # the second replaces the site/ the first unpacked
-        done = _gpu_run("pack", "dest", "--runs", "0", cwd=tmp_path, OUT="out")  # the check refuses it, unpacked
-        assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: argument --runs")
+        done = _gpu_run("pack", "dest", cwd=tmp_path, OUT="out", PY=stopping_python(tmp_path))  # unpacked
+        assert done.returncode == 3 and done.stderr.splitlines()[-1] == "error: the check starts"
         assert done.stdout.startswith("call 1 of 1 carries ")  # gpu_pack.py --check found the archives
         assert _files(tmp_path / "dest") == {
             "site/new.txt": b"new",

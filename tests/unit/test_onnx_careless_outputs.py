@@ -110,3 +110,136 @@ def test_an_input_shape_size_in_anything_but_plain_digits_is_refused(tmp_path, c
     assert cli.main(["run", str(tmp_path / "m.onnx"), "--input-shape", f"1,3,{size},8"]) == 2
     line = one_line(capsys.readouterr().err.strip())
     assert f"'1,3,{size},8' is not a shape" in line and "plain digits" in line
+
+
+def _uint4_round_trip(x, y):
+    return [helper.make_node("Cast", [x], ["q"], to=TensorProto.UINT4), helper.make_node("Cast", ["q"], [y], to=1)]
+
+
+def _sparse_w():
+    values, indices = numpy_helper.from_array(np.ones(1, "float32"), "w"), numpy_helper.from_array(np.array([1]), "i")
+    return helper.make_sparse_tensor(values, indices, [4])
+
+
+def _if(then_nodes, **then_graph):
+    """``y = If(sum(x) > 0, then: then_nodes giving t, else: relu(x))``."""
+
+    def branch(nodes, out, **graph):
+        return helper.make_graph(nodes, "b", [], [helper.make_tensor_value_info(out, 1, [1, 4])], **graph)
+
+    zero = helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, "float32")))
+    cond = [
+        zero,
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+    ]
+    then, other = branch(then_nodes, "t", **then_graph), branch([helper.make_node("Relu", ["x"], ["e"])], "e")
+    return cond + [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+
+
+def _in_function(path):
+    """``y = Q(x)``, Q a model-local function that casts to uint4 and back."""
+    q = helper.make_function("local", "Q", ["a"], ["b"], _uint4_round_trip("a", "b"), [helper.make_opsetid("", 21)])
+    graph = helper.make_graph([helper.make_node("Q", ["x"], ["y"], domain="local")], "g", *_xy())
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("local", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, functions=[q])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    return path
+
+
+def _xy():
+    return [helper.make_tensor_value_info("x", 1, [1, 4])], [helper.make_tensor_value_info("y", 1, [1, 4])]
+
+
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (
+            lambda p: _save(p, _if(_uint4_round_trip("x", "t"))),
+            "makes q in the then-branch of If node 'y', a tensor of uint4",
+        ),
+        (_in_function, "makes q in local function Q, a tensor of uint4"),
+        (
+            lambda p: _save(p, _if([helper.make_node("Add", ["x", "w"], ["t"])], sparse_initializer=[_sparse_w()])),
+            "keeps its weight w as a sparse initializer in the then-branch of If node 'y', which TVM's ONNX frontend",
+        ),
+        (
+            lambda p: _save(
+                p,
+                [
+                    helper.make_node("Constant", [], ["k"], sparse_value=_sparse_w()),
+                    helper.make_node("Add", ["x", "k"], ["y"]),
+                ],
+            ),
+            "keeps its constant k as a Constant's sparse_value, which TVM's ONNX frontend does not read",
+        ),
+    ],
+    ids=["if_uint4", "func_uint4", "if_sparse", "const_sparse"],
+)
+def test_4_bit_and_sparse_tensors_in_any_graph_are_the_top_level_line_saying_where(tmp_path, capsys, make, says):
+    """S9, S10: check_onnx_model read the main graph alone: a uint4 cast in an If's branch or a local function ended
+    in TVM's "Check failed: dtype.bits % 8 == 0", a sparse Constant in ``KeyError: 'k'``, and a sparse weight in a
+    branch was blamed on its Add node ("Found null pointer node")."""
+    path = make(tmp_path / "m.onnx")
+    line = refused(lambda: Workbench.from_onnx(path), says)
+    assert "int8/uint8" in line if "uint4" in says else "weights dense" in line
+    assert cli.main(["run", str(path)]) == 2
+    assert one_line(capsys.readouterr().err.strip()) == line
+
+
+def _typed(path, nodes, y_type):
+    """``nodes`` giving y, declared ``y_type`` (a TypeProto)."""
+    graph = helper.make_graph(nodes, "g", _xy()[0], [helper.make_value_info("y", y_type)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    return path
+
+
+_BF16 = helper.make_tensor_type_proto(TensorProto.BFLOAT16, [1, 4])
+_TO_BF16 = helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16)
+
+
+@pytest.mark.parametrize(
+    "nodes, y_type, says",
+    [
+        (
+            [_TO_BF16, helper.make_node("SequenceConstruct", ["b"], ["y"])],
+            helper.make_sequence_type_proto(_BF16),
+            ("SequenceConstruct is given b, a tensor(bfloat16)", "export the model in float32"),
+        ),
+        (
+            [_TO_BF16, helper.make_node("Optional", ["b"], ["y"])],
+            helper.make_optional_type_proto(_BF16),
+            ("Optional is given b, a tensor(bfloat16)", "export the model in float32"),
+        ),
+        (
+            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)],
+            helper.make_tensor_type_proto(TensorProto.FLOAT, [1, 4]),
+            ("declares y a tensor(float), and the node that makes it gives a tensor(bfloat16)", "cast y to the type"),
+        ),
+        (
+            [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)],
+            helper.make_tensor_type_proto(0, None),
+            ("Output y is a tensor of no element type", "declare y's element type"),
+        ),
+    ],
+    ids=["sequence", "optional", "mismatch", "untyped"],
+)
+def test_a_model_onnx_runtime_refuses_for_its_types_is_not_told_to_check_its_shapes(tmp_path, nodes, y_type, says):
+    """S11: ONNX Runtime refused each for a type, and the Fix said "check the input shapes"."""
+    line = refused(lambda: Workbench.from_onnx(_typed(tmp_path / "m.onnx", nodes, y_type)), *says)
+    assert "input shape" not in line
+
+
+def test_an_output_declared_with_no_type_is_checked_as_inference_types_it(tmp_path):
+    """A bare ValueInfoProto output computed as bfloat16 passed every check; the run was ONNX Runtime's
+    'No corresponding Numpy type' traceback."""
+    path = tmp_path / "m.onnx"
+    graph = helper.make_graph([_TO_BF16, helper.make_node("Identity", ["b"], ["y"])], "g", _xy()[0], [])
+    graph.output.add().name = "y"  # no type at all
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    refused(lambda: Workbench.from_onnx(path), "Output y is a tensor of bfloat16", "cast y to float32 inside the model")

@@ -81,3 +81,16 @@ def test_a_module_in_distributed_data_parallel_is_imported_as_its_module(tmp_pat
     finally:
         dist.destroy_process_group()
     assert wb.model.mark == "Linear imported from DistributedDataParallel's .module"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [torch.nn.ModuleList([torch.nn.Linear(4, 4)]), torch.nn.ModuleDict({"a": torch.nn.Linear(4, 4)})],
+    ids=["ModuleList", "ModuleDict"],
+)
+def test_a_module_with_no_forward_is_told_to_pass_one_that_computes(module):
+    """S11: its eager run's NotImplementedError ("missing the required forward") was told to fix the inputs."""
+    name = type(module).__name__
+    line = refused(lambda: Workbench.from_torch(module, (torch.randn(1, 4),)), f"{name} has no forward method")
+    assert "pass a module whose forward computes the model, e.g. nn.Sequential(*layers)" in line
+    assert "input" not in line

@@ -8,7 +8,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.core import devices, ir, ir_types, targets
+from byoc_workbench.core import devices, files, ir, ir_types, targets
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
@@ -102,6 +102,8 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
             "placed=True, but the module names no devices, and some of it runs only on the CPU",
             "pass placed=False (the default): the build places it",
         )
+    if placed and devices.placed(mod):
+        _check_placed_for(mod, resolved)
     placing = targets.is_gpu(resolved) and not placed
     if placing:
         mod = devices.place(mod, devices.propose(mod), resolved)
@@ -115,6 +117,19 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
         )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, resolved, ["StaticPlanBlockMemory"] if unplannable else []
+
+
+def _check_placed_for(mod: tvm.IRModule, resolved: tvm.target.Target) -> None:
+    """Refuse, in one line, a placed module that a GPU build would build otherwise than it was placed: a CPU twin's GPU
+    ops on the CPU, kernels for two GPUs (the placed one's and the build's), a CPU-only op left on the GPU."""
+    placed_for, built_for = targets.label(mod.global_infos["vdevice"][0].target), targets.label(resolved)
+    if targets.is_gpu(resolved) and placed_for != built_for:
+        what = "kernels for two GPUs" if targets.is_gpu(placed_for) else "its GPU ops for the CPU (a CPU twin)"
+        raise WorkbenchError(
+            f"The module is placed for {placed_for}, the build is for {built_for}: TVM would build {what}",
+            f"build it for {placed_for}, or place the module as it was before placing for {built_for}",
+        )
+    devices.check_cpu_only_on_cpu(mod)
 
 
 @contextlib.contextmanager
@@ -185,8 +200,9 @@ def device(tvm_target="llvm") -> tvm.runtime.Device:
 
 
 def vm_devices(tvm_target="llvm") -> list:
-    """The devices of a VM built for ``tvm_target``, in the order of the module's virtual devices (GPU, then CPU)."""
-    return [tvm.cuda(0), tvm.cpu()] if targets.is_gpu(tvm_target) else [tvm.cpu()]
+    """The devices of a VM built for ``tvm_target``, one per virtual device of a placed module (GPU, then CPU; the CPU
+    twin's are both the CPU, and a module that names none runs on the first)."""
+    return [tvm.cuda(0) if targets.is_gpu(tvm_target) else tvm.cpu(), tvm.cpu()]
 
 
 def sync_of(tvm_target="llvm"):
@@ -212,25 +228,38 @@ def synced(fn, tvm_target="llvm"):
 def build(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> relax.VirtualMachine:
     """:func:`compile` the module (``placed`` as there) and load it in a VM on ``tvm_target``'s devices."""
     check_runs_here(tvm_target)
-    return relax.VirtualMachine(compile(mod, tvm_target, placed=placed), vm_devices(tvm_target))
+    return virtual_machine(compile(mod, tvm_target, placed=placed), tvm_target)
+
+
+def virtual_machine(executable: relax.VMExecutable, tvm_target="llvm") -> relax.VirtualMachine:
+    """``executable`` loaded in a VM on ``tvm_target``'s devices. Its C source modules are compiled and linked now,
+    by the system's C compiler in the temporary folder: one that could not write there (``ulimit -f``, a full
+    disk) is one line (:func:`~byoc_workbench.core.files.compiler_could_not_write`); any other error keeps its
+    traceback."""
+    try:
+        return relax.VirtualMachine(executable, vm_devices(tvm_target))
+    except RuntimeError as err:  # tvm.support.cc's "Compilation error:", with the compiler's messages
+        said, what = str(err), "TVM could not compile the build's C source"
+        could_not_write = said.startswith("Compilation error") and files.compiler_could_not_write(said, what)
+        if not could_not_write:
+            raise
+        raise could_not_write from None
 
 
 def check_runs_here(tvm_target) -> None:
     """Refuse, in one line and before it compiles, a build for a device this machine does not have: TVM says so
     only when the VM loads it (CUDA without a GPU) or calls it (another CPU's triple), in C++'s words.
-    :func:`compile` builds for either all the same. A CPU build is checked by
-    :func:`byoc_workbench.core.targets.check_cpu_runs_here`."""
+    :func:`compile` builds for either all the same. A CPU build, and a GPU build's host (the VM's own code and
+    the ops on the CPU are built for it), are checked by :func:`byoc_workbench.core.targets.check_cpu_runs_here`."""
     resolved = targets.resolve(tvm_target)
-    if targets.is_gpu(resolved):
-        if not (cuda.loads_here() and tvm.cuda(0).exist):
-            raise WorkbenchError(
-                f"The build is for {targets.label(resolved)}, a device this machine does not have "
-                "(no NVIDIA GPU that TVM can run on)",
-                "run it on a machine with an NVIDIA GPU, its driver and TVM's CUDA runtime; "
-                "execute.compile(mod, tvm_target) compiles it here without running it",
-            )
-        return
-    targets.check_cpu_runs_here(resolved)
+    targets.check_cpu_runs_here(resolved.host if targets.is_gpu(resolved) else resolved)
+    if targets.is_gpu(resolved) and not (cuda.loads_here() and tvm.cuda(0).exist):
+        raise WorkbenchError(
+            f"The build is for {targets.label(resolved)}, a device this machine does not have "
+            "(no NVIDIA GPU that TVM can run on)",
+            "run it on a machine with an NVIDIA GPU, its driver and TVM's CUDA runtime; "
+            "execute.compile(mod, tvm_target) compiles it here without running it",
+        )
 
 
 def to_numpy(value):
@@ -288,9 +317,11 @@ def misplaced_buffers(lowered: tvm.IRModule) -> list:
     """Tensors of a lowered module (:func:`lower`) made in a buffer of another
     device than their own, as ``"function/var: on device 1, in storage on 0"``, and kernels handed buffers of two
     devices, as ``"function/kernel: reads alloc (on device 0) on device 1"``, the device of its last buffer (what
-    it writes); a constant is on device 0, where the VM loads it (empty for a sound build)."""
+    it writes); a constant is on device 0, where the VM loads it (empty for a sound build). A module not lowered is
+    refused in one line: it allocates nothing yet, so it would look sound."""
     out = []
     for fname in ir.host_functions(ir.module_given(lowered, "misplaced_buffers")):
+        _check_lowered(lowered, fname)
         storage, tensors = {}, {}
         for step in ir.walk(lowered[fname], descend=False):
             if step.op == "relax.vm.alloc_storage":
@@ -312,3 +343,16 @@ def misplaced_buffers(lowered: tvm.IRModule) -> list:
                     kernel = step.value.op.name_hint
                     out.append(f"{fname}/{kernel}: reads {name} (on device {got}) on device {found[-1][1]}")
     return out
+
+
+def _check_lowered(lowered: tvm.IRModule, fname: str) -> None:
+    """Refuse, in one line, a function that calls an op the VM's code generation does not take (one that allocates
+    or has a packed function, ``FCallPacked``): lowering leaves no other."""
+    vm_ops = ("relax.null_value", "relax.call_builtin_with_ctx")
+    for step in ir.walk(lowered[fname], descend=False):
+        op = step.op
+        if op and not op.startswith("relax.vm.") and op not in vm_ops and not tvm.ir.Op.get(op).get_attr("FCallPacked"):
+            raise WorkbenchError(
+                f"misplaced_buffers takes a lowered module; {fname}/{step.var.name} still calls {op}",
+                "pass what execute.lower(mod, tvm_target) gives (placed=True for a placed module)",
+            )

@@ -263,7 +263,7 @@ def build_and_run(what, inputs, repeat: int = 10, warmup: int = 1, **kw) -> Run:
     ) as bar:
         t0 = time.perf_counter()
         executable = execute.compile(mod, tvm_target)
-        vm = tvm.relax.VirtualMachine(executable, execute.vm_devices(tvm_target))
+        vm = execute.virtual_machine(executable, tvm_target)
         build_s = time.perf_counter() - t0
         dev = execute.device(tvm_target)
         args = [tvm.runtime.tensor(np.asarray(a), dev) for a in inputs]
