@@ -4,17 +4,15 @@ a signal or a failure leaves the folder as it was, the joined pieces' temporary 
 link, wrong arguments for the check, an --out of its own and an append-only OUT."""
 
 import importlib.util
-import io
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from test_gpu_run_checks import stopping_python  # a sibling: pytest puts this folder on sys.path
+from test_gpu_run_checks import _pack, stopping_python  # a sibling: pytest puts this folder on sys.path
 
 from byoc_workbench.core import output_paths
 
@@ -23,18 +21,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK = [sys.executable, str(ROOT / "tools" / "gpu_pack.py")]
-
-
-def _pack(folder: Path, files: int = 1) -> Path:
-    """Archives in tools/gpu_pack.py's form: ``files`` small files under site/ in the libraries' archive."""
-    folder.mkdir()
-    for part, count in (("tvm-libs.tar.xz", files), ("site.tar.xz", 1)):
-        with tarfile.open(folder / part, "w:xz", preset=0) as tar:
-            for k in range(count):
-                member = tarfile.TarInfo(f"site/{part}/{k}.txt")
-                member.size = 4
-                tar.addfile(member, io.BytesIO(b"data"))
-    return folder
 
 
 def _tree(folder: Path) -> dict:
