@@ -279,6 +279,7 @@ def test_gpu_check_out_expands_the_home_as_the_workbench_options_do(tmp_path):
     ]
 
 
+@pytest.mark.slow  # gpu_check imports TVM and builds (4 to 9 s): `make test` runs it, not test-fast
 def test_gpu_check_that_cannot_write_its_json_says_so_in_one_line(tmp_path):
     """A full disk was an OSError traceback after the whole run (here: a file system of 4 kB, which the
     JSON outgrows once the demo is measured)."""
@@ -305,6 +306,7 @@ def _gpu_check(out: Path):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # gpu_check imports TVM and builds (4 to 9 s): `make test` runs it, not test-fast
 def test_gpu_check_out_replaces_only_a_json_its_record_proves(tmp_path):
     """A JSON of yours with its keys (models, missing) was taken for an earlier run's, and replaced."""
     mine = tmp_path / "mine.json"
@@ -350,6 +352,7 @@ def test_gpu_check_refuses_an_out_it_cannot_replace_before_anything_is_built(tmp
 ELSEWHERE = "llvm -mtriple=" + ("x86_64" if os.uname().machine == "aarch64" else "aarch64") + "-linux-gnu"
 
 
+@pytest.mark.slow  # gpu_check imports TVM and builds (4 to 9 s): `make test` runs it, not test-fast
 @pytest.mark.parametrize("target", ["cuda -arch=sm_90", "cuda -arch=sm_1000", ELSEWHERE])
 def test_gpu_check_refuses_a_target_this_machine_cannot_run_before_anything_is_built(tmp_path, target):
     """Only --target cuda was: 'cuda -arch=sm_90' without a GPU imported and built every model (minutes for the SSD)
