@@ -132,6 +132,14 @@ def _check_mattr(tvm_target, mattr, triple) -> None:
             "(it would build without it)",
             f"leave it out, or name one of `llc {where}-mattr=help` as LLVM spells it (lower case: +avx2)",
         )
+    base = _features({"kind": "llvm"} | ({"mtriple": triple} if triple else {}))  # what every such CPU has
+    taken = [item for item in mattr if item[0] == "-" and item[1:] in base and not re.fullmatch(_HARMLESS, item[1:])]
+    if taken:  # -sse2 on x86-64: "SSE register return with SSE disabled", and the process is gone
+        raise WorkbenchError(
+            f"{taken[0]!r} in the target {tvm_target!r} takes away {taken[0][1:]}, which every CPU of "
+            f"{triple or 'this machine'}'s kind has and LLVM builds on (it can stop the process)",
+            f"leave {taken[0]} out: take away only a feature some CPUs of the kind lack",
+        )
 
 
 # LLVM's command-line options as TVM reads them: -name or --name, then :type and =value (no type: a bool).
@@ -166,7 +174,7 @@ def _check_options(tvm_target, spec: dict) -> None:
 # LLVM's features that tune the code for a CPU, or name system instructions that only an intrinsic emits: a CPU
 # without them runs TVM's code all the same.
 _HARMLESS = (
-    r"(fast|faster|slow|false-deps|no-bypass|prefer|tuning|idiv[lq]|lea|macrofusion|branchfusion)(-.*)?"
+    r"(fast|faster|slow|false-deps|no-bypass|prefer|tuning|idiv[lq]|lea|macrofusion|branchfusion)(-.*)?|vzeroupper"
     r"|ermsb|fsrm|pconfig|ptwrite|serialize|waitpkg|enqcmd|uintr|cldemote|movdiri|movdir64b|(wide)?kl|hreset|tsxldtrk"
 )
 
