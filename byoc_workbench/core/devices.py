@@ -262,12 +262,18 @@ def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRMod
 
 def placed(mod: tvm.IRModule) -> bool:
     """Whether :func:`place` wrote two devices into ``mod``."""
+    mod = ir.module_given(mod, "devices.placed")
     return len(mod.global_infos.get("vdevice", []) if mod.global_infos else []) > 1
 
 
 def check_cpu_only_on_cpu(mod: tvm.IRModule) -> None:
     """Refuse, in one line, a :func:`placed` module that leaves an op of :data:`CPU_ONLY` on the GPU, in any function:
     TVM builds its kernel as device code without a word (a module placed by hand, or for another)."""
+    if not placed(ir.module_given(mod, "devices.check_cpu_only_on_cpu")):
+        raise WorkbenchError(
+            "devices.check_cpu_only_on_cpu takes a placed module, and this one names no devices",
+            "pass what devices.place(mod, devices.propose(mod), tvm_target) gives",
+        )
     check = _Check(mod.global_infos["vdevice"][0].target.kind.name)
     for fname in ir.host_functions(mod):
         for step in ir.walk(mod[fname], mod, descend=False, name=fname):

@@ -177,3 +177,11 @@ def test_misplaced_buffers_refuses_a_module_not_lowered():
             "Fix: pass what execute.lower(mod, tvm_target) gives (placed=True for a placed module)."
         )
     assert execute.misplaced_buffers(execute.lower(Tail, "llvm")) == []
+
+
+def test_the_new_checks_given_no_module_or_an_unplaced_one_say_so():
+    """Round 13 (N3): None, a str or an unplaced module were a KeyError or an AttributeError inside them."""
+    assert "devices.placed takes a tvm.IRModule, got NoneType" in refused(lambda: devices.placed(None))
+    assert "takes a tvm.IRModule, got str" in refused(lambda: devices.check_cpu_only_on_cpu("mod"))
+    assert "takes a placed module" in refused(lambda: devices.check_cpu_only_on_cpu(HelperBefore))
+    assert "virtual_machine takes what execute.compile gives" in refused(lambda: execute.virtual_machine(None))

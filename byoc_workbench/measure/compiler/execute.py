@@ -236,6 +236,11 @@ def virtual_machine(executable: relax.VMExecutable, tvm_target="llvm") -> relax.
     by the system's C compiler in the temporary folder: one that could not write there (``ulimit -f``, a full
     disk) is one line (:func:`~byoc_workbench.core.files.compiler_could_not_write`); any other error keeps its
     traceback."""
+    if not isinstance(executable, relax.VMExecutable):
+        raise WorkbenchError(
+            f"virtual_machine takes what execute.compile gives, got {type(executable).__name__}",
+            "pass execute.compile(mod, tvm_target)",
+        )
     try:
         return relax.VirtualMachine(executable, vm_devices(tvm_target))
     except RuntimeError as err:  # tvm.support.cc's "Compilation error:", with the compiler's messages
