@@ -132,8 +132,9 @@ def _check_mattr(tvm_target, mattr, triple) -> None:
             "(it would build without it)",
             f"leave it out, or name one of `llc {where}-mattr=help` as LLVM spells it (lower case: +avx2)",
         )
-    base = _features({"kind": "llvm"} | ({"mtriple": triple} if triple else {}))  # what every such CPU has
-    taken = [item for item in mattr if item[0] == "-" and item[1:] in base and not re.fullmatch(_HARMLESS, item[1:])]
+    removed = [item for item in mattr if item[0] == "-" and not re.fullmatch(_HARMLESS, item[1:])]
+    base = _features({"kind": "llvm"} | ({"mtriple": triple} if triple else {})) if removed else set()
+    taken = [item for item in removed if item[1:] in base]  # what every such CPU has
     if taken:  # -sse2 on x86-64: "SSE register return with SSE disabled", and the process is gone
         raise WorkbenchError(
             f"{taken[0]!r} in the target {tvm_target!r} takes away {taken[0][1:]}, which every CPU of "
