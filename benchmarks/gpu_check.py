@@ -21,12 +21,13 @@ picture) is one line in ``missing`` with its fix, and the rest still runs. A run
 nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
 a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
-``--out`` (``~`` expanded, as the workbench's own options), ``--runs``, ``--warmup`` and ``--target`` are checked
-before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it names), after each
-build; a run that measured nothing leaves an earlier run's JSON there as it was. It replaces only a JSON an earlier
-run wrote, as the ``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record), never an
-immutable or append-only one. Ctrl-C or SIGTERM stops it in one
-line, exit 130 or 143. It imports only the standard library until it knows TVM is there.
+``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and ``--target``
+are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it
+names), after each build; a run that measured nothing leaves an earlier run's JSON there as it was. It replaces only a
+JSON an earlier run wrote, as the ``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record),
+never an immutable or append-only one, nor one in an append-only folder. Ctrl-C or SIGTERM stops it in one line, exit
+130 or 143; once its results are in place and said, a signal changes nothing. It imports only the standard library
+until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
 ``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
@@ -49,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however it is run (runpy, a spec)
-from gpu_check_args import arguments, check_out, record, target_kind, write_whole
+from gpu_check_args import arguments, check_out, record, target_kind, target_words, write_whole
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -223,7 +224,7 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
     report["models"][model.name] = out
     errors = report["errors"]
     outputs = {}
-    base = f"tvm alone ({target if isinstance(target, str) else target.get('kind')})"
+    base = f"tvm alone ({target_words(target)})"
     builds = [
         (base, lambda: stages.run_stages(model.mod, (), backend="tvm")),
         *offloaded_builds(model, backends, targets.is_gpu(target)),
@@ -369,9 +370,9 @@ def measure_all(args, report: dict, saved) -> None:
         except Exception as err:  # noqa: BLE001
             report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
     backends = backends_here(report, args.target)
-    for name in args.models.split(","):
+    for name in args.models:
         try:
-            model = load_model(name.strip(), report)
+            model = load_model(name, report)
         except Exception as err:  # noqa: BLE001
             report["errors"][f"{name}: load"] = _first_line(err)
             continue
@@ -426,6 +427,10 @@ def main(argv=None) -> int:
         signal.signal(sig, _stop)
     try:
         status = check(argv)
+        # Its results are in place and said: a signal while the interpreter tears TVM and torch down must not turn
+        # them into 143 (Python puts the default handlers back as it ends: no line) or a traceback of atexit's.
+        for sig in (*SIGNALS, signal.SIGALRM):  # an interrupt that waited for an import is said below
+            signal.signal(sig, signal.SIG_IGN)
         if not STOPPED:
             return status
     except KeyboardInterrupt:
@@ -483,7 +488,7 @@ def check(argv=None) -> int:
         return 1
     print(text)
     for line in report["missing"]:
-        print("missing:", line, file=sys.stderr)
+        print(f"missing: {line}", file=sys.stderr)  # one write: a signal's line never lands inside it
     return 0
 
 

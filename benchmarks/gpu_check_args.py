@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import fcntl
 import hashlib
 import json
 import os
+import shlex
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -49,13 +52,24 @@ def check_out(out: str | None) -> None:
     elif stuck := [f for f in (path, path.parent / WRITTEN) if resists(f)]:  # found now, not after the builds
         why = f"cannot be replaced: {stuck[0]} is {resists(stuck[0])}"
         fix = f"run chattr -i -a {stuck[0]}, or pass another --out"
-    elif not path.parent.is_dir():
-        why = f"is in {path.parent}, which {'is not a folder' if path.parent.exists() else 'does not exist'}"
-    elif not os.access(path.parent, os.W_OK | os.X_OK):  # the JSON is written beside it, then moved in
-        why = f"is in {path.parent}, which cannot be written"
+    elif unfit := _no_folder(path):
+        why, fix = unfit
     else:
         return
     raise SystemExit(" ".join(f"error: --out {out} {why}. Fix: {fix}.".split()))
+
+
+def _no_folder(path: Path) -> tuple | None:
+    """``(why, fix)`` where the JSON cannot be put in ``path``'s folder (written beside it, then renamed); else None."""
+    folder, fix = path.parent, "pass a file path in a folder you can write"
+    if not folder.is_dir():
+        return f"is in {folder}, which {'is not a folder' if folder.exists() else 'does not exist'}", fix
+    if kind := resists(folder):  # a file can be made there, never renamed: found now, not after the builds
+        why = f"is in {folder}, which is {kind}, so no file in it can be renamed, as putting the JSON in place does"
+        return why, f"run chattr -i -a {folder}, or pass another --out"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"is in {folder}, which cannot be written", fix
+    return None
 
 
 #: The name :func:`write_whole` writes ``path`` as first: ``mkstemp``'s ``.<name>.<eight letters>.part``.
@@ -183,6 +197,17 @@ def resists(path: Path) -> str:
     return next((kind for bit, kind in FLAGS.items() if flags & bit), "")
 
 
+def stuck_under(folder) -> str:
+    """``"<path> is immutable"`` (or append-only) for the first of ``folder`` and the files and folders in it (links
+    not followed) that :func:`resists`: what would stop it being moved aside and removed; else ``""``."""
+    for top, _, files in os.walk(folder):
+        for path in (top, *(os.path.join(top, name) for name in files)):
+            if stat.S_ISREG(os.lstat(path).st_mode) or path == top:  # never opens a FIFO or a device
+                if kind := resists(path):
+                    return f"{path} is {kind}"
+    return ""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a refusal in one line like every other of this script."""
 
@@ -220,16 +245,101 @@ def target(text: str) -> str | dict:
 
 
 def target_kind(target: str | dict) -> str:
-    """``cuda``, ``llvm``: the kind of a ``--target``."""
-    return target["kind"] if isinstance(target, dict) else "".join(target.split()[:1])
+    """``cuda``, ``llvm``: the kind of a ``--target`` ("" for text that cannot be read)."""
+    if isinstance(target, dict):
+        return target["kind"]
+    try:
+        return "".join(_split(target)[:1])
+    except ValueError:
+        return ""
+
+
+def _split(text: str) -> list:
+    """A text ``--target`` in words, as ``core.targets`` reads it: split as a shell splits it (quotes group a host
+    with its options: ``-host='llvm -mcpu=znver3'``), text quoted whole read as what its quotes hold; ValueError for
+    a quote left open."""
+    words = shlex.split(text)
+    return _split(words[0]) if len(words) == 1 and len(words[0].split()) > 1 else words
+
+
+def target_words(target: str | dict) -> str:
+    """``llvm -mcpu=znver3``: a ``--target`` as its text, options included, a dict's too (its label in the JSON)."""
+    if isinstance(target, str):
+        return " ".join(target.split())
+    said = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in target.items() if k != "kind"}
+    return " ".join([target["kind"], *(f"-{k}={v}" for k, v in said.items())])
+
+
+#: What the workbench builds for, and its fix for a target it cannot read (``core.targets``, which imports TVM).
+TARGET_KINDS = ("llvm", "cuda")
+TARGET_FIX = (
+    "name 'llvm' (the CPU) or 'cuda' (an NVIDIA GPU), as text ('cuda -arch=sm_90') or a dict "
+    "({'kind': 'cuda', 'arch': 'sm_90'})"
+)
+
+
+def check_target(target: str | dict) -> None:
+    """Refuse in one line, as gpu_check says it once TVM is there, what is wrong with a ``--target`` without TVM to
+    tell, before gpu_run.sh's unpack: text that cannot be read (a quote left open, an option not ``-key=value`` or
+    given twice, as ``core.targets`` reads it) or a kind the workbench does not build for. The rest (an arch, a CPU,
+    an option TVM does not have) needs TVM: gpu_check checks it once TVM loads, before anything is built."""
+    why, fix, words = "", TARGET_FIX, []
+    try:
+        words = _split(target) if isinstance(target, str) else []
+    except ValueError as err:  # "No closing quotation"
+        why, fix = (
+            f"Cannot read the target {target!r}: {str(err).lower()}",
+            "close each quote, or leave quotes and \\ out",
+        )
+    if not why and target_kind(target) not in TARGET_KINDS:
+        why = f"Unknown TVM target {target!r}"
+    if not why:
+        why, fix = _unread_option(target, words[1:])
+    if why:
+        raise SystemExit(f"error: --target {target}: {why}. Fix: {fix}.")
+
+
+def _unread_option(target: str, options: list) -> tuple:
+    """``(why, fix)`` for an option of a text ``--target`` that cannot be read, else ``("", "")``."""
+    seen = set()
+    for option in options:
+        key, eq, value = option.removeprefix("-").partition("=")
+        if not (option.startswith("-") and key and eq and value) or key.startswith("-"):
+            return f"Cannot read the option {option!r} of the target {target!r}", TARGET_FIX
+        if key in seen:
+            return f"The target {target!r} gives -{key} twice", f"give -{key} once"
+        seen.add(key)
+    return "", ""
 
 
 #: The models the check measures where ``--models`` does not say.
 DEFAULT_MODELS = "ssd_512_resnet50_v1_coco,resnet50,demo"
+#: The zoo's models, shipped with the seeded weights the check regenerates (``data/zoo/<name>.seed0.npz.xz``).
+ZOO = Path(__file__).resolve().parents[1] / "byoc_workbench" / "data" / "zoo"
+
+
+def known_models() -> list:
+    """The names ``--models`` takes: ``demo``, ``resnet50`` (torchvision's) and each zoo model the workbench lists,
+    found by its seeded weights in the shipped zoo (the zoo's own list imports TVM, which the dry parse has not)."""
+    return ["demo", "resnet50", *sorted(p.name.partition(".seed0.")[0] for p in ZOO.glob("*.seed0.npz.xz"))]
+
+
+def models(text: str) -> list:
+    """``--models``, comma-separated, as a list of names (each once): one that is no model the check measures is
+    refused in one line before anything is measured, not said only in the JSON."""
+    known = known_models()
+    names = list(dict.fromkeys(name.strip() for name in text.split(",")))
+    for name in names:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            why = f"{name!r} is not a model the check measures" + (f" (did you mean {near[0]}?)" if near else "")
+            raise SystemExit(f"error: --models {text}: {why}. Fix: name some of {', '.join(known)}, comma-separated.")
+    return names
 
 
 def arguments(argv=None, description: str = "") -> argparse.Namespace:
-    """gpu_check.py's arguments (``argv``, else the command line's), each wrong one refused in one line."""
+    """gpu_check.py's arguments (``argv``, else the command line's), each wrong one refused in one line; ``models``
+    a list of names."""
     parser = Parser(prog="gpu_check.py", description=description)
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
     parser.add_argument("--runs", type=count(1), default=20)
@@ -238,7 +348,10 @@ def arguments(argv=None, description: str = "") -> argparse.Namespace:
         "--target", type=target, default="cuda", help="cuda (this GPU), or llvm: the same on the CPU; text or a dict"
     )
     parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.models = models(args.models)
+    check_target(args.target)
+    return args
 
 
 if __name__ == "__main__":

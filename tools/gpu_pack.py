@@ -18,7 +18,8 @@ then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the ch
 measures again what one call would carry (gpu_run.sh does, before it unpacks): the tree grows
 after packing. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER``, new or empty
 (gpu_run.sh's fresh one), on any Python from 3.10: nothing but plain files and folders, all inside it; a failure
-leaves ``FOLDER`` as it was. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143, ``FOLDER`` as it was too.
+leaves ``FOLDER`` as it was (or not there, with no parent it made), and one in or under an immutable or append-only
+folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143, ``FOLDER`` as it was too.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from gpu_check_args import resists  # noqa: E402
 
 from byoc_workbench_cli import exit_on_signals  # noqa: E402  (the standard library alone, as is all of this)
 
@@ -202,8 +205,9 @@ SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 def unpack(out: Path, into: Path, limit_mib: float) -> int:
     """The archives of ``out`` (the pieces joined), checked by :func:`fits`, unpacked into ``into``, a new or empty
-    folder: 0 once it holds their ``site/``, else 1 and one line (a folder with files in it, a damaged archive, a
-    member that is no plain file or folder, or is outside ``into``), ``into`` left as it was; on a signal too."""
+    folder: 0 once it holds their ``site/``, else 1 and one line (a folder with files in it or in an immutable or
+    append-only one, a damaged archive, a member that is no plain file or folder, or is outside ``into``), and
+    ``into`` left as it was, with no folder made for it; on a signal too."""
     into = Path(os.path.abspath(into))  # "a/missing/.." is a: never made, nor written into by the other name
     fix = "pass a new or empty folder"
     if into.is_symlink():
@@ -212,20 +216,28 @@ def unpack(out: Path, into: Path, limit_mib: float) -> int:
         return _refused(f"--unpack {into} is {_kind(into)}, not a folder", fix)
     if into.is_dir() and any(into.iterdir()):
         return _refused(f"--unpack {into} holds files already, which the unpack would write over", fix)
+    top = next(p for p in (into, *into.parents) if os.path.lexists(p.parent))  # the first folder to make, or into
+    base = into if into.exists() else top.parent  # where a failed unpack removes what it made
+    if stuck := resists(base):
+        where = "is" if base == into else f"would be made in {base}, which is"
+        why = f"--unpack {into} {where} {stuck}, so what a failed unpack made there could not be removed"
+        return _refused(why, f"run chattr -i -a {base}, or {fix}")
     if fits(out, limit_mib):
         return 1
     made, done = not into.exists(), False
     try:
         into.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        if made and top.is_dir():  # its parents, made before it failed
+            _remove(top)
         return _refused(f"cannot make --unpack {into} ({err.strerror})", "pass a folder you can write in")
     try:
         why = _extract(out, into)
         done = not why and (into / "site").is_dir()
         why = why or ("" if done else f"the archives in {out} hold no site/ folder")
     finally:
-        if not done:  # a failure or a signal: all that is in the folder is what this unpack wrote
-            for path in [into] if made else list(into.iterdir()):
+        if not done:  # a failure or a signal: all that is there is what this unpack made, its parents too
+            for path in [top] if made else list(into.iterdir()):
                 _remove(path)
     return _refused(why, "run tools/gpu_pack.py again and carry what it prints") if why else 0
 

@@ -7,7 +7,8 @@
 # Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
-# gpu_check.<its time>.json. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143.
+# gpu_check.<its time>.json. It makes nothing (DEST, OUT, their parents) before its checks pass, and removes what it
+# made on a failure. Ctrl-C or SIGTERM, to it or to its group, stops it in one line, exit 130 or 143.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=${PACK:-$ROOT/build/gpu-pack}
@@ -16,27 +17,54 @@ PY=${PY:-python3}
 OUT=${OUT:-$DEST/out}
 MARK=.unpacked-by-gpu_run
 fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
-# A Python it runs says its own line for a signal, and ends with the shell's status for it ($? here): said once.
-stop() { local said=$?; trap '' INT TERM; [ "$said" = "$2" ] || echo "$1; nothing was measured." >&2; exit "$2"; }
-trap 'stop interrupted 130' INT
-trap 'stop terminated 143' TERM
+# The unpack runs in the background, so that a signal to this script alone stops it at once (bash runs a trap only
+# once a command in the foreground is done): the signal is handed on, the unpack removes what it made, and this
+# script says the one line (the unpack's own, for a signal the terminal sent both, is in $LOG, unsaid).
+stop() {
+  trap '' INT TERM
+  if [ -n "${UNPACKING:-}" ]; then kill -s "$3" "$UNPACKING" 2>/dev/null; wait "$UNPACKING" || true; fi
+  echo "$1; nothing was measured." >&2
+  exit "$2"
+}
+trap 'stop interrupted 130 INT' INT
+trap 'stop terminated 143 TERM' TERM
+# The brief checks in Python ignore a Ctrl-C the terminal sends the group (Python starts with no handler for a signal
+# ignored before it starts): they end at once, and this script's trap says the one line, with no traceback.
+checking() { (trap '' INT TERM; exec "$PY" "$@"); }
 command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/path/to/python3 (or leave it out: python3)"
-"$PY" "$ROOT/benchmarks/gpu_check_args.py" "$@" >/dev/null  # gpu_check's arguments, said wrong now, not after minutes
-# immutable or append-only (chattr), as gpu_check finds its JSON: nothing in it could be replaced or removed
-resists() { "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from gpu_check_args import resists
-print(resists(sys.argv[2]))' "$ROOT/benchmarks" "$1"; }
-for d in "$DEST" "$OUT"; do  # before the unpack, which replaces $DEST/site
-  [ ! -e "$d" ] || [ -d "$d" ] || fail "$d is not a folder" "pass DEST and OUT folders (or leave them out)"
-  STUCK=$(resists "$d")
-  [ -z "$STUCK" ] || fail "$d is $STUCK, so what is written in it cannot be replaced or removed" \
-    "run chattr -i -a $d, or pass other DEST and OUT folders"
-done
+checking "$ROOT/benchmarks/gpu_check_args.py" "$@" >/dev/null  # gpu_check's arguments, said wrong now, not after minutes
+# gpu_check_args's answer for a path ($2), in the standard library alone: resists (immutable or append-only, as
+# gpu_check finds its JSON: nothing in it could be replaced or removed) or stuck_under (that, for all in a folder).
+ask() { checking -c 'import sys; sys.path.insert(0, sys.argv[1]); import gpu_check_args as a
+print(getattr(a, sys.argv[2])(sys.argv[3]))' "$ROOT/benchmarks" "$@"; }
+# The first folder that making $1 makes ($1 or a parent), nothing where $1 is there: removed again on a failure.
+first_missing() { [ ! -e "$1" ] && [ ! -L "$1" ] || return 0; local d=$1
+  while [ ! -e "$(dirname -- "$d")" ] && [ ! -L "$(dirname -- "$d")" ]; do d=$(dirname -- "$d"); done; echo "$d"; }
+# Nothing is made before every check has passed: DEST and OUT are made by the unpack and after it. Each ($2, named
+# $1) must be a folder, or be made in one, that can be written and whose files can be replaced and removed (neither
+# immutable nor append-only), as a failure leaves it as it was; else pass $3 ... (or leave it out: $4).
+writable() {
+  [ ! -e "$2" ] || [ -d "$2" ] || fail "$2 is not a folder" "pass DEST and OUT folders (or leave them out)"
+  local in=$2 stuck why
+  [ -e "$2" ] || in=$(dirname -- "$(first_missing "$2")")
+  stuck=$(ask resists "$in")
+  [ -z "$stuck" ] || fail "$in is $stuck, so what is written in it cannot be replaced or removed" \
+    "run chattr -i -a $in, or pass other DEST and OUT folders"
+  why=$(mktemp -p "$in" .probe.XXXXXX 2>&1) && rm -f -- "$why" ||
+    fail "cannot write in $1=$2 (${why##*: })" "pass $3 you can write in (or leave it out: $4)"
+}
+writable DEST "$DEST" "a DEST" /tmp/byoc-gpu
+writable OUT "$OUT" "an OUT" "$DEST/out"
 if [ -L "$DEST/site" ]; then
   fail "$DEST/site is a link to $(readlink -- "$DEST/site"), which the unpack would replace with a folder" \
     "move the link away, or pass another DEST"
 elif [ -e "$DEST/site" ] && [ ! -f "$DEST/site/$MARK" ]; then
   fail "$DEST/site holds no $MARK, so no earlier unpack made it, and this one would replace it" \
     "move $DEST/site away, or pass another DEST"
+elif [ -e "$DEST/site" ]; then  # found now, not once the unpack is done: what is in it could not be removed
+  STUCK=$(ask stuck_under "$DEST/site")
+  [ -z "$STUCK" ] || fail "$STUCK, so the last unpack in $DEST/site cannot be replaced" \
+    "run chattr -R -i -a $DEST/site, or pass another DEST"
 fi
 SITE=$(realpath -m -- "$DEST/site")
 case "$(realpath -m -- "$OUT")/" in "$SITE"/*)
@@ -47,12 +75,6 @@ case "$(realpath -m -- "$PACK")/" in "$SITE"/*)
   fail "PACK=$PACK is inside $DEST/site, which the unpack replaces" \
     "move the archives out of $DEST/site, and pass PACK=<the folder they are in>";;
 esac
-# A folder of its own in $DEST for the unpack, and OUT, made before anything else (mkdir and mktemp say why not).
-NEW=$(mkdir -p -- "$DEST" 2>&1 && mktemp -d "$DEST/unpack.XXXXXX" 2>&1) ||
-  fail "cannot write in DEST=$DEST (${NEW##*: })" "pass a DEST you can write in (or leave it out: /tmp/byoc-gpu)"
-trap 'rm -rf "$NEW"' EXIT  # a failed unpack
-WHY=$(mkdir -p -- "$OUT" 2>&1 && mktemp -p "$OUT" .probe.XXXXXX 2>&1) && rm -f -- "$WHY" ||
-  fail "cannot write in OUT=$OUT (${WHY##*: })" "pass an OUT you can write in (or leave it out: $DEST/out)"
 # The last run's JSON, moved aside once the unpack is done: what would stop that is said now.
 JSON=$OUT/gpu_check.json
 if [ -L "$JSON" ] && [ ! -e "$JSON" ]; then
@@ -60,17 +82,28 @@ if [ -L "$JSON" ] && [ ! -e "$JSON" ]; then
 elif [ -e "$JSON" ] && [ ! -f "$JSON" ]; then
   fail "$JSON is not a plain file, where the check writes its JSON" "move it away, or pass another OUT"
 elif [ -f "$JSON" ] && [ ! -L "$JSON" ]; then
-  STUCK=$(resists "$JSON")
+  STUCK=$(ask resists "$JSON")
   [ -z "$STUCK" ] || fail "$JSON is $STUCK, so it cannot be moved aside" "run chattr -i -a $JSON, or pass another OUT"
 fi
+# Until the check starts, a failure or a signal removes what this run made: the unpack's folder, and DEST and OUT
+# (with their parents) where they were not there.
+MADE=("$(first_missing "$DEST")" "$(first_missing "$OUT")")
+NEW=$(mktemp -u "$DEST/unpack.XXXXXX")
+LOG=$(mktemp) || fail "cannot make a temporary file in ${TMPDIR:-/tmp}" "free some space there, or pass TMPDIR=<a folder you can write in>"
+trap 'rm -rf -- "$NEW" "$LOG" ${MADE[0]:+"${MADE[0]}"} ${MADE[1]:+"${MADE[1]}"}' EXIT
 # The archives are there, and they and the tree fit one call (the tree may have grown since they were packed); then
-# unpacked into $NEW by Python's own lzma and tarfile (the machine needs no xz): a damaged archive, or one with
-# anything but plain files and folders in it, stops here, $DEST and the last JSON as they were.
-"$PY" "$ROOT/tools/gpu_pack.py" --out "$PACK" --unpack "$NEW"
+# unpacked into $NEW, which it makes, by Python's own lzma and tarfile (the machine needs no xz): a damaged archive,
+# or one with anything but plain files and folders in it, stops here, $DEST and the last JSON as they were.
+"$PY" "$ROOT/tools/gpu_pack.py" --out "$PACK" --unpack "$NEW" 2>"$LOG" &
+UNPACKING=$!
+STATUS=0 && wait "$UNPACKING" || STATUS=$?
+UNPACKING=
+cat -- "$LOG" >&2
+[ "$STATUS" = 0 ] || exit "$STATUS"
 echo "unpacked by tools/gpu_run.sh from $(realpath -ms -- "$PACK")" >"$NEW/site/$MARK"  # lets the next run replace it
 if [ -e "$DEST/site" ]; then mv "$DEST/site" "$NEW/replaced"; fi  # an earlier unpack (checked above), removed with $NEW
 mv "$NEW/site" "$DEST/site"
-rm -rf "$NEW"
+rm -rf -- "$NEW"
 export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 BYOC_WORKBENCH_CACHE=$(realpath -m -- "$DEST/cache")
 export BYOC_WORKBENCH_CACHE
@@ -81,6 +114,7 @@ print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorte
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The machine's own CUDA compiler, where it is not on PATH (measure/compiler/cuda.py also looks in /usr/local/cuda*).
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$PATH:$d" && break; done
+WHY=$(mkdir -p -- "$OUT" 2>&1) || fail "cannot make OUT=$OUT (${WHY##*: })" "pass an OUT you can write in"
 if [ -e "$JSON" ]; then
   WHY=$(mv -n -- "$JSON" "$OUT/gpu_check.$(date -r "$JSON" +%Y%m%d-%H%M%S.%N).json" 2>&1) ||
     fail "cannot move the last run's $JSON aside (${WHY##*: })" "pass another OUT"

@@ -84,7 +84,8 @@ def _gpu_run(pack: Path, dest: Path, py: str = sys.executable):
 
 @pytest.mark.parametrize(("signum", "word"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
 def test_a_signal_during_the_unpack_is_one_line_and_the_last_unpack_is_kept(tmp_path, signum, word):
-    """Ctrl-C was a KeyboardInterrupt traceback from the unpacker, SIGTERM bash's 'Terminated'."""
+    """Ctrl-C was a KeyboardInterrupt traceback from the unpacker, SIGTERM bash's 'Terminated'. The unpack's own line
+    is the script's to say: one line, whoever was signalled."""
     pack, dest = _pack(tmp_path / "pack", files=20000), _dest(tmp_path / "dest")
     before = _tree(dest)
     run = subprocess.Popen(  # a group of its own, signalled as a terminal signals it: the script and its Python
@@ -100,7 +101,7 @@ def test_a_signal_during_the_unpack_is_one_line_and_the_last_unpack_is_kept(tmp_
         time.sleep(0.02)
     os.killpg(run.pid, signum)
     _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 128 + signum and stderr.splitlines() == [f"{word}; run it again to finish."], stderr
+    assert run.returncode == 128 + signum and stderr.splitlines() == [f"{word}; nothing was measured."], stderr
     assert _tree(dest) == before  # no unpack.* left, the last site and JSON as they were
     gate = tmp_path / "gate"  # the unpack waits for the signal: however late it comes, it comes during the unpack
     run = subprocess.Popen(
@@ -113,7 +114,7 @@ def test_a_signal_during_the_unpack_is_one_line_and_the_last_unpack_is_kept(tmp_
     while not gate.with_suffix(".waiting").exists():
         assert run.poll() is None, run.communicate()
         time.sleep(0.02)
-    run.send_signal(signum)  # the script alone: it says the line once its Python is done
+    run.send_signal(signum)  # the script alone: it hands the signal on to the unpack, and says the line
     gate.with_suffix(".open").touch()
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 128 + signum and stderr.splitlines() == [f"{word}; nothing was measured."], stderr
