@@ -318,6 +318,10 @@ def check_ray() -> Check:
 def check_weights() -> Check:
     """The weights cache, model by model. Absent weights are no failure: Part 2 then uses seeded weights."""
     cache = weights.weights_dir()
+    try:
+        weights.check_cache()
+    except weights.DownloadError as err:  # a file where the cache should be: no model can be cached, by any means
+        return Check("weights", False, err.cause, err.fix, info={"cache": str(cache), "default": weights.DEFAULT_MODEL})
     models, by_state = {}, {}
     for name, spec in weights.MODELS.items():
         path = cache / weights.params_file_name(name)

@@ -14,6 +14,7 @@ def cmd_prefetch(args) -> int:
         )
     if args.list:
         specs = {name: zoo.model_spec(name) for name in names or zoo.MODELS}  # an unknown name before any line
+        zoo.check_cache()  # a file where the cache should be, rather than every model "not cached"
         for name, spec in specs.items():
             state = "cached" if zoo.cached_weights(name) else "not cached"
             print(f"{name:38s} {spec.task:15s} {spec.family:13s} {'x'.join(map(str, spec.input_shape[2:])):8s} {state}")

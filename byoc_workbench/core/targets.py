@@ -2,7 +2,8 @@
 
 Targets are as TVM 0.27 takes them: ``"llvm"``, ``"cuda"`` (the GPU here, its arch) or a dict (``{"kind": "cuda",
 "arch": "sm_90"}``, which compiles without a GPU); text with options (``"cuda -arch=sm_90"``) is read into that dict,
-and a ``tvm.target.Target`` back into the dict it was made from, so all three are checked alike.
+and a ``tvm.target.Target`` back into the dict it was made from, so all three are checked alike. Text is split as a
+shell splits it: quotes group a host with its options (``"cuda -arch=sm_90 -host='llvm -mcpu=znver3'"``).
 
 For CUDA, TVM takes an arch that is no arch, keys and numbers outside what NVIDIA's GPUs have, and
 fails on them in the build: minutes later, deep in its code generation, or dying of a division by zero (a warp of 0).
@@ -14,6 +15,7 @@ makes the process die of a segfault, and a ``mattr`` item without its sign fails
 from __future__ import annotations
 
 import re
+import shlex
 
 import tvm
 from tvm.target import codegen
@@ -61,6 +63,12 @@ def cuda(tvm_target, spec: dict, host_kind: str) -> None:
         )
     if "keys" in spec:  # keys choose the schedules: ["cpu"] built a CUDA target's module for the CPU alone
         raise WorkbenchError(f"The target {tvm_target!r} sets keys", "leave keys out: the kind (cuda) sets them")
+    if "mcpu" in spec:  # CUDA reads arch; a host's mcpu given after an unquoted -host= lands here, and is lost
+        raise WorkbenchError(
+            f"The target {tvm_target!r} gives CUDA a mcpu, which it does not read",
+            "leave mcpu out (arch names the GPU), or give it to the host, in quotes with the host: "
+            "-host='llvm -mcpu=znver3'",
+        )
     for key, (low, high) in _RANGES.items():
         value = spec.get(key, low)
         if type(value) is not int or not low <= value <= high:
@@ -75,8 +83,8 @@ _ARCH_ALIASES = r"i[3-6]86|amd64|x86-64|arm64(e|_32)?|(arm|thumb)(eb)?v[0-9][0-9
 def llvm(tvm_target, spec: dict) -> None:
     """Refuse in one line a ``mtriple`` whose architecture LLVM does not have, a ``mcpu`` that is not one of that
     architecture's CPUs (LLVM's own list: ``llc -mcpu=help``), a ``mattr`` item that is not ``+`` or ``-`` and one of
-    its features, and a ``jit``, ``vector-width`` or ``cl-opt`` TVM stops on in C++; ``spec`` is ``tvm_target`` as
-    TVM 0.27's dict."""
+    its features, and a ``jit``, ``mfloat-abi``, number or ``cl-opt`` TVM stops on in C++ or reads as another;
+    ``spec`` is ``tvm_target`` as TVM 0.27's dict."""
     if "host" in spec:  # TVM takes it, then builds the CPU's code with the host's code generator (CUDA's: it fails)
         raise WorkbenchError(
             f"The target {tvm_target!r} has a host", "leave the host out: a CPU target is its own host"
@@ -144,32 +152,54 @@ def _check_mattr(tvm_target, mattr, triple) -> None:
 
 
 # LLVM's command-line options as TVM reads them: -name or --name, then :type and =value (no type: a bool).
-_CL_OPT = r"--?[^-:=][^:=]*((:bool)?(=(?i:true|false|0|1))?|:u?int=-?[0-9]+|:string=.*)"
+_CL_OPT = r"--?[^-:=][^:=]*((:bool)?(=(?i:true|false|0|1))?|:(?P<type>u?int)=(?P<number>-?[0-9]+)|:string=.*)"
+# What an int and a uint option hold: TVM stops on a number past 64 bits, and wraps one past these with a log line.
+_CL_RANGES = {"int": range(-(2**31), 2**31), "uint": range(2**32)}
+# The numbers an llvm target takes: (lowest, highest, what it is, the fix). TVM stops in C++ on a vector width out
+# of its range, and reads an opt-level past 0-3 and a num-cores below 1 as something else without a word.
+_NUMBERS = {
+    "vector-width": (1, 65536, "a number of bits", "leave vector-width out (the CPU's own), or give it 1 to 65536"),
+    "opt-level": (0, 3, "an LLVM opt-level", "leave opt-level out (3, LLVM's highest), or give it 0, 1, 2 or 3"),
+    "num-cores": (1, float("inf"), "a number of cores", "leave num-cores out, or give it 1 or more"),
+}
 
 
 def _check_options(tvm_target, spec: dict) -> None:
-    """What TVM checks only as it builds, in C++: the JIT's name, the vector width, LLVM's options."""
+    """What TVM checks only as it builds, in C++, or reads as something else: the JIT's name, the float ABI, the
+    numbers, LLVM's options."""
     jit = spec.get("jit")
     if isinstance(jit, str) and jit not in ("orcjit", "mcjit"):
         raise WorkbenchError(
             f"jit={jit!r} in the target {tvm_target!r} is not a JIT of TVM's",
             "leave jit out, or give jit=orcjit or mcjit",
         )
-    width = spec.get("vector-width")
-    if type(width) is int and width <= 0:
+    abi = spec.get("mfloat-abi")
+    if isinstance(abi, str) and abi not in ("hard", "soft"):
         raise WorkbenchError(
-            f"vector-width={width} in the target {tvm_target!r} is not a number of bits",
-            "leave vector-width out (the CPU's own), or give it a positive number of bits such as 256",
+            f"mfloat-abi={abi!r} in the target {tvm_target!r} is not a float ABI of TVM's",
+            "leave mfloat-abi out (the triple's own), or give mfloat-abi=hard or soft",
         )
+    for key, (low, high, what, fix) in _NUMBERS.items():
+        value = spec.get(key)
+        if type(value) is int and not low <= value <= high:  # not a number: TVM says so itself
+            raise WorkbenchError(f"{key}={value} in the target {tvm_target!r} is not {what}", fix)
     options = spec.get("cl-opt")
-    if isinstance(options, (list, tuple)):
-        for option in options:
-            if isinstance(option, str) and not re.fullmatch(_CL_OPT, option):
-                raise WorkbenchError(
-                    f"{option!r} in the cl-opt of the target {tvm_target!r} is not an LLVM option",
-                    "write each as -name, -name=true or -name:type=value (type bool, int, uint or string), "
-                    "such as -unroll-threshold:int=100",
-                )
+    for option in options if isinstance(options, (list, tuple)) else []:
+        if not isinstance(option, str):
+            continue  # TVM refuses it, in one line of resolve's
+        found = re.fullmatch(_CL_OPT, option)
+        if not found:
+            raise WorkbenchError(
+                f"{option!r} in the cl-opt of the target {tvm_target!r} is not an LLVM option",
+                "write each as -name, -name=true or -name:type=value (type bool, int, uint or string), "
+                "such as -unroll-threshold:int=100",
+            )
+        held = _CL_RANGES.get(found["type"])
+        if held and int(found["number"]) not in held:
+            raise WorkbenchError(
+                f"{option!r} in the cl-opt of the target {tvm_target!r} is past what an LLVM {found['type']} holds",
+                f"give it a number from {held.start} to {held.stop - 1}",
+            )
 
 
 # LLVM's features that tune the code for a CPU, or name system instructions that only an intrinsic emits: a CPU
@@ -228,7 +258,7 @@ def check_cpu_runs_here(resolved: tvm.target.Target) -> None:
 def kind(tvm_target) -> str:
     """``"llvm"``, ``"cuda"``...: the kind of a target given as text, a dict or a Target ("" for anything else)."""
     if isinstance(tvm_target, str):
-        return tvm_target.split()[0] if tvm_target.strip() else ""
+        return next(iter(_words(tvm_target)), "")
     if isinstance(tvm_target, dict):
         return str(tvm_target.get("kind", ""))
     return tvm_target.kind.name if isinstance(tvm_target, tvm.target.Target) else ""
@@ -291,7 +321,7 @@ def _spec(tvm_target) -> dict:
     if isinstance(tvm_target, dict):
         spec = dict(tvm_target)
     else:
-        name, *options = tvm_target.split()
+        name, *options = _words(tvm_target)
         spec = {"kind": name}
         types = tvm.target.TargetKind.options_from_name(name)
         for option in options:
@@ -307,6 +337,18 @@ def _spec(tvm_target) -> dict:
     if isinstance(spec.get("host"), str) and kind(spec["host"]) == "llvm":
         spec["host"] = _spec(spec["host"])
     return spec
+
+
+def _words(text: str) -> list:
+    """Text as a shell splits it: quotes group words (``-host='llvm -mcpu=znver3'``, TVM's own
+    ``-cl-opt='-a,-b'``); text quoted as a whole (``"'llvm -mcpu=znver3'"``) is what its quotes hold."""
+    try:
+        words = shlex.split(text)
+    except ValueError as err:  # "No closing quotation", "No escaped character"
+        raise WorkbenchError(
+            f"Cannot read the target {text!r}: {str(err).lower()}", "close each quote, or leave quotes and \\ out"
+        ) from None
+    return _words(words[0]) if len(words) == 1 and len(words[0].split()) > 1 else words
 
 
 def label(tvm_target) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict, get_args
 
-from byoc_workbench.core import files, progress
+from byoc_workbench.core import files, output_paths, progress
 from byoc_workbench.core.errors import WorkbenchError, did_you_mean
 from byoc_workbench.core.files import CACHE_ENV
 
@@ -164,6 +164,20 @@ def weights_dir(path: str | os.PathLike | None = None) -> Path:
     return Path(os.path.expanduser(os.fspath(path))) if path else files.cache_dir("models")
 
 
+def check_cache(cache: str | os.PathLike | None = None) -> Path:
+    """:func:`weights_dir`, or a one-line :class:`DownloadError` where it cannot be a folder: a file (a FIFO, a link
+    that leads nowhere) is at it or above it, and no weights can go there, downloaded or put by hand."""
+    folder = weights_dir(cache)
+    there = output_paths.existing_ancestor(folder)
+    if not there.is_dir():
+        what = output_paths.kind_of(there) if there.exists() else "a link that leads nowhere"
+        raise DownloadError(
+            f"The weights cache {folder} cannot be a folder: {there} is {what}",
+            f"move or remove {there}, or set ${CACHE_ENV} to another folder",
+        )
+    return folder
+
+
 def params_file_name(name: str) -> str:
     """GluonCV's file name for the trained weights, e.g. ``resnet50_v1-cc729d95.params``."""
     return f"{name}-{model_spec(name).sha1[:8]}.params"
@@ -221,7 +235,7 @@ def download_weights(
     found = cached_weights(name, cache)
     if found:
         return found
-    target = weights_dir(cache) / params_file_name(name)
+    target = check_cache(cache) / params_file_name(name)
     url = weights_url(name, repo_url)
     try:
         files.make_folder(target.parent)
@@ -290,18 +304,15 @@ def prefetch(
     models = list(models or MODELS)
     for name in models:
         model_spec(name)  # an unknown name is a usage error, not a download failure
+    cache = check_cache(cache)  # so is a cache no file can be put in: one line, not one per model
     report: dict[str, Fetched] = {}
     for name in models:
-        target = weights_dir(cache) / params_file_name(name)
+        target = cache / params_file_name(name)
         try:
             path = download_weights(name, cache, repo_url, timeout)
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}
         except DownloadError as err:
-            put = (  # by hand, where the cache's folder can be made; else what its error says
-                f"download {weights_url(name, repo_url)}, unzip it and put {target.name} at {target}"
-                if target.parent.is_dir() or not target.parent.exists()
-                else err.fix
-            )
+            put = f"download {weights_url(name, repo_url)}, unzip it and put {target.name} at {target}"
             report[name] = {
                 "ok": False,
                 "path": str(target),
