@@ -27,8 +27,10 @@ import glob
 import importlib.util
 import logging
 import os
+import resource
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from tvm import relax
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.s_tir import dlight
 
-from byoc_workbench.core import devices, ir_edit
+from byoc_workbench.core import devices, files, ir_edit
 from byoc_workbench.core.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -78,14 +80,23 @@ def find() -> Compiler:
 
 
 @contextlib.contextmanager
-def compiling(with_compiler: Compiler):
-    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables)."""
+def compiling(with_compiler: Compiler, arch=None):
+    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables), for
+    ``arch``: what the compiler refuses that is the user's or this machine's (:func:`_refusal`) is one line, anything
+    else TVM's, with its traceback."""
+    if with_compiler.name == "nvcc":
+        _check_temporary_folder(with_compiler)
     saved = {k: os.environ.get(k) for k in ("TVM_CUDA_COMPILE_MODE", "PATH")}
     os.environ["TVM_CUDA_COMPILE_MODE"] = with_compiler.name
     if with_compiler.name == "nvcc":  # TVM runs "nvcc" from PATH
         os.environ["PATH"] = os.pathsep.join([str(Path(with_compiler.path).parent), saved["PATH"] or ""])
     try:
         yield
+    except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
+        refused = _refusal(err, arch, with_compiler)
+        if refused is None:
+            raise
+        raise refused from None
     finally:
         for k, v in saved.items():
             if v is None:
@@ -244,14 +255,8 @@ def check_arch(tvm_target: tvm.target.Target, with_compiler: Compiler) -> None:
 
 def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) -> bytes:
     started = time.perf_counter()
-    try:
-        with tvm_target, compiling(with_compiler):
-            binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
-    except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
-        refused = _refusal(err, tvm_target.attrs.get("arch"), with_compiler)
-        if refused is None:
-            raise
-        raise refused from None
+    with tvm_target, compiling(with_compiler, tvm_target.attrs.get("arch")):
+        binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
     logger.info(
         "%s compiled %d KiB of CUDA C for %s in %.1f s",
         with_compiler,
@@ -266,12 +271,18 @@ def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) 
 # headers; nvcc brings its own) finds none: TVM's words when it has no path, no cuda_runtime.h, then NVRTC's.
 _NO_ARCH = ("Unsupported gpu architecture", "invalid value for --gpu-architecture")
 _NO_HEADERS = ("Cannot find CUDA path", "Cannot find CUDA headers", "cannot open source file")
+# What nvcc says where it cannot write in $TMPDIR (missing, read-only).
+_NO_FOLDER = "Could not open output file"
+_TMPDIR_FIX = "set TMPDIR to a folder you can write to"
 
 
 def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError | None:
     """The user's error in what compiling CUDA C raised (an arch the compiler does not take, headers NVRTC
-    cannot find), as one line; None for anything else, which is TVM's."""
+    cannot find, an output it could not write), as one line; None for anything else, which is TVM's."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    could_not_write = _could_not_write(str(err), lines, with_compiler)
+    if could_not_write is not None:
+        return could_not_write
     said = next((ln for ln in reversed(lines) if any(words in ln for words in _NO_ARCH)), None)
     if said is not None:
         fix = f"ask for an arch it compiles: {_archs(with_compiler)}"
@@ -283,6 +294,32 @@ def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError
             f"{FIX}, or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h",
         )
     return None
+
+
+def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> WorkbenchError | None:
+    """One line for a compiler that could not write its files (a file-size limit, a full disk, a ``TMPDIR`` it
+    cannot write in), no fault of the kernels (:func:`~byoc_workbench.core.files.compiler_could_not_write`); else
+    None."""
+    what = f"{with_compiler} could not compile the kernels"
+    folder = next((ln for ln in lines if _NO_FOLDER in ln), None)
+    if folder is not None:
+        return files.OutputError(f"{what}: it could not write its files ({folder})", _TMPDIR_FIX)
+    silent = lines[-1:] == ["Compilation error:"]  # nvcc killed by SIGXFSZ says nothing
+    limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+    return files.compiler_could_not_write("File size limit exceeded" if silent and limited else said, what)
+
+
+def _check_temporary_folder(with_compiler: Compiler) -> None:
+    """Refuse, in one line, a process that finds no temporary folder to write in (``ulimit -f 0``, every folder
+    read-only), before TVM makes one for nvcc's files: it would fail and leave a traceback behind, at exit."""
+    try:
+        tempfile.gettempdir()
+    except FileNotFoundError as err:
+        size = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+        raise files.OutputError(
+            f"{with_compiler} could not compile the kernels: {err.strerror or err}",
+            "raise the limit on a file's size (ulimit -f unlimited)" if size else _TMPDIR_FIX,
+        ) from None
 
 
 def _archs(with_compiler: Compiler) -> str:

@@ -102,8 +102,10 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
             "placed=True, but the module names no devices, and some of it runs only on the CPU",
             "pass placed=False (the default): the build places it",
         )
-    if placed and devices.placed(mod):
+    if placed and (mod.global_infos or {}).get("vdevice"):
         _check_placed_for(mod, resolved)
+    if targets.is_gpu(resolved):
+        devices.check_not_legalized(mod)
     placing = targets.is_gpu(resolved) and not placed
     if placing:
         mod = devices.place(mod, devices.propose(mod), resolved)
@@ -121,27 +123,41 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
 
 def _check_placed_for(mod: tvm.IRModule, resolved: tvm.target.Target) -> None:
     """Refuse, in one line, a placed module that a GPU build would build otherwise than it was placed: a CPU twin's GPU
-    ops on the CPU, kernels for two GPUs (the placed one's and the build's), a CPU-only op left on the GPU."""
-    placed_for, built_for = targets.label(mod.global_infos["vdevice"][0].target), targets.label(resolved)
+    ops on the CPU, kernels for two GPUs (the placed one's and the build's), a device the build has not (another GPU,
+    kind or arch, beside those two), a CPU-only op left on the GPU."""
+    vdevices = mod.global_infos["vdevice"]
+    placed_for, built_for = targets.label(vdevices[0].target), targets.label(resolved)
     if targets.is_gpu(resolved) and placed_for != built_for:
         what = "kernels for two GPUs" if targets.is_gpu(placed_for) else "its GPU ops for the CPU (a CPU twin)"
         raise WorkbenchError(
             f"The module is placed for {placed_for}, the build is for {built_for}: TVM would build {what}",
             f"build it for {placed_for}, or place the module as it was before placing for {built_for}",
         )
-    devices.check_cpu_only_on_cpu(mod)
+    own = [built_for, targets.label(resolved.host)] if targets.is_gpu(resolved) else [built_for]
+    for i, vdevice in enumerate(vdevices):
+        if targets.label(vdevice.target) not in own:
+            raise WorkbenchError(
+                f"The module's vdevice {i} is {targets.label(vdevice.target)}, and the build is for "
+                f"{' and '.join(own)}: TVM would build the ops placed there for it",
+                f"name only {' and '.join(own)} in its vdevices (I.vdevice), or pass it unplaced to be placed",
+            )
+    if devices.placed(mod):
+        devices.check_cpu_only_on_cpu(mod)
 
 
 @contextlib.contextmanager
 def _building(tvm_target: tvm.target.Target, disabled: list):
-    """The pass context a build runs in, with the CUDA compiler found here for a GPU."""
-    toolchain = cuda.compiling(cuda.find()) if targets.is_gpu(tvm_target) else contextlib.nullcontext()
+    """The pass context a build runs in, with the CUDA compiler found here for a GPU (what it refuses that is the
+    user's or this machine's is one line: :func:`byoc_workbench.measure.compiler.cuda.compiling`)."""
+    gpu = targets.is_gpu(tvm_target)
+    toolchain = cuda.compiling(cuda.find(), tvm_target.attrs.get("arch")) if gpu else contextlib.nullcontext()
     with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain, tvm_target:
         yield
 
 
 def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
-    """``mod`` lowered for ``tvm_target``, refused in one line where a kernel would read a buffer of another device
+    """``mod`` lowered for ``tvm_target``, refused in one line where an op is left that TVM cannot lower (VM code
+    generation would stop on it in C++), and where a kernel would read a buffer of another device
     (:func:`misplaced_buffers`): TVM builds it without a word, and on a GPU the CPU kernel is handed a GPU pointer. A
     placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
     the CPU twin, both devices the CPU, builds what a GPU build would)."""
@@ -151,6 +167,13 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
         legalized = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
         first = [*legalized, cuda.copies_to_the_cpu()] if devices.placed(mod) else []
         lowered = tvm.transform.Sequential([*first, relax.get_pipeline("default")])(mod)
+    left = _not_lowered(lowered)
+    if left is not None:
+        raise WorkbenchError(
+            f"TVM 0.27 cannot build {left[1].removeprefix('relax.')} ({left[0]}): the {targets.label(tvm_target)} "
+            "build has no kernel or VM instruction for it",
+            "write it with other ops, or offload it to a backend that runs it",
+        )
     wrong = misplaced_buffers(lowered)
     if wrong:
         raise WorkbenchError(
@@ -324,9 +347,14 @@ def misplaced_buffers(lowered: tvm.IRModule) -> list:
     devices, as ``"function/kernel: reads alloc (on device 0) on device 1"``, the device of its last buffer (what
     it writes); a constant is on device 0, where the VM loads it (empty for a sound build). A module not lowered is
     refused in one line: it allocates nothing yet, so it would look sound."""
+    left = _not_lowered(ir.module_given(lowered, "misplaced_buffers"))
+    if left is not None:
+        raise WorkbenchError(
+            f"misplaced_buffers takes a lowered module; {left[0]} still calls {left[1]}",
+            "pass what execute.lower(mod, tvm_target) gives (placed=True for a placed module)",
+        )
     out = []
-    for fname in ir.host_functions(ir.module_given(lowered, "misplaced_buffers")):
-        _check_lowered(lowered, fname)
+    for fname in ir.host_functions(lowered):
         storage, tensors = {}, {}
         for step in ir.walk(lowered[fname], descend=False):
             if step.op == "relax.vm.alloc_storage":
@@ -350,14 +378,14 @@ def misplaced_buffers(lowered: tvm.IRModule) -> list:
     return out
 
 
-def _check_lowered(lowered: tvm.IRModule, fname: str) -> None:
-    """Refuse, in one line, a function that calls an op the VM's code generation does not take (one that allocates
-    or has a packed function, ``FCallPacked``): lowering leaves no other."""
+def _not_lowered(lowered: tvm.IRModule) -> tuple | None:
+    """``("function/var", op)`` of the first op call left in ``lowered`` that the VM's code generation does not take
+    (one that allocates or has a packed function, ``FCallPacked``), else None."""
     vm_ops = ("relax.null_value", "relax.call_builtin_with_ctx")
-    for step in ir.walk(lowered[fname], descend=False):
-        op = step.op
-        if op and not op.startswith("relax.vm.") and op not in vm_ops and not tvm.ir.Op.get(op).get_attr("FCallPacked"):
-            raise WorkbenchError(
-                f"misplaced_buffers takes a lowered module; {fname}/{step.var.name} still calls {op}",
-                "pass what execute.lower(mod, tvm_target) gives (placed=True for a placed module)",
-            )
+    for fname in ir.host_functions(lowered):
+        for step in ir.walk(lowered[fname], descend=False):
+            op = step.op
+            if op and not op.startswith("relax.vm.") and op not in vm_ops:
+                if not tvm.ir.Op.get(op).get_attr("FCallPacked"):
+                    return f"{fname}/{step.var.name}", op
+    return None
