@@ -7,6 +7,7 @@ native warnings of what TVMScript half-built are held back.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib.machinery
 import importlib.util
@@ -17,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from byoc_workbench.core import output_paths
-from byoc_workbench.core.errors import UserCodeError, WorkbenchError, user_error, user_frame
+from byoc_workbench.core.errors import UserCodeError, WorkbenchError, shorten, user_error, user_frame
 
 
 def import_user_file(path: str | Path, what: str, fix: str):
@@ -29,7 +30,12 @@ def import_user_file(path: str | Path, what: str, fix: str):
     file and its line; ``fix`` is the fix for a path that is not a file.
     """
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as err:  # too long a name (ENAMETOOLONG), a folder it may not enter: is_file raises, not False
+        fix = "pass a shorter path" if err.errno == errno.ENAMETOOLONG else fix
+        raise WorkbenchError(f"{what} {shorten(str(path), 80)} cannot be read ({err.strerror})", fix) from None
+    if not found:
         raise WorkbenchError(f"{what} {path} {output_paths.not_a_file(path)}", fix)
     name = f"byoc_workbench_user_{abs(hash(str(path.resolve())))}"
     # The loader is named: Python picks one by suffix, and has none for mymodel.PY.

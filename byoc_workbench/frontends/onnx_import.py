@@ -44,10 +44,11 @@ from tvm import relax, tirx
 
 from byoc_workbench.backends.onnxruntime import providers, session_options
 from byoc_workbench.core import tvm_private
-from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line, import_optional, shorten
+from byoc_workbench.core.errors import MissingDependencyError, WorkbenchError, first_line, import_optional
 from byoc_workbench.core.ir_edit import rename_vars
 from byoc_workbench.core.output_paths import not_a_file
 from byoc_workbench.frontends.naming import binding_names
+from byoc_workbench.frontends.onnx_refusal import load_refusal, ort_message
 from byoc_workbench.frontends.onnx_shapes import (
     INSTALL_FIX,
     STANDARD_DOMAINS,
@@ -140,86 +141,6 @@ def _load_external_data(path: Path, model) -> None:
             ) from None
 
 
-def _ort_message(err: BaseException) -> str:
-    """ONNX Runtime's error without its prefix, temporary path and C++ signature: what is wrong, whole."""
-    text = " ".join(str(err).split())
-    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
-    text = re.sub(r"Load model from \S+ failed: ?", "", text)
-    text = re.sub(r"/onnxruntime_src/\S+:\d+ .*?\) (?=[A-Z])", "", text)  # the source line and its signature
-    m = re.search(r"Opset (\d+) is under development.*?till opset (\d+)", text)
-    if m:
-        return f"opset {m.group(1)} is not a released one; this ONNX Runtime supports up to opset {m.group(2)}"
-    return text
-
-
-def _refusal(model, message: str, name: str, shapes: dict) -> OnnxImportError:
-    """Why ONNX Runtime, the reference, refused ``model``: an op it does not know, an element type its
-    kernels or an op lack, a type declared other than computed, the file's version or opset, or else the shapes
-    given."""
-    export = "e.g. torch.onnx.export(..., opset_version=17)"
-    op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
-    if op:
-        return OnnxImportError(
-            f"{name} uses {op.group(1)}, which is no op of ONNX opset {op.group(2)}: "
-            "neither ONNX Runtime nor TVM knows it",
-            f"export the model with standard ONNX ops and a released opset, {export}",
-        )
-    domain = re.search(r"No opset import for domain '([^']*)'", message)
-    if domain:
-        ops = sorted({n.op_type for n in model.graph.node if n.domain == domain.group(1)})
-        return OnnxImportError(
-            f"{name} uses ops of the domain {domain.group(1)!r} ({', '.join(ops[:3])}), "
-            "which neither ONNX Runtime nor TVM knows",
-            f"export the model with standard ONNX ops and a released opset, {export}",
-        )
-    in_float32 = "export the model in float32 (in PyTorch: model.float() and float32 inputs before torch.onnx.export)"
-    kernel = re.search(r"Could not find an implementation for (\w+)\(", message)
-    types = sorted(_input_types(model, kernel.group(1)) - {"float32"}) if kernel else []
-    if types:
-        return OnnxImportError(
-            f"ONNX Runtime, the reference, has no {kernel.group(1)} kernel for {' or '.join(types)}, "
-            f"the element type of {name}'s {kernel.group(1)} inputs",
-            in_float32,
-        )
-    taken = re.search(r"Type '(\S+)' of input parameter \((.*?)\) of operator \((\w+)\)", message)
-    if taken:
-        return OnnxImportError(
-            f"{name}'s {taken.group(3)} is given {taken.group(2)}, a {taken.group(1)}, and ONNX's {taken.group(3)} "
-            "takes no such type",
-            in_float32,
-        )
-    declared = re.search(r"Type \((\S+)\) of output arg \((.*?)\) .*? expected type \((\S+)\)", message)
-    if declared:
-        value, said, made = declared.group(2), declared.group(1), declared.group(3)
-        return OnnxImportError(
-            f"{name} declares {value} a {said}, and the node that makes it gives a {made}",
-            f"make them agree: cast {value} to the type declared (a Cast node before it, to=FLOAT for float32), "
-            "and export the model again",
-        )
-    if re.search(r"IR version|opset|Could not find an implementation|No graph", message, re.IGNORECASE):
-        return OnnxImportError(
-            f"ONNX Runtime, the reference, cannot load {name}: {shorten(message, 400)}",
-            f"re-export the model with a released ONNX opset and IR version that ONNX Runtime supports, {export}",
-        )
-    return OnnxImportError(
-        f"ONNX Runtime cannot load {name} with inputs {shapes}: {shorten(message, 400)}",
-        "check the input shapes; the model must run in ONNX Runtime, the reference",
-    )
-
-
-def _input_types(model, op: str) -> set[str]:
-    """The element types (NumPy's names: ``float64``, ``bfloat16``) of the inputs of ``model``'s ``op`` nodes."""
-    onnx = onnx_module()
-    try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # onnx's checker refuses what ONNX Runtime has named already; the file's own types remain
-        graph = model.graph
-    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
-    types.update({t.name: t.data_type for t in graph.initializer})
-    found = {types[i] for n in graph.node if n.op_type == op for i in n.input if types.get(i)}
-    return {onnx.helper.tensor_dtype_to_np_dtype(t).name for t in found}
-
-
 def static_shapes(model, shapes: dict, name: str = "the model"):
     """``model`` with its inputs fixed at ``shapes`` and its shape arithmetic folded (see the module's notes)."""
     onnx = onnx_module()
@@ -243,7 +164,7 @@ def static_shapes(model, shapes: dict, name: str = "the model"):
                 str(src), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(_FUSIONS)
             )
         except Exception as err:  # ORT's InvalidGraph, Fail, NotImplemented: the file or the shapes given
-            raise _refusal(model, _ort_message(err), name, shapes) from None
+            raise load_refusal(model, ort_message(err), name, shapes) from None
         folded = onnx.load(str(dst))
     odd = sorted({n.domain for n in folded.graph.node if n.domain not in STANDARD_DOMAINS})
     if odd:  # never expected at the basic level; keep the file as it was rather than hand TVM foreign ops

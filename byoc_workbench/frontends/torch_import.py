@@ -306,10 +306,10 @@ def seeded_factory(spec: str, seed: int = 0):
     """
     torch = load_torch()
     where, _, attr = spec.partition(":")
-    if not where or not attr.isidentifier():  # "m::f" and "m:json:loads" name no function of m
+    if not where or not attr.isidentifier():  # "m::f", "m:json:loads" and "m:Net.forward" name no function of m
         raise TorchImportError(
             f"--torch takes module:factory, one colon and a function's name, got {spec!r}",
-            f"pass e.g. --torch {where or 'MODULE'}:{attr.rpartition(':')[2] or 'FACTORY'}",
+            f"pass e.g. --torch {_spec_meant(where, attr)}",
         )
     factory = getattr(_import_module(where), attr, None)
     if factory is None:
@@ -334,6 +334,16 @@ def seeded_factory(spec: str, seed: int = 0):
         raise TorchImportError(f"{spec}() returned {_what(module)}", "name a factory of nn.Module")
     call = f"{spec}({', '.join(f'{k}=None' for k in kwargs)})" if kwargs else spec
     return module, f"weights as {call} made them, after torch.manual_seed({seed})"
+
+
+def _spec_meant(where: str, attr: str) -> str:
+    """The ``module:factory`` a malformed ``--torch where:attr`` likely meant: ``m:Net`` for ``m.py:Net.forward``
+    (a class's method: the class builds the module), ``m.sub:f`` for ``m:sub.f``, ``m:FACTORY`` for ``m:``."""
+    module, (head, _, rest) = where.removesuffix(".py") or "MODULE", attr.rpartition(":")[2].partition(".")
+    if rest and head.isidentifier() and not head[:1].isupper():  # a lower-case head: by PEP 8, a submodule
+        module, head = f"{module}.{head}", rest
+    head = re.match(r"\w*", head).group()  # "Net()" -> "Net"
+    return f"{module}:{head if head.isidentifier() else 'FACTORY'}"
 
 
 def _no_file(name: str) -> str:

@@ -41,21 +41,34 @@ def _listed(names: list) -> str:
 
 
 def check_importable(torch, module, inputs, name: str) -> None:
-    """One line for inputs the workbench cannot hold, or a module it cannot import: TorchScript, a module with no
-    forward (nn.ModuleList), or weights that hold no values, have no shapes yet (lazy layers) or are not float32."""
+    """One line for inputs the workbench cannot hold (nested, sparse, on the meta device, of another dtype), or a
+    module it cannot import: TorchScript, a module with no forward (nn.ModuleList, or ``forward = None``), or
+    weights that hold no values, have no shapes yet (lazy layers) or are not float32."""
     if isinstance(module, torch.jit.ScriptModule):
         raise TorchImportError(
             f"{name} is TorchScript, which torch.export cannot take",
             "pass the nn.Module itself, as it was before torch.jit.script or torch.jit.trace",
         )
-    if getattr(module.forward, "__func__", None) is torch.nn.Module.forward:  # nn.ModuleList, nn.ModuleDict
+    forward = getattr(module, "forward", None)
+    if getattr(forward, "__func__", None) is torch.nn.Module.forward:  # nn.ModuleList, nn.ModuleDict
         raise TorchImportError(
             f"{name} has no forward method, so it computes nothing",
             "pass a module whose forward computes the model, e.g. nn.Sequential(*layers) to run a list of layers "
             "in order",
         )
+    if not callable(forward):  # forward = None, in the class or on the instance
+        raise TorchImportError(
+            f"{name}.forward is {'None' if forward is None else 'a ' + type(forward).__name__}, so {name} has no "
+            "callable forward",
+            f"define forward(self, ...) in {name}'s class, and assign nothing else to forward",
+        )
     for i, x in enumerate(inputs):
         dtype = str(x.dtype).removeprefix("torch.")
+        if x.is_nested:  # torch.nested: its sequences differ in length, and it has no one shape to export
+            raise TorchImportError(
+                f"Example input {i} of {name} is a nested tensor (torch.nested), which has no one shape to export",
+                "pass a dense tensor: pad the sequences to one length, x.to_padded_tensor(0.0)",
+            )
         if x.is_meta:
             raise TorchImportError(
                 f"Example input {i} of {name} is on the meta device, which holds no values",

@@ -305,3 +305,11 @@ def test_build_run_checks_its_run_keywords_in_one_line_without_cli_flags(offload
 def test_from_model_refuses_what_is_not_an_imported_model_in_one_line(bad):
     """Round 9: Workbench.from_model(None) and ("x") were AttributeErrors."""
     _one_line(lambda: Workbench.from_model(bad), f"from_model takes an imported model .*got {type(bad).__name__}")
+
+
+def test_load_model_file_of_too_long_a_name_is_one_line():
+    """Round 13's B-N6: a 5000-character name was an OSError traceback (ENAMETOOLONG) from Path.is_file."""
+    from byoc_workbench.subjects import load_model_file
+
+    line = _one_line(lambda: load_model_file("m" * 5000 + ".py"), r"cannot be read \(File name too long\)")
+    assert line.startswith("error: Model file mmm") and line.endswith("Fix: pass a shorter path.") and len(line) < 200

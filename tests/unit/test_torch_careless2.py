@@ -1,10 +1,12 @@
 """A careless user's PyTorch modules (round 11's R6, R7, R8, R17): a result NumPy cannot hold and lazy layers are
-one line each; a submodule used twice, and a module wrapped in DataParallel, import and check equal."""
+one line each; a submodule used twice, and a module wrapped in DataParallel, import and check equal. Round 13's
+B-N5, B-N8 and A-N6: a nested input, ``forward = None`` and a --torch spec naming a method are one line each."""
 
 import numpy as np
 import pytest
 from messages import refused
 
+from byoc_workbench import cli
 from byoc_workbench.measure.compiler import execute
 from byoc_workbench.session import Workbench
 
@@ -94,3 +96,56 @@ def test_a_module_with_no_forward_is_told_to_pass_one_that_computes(module):
     line = refused(lambda: Workbench.from_torch(module, (torch.randn(1, 4),)), f"{name} has no forward method")
     assert "pass a module whose forward computes the model, e.g. nn.Sequential(*layers)" in line
     assert "input" not in line
+
+
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_a_nested_example_input_is_one_line_saying_how_to_make_it_dense(layout):
+    """B-N5: a module that fails on a nested input was a traceback: describing the input read its .shape, which a
+    nested tensor has not ("NestedTensorImpl doesn't support sizes"); a jagged one was told to call to_dense()."""
+    nested = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)], layout=layout)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softmax(0))
+    refused(
+        lambda: Workbench.from_torch(module, (nested,)),
+        "Example input 0 of Sequential is a nested tensor (torch.nested)",
+        "Fix: pass a dense tensor: pad the sequences to one length, x.to_padded_tensor(0.0).",
+    )
+
+
+class ForwardNone(torch.nn.Module):
+    forward = None
+
+
+class ForwardSetToNone(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.forward = None
+
+
+@pytest.mark.parametrize("make", [ForwardNone, ForwardSetToNone])
+def test_a_forward_that_is_none_is_said_to_be_none_not_a_matter_of_inputs(make):
+    """B-N8: "'NoneType' object is not callable" from the eager run, with the Fix to give the inputs forward takes."""
+    name = make.__name__
+    line = refused(
+        lambda: Workbench.from_torch(make(), (torch.randn(1, 4),)), f"{name}.forward is None, so {name} has no callable"
+    )
+    assert f"Fix: define forward(self, ...) in {name}'s class" in line and "input" not in line
+
+
+@pytest.mark.parametrize(
+    "spec, meant",
+    [
+        ("tm:Net.forward", "tm:Net"),
+        ("tm.py:Net.forward", "tm:Net"),
+        ("tm.py:", "tm:FACTORY"),
+        ("tm:Net()", "tm:Net"),
+        ("torchvision:models.resnet18", "torchvision.models:resnet18"),
+    ],
+)
+def test_a_torch_spec_naming_a_method_or_no_factory_says_the_spec_once(spec, meant, capsys):
+    """A-N6: ``--torch tm:Net.forward`` was told "pass e.g. --torch tm:Net.forward", the input again, and ``tm.py:``
+    "--torch tm.py:FACTORY", a file where every other error asks for the module's name."""
+    assert cli.main(["run", "--torch", spec]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --torch takes module:factory, one colon and a function's name, got {spec!r}. "
+        f"Fix: pass e.g. --torch {meant}."
+    )
