@@ -47,6 +47,7 @@ class Compiled:
     backend: str
     tried: list = dataclasses.field(default_factory=list)
     detail: str = ""  # how the backend runs it, when that matters: e.g. "CPU, f32" for openvino
+    precision: str = ""  # what it infers in, for a backend that takes a precision: openvino's bf16 may run f32
     _hold: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def release(self) -> None:
@@ -114,7 +115,14 @@ def register_global(name: str, fn: Callable) -> None:
 
 
 def register_packed(
-    backend: str, name: str, runner: Callable, content: bytes, source: str, num_outputs: int, detail: str = ""
+    backend: str,
+    name: str,
+    runner: Callable,
+    content: bytes,
+    source: str,
+    num_outputs: int,
+    detail: str = "",
+    precision: str = "",
 ) -> Compiled:
     """Register ``runner`` for subgraph ``name`` and return its :class:`Compiled` record, which holds it.
 
@@ -129,7 +137,7 @@ def register_packed(
     if held is None:
         held = _HELD_BY_SYMBOL[symbol] = _Held(symbol, backend)
     register_global(symbol, runner)
-    return Compiled(name, symbol, source, num_outputs, backend, detail=detail, _hold=held)
+    return Compiled(name, symbol, source, num_outputs, backend, detail=detail, precision=precision, _hold=held)
 
 
 def registered_by(symbol: str) -> str | None:

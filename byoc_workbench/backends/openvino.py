@@ -176,7 +176,7 @@ def compile_subgraph(name: str, func, precision: str = "f32", threads: int | Non
     content = data + precision.encode()
     # What ran, and what was asked where this CPU ran otherwise (bf16 without AVX512-BF16 or AMX runs f32).
     detail = f"CPU, {got}" + (f", {precision} asked: not on this CPU" if got != precision else "")
-    return register_packed("openvino", name, runner, content, source, len(compiled.outputs), detail)
+    return register_packed("openvino", name, runner, content, source, len(compiled.outputs), detail, got)
 
 
 def whole_model(path, precision: str = "f32"):

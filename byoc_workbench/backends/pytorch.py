@@ -246,7 +246,8 @@ def compile_subgraph(
     source = header + "\n".join(program.lines)
     content = hashlib.sha256(source.encode() + b"".join(c.tobytes() for c in program.consts)).digest()
     num_outputs = len(func.ret_ty.fields) if isinstance(func.ret_ty, relax.TupleType) else 1
-    return register_packed("torch", name, runner, content, source, num_outputs, detail=f"{mode}, {precision}")
+    detail = f"{mode}, {precision}"
+    return register_packed("torch", name, runner, content, source, num_outputs, detail, precision)
 
 
 def target_rules(target: str = "torch") -> tuple[rules.Rule, ...]:

@@ -59,7 +59,9 @@ def _table_text(head, body) -> str:
 
 def summary_lines(result) -> list:
     """What was chosen, against what, in how long (and where most of that went), on which machine."""
-    lines = [f"search of {result.model} over {', '.join(result.backends)} (precision {result.precision})"]
+    ran = ", ".join(f"{b} ran {p}" for b, p in result.precision_ran.items() if p != result.precision)
+    at = f"precision {result.precision}" + (f" asked; {ran}: not on this CPU" if ran else "")
+    lines = [f"search of {result.model} over {', '.join(result.backends)} ({at})"]
     if result.mark:
         lines[0] += f" — {result.mark}"
     c = result.chosen
@@ -67,7 +69,7 @@ def summary_lines(result) -> list:
         lines.append("chosen: " + ", ".join(f"{k} on {v}" for k, v in c.assign.items()))
         if c.predicted_s is None:
             lines.append(
-                f"measured {_s(c.measured_s)} (no prediction at {c.precision}: the costs were measured at f32)"
+                f"measured {_s(c.measured_s)} (no prediction with {c.precision} asked: the costs were measured at f32)"
             )
         else:
             error = (c.measured_s - c.predicted_s) / c.measured_s if c.measured_s else float("nan")

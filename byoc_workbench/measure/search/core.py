@@ -128,6 +128,7 @@ def search(subject, backends=DEFAULT_BACKENDS, cache: Cache | None = None, progr
     rows += [_verdict(Row(a, p, what=w), m) for a, w, p, m in learn.relearn(s, rows, rank, rest, opts.top)]
     if opts.precision != "f32":
         rows += [_verdict(row, m) for row, m in reduced.variants(s, rows, opts.precision)]
+        notes += reduced.not_run(rows, opts.precision)
     compared = _baseline(builds, offload, notes)
     baseline = {k: m.end_to_end_s for k, m in compared.items()}
     anchors = opts.anchors and subject.source is not None
@@ -331,8 +332,9 @@ def _measurement_rows(s: Measurements, rows: list) -> list:
 
 
 def _verdict(row: Row, m: Measured) -> Row:
-    """``row`` with the measured time of ``m`` and whether its outputs are TVM alone's."""
+    """``row`` with the measured time of ``m``, the precisions that ran, and whether its outputs are TVM alone's."""
     row.measured_s, row.equal = m.end_to_end_s, bool(m.check and m.check["equal"])
+    row.precision_ran = m.precision_ran()
     row.rejected = _refused(m) or ("" if row.equal else _why_not_equal(m.check))
     return row
 

@@ -47,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 SLOW_S = 2.0  # a first run longer than this is not repeated: the instrumented run is the measurement
 FINALISTS = 3  # the fastest that gave TVM alone's outputs: in the finals, and their builds kept alive for them
+# A build record's shape, part of its key: from 2 each cost says the precision it ran at, which an older
+# record lacks (a reduced precision's row would not know what ran), so it is measured again rather than read.
+RECORD = 2
 
 
 @dataclasses.dataclass
@@ -60,6 +63,7 @@ class Cost:
     members_s: list = dataclasses.field(default_factory=list)  # on tvm: the host time of each member
     warm: bool = True  # False: from a single cold run (a slow build run once)
     refused: str = ""  # why the backend would not take it (it then ran on the host)
+    precision: str = ""  # what its backend inferred in, for one that takes a precision (Compiled.precision)
 
     @property
     def total_s(self) -> float:
@@ -85,6 +89,11 @@ class Measured:
     warm: bool
     build_s: float
     check: dict | None = None  # the outputs against TVM alone's (``compare.check_outputs``)
+
+    def precision_ran(self) -> dict[str, str]:
+        """``{backend: precision}``: what each backend that takes a precision inferred in, as its compiled
+        records say (OpenVINO asked for bf16 runs f32 on a CPU without it)."""
+        return {c.backend: c.precision for c in self.costs.values() if c.precision and not c.refused}
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -137,7 +146,8 @@ def _costs(plan, assign: dict, stages: list, profile, warm: bool) -> dict:
     costs = {}
     for fn, s in segments.items():
         backend = assign[s.label]
-        costs[s.label] = Cost(backend, warm=warm, refused=refused.get(fn, ""))
+        ran = codegen.generated[fn].precision if fn in codegen.generated else ""
+        costs[s.label] = Cost(backend, warm=warm, refused=refused.get(fn, ""), precision=ran)
         if backend == TVM:
             costs[s.label].members_s = [0.0] * (s.stop - s.start)
     by_var = {var: (fn, member) for fn, pairs in inlined(stages).items() for var, member in pairs}
@@ -205,7 +215,7 @@ class Cache:
         """The value kept under ``key``, or None: missing, or damaged (torn, retyped, foreign, or not matching the
         seal it was written with), which is said once per search and never trusted."""
         path = self._path(kind, key)
-        if self.enabled and path.is_file():
+        if self.enabled and os.path.lexists(path):  # a FIFO, a folder or a link to nowhere there is damage too
             value = _read(path)
             if value is not None:
                 self.hits += 1
@@ -239,7 +249,7 @@ class Cache:
     def get_arrays(self, key: str) -> list | None:
         """TVM alone's outputs kept under ``key``; None when missing or damaged (its seal: :func:`files.intact`)."""
         path = self._path("reference", key, ".npz")
-        if not self.enabled or not path.is_file():
+        if not self.enabled or not os.path.lexists(path):  # a FIFO there is damaged, not "not cached"
             return None
         if not intact(path):
             self._damaged(path)
@@ -296,7 +306,7 @@ class Measurements:
         # whatever the rules numbered them; a rule that changes no subgraph re-measures nothing.
         placed = sorted((contents[label], backend) for label, backend in assign.items())
         # The runs too: a median of 100 runs is another measurement than one of 3 (--runs).
-        key = json_key(self.cache.machine, self.model_key, placed, self._options(options), self.runs)
+        key = json_key(RECORD, self.cache.machine, self.model_key, placed, self._options(options), self.runs)
         return PlacementKey(key, contents)
 
     def _options(self, options: dict | None) -> dict:
@@ -377,7 +387,7 @@ class Measurements:
         if old is None or (cost.warm and not old.warm) or cost.refused:
             self.costs[key] = cost
         elif cost.warm == old.warm and not old.refused:
-            mean = Cost(cost.backend, warm=cost.warm)
+            mean = Cost(cost.backend, warm=cost.warm, precision=cost.precision)
             for f in ("compute_s", "in_s", "out_s"):
                 setattr(mean, f, (getattr(old, f) + getattr(cost, f)) / 2)
             if old.members_s and cost.members_s:

@@ -23,7 +23,8 @@ class Row:
     differs: list = dataclasses.field(default_factory=list)  # against the chosen placement
     final_s: float | None = None  # the median over the finals' rounds, for a finalist
     spread: float | None = None  # (max - min) / median over those rounds
-    precision: str = "f32"  # OpenVINO's and torch's, for a placement measured again at bf16 or f16 (:mod:`.reduced`)
+    precision: str = "f32"  # asked of OpenVINO and torch: bf16 or f16 for a placement measured again (.reduced)
+    precision_ran: dict = dataclasses.field(default_factory=dict)  # {backend: what it inferred in} (Measured's)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -51,9 +52,14 @@ class SearchResult:
     baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
     # The chosen placement's time against each baseline, {"vs_<label>": ratio}: data for the formatters below.
     speedup: dict[str, float] = dataclasses.field(init=False)
+    # {backend: precision}: what the backends ran at where the search's precision was asked of them ({} at f32, or
+    # when no placement was measured again): {"openvino": "f32"} for bf16 asked on a CPU without it.
+    precision_ran: dict[str, str] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.speedup = self._speedup()
+        at = [r.precision_ran for r in self.placements if r.precision == self.precision != "f32"]
+        self.precision_ran = {b: p for ran in at for b, p in ran.items()}
 
     def cost(self, label: str, backend: str) -> float | None:
         """The measured seconds of a unit or segment on a backend (None: not measured)."""
@@ -64,6 +70,7 @@ class SearchResult:
             "model": self.model,
             "backends": list(self.backends),
             "precision": self.precision,
+            "precision_ran": self.precision_ran,
             "placements": [r.to_json() for r in self.placements],
             "chosen": self.chosen.to_json() if self.chosen else None,
             "baseline": self.baseline,
