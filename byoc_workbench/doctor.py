@@ -323,16 +323,13 @@ def check_weights() -> Check:
     except weights.DownloadError as err:  # a file where the cache should be: no model can be cached, by any means
         return Check("weights", False, err.cause, err.fix, info={"cache": str(cache), "default": weights.DEFAULT_MODEL})
     models, by_state = {}, {}
+    remove = []  # how to clear each path that no file can be copied over (a FIFO, a folder, a link there)
     for name, spec in weights.MODELS.items():
         path = cache / weights.params_file_name(name)
-        if weights.cached_weights(name) is not None:
-            state = "trained (sha1 checked)"
-        elif path.is_file():
-            state = "wrong sha1, ignored"
-        elif path.exists() or path.is_symlink():
-            state = "not a regular file, ignored"
-        else:
-            state = "not cached"
+        found = weights.weights_state(name)
+        state = {"trained": "trained (sha1 checked)", "not cached": found}.get(found, f"{found}, ignored")
+        if found != "trained" and weights.in_the_way(path):
+            remove.append(weights.put_by_hand(path))
         models[name] = {"state": state, "path": str(path), "task": spec.task, "family": spec.family}
         by_state.setdefault(state, []).append(name)
     # Grouped by state: the zoo has two dozen models, and the line names each.
@@ -342,7 +339,8 @@ def check_weights() -> Check:
     fix = (
         ""
         if ok
-        else f"byoc-workbench prefetch where there is a network, or put GluonCV's .params files in {cache} "
+        else "".join(f"{how}; " for how in remove)
+        + f"byoc-workbench prefetch where there is a network, or put GluonCV's .params files in {cache} "
         f"under GluonCV's names (the SSD's: {example.name}), or pass --weights PATH; without them Part 2 runs "
         "on seeded untrained weights and says so"
     )

@@ -17,6 +17,12 @@ from byoc_workbench.flow.rules import parse_rule_list
 
 GROUP_FILES = 24  # at most this many top-level groups get a file of their own
 
+#: The names of any set ``stages`` writes, in either format and with any groups opened: a new set replaces the
+#: whole earlier one the workbench wrote, never leaving another model's groups or another format beside it.
+STAGES_SET = re.compile(
+    rf"({'|'.join(f'{i:02d}-{s}' for i, s in enumerate(stages.STAGES))})(--[A-Za-z0-9_-]+)?\.[a-z]+|summary\.json"
+)
+
 
 def _file_part(node_id: str) -> str:
     """A node id as part of a file name: ``main/stage0.`` -> ``main-stage0``."""
@@ -41,7 +47,7 @@ def _subject(args, enabled) -> subjects.Subject:
 
 def cmd_stages(args) -> int:
     names = [f"{i:02d}-{s}.{args.format}" for i, s in enumerate(stages.STAGES)] + ["summary.json"]
-    out = output_paths.check_dir(args.out, "--out", names, output_paths.read_paths(args))
+    out = output_paths.check_dir(args.out, "--out", names, output_paths.read_paths(args), STAGES_SET)
     wanted = parse_rule_list(args.rules)  # Workbench rejects unknown names
     if args.format == "svg":
         renderers.require_graphviz()
@@ -65,7 +71,7 @@ def cmd_stages(args) -> int:
         groups = []
     extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
     output_paths.check_dir(args.out, "--out", [n for n, _ in extra], output_paths.read_paths(args))
-    with files.staged(out) as tmp:  # every diagram and summary.json, or none of them
+    with files.staged(out, STAGES_SET) as tmp:  # every diagram and summary.json, or none of them
         stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))
         group_views = ((wb.dot("source", expand=(gid,), collapse=True), tmp / name) for name, gid in extra)
         render.write_all(itertools.chain(stage_views, group_views), args.format)

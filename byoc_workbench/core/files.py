@@ -140,10 +140,11 @@ def write_arrays(path, arrays: list) -> Path:
     return write_sealed(path, lambda f: np.savez(f, **named))
 
 
-def read_arrays(path) -> list | None:
+def read_arrays(path, cache: str | None = None) -> list | None:
     """The arrays :func:`write_arrays` kept at ``path``, in order; None when it is missing, or damaged since
-    (its seal disagrees, even if it still parses): a cache entry computed again, never an error."""
-    if not intact(path):
+    (its seal disagrees, even if it still parses): a cache entry computed again, never an error. With ``cache``
+    (``"runs cache"``) a damaged entry is said once, as :func:`trusted` says it; without, its caller says it."""
+    if not (trusted(path, cache) if cache else intact(path)):
         return None
     try:
         with np.load(path) as data:
@@ -177,20 +178,30 @@ def intact(path) -> bool:
     path = Path(path)
     stamp = path.with_name(path.name + ".sum")
     try:
-        return path.is_file() and stamp.is_file() and stamp.read_bytes() == _digest(path).encode()
+        if not (path.is_file() and stamp.is_file()):  # a FIFO, a device or a folder is never read
+            return False
+        with open(stamp, "rb") as f:
+            sealed = f.read(_SEAL_MAX)
+        # The sizes first: an entry of another size (a huge or sparse file put there) is told apart unread.
+        if not sealed.startswith(f"{path.name} {path.stat().st_size} ".encode()):
+            return False
+        return sealed == _digest(path).encode()
     except OSError:
         return False
 
+
+_SEAL_MAX = 4096  # longer than any seal (a name, a size and a SHA-256): a larger file there is no seal
 
 _said_damaged: set = set()  # the caches whose damaged entry this process has said
 
 
 def trusted(path, cache: str) -> bool:
-    """Whether the entry ``path`` of ``cache`` is :func:`intact`; one that is there but not intact is said once
-    per cache and process ("build cache: ... is damaged"), and its writer builds it again."""
+    """Whether the entry ``path`` of ``cache`` is :func:`intact`; one that is there but not intact (a link to
+    nowhere or to itself, a FIFO or a folder too) is said once per cache and process ("build cache: ... is
+    damaged"), and its writer builds it again."""
     if intact(path):
         return True
-    if Path(path).exists() and cache not in _said_damaged:
+    if os.path.lexists(path) and cache not in _said_damaged:
         _said_damaged.add(cache)
         logger.warning("%s: %s is damaged (it disagrees with its seal); it is made again", cache, Path(path).name)
     return False
@@ -205,6 +216,7 @@ def write_with(path, save: Callable[[str], None], suffix: str = "", placed: Call
     """
     path = Path(path)
     make_folder(path.parent)
+    _renames_in(path.parent)
     _sweep(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".part{suffix}")
     os.close(fd)
@@ -230,6 +242,15 @@ def make_folder(path: Path) -> None:
     except FileExistsError:
         there = output_paths.kind_of(path)
         raise NotADirectoryError(errno.ENOTDIR, f"{there} is there, not a folder", str(path)) from None
+
+
+def _renames_in(folder: Path) -> None:
+    """A :class:`PermissionError` for a folder whose files cannot be renamed (an append-only one, ``chattr +a``):
+    a temporary could be made there but never put in place, nor removed again. A cache then keeps nothing
+    (:func:`keep`); a result's folder was refused before the work (:mod:`.output_paths`)."""
+    if resisting := output_paths.resists(folder):
+        kind, undo = resisting
+        raise PermissionError(f"the folder is {kind}, so no file can be put in place there; {undo} undoes it")
 
 
 @contextlib.contextmanager
@@ -387,13 +408,15 @@ def write_file(path, data: bytes | str | Callable) -> Path:
 
 
 @contextlib.contextmanager
-def staged(out):
+def staged(out, replaces: re.Pattern | None = None):
     """A temporary directory to write ``out``'s files into; they are moved into ``out`` when the block ends.
 
     On an error or a Ctrl-C inside the block the temporary directory is
     removed and ``out`` is left as it was (or not created at all). Files of
-    ``out`` that the block does not write are kept. A file the block cannot write (a full disk, ``ulimit -f``)
-    is one line naming it in ``out`` (:class:`OutputError`).
+    ``out`` that the block does not write are kept, except an earlier set's that ``replaces`` matches (another
+    ``--format``, groups no longer drawn) and that the workbench wrote there, unchanged since
+    (:func:`~byoc_workbench.core.output_paths.earlier`): those are removed with the move. A file the block cannot
+    write (a full disk, ``ulimit -f``) is one line naming it in ``out`` (:class:`OutputError`).
     """
     out = Path(out)
     base = output_paths.existing_ancestor(out)
@@ -409,32 +432,37 @@ def staged(out):
                 Path(err.filename).relative_to(tmp) if err.filename and Path(err.filename).is_relative_to(tmp) else ""
             )
             raise OutputError(f"Cannot write {out / name} ({err.strerror or err})", _write_fix(err)) from None
-        _moved_into(tmp, out)
+        _moved_into(tmp, out, replaces)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _moved_into(tmp: Path, out: Path) -> None:
+def _moved_into(tmp: Path, out: Path, replaces: re.Pattern | None) -> None:
     """``tmp``'s files put in ``out`` (made if need be) as one set, with ``out``'s :data:`WRITTEN` recording them
-    (what :func:`~byoc_workbench.core.output_paths.check_dir` reads). Each file in the way is first kept aside
-    (a hard link), so that when one cannot be replaced every one already moved is put back: ``out`` holds the old
-    set whole or the new set whole, never a mix of two runs. A Ctrl-C waits for the set's end (:func:`_held`)."""
+    (what :func:`~byoc_workbench.core.output_paths.check_dir` reads), and the earlier set's files ``replaces``
+    matches removed. Each file in the way or to remove is first kept aside (a hard link), so that when one cannot
+    be replaced every one already moved or removed is put back: ``out`` holds the old set whole or the new set
+    whole, never a mix of two runs. A Ctrl-C waits for the set's end (:func:`_held`)."""
     where = out
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (tmp / output_paths.WRITTEN).write_text(output_paths.recorded(out, tmp.iterdir()))
+        gone = [f.name for f in output_paths.earlier(out, replaces, os.listdir(tmp))] if replaces else []
+        (tmp / output_paths.WRITTEN).write_text(output_paths.recorded(out, tmp.iterdir(), gone))
         names = sorted(p.name for p in tmp.iterdir())
         aside, kept, moved = Path(tempfile.mkdtemp(dir=tmp)), set(), []
-        for name in names:
+        for name in (*names, *gone):
             where = out / name
             with contextlib.suppress(FileNotFoundError):
                 os.link(where, aside / name, follow_symlinks=False)
                 kept.add(name)
         with _held():
             try:
-                for name in names:
+                for name in (*(n for n in gone if n in kept), *names):
                     where = out / name
-                    os.replace(tmp / name, where)
+                    if name in names:
+                        os.replace(tmp / name, where)
+                    else:
+                        os.unlink(where)
                     moved.append(name)
             except BaseException:
                 for name in reversed(moved):

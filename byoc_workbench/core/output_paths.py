@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -134,9 +135,10 @@ def _leads_nowhere(link: Path, what: str, fix: str) -> None:
     raise WorkbenchError(f"{said}, which does not exist", f"make that folder first, remove the link, or {fix}")
 
 
-def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
+def check_dir(path, flag: str = "--out", names=(), inputs=(), replaces: re.Pattern | None = None) -> Path:
     """``path`` checked as an output directory that will hold the files ``names``; ``inputs`` are the paths the
     command reads, which none of ``names`` may be; nor a link to a file, nor a file the workbench did not write.
+    ``replaces`` as for :func:`earlier`: those files too must be removable.
 
     Nothing is created: a missing directory is made when its files are put in
     place (:func:`staged`), so a refused or interrupted command leaves none.
@@ -167,6 +169,8 @@ def check_dir(path, flag: str = "--out", names=(), inputs=()) -> Path:
         _replaceable(out / name, flag)
     for name in names:
         _not_theirs(out, name, flag)
+    for f in earlier(out, replaces, names) if replaces else ():
+        _replaceable(f, flag)
     return out
 
 
@@ -242,29 +246,34 @@ def _flags(f: Path) -> int:
         os.close(fd)
 
 
+def resists(path: Path) -> tuple[str, str] | None:
+    """How the file or folder ``path`` resists being replaced, or its files renamed or removed, as ``(kind, the
+    command that takes it away)``, e.g. ``("append-only", "chattr -a")``; None where it does not."""
+    flags = _flags(path.resolve()) if path.is_dir() else _flags(path)
+    return next(((kind, undo) for bit, kind, undo in _RESISTS if flags & bit), None)
+
+
 def _replaceable(f: Path, flag: str) -> None:
     """Refuse a file in the way that cannot be replaced (an immutable or append-only one): found now, before the
     work, not when its result is put in place."""
-    flags = _flags(f)
-    for bit, kind, undo in _RESISTS:
-        if flags & bit:
-            raise WorkbenchError(
-                f"{flag}: {f} is {kind}, so it cannot be replaced", f"run {undo} {f}, or pass another {flag}"
-            )
+    if resisting := resists(f):
+        kind, undo = resisting
+        raise WorkbenchError(
+            f"{flag}: {f} is {kind}, so it cannot be replaced", f"run {undo} {f}, or pass another {flag}"
+        )
 
 
 def _renames_in(folder: Path, what: str, fix: str) -> None:
     """Refuse a folder whose files cannot be renamed or removed (an append-only one): a file can be made there,
     so :func:`_probe` passes, but a result is written under a temporary name and then renamed into place, and
     that would fail after the work, leaving the temporary."""
-    flags = _flags(folder.resolve()) if folder.is_dir() else 0
-    for bit, kind, undo in _RESISTS:
-        if flags & bit:
-            raise WorkbenchError(
-                f"{what}: {folder} is {kind}, so no file in it can be renamed or removed, as putting a result in"
-                " place does",
-                f"run {undo} {folder}, or {fix}",
-            )
+    if folder.is_dir() and (resisting := resists(folder)):
+        kind, undo = resisting
+        raise WorkbenchError(
+            f"{what}: {folder} is {kind}, so no file in it can be renamed or removed, as putting a result in"
+            " place does",
+            f"run {undo} {folder}, or {fix}",
+        )
 
 
 #: The file in a folder that records each result the workbench wrote there: what a later run may replace.
@@ -303,11 +312,24 @@ def wrote(path: Path) -> bool:
         return False
 
 
-def recorded(folder: Path, paths) -> str:
+def recorded(folder: Path, paths, gone=()) -> str:
     """The text of ``folder``'s :data:`WRITTEN` once ``paths`` (of ``folder``, or to be moved there under their
-    names) are put in place: what it records already, and each of them that is a file by :func:`fingerprint`."""
-    entries = _record(folder) | {p.name: fingerprint(p) for p in paths if p.is_file() and p.name != WRITTEN}
+    names) are put in place and the files named ``gone`` removed: what it records already, less ``gone``, and each
+    of ``paths`` that is a file by :func:`fingerprint`."""
+    entries = {n: f for n, f in _record(folder).items() if n not in gone}
+    entries |= {p.name: fingerprint(p) for p in paths if p.is_file() and p.name != WRITTEN}
     return json.dumps(dict(sorted(entries.items())), indent=0) + "\n"
+
+
+def earlier(folder: Path, replaces: re.Pattern, names=()) -> list[Path]:
+    """The files of ``folder`` left by an earlier set of the same command that a new set of ``names`` replaces
+    whole: those whose names ``replaces`` matches (e.g. another ``--format``'s diagrams) and that the workbench
+    wrote there, unchanged since (:func:`wrote`), less ``names``. Never a file of yours, even of such a name."""
+    return [
+        f
+        for f in (folder / n for n in sorted(_record(folder)) if n not in names and replaces.fullmatch(n))
+        if f.is_file() and not f.is_symlink() and wrote(f)  # a FIFO or a device is never opened: it could wait
+    ]
 
 
 def _not_an_input(out: Path, flag: str, inputs) -> None:

@@ -199,17 +199,60 @@ def sha1_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def cached_weights(name: str, cache: str | os.PathLike | None = None) -> Path | None:
-    """Path of the cached trained weights if present with the right sha1, else None."""
+#: Larger than any GluonCV weights file (the zoo's largest are a few hundred MB): a file over it is the wrong one,
+#: said so without hashing it (a disk image or a sparse file there would take minutes to hash).
+MAX_WEIGHTS_BYTES = 1 << 30
+
+#: What :func:`weights_state` finds at a model's trained-weights path.
+State = Literal["trained", "not cached", "wrong size", "wrong sha1", "not a regular file"]
+
+
+def weights_state(name: str, cache: str | os.PathLike | None = None) -> State:
+    """What is at the trained weights' path of ``name``: ``"trained"`` (GluonCV's file: its sha1 checked),
+    ``"not cached"``, or what makes it ignored: ``"wrong size"`` (larger than :data:`MAX_WEIGHTS_BYTES`, not read),
+    ``"wrong sha1"``, or ``"not a regular file"`` (a FIFO or a device would block the read forever)."""
     path = weights_dir(cache) / params_file_name(name)
-    if not path.is_file():  # a FIFO or a device here would block the read (doctor, prefetch --list) forever
-        if path.exists() or path.is_symlink():
-            logger.warning("%s is not a regular file; ignoring it", path)
-        return None
-    if sha1_of(path) != model_spec(name).sha1:
-        logger.warning("%s has the wrong sha1; ignoring it", path)
-        return None
-    return path
+    if not path.is_file():
+        return "not a regular file" if path.exists() or path.is_symlink() else "not cached"
+    if path.stat().st_size > MAX_WEIGHTS_BYTES:
+        return "wrong size"
+    return "trained" if sha1_of(path) == model_spec(name).sha1 else "wrong sha1"
+
+
+def cached_weights(name: str, cache: str | os.PathLike | None = None) -> Path | None:
+    """Path of the cached trained weights if present with the right sha1, else None (what is there instead is
+    said, and ignored)."""
+    path = weights_dir(cache) / params_file_name(name)
+    state = weights_state(name, cache)
+    if state in _IGNORED:
+        logger.warning("%s %s; ignoring it", path, _IGNORED[state])
+    return path if state == "trained" else None
+
+
+_IGNORED = {
+    "wrong size": f"is larger than any GluonCV weights file (over {MAX_WEIGHTS_BYTES >> 20} MiB)",
+    "wrong sha1": "has the wrong sha1",
+    "not a regular file": "is not a regular file",
+}
+
+
+def in_the_way(path: Path) -> str | None:
+    """What at ``path`` no weights file can be copied over, in words: ``"link"`` (cp writes through it),
+    ``"folder"`` (cp puts the file inside it), ``"FIFO"`` (cp blocks writing into it) or a device; None for a
+    regular file or nothing."""
+    if path.is_symlink():
+        return "link"
+    if path.is_dir():
+        return "folder"
+    return output_paths.kind_of(path).removeprefix("a ") if path.exists() and not path.is_file() else None
+
+
+def put_by_hand(target: Path) -> str:
+    """How to put the weights file ``target`` in place by hand: what is in the way removed first."""
+    thing = in_the_way(target)
+    return (
+        f"remove the {thing} at {target}, then put {target.name} there" if thing else f"put {target.name} at {target}"
+    )
 
 
 def download_weights(
@@ -236,6 +279,11 @@ def download_weights(
     if found:
         return found
     target = check_cache(cache) / params_file_name(name)
+    if target.is_dir():  # the download would be moved into it
+        raise DownloadError(
+            f"A {in_the_way(target)} is at {target}, where {name}'s weights go",
+            f"{put_by_hand(target)} (or run again to download it), or pass --weights PATH",
+        )
     url = weights_url(name, repo_url)
     try:
         files.make_folder(target.parent)
@@ -256,7 +304,7 @@ def download_weights(
                 f"check ${REPO_ENV} or supply the file with --weights",
             ) from None
         if sha1_of(Path(tmp) / target.name) != model_spec(name).sha1:
-            raise DownloadError(f"{url} gave a file with the wrong sha1", f"retry, or put a good copy at {target}")
+            raise DownloadError(f"{url} gave a file with the wrong sha1", f"retry, or {put_by_hand(target)}")
         shutil.move(str(Path(tmp) / target.name), target)
     logger.info("downloaded %s to %s", name, target)
     return target
@@ -274,7 +322,7 @@ def _fetch(url: str, dest: Path, timeout: float, target: Path) -> None:
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
         raise DownloadError(
-            f"Cannot download {url} ({reason})", f"put {target.name} in {target.parent} or pass --weights PATH"
+            f"Cannot download {url} ({reason})", f"{put_by_hand(target)} or pass --weights PATH"
         ) from None
 
 
@@ -312,7 +360,7 @@ def prefetch(
             path = download_weights(name, cache, repo_url, timeout)
             report[name] = {"ok": True, "path": str(path), "error": None, "how_to_fix": None}
         except DownloadError as err:
-            put = f"download {weights_url(name, repo_url)}, unzip it and put {target.name} at {target}"
+            put = f"download {weights_url(name, repo_url)}, unzip it and {put_by_hand(target)}"
             report[name] = {
                 "ok": False,
                 "path": str(target),

@@ -29,6 +29,9 @@ from byoc_workbench.core import files
 from byoc_workbench.measure.compiler import compiled
 from byoc_workbench.measure.time import clock
 
+# How each cache's damaged entry is said (files.trusted), as "runs cache: ... is damaged; it is made again".
+RUNS, REFERENCES = "runs cache", "references cache"
+
 
 def run_key(mod, tvm_target: str, inputs: list, repeat: int, warmup: int) -> str | None:
     """The key of running ``mod`` built for ``tvm_target`` on ``inputs``, or None for a module TVM cannot hash."""
@@ -48,11 +51,11 @@ def _digest(head: str, inputs) -> str:
 def kept_run(k: str) -> tuple | None:
     """``(latency, outputs, when)`` of the run kept under ``k``, or None (not kept, damaged, or not reading)."""
     root = files.cache_dir("runs")
-    if not compiled.reading() or not files.intact(root / f"{k}.json"):  # missing, or changed since it was sealed
+    if not compiled.reading() or not files.trusted(root / f"{k}.json", RUNS):  # missing, or changed since sealed
         return None
     try:
         record = json.loads((root / f"{k}.json").read_text())
-        outputs = files.read_arrays(root / f"{k}.npz")
+        outputs = files.read_arrays(root / f"{k}.npz", RUNS)
         if outputs is None or len(outputs) != record["outputs"]:
             return None
         latency = clock.Latency(**record["latency"], warmup=record["warmup"])
@@ -92,7 +95,7 @@ def reference(built: str | None, function: str, inputs: list, compute) -> list:
     if built is None:
         return compute()
     path = files.cache_dir("references") / f"{_digest(built + '/' + function, inputs)}.npz"
-    found = files.read_arrays(path) if compiled.reading() else None
+    found = files.read_arrays(path, REFERENCES) if compiled.reading() else None
     if found is not None:
         return found
     t0 = time.perf_counter()
