@@ -23,11 +23,11 @@ a package every build imports; every build failed) exits 1 with one line
 ``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
 ``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and ``--target``
 are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it
-names), after each build; a run that measured nothing leaves an earlier run's JSON there as it was. It replaces only a
-JSON an earlier run wrote, as the ``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record),
-never an immutable or append-only one, nor one in an append-only folder. Ctrl-C or SIGTERM stops it in one line, exit
-130 or 143; once its results are in place and said, a signal changes nothing. It imports only the standard library
-until it knows TVM is there.
+names), with its record, after each build: a write that fails (a full disk) or a run that measured nothing leaves
+the JSON and its record there as they were. It replaces only a JSON an earlier run wrote, as the
+``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record), never an immutable or append-only
+one, nor one in an append-only folder. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143; once its results are
+in place and said, a signal changes nothing. It imports only the standard library until it knows TVM is there.
 
 On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
 ``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however it is run (runpy, a spec)
-from gpu_check_args import arguments, check_out, record, target_kind, target_words, write_whole
+from gpu_check_args import arguments, check_out, target_kind, target_words, write_recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -465,14 +465,14 @@ def check(argv=None) -> int:
         report["wall_s"] = time.perf_counter() - t0
         text = json.dumps(report, indent=2, default=str)
         if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
-            try:
-                write_whole(out, text)
-                written[:] = [out]  # said from now on, if a signal comes
-                record(out)
+            try:  # the JSON in place and in `written` are one step for a signal
+                write_recorded(out, text, placed=lambda: written.append(out))
             except OSError as err:  # a full disk or quota, a folder made read-only meanwhile: the path said whole
                 space = err.errno in (errno.ENOSPC, errno.EDQUOT)
                 fix = f"free some space in {out.parent}, or pass another --out" if space else "pass another --out"
-                raise SystemExit(f"error: cannot write --out {out} ({err.strerror}). Fix: {fix}.") from None
+                held = "what this run measured before" if written else "the earlier run's JSON" if earlier else ""
+                why = f"cannot write --out {out} ({err.strerror})" + (f"; it holds {held}" if held else "")
+                raise SystemExit(f"error: {why}. Fix: {fix}.") from None
         return text
 
     stop = tvm_here(args.target, report)

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import stat
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def _no_folder(path: Path) -> tuple | None:
     return None
 
 
-#: The name :func:`write_whole` writes ``path`` as first: ``mkstemp``'s ``.<name>.<eight letters>.part``.
+#: The name :func:`write_recorded` writes ``path`` as first: ``mkstemp``'s ``.<name>.<eight letters>.part``.
 TEMPORARY = ".{}.XXXXXXXX.part"
 
 
@@ -119,29 +120,54 @@ def _not_plain(path: Path) -> str:
     return "a FIFO" if path.is_fifo() else "a socket" if path.is_socket() else "a device"
 
 
-def write_whole(path: Path, text: str) -> None:
-    """``text`` put at ``path`` whole or not at all, through a temporary of its own beside it (never a name
-    the user may have): as the workbench's ``files.write_atomic``, which imports numpy and TVM, missing here
-    until gpu_check knows they are there. A failure or a signal mid-way removes the temporary."""
+@contextlib.contextmanager
+def _beside(path: Path, data: bytes):
+    """The path of a temporary of its own beside ``path`` (never a name the user may have), ``data`` written to it
+    whole, with the permissions a plain ``open`` gives; removed at the block's end unless it was renamed: as the
+    workbench's ``files.write_atomic``, which imports numpy and TVM, missing here until gpu_check knows they are
+    there."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open makes it: mkstemp's file is its owner's alone
-        os.replace(tmp, path)
-    except BaseException:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is its owner's alone
+        yield tmp
+    finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise
 
 
-def record(path: Path) -> None:
-    """``path``, written whole (:func:`write_whole`), recorded in the file :data:`WRITTEN` beside it in the
-    workbench's form (``output_paths.WRITTEN``), which proves to a later run that it may replace it."""
-    entries = _record(path.parent) | {path.name: _fingerprint(path)}
-    write_whole(path.parent / WRITTEN, json.dumps(dict(sorted(entries.items())), indent=0) + "\n")
+def write_recorded(path: Path, text: str, placed=lambda: None) -> None:
+    """``text`` put at ``path`` and recorded in the file :data:`WRITTEN` beside it, in the workbench's form
+    (``output_paths.WRITTEN``), which proves to a later run that it may replace it. Both are written whole to
+    temporaries first, then renamed into place with Ctrl-C and SIGTERM held until ``placed()`` is done too: a
+    failure (a full disk) or a signal leaves the earlier JSON and its record as they were, never one without the
+    other."""
+    data = text.encode()
+    entries = _record(path.parent) | {path.name: _fingerprint(data)}
+    said = (json.dumps(dict(sorted(entries.items())), indent=0) + "\n").encode()
+    with _beside(path, data) as json_tmp, _beside(path.parent / WRITTEN, said) as record_tmp, held():
+        os.replace(json_tmp, path)
+        os.replace(record_tmp, path.parent / WRITTEN)
+        placed()
+
+
+@contextlib.contextmanager
+def held():
+    """Ctrl-C and SIGTERM wait for the block's end (their handlers run then), so that files put in place together
+    are one step for a signal: the workbench's ``files._held``. Handlers are swapped, not the signals masked: any
+    thread of a library may take a signal, and the handler runs in the main thread anyway."""
+    came = []
+    old = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)
 
 
 def _earlier_json(path: Path) -> bool:
@@ -149,7 +175,7 @@ def _earlier_json(path: Path) -> bool:
     folder's :data:`WRITTEN` records it; keys alone prove nothing."""
     try:
         found = json.loads(path.read_text())
-        proven = _record(path.parent).get(path.name) == _fingerprint(path)
+        proven = _record(path.parent).get(path.name) == _fingerprint(path.read_bytes())
     except (OSError, ValueError):
         return False
     return proven and isinstance(found, dict) and {"models", "missing"} <= set(found)
@@ -160,8 +186,7 @@ def _earlier_json(path: Path) -> bool:
 WRITTEN = ".byoc-workbench-wrote"
 
 
-def _fingerprint(path: Path) -> str:
-    data = path.read_bytes()
+def _fingerprint(data: bytes) -> str:
     return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
 
 

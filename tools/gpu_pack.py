@@ -14,17 +14,22 @@ regenerates a zoo model's seeded weights there, so the pack carries no model. Ru
 
     .venv/bin/python tools/gpu_pack.py            # writes build/gpu-pack/, prints the call
 
-then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. ``--check``
-measures again what one call would carry (gpu_run.sh does, before it unpacks): the tree grows
-after packing. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER``, new or empty
-(gpu_run.sh's fresh one), on any Python from 3.10: nothing but plain files and folders, all inside it; a failure
-leaves ``FOLDER`` as it was (or not there, with no parent it made), and one in or under an immutable or append-only
-folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143, ``FOLDER`` as it was too.
+then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. A pack replaces the last one as
+a set once all of it is written (stopped part way, it leaves the last one as it was). ``--check`` measures again
+what one call would carry (gpu_run.sh does, before it unpacks): the tree grows after packing; an archive cut short
+(no xz stream ends it) is refused too. ``--unpack FOLDER`` checks the same, then unpacks the archives into
+``FOLDER``, new or empty (gpu_run.sh's fresh one), on any Python from 3.10: nothing but plain files and folders, all
+inside it; a failure leaves ``FOLDER`` as it was (or not there, with no parent it made), and one in or under an
+immutable or append-only folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143,
+``FOLDER`` as it was too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import functools
 import hashlib
 import io
 import lzma
@@ -35,12 +40,13 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from gpu_check_args import resists  # noqa: E402
+from gpu_check_args import held, resists  # noqa: E402
 
 from byoc_workbench_cli import exit_on_signals  # noqa: E402  (the standard library alone, as is all of this)
 
@@ -98,17 +104,47 @@ def pack(wheels: list, target: Path, libraries: bool, filters) -> Path:
     return target
 
 
-def pack_libraries(wheels: list, out: Path) -> Path:
-    """The shared libraries, kept while the wheels are the same: their minutes of xz are most of a pack's."""
-    target, stamp = out / PARTS[0], out / f"{PARTS[0]}.sha256"
+def pack_libraries(wheels: list, out: Path, new: Path) -> None:
+    """The shared libraries' archive and its stamp (the wheels' digest) into ``new``: ``out``'s own, linked, while
+    the wheels are the same and it is whole, as their minutes of xz are most of a pack's."""
+    stamp = f"{PARTS[0]}.sha256"
     digest = hashlib.sha256(b"".join(hashlib.sha256(w.read_bytes()).digest() for w in wheels)).hexdigest()
-    if target.exists() and stamp.exists() and stamp.read_text() == digest:
-        return target
+    kept = [out / PARTS[0], out / stamp]
+    if all(p.is_file() for p in kept) and kept[1].read_text() == digest and _xz_whole(kept[:1]):
+        for path in kept:
+            os.link(path, new / path.name)
+        return
     print("compressing the libraries, TVM's compiler among them (minutes)...", file=sys.stderr)
-    stamp.unlink(missing_ok=True)  # until the archive is whole: one cut short is never taken for it
-    pack(wheels, target, True, X86)
-    stamp.write_text(digest)
-    return target
+    pack(wheels, new / PARTS[0], True, X86)
+    (new / stamp).write_text(digest)
+
+
+def write(wheels: list, out: Path, limit_mib: float) -> list:
+    """The pack of ``wheels`` put in ``out`` as one set (:func:`staged`): the calls that carry it (:func:`cut`)."""
+    with staged(out) as new:
+        pack_libraries(wheels, out, new)
+        pack(wheels, new / PARTS[1], False, [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
+        calls = cut(new, limit_mib)
+    return [[out / f.name for f in files] for files in calls]
+
+
+@contextlib.contextmanager
+def staged(out: Path):
+    """A fresh folder in ``out`` to write a pack into, whose files replace ``out``'s as one set at the block's end,
+    the pieces of an earlier cut it has not made again removed: ``out`` holds the earlier pack or this one, never a
+    mix of two nor an archive cut short under its own name. A failure or a signal leaves ``out`` as it was."""
+    new = Path(tempfile.mkdtemp(dir=out, prefix=".pack.", suffix=".part"))
+    try:
+        yield new
+        names = sorted(os.listdir(new))  # the libraries' archive before its stamp
+        with held():
+            for old in pieces(out):
+                if old.name not in names:
+                    old.unlink()
+            for name in names:
+                os.replace(new / name, out / name)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
 
 
 def tree_bytes() -> int:
@@ -145,10 +181,8 @@ def cut(out: Path, limit_mib: float) -> list:
     working tree, else the libraries' archive in as many pieces as it takes, the last call with ``site.tar.xz``.
 
     A warm device machine keeps what a call carried for the next (ignored files stay), so the pieces gather
-    there; ``gpu_run.sh`` joins them. Pieces of an earlier cut are removed first."""
+    there; ``gpu_run.sh`` joins them. ``out`` is a pack :func:`staged`, which has no pieces yet."""
     whole, site = out / PARTS[0], out / PARTS[1]
-    for old in pieces(out):
-        old.unlink()
     room = limit_mib * MIB - tree_bytes() - SPARE_MIB * MIB
     if whole.stat().st_size + site.stat().st_size <= room:
         return [[whole, site]]
@@ -199,15 +233,64 @@ def fits(out: Path, limit_mib: float) -> int:
     return 0
 
 
+def whole(out: Path) -> int:
+    """0 where each archive of ``out`` (the pieces joined), there as :func:`fits` found, is a whole xz stream, else
+    1 and one line: what ``--check`` adds to :func:`fits`, as an archive cut short starts as a whole one does (the
+    unpack, which reads all of it, finds it too)."""
+    found = pieces(out)
+    for files in (found or [out / PARTS[0]], [out / PARTS[1]]):
+        if not _xz_whole(files):
+            said = f"{out / PARTS[0]}, its pieces joined," if found and files == found else files[0]
+            why = "is not whole (no xz stream ends it: a pack or a carry stopped part way)"
+            return _refused(f"{said} {why}", "run tools/gpu_pack.py again and carry what it prints")
+    return 0
+
+
+def _xz_whole(files: list) -> bool:
+    """Whether ``files``, joined, are one whole xz stream, as its end says: a footer that points back to an index
+    whose blocks, with the header, index and footer, add up to the size of the whole."""
+    size = sum(p.stat().st_size for p in files)
+    with open(files[0], "rb") as f:
+        header = f.read(6)
+    footer = _tail(files, 12)
+    number = functools.partial(int.from_bytes, byteorder="little")
+    if size < 32 or header != b"\xfd7zXZ\0" or footer[10:] != b"YZ" or zlib.crc32(footer[4:10]) != number(footer[:4]):
+        return False
+    index_size = (number(footer[4:8]) + 1) * 4
+    index = _tail(files, index_size + 12)[:index_size] if index_size <= size - 24 else b""
+    if index[:1] != b"\0" or zlib.crc32(index[:-4]) != number(index[-4:]):
+        return False
+    values, value, shift = [], 0, 0  # the index's numbers: how many blocks, then each one's sizes (two numbers)
+    for byte in index[1:-4]:
+        value, shift = value | (byte & 0x7F) << shift, shift + 7
+        if not byte & 0x80:
+            values, value, shift = [*values, value], 0, 0
+    blocks = values[1 : 1 + 2 * values[0] : 2] if values else []
+    return 24 + sum(-(-unpadded // 4) * 4 for unpadded in blocks) + index_size == size
+
+
+def _tail(files: list, n: int) -> bytes:
+    """The last ``n`` bytes of ``files`` joined."""
+    got = b""
+    for part in reversed(files):
+        with open(part, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - (n - len(got)), 0))
+            got = f.read() + got
+        if len(got) >= n:
+            break
+    return got
+
+
 #: tarfile's own "data" filter, where it has one (Python 3.11.4 on); before that, :func:`_unsafe` decides alone.
 SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
-def unpack(out: Path, into: Path, limit_mib: float) -> int:
+def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> int:
     """The archives of ``out`` (the pieces joined), checked by :func:`fits`, unpacked into ``into``, a new or empty
     folder: 0 once it holds their ``site/``, else 1 and one line (a folder with files in it or in an immutable or
-    append-only one, a damaged archive, a member that is no plain file or folder, or is outside ``into``), and
-    ``into`` left as it was, with no folder made for it; on a signal too."""
+    append-only one, a damaged archive, a member that is no plain file or folder, or is outside ``into``, no space
+    left for it), and ``into`` left as it was, with no folder made for it; on a signal too. ``dest``: gpu_run.sh's
+    ``DEST``, which ``into`` is made in, named in place of ``into`` where no space is left."""
     into = Path(os.path.abspath(into))  # "a/missing/.." is a: never made, nor written into by the other name
     fix = "pass a new or empty folder"
     if into.is_symlink():
@@ -230,21 +313,31 @@ def unpack(out: Path, into: Path, limit_mib: float) -> int:
     except OSError as err:
         if made and top.is_dir():  # its parents, made before it failed
             _remove(top)
-        return _refused(f"cannot make --unpack {into} ({err.strerror})", "pass a folder you can write in")
+        cannot = f"cannot make --unpack {into} ({err.strerror})", "pass a folder you can write in"
+        return _refused(*(_no_space(err, into, dest) or cannot))
     try:
-        why = _extract(out, into)
+        why, fix = _extract(out, into, dest)
         done = not why and (into / "site").is_dir()
         why = why or ("" if done else f"the archives in {out} hold no site/ folder")
     finally:
         if not done:  # a failure or a signal: all that is there is what this unpack made, its parents too
             for path in [top] if made else list(into.iterdir()):
                 _remove(path)
-    return _refused(why, "run tools/gpu_pack.py again and carry what it prints") if why else 0
+    return _refused(why, fix or "run tools/gpu_pack.py again and carry what it prints") if why else 0
 
 
-def _extract(out: Path, into: Path) -> str:
+def _no_space(err: OSError, into: Path, dest: str | None) -> tuple | None:
+    """``(why, fix)`` where ``err`` is a write that found no space left (a full disk or quota) where ``into`` is,
+    not a fault of the archives; else None."""
+    if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    where, other = (f"DEST={dest}", "DEST") if dest else (f"--unpack {into}", "--unpack FOLDER on another disk")
+    return f"no space left in {where} ({err.strerror})", f"free some space there, or pass another {other}"
+
+
+def _extract(out: Path, into: Path, dest: str | None) -> tuple:
     """The archives of ``out`` unpacked into ``into``, the pieces joined first into a temporary of its own there
-    (removed after): ``""``, else why not."""
+    (removed after): ``("", "")``, else ``(why not, its fix or "")``."""
     found, archives = pieces(out), [out / PARTS[0], out / PARTS[1]]
     if found:  # the pieces several calls carried (fits() found them all)
         fd, joined = tempfile.mkstemp(dir=into, prefix=f".{PARTS[0]}.", suffix=".joined")
@@ -263,12 +356,14 @@ def _extract(out: Path, into: Path) -> str:
                         raise tarfile.TarError(f"{member.name} {unsafe}")
                     tar.extract(member, into, **SAFE)
     except (OSError, EOFError, lzma.LZMAError, tarfile.TarError) as err:
+        if full := isinstance(err, OSError) and _no_space(err, into, dest):
+            return full
         said = f"{out / PARTS[0]}, its pieces joined," if found and path == archives[0] else path
-        return f"cannot unpack {said} ({' '.join(f'{type(err).__name__}: {err}'.split())})"
+        return f"cannot unpack {said} ({' '.join(f'{type(err).__name__}: {err}'.split())})", ""
     finally:
         if found:
             os.unlink(joined)
-    return ""
+    return "", ""
 
 
 def _remove(path: Path) -> None:
@@ -330,20 +425,20 @@ def main(argv=None) -> int:
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")
     parser.add_argument("--check", action="store_true", help="only check that the pack and the tree fit one call")
     parser.add_argument("--unpack", type=Path, metavar="FOLDER", help="check, then unpack the pack into FOLDER")
+    parser.add_argument("--dest", help=argparse.SUPPRESS)  # gpu_run.sh's DEST, FOLDER's parent, for its lines
     args = parser.parse_args(argv)
     if not 0 < args.limit_mib < float("inf"):  # nan too
         raise SystemExit(f"error: --limit-mib {args.limit_mib} is not a size. Fix: pass the MiB one call carries (64).")
     out = args.out.resolve()
     if (args.check or args.unpack) and out.exists() and not out.is_dir():
         return _refused(f"--out {out} is {_kind(out)}, not a folder", "pass the folder tools/gpu_pack.py wrote")
-    if args.check or args.unpack:
-        return unpack(out, args.unpack, args.limit_mib) if args.unpack else fits(out, args.limit_mib)
+    if args.unpack:
+        return unpack(out, args.unpack, args.limit_mib, args.dest)
+    if args.check:
+        return fits(out, args.limit_mib) or whole(out)
     rel = travelling(out)
     out.mkdir(parents=True, exist_ok=True)
-    wheels = download(args.python, out / "wheels")
-    pack_libraries(wheels, out)
-    pack(wheels, out / PARTS[1], False, [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
-    calls = cut(out, args.limit_mib)
+    calls = write(download(args.python, out / "wheels"), out, args.limit_mib)
     if fits(out, args.limit_mib):
         return 1
     for k, files in enumerate(calls, 1):  # the last one runs; those before only carry, to a machine kept warm

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On a bare GPU machine: unpack tools/gpu_pack.py's archives and run benchmarks/gpu_check.py, in one command.
 # PACK: where the archives are (default build/gpu-pack in this checkout); DEST: where they unpack (default
-# /tmp/byoc-gpu); PY: the Python (default python3); OUT: where the JSON goes (default $DEST/out). Relative paths
-# are the caller's. Arguments go to gpu_check.py, checked before the unpack; --out is not one of them: the JSON goes
-# to $OUT/gpu_check.json (pass OUT= for another folder).
+# /tmp/byoc-gpu); PY: the Python, 3.10 or later (default python3); OUT: where the JSON goes (default $DEST/out).
+# Relative paths are the caller's. Arguments go to gpu_check.py, checked before the unpack; --out is not one of them:
+# the JSON goes to $OUT/gpu_check.json (pass OUT= for another folder).
 # Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
@@ -15,6 +15,8 @@ PACK=${PACK:-$ROOT/build/gpu-pack}
 DEST=${DEST:-/tmp/byoc-gpu}
 PY=${PY:-python3}
 OUT=${OUT:-$DEST/out}
+# Relative paths made absolute here, in the caller's folder: a name that starts with - is then no command's option.
+for v in PACK DEST OUT; do [[ ${!v} = /* ]] || printf -v "$v" %s "$PWD/${!v}"; done
 MARK=.unpacked-by-gpu_run
 fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
 # The unpack runs in the background, so that a signal to this script alone stops it at once (bash runs a trap only
@@ -32,7 +34,14 @@ trap 'stop terminated 143 TERM' TERM
 # ignored before it starts): they end at once, and this script's trap says the one line, with no traceback.
 checking() { (trap '' INT TERM; exec "$PY" "$@"); }
 command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/path/to/python3 (or leave it out: python3)"
+# The checks below are calls of $PY: a program that is no Python (true, false, ls) would pass them, or fail in its
+# own words. The word printed proves the line ran; head ends a program that prints for ever (yes).
+IS=$(checking -c 'import sys; print("python" if sys.version_info >= (3, 10) else "old")' </dev/null 2>/dev/null |
+  head -n 1) || true
+[ "$IS" = python ] || fail "PY=$PY is not a Python 3.10 or later" "pass PY=/path/to/python3 (or leave it out: python3)"
 checking "$ROOT/benchmarks/gpu_check_args.py" "$@" >/dev/null  # gpu_check's arguments, said wrong now, not after minutes
+[ ! -e "$PACK" ] || [ -d "$PACK" ] || fail "PACK=$PACK is a file, not the folder of the archives" \
+  "pass PACK=<the folder tools/gpu_pack.py wrote> (or leave it out: $ROOT/build/gpu-pack)"
 # gpu_check_args's answer for a path ($2), in the standard library alone: resists (immutable or append-only, as
 # gpu_check finds its JSON: nothing in it could be replaced or removed) or stuck_under (that, for all in a folder).
 ask() { checking -c 'import sys; sys.path.insert(0, sys.argv[1]); import gpu_check_args as a
@@ -45,6 +54,8 @@ first_missing() { [ ! -e "$1" ] && [ ! -L "$1" ] || return 0; local d=$1
 # immutable nor append-only), as a failure leaves it as it was; else pass $3 ... (or leave it out: $4).
 writable() {
   [ ! -e "$2" ] || [ -d "$2" ] || fail "$2 is not a folder" "pass DEST and OUT folders (or leave them out)"
+  [ -e "$2" ] || [ ! -L "$2" ] || fail "$1=$2 is a link to $(readlink -- "$2"), which leads nowhere" \
+    "remove the link, or pass another $1 (or leave it out: $4)"
   local in=$2 stuck why
   [ -e "$2" ] || in=$(dirname -- "$(first_missing "$2")")
   stuck=$(ask resists "$in")
@@ -89,12 +100,13 @@ fi
 # (with their parents) where they were not there.
 MADE=("$(first_missing "$DEST")" "$(first_missing "$OUT")")
 NEW=$(mktemp -u "$DEST/unpack.XXXXXX")
-LOG=$(mktemp) || fail "cannot make a temporary file in ${TMPDIR:-/tmp}" "free some space there, or pass TMPDIR=<a folder you can write in>"
+LOG=$(mktemp 2>&1) || fail "cannot make a temporary file in TMPDIR=${TMPDIR:-/tmp} (${LOG##*: })" \
+  "pass TMPDIR=<a folder you can write in>${TMPDIR:+ (or leave it out: /tmp)}"
 trap 'rm -rf -- "$NEW" "$LOG" ${MADE[0]:+"${MADE[0]}"} ${MADE[1]:+"${MADE[1]}"}' EXIT
 # The archives are there, and they and the tree fit one call (the tree may have grown since they were packed); then
 # unpacked into $NEW, which it makes, by Python's own lzma and tarfile (the machine needs no xz): a damaged archive,
 # or one with anything but plain files and folders in it, stops here, $DEST and the last JSON as they were.
-"$PY" "$ROOT/tools/gpu_pack.py" --out "$PACK" --unpack "$NEW" 2>"$LOG" &
+"$PY" "$ROOT/tools/gpu_pack.py" --out "$PACK" --unpack "$NEW" --dest "$DEST" 2>"$LOG" &
 UNPACKING=$!
 STATUS=0 && wait "$UNPACKING" || STATUS=$?
 UNPACKING=
@@ -120,5 +132,6 @@ if [ -e "$JSON" ]; then
     fail "cannot move the last run's $JSON aside (${WHY##*: })" "pass another OUT"
 fi
 echo "unpacked in $DEST; $("$PY" --version); the JSON goes to $JSON"
-# exec: a SIGTERM to this script reaches the check, which says so in one line.
-PYTHONUNBUFFERED=1 exec "$PY" "$ROOT/benchmarks/gpu_check.py" --out "$JSON" "$@"
+# exec: a SIGTERM to this script reaches the check, which says so in one line. The EXIT trap never runs after it.
+rm -f -- "$LOG"
+PYTHONUNBUFFERED=1 exec "$PY" "$ROOT/benchmarks/gpu_check.py" --out="$JSON" "$@"
