@@ -14,6 +14,8 @@ makes the process die of a segfault, and a ``mattr`` item without its sign fails
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 import shlex
 
@@ -90,8 +92,6 @@ def llvm(tvm_target, spec: dict) -> None:
             f"The target {tvm_target!r} has a host", "leave the host out: a CPU target is its own host"
         )
     triple = spec.get("mtriple")
-    if not isinstance(triple, (str, type(None))):
-        return  # TVM refuses it, in one line of resolve's
     if triple is not None:
         arch = triple.split("-")[0]
         if triple.endswith("x32"):  # LLVM aborts the process as it selects instructions for the x32 ABI
@@ -121,8 +121,8 @@ def llvm(tvm_target, spec: dict) -> None:
 def _check_mattr(tvm_target, mattr, triple) -> None:
     """An item without its sign fails LLVM's verifier in C++; a feature LLVM does not know (``+AVX2``, ``++avx2``)
     it skips with a log line, and builds without what was asked."""
-    if not isinstance(mattr, (list, tuple)) or not all(isinstance(item, str) for item in mattr):
-        return  # TVM refuses it, in one line of resolve's
+    if not mattr:
+        return
     for item in mattr:
         if item[:1] not in ("+", "-") or len(item) == 1:
             raise WorkbenchError(
@@ -156,37 +156,44 @@ _CL_OPT = r"--?[^-:=][^:=]*((:bool)?(=(?i:true|false|0|1))?|:(?P<type>u?int)=(?P
 # What an int and a uint option hold: TVM stops on a number past 64 bits, and wraps one past these with a log line.
 _CL_RANGES = {"int": range(-(2**31), 2**31), "uint": range(2**32)}
 # The numbers an llvm target takes: (lowest, highest, what it is, the fix). TVM stops in C++ on a vector width out
-# of its range, and reads an opt-level past 0-3 and a num-cores below 1 as something else without a word.
+# of its range, and reads an opt-level past 0-3 and a num-cores below 1 as something else without a word; a count of
+# cores no CPU has it takes as it is (the build may be for another machine: more than this one's are fine).
 _NUMBERS = {
     "vector-width": (1, 65536, "a number of bits", "leave vector-width out (the CPU's own), or give it 1 to 65536"),
     "opt-level": (0, 3, "an LLVM opt-level", "leave opt-level out (3, LLVM's highest), or give it 0, 1, 2 or 3"),
-    "num-cores": (1, float("inf"), "a number of cores", "leave num-cores out, or give it 1 or more"),
+    "num-cores": (1, 4096, "a number of cores", f"leave num-cores out, or give it 1 to 4096 ({os.cpu_count()} here)"),
 }
+# What LLVM reads mfloat-abi for: 32-bit ARM (arm64, aarch64 have no soft-float ABI); other CPUs build without it.
+_ARM32 = r"(arm|thumb)(?!64)"
 
 
 def _check_options(tvm_target, spec: dict) -> None:
-    """What TVM checks only as it builds, in C++, or reads as something else: the JIT's name, the float ABI, the
-    numbers, LLVM's options."""
+    """What TVM checks only as it builds, in C++, or reads as something else: the JIT's name, the float ABI (and
+    that the CPU is one that has it), the numbers, LLVM's options."""
     jit = spec.get("jit")
-    if isinstance(jit, str) and jit not in ("orcjit", "mcjit"):
+    if jit is not None and jit not in ("orcjit", "mcjit"):
         raise WorkbenchError(
             f"jit={jit!r} in the target {tvm_target!r} is not a JIT of TVM's",
             "leave jit out, or give jit=orcjit or mcjit",
         )
     abi = spec.get("mfloat-abi")
-    if isinstance(abi, str) and abi not in ("hard", "soft"):
+    if abi is not None and abi not in ("hard", "soft"):
         raise WorkbenchError(
             f"mfloat-abi={abi!r} in the target {tvm_target!r} is not a float ABI of TVM's",
             "leave mfloat-abi out (the triple's own), or give mfloat-abi=hard or soft",
         )
+    triple = spec.get("mtriple") or str(tvm.target.Target("llvm").attrs["mtriple"])
+    if abi is not None and not re.match(_ARM32, triple):
+        raise WorkbenchError(
+            f"mfloat-abi={abi} in the target {tvm_target!r} is for 32-bit ARM CPUs, and {triple} is none "
+            "(LLVM would build without it)",
+            "leave mfloat-abi out, or build for such a CPU: -mtriple=armv7a-linux-gnueabihf",
+        )
     for key, (low, high, what, fix) in _NUMBERS.items():
         value = spec.get(key)
-        if type(value) is int and not low <= value <= high:  # not a number: TVM says so itself
+        if value is not None and not low <= value <= high:
             raise WorkbenchError(f"{key}={value} in the target {tvm_target!r} is not {what}", fix)
-    options = spec.get("cl-opt")
-    for option in options if isinstance(options, (list, tuple)) else []:
-        if not isinstance(option, str):
-            continue  # TVM refuses it, in one line of resolve's
+    for option in spec.get("cl-opt", []):
         found = re.fullmatch(_CL_OPT, option)
         if not found:
             raise WorkbenchError(
@@ -286,15 +293,69 @@ def resolve(tvm_target) -> tvm.target.Target:
         raise WorkbenchError(f"Unknown TVM target {tvm_target!r}", _NAME_TARGET)
     spec = _spec(tvm_target)
     if kind(tvm_target) == "llvm":
+        _check_types(tvm_target, spec)
         llvm(tvm_target, spec)
-    else:
+    else:  # its numbers first: cuda says their range
         cuda(tvm_target, spec, host_kind=kind(spec.setdefault("host", "llvm")))
+        _check_types(tvm_target, spec)
         if isinstance(spec["host"], dict):  # its CPU, checked as a CPU target is
+            _check_types(spec["host"], spec["host"])
             llvm(spec["host"], spec["host"])
     try:
         return tvm.target.Target(spec, host=spec.pop("host", None))
     except ValueError as err:  # what TVM itself refuses: an unknown option, a value of the wrong type
         raise WorkbenchError(f"TVM refuses the target {tvm_target!r}: {first_line(err)}", _NAME_TARGET) from None
+
+
+# TVM's types of options (TargetKind.options_from_name) in words, and whether a value is one: TVM reads True as 1 for
+# an int and 2 as True for a bool without a word.
+_TYPES = {
+    "str": ("text", lambda v: isinstance(v, str)),
+    "int": ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "bool": ("True or False", lambda v: isinstance(v, bool) or v in (0, 1)),
+    "Array<str>": ("a list of text", lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, str) for i in v)),
+}
+
+
+def _check_types(tvm_target, spec: dict) -> None:
+    """Refuse in one line an option ``spec``'s kind does not have, or a value not of the option's type, naming the
+    option and its form: TVM's own line names the type as C++ does ("expected type 'Array<str>' but got
+    'ffi.SmallStr'")."""
+    name = spec["kind"]
+    types = tvm.target.TargetKind.options_from_name(name)
+    for key, value in spec.items():
+        if key == "host" or str(key).startswith("feature."):  # a host is a target; TVM's parsers write feature.*
+            continue
+        if key not in types:
+            near = "".join(f" (did you mean {k}?)" for k in difflib.get_close_matches(str(key), types, n=1))
+            raise WorkbenchError(
+                f"TVM refuses the target {tvm_target!r}: {name} targets have no option {key!r}",
+                f"leave {key} out{near}; {name} targets take {', '.join(k for k in types if k != 'kind')}",
+            )
+        form, fits = _TYPES.get(types[key], ("", lambda v: True))
+        if not fits(value):
+            example = _example(key, types[key], value)
+            raise WorkbenchError(
+                f"TVM refuses the target {tvm_target!r}: its {key} is {value!r}, not {form}",
+                f"give {key} as {form}"
+                + (f": {{{key!r}: {example!r}}}" if example is not None else "")
+                + ", or leave it out",
+            )
+
+
+def _example(key, tvm_type: str, value):
+    """``value`` in the form of ``tvm_type``, where it reads as one ('+avx2' as ['+avx2'], '4' as 4, 90 as 'sm_90');
+    None where it does not."""
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    if value is None or not text:
+        return None
+    if tvm_type == "Array<str>":
+        return text.split(",")
+    if tvm_type == "int":
+        return int(text) if re.fullmatch(r"-?[0-9]+", text) else None
+    if tvm_type == "bool":
+        return {"true": True, "false": False, "1": True, "0": False}.get(text.lower())
+    return f"sm_{text}" if key == "arch" and text.isdigit() else text
 
 
 def _given(tvm_target: tvm.target.Target) -> dict:
@@ -304,7 +365,8 @@ def _given(tvm_target: tvm.target.Target) -> dict:
         del spec["tag"]
     if spec.get("keys") == _KIND_KEYS.get(spec["kind"]):
         del spec["keys"]
-    if is_gpu(tvm_target) and spec.get("arch") == tvm.target.Target({"kind": "cuda"}).attrs["arch"]:
+    resolved = _LIMITS.keys() <= spec.keys()  # resolve writes them in: the arch it holds, sm_50 too, was named
+    if is_gpu(tvm_target) and not resolved and spec.get("arch") == tvm.target.Target({"kind": "cuda"}).attrs["arch"]:
         del spec["arch"]  # what TVM writes in when none is given (sm_50 without a GPU): filled in as "cuda" is
     if tvm_target.host is not None:
         spec["host"] = _given(tvm_target.host)
@@ -332,6 +394,8 @@ def _spec(tvm_target) -> dict:
                 raise WorkbenchError(f"The target {tvm_target!r} gives -{key} twice", f"give -{key} once")
             if types.get(key) == "Array<str>":
                 spec[key] = value.split(",")
+            elif types.get(key) == "bool" and value.lower() in ("true", "false"):
+                spec[key] = value.lower() == "true"
             else:  # ASCII digits: "²" is no number
                 spec[key] = int(value) if re.fullmatch(r"-?[0-9]+", value) else value
     if isinstance(spec.get("host"), str) and kind(spec["host"]) == "llvm":

@@ -59,6 +59,13 @@ def check_onnx_model(path, model) -> None:
     if not model.HasField("graph") or not model.graph.node:
         empty = "is empty" if path.stat().st_size == 0 else "holds no graph nodes"
         raise OnnxImportError(f"{path} {empty}: it is not an ONNX model, or the model computes nothing", export)
+    if not any(o.domain in STANDARD_DOMAINS for o in model.opset_import):
+        raise OnnxImportError(
+            f"{path} declares no opset for the default ONNX domain: its opset_import names "
+            + (", ".join(repr(o.domain) for o in model.opset_import) or "none"),
+            "set opset_import, e.g. onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid('', 17)]), "
+            "and save the model again",
+        )
     if opset(model) < MIN_OPSET:
         raise OnnxImportError(
             f"{path} uses ONNX opset {opset(model)}; ONNX Runtime, the reference, runs opset {MIN_OPSET} onwards",

@@ -40,7 +40,7 @@ def test_compile_refuses_a_placement_it_was_not_given_or_cannot_build():
     cases = [
         (lambda: execute.compile(TailBefore, GPU, placed=True), "placed=True, but the module names no devices"),
         (lambda: execute.compile(TailBefore, GPU, placed="no"), "placed is True or False"),
-        (lambda: execute.compile(placed, "llvm"), "The module is placed on a GPU and the CPU (devices.place); the"),
+        (lambda: execute.compile(placed, "llvm"), "The module is placed on cuda sm_90, llvm (I.vdevice); the build"),
     ]
     for call, line in cases:
         with pytest.raises(WorkbenchError) as err:

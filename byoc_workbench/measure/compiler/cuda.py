@@ -27,8 +27,10 @@ import glob
 import importlib.util
 import logging
 import os
+import re
 import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -82,8 +84,13 @@ def find() -> Compiler:
 @contextlib.contextmanager
 def compiling(with_compiler: Compiler, arch=None):
     """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables), for
-    ``arch``: what the compiler refuses that is the user's or this machine's (:func:`_refusal`) is one line, anything
-    else TVM's, with its traceback."""
+    ``arch``: what the compiler refuses that is the user's or this machine's, or that shows it broken
+    (:func:`_refusal`), is one line, anything else TVM's, with its traceback. nvcc's files are removed as the block
+    ends (:func:`_nvcc_folder`).
+
+    TVM waits for nvcc with no time limit (``Popen.communicate()`` in ``tvm.support.nvcc``, also where its runtime
+    calls it on a GPU machine), so an nvcc that hangs hangs the build: bounding it would take a copy of TVM's call.
+    """
     if with_compiler.name == "nvcc":
         _check_temporary_folder(with_compiler)
     saved = {k: os.environ.get(k) for k in ("TVM_CUDA_COMPILE_MODE", "PATH")}
@@ -91,7 +98,8 @@ def compiling(with_compiler: Compiler, arch=None):
     if with_compiler.name == "nvcc":  # TVM runs "nvcc" from PATH
         os.environ["PATH"] = os.pathsep.join([str(Path(with_compiler.path).parent), saved["PATH"] or ""])
     try:
-        yield
+        with _nvcc_folder() if with_compiler.name == "nvcc" else contextlib.nullcontext():
+            yield
     except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
         refused = _refusal(err, arch, with_compiler)
         if refused is None:
@@ -209,7 +217,7 @@ def _same(device, other) -> bool:
     return other is not None and device.__chandle__() == other.__chandle__()
 
 
-def _kernels(executable: relax.VMExecutable):
+def kernel_module(executable: relax.VMExecutable):
     """The module holding a GPU build's kernels, or None for a CPU build."""
     todo = list(executable.mod.imports_)
     while todo:
@@ -222,7 +230,7 @@ def _kernels(executable: relax.VMExecutable):
 
 def source(executable: relax.VMExecutable) -> str:
     """The CUDA C of a GPU build's kernels ("" for a CPU build)."""
-    kernels = _kernels(executable)
+    kernels = kernel_module(executable)
     return kernels.inspect_source() if kernels is not None else ""
 
 
@@ -238,9 +246,10 @@ def compile_kept(
     machine (same flags, same format); a module that runs was compiled by TVM already.
     A build with no GPU kernel (every op on the CPU) has no compiler look at its arch, so it
     is checked all the same (:func:`check_arch`; None). An arch the compiler rejects is the
-    user's error, any other failure TVM's.
+    user's error, a compiler that shows itself broken (it fails without a word, or makes no
+    binary) this machine's, any other failure TVM's.
     """
-    kernels = _kernels(executable)
+    kernels = kernel_module(executable)
     if kernels is None:
         check_arch(tvm_target, with_compiler)
         return None
@@ -257,6 +266,9 @@ def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) 
     started = time.perf_counter()
     with tvm_target, compiling(with_compiler, tvm_target.attrs.get("arch")):
         binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
+    if not binary.startswith(_BINARIES) and not binary.lstrip().startswith(_PTX):  # TVM hands on whatever it read
+        said = f"what it wrote is no fatbin, cubin or PTX (it begins {binary[:8]!r})"
+        raise _broken(with_compiler, f"exited as if it had compiled the kernels, but {said}")
     logger.info(
         "%s compiled %d KiB of CUDA C for %s in %.1f s",
         with_compiler,
@@ -267,6 +279,13 @@ def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) 
     return binary
 
 
+# How what a CUDA compiler makes begins: a fatbin (0xBA55ED50, little-endian), a cubin (ELF); PTX is text, its
+# comments or its .version first.
+_BINARIES = (b"\x50\xed\x55\xba", b"\x7fELF")
+_PTX = (b"//", b".version")
+# What TVM says of an nvcc that made nothing (or an empty file) though it exited 0, and where nvcc said nothing.
+_NO_OUTPUT = re.compile(r"No such file or directory: '.*tvm_kernels\.\w+'|Compilation error: empty result")
+_SAID_NOTHING = ["Compilation error:"]
 # What the compilers say of an arch they do not know (nvcc, NVRTC), and where NVRTC (which reads the toolkit's
 # headers; nvcc brings its own) finds none: TVM's words when it has no path, no cuda_runtime.h, then NVRTC's.
 _NO_ARCH = ("Unsupported gpu architecture", "invalid value for --gpu-architecture")
@@ -283,6 +302,10 @@ def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError
     could_not_write = _could_not_write(str(err), lines, with_compiler)
     if could_not_write is not None:
         return could_not_write
+    if _NO_OUTPUT.search(str(err)):
+        return _broken(with_compiler, "exited as if it had compiled the kernels, but wrote nothing")
+    if lines[-1:] == _SAID_NOTHING and with_compiler.name == "nvcc":
+        return _broken(with_compiler, f"failed without a word compiling the kernels ({_version_check(with_compiler)})")
     said = next((ln for ln in reversed(lines) if any(words in ln for words in _NO_ARCH)), None)
     if said is not None:
         fix = f"ask for an arch it compiles: {_archs(with_compiler)}"
@@ -296,6 +319,27 @@ def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError
     return None
 
 
+def _broken(with_compiler: Compiler, what: str) -> WorkbenchError:
+    """The line for a compiler that shows it is broken (it says nothing of a failure, or exits as if it had
+    compiled, having made nothing that is one): no fault of the kernels, nor something TVM can go on with."""
+    check = f"`{with_compiler.path} --version` should print its version" if with_compiler.name == "nvcc" else ""
+    return WorkbenchError(
+        f"{with_compiler} {what}", f"check the CUDA install{f' ({check})' if check else ''}, or reinstall it: {FIX}"
+    )
+
+
+def _version_check(with_compiler: Compiler) -> str:
+    """What ``nvcc --version`` does, in words: TVM keeps no exit status of the compile it ran."""
+    command = f"`{Path(with_compiler.path).name} --version`"
+    try:
+        status = subprocess.run([with_compiler.path, "--version"], capture_output=True, timeout=60).returncode
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{command} fails too: {err}"
+    if status < 0:
+        return f"{command} is killed by {signal.Signals(-status).name} too"
+    return f"{command} exits {status} too" if status else f"though {command} runs"
+
+
 def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> WorkbenchError | None:
     """One line for a compiler that could not write its files (a file-size limit, a full disk, a ``TMPDIR`` it
     cannot write in), no fault of the kernels (:func:`~byoc_workbench.core.files.compiler_could_not_write`); else
@@ -307,6 +351,35 @@ def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> Workben
     silent = lines[-1:] == ["Compilation error:"]  # nvcc killed by SIGXFSZ says nothing
     limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
     return files.compiler_could_not_write("File size limit exceeded" if silent and limited else said, what)
+
+
+@contextlib.contextmanager
+def _nvcc_folder():
+    """Within the block, TVM makes its folder for nvcc's files (the kernels' CUDA C, nvcc's output) in one of ours,
+    removed as the block ends: on Ctrl-C, and on SIGTERM, which left to its default ends the process at once and
+    leaves TVM's folder behind. Here SIGTERM ends the block first, then the process, as it would have."""
+    came = []
+
+    def stop(signum, _frame):
+        came.append(signum)
+        raise KeyboardInterrupt
+
+    try:  # a handler of the caller's (the CLI's) ends the block itself
+        default = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        old = signal.signal(signal.SIGTERM, stop) if default else None
+    except ValueError:  # not the main thread: no handler runs in this one
+        old = None
+    saved = tempfile.tempdir
+    try:
+        with tempfile.TemporaryDirectory(prefix="byoc_workbench_nvcc_", ignore_cleanup_errors=True) as folder:
+            tempfile.tempdir = folder  # what TVM's utils.tempdir() makes its folder in
+            yield
+    finally:
+        tempfile.tempdir = saved
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+        if came:
+            signal.raise_signal(signal.SIGTERM)
 
 
 def _check_temporary_folder(with_compiler: Compiler) -> None:

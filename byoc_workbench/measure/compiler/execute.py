@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import gc
+import os
+import traceback
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.core import devices, files, ir, ir_types, targets
+from byoc_workbench.core import devices, files, ir, ir_types, targets, user_file
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
@@ -60,9 +63,6 @@ def compile(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> re
     A module compiled before on this machine is loaded from the build cache
     (:mod:`byoc_workbench.measure.compiler.compiled`).
     """
-    _check_ranks(mod)
-    ir.check_no_local_calls(mod)
-    check_gpu_builds(mod, tvm_target)
     mod, resolved, disabled = _prepared(mod, tvm_target, placed)
 
     def build():
@@ -86,23 +86,25 @@ def lower(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> tvm.
 
 
 def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
-    """``(module, resolved target, passes it builds without)``: placed on the GPU and the CPU for a GPU target,
-    unless it was ``placed`` already, and refused in one line where a binding reads a tensor on another device than
-    the one it lives on (a kernel handed buffers of two devices, which TVM builds without a word)."""
+    """``(module, resolved target, passes it builds without)``: checked as :func:`compile` and :func:`lower` both
+    check it, placed on the GPU and the CPU for a GPU target, unless it was ``placed`` already, and refused in one line
+    where a binding reads a tensor on another device than the one it lives on (a kernel handed buffers of two devices,
+    which TVM builds without a word)."""
+    _check_ranks(mod)
+    ir.check_no_local_calls(mod)
+    check_gpu_builds(mod, tvm_target)
     resolved = targets.resolve(tvm_target)
     placed = true_or_false(placed, "placed is True or False", "pass placed=True for a module devices.place wrote")
-    on_gpu = any(targets.is_gpu(d.target) for d in (mod.global_infos or {}).get("vdevice", []))
-    if on_gpu and not targets.is_gpu(resolved):  # TVM builds it, and its first call fails in C++ (a CPU twin builds)
+    named = [targets.label(d.target) for d in (mod.global_infos or {}).get("vdevice", [])]
+    gpus = [d for d in named if targets.is_gpu(d)]
+    if gpus and not targets.is_gpu(resolved):  # TVM builds it, and its first call fails in C++ (a CPU twin builds)
         raise WorkbenchError(
-            f"The module is placed on a GPU and the CPU (devices.place); the build is for {targets.label(resolved)}",
-            "build it for the GPU it was placed for, or pass the module as it was before placing",
+            f"The module is placed on {', '.join(named)} (I.vdevice); the build is for {targets.label(resolved)}",
+            f"build it for {gpus[0]}, or pass the module without vdevices (as it was before placing)",
         )
-    if placed and targets.is_gpu(resolved) and not devices.placed(mod) and devices.propose(mod):
-        raise WorkbenchError(
-            "placed=True, but the module names no devices, and some of it runs only on the CPU",
-            "pass placed=False (the default): the build places it",
-        )
-    if placed and (mod.global_infos or {}).get("vdevice"):
+    if placed and targets.is_gpu(resolved) and not devices.placed(mod):
+        _check_placed_by_hand(mod, named)
+    if placed and named:
         _check_placed_for(mod, resolved)
     if targets.is_gpu(resolved):
         devices.check_not_legalized(mod)
@@ -119,6 +121,25 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
         )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, resolved, ["StaticPlanBlockMemory"] if unplannable else []
+
+
+def _check_placed_by_hand(mod: tvm.IRModule, named: list) -> None:
+    """Refuse, in one line, a GPU build told ``placed=True`` of a module that names fewer than two devices but runs
+    an op only on the CPU: its second device, the CPU's, is what placing adds."""
+    placement = devices.propose(mod)
+    if not placement:
+        return  # everything on the GPU: one vdevice (or none) builds as it is
+    ops = ", ".join(op.removeprefix("relax.") for op in placement.cpu_only)
+    if not named:
+        raise WorkbenchError(
+            f"placed=True, but the module names no devices, and {ops} runs only on the CPU",
+            "pass placed=False (the default): the build places it",
+        )
+    raise WorkbenchError(
+        f"placed=True, but the module names one device ({named[0]}), and {ops} runs only on the CPU: a GPU build "
+        "needs the GPU's and the CPU's vdevices",
+        "pass the module without vdevices, placed=False (the default): the build places it",
+    )
 
 
 def _check_placed_for(mod: tvm.IRModule, resolved: tvm.target.Target) -> None:
@@ -161,12 +182,28 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     (:func:`misplaced_buffers`): TVM builds it without a word, and on a GPU the CPU kernel is handed a GPU pointer. A
     placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
     the CPU twin, both devices the CPU, builds what a GPU build would)."""
-    if targets.is_gpu(tvm_target):
-        lowered = cuda.pipeline(tvm_target)(mod)
-    else:
-        legalized = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(), relax.transform.LegalizeOps()]
-        first = [*legalized, cuda.copies_to_the_cpu()] if devices.placed(mod) else []
-        lowered = tvm.transform.Sequential([*first, relax.get_pipeline("default")])(mod)
+    said = None
+    with user_file.native_stderr_held() as held:
+        try:
+            if targets.is_gpu(tvm_target):
+                lowered = cuda.pipeline(tvm_target)(mod)
+            else:
+                legal = [
+                    relax.backend.DispatchSampling(),
+                    relax.backend.DispatchSortScan(),
+                    relax.transform.LegalizeOps(),
+                ]
+                first = [*legal, cuda.copies_to_the_cpu()] if devices.placed(mod) else []
+                lowered = tvm.transform.Sequential([*first, relax.get_pipeline("default")])(mod)
+        except AssertionError as err:
+            said = _reshape_not_lowered(mod, err)
+            if said is None:
+                raise
+        if said is not None:  # the builder TVM left with an open block says so as it goes: not a second line
+            gc.collect()
+            held.dropped = True
+    if said is not None:
+        raise said
     left = _not_lowered(lowered)
     if left is not None:
         raise WorkbenchError(
@@ -181,6 +218,44 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
             "give each kernel the buffers of one device (R.to_vdevice), or build it for llvm",
         )
     return lowered
+
+
+def _reshape_not_lowered(mod: tvm.IRModule, err: AssertionError) -> WorkbenchError | None:
+    """One line for TVM 0.27's bare AssertionError in legalizing a reshape (``reshape_call_te`` asserts that its
+    shape is bound to one written out, ``R.shape([...])``), naming the reshape whose shape is not; None for any
+    other failure, which is TVM's and keeps its traceback."""
+    frame = [f for f in traceback.extract_tb(err.__traceback__) if f.filename.endswith(".py")][-1:]
+    if not frame or (frame[0].name, os.path.basename(frame[0].filename)) != ("reshape_call_te", "manipulate.py"):
+        return None
+    for fname in ir.host_functions(mod):
+        made = {}  # handle -> how the function made the variable (None: a shape written out)
+        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
+            made[step.var.__chandle__()] = _how_made(step)
+            if step.op != "relax.reshape" or not ir.is_var(shape := step.value.args[1]):
+                continue
+            how = made.get(shape.__chandle__(), "a parameter")
+            sizes = shape.ty.values if type(shape.ty) is relax.ShapeType else None
+            if how is None or sizes is None:
+                continue  # written out, or of sizes unknown (which LegalizeOps leaves to the VM)
+            dims = ", ".join(str(getattr(d, "value", d)) for d in sizes)
+            return WorkbenchError(
+                f"TVM 0.27 cannot lower {fname}/{step.var.name}, a reshape to {shape.name} ({how}): it lowers a "
+                "reshape only to a shape written out",
+                f"write it out: R.reshape({getattr(step.value.args[0], 'name', 'x')}, R.shape([{dims}]))",
+            )
+    return None
+
+
+def _how_made(step) -> str | None:
+    """How ``step`` made its variable, in a few words (``made by shape_of``, ``an alias of s``); None for a shape
+    written out."""
+    if type(step.value) is relax.ShapeExpr and type(step.binding) is relax.VarBinding:
+        return None
+    if type(step.binding) is relax.MatchCast:
+        return "bound by match_cast"
+    if step.op is not None:
+        return f"made by {step.op.removeprefix('relax.')}"
+    return f"an alias of {step.value.name}" if ir.is_var(step.value) else f"made by a {type(step.value).__name__}"
 
 
 def check_gpu_builds(mod: tvm.IRModule, tvm_target) -> None:
@@ -255,14 +330,22 @@ def build(mod: tvm.IRModule, tvm_target="llvm", *, placed: bool = False) -> rela
 
 
 def virtual_machine(executable: relax.VMExecutable, tvm_target="llvm") -> relax.VirtualMachine:
-    """``executable`` loaded in a VM on ``tvm_target``'s devices. Its C source modules are compiled and linked now,
-    by the system's C compiler in the temporary folder: one that could not write there (``ulimit -f``, a full
-    disk) is one line (:func:`~byoc_workbench.core.files.compiler_could_not_write`); any other error keeps its
+    """``executable`` loaded in a VM on ``tvm_target``'s devices, refused in one line on a machine that has not the
+    device (:func:`check_runs_here`) and for a CPU where it holds CUDA kernels. Its C source modules are compiled and
+    linked now, by the system's C compiler in the temporary folder: one that could not write there (``ulimit -f``, a
+    full disk) is one line (:func:`~byoc_workbench.core.files.compiler_could_not_write`); any other error keeps its
     traceback."""
     if not isinstance(executable, relax.VMExecutable):
         raise WorkbenchError(
             f"virtual_machine takes what execute.compile gives, got {type(executable).__name__}",
             "pass execute.compile(mod, tvm_target)",
+        )
+    check_runs_here(tvm_target)
+    # A GPU build loaded for the CPU: the VM would run its kernels there.
+    if not targets.is_gpu(tvm_target) and cuda.kernel_module(executable) is not None:
+        raise WorkbenchError(
+            f"The executable holds CUDA kernels (a GPU build), and it is loaded for {targets.label(tvm_target)}",
+            "load it for the GPU target execute.compile built it for, on a machine with an NVIDIA GPU",
         )
     try:
         return relax.VirtualMachine(executable, vm_devices(tvm_target))
