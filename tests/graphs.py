@@ -356,3 +356,13 @@ class Twice:
         b = double(a)
         c = R.multiply(b, R.const(3.0, "float32"))
         return c
+
+
+@I.ir_module
+class Double:
+    """x + x of a 4x4 tensor: the smallest module a test of targets builds and runs."""
+
+    @R.function
+    def main(x: R.Tensor((4, 4), "float32")):
+        y = R.add(x, x)
+        return y

@@ -5,6 +5,7 @@ the first function is called. A CUDA build compiles only for an arch the CUDA co
 import numpy as np
 import pytest
 import tvm
+from graphs import Double
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.target import codegen
@@ -20,14 +21,6 @@ ELSEWHERE = (
     + ("x86_64" if tvm.target.Target("llvm").attrs["mtriple"].startswith("aarch64") else "aarch64")
     + "-linux-gnu"
 )
-
-
-@I.ir_module
-class Double:
-    @R.function
-    def main(x: R.Tensor((4, 4), "float32")):
-        y = R.add(x, x)
-        return y
 
 
 def _refused(call) -> str:

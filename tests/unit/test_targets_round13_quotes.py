@@ -5,8 +5,7 @@ Text is now read as a shell reads it, and what still cannot be the host's is one
 
 import numpy as np
 import pytest
-from tvm.script import ir as I
-from tvm.script import relax as R
+from graphs import Double
 from tvm.target import codegen
 
 from byoc_workbench.core import targets
@@ -15,14 +14,6 @@ from byoc_workbench.measure.time import runner
 
 HERE = codegen.llvm_get_system_cpu()
 SM90 = {"kind": "cuda", "arch": "sm_90"}
-
-
-@I.ir_module
-class Double:
-    @R.function
-    def main(x: R.Tensor((4, 4), "float32")):
-        y = R.add(x, x)
-        return y
 
 
 @pytest.mark.parametrize(

@@ -3,22 +3,13 @@ user had done; and mfloat-abi off ARM and a num-cores no CPU has were taken with
 
 import numpy as np
 import pytest
-from tvm.script import ir as I
-from tvm.script import relax as R
+from graphs import Double
 
 from byoc_workbench.core import targets
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.time import runner
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
-
-
-@I.ir_module
-class Double:
-    @R.function
-    def main(x: R.Tensor((4, 4), "float32")):
-        y = R.add(x, x)
-        return y
 
 
 def _line(tvm_target) -> str:
