@@ -20,16 +20,18 @@ for v in PACK DEST OUT; do [[ ${!v} = /* ]] || printf -v "$v" %s "$PWD/${!v}"; d
 MARK=.unpacked-by-gpu_run
 fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
 # The unpack runs in the background, so that a signal to this script alone stops it at once (bash runs a trap only
-# once a command in the foreground is done): the signal is handed on, the unpack removes what it made, and this
-# script says the one line (the unpack's own, for a signal the terminal sent both, is in $LOG, unsaid).
+# once a command in the foreground is done): it is handed SIGTERM whichever signal came (bash starts a background
+# command with SIGINT ignored, so an INT reaching it before its handler is set would change nothing), the unpack
+# removes what it made, and this script says the one line (the unpack's own, for a signal the terminal sent both, is
+# in $LOG, unsaid).
 stop() {
   trap '' INT TERM
-  if [ -n "${UNPACKING:-}" ]; then kill -s "$3" "$UNPACKING" 2>/dev/null; wait "$UNPACKING" || true; fi
+  if [ -n "${UNPACKING:-}" ]; then kill -s TERM "$UNPACKING" 2>/dev/null; wait "$UNPACKING" || true; fi
   echo "$1; nothing was measured." >&2
   exit "$2"
 }
-trap 'stop interrupted 130 INT' INT
-trap 'stop terminated 143 TERM' TERM
+trap 'stop interrupted 130' INT
+trap 'stop terminated 143' TERM
 # The brief checks in Python ignore a Ctrl-C the terminal sends the group (Python starts with no handler for a signal
 # ignored before it starts): they end at once, and this script's trap says the one line, with no traceback.
 checking() { (trap '' INT TERM; exec "$PY" "$@"); }

@@ -109,10 +109,10 @@ def test_ctrl_c_as_the_kernel_starts_or_ends_leaves_no_cleanup_for_the_exit(tmp_
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen([*EXPORT, "nb.ipynb", "--out", "out"], cwd=tmp_path, start_new_session=True, **pipes)
     deadline = time.time() + 120
-    while not _children(proc.pid):
+    while not (children := _children(proc.pid)):  # one look: a child seen may end before a second
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.005)
-    kernel = _children(proc.pid)[0]
+    kernel = children[0]
     if isinstance(when, float):
         time.sleep(when)
     else:
