@@ -5,6 +5,7 @@ shape was a bare AssertionError (F12); lower took what compile refuses (F13). No
 import numpy as np
 import pytest
 from shared import NMS, tail_inputs
+from test_placement_round12 import refused
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
@@ -13,13 +14,6 @@ from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import execute
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
-
-
-def refused(call) -> str:
-    with pytest.raises(WorkbenchError) as err:
-        call()
-    assert "\n" not in str(err.value)
-    return str(err.value)
 
 
 @I.ir_module
