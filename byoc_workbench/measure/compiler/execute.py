@@ -92,6 +92,7 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
     which TVM builds without a word)."""
     _check_ranks(mod)
     ir.check_no_local_calls(mod)
+    _check_not_lowered(mod)
     check_gpu_builds(mod, tvm_target)
     resolved = targets.resolve(tvm_target)
     placed = true_or_false(placed, "placed is True or False", "pass placed=True for a module devices.place wrote")
@@ -121,6 +122,22 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
         )
     unplannable = has_recursion(mod) or has_branches(mod) or devices.placed(mod)
     return mod, resolved, ["StaticPlanBlockMemory"] if unplannable else []
+
+
+def _check_not_lowered(mod: tvm.IRModule) -> None:
+    """Refuse, in one line, a module lowered already (what :func:`lower` gives): a build lowers it again, and one for
+    another target than it was lowered for stops in TVM's C++ (lowered for llvm, a CUDA build on tvm_call_packed).
+    It is known by the VM's instructions in its functions; a kernel that names a target is no sign of it, as a
+    profiled build legalizes the module it places (:mod:`byoc_workbench.measure.time.timing`)."""
+    for fname in ir.host_functions(mod):
+        for step in ir.walk(mod[fname], descend=False):
+            if step.op is not None and step.op.startswith(("relax.vm.", "relax.builtin.alloc_tensor")):
+                raise WorkbenchError(
+                    f"The module is lowered already: {fname}/{step.var.name} calls {step.op.removeprefix('relax.')}, "
+                    "which lowering writes, and a build lowers what it is given",
+                    "pass the module as it was before lowering (execute.lower, or a Relax pipeline of TVM's): the "
+                    "build lowers it",
+                )
 
 
 def _check_placed_by_hand(mod: tvm.IRModule, named: list) -> None:
