@@ -81,9 +81,10 @@ def test_a_broken_nvcc_is_one_line(tmp_path, body, said):
     )
 
 
-def test_a_fatbin_by_its_magic_leaves_nothing_behind(tmp_path):
+def test_a_fatbin_leaves_nothing_behind(tmp_path):
     handler, folder = signal.getsignal(signal.SIGTERM), tempfile.tempdir
-    cuda.check_arch(SM90, _nvcc(tmp_path, r'printf "\120\355\125\272" > "$out"'))
+    header = r"\120\355\125\272\001\000\020\000\004\000\000\000\000\000\000\000"  # magic, version, sizes: 16, 4
+    cuda.check_arch(SM90, _nvcc(tmp_path, f'printf "{header}abcd" > "$out"'))
     assert signal.getsignal(signal.SIGTERM) == handler and tempfile.tempdir == folder
 
 
@@ -119,5 +120,5 @@ def test_a_signal_while_nvcc_runs_leaves_no_folder(tmp_path, signum):
         if pid.exists() and pid.read_text().strip():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid.read_text()), signal.SIGKILL)  # the fake nvcc, orphaned
-    assert build.returncode == (-signum if signum == signal.SIGTERM else 1)
+    assert build.returncode == -signum  # Ctrl-C: a KeyboardInterrupt (round 15), not a RuntimeError
     assert not list(temporary.iterdir())

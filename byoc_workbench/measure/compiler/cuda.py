@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import glob
 import importlib.util
 import logging
@@ -31,6 +32,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -51,7 +53,7 @@ FIX = "make setup EXTRAS=cuda (pip install 'byoc-workbench[cuda]': nvcc from PyP
 
 @dataclasses.dataclass(frozen=True)
 class Compiler:
-    """What compiles TVM's CUDA C: ``nvcc`` (at ``path``) or ``nvrtc``."""
+    """What compiles TVM's CUDA C: ``nvcc`` (at ``path``, a file named nvcc) or ``nvrtc``."""
 
     name: str
     path: str = ""
@@ -61,32 +63,44 @@ class Compiler:
 
 
 def _pip_nvcc() -> str | None:
-    """``nvcc`` from pip's ``nvidia-cuda-nvcc`` (``site-packages/nvidia/cu*/bin/nvcc``), if installed."""
+    """``nvcc`` from pip's ``nvidia-cuda-nvcc`` (``site-packages/nvidia/cu*/bin/nvcc``, the newest), if installed."""
     spec = importlib.util.find_spec("nvidia")
-    for root in spec.submodule_search_locations if spec and spec.submodule_search_locations else ():
-        for found in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvcc")), reverse=True):
-            if os.access(found, os.X_OK):
-                return found
-    return None
+    roots = spec.submodule_search_locations if spec and spec.submodule_search_locations else ()
+    found = [
+        nvcc for root in roots for nvcc in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvcc")), reverse=True)
+    ]
+    return found[0] if found else None
 
 
 def find() -> Compiler:
-    """The CUDA compiler a build here uses; a one-line error naming the extra when there is none."""
+    """The CUDA compiler a build here uses: the first nvcc found, which must be a program that runs, else one line
+    (TVM runs "nvcc" from PATH, whose search passes over a file that cannot run, to another nvcc); NVRTC where no
+    nvcc is; a one-line error naming the extra where there is neither."""
     # The project's own (pinned by the cuda extra) before the machine's, so CI compiles with what it installed.
     for candidate in (_pip_nvcc(), shutil.which("nvcc"), *sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))):
-        if candidate and os.access(candidate, os.X_OK):
-            return Compiler("nvcc", str(Path(candidate).resolve()))
+        if candidate:
+            return _runs(Compiler("nvcc", os.path.abspath(candidate)))
     if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None:
         return Compiler("nvrtc")
     raise WorkbenchError("No CUDA compiler here: neither nvcc nor NVRTC (cuda-bindings) was found", FIX)
 
 
+def _runs(nvcc: Compiler) -> Compiler:
+    """``nvcc``, checked to be a file that runs (``nvcc --version``, once a process); else one line."""
+    if not os.path.isfile(nvcc.path) or not os.access(nvcc.path, os.X_OK):
+        raise _broken(nvcc, "is not a program" + (" (it is a folder)" if os.path.isdir(nvcc.path) else ""))
+    wrong = _version_run(nvcc.path)
+    if wrong:
+        raise _broken(nvcc, f"does not run: `nvcc --version` {wrong}")
+    return nvcc
+
+
 @contextlib.contextmanager
 def compiling(with_compiler: Compiler, arch=None):
-    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables), for
-    ``arch``: what the compiler refuses that is the user's or this machine's, or that shows it broken
-    (:func:`_refusal`), is one line, anything else TVM's, with its traceback. nvcc's files are removed as the block
-    ends (:func:`_nvcc_folder`).
+    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables; it runs
+    "nvcc" from PATH, where the block puts the folder of ``with_compiler.path`` first), for ``arch``: what the
+    compiler refuses that is the user's or this machine's, or that shows it broken (:func:`_refusal`), is one line,
+    anything else TVM's, with its traceback. nvcc's files are removed as the block ends (:func:`_nvcc_folder`).
 
     TVM waits for nvcc with no time limit (``Popen.communicate()`` in ``tvm.support.nvcc``, also where its runtime
     calls it on a GPU machine), so an nvcc that hangs hangs the build: bounding it would take a copy of TVM's call.
@@ -246,8 +260,8 @@ def compile_kept(
     machine (same flags, same format); a module that runs was compiled by TVM already.
     A build with no GPU kernel (every op on the CPU) has no compiler look at its arch, so it
     is checked all the same (:func:`check_arch`; None). An arch the compiler rejects is the
-    user's error, a compiler that shows itself broken (it fails without a word, or makes no
-    binary) this machine's, any other failure TVM's.
+    user's error, a compiler that shows itself broken (it fails without a word or on no error in
+    the kernels, or makes no binary) this machine's, an error in the kernels TVM's.
     """
     kernels = kernel_module(executable)
     if kernels is None:
@@ -266,7 +280,7 @@ def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) 
     started = time.perf_counter()
     with tvm_target, compiling(with_compiler, tvm_target.attrs.get("arch")):
         binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
-    if not binary.startswith(_BINARIES) and not binary.lstrip().startswith(_PTX):  # TVM hands on whatever it read
+    if not _compiled(binary):  # TVM hands on whatever nvcc wrote
         said = f"what it wrote is no fatbin, cubin or PTX (it begins {binary[:8]!r})"
         raise _broken(with_compiler, f"exited as if it had compiled the kernels, but {said}")
     logger.info(
@@ -279,10 +293,20 @@ def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) 
     return binary
 
 
-# How what a CUDA compiler makes begins: a fatbin (0xBA55ED50, little-endian), a cubin (ELF); PTX is text, its
-# comments or its .version first.
-_BINARIES = (b"\x50\xed\x55\xba", b"\x7fELF")
-_PTX = (b"//", b".version")
+def _compiled(binary: bytes) -> bool:
+    """Whether ``binary`` is what a CUDA compiler makes: a fatbin whose header's sizes fit the file, a cubin (an ELF
+    for EM_CUDA), or PTX (with its ``.version`` and ``.target``)."""
+    if binary[:4] == _FATBIN and len(binary) >= 16:
+        header, size = struct.unpack_from("<HQ", binary, 6)
+        return header >= 16 and 0 < size <= len(binary) - header
+    if binary[:4] == b"\x7fELF" and len(binary) >= 52 and binary[5] in (1, 2):  # 1, 2: little-, big-endian
+        return struct.unpack_from("<H" if binary[5] == 1 else ">H", binary, 18)[0] == _EM_CUDA
+    return bool(_PTX_VERSION.search(binary) and _PTX_TARGET.search(binary))
+
+
+_FATBIN, _EM_CUDA = b"\x50\xed\x55\xba", 190  # a fatbin's magic (0xBA55ED50, little-endian); ELF's machine: CUDA
+_PTX_VERSION = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.MULTILINE)
+_PTX_TARGET = re.compile(rb"^\s*\.target\s+\w+", re.MULTILINE)
 # What TVM says of an nvcc that made nothing (or an empty file) though it exited 0, and where nvcc said nothing.
 _NO_OUTPUT = re.compile(r"No such file or directory: '.*tvm_kernels\.\w+'|Compilation error: empty result")
 _SAID_NOTHING = ["Compilation error:"]
@@ -293,11 +317,20 @@ _NO_HEADERS = ("Cannot find CUDA path", "Cannot find CUDA headers", "cannot open
 # What nvcc says where it cannot write in $TMPDIR (missing, read-only).
 _NO_FOLDER = "Could not open output file"
 _TMPDIR_FIX = "set TMPDIR to a folder you can write to"
+# What nvcc says where the host compiler it runs (gcc, from PATH) is missing, fails, or is too new for it; and where
+# what failed is the CUDA C TVM wrote (nvcc's, ptxas's error in it), TVM's.
+_NO_HOST = (
+    "gcc: No such file or directory",
+    "Failed to preprocess host compiler properties",
+    "unsupported GNU version",
+)
+_IN_THE_KERNELS = re.compile(r"tvm_kernels\.cu\(\d+\): (catastrophic )?error|^ptxas error", re.MULTILINE)
 
 
 def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError | None:
-    """The user's error in what compiling CUDA C raised (an arch the compiler does not take, headers NVRTC
-    cannot find, an output it could not write), as one line; None for anything else, which is TVM's."""
+    """The user's or this machine's error in what compiling CUDA C raised (an arch the compiler does not take,
+    headers NVRTC cannot find, an output it could not write, nvcc or its host compiler failing), as one line; None
+    for anything else (an error in the CUDA C TVM wrote, no compile's failure), which is TVM's."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     could_not_write = _could_not_write(str(err), lines, with_compiler)
     if could_not_write is not None:
@@ -316,7 +349,26 @@ def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError
             f"{with_compiler} cannot compile the kernels: it needs the CUDA toolkit's headers ({said})",
             f"{FIX}, or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h",
         )
-    return None
+    return _nvcc_failed(str(err), with_compiler)
+
+
+def _nvcc_failed(said: str, with_compiler: Compiler) -> WorkbenchError | None:
+    """For nvcc failing as TVM quotes it (the CUDA C, then ``Compilation error:``, then what nvcc said), one line:
+    its host compiler's, or this machine's nvcc's; None where what failed is the CUDA C (TVM's), or for no
+    compile's failure."""
+    _, compiled, nvcc_said = said.rpartition("\nCompilation error:\n")
+    lines = [ln for ln in (said.strip().rstrip(".") for said in nvcc_said.splitlines()) if ln]
+    if with_compiler.name != "nvcc" or not compiled or not lines or _IN_THE_KERNELS.search(nvcc_said):
+        return None
+    host = next((ln for ln in lines if any(words in ln for words in _NO_HOST)), None)
+    if host is None:
+        return _broken(with_compiler, f"failed compiling the kernels: {lines[-1]}")
+    gcc = shutil.which("gcc")
+    return WorkbenchError(
+        f"{with_compiler} cannot compile the kernels: it needs a host compiler, and "
+        f"{f'gcc ({gcc}) fails' if gcc else 'no gcc is on PATH'} ({host})",
+        "install gcc and g++ (e.g. `apt install g++`), or put the folder of a working gcc first on PATH",
+    )
 
 
 def _broken(with_compiler: Compiler, what: str) -> WorkbenchError:
@@ -330,14 +382,31 @@ def _broken(with_compiler: Compiler, what: str) -> WorkbenchError:
 
 def _version_check(with_compiler: Compiler) -> str:
     """What ``nvcc --version`` does, in words: TVM keeps no exit status of the compile it ran."""
-    command = f"`{Path(with_compiler.path).name} --version`"
+    wrong, command = _version_run(with_compiler.path), f"`{Path(with_compiler.path).name} --version`"
+    return f"{command} {wrong} too" if wrong else f"though {command} runs"
+
+
+def _version_run(path: str) -> str:
+    """What goes wrong where ``path --version`` runs, in words ("" where it exits 0): once a process for an nvcc
+    that runs, every time for one that does not (it may be mended meanwhile)."""
+    if path in _RAN:
+        return ""
     try:
-        status = subprocess.run([with_compiler.path, "--version"], capture_output=True, timeout=60).returncode
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"{command} fails too: {err}"
+        status = subprocess.run([path, "--version"], capture_output=True, timeout=60).returncode
+    except OSError as err:  # a file that is there but "not found": the interpreter it names is not
+        missing = err.errno == errno.ENOENT and os.path.isfile(path)
+        return "fails: its interpreter is missing" if missing else f"fails: {err}"
+    except subprocess.TimeoutExpired as err:
+        return f"fails: {err}"
     if status < 0:
-        return f"{command} is killed by {signal.Signals(-status).name} too"
-    return f"{command} exits {status} too" if status else f"though {command} runs"
+        return f"is killed by {signal.Signals(-status).name}"
+    if status:
+        return f"exits {status}"
+    _RAN.add(path)
+    return ""
+
+
+_RAN: set = set()  # the nvcc paths whose --version ran
 
 
 def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> WorkbenchError | None:
@@ -357,18 +426,15 @@ def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> Workben
 def _nvcc_folder():
     """Within the block, TVM makes its folder for nvcc's files (the kernels' CUDA C, nvcc's output) in one of ours,
     removed as the block ends: on Ctrl-C, and on SIGTERM, which left to its default ends the process at once and
-    leaves TVM's folder behind. Here SIGTERM ends the block first, then the process, as it would have."""
+    leaves TVM's folder behind. Here SIGTERM ends the block first, then the process, as it would have; Ctrl-C is a
+    KeyboardInterrupt, which TVM's FFI makes a RuntimeError of where it is raised in TVM's compile callback."""
     came = []
 
     def stop(signum, _frame):
         came.append(signum)
         raise KeyboardInterrupt
 
-    try:  # a handler of the caller's (the CLI's) ends the block itself
-        default = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-        old = signal.signal(signal.SIGTERM, stop) if default else None
-    except ValueError:  # not the main thread: no handler runs in this one
-        old = None
+    old = _handle(stop)
     saved = tempfile.tempdir
     try:
         with tempfile.TemporaryDirectory(prefix="byoc_workbench_nvcc_", ignore_cleanup_errors=True) as folder:
@@ -376,10 +442,25 @@ def _nvcc_folder():
             yield
     finally:
         tempfile.tempdir = saved
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
-        if came:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        if signal.SIGTERM in came:
             signal.raise_signal(signal.SIGTERM)
+        if came:
+            raise KeyboardInterrupt from None
+
+
+def _handle(stop) -> dict:
+    """``stop`` made the handler of SIGTERM and SIGINT where they have Python's own (a caller's, the CLI's, ends the
+    block itself): the handlers it replaced, by signal. Set by Python, it interrupts TVM's read of nvcc's output,
+    which Python's handler of SIGINT no longer does once a CUDA build is lowered (it is left with SA_RESTART)."""
+    python = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    try:
+        return {
+            signum: signal.signal(signum, stop) for signum, own in python.items() if signal.getsignal(signum) == own
+        }
+    except ValueError:  # not the main thread: no handler runs in this one
+        return {}
 
 
 def _check_temporary_folder(with_compiler: Compiler) -> None:
