@@ -12,7 +12,9 @@ Three steps, each of which a user can see in the import's notes:
    ShapeExpr inputs"). ONNX Runtime is the reference runtime already, so this
    adds no dependency (``onnxsim`` does the same with onnxruntime underneath;
    ``onnxslim`` reimplements folding in Python, with sympy).
-2. **TVM's frontend**, subclassed in two places: each node's name is kept, and
+2. **TVM's frontend**, given the nodes in an order that makes each value before
+   it is read (:func:`in_order`: ONNX Runtime sorts a main graph listed out of order),
+   and subclassed in two places: each node's name is kept, and
    ``NonMaxSuppression`` gets an honest type. Upstream types its selected
    indices with the largest possible count, while its lowering returns only the
    boxes selected; everything computed from that shape downstream (MXNet's
@@ -29,7 +31,9 @@ An op that TVM's frontend refuses is one line naming the op and its node.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
+import heapq
 import io
 import logging
 import os
@@ -299,8 +303,70 @@ def _importer_class():
     return Importer
 
 
+def in_order(model):
+    """``model``, or where a node of a graph (an If's branch included) reads a value made by a later one, a copy
+    with each graph's nodes sorted so that every value is made before it is read, in the file's order otherwise:
+    ONNX Runtime sorts a main graph itself, TVM's frontend converts nodes in the order listed."""
+    if all(_order(g) == list(range(len(g.node))) for g in _graphs(model.graph)):
+        return model
+    ordered = onnx_module().ModelProto()
+    ordered.CopyFrom(model)
+    for graph in reversed(_graphs(ordered.graph)):  # inner graphs first: sorting a graph copies its nodes
+        order = _order(graph)
+        placed = set(order)
+        stuck = [n.name or n.op_type for i, n in enumerate(graph.node) if i not in placed]
+        if stuck:  # ONNX Runtime refuses such a file first, where it loads it before the import
+            raise OnnxImportError(
+                f"{len(stuck)} node(s) of graph {graph.name!r} ({', '.join(stuck[:3])}{', ...' * (len(stuck) > 3)})"
+                " wait on one another in a cycle: each reads a value that no node can make before it",
+                "re-export the model: a node may not read its own output, directly or through other nodes",
+            )
+        nodes = [copy.deepcopy(graph.node[i]) for i in order]
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return ordered
+
+
+def _graphs(graph) -> list:
+    """``graph`` and every graph inside its nodes (If branches, Loop and Scan bodies), outer ones first."""
+    inner = [g for node in graph.node for a in node.attribute for g in ([a.g] if a.HasField("g") else a.graphs)]
+    return [graph, *(s for g in inner for s in _graphs(g))]
+
+
+def _reads(node) -> set:
+    """The names ``node`` reads: its inputs, and what its subgraphs read from outside themselves."""
+    names = {x for x in node.input if x}
+    for a in node.attribute:
+        for g in [a.g] if a.HasField("g") else a.graphs:
+            inside = {x for n in g.node for x in n.output} | {v.name for v in (*g.input, *g.initializer)}
+            names |= {x for n in g.node for x in _reads(n)} - inside
+    return names
+
+
+def _order(graph) -> list:
+    """The indices of ``graph``'s nodes in an order that makes each value before a node reads it, each node as early
+    in the listed order as it can be; the nodes of a cycle, and those after it, left out."""
+    made = {x: i for i, node in enumerate(graph.node) for x in node.output if x}
+    then: list = [[] for _ in graph.node]
+    waits = []
+    for i, node in enumerate(graph.node):
+        before = {made[x] for x in _reads(node) if x in made}
+        waits.append(len(before))
+        for j in before:
+            then[j].append(i)
+    ready, order = [i for i, n in enumerate(waits) if n == 0], []
+    while ready:
+        order.append(heapq.heappop(ready))
+        for k in then[order[-1]]:
+            waits[k] -= 1
+            if waits[k] == 0:
+                heapq.heappush(ready, k)
+    return order
+
+
 def to_relax(model, shapes: dict):
     """The Relax module of ``model`` (inputs at ``shapes``), each binding named after its ONNX node."""
+    model = in_order(model)
     inputs = graph_inputs(model)
     dtypes = {name: str(dtype) for name, (_, dtype) in inputs.items()}
     importer = _importer_class()(shapes, dtypes, model.graph)

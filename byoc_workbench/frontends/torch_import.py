@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import io
 import logging
@@ -338,12 +339,23 @@ def seeded_factory(spec: str, seed: int = 0):
 
 def _spec_meant(where: str, attr: str) -> str:
     """The ``module:factory`` a malformed ``--torch where:attr`` likely meant: ``m:Net`` for ``m.py:Net.forward``
-    (a class's method: the class builds the module), ``m.sub:f`` for ``m:sub.f``, ``m:FACTORY`` for ``m:``."""
+    (a class's method: the class builds the module), ``m.sub:f`` for ``m:sub.f`` where module ``m.sub`` has an
+    ``f``, ``m:FACTORY`` for ``m:``, or for a name module ``m`` does not have."""
     module, (head, _, rest) = where.removesuffix(".py") or "MODULE", attr.rpartition(":")[2].partition(".")
-    if rest and head.isidentifier() and not head[:1].isupper():  # a lower-case head: by PEP 8, a submodule
-        module, head = f"{module}.{head}", rest
-    head = re.match(r"\w*", head).group()  # "Net()" -> "Net"
-    return f"{module}:{head if head.isidentifier() else 'FACTORY'}"
+    head, rest = (re.match(r"\w*", s).group() for s in (head, rest))  # "Net()" -> "Net"
+    if rest and head and _has(f"{module}.{head}", rest):
+        return f"{module}.{head}:{rest}"
+    return f"{module}:{head if head.isidentifier() and _has(module, head) is not False else 'FACTORY'}"
+
+
+def _has(module: str, name: str) -> bool | None:
+    """Whether ``module`` has ``name``; None where the module cannot be found or imported, so nobody knows."""
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return hasattr(importlib.import_module(module), name)
+    except (Exception, SystemExit):  # a parent that is no package, a relative name, a module failing as it loads
+        pass
+    return None
 
 
 def _no_file(name: str) -> str:

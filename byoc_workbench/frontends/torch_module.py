@@ -137,6 +137,12 @@ def private_copy(torch, module, name: str):
     return copied.eval()
 
 
+def _overlaps_itself(t) -> bool:
+    """Whether two elements of ``t`` are one in memory, as in an expanded tensor (a stride 0 over a size above 1),
+    which PyTorch refuses to write to."""
+    return any(stride == 0 and size > 1 for stride, size in zip(t.stride(), t.shape))
+
+
 def _rebuilt(module):
     """``module`` copied module by module, its class's ``__deepcopy__`` unasked: every module of it is mapped to
     a fresh instance first, so deep-copying their states copies the tensors and never hands back a module."""
@@ -178,7 +184,8 @@ def call(torch, module, inputs, names=None):
         with torch.no_grad():
             for table, key, t, value in kept:
                 table[key] = t
-                t.copy_(value)
+                if not _overlaps_itself(t):  # PyTorch refuses every write into it (copy_ too), so forward wrote none
+                    t.copy_(value)
 
 
 def run_eagerly(torch, module, inputs, name: str) -> None:
