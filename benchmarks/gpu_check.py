@@ -1,44 +1,41 @@
 """On an NVIDIA GPU: TVM alone on CUDA against each backend that runs there, per model, with where the time went.
 
-For each model it builds TVM alone for the GPU (what TVM has no GPU kernel for
-runs on the CPU: :mod:`byoc_workbench.core.devices`) and times every VM call with
-the GPU waited for (:func:`byoc_workbench.measure.time.timing.profile`), so the JSON
-splits each run into GPU kernels, CPU kernels and the copies between them. Then
-each offloading backend that imports here (TensorRT, ONNX Runtime, on the CPU
-where onnxruntime-gpu is missing), pruned and unpruned, timed and split the
-same way, its outputs checked against TVM alone's (detections as a set).
+For each model it builds TVM alone for the GPU (what TVM has no GPU kernel for runs on the CPU:
+:mod:`byoc_workbench.core.devices`) and times every VM call with the GPU waited for
+(:func:`byoc_workbench.measure.time.timing.profile`), so the JSON splits each run into GPU kernels, CPU kernels and the
+copies between them. Then each offloading backend that imports here (TensorRT, ONNX Runtime, on the CPU where
+onnxruntime-gpu is missing), pruned and unpruned, timed and split the same way, its outputs checked against TVM
+alone's (detections as a set).
 
 Models (``--models``, comma-separated):
 
 - a zoo name (default ``ssd_512_resnet50_v1_coco``): imported from the shipped zoo
-  (:mod:`byoc_workbench.models.shipped`: no MXNet needed, the seeded weights
-  regenerated from the seed, checked by their SHA-256);
+  (:mod:`byoc_workbench.models.shipped`: no MXNet needed, the seeded weights regenerated from the seed, checked by
+  their SHA-256);
 - ``resnet50``: torchvision's, through TVM's PyTorch frontend, against PyTorch eager on the same GPU;
 - ``demo``: Part 1's loop graph.
 
-A missing piece (no torch, no TensorRT, no OpenCV or matplotlib for a zoo model's
-picture) is one line in ``missing`` with its fix, and the rest still runs. A run that measured
-nothing (TVM sees no CUDA device, as when the CUDA runtime does not load; no TVM;
-a package every build imports; every build failed) exits 1 with one line
-``error: measured nothing, ...``: an exit 0 without numbers would read as a pass.
-``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and ``--target``
-are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into what it
-names), with its record, after each build: a write that fails (a full disk) or a run that measured nothing leaves
-the JSON and its record there as they were. It replaces only a JSON an earlier run wrote, as the
-``.byoc-workbench-wrote`` it keeps beside it proves (the workbench's own record), never an immutable or append-only
-one, nor one in an append-only folder. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143; once its results are
-in place and said, a signal changes nothing. It imports only the standard library until it knows TVM is there.
+A missing piece (no torch, no TensorRT, no OpenCV or matplotlib for a zoo model's picture) is one line in ``missing``
+with its fix, and the rest still runs. A run that measured nothing (numpy or another package every build imports
+missing; no TVM; TVM sees no CUDA device, as when the CUDA runtime does not load or crashes the child process that
+asks; every build failed) exits 1 with one line ``error: measured nothing, ...``: an exit 0 without numbers would read
+as a pass. ``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and
+``--target`` are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into
+what it names), with its record, after each build, ``"complete": false`` with what it has ``not_reached`` until the
+end. A failed write (a full disk), a run that measured nothing, and a run cut short where a complete run's JSON is,
+leave the JSON and its record there as they were. It replaces only a JSON an earlier run wrote, as the
+``.byoc-workbench-wrote`` beside it proves (the workbench's own record), never an immutable or append-only one, nor
+one in an append-only folder. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143; once its results are in place
+and said, a signal changes nothing. Until it knows TVM is there it imports the standard library, numpy and tqdm alone.
 
-On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network),
-``python tools/gpu_pack.py`` packs what it lacks, and prints the one call that
-unpacks and runs this (``tools/gpu_run.sh``). ``--target llvm`` runs the same
+On a bare GPU machine (Python 3.12, numpy 2, PyTorch, no MXNet, no network), ``python tools/gpu_pack.py`` packs what
+it lacks, and prints the one call that unpacks and runs this (``tools/gpu_run.sh``). ``--target llvm`` runs the same
 measurements on the CPU, to try the script anywhere.
 """
 
 from __future__ import annotations
 
-import errno
-import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -47,10 +44,11 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however it is run (runpy, a spec)
-from gpu_check_args import arguments, check_out, target_kind, target_words, write_recorded
+from gpu_check_args import arguments, check_out, cuda_unseen, target_kind, target_words, whole_json, write_out
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,13 +65,14 @@ FIXES = {
     "cv2": "pip install opencv-python-headless (a zoo model's input picture)",
 }
 # What the workbench imports on every path here (its clock shows progress with tqdm): without one, no build runs.
+# Checked first: without numpy, torch and ONNX Runtime print tracebacks as they load.
 WORKBENCH_NEEDS = ("numpy", "tqdm")
 # What a zoo model's input picture needs: matplotlib ships the default picture, OpenCV reads and resizes it.
 ZOO_NEEDS = ("matplotlib", "cv2")
-NO_CUDA = "TVM sees no CUDA device (no GPU, or its CUDA runtime does not load)"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOPPED = 0  # the signal that stops the run, once one came (0 until then)
 written: list = []  # where this run put its JSON, once it did (the one line of a stopped run names it)
+kept: list = []  # that --out keeps an earlier run's JSON until this run writes its own (said if none does)
 
 
 def _line(what: str, why: str, fix: str | None = None) -> str:
@@ -98,24 +97,23 @@ def lacks(report: dict, what: str, names) -> bool:
 def probe(name: str) -> tuple:
     """``(module or None, version or None, why it is missing or None)``, never raising."""
     try:
-        mod = importlib.import_module(name)
+        with warnings.catch_warnings():  # torch's, of a CUDA driver it cannot use, as TVM loads it: no run needs them
+            warnings.simplefilter("ignore")
+            mod = importlib.import_module(name)
     except Exception as err:  # noqa: BLE001 - a broken install is reported, not raised
         return None, None, f"{type(err).__name__}: {err}"
     return mod, getattr(mod, "__version__", "?"), None
 
 
 def gpu_info() -> dict:
-    """The GPU as nvidia-smi sees it, and the CUDA compilers here."""
-    info: dict = {}
+    """The GPU as nvidia-smi sees it (nothing where there is no nvidia-smi)."""
     smi = shutil.which("nvidia-smi")
-    if smi:
-        query = "--query-gpu=name,driver_version,memory.total,compute_cap"
-        try:
-            out = subprocess.run([smi, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-            info["nvidia_smi"] = out.stdout.strip().splitlines()
-        except (OSError, subprocess.SubprocessError) as err:
-            info["nvidia_smi_error"] = str(err)
-    return info
+    query = [smi, "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=30) if smi else None
+    except (OSError, subprocess.SubprocessError) as err:
+        return {"nvidia_smi_error": str(err)}
+    return {"nvidia_smi": out.stdout.strip().splitlines()} if out else {}
 
 
 def _first_line(err: BaseException) -> str:
@@ -229,13 +227,17 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
         (base, lambda: stages.run_stages(model.mod, (), backend="tvm")),
         *offloaded_builds(model, backends, targets.is_gpu(target)),
     ]
-    for label, found in builds:
+    anchor = [model.anchor[0]] if model.anchor else []  # what a run cut short has still to do, in order
+    steps = [label for label, _ in builds] + anchor + ["speedup_vs_tvm and equal"]
+    rest = report["not_reached"]  # the models after this one
+    for k, (label, found) in enumerate(builds, 1):
         t0 = time.perf_counter()
         try:
             out["builds"][label], outputs[label] = measure_build(found(), model, target, runs, warmup)
         except Exception as err:  # noqa: BLE001 - one line, then the other builds still run
             errors[f"{model.name}: {label}"] = _first_line(err)
         print(f"  {label}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        report["not_reached"] = [f"{model.name}: {step}" for step in steps[k:]] + rest
         saved()
     if model.anchor is not None:
         label, run, sync = model.anchor
@@ -246,6 +248,7 @@ def measure_model(model: Model, target, runs: int, warmup: int, backends: list, 
             if label != base:
                 out["speedup_vs_tvm"][label] = t / out["builds"][label]["median_s"]
                 out["equal"][label] = model.same(outputs[base], got)
+    report["not_reached"] = rest
     saved()
 
 
@@ -336,25 +339,26 @@ def check_target(target: str | dict) -> None:
 
 
 def tvm_here(target: str | dict, report: dict) -> str | None:
-    """None where TVM and the workbench's own packages import and, for ``cuda`` (with an arch or not), TVM sees a GPU;
-    else the line of ``report["missing"]`` that says why nothing can be measured."""
-    tvm, _, why = probe("tvm")
-    if tvm is None:
-        report["missing"].append(_line("tvm", why))
-        return report["missing"][-1]
-    if target_kind(target) == "cuda":
-        try:
-            seen = tvm.cuda(0).exist
-        except Exception as err:  # noqa: BLE001 - a CUDA runtime that half loads is this machine's, not a bug here
-            seen, why = False, f"{NO_CUDA}: {type(err).__name__}: {err}"
-        if not seen:
-            report["missing"].append(
-                _line("tvm", why or NO_CUDA, "run on an NVIDIA GPU with its driver, or pass --target llvm")
-            )
-            return report["missing"][-1]
+    """None where the workbench's own packages and TVM import and, for ``cuda`` (with an arch or not), TVM sees a GPU
+    (:func:`cuda_unseen`, before TVM loads here); else the line of ``report["missing"]`` that says why nothing can be
+    measured."""
     if lacks(report, "the workbench", WORKBENCH_NEEDS):
         return report["missing"][-1]
+    there = importlib.util.find_spec("tvm") is not None  # if not, probe() says so at once, in this process
+    unseen = cuda_unseen() if there and target_kind(target) == "cuda" else None
+    if unseen is None and (why := probe("tvm")[2]):
+        unseen = why, None
+    if unseen:
+        report["missing"].append(_line("tvm", *unseen))
+        return report["missing"][-1]
     return None
+
+
+def versions(loading: bool) -> dict:
+    """The versions of TVM, numpy, torch and ONNX Runtime (None for one that does not import); with ``loading``
+    false (a run stopped before TVM loaded: without numpy torch prints tracebacks as it loads, and TVM may crash on a
+    broken CUDA driver) of those loaded already alone."""
+    return {name: probe(name)[1] for name in ("tvm", "numpy", "torch", "onnxruntime") if loading or name in sys.modules}
 
 
 def measure_all(args, report: dict, saved) -> None:
@@ -370,7 +374,8 @@ def measure_all(args, report: dict, saved) -> None:
         except Exception as err:  # noqa: BLE001
             report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
     backends = backends_here(report, args.target)
-    for name in args.models:
+    for k, name in enumerate(args.models, 1):
+        report["not_reached"] = args.models[k:]
         try:
             model = load_model(name, report)
         except Exception as err:  # noqa: BLE001
@@ -386,9 +391,9 @@ def measured(report: dict) -> bool:
     return any(label.startswith("tvm alone") for m in report["models"].values() for label in m["builds"])
 
 
-def nothing_measured(report: dict, stop: str | None, kept: str = "") -> str | None:
+def nothing_measured(report: dict, stop: str | None) -> str | None:
     """The one line of a run that measured nothing, else None: an exit 0 without numbers would read as a pass.
-    ``stop`` is the line of ``report["missing"]`` that stopped it before any model, if one did; ``kept`` says
+    ``stop`` is the line of ``report["missing"]`` that stopped it before any model, if one did; :data:`kept` says
     that ``--out`` keeps an earlier run's JSON, this run's unwritten."""
     if stop is not None:
         why, _, fix = stop.rpartition(". Fix: ")
@@ -400,7 +405,7 @@ def nothing_measured(report: dict, stop: str | None, kept: str = "") -> str | No
         why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
         why = _brief(why)
         fix = "see missing and errors in the JSON " + ("of another --out." if kept else "(--out writes it).")
-    return f"error: measured nothing, {why}{kept}. Fix: {fix}"
+    return f"error: measured nothing, {why}{''.join(f'; {said}' for said in kept)}. Fix: {fix}"
 
 
 def _stop(signum, frame) -> None:
@@ -437,7 +442,7 @@ def main(argv=None) -> int:
         pass
     signal.setitimer(signal.ITIMER_REAL, 0)  # an interrupt that waited for an import: said here
     word = "terminated" if STOPPED == signal.SIGTERM else "interrupted"
-    said = f"{written[0]} holds what it measured before that" if written else "nothing was written"
+    said = f"{written[0]} holds what it measured before that" if written else (kept or ["nothing was written"])[0]
     print(f"{word}; {said}.", file=sys.stderr)
     return 128 + (STOPPED or signal.SIGINT)
 
@@ -447,42 +452,41 @@ def check(argv=None) -> int:
     args = arguments(argv, __doc__.splitlines()[0])
     check_out(args.out)
     out = Path(args.out).resolve() if args.out else None  # through a link, into what it names: the link stays
-    earlier = out is not None and out.exists()  # an earlier run's JSON (check_out): replaced once this one measures
+    earlier = out is not None and out.exists()  # an earlier run's JSON (check_out): replaced once this one measures,
+    whole = earlier and whole_json(out)  # and, where that run went to its end, only once this one does too
+    kept[:] = [f"--out {args.out} keeps the earlier run's JSON, this run's is not written"] if earlier else []
     report: dict = {
+        "complete": False,  # until the run goes to its end: a run cut short keeps what it measured, said as such
+        "not_reached": list(args.models),  # what it had still to measure, models and builds: empty at its end
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "gpu": gpu_info(),
         "target": args.target,
-        "versions": {name: probe(name)[1] for name in ("tvm", "numpy", "torch", "onnxruntime")},
+        "versions": {},
         "missing": [],
         "errors": {},
         "models": {},
     }
     t0 = time.perf_counter()
 
-    def saved() -> str:
+    def saved(end: bool = False) -> str:
         if STOPPED:  # a signal that TVM's FFI turned into an error, and a build's except took for a failure
             raise KeyboardInterrupt
         report["wall_s"] = time.perf_counter() - t0
+        if end:
+            report.update(complete=True, not_reached=[])
         text = json.dumps(report, indent=2, default=str)
-        if out and (not earlier or measured(report)):  # whole or not at all: a run cut short keeps the last whole
-            try:  # the JSON in place and in `written` are one step for a signal
-                write_recorded(out, text, placed=lambda: written.append(out))
-            except OSError as err:  # a full disk or quota, a folder made read-only meanwhile: the path said whole
-                space = err.errno in (errno.ENOSPC, errno.EDQUOT)
-                fix = f"free some space in {out.parent}, or pass another --out" if space else "pass another --out"
-                held = "what this run measured before" if written else "the earlier run's JSON" if earlier else ""
-                why = f"cannot write --out {out} ({err.strerror})" + (f"; it holds {held}" if held else "")
-                raise SystemExit(f"error: {why}. Fix: {fix}.") from None
+        if out and (not earlier or measured(report)) and (end or not whole):  # never a partial JSON over a whole one
+            write_out(out, text, written, earlier)
         return text
 
     stop = tvm_here(args.target, report)
+    report["versions"] = versions(stop is None)
     if stop is None:
         sys.path.insert(0, str(ROOT))
         check_target(args.target)
         measure_all(args, report, saved)
-    text = saved()
-    kept = f"; --out {args.out} keeps the earlier run's JSON, this run's is not written" if earlier else ""
-    failed = nothing_measured(report, stop, kept)
+    text = saved(end=True)
+    failed = nothing_measured(report, stop)
     if failed:
         print(failed, file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """What benchmarks/gpu_check.py is given, checked before anything is built: its arguments (each wrong one is one
-line), and its ``--out``, written whole, recorded beside it, and never put over what a user had (a model, a JSON of
-their own, a device, an immutable file, the record itself).
+line), its ``--out``, written whole, recorded beside it, and never put over what a user had (a model, a JSON of
+their own, a device, an immutable file, the record itself), and, for a ``cuda`` run, the CUDA device TVM sees, asked
+in a child process (:func:`cuda_unseen`).
 
 Run as ``python benchmarks/gpu_check_args.py ARGS``, it parses gpu_check.py's ARGS and runs nothing: tools/gpu_run.sh
 does, before its unpack, and refuses an ``--out`` among them (the JSON goes where its ``OUT`` says).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import fcntl
 import hashlib
 import json
@@ -22,6 +24,7 @@ import os
 import shlex
 import signal
 import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,7 +44,7 @@ def check_out(out: str | None) -> None:
     elif nowhere := _no_place(out, path):
         why, fix = nowhere
     elif path.is_dir():
-        why = "is a folder"
+        why, fix = "is a folder", f"pass a file in it, as --out {path / 'gpu_check.json'}"
     elif path.exists() and not path.is_file():  # the JSON is moved into place: it would replace a device or FIFO
         why = "is not a regular file (a device, a FIFO or a socket)"
     elif odd := _not_plain(path.parent / WRITTEN):  # the record is replaced beside the JSON, never a link of yours
@@ -68,8 +71,11 @@ def _no_folder(path: Path) -> tuple | None:
     if kind := resists(folder):  # a file can be made there, never renamed: found now, not after the builds
         why = f"is in {folder}, which is {kind}, so no file in it can be renamed, as putting the JSON in place does"
         return why, f"run chattr -i -a {folder}, or pass another --out"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"is in {folder}, which cannot be written", fix
+    try:  # a file made there and removed, as the JSON's temporary: os.access says yes to root, even in /sys
+        with held(), _beside(path, b""):
+            pass
+    except OSError as err:
+        return f"is in {folder}, in which no file can be made ({err.strerror})", fix
     return None
 
 
@@ -98,8 +104,18 @@ def _too_long(path: Path) -> tuple | None:
 
 
 def _no_place(out: str, path: Path) -> tuple | None:
-    """``(why, fix)`` where ``out`` (``path``, resolved) is no place for the JSON: :data:`WRITTEN` (or a link to
-    one), which :func:`record` writes over it, or a link that leads nowhere; else None."""
+    """``(why, fix)`` where ``out`` (``path``, resolved) is no place for the JSON: ``-`` (there is no stdout to
+    name: a file named - was written), a folder's name where no folder is (``new/``: :meth:`Path.resolve` drops the
+    ``/``, and a file ``new`` was written), :data:`WRITTEN` (or a link to one), which :func:`record` writes over the
+    JSON, or a link that leads nowhere; else None."""
+    if out == "-":
+        why = "names no file: the JSON is printed on stdout anyway, and --out names a file it also goes to"
+        return why, "leave --out out for the JSON on stdout alone, or pass a file path, as --out gpu_check.json"
+    if os.path.basename(out) in ("", ".", "..") and not path.is_dir():
+        if path.exists():
+            return f"names a folder, and {path} is no folder", "pass a file path in a folder you can write"
+        fix = f"mkdir -p {path}, then pass a file in it, as --out {path / 'gpu_check.json'}"
+        return f"names a folder, and {path} does not exist", fix
     if WRITTEN in (Path(out).name, path.name):
         why = f"is {WRITTEN} (or a link to one), the record kept beside each result: it would be written over the JSON"
         return why, "pass --out a path with another name"
@@ -152,6 +168,29 @@ def write_recorded(path: Path, text: str, placed=lambda: None) -> None:
         os.replace(json_tmp, path)
         os.replace(record_tmp, path.parent / WRITTEN)
         placed()
+
+
+def write_out(out: Path, text: str, written: list, earlier: bool) -> None:
+    """``text`` put at ``out`` with its record (:func:`write_recorded`), ``out`` added to ``written`` in the same step
+    for a signal; a failure (a full disk) is one line saying what ``out`` still holds: what this run put there
+    before, the earlier run's JSON (``earlier``), or nothing."""
+    try:
+        write_recorded(out, text, placed=lambda: written.append(out))
+    except OSError as err:  # a full disk or quota, a folder made read-only meanwhile: the path said whole
+        space = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        fix = f"free some space in {out.parent}, or pass another --out" if space else "pass another --out"
+        holds = "what this run measured before" if written else "the earlier run's JSON" if earlier else ""
+        why = f"cannot write --out {out} ({err.strerror})" + (f"; it holds {holds}" if holds else "")
+        raise SystemExit(f"error: {why}. Fix: {fix}.") from None
+
+
+def whole_json(path: Path) -> bool:
+    """Whether ``path`` holds a JSON of a run that went to its end, which no partial one replaces: not one that says
+    ``"complete": false`` (a run cut short); one written before that key counts as whole."""
+    try:
+        return json.loads(path.read_text()).get("complete") is not False
+    except (OSError, ValueError, AttributeError):  # missing, no JSON, or no dict
+        return False
 
 
 @contextlib.contextmanager
@@ -231,6 +270,39 @@ def stuck_under(folder) -> str:
                 if kind := resists(path):
                     return f"{path} is {kind}"
     return ""
+
+
+NO_CUDA = "TVM sees no CUDA device (no GPU, or its CUDA runtime does not load)"
+CUDA_FIX = "run on an NVIDIA GPU with its driver, or pass --target llvm"
+#: What a child process says of TVM's CUDA device: ``seen``, or why not. Torch's warnings of a driver it cannot use, as
+#: TVM loads it, are no more lines: what they say, this says.
+CUDA_PROBE = """if True:
+    import sys, warnings
+    del sys.path[0]  # the current folder, which -c puts first
+    warnings.simplefilter("ignore")
+    import tvm
+    try:
+        print("seen" if tvm.cuda(0).exist else "")
+    except Exception as err:
+        print(f"{type(err).__name__}: {err}")
+"""
+
+
+def cuda_unseen() -> tuple | None:
+    """``(why, fix)`` where TVM does not load (``fix`` None: TVM's own) or sees no CUDA device, else None, before a
+    ``cuda`` run loads TVM: a child process asks, as a broken driver can crash the process that asks (a segfault in
+    torch's cudaGetDeviceCount, as TVM loads it)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", CUDA_PROBE], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return f"{NO_CUDA}: the process that asked did not answer in 120 s", CUDA_FIX
+    if done.returncode < 0:
+        died = f"signal {-done.returncode} ({signal.strsignal(-done.returncode)})"
+        return f"{NO_CUDA}: the process that asked died of {died}", CUDA_FIX
+    if done.returncode:  # TVM did not load: its error's last line
+        return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1], None
+    said = done.stdout.strip()
+    return None if said == "seen" else (f"{NO_CUDA}: {said}" if said else NO_CUDA, CUDA_FIX)
 
 
 class Parser(argparse.ArgumentParser):

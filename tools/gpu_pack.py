@@ -1,16 +1,15 @@
 """Pack what a bare GPU machine lacks for benchmarks/gpu_check.py into archives that travel in one call.
 
-The GPU machine this project is lent (Python 3.12, numpy 2, PyTorch, no MXNet,
-no network) takes at most 64 MiB per call, the working tree included. TVM's
-wheel is 100 MB and its compiler library 259 MB unpacked, so:
+The GPU machine this project is lent (Python 3.12, numpy 2, PyTorch, no MXNet, no network) takes at most 64 MiB per
+call, the working tree included. TVM's wheel is 100 MB and its compiler library 259 MB unpacked, so:
 
-- ``tvm-libs.tar.xz``: the shared libraries of the apache-tvm and apache-tvm-ffi wheels for that Python,
+- ``tvm-libs.tar.xz``: the shared libraries of the apache-tvm and apache-tvm-ffi wheels for that Python (``--python``),
   the compiler's 259 MB among them, xz with the x86 filter (about 57 MiB);
-- ``site.tar.xz``: the rest of both wheels (without CUTLASS's headers, C++ sources and the web
-  runtime), a few MiB.
+- ``site.tar.xz``: the rest of both wheels (without CUTLASS's headers, C++ sources and the web runtime), a few MiB,
+  first in it the Python they are for, which the unpack checks.
 
-The workbench travels in the working tree, its shipped zoo with it: the GPU check
-regenerates a zoo model's seeded weights there, so the pack carries no model. Run here::
+The workbench travels in the working tree, its shipped zoo with it: the GPU check regenerates a zoo model's seeded
+weights there, so the pack carries no model. Run here::
 
     .venv/bin/python tools/gpu_pack.py            # writes build/gpu-pack/, prints the call
 
@@ -18,10 +17,10 @@ then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the ch
 a set once all of it is written (stopped part way, it leaves the last one as it was). ``--check`` measures again
 what one call would carry (gpu_run.sh does, before it unpacks): the tree grows after packing; an archive cut short
 (no xz stream ends it) is refused too. ``--unpack FOLDER`` checks the same, then unpacks the archives into
-``FOLDER``, new or empty (gpu_run.sh's fresh one), on any Python from 3.10: nothing but plain files and folders, all
-inside it; a failure leaves ``FOLDER`` as it was (or not there, with no parent it made), and one in or under an
-immutable or append-only folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143,
-``FOLDER`` as it was too.
+``FOLDER``, new or empty (gpu_run.sh's fresh one), on the Python the pack is for: nothing but plain files and
+folders, all in its ``site/``; a failure leaves ``FOLDER`` as it was (or not there, with no parent it made), and one
+in or under an immutable or append-only folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130
+or 143, ``FOLDER`` as it was too.
 """
 
 from __future__ import annotations
@@ -31,9 +30,11 @@ import contextlib
 import errno
 import functools
 import hashlib
+import inspect
 import io
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,7 @@ WHEELS = ("apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2")
 # Headers for CUTLASS, C++ sources, the wasm runtime, and the sources tvm-ffi builds its backtraces from.
 LEFT_OUT = ("tvm/3rdparty/", "tvm/web/", "tvm/src/", "tvm_ffi/3rdparty/libbacktrace/")
 PARTS = ("tvm-libs.tar.xz", "site.tar.xz")
+FOR_PYTHON = ".packed-for-python"  # site.tar.xz's first file: the Python (X.Y) the wheels are for
 # The x86 filter turns relative calls absolute, so that machine code repeats more and xz packs it tighter.
 X86 = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
 
@@ -91,39 +93,49 @@ def _files(wheels: list, libraries: bool):
                     yield name, z.read(info)
 
 
-def pack(wheels: list, target: Path, libraries: bool, filters) -> Path:
-    """``target``, a tar of the wheels' files under ``site/``, xz-compressed with ``filters``."""
+def pack(files, target: Path, filters, mode: int = 0o644) -> Path:
+    """``target``, a tar of ``files`` (``(name, bytes)``) under ``site/``, each of ``mode``, xz-compressed with
+    ``filters``."""
     with (
         lzma.open(target, "wb", format=lzma.FORMAT_XZ, filters=filters) as xz,
         tarfile.open(fileobj=xz, mode="w|") as tar,
     ):
-        for name, data in _files(wheels, libraries):
+        for name, data in files:
             member = tarfile.TarInfo(f"site/{name}")
-            member.size, member.mode = len(data), 0o755 if libraries else 0o644
+            member.size, member.mode = len(data), mode
             tar.addfile(member, io.BytesIO(data))
     return target
 
 
+def _seal(wheels: list, archive: Path) -> str:
+    """The libraries' archive's stamp: one digest of what decides its content (the wheels, and the code and
+    settings that pick and compress their files) and of its own bytes. It proves that this archive is the one made
+    of these wheels by these rules: no other archive, nor one an older rule made, matches it."""
+    rules = "".join(inspect.getsource(f) for f in (_files, pack)) + repr((LEFT_OUT, X86))
+    digests = [hashlib.sha256(p.read_bytes()).digest() for p in (*wheels, archive)]
+    return hashlib.sha256(rules.encode() + b"".join(digests)).hexdigest()
+
+
 def pack_libraries(wheels: list, out: Path, new: Path) -> None:
-    """The shared libraries' archive and its stamp (the wheels' digest) into ``new``: ``out``'s own, linked, while
-    the wheels are the same and it is whole, as their minutes of xz are most of a pack's."""
-    stamp = f"{PARTS[0]}.sha256"
-    digest = hashlib.sha256(b"".join(hashlib.sha256(w.read_bytes()).digest() for w in wheels)).hexdigest()
-    kept = [out / PARTS[0], out / stamp]
-    if all(p.is_file() for p in kept) and kept[1].read_text() == digest and _xz_whole(kept[:1]):
+    """The shared libraries' archive and its stamp (:func:`_seal`) into ``new``: ``out``'s own, linked, where its
+    stamp seals it, as their minutes of xz are most of a pack's; else compressed again."""
+    kept = [out / PARTS[0], out / f"{PARTS[0]}.sha256"]
+    if all(p.is_file() for p in kept) and kept[1].read_text() == _seal(wheels, kept[0]):
         for path in kept:
             os.link(path, new / path.name)
         return
     print("compressing the libraries, TVM's compiler among them (minutes)...", file=sys.stderr)
-    pack(wheels, new / PARTS[0], True, X86)
-    (new / stamp).write_text(digest)
+    pack(_files(wheels, True), new / PARTS[0], X86, 0o755)
+    (new / kept[1].name).write_text(_seal(wheels, new / PARTS[0]))
 
 
-def write(wheels: list, out: Path, limit_mib: float) -> list:
-    """The pack of ``wheels`` put in ``out`` as one set (:func:`staged`): the calls that carry it (:func:`cut`)."""
+def write(wheels: list, out: Path, limit_mib: float, python: str = "3.12") -> list:
+    """The pack of ``wheels`` (for ``python``, X.Y) put in ``out`` as one set (:func:`staged`): the calls that carry
+    it (:func:`cut`)."""
     with staged(out) as new:
         pack_libraries(wheels, out, new)
-        pack(wheels, new / PARTS[1], False, [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
+        site = [(FOR_PYTHON, f"{python}\n".encode()), *_files(wheels, False)]
+        pack(site, new / PARTS[1], [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
         calls = cut(new, limit_mib)
     return [[out / f.name for f in files] for files in calls]
 
@@ -154,12 +166,8 @@ def tree_bytes() -> int:
     top-level ``build/`` (the pack, counted on its own) and Python's caches: what travelled.
     """
     try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        ).stdout.decode()
+        cmd = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+        listed = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout.decode()
         return sum((ROOT / n).stat().st_size for n in listed.split("\0") if n and (ROOT / n).is_file())
     except (OSError, subprocess.CalledProcessError):
         total = 0
@@ -200,32 +208,23 @@ def fits(out: Path, limit_mib: float) -> int:
     headroom), else 1 and one line saying why: checked when packing and again before a run, since the tree
     grows. The files are the pieces found, else the whole archives."""
     found = pieces(out)
-    cut_in = int(found[-1].suffix.partition("of")[2]) if found else 0
-    if [p.suffix[1:] for p in found] != [f"{k}of{cut_in}" for k in range(1, cut_in + 1)]:  # 1 to N of one N
-        have = ", ".join(p.suffix[1:] for p in found)
+    have = [p.suffix[1:] for p in found]
+    if have != [f"{k}of{len(found)}" for k in range(1, len(found) + 1)]:  # 1 to N of one N, N those found
         fix = "carry every piece of the cut tools/gpu_pack.py printed last, and remove the others"
-        print(f"error: {out} holds the pieces {have} of {PARTS[0]}, not those of one cut. Fix: {fix}.", file=sys.stderr)
-        return 1
+        return _refused(f"{out} holds the pieces {', '.join(have)} of {PARTS[0]}, not those of one cut", fix)
     calls = [[p] for p in found[:-1]] + [[found[-1], out / PARTS[1]]] if found else [[out / name for name in PARTS]]
     tree = tree_bytes()
     for k, files in enumerate(calls, 1):
         for part in files:
             if not part.is_file():
-                print(
-                    f"error: {part} {_not_archive(part)}. Fix: run tools/gpu_pack.py and carry what it prints.",
-                    file=sys.stderr,
-                )
-                return 1
+                said = f"is {_kind(part)}, not an archive" if part.exists() else "is missing"
+                return _refused(f"{part} {said}", "run tools/gpu_pack.py and carry what it prints")
         sizes = {p.name: p.stat().st_size for p in files} | {"working tree": tree}
         total = sum(sizes.values())
         said = ", ".join(f"{name} {size / MIB:.1f}" for name, size in sizes.items())
         if total > limit_mib * MIB:
             fix = "run tools/gpu_pack.py again (it cuts the pack to fit), or shrink what the tree ships"
-            print(
-                f"error: call {k} would carry {total / MIB:.1f} MiB ({said}), over {limit_mib:g} MiB. Fix: {fix}.",
-                file=sys.stderr,
-            )
-            return 1
+            return _refused(f"call {k} would carry {total / MIB:.1f} MiB ({said}), over {limit_mib:g} MiB", fix)
         print(
             f"call {k} of {len(calls)} carries {total / MIB:.1f} MiB of {limit_mib:g} ({said}): "
             f"{limit_mib - total / MIB:.1f} to spare"
@@ -233,40 +232,43 @@ def fits(out: Path, limit_mib: float) -> int:
     return 0
 
 
-def whole(out: Path) -> int:
+def whole(out: Path, unpacking: bool = False) -> int:
     """0 where each archive of ``out`` (the pieces joined), there as :func:`fits` found, is a whole xz stream, else
-    1 and one line: what ``--check`` adds to :func:`fits`, as an archive cut short starts as a whole one does (the
-    unpack, which reads all of it, finds it too)."""
+    1 and one line (``cannot unpack`` it, ``unpacking``): what ``--check`` adds to :func:`fits`, as an archive cut
+    short starts as a whole one does; ``--unpack`` checks it first too."""
     found = pieces(out)
     for files in (found or [out / PARTS[0]], [out / PARTS[1]]):
-        if not _xz_whole(files):
+        if why := _not_xz(files):
             said = f"{out / PARTS[0]}, its pieces joined," if found and files == found else files[0]
-            why = "is not whole (no xz stream ends it: a pack or a carry stopped part way)"
-            return _refused(f"{said} {why}", "run tools/gpu_pack.py again and carry what it prints")
+            said = f"cannot unpack {said} (it {why})" if unpacking else f"{said} {why}"
+            return _refused(said, "run tools/gpu_pack.py again and carry what it prints")
     return 0
 
 
-def _xz_whole(files: list) -> bool:
-    """Whether ``files``, joined, are one whole xz stream, as its end says: a footer that points back to an index
-    whose blocks, with the header, index and footer, add up to the size of the whole."""
+def _not_xz(files: list) -> str:
+    """Why ``files``, joined, are not one whole xz stream, else ``""``: its start, and its end, a footer that points
+    back to an index whose blocks, with the header, index and footer, add up to the size of the whole."""
     size = sum(p.stat().st_size for p in files)
     with open(files[0], "rb") as f:
         header = f.read(6)
+    if header != b"\xfd7zXZ\0"[: len(header)]:  # a start too short to tell is a stream cut short
+        return "is not an xz archive"
+    cut = "is not whole (no xz stream ends it: a pack or a carry stopped part way)"
     footer = _tail(files, 12)
     number = functools.partial(int.from_bytes, byteorder="little")
-    if size < 32 or header != b"\xfd7zXZ\0" or footer[10:] != b"YZ" or zlib.crc32(footer[4:10]) != number(footer[:4]):
-        return False
+    if size < 32 or footer[10:] != b"YZ" or zlib.crc32(footer[4:10]) != number(footer[:4]):
+        return cut
     index_size = (number(footer[4:8]) + 1) * 4
     index = _tail(files, index_size + 12)[:index_size] if index_size <= size - 24 else b""
     if index[:1] != b"\0" or zlib.crc32(index[:-4]) != number(index[-4:]):
-        return False
+        return cut
     values, value, shift = [], 0, 0  # the index's numbers: how many blocks, then each one's sizes (two numbers)
     for byte in index[1:-4]:
         value, shift = value | (byte & 0x7F) << shift, shift + 7
         if not byte & 0x80:
             values, value, shift = [*values, value], 0, 0
     blocks = values[1 : 1 + 2 * values[0] : 2] if values else []
-    return 24 + sum(-(-unpadded // 4) * 4 for unpadded in blocks) + index_size == size
+    return "" if 24 + sum(-(-unpadded // 4) * 4 for unpadded in blocks) + index_size == size else cut
 
 
 def _tail(files: list, n: int) -> bytes:
@@ -286,11 +288,11 @@ SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> int:
-    """The archives of ``out`` (the pieces joined), checked by :func:`fits`, unpacked into ``into``, a new or empty
-    folder: 0 once it holds their ``site/``, else 1 and one line (a folder with files in it or in an immutable or
-    append-only one, a damaged archive, a member that is no plain file or folder, or is outside ``into``, no space
-    left for it), and ``into`` left as it was, with no folder made for it; on a signal too. ``dest``: gpu_run.sh's
-    ``DEST``, which ``into`` is made in, named in place of ``into`` where no space is left."""
+    """The archives of ``out`` (the pieces joined), checked as ``--check`` does and for this Python, unpacked into
+    ``into``, a new or empty folder: 0 once it holds their ``site/`` alone, else 1 and one line (a folder with files
+    in it or in an immutable or append-only one, a pack for another Python, a damaged archive, a member that is no
+    plain file or folder, or is outside ``site/``, no space left), ``into`` left as it was, no folder made for it; on
+    a signal too. ``dest``: gpu_run.sh's ``DEST``, ``into``'s parent, named where no space is left."""
     into = Path(os.path.abspath(into))  # "a/missing/.." is a: never made, nor written into by the other name
     fix = "pass a new or empty folder"
     if into.is_symlink():
@@ -305,7 +307,7 @@ def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> 
         where = "is" if base == into else f"would be made in {base}, which is"
         why = f"--unpack {into} {where} {stuck}, so what a failed unpack made there could not be removed"
         return _refused(why, f"run chattr -i -a {base}, or {fix}")
-    if fits(out, limit_mib):
+    if fits(out, limit_mib) or whole(out, True) or _other_python(out, dest):
         return 1
     made, done = not into.exists(), False
     try:
@@ -317,8 +319,8 @@ def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> 
         return _refused(*(_no_space(err, into, dest) or cannot))
     try:
         why, fix = _extract(out, into, dest)
-        done = not why and (into / "site").is_dir()
-        why = why or ("" if done else f"the archives in {out} hold no site/ folder")
+        why = why or _not_site(out, into)
+        done = not why
     finally:
         if not done:  # a failure or a signal: all that is there is what this unpack made, its parents too
             for path in [top] if made else list(into.iterdir()):
@@ -326,9 +328,34 @@ def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> 
     return _refused(why, fix or "run tools/gpu_pack.py again and carry what it prints") if why else 0
 
 
+def _other_python(out: Path, dest: str | None) -> int:
+    """1 and one line where the pack is for another Python (X.Y) than this one, whose TVM this one cannot import;
+    else 0, also where the pack does not say (an older gpu_pack's) or cannot be read (the unpack says why)."""
+    try:
+        with tarfile.open(out / PARTS[1], "r|xz") as tar:
+            first = tar.next()
+            said = first and first.name == f"site/{FOR_PYTHON}" and first.isfile() and tar.extractfile(first).read(16)
+            packed = said.decode().strip() if said else ""
+    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError, UnicodeError):
+        return 0
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if packed in ("", here):
+        return 0
+    use = f"pass PY=<a Python {packed}> (e.g. PY=python{packed})" if dest else f"run it with a Python {packed}"
+    why = f"the pack in {out} holds TVM for Python {packed}, and {sys.executable} is Python {here}"
+    return _refused(why, f"{use}, or pack for this one: tools/gpu_pack.py --python {here}, and carry what it prints")
+
+
+def _not_site(out: Path, into: Path) -> str:
+    """Why what the archives of ``out`` put in ``into`` is not a pack (a ``site/`` folder alone), else ``""``."""
+    if not (into / "site").is_dir():
+        return f"the archives in {out} hold no site/ folder"
+    stray = sorted(set(os.listdir(into)) - {"site"})
+    return f"the archives in {out} hold {stray[0]}, outside the site/ folder a pack holds" if stray else ""
+
+
 def _no_space(err: OSError, into: Path, dest: str | None) -> tuple | None:
-    """``(why, fix)`` where ``err`` is a write that found no space left (a full disk or quota) where ``into`` is,
-    not a fault of the archives; else None."""
+    """``(why, fix)`` where ``err`` found no space (a full disk or quota) where ``into`` is, else None."""
     if err.errno not in (errno.ENOSPC, errno.EDQUOT):
         return None
     where, other = (f"DEST={dest}", "DEST") if dest else (f"--unpack {into}", "--unpack FOLDER on another disk")
@@ -350,7 +377,7 @@ def _extract(out: Path, into: Path, dest: str | None) -> tuple:
                     with open(piece, "rb") as f:
                         shutil.copyfileobj(f, whole, 1 << 24)
         for path in archives:
-            with tarfile.open(path) as tar:
+            with tarfile.open(path, "r:xz") as tar:
                 for member in tar:  # one pass: each member checked, then written
                     if unsafe := _unsafe(member):
                         raise tarfile.TarError(f"{member.name} {unsafe}")
@@ -388,11 +415,6 @@ def _unsafe(member: tarfile.TarInfo) -> str:
     return ""
 
 
-def _not_archive(part: Path) -> str:
-    """What is at ``part`` instead of an archive: nothing, a folder, a FIFO, a socket or a device."""
-    return f"is {_kind(part)}, not an archive" if part.exists() else "is missing"
-
-
 def _kind(path: Path) -> str:
     """What is at ``path``: a folder, a file, a FIFO, a socket or a device."""
     kinds = {"a folder": path.is_dir, "a file": path.is_file, "a FIFO": path.is_fifo, "a socket": path.is_socket}
@@ -412,6 +434,31 @@ def travelling(out: Path) -> Path:
     return out.relative_to(ROOT)
 
 
+def make_out(out: Path) -> int:
+    """0 once ``out`` is there or made, else 1 and one line, before minutes of xz: where it, what a pack replaces in
+    it, or the folder it would be made in is immutable or append-only (nor could its temporary be removed)."""
+    base = next(p for p in (out, *out.parents) if os.path.lexists(p))
+    touched = [out, out / "wheels", *(out / n for n in (*PARTS, f"{PARTS[0]}.sha256")), *pieces(out)]
+    said = {out: "is"} if base == out else {base: f"would be made in {base}, which is"}
+    for path in touched if base == out else [base]:
+        if kind := resists(path):
+            fix = f"run chattr -i -a {path}, or pass another folder under build/ (the default: build/gpu-pack)"
+            why = f"--out {out} {said.get(path, f'holds {path}, which is')} {kind}, so a pack could not be put in it"
+            return _refused(why, fix)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return _refused(f"cannot make --out {out} ({err.strerror})", "pass a folder under build/ you can write in")
+    return 0
+
+
+def _version(text: str) -> str:
+    """An argparse type: a Python version, X.Y (or X.Y.Z), as X.Y."""
+    if not (found := re.fullmatch(r"(3\.\d+)(\.\d+)?", text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version X.Y (e.g. 3.12)")
+    return found[1]
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """One line, as the workbench's own commands say it (argparse prints its usage too)."""
@@ -421,7 +468,7 @@ class _Parser(argparse.ArgumentParser):
 def main(argv=None) -> int:
     parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-pack")
-    parser.add_argument("--python", default="3.12", help="the GPU machine's Python (default 3.12)")
+    parser.add_argument("--python", type=_version, default="3.12", help="the GPU machine's Python (default 3.12)")
     parser.add_argument("--limit-mib", type=float, default=64.0, help="what one call may carry (default 64)")
     parser.add_argument("--check", action="store_true", help="only check that the pack and the tree fit one call")
     parser.add_argument("--unpack", type=Path, metavar="FOLDER", help="check, then unpack the pack into FOLDER")
@@ -437,8 +484,9 @@ def main(argv=None) -> int:
     if args.check:
         return fits(out, args.limit_mib) or whole(out)
     rel = travelling(out)
-    out.mkdir(parents=True, exist_ok=True)
-    calls = write(download(args.python, out / "wheels"), out, args.limit_mib)
+    if make_out(out):
+        return 1
+    calls = write(download(args.python, out / "wheels" / args.python), out, args.limit_mib, args.python)
     if fits(out, args.limit_mib):
         return 1
     for k, files in enumerate(calls, 1):  # the last one runs; those before only carry, to a machine kept warm

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # On a bare GPU machine: unpack tools/gpu_pack.py's archives and run benchmarks/gpu_check.py, in one command.
 # PACK: where the archives are (default build/gpu-pack in this checkout); DEST: where they unpack (default
-# /tmp/byoc-gpu); PY: the Python, 3.10 or later (default python3); OUT: where the JSON goes (default $DEST/out).
+# /tmp/byoc-gpu); PY: the Python the pack is for (gpu_pack.py --python, 3.12 by default), another refused before the
+# unpack (default python3); OUT: where the JSON goes (default $DEST/out). --help says so, and gpu_check's options.
 # Relative paths are the caller's. Arguments go to gpu_check.py, checked before the unpack; --out is not one of them:
 # the JSON goes to $OUT/gpu_check.json (pass OUT= for another folder).
 # Nothing is lost: the archives unpack into a fresh folder in $DEST, whose site/ replaces $DEST/site only once
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
-# gpu_check.<its time>.json. It makes nothing (DEST, OUT, their parents) before its checks pass, and removes what it
-# made on a failure. Ctrl-C or SIGTERM, to it or to its group, stops it in one line, exit 130 or 143.
+# gpu_check.<its time>.json (or <its time>-N, where that is taken). It makes nothing (DEST, OUT, their parents)
+# before its checks pass, and removes what it made on a failure. Ctrl-C or SIGTERM, to it or to its group, stops it
+# in one line, exit 130 or 143.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=${PACK:-$ROOT/build/gpu-pack}
@@ -24,9 +26,12 @@ fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
 # command with SIGINT ignored, so an INT reaching it before its handler is set would change nothing), the unpack
 # removes what it made, and this script says the one line (the unpack's own, for a signal the terminal sent both, is
 # in $LOG, unsaid).
+# Nothing in it may end it before its line (set +e): the unpack may be gone already (the same signal ended it, and
+# bash reaped it), and kill then fails.
 stop() {
+  set +e
   trap '' INT TERM
-  if [ -n "${UNPACKING:-}" ]; then kill -s TERM "$UNPACKING" 2>/dev/null; wait "$UNPACKING" || true; fi
+  if [ -n "${UNPACKING:-}" ]; then kill -s TERM "$UNPACKING" 2>/dev/null; wait "$UNPACKING" 2>/dev/null; fi
   echo "$1; nothing was measured." >&2
   exit "$2"
 }
@@ -41,7 +46,22 @@ command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/pat
 IS=$(checking -c 'import sys; print("python" if sys.version_info >= (3, 10) else "old")' </dev/null 2>/dev/null |
   head -n 1) || true
 [ "$IS" = python ] || fail "PY=$PY is not a Python 3.10 or later" "pass PY=/path/to/python3 (or leave it out: python3)"
-checking "$ROOT/benchmarks/gpu_check_args.py" "$@" >/dev/null  # gpu_check's arguments, said wrong now, not after minutes
+# gpu_check's arguments, said wrong now, not after minutes. What it prints is its help (-h, --help, --he...): said
+# with gpu_run's own usage, less its --out (gpu_run sets that), and nothing more is done.
+HELP=$(checking "$ROOT/benchmarks/gpu_check_args.py" "$@")
+if [ -n "$HELP" ]; then
+  cat <<'EOF'
+usage: [PACK=<folder>] [DEST=<folder>] [OUT=<folder>] [PY=<python>] bash tools/gpu_run.sh [gpu_check.py's options]
+Unpacks tools/gpu_pack.py's archives and runs benchmarks/gpu_check.py on them, in one command.
+  PACK  the folder of the archives (default: build/gpu-pack in this checkout)
+  DEST  where they unpack, as DEST/site (default: /tmp/byoc-gpu)
+  OUT   the folder of the check's JSON, OUT/gpu_check.json (default: DEST/out)
+  PY    the Python that runs it, the one the pack is for (gpu_pack.py --python; default: python3)
+The other arguments go to gpu_check.py:
+EOF
+  printf '%s\n' "$HELP" | awk '/^ *-/ { keep = $1 !~ /^--out/ } /^  / && keep'  # its options, each with its lines
+  exit 0
+fi
 [ ! -e "$PACK" ] || [ -d "$PACK" ] || fail "PACK=$PACK is a file, not the folder of the archives" \
   "pass PACK=<the folder tools/gpu_pack.py wrote> (or leave it out: $ROOT/build/gpu-pack)"
 # gpu_check_args's answer for a path ($2), in the standard library alone: resists (immutable or append-only, as
@@ -129,9 +149,14 @@ export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The machine's own CUDA compiler, where it is not on PATH (measure/compiler/cuda.py also looks in /usr/local/cuda*).
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$PATH:$d" && break; done
 WHY=$(mkdir -p -- "$OUT" 2>&1) || fail "cannot make OUT=$OUT (${WHY##*: })" "pass an OUT you can write in"
+# Under a name no file has (mv -n moves nothing where one has, and may exit 0 all the same): checked after the move.
 if [ -e "$JSON" ]; then
-  WHY=$(mv -n -- "$JSON" "$OUT/gpu_check.$(date -r "$JSON" +%Y%m%d-%H%M%S.%N).json" 2>&1) ||
-    fail "cannot move the last run's $JSON aside (${WHY##*: })" "pass another OUT"
+  STAMP=$OUT/gpu_check.$(date -r "$JSON" +%Y%m%d-%H%M%S.%N) ASIDE=$STAMP.json N=1
+  while [ -e "$ASIDE" ] || [ -L "$ASIDE" ]; do ASIDE=$STAMP-$N.json N=$((N + 1)); done
+  WHY=$(mv -n -- "$JSON" "$ASIDE" 2>&1) || true
+  WHY=${WHY##*: }
+  [ ! -e "$JSON" ] && [ ! -L "$JSON" ] ||
+    fail "cannot move the last run's $JSON aside (${WHY:-$ASIDE was taken meanwhile})" "pass another OUT"
 fi
 echo "unpacked in $DEST; $("$PY" --version); the JSON goes to $JSON"
 # exec: a SIGTERM to this script reaches the check, which says so in one line. The EXIT trap never runs after it.
