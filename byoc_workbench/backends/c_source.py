@@ -15,6 +15,7 @@ copied on the way in or out.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import faulthandler
 import functools
@@ -303,7 +304,11 @@ def trial(source: str, plan, inputs: list, limit_s: float | None = None) -> list
         finally:
             os._exit(code)
     os.close(write)
-    data = _read_within(read, pid, limit_s)
+    try:
+        data = _read_within(read, pid, limit_s)
+    except BaseException:  # a Ctrl-C or SIGTERM while it runs: the child, inside C, would never see it
+        _kill(pid)
+        raise
     if data is None:
         raise WorkbenchError(
             f"The C of {plan.name} did not finish within {limit_s:g} s on a trial run",
@@ -370,13 +375,20 @@ def _read_within(fd: int, pid: int, limit_s: float) -> bytes | None:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([pipe], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                _kill(pid)
                 return None
             chunk = pipe.read(1 << 16)
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
+
+
+def _kill(pid: int) -> None:
+    """The trial child ``pid`` killed and reaped, whether or not it is still running."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 class Runner:

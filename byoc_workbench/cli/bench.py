@@ -41,12 +41,12 @@ def cmd_bench(args) -> int:
         print(failed[0], file=sys.stderr)
         return 2
     data = results[0] if len(results) == 1 else results
-    if out:
-        files.write_file(out, text.to_json(data) + "\n")
     if args.json:
         print(text.to_json(data))
     else:
         print(
             "\n\n".join(f"{r['model']}: {r['error']}" if "error" in r else bench_report.report_text(r) for r in results)
         )
+    if out:  # after the results are printed, so a file that cannot be written loses none of them
+        files.write_file(out, text.to_json(data) + "\n")
     return 1 if failed else 0

@@ -3,6 +3,7 @@ partitioning report: what the target takes, what falls back and why)."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import sys
@@ -16,6 +17,9 @@ from byoc_workbench.flow import summary
 from byoc_workbench.flow.rules import parse_rule_list
 
 GROUP_FILES = 24  # at most this many top-level groups get a file of their own
+#: The longest a group's part of its file name may be, in bytes: far under any file system's NAME_MAX (255 on most),
+#: with room for the ``00-source--`` before it, the format after it and the temporary's ``.<name>.XXXXXXXX.part``.
+GROUP_PART_MOST = 80
 
 #: The names of any set ``stages`` writes, in either format and with any groups opened: a new set replaces the
 #: whole earlier one the workbench wrote, never leaving another model's groups or another format beside it.
@@ -27,6 +31,23 @@ STAGES_SET = re.compile(
 def _file_part(node_id: str) -> str:
     """A node id as part of a file name: ``main/stage0.`` -> ``main-stage0``."""
     return re.sub(r"[^A-Za-z0-9_]+", "-", node_id).strip("-")
+
+
+def group_files(groups, fmt: str) -> list[tuple[str, str]]:
+    """``(file name, group id)`` for each group opened beside the collapsed views: ``main/stage0.`` ->
+    ``00-source--main-stage0.svg``. A group whose cleaned name drops letters (not ASCII), is empty, is the same as
+    another group's, or is longer than :data:`GROUP_PART_MOST`, ends in a short hash of its whole id (cut to fit
+    first): each group gets a file of its own, named the same on every run."""
+    parts = [_file_part(gid) for gid in groups]
+    shared = {p for p in parts if parts.count(p) > 1}
+
+    def part(gid: str, clean: str) -> str:
+        if clean and clean not in shared and gid.isascii() and len(clean) <= GROUP_PART_MOST:
+            return clean
+        digest = hashlib.sha256(gid.encode(errors="surrogatepass")).hexdigest()[:10]
+        return "-".join(filter(None, (clean[: GROUP_PART_MOST - len(digest) - 1].rstrip("-"), digest)))
+
+    return [(f"00-source--{part(gid, clean)}.{fmt}", gid) for gid, clean in zip(groups, parts)]
 
 
 def top_groups(g) -> list:
@@ -69,7 +90,7 @@ def cmd_stages(args) -> int:
             f"the source stage has {len(groups)} top-level groups: none gets a file of its own (at most {GROUP_FILES})"
         )
         groups = []
-    extra = [(f"00-source--{_file_part(gid)}.{args.format}", gid) for gid in groups]
+    extra = group_files(groups, args.format)
     output_paths.check_dir(args.out, "--out", [n for n, _ in extra], output_paths.read_paths(args))
     with files.staged(out, STAGES_SET) as tmp:  # every diagram and summary.json, or none of them
         stage_views = ((wb.dot(s.name, collapse=collapse), tmp / name) for name, s in zip(names, wb.stages))

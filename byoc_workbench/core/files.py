@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import zipfile
@@ -38,11 +39,9 @@ DEFAULT_CACHE = "~/.cache/byoc-workbench"
 
 
 def cache_dir(kind: str) -> Path:
-    """Where the workbench keeps ``kind`` (``models``, ``c``, ``engines``, ``search``):
-    ``$BYOC_WORKBENCH_CACHE/<kind>``, else ``~/.cache/byoc-workbench/<kind>``.
-
-    Nothing is created: whoever writes there makes the directory (:func:`write_atomic` does).
-    """
+    """Where the workbench keeps ``kind`` (``models``, ``c``, ``search``, ...): ``$BYOC_WORKBENCH_CACHE/<kind>``,
+    else ``~/.cache/byoc-workbench/<kind>``. Nothing is created: whoever writes there makes the directory
+    (:func:`write_atomic` does)."""
     return _cache_root() / kind
 
 
@@ -94,8 +93,8 @@ def no_cache() -> bool:
 def follow_umask(path, mode: int = 0o666) -> None:
     """Give ``path`` the permissions a plain ``open`` would: ``mode`` less the umask.
 
-    ``tempfile.mkstemp`` makes its files 0600 whatever the umask, so a cache
-    shared by a JupyterHub's seats would be readable by one user only.
+    ``tempfile.mkstemp`` makes its files 0600 whatever the umask, so a cache shared by a JupyterHub's seats would
+    be readable by one user only.
     """
     umask = os.umask(0)
     os.umask(umask)
@@ -105,11 +104,10 @@ def follow_umask(path, mode: int = 0o666) -> None:
 def write_atomic(path, data: bytes | memoryview | str | Callable, placed: Callable[[], object] | None = None) -> Path:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one.
 
-    The data goes to a temporary file beside ``path`` (its directory is made
-    if needed), which is then renamed to ``path``. ``data`` is bytes (or bytes-like), text, or
-    a function that writes to the open binary file (e.g. ``lambda f: np.savez(f, ...)``).
-    On any failure, a Ctrl-C too, the temporary file is removed and the old file stays.
-    The file's permissions follow the umask (:func:`follow_umask`); ``placed`` as for :func:`write_with`.
+    The data goes to a temporary file beside ``path`` (its directory is made if needed), which is then renamed to
+    ``path``. ``data`` is bytes (or bytes-like), text, or a function that writes to the open binary file (e.g.
+    ``lambda f: np.savez(f, ...)``). On any failure, a Ctrl-C too, the temporary file is removed and the old file
+    stays. The file's permissions follow the umask (:func:`follow_umask`); ``placed`` as for :func:`write_with`.
     """
 
     def save(name: str) -> None:
@@ -160,10 +158,9 @@ def _digest(path: Path) -> str:
 def seal(path) -> Path:
     """Record ``path``'s name, size and SHA-256 beside it (``<path>.sum``), for :func:`intact` to check.
 
-    A cache entry is sealed after it is put in place, so a reader that finds the
-    seal finds the whole entry, and one truncated or overwritten since is told apart. The name is
-    the entry's key (every cache names an entry by its key), so another key's entry, copied, moved or
-    linked into this one's place with its seal, is told apart too.
+    A cache entry is sealed after it is put in place, so a reader that finds the seal finds the whole entry, and
+    one truncated or overwritten since is told apart. The name is the entry's key (every cache names an entry by
+    its key), so another key's entry, copied, moved or linked into this one's place with its seal, is told apart too.
     """
     path = Path(path)
     return write_atomic(path.with_name(path.name + ".sum"), _digest(path))
@@ -172,8 +169,8 @@ def seal(path) -> Path:
 def intact(path) -> bool:
     """Whether ``path`` and its seal (:func:`seal`) exist and agree.
 
-    A damaged entry is left for its writer to replace (atomically, then sealed
-    again): removing it here could remove what another process just put in place.
+    A damaged entry is left for its writer to replace (atomically, then sealed again): removing it here could
+    remove what another process just put in place.
     """
     path = Path(path)
     stamp = path.with_name(path.name + ".sum")
@@ -316,12 +313,12 @@ def _destination(path: Path) -> Path:
 
 
 def put(path, data: bytes | str | Callable, record: bool = False, placed: Callable[[], object] = lambda: None) -> Path:
-    """A result written to ``path`` without clobbering what is there: through a link, into its target; into a
-    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`),
-    and with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves
-    to a later run that it may replace it), then ``placed()``: the file in place, its record and ``placed`` are one
-    step for a signal. Any failure is one line (:class:`OutputError`), with nothing left under the name or beside
-    it."""
+    """A result written to ``path`` without clobbering what is there: into stdout or stderr after what was printed
+    when it names one or is the file one prints to (:func:`_open_stream`); through a link, into its target; into a
+    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`), and
+    with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves to a
+    later run that it may replace it), then ``placed()``: the file in place, its record and ``placed`` are one step
+    for a signal. Any failure is one line (:class:`OutputError`), with nothing left under the name or beside it."""
     path = Path(path)
 
     def done() -> None:
@@ -330,27 +327,56 @@ def put(path, data: bytes | str | Callable, record: bool = False, placed: Callab
         placed()
 
     try:
-        target = _destination(path)
-        if target.exists() and not target.is_file() and not target.is_dir():  # a device or a FIFO
-            with open(_open_now(target), "wb") as f:
-                _write_to(f, data)
-            placed()
-        else:
+        fd = _open_stream(path)
+        target = path if fd is not None else _destination(path)
+        if fd is None and (target.is_file() or target.is_dir() or not target.exists()):  # no device, FIFO, stream
             write_atomic(target, data, placed=done)
+            return path
+        with open(_open_now(target) if fd is None else fd, "wb") as f:
+            _write_to(f, data)
+        placed()
     except OSError as err:
-        raise OutputError(f"Cannot write {path} ({err.strerror or err})", _write_fix(err)) from None
+        raise _cannot_write(path, err) from None
     return path
 
 
-def _write_fix(err: OSError) -> str:
-    """What to do about a result that could not be written: space only when space is what ran out."""
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "free some space on that disk, or pass a path on another one"
-    if err.errno == errno.EFBIG:
-        return (
-            "raise the limit on a file's size (ulimit -f unlimited), or pass a path on a disk that takes larger files"
-        )
-    return "pass a path you can write to"
+#: The names of a descriptor already open: /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N.
+_NAMED_FD = re.compile(r"/dev/std(out|err)|/(?:dev|proc/self)/fd/(\d+)")
+
+
+def _open_stream(path: Path) -> int | None:
+    """A copy of the descriptor ``path`` names (``/dev/stdout``, ``/dev/fd/N``), or of stdout's or stderr's when
+    ``path`` is the file open there (``> log.txt``, then ``log.txt``); None for any other path. A result goes into
+    that stream after what was printed to it, never renamed over the file (what is printed after would be lost)."""
+    if named := _NAMED_FD.fullmatch(os.path.abspath(path)):
+        fd = {"out": 1, "err": 2}[named[1]] if named[1] else int(named[2])
+    elif (fd := next((fd for fd in (1, 2) if _open_on(fd, path)), None)) is None:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # closed, or none at all (pythonw)
+            stream.flush()
+    return os.dup(fd)
+
+
+def _open_on(fd: int, path: Path) -> bool:
+    """Whether ``path`` is the file open on descriptor ``fd``."""
+    try:
+        return os.path.samestat(os.fstat(fd), path.stat())
+    except OSError:
+        return False
+
+
+def _cannot_write(where, err: OSError) -> OutputError:
+    """The one line for a result that could not be written at ``where``; the Fix speaks of space only when space
+    ran out on a disk (a device such as /dev/full has none to free)."""
+    fix = "pass a path you can write to"
+    if Path(where).is_char_device() or Path(where).is_block_device():
+        fix = "pass the path of a file instead"
+    elif err.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free some space on that disk, or pass a path on another one"
+    elif err.errno == errno.EFBIG:
+        fix = "raise the limit on a file's size (ulimit -f unlimited), or pass a path on a disk that takes larger files"
+    return OutputError(f"Cannot write {where} ({err.strerror or err})", fix)
 
 
 #: What a C compiler or linker says when it could not write its output (killed by SIGXFSZ under ``ulimit -f``, or
@@ -411,27 +437,24 @@ def write_file(path, data: bytes | str | Callable) -> Path:
 def staged(out, replaces: re.Pattern | None = None):
     """A temporary directory to write ``out``'s files into; they are moved into ``out`` when the block ends.
 
-    On an error or a Ctrl-C inside the block the temporary directory is
-    removed and ``out`` is left as it was (or not created at all). Files of
-    ``out`` that the block does not write are kept, except an earlier set's that ``replaces`` matches (another
-    ``--format``, groups no longer drawn) and that the workbench wrote there, unchanged since
-    (:func:`~byoc_workbench.core.output_paths.earlier`): those are removed with the move. A file the block cannot
-    write (a full disk, ``ulimit -f``) is one line naming it in ``out`` (:class:`OutputError`).
+    On an error or a Ctrl-C inside the block the temporary directory is removed and ``out`` is left as it was (or
+    not created at all). Files of ``out`` that the block does not write are kept, except an earlier set's that
+    ``replaces`` matches (another ``--format``, groups no longer drawn) and that the workbench wrote there, unchanged
+    since (:func:`~byoc_workbench.core.output_paths.earlier`): those are removed with the move. A file the block
+    cannot write (a full disk, ``ulimit -f``) is one line naming it in ``out`` (:class:`OutputError`).
     """
     out = Path(out)
     base = output_paths.existing_ancestor(out)
     try:
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
     except OSError as err:  # its temporary, .<name>.XXXXXXXX.part, is made in base: the name may be what is wrong
-        raise OutputError(f"Cannot write {out} ({err.strerror or err})", _write_fix(err)) from None
+        raise _cannot_write(out, err) from None
     try:
         try:
             yield tmp
         except OSError as err:  # a write's own error may name no file (write_text's): then the set is what is named
-            name = (
-                Path(err.filename).relative_to(tmp) if err.filename and Path(err.filename).is_relative_to(tmp) else ""
-            )
-            raise OutputError(f"Cannot write {out / name} ({err.strerror or err})", _write_fix(err)) from None
+            named = Path(err.filename or "")
+            raise _cannot_write(out / named.relative_to(tmp) if named.is_relative_to(tmp) else out, err) from None
         _moved_into(tmp, out, replaces)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -473,4 +496,4 @@ def _moved_into(tmp: Path, out: Path, replaces: re.Pattern | None) -> None:
                 raise
             written.extend(out / name for name in names if name != output_paths.WRITTEN)
     except OSError as err:
-        raise OutputError(f"Cannot write {where} ({err.strerror or err})", _write_fix(err)) from None
+        raise _cannot_write(where, err) from None

@@ -84,7 +84,8 @@ def _load(lib: Path) -> relax.VMExecutable | None:
     """The entry's executable, or None when it is missing, damaged or does not load."""
     try:
         st = lib.stat()
-    except OSError:
+    except OSError:  # missing, or a link to nowhere or to itself: the link is said damaged
+        files.trusted(lib, "build cache")
         return None
     opened = (str(lib), st.st_ino, st.st_size, st.st_mtime_ns)  # a file written since is another entry
     if opened in _opened:

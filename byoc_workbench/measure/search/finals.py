@@ -99,7 +99,10 @@ def run_finals(session, rows: list, whole=None, rounds: int = FINAL_ROUNDS, n: i
     if found is not None:  # the same finalists on the same machine: read, not run again
         return found
     if session.only_cached:
-        raise NotCached("the finals are not cached", "run the search once with measuring on")
+        # measurements two searches wrote at once may pick finalists neither timed, beside both sets' finals
+        names = "; ".join(r.what for r in picked)
+        why = f"the finals of the finalists the cached measurements now choose ({names}) are not cached"
+        raise NotCached(why, "run the search once with measuring on")
     session._say(f"the finals: {len(picked)} placements and the runtimes run whole, {rounds} rounds")
     args = timing.tensors(session.subject.inputs)
     runs, built = {}, []
