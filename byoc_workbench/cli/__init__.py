@@ -93,8 +93,23 @@ def _flush(*streams) -> None:
 
 
 def main(argv=None) -> int:
+    _closed_streams_to_null()
     with signals.Stop.watch():
         return _main(argv)
+
+
+def _closed_streams_to_null() -> None:
+    """Where the shell closed stdout or stderr (``cmd >&-``, ``2>&-``), /dev/null in its place: else the next file
+    the command opens (an output, a temporary) takes that descriptor, and what TVM's C++ prints goes into it."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 - the process's own, open to the end
 
 
 def _main(argv) -> int:

@@ -39,15 +39,20 @@ def group_files(groups, fmt: str) -> list[tuple[str, str]]:
     another group's, or is longer than :data:`GROUP_PART_MOST`, ends in a short hash of its whole id (cut to fit
     first): each group gets a file of its own, named the same on every run."""
     parts = [_file_part(gid) for gid in groups]
-    shared = {p for p in parts if parts.count(p) > 1}
+    hashed = {gid for gid, p in zip(groups, parts) if parts.count(p) > 1}
 
     def part(gid: str, clean: str) -> str:
-        if clean and clean not in shared and gid.isascii() and len(clean) <= GROUP_PART_MOST:
+        if clean and gid not in hashed and gid.isascii() and len(clean) <= GROUP_PART_MOST:
             return clean
         digest = hashlib.sha256(gid.encode(errors="surrogatepass")).hexdigest()[:10]
         return "-".join(filter(None, (clean[: GROUP_PART_MOST - len(digest) - 1].rstrip("-"), digest)))
 
-    return [(f"00-source--{part(gid, clean)}.{fmt}", gid) for gid, clean in zip(groups, parts)]
+    while True:  # a plain name may be another group's hashed one (a group named by a hash): hash it too
+        names = [part(gid, clean) for gid, clean in zip(groups, parts)]
+        clash = {gid for gid, n in zip(groups, names) if names.count(n) > 1} - hashed
+        if not clash:
+            return [(f"00-source--{n}.{fmt}", gid) for n, gid in zip(names, groups)]
+        hashed |= clash
 
 
 def top_groups(g) -> list:

@@ -70,7 +70,7 @@ def bar(total: int | None = None, desc: str = "", unit: str = "it", enabled: boo
     """A :class:`Bar`; ``enabled=False`` (or a stderr that is no terminal, outside a notebook) shows nothing,
     ``options`` go to tqdm (e.g. ``unit_scale``)."""
     line = _Line() if enabled and in_notebook() else None
-    if not enabled or (line is None and not sys.stderr.isatty()):
+    if not enabled or (line is None and not (sys.stderr and sys.stderr.isatty())):  # None: closed (2>&-)
         yield Bar()
         return
     file = line if line is not None else sys.stderr

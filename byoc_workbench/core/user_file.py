@@ -88,7 +88,8 @@ def native_stderr_held():
     unless the block set ``dropped``."""
     held = _Held()
     with tempfile.TemporaryFile() as file:
-        sys.stderr.flush()
+        if sys.stderr is not None:  # None where stderr is closed (2>&-)
+            sys.stderr.flush()
         saved = os.dup(2)
         os.dup2(file.fileno(), 2)
         try:
