@@ -472,7 +472,7 @@ def check(argv=None) -> int:
         if STOPPED:  # a signal that TVM's FFI turned into an error, and a build's except took for a failure
             raise KeyboardInterrupt
         report["wall_s"] = time.perf_counter() - t0
-        if end:
+        if end and measured(report):  # a run that measured nothing is never whole: a later one replaces it
             report.update(complete=True, not_reached=[])
         text = json.dumps(report, indent=2, default=str)
         if out and (not earlier or measured(report)) and (end or not whole):  # never a partial JSON over a whole one

@@ -86,6 +86,8 @@ TEMPORARY = ".{}.XXXXXXXX.part"
 def _too_long(path: Path) -> tuple | None:
     """``(why, fix)`` where a name still to be made for ``path`` is longer than its file system takes (``NAME_MAX``):
     a missing folder's, or the :data:`TEMPORARY` the JSON is written as first; else None."""
+    if os.path.isdir(path):  # / among them, which has no parent: check_out says it is a folder
+        return None
     base = next(p for p in path.parents if os.path.isdir(p))  # the root, at least
     try:
         most = os.pathconf(base, "PC_NAME_MAX")
@@ -278,7 +280,7 @@ CUDA_FIX = "run on an NVIDIA GPU with its driver, or pass --target llvm"
 #: TVM loads it, are no more lines: what they say, this says.
 CUDA_PROBE = """if True:
     import sys, warnings
-    del sys.path[0]  # the current folder, which -c puts first
+    sys.path[:1] = [p for p in sys.path[:1] if p]  # the current folder -c puts first (none under -P)
     warnings.simplefilter("ignore")
     import tvm
     try:

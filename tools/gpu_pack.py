@@ -5,22 +5,20 @@ call, the working tree included. TVM's wheel is 100 MB and its compiler library 
 
 - ``tvm-libs.tar.xz``: the shared libraries of the apache-tvm and apache-tvm-ffi wheels for that Python (``--python``),
   the compiler's 259 MB among them, xz with the x86 filter (about 57 MiB);
-- ``site.tar.xz``: the rest of both wheels (without CUTLASS's headers, C++ sources and the web runtime), a few MiB,
-  first in it the Python they are for, which the unpack checks.
+- ``site.tar.xz``: the rest (no CUTLASS headers, C++ sources, web runtime), a few MiB, first the Python it is for.
 
 The workbench travels in the working tree, its shipped zoo with it: the GPU check regenerates a zoo model's seeded
 weights there, so the pack carries no model. Run here::
 
     .venv/bin/python tools/gpu_pack.py            # writes build/gpu-pack/, prints the call
 
-then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. A pack replaces the last one as
-a set once all of it is written (stopped part way, it leaves the last one as it was). ``--check`` measures again
-what one call would carry (gpu_run.sh does, before it unpacks): the tree grows after packing; an archive cut short
-(no xz stream ends it) is refused too. ``--unpack FOLDER`` checks the same, then unpacks the archives into
-``FOLDER``, new or empty (gpu_run.sh's fresh one), on the Python the pack is for: nothing but plain files and
-folders, all in its ``site/``; a failure leaves ``FOLDER`` as it was (or not there, with no parent it made), and one
-in or under an immutable or append-only folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130
-or 143, ``FOLDER`` as it was too.
+then, on the GPU machine, ``bash tools/gpu_run.sh`` unpacks both and runs the check. A pack replaces the last one as a
+set once all of it is written (stopped part way, it leaves the last one as it was). ``--check`` measures again what one
+call would carry (gpu_run.sh does, before it unpacks): the tree grows after packing; an archive cut short (no xz stream
+ends it) is refused too. ``--unpack FOLDER`` checks the same, then unpacks the archives into ``FOLDER``, new or empty
+(gpu_run.sh's fresh one), on the Python the pack is for: nothing but plain files and folders, all in its ``site/``; a
+failure leaves ``FOLDER`` as it was (or not there, with no parent it made), and one in or under an immutable or
+append-only folder is refused first. Ctrl-C or SIGTERM stops it in one line, exit 130 or 143, ``FOLDER`` as it was too.
 """
 
 from __future__ import annotations
@@ -63,20 +61,26 @@ X86 = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRE
 
 
 def download(python: str, into: Path) -> list:
-    """TVM's two wheels for ``python`` (e.g. 3.12) on x86-64 Linux, from the package index (kept in ``into``)."""
-    into.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
-    cmd += ["--python-version", python, "--implementation", "cp", "-d", str(into)]
-    for tag in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux2014_x86_64"):
-        cmd += ["--platform", tag]
-    subprocess.run([*cmd, *WHEELS], check=True)
-    found = []
-    for spec in WHEELS:
-        stem = spec.split("==")[0].replace("-", "_")
-        wheels = sorted(into.glob(f"{stem}-{spec.split('==')[1]}-*.whl"))
-        if not wheels:
-            raise SystemExit(f"error: pip saved no wheel for {spec}. Fix: check the package index is reachable.")
-        found.append(wheels[-1])
+    """TVM's two wheels for ``python`` (e.g. 3.12) on x86-64 Linux, from the package index (kept in ``into``); a
+    failure is one line, the folders made for them removed."""
+    if stray := next((p for p in (into.parent, into) if os.path.lexists(p) and not p.is_dir()), None):
+        raise SystemExit(_refused(f"{stray} is not a folder, yet the wheels go there", "move it, or pass other --out"))
+    made, found = next((p for p in (into.parent, into) if not p.exists()), None), []
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(into)]
+    cmd += ["--python-version", python, "--implementation", "cp", *WHEELS]
+    cmd += [f"--platform=manylinux{tag}_x86_64" for tag in ("_2_28", "_2_27", "_2_24", "2014")]
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+        pip = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, errors="replace")
+        got = [sorted(into.glob(f"{s.replace('-', '_').replace('==', '-')}-*.whl"))[-1:] for s in WHEELS]
+        found = sum(got, []) if pip.returncode == 0 else []
+    finally:
+        if made and len(found) < len(WHEELS):  # a failure or a signal
+            shutil.rmtree(made, ignore_errors=True)
+    if len(found) < len(WHEELS):
+        why = f"pip got no wheels of {' and '.join(WHEELS)} for Python {python}"
+        said = " ".join((pip.stderr.strip().splitlines() or ["it saved none"])[-1].split())
+        raise SystemExit(_refused(f"{why} ({said})", "check the index is reachable, and pass a --python they are for"))
     return found
 
 
@@ -130,8 +134,7 @@ def pack_libraries(wheels: list, out: Path, new: Path) -> None:
 
 
 def write(wheels: list, out: Path, limit_mib: float, python: str = "3.12") -> list:
-    """The pack of ``wheels`` (for ``python``, X.Y) put in ``out`` as one set (:func:`staged`): the calls that carry
-    it (:func:`cut`)."""
+    """The pack of ``wheels`` (for ``python``) put in ``out`` as one set (:func:`staged`): its calls (:func:`cut`)."""
     with staged(out) as new:
         pack_libraries(wheels, out, new)
         site = [(FOR_PYTHON, f"{python}\n".encode()), *_files(wheels, False)]
@@ -150,9 +153,8 @@ def staged(out: Path):
         yield new
         names = sorted(os.listdir(new))  # the libraries' archive before its stamp
         with held():
-            for old in pieces(out):
-                if old.name not in names:
-                    old.unlink()
+            for old in (p for p in pieces(out) if p.name not in names):
+                old.unlink()
             for name in names:
                 os.replace(new / name, out / name)
     finally:
@@ -160,11 +162,9 @@ def staged(out: Path):
 
 
 def tree_bytes() -> int:
-    """What the working tree adds to a call: the files git lists (tracked, and untracked but not ignored).
-
-    Where git cannot list them (the device's copy of the tree has no git), every file here but the
-    top-level ``build/`` (the pack, counted on its own) and Python's caches: what travelled.
-    """
+    """What the working tree adds to a call: the files git lists (tracked, and untracked but not ignored); where git
+    cannot list them (the device's copy of the tree has no git), every file here but the top-level ``build/`` (the
+    pack, counted on its own) and Python's caches: what travelled."""
     try:
         cmd = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
         listed = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout.decode()
@@ -172,8 +172,7 @@ def tree_bytes() -> int:
     except (OSError, subprocess.CalledProcessError):
         total = 0
         for folder, dirs, files in os.walk(ROOT):
-            top = folder == str(ROOT)
-            dirs[:] = [d for d in dirs if d not in (".git", "__pycache__") and not (top and d == "build")]
+            dirs[:] = [d for d in dirs if d not in (".git", "__pycache__") and (folder, d) != (str(ROOT), "build")]
             total += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
         return total
 
@@ -185,11 +184,10 @@ def pieces(out: Path) -> list:
 
 
 def cut(out: Path, limit_mib: float) -> list:
-    """The calls that carry the pack, a list of files each: both archives in one where they fit beside the
-    working tree, else the libraries' archive in as many pieces as it takes, the last call with ``site.tar.xz``.
-
-    A warm device machine keeps what a call carried for the next (ignored files stay), so the pieces gather
-    there; ``gpu_run.sh`` joins them. ``out`` is a pack :func:`staged`, which has no pieces yet."""
+    """The calls that carry the pack, a list of files each: both archives in one where they fit beside the working
+    tree, else the libraries' archive in as many pieces as it takes, the last call with ``site.tar.xz``. A warm device
+    machine keeps what a call carried for the next (ignored files stay), so the pieces gather there; ``gpu_run.sh``
+    joins them. ``out`` is a pack :func:`staged`, which has no pieces yet."""
     whole, site = out / PARTS[0], out / PARTS[1]
     room = limit_mib * MIB - tree_bytes() - SPARE_MIB * MIB
     if whole.stat().st_size + site.stat().st_size <= room:
@@ -277,9 +275,7 @@ def _tail(files: list, n: int) -> bytes:
     for part in reversed(files):
         with open(part, "rb") as f:
             f.seek(max(f.seek(0, os.SEEK_END) - (n - len(got)), 0))
-            got = f.read() + got
-        if len(got) >= n:
-            break
+            got = f.read() + got  # nothing once it has n
     return got
 
 
@@ -329,21 +325,28 @@ def unpack(out: Path, into: Path, limit_mib: float, dest: str | None = None) -> 
 
 
 def _other_python(out: Path, dest: str | None) -> int:
-    """1 and one line where the pack is for another Python (X.Y) than this one, whose TVM this one cannot import;
-    else 0, also where the pack does not say (an older gpu_pack's) or cannot be read (the unpack says why)."""
+    """1 and one line where the pack is for another Python (X.Y) than this one, whose TVM this one cannot import, or
+    its record of it is no X.Y (a damaged pack); else 0, also where the pack does not say (an older gpu_pack's) or
+    cannot be read (the unpack says why)."""
     try:
         with tarfile.open(out / PARTS[1], "r|xz") as tar:
             first = tar.next()
-            said = first and first.name == f"site/{FOR_PYTHON}" and first.isfile() and tar.extractfile(first).read(16)
-            packed = said.decode().strip() if said else ""
-    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError, UnicodeError):
+            said = first and first.name == f"site/{FOR_PYTHON}" and first.isfile() and tar.extractfile(first).read(64)
+    except (OSError, EOFError, lzma.LZMAError, tarfile.TarError):
         return 0
-    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    if packed in ("", here):
+    if not isinstance(said, bytes):
         return 0
-    use = f"pass PY=<a Python {packed}> (e.g. PY=python{packed})" if dest else f"run it with a Python {packed}"
-    why = f"the pack in {out} holds TVM for Python {packed}, and {sys.executable} is Python {here}"
-    return _refused(why, f"{use}, or pack for this one: tools/gpu_pack.py --python {here}, and carry what it prints")
+    if not (found := re.fullmatch(rb"\s*(\d+)\.(\d+)(\.\d+)?\s*", said)):
+        why = f"the pack in {out} is damaged: its record of the Python it is for ({FOR_PYTHON}) is no X.Y"
+        return _refused(why, "run tools/gpu_pack.py again and carry what it prints")
+    packed, here = (int(found[1]), int(found[2])), sys.version_info[:2]
+    if packed == here:
+        return 0
+    named, here = ".".join(map(str, packed)), ".".join(map(str, here))
+    why = f"the pack in {out} holds TVM for Python {named}, and {sys.executable} is Python {here}"
+    fix = f"pack for this one: tools/gpu_pack.py --python {here}, and carry what it prints"
+    use = f"pass PY=<a Python {named}> (e.g. PY=python{named}), or " if dest else f"run it with a Python {named}, or "
+    return _refused(why, fix if packed < (3, 10) else use + fix)  # gpu_run.sh runs on 3.10 or later alone
 
 
 def _not_site(out: Path, into: Path) -> str:
@@ -394,10 +397,7 @@ def _extract(out: Path, into: Path, dest: str | None) -> tuple:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
+    shutil.rmtree(path, True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
 
 
 def _refused(why: str, fix: str) -> int:
@@ -453,15 +453,15 @@ def make_out(out: Path) -> int:
 
 
 def _version(text: str) -> str:
-    """An argparse type: a Python version, X.Y (or X.Y.Z), as X.Y."""
-    if not (found := re.fullmatch(r"(3\.\d+)(\.\d+)?", text)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version X.Y (e.g. 3.12)")
+    """An argparse type: a Python version, X.Y (or X.Y.Z), 3.10 or later (as gpu_run.sh takes), as X.Y."""
+    if not (found := re.fullmatch(r"(3\.(\d+))(\.\d+)?", text)) or int(found[2]) < 10:
+        said = "older than 3.10, the oldest Python gpu_run.sh runs" if found else "not a Python version X.Y (e.g. 3.12)"
+        raise argparse.ArgumentTypeError(f"{text!r} is {said}")
     return found[1]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """One line, as the workbench's own commands say it (argparse prints its usage too)."""
+    def error(self, message: str):  # one line, as the workbench's commands say it (argparse's adds its usage)
         raise SystemExit(f"error: {message}. Fix: see python tools/gpu_pack.py --help.")
 
 

@@ -9,8 +9,8 @@
 # whole, and only where an earlier unpack made $DEST/site (it leaves .unpacked-by-gpu_run there); nothing else in
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
 # gpu_check.<its time>.json (or <its time>-N, where that is taken). It makes nothing (DEST, OUT, their parents)
-# before its checks pass, and removes what it made on a failure. Ctrl-C or SIGTERM, to it or to its group, stops it
-# in one line, exit 130 or 143.
+# before its checks pass, and removes what it made on a failure: the folders only where empty, as another run at once
+# may be unpacking there. Ctrl-C or SIGTERM, to it or to its group, stops it in one line, exit 130 or 143.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=${PACK:-$ROOT/build/gpu-pack}
@@ -119,12 +119,16 @@ elif [ -f "$JSON" ] && [ ! -L "$JSON" ]; then
   [ -z "$STUCK" ] || fail "$JSON is $STUCK, so it cannot be moved aside" "run chattr -i -a $JSON, or pass another OUT"
 fi
 # Until the check starts, a failure or a signal removes what this run made: the unpack's folder, and DEST and OUT
-# (with their parents) where they were not there.
+# (with their parents) where they were not there, each while empty (a run beside this one may be unpacking there).
 MADE=("$(first_missing "$DEST")" "$(first_missing "$OUT")")
+unmake() { local d=$1; [ -n "$2" ] || return 0
+  while rmdir -- "$d" 2>/dev/null && [ "$d" != "$2" ]; do d=$(dirname -- "$d"); done; }
 NEW=$(mktemp -u "$DEST/unpack.XXXXXX")
 LOG=$(mktemp 2>&1) || fail "cannot make a temporary file in TMPDIR=${TMPDIR:-/tmp} (${LOG##*: })" \
   "pass TMPDIR=<a folder you can write in>${TMPDIR:+ (or leave it out: /tmp)}"
-trap 'rm -rf -- "$NEW" "$LOG" ${MADE[0]:+"${MADE[0]}"} ${MADE[1]:+"${MADE[1]}"}' EXIT
+trap 'rm -rf -- "$NEW" "$LOG"; unmake "$OUT" "${MADE[1]}"; unmake "$DEST" "${MADE[0]}"' EXIT
+# DEST made here, not by the unpack, which would remove it on a failure, a run beside this one's unpack in it.
+WHY=$(mkdir -p -- "$DEST" 2>&1) || fail "cannot make DEST=$DEST (${WHY##*: })" "pass a DEST you can write in"
 # The archives are there, and they and the tree fit one call (the tree may have grown since they were packed); then
 # unpacked into $NEW, which it makes, by Python's own lzma and tarfile (the machine needs no xz): a damaged archive,
 # or one with anything but plain files and folders in it, stops here, $DEST and the last JSON as they were.
