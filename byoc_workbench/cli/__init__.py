@@ -76,20 +76,14 @@ def _stopped(args) -> int:
     left_ray = cluster is not None and cluster.stop()  # further signals are ignored by now (signals.Stop)
     print(signals.stopped_line(signum, getattr(args, "command", None) not in WRITE_NOTHING), file=sys.stderr)
     if left_ray:  # see cluster.stop: the process ends here, its line said and its outputs flushed
-        _flush(sys.stdout, sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(128 + int(signum))
     return 128 + int(signum)
 
 
 #: Why writing to a stream fails at no fault of the command: a full disk or quota, a file too big, a lost terminal.
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
-
-
-def _flush(*streams) -> None:
-    """Flush each stream there is: with its descriptor closed (``cmd >&-``) Python's ``sys.stdout`` is None."""
-    for stream in streams:
-        if stream is not None:
-            stream.flush()
 
 
 def main(argv=None) -> int:
@@ -119,7 +113,7 @@ def _main(argv) -> int:
         args = parser().parse_args(argv)
         _log_to_stderr(args.verbose)
         status = runner(args.runner)(args)
-        _flush(sys.stdout)  # a full disk or a dead terminal is found here, not at exit with a traceback
+        sys.stdout.flush()  # a full disk or a dead terminal is found here, not at exit with a traceback
         # A signal whose KeyboardInterrupt a library swallowed (TVM's FFI may) still ends the command as one.
         return _stopped(args) if signals.Stop.seen else status
     except WorkbenchError as err:  # the user's mistake; anything else is a bug and keeps its traceback
