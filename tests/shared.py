@@ -1,10 +1,12 @@
-"""What tests of two tiers share: Python run in a process of its own, a small detector tail (the GPU
+"""What tests of two tiers share: Python or the CLI run in a process of its own, a small detector tail (the GPU
 placement's and the torch backend's), the signature two modules are compared by (the fusion's and the SSD's
 stages), and the ranks of a drawn box's rows."""
 
 import collections
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import tvm_ffi
@@ -95,6 +97,28 @@ def python_output(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(argv, cwd, **streams) -> subprocess.CompletedProcess:
+    """``byoc-workbench argv`` run in a process of its own, in ``cwd``, stdin empty unless ``streams`` (as for
+    :func:`subprocess.run`) say otherwise."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "byoc_workbench_cli.py"), *map(str, argv)],
+        **{"stdin": subprocess.DEVNULL, **streams},
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+
+
+def run_cli_closed(fd: int, argv, cwd) -> subprocess.CompletedProcess:
+    """:func:`run_cli` with stdout (``fd`` 1, ``>&-``) or stderr (2, ``2>&-``) closed; the other one captured, as
+    text."""
+    other = {1: "stderr", 2: "stdout"}[fd]
+    return run_cli(argv, cwd, text=True, preexec_fn=lambda: os.close(fd), **{other: subprocess.PIPE})
 
 
 def relu_onnx(path):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import re
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import zipfile
@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from byoc_workbench.core import output_paths
+from byoc_workbench.core import output_paths, streams
 from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.core.streams import OutputError, cannot_write
 
 logger = logging.getLogger(__name__)
 
-#: Paths put in place by this process, in order (what an interrupted command says it wrote).
+#: Paths put in place by this process, in order, and the :class:`~.streams.Part` of one that a signal stopped on its
+#: way into a stream (what an interrupted command says it wrote).
 written: list = []
 
 CACHE_ENV = "BYOC_WORKBENCH_CACHE"
@@ -261,10 +263,10 @@ def _held():
             sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
         }
     except ValueError:  # not the main thread: no handler runs in this one
-        yield
+        yield came
         return
     try:
-        yield
+        yield came
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
@@ -296,12 +298,6 @@ def _sweep(folder: Path) -> None:
                 tmp.unlink()
 
 
-class OutputError(WorkbenchError):
-    """A result that could not be put in place (a full disk, a read-only place, a link to nothing): exit status 1."""
-
-    status = 1
-
-
 def _destination(path: Path) -> Path:
     """Where a result for ``path`` goes: a link's target (the link stays a link), else ``path``."""
     if not path.is_symlink() or (path.exists() and not path.is_file() and not path.is_dir()):
@@ -314,9 +310,9 @@ def _destination(path: Path) -> Path:
 
 def put(path, data: bytes | str | Callable, record: bool = False, placed: Callable[[], object] = lambda: None) -> Path:
     """A result written to ``path`` without clobbering what is there: into stdout or stderr after what was printed
-    when it names one or is the file one prints to (:func:`_open_stream`); through a link, into its target; into a
-    character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`), and
-    with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves to a
+    when it names one or is the file one prints to (:func:`~.streams.open_stream`); through a link, into its target;
+    into a character device or a FIFO as it is (``/dev/null`` stays a device); else atomically (:func:`write_atomic`),
+    and with ``record`` recorded in its folder's :data:`~byoc_workbench.core.output_paths.WRITTEN` (what proves to a
     later run that it may replace it), then ``placed()``: the file in place, its record and ``placed`` are one step
     for a signal. Any failure is one line (:class:`OutputError`), with nothing left under the name or beside it."""
     path = Path(path)
@@ -327,56 +323,31 @@ def put(path, data: bytes | str | Callable, record: bool = False, placed: Callab
         placed()
 
     try:
-        fd = _open_stream(path)
+        fd = streams.open_stream(path)
         target = path if fd is not None else _destination(path)
         if fd is None and (target.is_file() or target.is_dir() or not target.exists()):  # no device, FIFO, stream
             write_atomic(target, data, placed=done)
             return path
-        with open(_open_now(target) if fd is None else fd, "wb") as f:
-            _write_to(f, data)
-        placed()
+        _send(streams.open_device(target) if fd is None else fd, path, data, placed)
     except OSError as err:
-        raise _cannot_write(path, err) from None
+        raise cannot_write(path, err) from None
     return path
 
 
-#: The names of a descriptor already open: /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N.
-_NAMED_FD = re.compile(r"/dev/std(out|err)|/(?:dev|proc/self)/fd/(\d+)")
-
-
-def _open_stream(path: Path) -> int | None:
-    """A copy of the descriptor ``path`` names (``/dev/stdout``, ``/dev/fd/N``), or of stdout's or stderr's when
-    ``path`` is the file open there (``> log.txt``, then ``log.txt``); None for any other path. A result goes into
-    that stream after what was printed to it, never renamed over the file (what is printed after would be lost)."""
-    if named := _NAMED_FD.fullmatch(os.path.abspath(path)):
-        fd = {"out": 1, "err": 2}[named[1]] if named[1] else int(named[2])
-    elif (fd := next((fd for fd in (1, 2) if _open_on(fd, path)), None)) is None:
-        return None
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, OSError, ValueError):  # closed, or none at all (pythonw)
-            stream.flush()
-    return os.dup(fd)
-
-
-def _open_on(fd: int, path: Path) -> bool:
-    """Whether ``path`` is the file open on descriptor ``fd``."""
+def _send(fd: int, path: Path, data: bytes | str | Callable, placed: Callable[[], object]) -> None:
+    """``data`` written into the open descriptor ``fd`` (closed after), then ``placed()``; a signal that stops it
+    mid-way leaves in :data:`written` what went (a :class:`~.streams.Part`), if anything did, then ends the command."""
+    whole = io.BytesIO()
     try:
-        return os.path.samestat(os.fstat(fd), path.stat())
-    except OSError:
-        return False
-
-
-def _cannot_write(where, err: OSError) -> OutputError:
-    """The one line for a result that could not be written at ``where``; the Fix speaks of space only when space
-    ran out on a disk (a device such as /dev/full has none to free)."""
-    fix = "pass a path you can write to"
-    if Path(where).is_char_device() or Path(where).is_block_device():
-        fix = "pass the path of a file instead"
-    elif err.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = "free some space on that disk, or pass a path on another one"
-    elif err.errno == errno.EFBIG:
-        fix = "raise the limit on a file's size (ulimit -f unlimited), or pass a path on a disk that takes larger files"
-    return OutputError(f"Cannot write {where} ({err.strerror or err})", fix)
+        _write_to(whole, data)
+        with whole.getbuffer() as view, _held() as came:
+            sent = streams.send(fd, view, came)
+            if sent == len(view):
+                placed()
+            elif sent:
+                written.append(streams.Part(path, sent, len(view)))
+    finally:
+        os.close(fd)
 
 
 #: What a C compiler or linker says when it could not write its output (killed by SIGXFSZ under ``ulimit -f``, or
@@ -405,29 +376,6 @@ def compiler_could_not_write(said: str, what: str) -> OutputError | None:
     return OutputError(f"{what}: the compiler could not write its output in {where} ({os.strerror(code)})", fix)
 
 
-#: How long a result waits for a FIFO's reader to open it.
-FIFO_WAIT_S = 5.0
-
-
-def _open_now(path: Path) -> int:
-    """A descriptor of the device or FIFO ``path`` opened for writing, waiting at most :data:`FIFO_WAIT_S` for a
-    reader: a FIFO nobody reads is an OutputError, not a run that never ends. Writes then wait as usual."""
-    deadline = time.monotonic() + FIFO_WAIT_S
-    while True:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as err:
-            if err.errno != errno.ENXIO:
-                raise
-            if time.monotonic() > deadline:
-                why = f"{path} is a FIFO that no program read within {FIFO_WAIT_S:g} s"
-                raise OutputError(why, "start its reader first, or pass a file") from None
-            time.sleep(0.05)
-    os.set_blocking(fd, True)
-    return fd
-
-
 def write_file(path, data: bytes | str | Callable) -> Path:
     """A result put at ``path`` and recorded beside it (:func:`put`), and in :data:`written`."""
     return put(path, data, record=True, placed=lambda: written.append(Path(path)))
@@ -448,13 +396,13 @@ def staged(out, replaces: re.Pattern | None = None):
     try:
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name or 'out'}.", suffix=".part"))
     except OSError as err:  # its temporary, .<name>.XXXXXXXX.part, is made in base: the name may be what is wrong
-        raise _cannot_write(out, err) from None
+        raise cannot_write(out, err) from None
     try:
         try:
             yield tmp
         except OSError as err:  # a write's own error may name no file (write_text's): then the set is what is named
             named = Path(err.filename or "")
-            raise _cannot_write(out / named.relative_to(tmp) if named.is_relative_to(tmp) else out, err) from None
+            raise cannot_write(out / named.relative_to(tmp) if named.is_relative_to(tmp) else out, err) from None
         _moved_into(tmp, out, replaces)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -496,4 +444,4 @@ def _moved_into(tmp: Path, out: Path, replaces: re.Pattern | None) -> None:
                 raise
             written.extend(out / name for name in names if name != output_paths.WRITTEN)
     except OSError as err:
-        raise _cannot_write(where, err) from None
+        raise cannot_write(where, err) from None

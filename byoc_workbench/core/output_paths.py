@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from byoc_workbench.core import streams
 from byoc_workbench.core.errors import WorkbenchError
 
 
@@ -27,7 +28,22 @@ def _given(path, flag: str, example: str) -> Path:
         raise WorkbenchError(f"{flag} is empty", f"pass {flag} a path, e.g. {flag} {example}")
     out = expand(path, flag)
     _not_the_record(out, flag)
+    _no_way_back(out, flag)
     return out
+
+
+def _no_way_back(out: Path, flag: str) -> None:
+    """Refuse a ``..`` out of a folder that does not exist (``sub/../x`` without ``sub``): no check can follow it now,
+    and making ``sub`` to follow it later would leave ``sub`` behind, and put the result where no check looked (over
+    the file the shell opened for stdout, ``> x``)."""
+    parts = out.parts
+    for k, part in enumerate(parts):
+        if part == ".." and k and not Path(*parts[:k]).is_dir():
+            folder = Path(*parts[:k])
+            raise WorkbenchError(
+                f"{flag} {out} goes back out of {folder} with '..', but there is no folder {folder}",
+                f"write the path without {parts[k - 1]}/.., or make the folder {folder} first",
+            )
 
 
 def _not_the_record(out: Path, flag: str) -> None:
@@ -362,23 +378,26 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
     Raises
     ------
     WorkbenchError
-        For an empty path, ``-``, a symlink loop, an existing directory, socket or block device, one of
-        ``inputs`` (by any name: a link, a hard link), a file holding something else, an immutable or
-        append-only file, or a parent that is a file or cannot be written.
+        For an empty path, ``-``, a ``..`` out of a missing folder, a symlink loop, an existing directory, socket or
+        block device, one of ``inputs`` (by any name: a link, a hard link), a file holding something else, an
+        immutable or append-only file, a parent that is a file or cannot be written; or a descriptor, device or FIFO
+        that cannot be written (:func:`~.streams.check`).
     """
     out = _given(path, flag, "out.npz")
     fix = f"pass {flag} the path of a file in a directory you can write to"
     if str(path).strip() == "-":
         raise WorkbenchError(f"{flag} - would be a file named '-', not the terminal", f"{fix}; results print anyway")
     _fits(out, flag)
+    _not_an_input(out, flag, inputs)
+    if streams.check(out, flag, example):  # a descriptor, a device or a FIFO: checked by itself, not by its folder
+        return out
     if out.is_symlink() and not out.exists():
         raise WorkbenchError(f"{flag} {out} is a link that leads nowhere (a loop, or a missing target)", fix)
     if out.is_dir() or str(path).endswith(os.sep):
         named = "is a directory" if out.is_dir() else f"ends in '{os.sep}', so it names a directory"
         raise WorkbenchError(f"{flag} {path} {named}, not a file", f"pass {flag} {out / example} or so")
-    if out.exists() and not (out.is_file() or out.is_fifo() or out.is_char_device()):
+    if out.exists() and not out.is_file():
         raise WorkbenchError(f"{flag} {out} is {kind_of(out)}, which cannot hold a result", fix)
-    _not_an_input(out, flag, inputs)
     where = out.resolve() if out.is_symlink() and out.is_file() else out  # a link's result goes into its target
     if where != out:  # what is written, and beside what its temporary is made, is the target
         _not_the_record(where, flag)
@@ -389,9 +408,8 @@ def check_file(path, flag: str, inputs=(), ours: Callable[[Path], bool] | None =
             f"pass {flag} another path, or move {out.name} away first",
         )
     _replaceable(where, flag)
-    if not (where.is_fifo() or where.is_char_device()):  # a file's result is recorded beside it: that too is checked
-        _a_plain_file_or_nothing(where.parent, WRITTEN, flag)
-        _replaceable(where.parent / WRITTEN, flag)
+    _a_plain_file_or_nothing(where.parent, WRITTEN, flag)  # a result is recorded beside it: that too is checked
+    _replaceable(where.parent / WRITTEN, flag)
     _probe(existing_ancestor(where.parent), f"{flag} {out}", fix, where.parent)
     _renames_in(where.parent, f"{flag} {out}", fix)  # a folder still to make is made without flags
     return out

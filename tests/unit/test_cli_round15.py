@@ -4,18 +4,15 @@ stdout does not turn a finished command into exit 1; ``bench`` prints its result
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from shared import run_cli_closed
 
 from byoc_workbench import cli
 from byoc_workbench.cli.stages import group_files
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _scoped_model(path: Path, groups) -> Path:
@@ -77,16 +74,7 @@ def test_group_file_names_are_unique_and_the_same_on_every_run():
 def test_a_closed_stdout_keeps_the_commands_exit_status(tmp_path):
     """``cmd >&-``: Python's sys.stdout is None; the command's work is done, and it exits 0 without a traceback."""
     out = tmp_path / "st"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "byoc_workbench_cli.py"), "stages", "demo", "--format", "dot", "--out", str(out)],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=lambda: os.close(1),
-        timeout=300,
-    )
+    done = run_cli_closed(1, ["stages", "demo", "--format", "dot", "--out", out], tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert (out / "summary.json").is_file()
 

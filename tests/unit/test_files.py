@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from byoc_workbench.core import files, output_paths
+from byoc_workbench.core import files, output_paths, streams
 from byoc_workbench.core.errors import WorkbenchError
 
 
@@ -158,7 +158,7 @@ def test_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path):
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    writer.join(timeout=files.FIFO_WAIT_S + 10)
+    writer.join(timeout=streams.FIFO_WAIT_S + 10)
     assert not writer.is_alive(), "put() waits forever on a FIFO with no reader"
     assert raised == [
         f"error: {fifo} is a FIFO that no program read within 5 s. Fix: start its reader first, or pass a file."
