@@ -6,8 +6,9 @@ taking TVM tensors ``(*inputs, *outputs)`` and writing the outputs in place.
 :func:`register_packed` registers the runner as a global packed function under
 a content-hashed symbol, which the host calls with ``R.call_dps_packed``.
 :func:`register_global` is the package's one call of ``tvm.register_global_func``
-(for subgraphs through :func:`register_packed`, and for upstream ``RunCodegen``
-through :func:`.registry.register_ext`).
+(for subgraphs through :func:`register_packed`, for upstream ``RunCodegen``
+through :func:`.registry.register_ext`, and for the CUDA compiler's callback in
+:mod:`byoc_workbench.measure.compiler.cuda`).
 
 The :class:`Compiled` record that :func:`register_packed` returns holds its
 symbol: when the last record holding a symbol is released (garbage-collected,

@@ -1,7 +1,7 @@
 """A CUDA build's arch and compiler, careless-user round 14: an arch named sm_50 was taken as no arch (F1); an nvcc
 that failed without a word (F2), wrote nothing (F3) or wrote garbage (F4) was a traceback or trusted; SIGTERM during
 nvcc left TVM's folder in the temporary folder (F5). The broken compilers are fake nvcc scripts standing in for a
-broken install; TVM runs them as it runs nvcc (from PATH), and no GPU is needed."""
+broken install, run as nvcc is run (by the path found), and no GPU is needed."""
 
 import contextlib
 import os
@@ -63,7 +63,7 @@ def _nvcc(tmp_path, body: str) -> cuda.Compiler:
         (': > "$out"', "exited as if it had compiled the kernels, but wrote nothing"),
         (
             'echo garbage > "$out"',
-            "exited as if it had compiled the kernels, but what it wrote is no fatbin, cubin or PTX "
+            "exited as if it had compiled the kernels, but what it wrote is no fatbin or cubin for sm_90 "
             "(it begins b'garbage\\n')",
         ),
     ],
@@ -82,9 +82,14 @@ def test_a_broken_nvcc_is_one_line(tmp_path, body, said):
 
 
 def test_a_fatbin_leaves_nothing_behind(tmp_path):
+    try:
+        compiler = cuda.find()
+    except WorkbenchError as err:
+        pytest.skip(str(err))  # no CUDA compiler here
+    if compiler.name != "nvcc":
+        pytest.skip("NVRTC compiles here: it makes no files")
     handler, folder = signal.getsignal(signal.SIGTERM), tempfile.tempdir
-    header = r"\120\355\125\272\001\000\020\000\004\000\000\000\000\000\000\000"  # magic, version, sizes: 16, 4
-    cuda.check_arch(SM90, _nvcc(tmp_path, f'printf "{header}abcd" > "$out"'))
+    cuda.check_arch(SM90, _nvcc(tmp_path, f'exec "{compiler.path}" "$@"'))
     assert signal.getsignal(signal.SIGTERM) == handler and tempfile.tempdir == folder
 
 
@@ -98,8 +103,8 @@ cuda.check_arch(targets.resolve({"kind": "cuda", "arch": "sm_90"}), cuda.Compile
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_nvcc_runs_leaves_no_folder(tmp_path, signum):
-    """TVM's folder for nvcc's files (tvm_kernels.cu) stayed in /tmp after SIGTERM (F5); nvcc that hangs is left
-    running (TVM waits for it with no time limit)."""
+    """TVM's folder for nvcc's files (tvm_kernels.cu) stayed in /tmp after SIGTERM (F5); nvcc that hangs was left
+    running (TVM waited for it with no time limit; since round 17 it ends with the build)."""
     pid = tmp_path / "nvcc.pid"
     compiler = _nvcc(tmp_path, f'echo $$ > "{pid}"; exec sleep 60')
     temporary = tmp_path / "tmp"

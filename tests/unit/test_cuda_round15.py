@@ -1,8 +1,8 @@
 """A CUDA build's compiler, careless-user round 15: an nvcc failing with words nobody knows (C4), and one without a
 host compiler (C5), dumped the kernels' CUDA C with a traceback; find() took a folder named nvcc, or a script whose
 interpreter is missing, and TVM then ran another nvcc from PATH (C6); junk beginning like a cubin or PTX was taken as
-compiled (C7); Ctrl-C while nvcc ran was a bare RuntimeError (C8). The broken compilers are fake nvcc scripts (or a
-fake gcc) standing in for a broken install; no GPU is needed."""
+compiled (C7); Ctrl-C while nvcc ran was a bare RuntimeError (C8). Round 17 runs nvcc itself, by its path. The broken
+compilers are fake nvcc scripts (or a fake gcc) standing in for a broken install; no GPU is needed."""
 
 import contextlib
 import os
@@ -40,7 +40,10 @@ def test_an_error_in_the_kernels_or_elsewhere_is_tvms(tmp_path):
     said = 'echo "/tmp/x/tvm_kernels.cu(3): error: identifier \\"y\\" is undefined"; exit 1'
     with pytest.raises(RuntimeError, match=r"tvm_kernels\.cu\(3\): error"):
         cuda.check_arch(SM90, _nvcc(tmp_path, VERSION + said))
-    with pytest.raises(RuntimeError, match="^a bug of TVM's$"), cuda.compiling(cuda.Compiler("nvcc", "/x/nvcc")):
+    with (
+        pytest.raises(RuntimeError, match="^a bug of TVM's$"),
+        cuda.compiling(cuda.Compiler("nvcc", "/x/nvcc"), "sm_90"),
+    ):
         raise RuntimeError("a bug of TVM's")
 
 
@@ -147,16 +150,15 @@ def test_find_takes_no_nvcc_that_does_not_run(tmp_path, body, said):
     assert not (tmp_path / "decoy.log").exists()
 
 
-def test_the_nvcc_found_is_checked_once_and_is_what_compiles(tmp_path):
-    """C6: exactly the file find() took compiles, and it is asked for its version once in a process."""
-    log = tmp_path / "nvcc.log"
-    out = 'out=""; prev=""; for a; do [ "$prev" = -o ] && out="$a"; prev="$a"; done\n'
-    ptx = "printf '.version 9.0\\n.target sm_90\\n' > \"$out\"\n"
-    nvcc = _shadow(tmp_path, f'#!/bin/sh\necho "$0 $1" >> {log}\n{VERSION}{out}{ptx}')
+def test_the_nvcc_found_is_checked_at_each_find_and_is_what_compiles(tmp_path):
+    """C6: exactly the file find() took compiles, and it is asked for its version at each find() (round 17: an nvcc
+    can break while a process lives)."""
+    log, real = tmp_path / "nvcc.log", _real_nvcc()
+    nvcc = _shadow(tmp_path, f'#!/bin/sh\necho "$0 $1" >> {log}\nexec "{real.path}" "$@"\n')
     with _python(tmp_path, _FIND, stdout=subprocess.PIPE) as build:
         assert build.communicate(timeout=300)[0].strip() == str(cuda.Compiler("nvcc", str(nvcc)))
     ran = log.read_text().splitlines()
-    assert ran[0] == f"{nvcc} --version" and len(ran) == 2 and ran[1].startswith(f"{nvcc} --fatbin")
+    assert ran[:3] == [f"{nvcc} --version"] * 3 and len(ran) == 4 and ran[3].startswith(f"{nvcc} --fatbin")
     assert not (tmp_path / "decoy.log").exists()
 
 
@@ -178,31 +180,30 @@ _FATBIN = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 8)
 
 
 @pytest.mark.parametrize(
-    "made, compiled",
+    "made",
     [
-        (b"\x7fELFjunkjunk", False),
-        (_elf(62), False),  # x86-64
-        (_elf(190), True),  # EM_CUDA
-        (b"// hello\nnot ptx at all", False),
-        (b"//\n.version 9.0\n.target sm_90\n.address_size 64\n", True),
-        (_FATBIN + bytes(4), False),  # its header says 8 bytes follow
-        (_FATBIN + bytes(8), True),
+        b"\x7fELFjunkjunk",
+        _elf(62),  # x86-64
+        _elf(190),  # EM_CUDA, but a header and nothing else (round 17)
+        b"// hello\nnot ptx at all",
+        b"//\n.version 9.0\n.target sm_90\n.address_size 64\n",  # PTX: the runtime is handed a fatbin or a cubin
+        _FATBIN + bytes(4),  # its header says 8 bytes follow
+        _FATBIN + bytes(8),  # no entry in them (round 17)
     ],
-    ids=["ELF junk", "x86 ELF", "cubin", "comment", "PTX", "short fatbin", "fatbin"],
+    ids=["ELF junk", "x86 ELF", "ELF header", "comment", "PTX", "short fatbin", "empty fatbin"],
 )
-def test_what_nvcc_wrote_is_checked(tmp_path, made, compiled):
+def test_what_nvcc_wrote_is_checked(tmp_path, made):
     """C7: junk beginning with ELF's magic, or with a comment, was taken as compiled."""
     (tmp_path / "made").write_bytes(made)
     compiler = _nvcc(tmp_path, f'cat "{tmp_path / "made"}" > "$out"')
     handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
-    with contextlib.nullcontext() if compiled else pytest.raises(WorkbenchError) as err:
+    with pytest.raises(WorkbenchError) as err:
         cuda.check_arch(SM90, compiler)
     assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
-    if not compiled:
-        assert str(err.value).startswith(
-            f"error: {compiler} exited as if it had compiled the kernels, but what it wrote is no fatbin, cubin or "
-            f"PTX (it begins {made[:8]!r}). {_fix(compiler)}"
-        )
+    assert str(err.value).startswith(
+        f"error: {compiler} exited as if it had compiled the kernels, but what it wrote is no fatbin or cubin for "
+        f"sm_90 (it begins {made[:8]!r}). {_fix(compiler)}"
+    )
 
 
 _BUILD = """

@@ -2,10 +2,12 @@
 
 TVM turns each kernel into CUDA C and hands it to a compiler: NVRTC by default
 (``cuda-bindings``), or ``nvcc``. Neither needs a GPU, so CI compiles for CUDA on
-a CPU-only machine. :func:`compiler` looks for ``nvcc`` in pip's CUDA toolkit
+a CPU-only machine. :func:`find` looks for ``nvcc`` in pip's CUDA toolkit
 (``make setup EXTRAS=cuda`` installs it: ``cuda-toolkit[nvcc,cccl]``), then on
 ``PATH``, then in ``/usr/local/cuda``; failing all three it
 takes NVRTC where ``cuda-bindings`` imports (PyTorch's CUDA wheels bring it).
+The nvcc found is the one that runs: by its path, checked at each build, in a run of
+our own (:mod:`byoc_workbench.measure.compiler.nvcc`), not TVM's search of ``PATH``.
 
 The pipeline is upstream's for CUDA (``relax.backend.cuda.pipeline``), but for
 its GPU schedules: some of dlight's rules stop on a kernel they do not handle
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
+import functools
 import glob
 import importlib.util
 import logging
@@ -31,10 +33,9 @@ import os
 import re
 import resource
 import shutil
-import signal
-import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,9 +43,12 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.s_tir import dlight
+from tvm.support import nvcc as tvm_nvcc
 
+from byoc_workbench.backends import base
 from byoc_workbench.core import devices, files, ir_edit
 from byoc_workbench.core.errors import WorkbenchError
+from byoc_workbench.measure.compiler import nvcc
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +71,14 @@ def _pip_nvcc() -> str | None:
     spec = importlib.util.find_spec("nvidia")
     roots = spec.submodule_search_locations if spec and spec.submodule_search_locations else ()
     found = [
-        nvcc for root in roots for nvcc in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvcc")), reverse=True)
+        path for root in roots for path in sorted(glob.glob(os.path.join(root, "cu*", "bin", "nvcc")), reverse=True)
     ]
     return found[0] if found else None
 
 
 def find() -> Compiler:
-    """The CUDA compiler a build here uses: the first nvcc found, which must be a program that runs, else one line
-    (TVM runs "nvcc" from PATH, whose search passes over a file that cannot run, to another nvcc); NVRTC where no
-    nvcc is; a one-line error naming the extra where there is neither."""
+    """The CUDA compiler a build here uses: the first nvcc found, which must be a program that runs, else one line;
+    NVRTC where no nvcc is; a one-line error naming the extra where there is neither."""
     # The project's own (pinned by the cuda extra) before the machine's, so CI compiles with what it installed.
     for candidate in (_pip_nvcc(), shutil.which("nvcc"), *sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))):
         if candidate:
@@ -85,46 +88,58 @@ def find() -> Compiler:
     raise WorkbenchError("No CUDA compiler here: neither nvcc nor NVRTC (cuda-bindings) was found", FIX)
 
 
-def _runs(nvcc: Compiler) -> Compiler:
-    """``nvcc``, checked to be a file that runs (``nvcc --version``, once a process); else one line."""
-    if not os.path.isfile(nvcc.path) or not os.access(nvcc.path, os.X_OK):
-        raise _broken(nvcc, "is not a program" + (" (it is a folder)" if os.path.isdir(nvcc.path) else ""))
-    wrong = _version_run(nvcc.path)
+def _runs(with_compiler: Compiler) -> Compiler:
+    """``nvcc``, checked to be a file that runs (``nvcc --version``, asked at each call: an nvcc can break, or be
+    mended, while a process lives); else one line."""
+    path = with_compiler.path
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise _broken(with_compiler, "is not a program" + (" (it is a folder)" if os.path.isdir(path) else ""))
+    wrong = nvcc.version_problem(path)
     if wrong:
-        raise _broken(nvcc, f"does not run: `nvcc --version` {wrong}")
-    return nvcc
+        raise _broken(with_compiler, f"does not run: `nvcc --version` {wrong}")
+    return with_compiler
+
+
+_BLOCK = threading.local()  # a thread's compiling() block: (compiler, arch) it asks for, and what its compile raised
 
 
 @contextlib.contextmanager
-def compiling(with_compiler: Compiler, arch=None):
-    """Within the block, TVM compiles CUDA C with ``with_compiler`` (TVM reads two environment variables; it runs
-    "nvcc" from PATH, where the block puts the folder of ``with_compiler.path`` first), for ``arch``: what the
-    compiler refuses that is the user's or this machine's, or that shows it broken (:func:`_refusal`), is one line,
-    anything else TVM's, with its traceback. nvcc's files are removed as the block ends (:func:`_nvcc_folder`).
-
-    TVM waits for nvcc with no time limit (``Popen.communicate()`` in ``tvm.support.nvcc``, also where its runtime
-    calls it on a GPU machine), so an nvcc that hangs hangs the build: bounding it would take a copy of TVM's call.
-    """
-    if with_compiler.name == "nvcc":
-        _check_temporary_folder(with_compiler)
-    saved = {k: os.environ.get(k) for k in ("TVM_CUDA_COMPILE_MODE", "PATH")}
-    os.environ["TVM_CUDA_COMPILE_MODE"] = with_compiler.name
-    if with_compiler.name == "nvcc":  # TVM runs "nvcc" from PATH
-        os.environ["PATH"] = os.pathsep.join([str(Path(with_compiler.path).parent), saved["PATH"] or ""])
+def compiling(with_compiler: Compiler, arch: str):
+    """Within the block, TVM's CUDA runtime (on a GPU machine, where it compiles a build's kernels) compiles them with
+    ``with_compiler`` for ``arch`` (:func:`_compile`): what the compiler refuses that is the user's or this machine's
+    is one line, anything else TVM's, with its traceback. The block is its thread's: threads build at once, each with
+    its own compiler, and nothing of the process (its environment, its temporary folder) is swapped."""
+    _take_tvms_callback()
+    outer = getattr(_BLOCK, "asked", None)
+    _BLOCK.asked, _BLOCK.raised = (with_compiler, str(arch)), None
     try:
-        with _nvcc_folder() if with_compiler.name == "nvcc" else contextlib.nullcontext():
-            yield
-    except RuntimeError as err:  # TVM quotes the whole source, then what the compiler said
-        refused = _refusal(err, arch, with_compiler)
-        if refused is None:
+        yield
+    except RuntimeError:  # TVM's FFI makes a RuntimeError of what its callback raised, a KeyboardInterrupt too
+        raised, _BLOCK.raised = _BLOCK.raised, None
+        if raised is None:
             raise
-        raise refused from None
+        raise raised from None
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _BLOCK.asked = outer
+
+
+@functools.cache
+def _take_tvms_callback() -> None:
+    """Make :func:`_callback` TVM's ``tvm_callback_cuda_compile``, once a process: its CUDA runtime compiles a build's
+    kernels by calling the function of that name (TVM's own runs "nvcc" from PATH, in a Popen it waits on forever)."""
+    base.register_global("tvm_callback_cuda_compile", _callback)
+
+
+def _callback(code: str) -> bytes:
+    """``tvm_callback_cuda_compile``: in a :func:`compiling` block, its compiler for its arch; elsewhere TVM's own."""
+    asked = getattr(_BLOCK, "asked", None)
+    if asked is None:
+        return tvm_nvcc.tvm_callback_cuda_compile(code)
+    try:
+        return _compile(code, asked[1], asked[0])
+    except BaseException as err:
+        _BLOCK.raised = err
+        raise
 
 
 class _PassOn(dlight.ScheduleRule):
@@ -256,67 +271,94 @@ def compile_kept(
 
     TVM compiles a kernel module only through its CUDA runtime; without one it keeps the
     source in a module that cannot run, so an arch the compiler rejects would build. This
-    runs TVM's own compile callback on that source, the one its runtime calls on a GPU
-    machine (same flags, same format); a module that runs was compiled by TVM already.
+    compiles that source as TVM's runtime does on a GPU machine (:func:`_compile`: same flags,
+    same format); a module that runs was compiled by TVM already.
     A build with no GPU kernel (every op on the CPU) has no compiler look at its arch, so it
     is checked all the same (:func:`check_arch`; None). An arch the compiler rejects is the
     user's error, a compiler that shows itself broken (it fails without a word or on no error in
-    the kernels, or makes no binary) this machine's, an error in the kernels TVM's.
+    the kernels, or makes no binary for the arch) this machine's, an error in the kernels TVM's.
     """
     kernels = kernel_module(executable)
     if kernels is None:
         check_arch(tvm_target, with_compiler)
         return None
-    return None if kernels.is_runnable() else _compile(kernels.inspect_source("cuda"), tvm_target, with_compiler)
+    arch = str(tvm_target.attrs["arch"])
+    return None if kernels.is_runnable() else _compile(kernels.inspect_source("cuda"), arch, with_compiler)
 
 
 def check_arch(tvm_target: tvm.target.Target, with_compiler: Compiler) -> None:
     """Refuse, in one line, a ``tvm_target`` whose arch ``with_compiler`` does not compile for, before anything is
     built: it compiles a kernel that does nothing, as TVM's runtime would compile the build's."""
-    _compile('extern "C" __global__ void byoc_workbench_arch_check() {}\n', tvm_target, with_compiler)
+    kernel = 'extern "C" __global__ void byoc_workbench_arch_check() {}\n'
+    _compile(kernel, str(tvm_target.attrs["arch"]), with_compiler)
 
 
-def _compile(code: str, tvm_target: tvm.target.Target, with_compiler: Compiler) -> bytes:
+def _compile(code: str, arch: str, with_compiler: Compiler) -> bytes:
+    """``code`` (CUDA C) compiled by ``with_compiler`` for ``arch`` (``sm_90``) as TVM's CUDA runtime asks for it
+    (nvcc: a fatbin, NVRTC: a cubin), which must be what the runtime loads for that arch."""
     started = time.perf_counter()
-    with tvm_target, compiling(with_compiler, tvm_target.attrs.get("arch")):
-        binary = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
-    if not _compiled(binary):  # TVM hands on whatever nvcc wrote
-        said = f"what it wrote is no fatbin, cubin or PTX (it begins {binary[:8]!r})"
+    binary = _nvcc_fatbin(code, arch, with_compiler) if with_compiler.name == "nvcc" else _nvrtc(code, arch)
+    if not nvcc.made_for(binary, arch):
+        said = f"what it wrote is no fatbin or cubin for {arch} (it begins {binary[:8]!r})"
         raise _broken(with_compiler, f"exited as if it had compiled the kernels, but {said}")
+    kib = len(code) // 1024
     logger.info(
-        "%s compiled %d KiB of CUDA C for %s in %.1f s",
-        with_compiler,
-        len(code) // 1024,
-        tvm_target.attrs.get("arch"),
-        time.perf_counter() - started,
+        "%s compiled %d KiB of CUDA C for %s in %.1f s", with_compiler, kib, arch, time.perf_counter() - started
     )
     return binary
 
 
-def _compiled(binary: bytes) -> bool:
-    """Whether ``binary`` is what a CUDA compiler makes: a fatbin whose header's sizes fit the file, a cubin (an ELF
-    for EM_CUDA), or PTX (with its ``.version`` and ``.target``)."""
-    if binary[:4] == _FATBIN and len(binary) >= 16:
-        header, size = struct.unpack_from("<HQ", binary, 6)
-        return header >= 16 and 0 < size <= len(binary) - header
-    if binary[:4] == b"\x7fELF" and len(binary) >= 52 and binary[5] in (1, 2):  # 1, 2: little-, big-endian
-        return struct.unpack_from("<H" if binary[5] == 1 else ">H", binary, 18)[0] == _EM_CUDA
-    return bool(_PTX_VERSION.search(binary) and _PTX_TARGET.search(binary))
+def _nvcc_fatbin(code: str, arch: str, with_compiler: Compiler) -> bytes:
+    """What :func:`~byoc_workbench.measure.compiler.nvcc.fatbin` makes with ``with_compiler``; what the run shows to
+    be the user's or this machine's is one line."""
+    _check_temporary_folder(with_compiler)
+    limit = nvcc.time_limit()
+    try:
+        ran = nvcc.fatbin(with_compiler.path, code, arch, limit)
+    except OSError as err:
+        if err.filename != with_compiler.path:  # not the start of nvcc
+            raise
+        raise _broken(with_compiler, f"does not run: {nvcc.start_problem(err, with_compiler.path)}") from None
+    if ran.status is None:
+        raise WorkbenchError(
+            f"{with_compiler} did not finish compiling the kernels within {limit:g} s, and was stopped",
+            f"check that `{with_compiler.path} --version` answers, or give it longer: {nvcc.TIME_LIMIT}=<seconds>",
+        )
+    if ran.status:
+        raise _nvcc_failed(ran, code, arch, with_compiler)
+    if not ran.made:
+        raise _broken(with_compiler, "exited as if it had compiled the kernels, but wrote nothing")
+    return ran.made
 
 
-_FATBIN, _EM_CUDA = b"\x50\xed\x55\xba", 190  # a fatbin's magic (0xBA55ED50, little-endian); ELF's machine: CUDA
-_PTX_VERSION = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.MULTILINE)
-_PTX_TARGET = re.compile(rb"^\s*\.target\s+\w+", re.MULTILINE)
-# What TVM says of an nvcc that made nothing (or an empty file) though it exited 0, and where nvcc said nothing.
-_NO_OUTPUT = re.compile(r"No such file or directory: '.*tvm_kernels\.\w+'|Compilation error: empty result")
-_SAID_NOTHING = ["Compilation error:"]
+def _nvrtc(code: str, arch: str) -> bytes:
+    """``code`` compiled by TVM's NVRTC call for ``arch`` (a cubin); what NVRTC refuses of the user's or this
+    machine's (an arch, the toolkit's headers) is one line."""
+    try:
+        return bytes(tvm_nvcc.compile_cuda(code, target_format="cubin", arch=arch, compiler="nvrtc"))
+    except RuntimeError as err:
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        refused = _no_arch(lines, arch, Compiler("nvrtc"))
+        said = next((ln for ln in lines if any(words in ln for words in _NO_HEADERS)), None)
+        if refused is None and said is not None:
+            refused = WorkbenchError(
+                f"{Compiler('nvrtc')} cannot compile the kernels: it needs the CUDA toolkit's headers ({said})",
+                f"{FIX}, or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h",
+            )
+        if refused is None:
+            raise
+        raise refused from None
+
+
 # What the compilers say of an arch they do not know (nvcc, NVRTC), and where NVRTC (which reads the toolkit's
 # headers; nvcc brings its own) finds none: TVM's words when it has no path, no cuda_runtime.h, then NVRTC's.
 _NO_ARCH = ("Unsupported gpu architecture", "invalid value for --gpu-architecture")
 _NO_HEADERS = ("Cannot find CUDA path", "Cannot find CUDA headers", "cannot open source file")
-# What nvcc says where it cannot write in $TMPDIR (missing, read-only).
+# What nvcc says where it cannot write in $TMPDIR (missing, read-only), and what its shell reads in a path it is
+# given (the temporary folder's): it then looks for its files elsewhere.
 _NO_FOLDER = "Could not open output file"
 _TMPDIR_FIX = "set TMPDIR to a folder you can write to"
+_SHELL_READS = '$`"'
 # What nvcc says where the host compiler it runs (gcc, from PATH) is missing, fails, or is too new for it; and where
 # what failed is the CUDA C TVM wrote (nvcc's, ptxas's error in it), TVM's.
 _NO_HOST = (
@@ -325,49 +367,42 @@ _NO_HOST = (
     "unsupported GNU version",
 )
 _IN_THE_KERNELS = re.compile(r"tvm_kernels\.cu\(\d+\): (catastrophic )?error|^ptxas error", re.MULTILINE)
+# A line that says why nvcc stopped (nvcc's "nvcc fatal :", a tool's "error:" or "fatal error:"), not what followed
+# it ("compilation terminated").
+_CAUSE = re.compile(r"\berror\s*:|\bfatal\b", re.IGNORECASE)
 
 
-def _refusal(err: RuntimeError, arch, with_compiler: Compiler) -> WorkbenchError | None:
-    """The user's or this machine's error in what compiling CUDA C raised (an arch the compiler does not take,
-    headers NVRTC cannot find, an output it could not write, nvcc or its host compiler failing), as one line; None
-    for anything else (an error in the CUDA C TVM wrote, no compile's failure), which is TVM's."""
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    could_not_write = _could_not_write(str(err), lines, with_compiler)
-    if could_not_write is not None:
-        return could_not_write
-    if _NO_OUTPUT.search(str(err)):
-        return _broken(with_compiler, "exited as if it had compiled the kernels, but wrote nothing")
-    if lines[-1:] == _SAID_NOTHING and with_compiler.name == "nvcc":
+def _nvcc_failed(ran: nvcc.Ran, code: str, arch: str, with_compiler: Compiler) -> Exception:
+    """For an nvcc run that failed, one line: an arch it does not take, files it could not write, no host compiler,
+    or this machine's nvcc, with the first line that says why; an error in the CUDA C TVM wrote stays TVM's (a
+    RuntimeError quoting it, as TVM raises it)."""
+    lines = [ln for ln in (said.strip().rstrip(".") for said in ran.said.splitlines()) if ln]
+    if _IN_THE_KERNELS.search(ran.said):
+        return RuntimeError(f"{code}\nCompilation error:\n{ran.said}")
+    failed = _could_not_write(lines, ran.said, with_compiler) or _no_arch(lines, arch, with_compiler)
+    if failed is not None:
+        return failed
+    if not lines:
         return _broken(with_compiler, f"failed without a word compiling the kernels ({_version_check(with_compiler)})")
-    said = next((ln for ln in reversed(lines) if any(words in ln for words in _NO_ARCH)), None)
-    if said is not None:
-        fix = f"ask for an arch it compiles: {_archs(with_compiler)}"
-        return WorkbenchError(f"{with_compiler} cannot compile for {arch} ({said})", fix)
-    said = next((ln for ln in lines if any(words in ln for words in _NO_HEADERS)), None)
-    if said is not None:
-        return WorkbenchError(
-            f"{with_compiler} cannot compile the kernels: it needs the CUDA toolkit's headers ({said})",
-            f"{FIX}, or set CUDA_PATH to a CUDA toolkit whose include/ holds cuda_runtime.h",
-        )
-    return _nvcc_failed(str(err), with_compiler)
-
-
-def _nvcc_failed(said: str, with_compiler: Compiler) -> WorkbenchError | None:
-    """For nvcc failing as TVM quotes it (the CUDA C, then ``Compilation error:``, then what nvcc said), one line:
-    its host compiler's, or this machine's nvcc's; None where what failed is the CUDA C (TVM's), or for no
-    compile's failure."""
-    _, compiled, nvcc_said = said.rpartition("\nCompilation error:\n")
-    lines = [ln for ln in (said.strip().rstrip(".") for said in nvcc_said.splitlines()) if ln]
-    if with_compiler.name != "nvcc" or not compiled or not lines or _IN_THE_KERNELS.search(nvcc_said):
-        return None
     host = next((ln for ln in lines if any(words in ln for words in _NO_HOST)), None)
     if host is None:
-        return _broken(with_compiler, f"failed compiling the kernels: {lines[-1]}")
+        cause = next((ln for ln in lines if _CAUSE.search(ln)), lines[-1])
+        return _broken(with_compiler, f"failed compiling the kernels: {cause}")
     gcc = shutil.which("gcc")
     return WorkbenchError(
         f"{with_compiler} cannot compile the kernels: it needs a host compiler, and "
         f"{f'gcc ({gcc}) fails' if gcc else 'no gcc is on PATH'} ({host})",
         "install gcc and g++ (e.g. `apt install g++`), or put the folder of a working gcc first on PATH",
+    )
+
+
+def _no_arch(lines: list, arch: str, with_compiler: Compiler) -> WorkbenchError | None:
+    """One line for a compiler that says it does not know ``arch``; else None."""
+    said = next((ln for ln in reversed(lines) if any(words in ln for words in _NO_ARCH)), None)
+    if said is None:
+        return None
+    return WorkbenchError(
+        f"{with_compiler} cannot compile for {arch} ({said})", f"ask for an arch it compiles: {_archs(with_compiler)}"
     )
 
 
@@ -381,106 +416,47 @@ def _broken(with_compiler: Compiler, what: str) -> WorkbenchError:
 
 
 def _version_check(with_compiler: Compiler) -> str:
-    """What ``nvcc --version`` does, in words: TVM keeps no exit status of the compile it ran."""
-    wrong, command = _version_run(with_compiler.path), f"`{Path(with_compiler.path).name} --version`"
+    """What ``nvcc --version`` does, in words: a failure without a word may be the compiler's own."""
+    wrong, command = nvcc.version_problem(with_compiler.path), f"`{Path(with_compiler.path).name} --version`"
     return f"{command} {wrong} too" if wrong else f"though {command} runs"
 
 
-def _version_run(path: str) -> str:
-    """What goes wrong where ``path --version`` runs, in words ("" where it exits 0): once a process for an nvcc
-    that runs, every time for one that does not (it may be mended meanwhile)."""
-    if path in _RAN:
-        return ""
-    try:
-        status = subprocess.run([path, "--version"], capture_output=True, timeout=60).returncode
-    except OSError as err:  # a file that is there but "not found": the interpreter it names is not
-        missing = err.errno == errno.ENOENT and os.path.isfile(path)
-        return "fails: its interpreter is missing" if missing else f"fails: {err}"
-    except subprocess.TimeoutExpired as err:
-        return f"fails: {err}"
-    if status < 0:
-        return f"is killed by {signal.Signals(-status).name}"
-    if status:
-        return f"exits {status}"
-    _RAN.add(path)
-    return ""
-
-
-_RAN: set = set()  # the nvcc paths whose --version ran
-
-
-def _could_not_write(said: str, lines: list, with_compiler: Compiler) -> WorkbenchError | None:
-    """One line for a compiler that could not write its files (a file-size limit, a full disk, a ``TMPDIR`` it
-    cannot write in), no fault of the kernels (:func:`~byoc_workbench.core.files.compiler_could_not_write`); else
-    None."""
+def _could_not_write(lines: list, said: str, with_compiler: Compiler) -> WorkbenchError | None:
+    """One line for an nvcc that could not write its files (a file-size limit, a full disk, a ``TMPDIR`` it cannot
+    write in), no fault of the kernels (:func:`~byoc_workbench.core.files.compiler_could_not_write`); else None."""
     what = f"{with_compiler} could not compile the kernels"
     folder = next((ln for ln in lines if _NO_FOLDER in ln), None)
     if folder is not None:
         return files.OutputError(f"{what}: it could not write its files ({folder})", _TMPDIR_FIX)
-    silent = lines[-1:] == ["Compilation error:"]  # nvcc killed by SIGXFSZ says nothing
     limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
-    return files.compiler_could_not_write("File size limit exceeded" if silent and limited else said, what)
-
-
-@contextlib.contextmanager
-def _nvcc_folder():
-    """Within the block, TVM makes its folder for nvcc's files (the kernels' CUDA C, nvcc's output) in one of ours,
-    removed as the block ends: on Ctrl-C, and on SIGTERM, which left to its default ends the process at once and
-    leaves TVM's folder behind. Here SIGTERM ends the block first, then the process, as it would have; Ctrl-C is a
-    KeyboardInterrupt, which TVM's FFI makes a RuntimeError of where it is raised in TVM's compile callback."""
-    came = []
-
-    def stop(signum, _frame):
-        came.append(signum)
-        raise KeyboardInterrupt
-
-    old = _handle(stop)
-    saved = tempfile.tempdir
-    try:
-        with tempfile.TemporaryDirectory(prefix="byoc_workbench_nvcc_", ignore_cleanup_errors=True) as folder:
-            tempfile.tempdir = folder  # what TVM's utils.tempdir() makes its folder in
-            yield
-    finally:
-        tempfile.tempdir = saved
-        for signum, handler in old.items():
-            signal.signal(signum, handler)
-        if signal.SIGTERM in came:
-            signal.raise_signal(signal.SIGTERM)
-        if came:
-            raise KeyboardInterrupt from None
-
-
-def _handle(stop) -> dict:
-    """``stop`` made the handler of SIGTERM and SIGINT where they have Python's own (a caller's, the CLI's, ends the
-    block itself): the handlers it replaced, by signal. Set by Python, it interrupts TVM's read of nvcc's output,
-    which Python's handler of SIGINT no longer does once a CUDA build is lowered (it is left with SA_RESTART)."""
-    python = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
-    try:
-        return {
-            signum: signal.signal(signum, stop) for signum, own in python.items() if signal.getsignal(signum) == own
-        }
-    except ValueError:  # not the main thread: no handler runs in this one
-        return {}
+    return files.compiler_could_not_write("File size limit exceeded" if not lines and limited else said, what)
 
 
 def _check_temporary_folder(with_compiler: Compiler) -> None:
-    """Refuse, in one line, a process that finds no temporary folder to write in (``ulimit -f 0``, every folder
-    read-only), before TVM makes one for nvcc's files: it would fail and leave a traceback behind, at exit."""
+    """Refuse, in one line, a temporary folder nvcc cannot use, before a folder is made in it for nvcc's files: none
+    to write in (``ulimit -f 0``, every folder read-only), or one whose path has what nvcc's shell reads."""
     try:
-        tempfile.gettempdir()
+        folders = [tempfile.gettempdir(), os.environ.get("TMPDIR", "")]
     except FileNotFoundError as err:
         size = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
         raise files.OutputError(
             f"{with_compiler} could not compile the kernels: {err.strerror or err}",
             "raise the limit on a file's size (ulimit -f unlimited)" if size else _TMPDIR_FIX,
         ) from None
+    read = next((folder for folder in folders if any(c in folder for c in _SHELL_READS)), None)
+    if read is not None:
+        raise files.OutputError(
+            f"{with_compiler} cannot compile the kernels in the temporary folder {read}: the shell it runs its tools "
+            f"with reads the {', '.join(c for c in _SHELL_READS if c in read)} in its path",
+            f"{_TMPDIR_FIX}, whose path has none of {' '.join(_SHELL_READS)}",
+        )
 
 
 def _archs(with_compiler: Compiler) -> str:
     """The archs ``with_compiler`` compiles for, as ``sm_75, sm_80, ...``."""
     if with_compiler.name == "nvcc":
-        listed = subprocess.run([with_compiler.path, "--list-gpu-code"], capture_output=True, text=True).stdout
-        return ", ".join(listed.split())
+        listed = subprocess.run([with_compiler.path, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+        return ", ".join(listed.stdout.split())
     from cuda.bindings import nvrtc  # noqa: PLC0415 - optional: find() takes NVRTC only where it imports
 
     return ", ".join(f"sm_{a}" for a in nvrtc.nvrtcGetSupportedArchs()[1])
