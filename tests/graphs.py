@@ -1,6 +1,7 @@
-"""Small Relax graphs for the partitioner's tests, built with BlockBuilder."""
+"""Small Relax graphs for the partitioner's tests, built with BlockBuilder, and what the build tests skip by."""
 
 import numpy as np
+import pytest
 import tvm
 import tvm.script
 from tvm import relax
@@ -8,10 +9,21 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from byoc_workbench.core import ir
+from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.flow.rules import op_rule
+from byoc_workbench.measure.compiler import cuda
 
 SHAPE = (1, 4, 8, 8)
 F32 = "float32"
+
+
+def needs_cuda_compiler() -> None:
+    """Skip the calling test where no CUDA compiler is found here: a GPU build compiles its kernels with one (no GPU
+    needed), and says so in one line where there is none."""
+    try:
+        cuda.find()
+    except WorkbenchError as err:
+        pytest.skip(str(err))
 
 
 def _t(shape):

@@ -8,7 +8,9 @@ virtual devices: the module gets two (``I.vdevice``), the GPU first, so that eve
 As the stages do, placing is two steps: :func:`propose` says where each binding runs and which tensors cross, as data
 that the diagrams and the report read; :func:`place` rewrites the module. :func:`crossings` checks a placed module on
 its own: every binding (an op, an alias, a tuple, a branch, a call) reads its tensors on the device they live on.
-A module legalized before (LegalizeOps) hides its CPU-only ops in kernel calls: :func:`check_not_legalized` refuses it.
+A module legalized before (LegalizeOps) hides its CPU-only ops in kernel calls, which
+:func:`~byoc_workbench.core.devices_kernels.check_not_legalized` refuses; a kernel bound by hand to the other device,
+:func:`~byoc_workbench.core.devices_kernels.check_kernels_bound`.
 
 Targets (what TVM compiles for) are read and checked by :mod:`byoc_workbench.core.targets`.
 """
@@ -22,9 +24,9 @@ from typing import NamedTuple
 import tvm
 from tvm import relax
 from tvm.relax.global_info import VDevice
-from tvm.s_tir.schedule.analysis import has_block
 
 from byoc_workbench.core import ir, ir_edit, ir_types
+from byoc_workbench.core.devices_kernels import check_not_legalized
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.core.targets import is_gpu, resolve
 from byoc_workbench.core.tvm_private import items
@@ -41,14 +43,6 @@ _READ_WHEN_BUILT = {"relax.vision.all_class_non_max_suppression": (2,)}
 # Ops TVM 0.27 cannot build for CUDA even on the CPU beside the GPU, as a user knows them: their legalized kernels are
 # compiled for the GPU whatever the placement says, and TVM stops on "Buffer T_gather is used before its definition".
 NO_GPU_BUILD = {"relax.vision.all_class_non_max_suppression": "NonMaxSuppression (as ONNX files hold it)"}
-# The block TOPI names each CPU-only op's kernel by: what LegalizeOps leaves of the op is an R.call_tir of a PrimFunc
-# holding it (whatever the PrimFunc is named), which TVM builds for the GPU unless the PrimFunc names a CPU target.
-_KERNEL_BLOCKS = {
-    "relax.vision.non_max_suppression": "non_max_suppression",
-    "relax.vision.get_valid_counts": "get_valid_counts",
-    "relax.vision.all_class_non_max_suppression": "all_class_nms",
-}
-
 # --- where each binding runs ---------------------------------------------------------------
 
 
@@ -240,37 +234,6 @@ def no_gpu_build(mod: tvm.IRModule) -> list:
     legalizing, which leaves no trace of the op."""
     functions = [f for f in ir.module_given(mod, "no_gpu_build").functions.values() if isinstance(f, relax.Function)]
     return sorted({NO_GPU_BUILD[op] for f in functions for op in ir.ops_in(f, mod) if op in NO_GPU_BUILD})
-
-
-def check_not_legalized(mod: tvm.IRModule) -> None:
-    """Refuse, in one line, a module for a GPU build that calls the kernel LegalizeOps made of an op of
-    :data:`CPU_ONLY`: :func:`propose` sees a kernel call, which runs on the GPU, and TVM builds it as device code."""
-    made_of: dict = {}  # kernel's name -> the op it was made of, or None
-    for fname in ir.host_functions(ir.module_given(mod, "devices.check_not_legalized")):
-        for step in ir.walk(mod[fname], mod, descend=False, name=fname):
-            kernel = next(iter(step.value.args), None) if step.op is not None else None
-            if not isinstance(kernel, tvm.ir.GlobalVar) or not isinstance(mod[kernel], tvm.tirx.PrimFunc):
-                continue
-            if kernel.name_hint not in made_of:
-                made_of[kernel.name_hint] = _legalized_from(mod[kernel])
-            if made_of[kernel.name_hint] is not None:
-                short = made_of[kernel.name_hint].removeprefix("relax.")
-                raise WorkbenchError(
-                    f"{fname}/{step.var.name} calls {kernel.name_hint}, the kernel LegalizeOps made of {short}, "
-                    "which TVM 0.27 has no GPU kernel for: a GPU build would make it device code",
-                    f"pass the module before LegalizeOps: a GPU build legalizes it, {short} on the CPU",
-                )
-
-
-def _legalized_from(kernel) -> str | None:
-    """The op of :data:`CPU_ONLY` LegalizeOps made ``kernel`` (a PrimFunc) of, found by its block
-    (:data:`_KERNEL_BLOCKS`), whatever it is named; None for any other, and for one that names a CPU target (as a
-    placed build's lowering makes them): TVM builds it for the CPU."""
-    target = (kernel.attrs or {}).get("target")
-    if target is not None and not is_gpu(target):
-        return None
-    schedule = tvm.s_tir.Schedule(kernel)
-    return next((op for op, block in _KERNEL_BLOCKS.items() if has_block(schedule, block)), None)
 
 
 def place(mod: tvm.IRModule, placement: Placement, gpu, cpu="llvm") -> tvm.IRModule:

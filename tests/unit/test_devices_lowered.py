@@ -7,6 +7,7 @@ needs a CUDA compiler found), and run on the CPU twin (both devices the CPU)."""
 import numpy as np
 import pytest
 import tvm
+from graphs import needs_cuda_compiler
 from tvm.relax.backend.cuda import pipeline as upstream
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -14,7 +15,7 @@ from tvm.script import tirx as T
 
 from byoc_workbench.core import devices, targets
 from byoc_workbench.core.errors import WorkbenchError
-from byoc_workbench.measure.compiler import cuda, execute
+from byoc_workbench.measure.compiler import execute
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
 CUDA = targets.resolve(GPU)
@@ -22,10 +23,7 @@ CUDA = targets.resolve(GPU)
 
 @pytest.fixture(autouse=True)
 def _compiler():
-    try:
-        cuda.find()
-    except WorkbenchError as err:
-        pytest.skip(str(err))  # no CUDA compiler here
+    needs_cuda_compiler()
 
 
 @I.ir_module

@@ -6,25 +6,18 @@ refused with a Fix telling the user to place it (C2); a module lowered once and 
 import numpy as np
 import pytest
 import tvm
+from graphs import needs_cuda_compiler
 from shared import NMS, Tail, tail_inputs
 from test_placement_round12 import refused
 from tvm.script import ir as I
 from tvm.script import relax as R
 
 from byoc_workbench.core import devices, targets
-from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.measure.compiler import cuda, execute
 
 GPU = {"kind": "cuda", "arch": "sm_90"}
 CUDA = targets.resolve(GPU)
 KW = {"score_threshold": 0.2, "id_index": 0, "score_index": 1}
-
-
-def _compiler():
-    try:
-        cuda.find()
-    except WorkbenchError as err:
-        pytest.skip(str(err))  # no CUDA compiler here
 
 
 @I.ir_module
@@ -113,7 +106,7 @@ def test_a_cpu_only_op_bound_by_match_cast_is_placed_as_the_op_is():
 
 def test_a_gpu_build_runs_a_cpu_only_op_bound_by_match_cast_on_the_cpu():
     """C1: the box filter's kernel named no target (host code handed GPU buffers); C2: NmsCast was refused."""
-    _compiler()
+    needs_cuda_compiler()
     for mod, kernel in [(FilterCast, "get_valid_counts"), (NmsCast, "non_max_suppression")]:
         lowered = execute.lower(mod, GPU)
         assert execute.misplaced_buffers(lowered) == []
@@ -194,7 +187,7 @@ def test_a_lowered_module_built_again_is_refused_in_one_line():
 
 def test_a_module_lowered_for_cuda_built_again_is_refused_in_one_line():
     """The reverse: lowered for CUDA, built for llvm or again for CUDA; the Fix builds."""
-    _compiler()
+    needs_cuda_compiler()
     lowered = execute.lower(Tail, GPU)
     for tvm_target in ("llvm", GPU):
         for placed in (False, True):

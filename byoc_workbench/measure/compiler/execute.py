@@ -11,7 +11,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from byoc_workbench.core import devices, files, ir, ir_types, targets, user_file
+from byoc_workbench.core import devices, devices_kernels, files, ir, ir_types, targets, user_file
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
@@ -89,7 +89,7 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
     """``(module, resolved target, passes it builds without)``: checked as :func:`compile` and :func:`lower` both
     check it, placed on the GPU and the CPU for a GPU target, unless it was ``placed`` already, and refused in one line
     where a binding reads a tensor on another device than the one it lives on (a kernel handed buffers of two devices,
-    which TVM builds without a word)."""
+    which TVM builds without a word) or runs a kernel bound by hand to the other device."""
     _check_ranks(mod)
     ir.check_no_local_calls(mod)
     _check_not_lowered(mod)
@@ -109,6 +109,7 @@ def _prepared(mod: tvm.IRModule, tvm_target, placed: bool) -> tuple:
         _check_placed_for(mod, resolved)
     if targets.is_gpu(resolved):
         devices.check_not_legalized(mod)
+    devices_kernels.check_kernels_bound(mod, resolved)
     placing = targets.is_gpu(resolved) and not placed
     if placing:
         mod = devices.place(mod, devices.propose(mod), resolved)
@@ -196,7 +197,9 @@ def _building(tvm_target: tvm.target.Target, disabled: list):
 def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     """``mod`` lowered for ``tvm_target``, refused in one line where an op is left that TVM cannot lower (VM code
     generation would stop on it in C++), and where a kernel would read a buffer of another device
-    (:func:`misplaced_buffers`): TVM builds it without a word, and on a GPU the CPU kernel is handed a GPU pointer. A
+    (:func:`misplaced_buffers`) or a GPU kernel is left unbound to threads
+    (:func:`~byoc_workbench.core.devices_kernels.check_threads_bound`): TVM builds either without a word, and on a GPU
+    the host code is handed a GPU pointer. A
     placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
     the CPU twin, both devices the CPU, builds what a GPU build would)."""
     said = None
@@ -234,6 +237,7 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
             f"The {targets.label(tvm_target)} build hands a kernel a buffer of another device ({wrong[0]})",
             "give each kernel the buffers of one device (R.to_vdevice), or build it for llvm",
         )
+    devices_kernels.check_threads_bound(lowered, tvm_target)
     return lowered
 
 
