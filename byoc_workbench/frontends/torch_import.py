@@ -16,10 +16,12 @@ import importlib
 import importlib.util
 import inspect
 import io
+import itertools
 import logging
 import re
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +41,10 @@ from byoc_workbench.frontends.torch_module import (
     call,
     check_importable,
     exited,
+    held_tensors,
     load_torch,
     private_copy,
+    refuse_aliased_update,
     run_eagerly,
 )
 
@@ -207,26 +211,48 @@ def bool_ops_on_uint8(mod):
     return map_bindings(mod, rewrite), count
 
 
-def _export(torch, module, inputs, name: str) -> tuple:
+def _export(torch, module, inputs, name: str, held: dict) -> tuple:
     """``(program, reference)``: ``module`` exported and decomposed, and the exported program run eagerly. What it
     reads but does not own (a global, a closure's tensor) is lifted as constants, copied: TVM takes them by DLPack."""
     chatter = io.StringIO()  # on some failures torch prints whole FX graphs (thousands of lines) first
-    try:
-        with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+    with torch.no_grad(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+        try:
             exported = torch.export.export(module, tuple(x.clone() for x in inputs))
-            exported.constants.update({k: v.clone() for k, v in exported.constants.items() if torch.is_tensor(v)})
+        except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
+            logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
+            raise TorchImportError(
+                f"torch.export cannot trace {name}: {first_line(err)}",
+                "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
+                "e.g. export the network without its post-processing",
+            ) from None
+        refuse_aliased_update(exported, held, name)
+        exported.constants.update({k: v.clone() for k, v in exported.constants.items() if torch.is_tensor(v)})
+        try:
             program = exported.run_decompositions()
-    except Exception as err:  # torch's export errors are many classes (UserError, Unsupported, ...)
-        logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
-        raise TorchImportError(
-            f"torch.export cannot trace {name}: {first_line(err)}",
-            "make the module traceable (no data-dependent shapes or Python control flow on tensor values), "
-            "e.g. export the network without its post-processing",
-        ) from None
+        except Exception as err:  # torch's own failure on a graph it traced: --traceback shows where
+            logger.info("what torch.export printed before it failed:\n%s", chatter.getvalue())
+            raise _undecomposed(name, err) from err
     sys.stderr.write(chatter.getvalue())
     graph, signature = exported.module(), program.graph_signature
     updated = {*signature.buffers_to_mutate.values(), *signature.parameters_to_mutate.values()}
     return program, lambda arrays: _numpy(call(torch, graph, arrays, updated))
+
+
+def _undecomposed(name: str, err: Exception) -> TorchImportError:
+    """Why ``torch.export`` traced the module ``name`` but could not decompose its graph into ATen ops."""
+    constant = re.match(r"Constant (\S+) is mutated in the forward method", str(err))
+    if constant:
+        return TorchImportError(
+            f"{name}.forward updates self.{constant.group(1)} in place, a tensor attribute that is no buffer, and "
+            "torch.export updates only buffers in place",
+            f"register it as a buffer with memory of its own: self.register_buffer({constant.group(1)!r}, t.clone()), "
+            "or compute a new tensor in forward instead of updating it",
+        )
+    return TorchImportError(
+        f"torch.export traced {name}, but decomposing its graph into ATen ops failed: "
+        f"{type(err).__name__}: {first_line(err)}",
+        "rewrite the part of forward that torch's trace (--traceback) names, or export the network without it",
+    )
 
 
 def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnModel:
@@ -268,10 +294,11 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
         mark = "; ".join(filter(None, (mark, f"{type(module).__name__} imported from {wrapper}'s .module")))
     kind = type(module).__name__
     check_importable(torch, module, inputs, kind)
+    held = held_tensors(torch, module)
     module = private_copy(torch, module, kind)
     run_eagerly(torch, module, inputs, kind)
     t0 = time.perf_counter()
-    program, reference = _export(torch, module, inputs, kind)
+    program, reference = _export(torch, module, inputs, kind, held)
     _check_outputs(program, kind)
     importer = _importer_class()()
     mod = importer.from_exported_program(program, False, False, False, None)
@@ -300,6 +327,8 @@ def import_torch(module, example_inputs, name: str = "", mark: str = "") -> OwnM
 def seeded_factory(spec: str, seed: int = 0):
     """``(module, mark)`` from ``"package.module:factory"``, built under ``torch.manual_seed(seed)``.
 
+    The factory may be a dotted path in the module, e.g. ``mods:ns.tiny`` or ``mods:Factories.tiny`` (a namespace's,
+    or a class's static or class method); modules go before the colon.
     A factory that takes ``weights`` (torchvision's) is called with ``weights=None`` (and
     ``weights_backbone=None``): torchvision's then download nothing. The mark says only what the workbench knows,
     the factory's call after the seed: the factory may still load a checkpoint or download.
@@ -307,14 +336,16 @@ def seeded_factory(spec: str, seed: int = 0):
     """
     torch = load_torch()
     where, _, attr = spec.partition(":")
-    if not where or not attr.isidentifier():  # "m::f", "m:json:loads" and "m:Net.forward" name no function of m
-        raise TorchImportError(
-            f"--torch takes module:factory, one colon and a function's name, got {spec!r}",
-            f"pass e.g. --torch {_spec_meant(where, attr)}",
-        )
-    factory = getattr(_import_module(where), attr, None)
-    if factory is None:
+    names = attr.split(".")
+    # a dotted path is followed only in a module that exists: else "m:Net.forward" is told as a method's name
+    dotted = len(names) > 1 and all(n.isidentifier() for n in names) and _findable(where)
+    if not where or not (attr.isidentifier() or dotted):  # "m::f" and "m:json:loads" name no function of m
+        raise _not_a_factory(spec, _spec_meant(where, attr))
+    module, taken, factory = _reach(where, names)
+    if attr.isidentifier() and module == where and not taken:
         raise TorchImportError(f"{where} has no {attr}", f"name a function of {where}")
+    if module != where or len(taken) < len(names):
+        raise _not_a_factory(spec, _meant(module, taken, factory))
     if isinstance(factory, torch.nn.Module):  # the model itself, built when its file was imported
         return factory, f"{spec}'s own weights"
     try:
@@ -337,25 +368,62 @@ def seeded_factory(spec: str, seed: int = 0):
     return module, f"weights as {call} made them, after torch.manual_seed({seed})"
 
 
+def _not_a_factory(spec: str, meant: str) -> TorchImportError:
+    return TorchImportError(
+        f"--torch takes module:factory, one colon and a function's name, got {spec!r}", f"pass e.g. --torch {meant}"
+    )
+
+
 def _spec_meant(where: str, attr: str) -> str:
     """The ``module:factory`` a malformed ``--torch where:attr`` likely meant: ``m:Net`` for ``m.py:Net.forward``
-    (a class's method: the class builds the module), ``m.sub:f`` for ``m:sub.f`` where module ``m.sub`` has an
-    ``f``, ``m:FACTORY`` for ``m:``, or for a name module ``m`` does not have."""
-    module, (head, _, rest) = where.removesuffix(".py") or "MODULE", attr.rpartition(":")[2].partition(".")
-    head, rest = (re.match(r"\w*", s).group() for s in (head, rest))  # "Net()" -> "Net"
-    if rest and head and _has(f"{module}.{head}", rest):
-        return f"{module}.{head}:{rest}"
-    return f"{module}:{head if head.isidentifier() and _has(module, head) is not False else 'FACTORY'}"
-
-
-def _has(module: str, name: str) -> bool | None:
-    """Whether ``module`` has ``name``; None where the module cannot be found or imported, so nobody knows."""
+    or ``m:Net()``, ``m:f`` for ``m:json:f``, ``m:FACTORY`` for ``m:``, or for a name module ``m`` does not have."""
+    module = where.removesuffix(".py") or "MODULE"
+    words = (re.match(r"\w*", s).group() for s in attr.rpartition(":")[2].split("."))  # "Net()" -> "Net"
+    names = list(itertools.takewhile(str.isidentifier, words))
     try:
-        if importlib.util.find_spec(module) is not None:
-            return hasattr(importlib.import_module(module), name)
-    except (Exception, SystemExit):  # a parent that is no package, a relative name, a module failing as it loads
-        pass
+        return _meant(*_reach(module, names))
+    except (Exception, SystemExit):  # the module cannot be imported, so nobody knows what it has
+        return f"{module}:{names[0] if names else 'FACTORY'}"
+
+
+def _meant(module: str, taken: list, obj) -> str:
+    """``module:a.b``, where the path ``taken`` reaches ``obj``, a callable; ``module:FACTORY`` where it does not."""
+    return f"{module}:{'.'.join(taken) if taken and callable(obj) else 'FACTORY'}"
+
+
+def _reach(where: str, names: list) -> tuple:
+    """``(module, taken, obj)``: module ``where`` imported and the submodules that ``names`` starts with moved into its
+    name (``mpkg:sub.deep.f`` is ``mpkg.sub.deep:f``), then the rest followed attribute by attribute (``m:ns.f``,
+    ``m:Factories.f``) up to a name the object has not, an attribute of a function, or a class's plain method (it
+    needs an instance). ``taken`` is the path followed, which reaches ``obj``."""
+    module, names = _import_module(where), list(names)
+    while names and (sub := _submodule(module, names[0])) is not None:
+        module, where, names = sub, sub.__name__, names[1:]
+    obj, taken = module, []
+    for name in names:
+        plain = inspect.isfunction(inspect.getattr_static(obj, name, None)) and inspect.isclass(obj)
+        if inspect.isroutine(obj) or plain or not hasattr(obj, name):
+            break
+        obj, taken = getattr(obj, name), [*taken, name]
+    return where, taken, obj
+
+
+def _submodule(module, name: str):
+    """The module that ``module``'s ``name`` is: an attribute that is a module, or a submodule not imported yet."""
+    found = getattr(module, name, None)
+    if isinstance(found, types.ModuleType):
+        return found
+    if found is None and hasattr(module, "__path__") and importlib.util.find_spec(f"{module.__name__}.{name}"):
+        return _import_module(f"{module.__name__}.{name}")
     return None
+
+
+def _findable(module: str) -> bool:
+    """Whether Python finds module ``module`` (without running it, a package's parents aside)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (Exception, SystemExit):  # a parent that is no package, a relative name, a parent failing as it loads
+        return False
 
 
 def _no_file(name: str) -> str:

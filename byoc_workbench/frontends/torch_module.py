@@ -1,4 +1,5 @@
-"""The user's PyTorch module made the workbench's own before its export: checked, copied and run once.
+"""The user's PyTorch module made the workbench's own before its export: checked, copied and run once; and its
+exported graph checked for an in-place update of memory that two of its tensors share.
 
 torch is imported inside functions only, as in :mod:`byoc_workbench.frontends.torch_import`, which exports the
 copy this module makes and imports it into Relax.
@@ -14,6 +15,8 @@ from byoc_workbench.frontends.own import INPUT_DTYPES
 INSTALL_FIX = "install the PyTorch extra: pip install -e .[pytorch] (or make setup EXTRAS=pytorch)"
 # To run a lower precision than the frontend imports: the backend's, on the float32 import.
 BACKEND_PRECISION = "--backend torch --precision bf16, or options={'precision': 'bf16'}"
+# PyTorch's refusal of an in-place write into a tensor whose elements overlap (an expanded one)
+_OVERLAPPING = "more than one element of the written-to tensor refers to a single memory location"
 
 
 class TorchImportError(WorkbenchError):
@@ -163,6 +166,54 @@ def _weights(module) -> dict:
     return {**dict(module.named_parameters()), **dict(module.named_buffers())}
 
 
+def held_tensors(torch, module) -> dict[str, object]:
+    """``{name: tensor}`` of ``module``'s parameters, buffers and tensor attributes, by the names torch.export gives
+    them (``layer.buf``): which share memory is read here, as :func:`private_copy` may not keep it (a parameter's
+    deepcopy copies its data alone)."""
+    return {
+        f"{prefix}.{key}".lstrip("."): t
+        for prefix, m in module.named_modules()
+        for key, t in {**vars(m), **m._parameters, **m._buffers}.items()
+        if torch.is_tensor(t)
+    }
+
+
+def refuse_aliased_update(exported, held: dict[str, object], name: str) -> None:
+    """One line where ``exported``'s graph updates in place a tensor of ``held`` (:func:`held_tensors` of the user's
+    module) whose memory another one shares (one views the other): torch.export's decomposition then fails, or
+    the others miss the update that eager PyTorch shows them."""
+    sig = exported.graph_signature
+    names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
+    for node in exported.graph.nodes:
+        alias = _first_alias(node)
+        if alias is None or not alias.is_write:
+            continue
+        base = node.args[0]
+        while _first_alias(base) is not None:  # through views and in-place ops, which return their input
+            base = base.args[0]
+        mine = held.get(names.get(getattr(base, "name", None)))
+        memory = 0 if mine is None else mine.untyped_storage().data_ptr()
+        others = [k for k, t in held.items() if t is not mine and t.untyped_storage().data_ptr() == memory]
+        if memory and others:
+            updated = names[base.name]
+            raise TorchImportError(
+                f"{name}.forward updates self.{updated} in place, and self.{updated} shares its memory with "
+                f"{', '.join('self.' + k for k in others[:3])}: torch.export fails on such an update, or loses it "
+                "for the tensors that share the memory",
+                "give each tensor memory of its own (register_buffer(name, t.clone()), not a view of another "
+                "tensor), or compute a new tensor in forward instead of updating one in place",
+            )
+
+
+def _first_alias(node):
+    """The alias annotation of ``node``'s op on its first argument, or None: ``Tensor(a!) self`` of ``add_`` (it
+    writes there and returns it), ``Tensor(a) self`` of ``view`` (it returns a view of it)."""
+    schema = getattr(getattr(node, "target", None), "_schema", None)
+    if getattr(node, "op", "") != "call_function" or schema is None or not schema.arguments:
+        return None
+    return schema.arguments[0].alias_info
+
+
 def call(torch, module, inputs, names=None):
     """``module(*inputs)`` (tensors or arrays) on copies of the inputs, its weights (only those ``names`` when given)
     put back after, as they were: a forward that updates one in place (``self.w.add_(1)``) or assigns it anew leaves
@@ -196,6 +247,13 @@ def run_eagerly(torch, module, inputs, name: str) -> None:
     except SystemExit as err:
         raise exited(f"{name}.forward", err, "make forward return its outputs instead of exiting") from None
     except Exception as err:  # the user's module can raise anything
+        if _OVERLAPPING in str(err):  # the example inputs are fresh, contiguous copies: forward made the overlap
+            raise TorchImportError(
+                f"{name}.forward writes in place into a tensor whose elements share memory (an expanded one), "
+                f"which PyTorch refuses: {first_line(err)}",
+                "clone it before the in-place op (t.expand(...).clone().add_(1)), or compute a new tensor "
+                "(t.expand(...) + 1)",
+            ) from None
         odd = any(x.is_floating_point() and x.dtype != torch.float32 for x in inputs)
         raise TorchImportError(
             f"{name} cannot run on inputs {_describe(inputs)}: {type(err).__name__}: {first_line(err)}",
