@@ -17,10 +17,11 @@ Models (``--models``, comma-separated):
 
 A missing piece (no torch, no TensorRT, no OpenCV or matplotlib for a zoo model's picture) is one line in ``missing``
 with its fix, and the rest still runs. A run that measured nothing (numpy or another package every build imports
-missing; no TVM; TVM sees no CUDA device, as when the CUDA runtime does not load or crashes the child process that
-asks; every build failed) exits 1 with one line ``error: measured nothing, ...``: an exit 0 without numbers would read
-as a pass. ``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and
-``--target`` are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into
+missing; no TVM; TVM crashes the child process that loads it first, as a broken CUDA driver makes it do, on the CPU
+too; TVM sees no CUDA device, as when the CUDA runtime does not load; every build failed) exits 1 with one line
+``error: measured nothing, ...`` (:mod:`gpu_check_probe`): an exit 0 without numbers would read as a pass.
+``--out`` (``~`` expanded, as the workbench's own options), ``--models``, ``--runs``, ``--warmup`` and ``--target``
+are checked before anything is built. ``--out`` gets the JSON whole or not at all (through a link, into
 what it names), with its record, after each build, ``"complete": false`` with what it has ``not_reached`` until the
 end. A failed write (a full disk), a run that measured nothing, and a run cut short where a complete run's JSON is,
 leave the JSON and its record there as they were. It replaces only a JSON an earlier run wrote, as the
@@ -35,85 +36,24 @@ measurements on the CPU, to try the script anywhere.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
-import shutil
 import signal
-import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however it is run (runpy, a spec)
-from gpu_check_args import arguments, check_out, cuda_unseen, target_kind, target_words, whole_json, write_out
+from gpu_check_args import arguments, check_out, target_kind, target_words, whole_json, write_out
+from gpu_check_probe import ZOO_NEEDS, brief, gpu_info, lacks, missing_line, probe, tvm_here, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FIXES = {
-    "tvm": "pip install apache-tvm==0.27.0.post1, or unpack tools/gpu_pack.py's archives (tools/gpu_run.sh)",
-    "torch": "pip install torch torchvision (resnet50 and its PyTorch eager anchor)",
-    "torchvision": "pip install torchvision (resnet50)",
-    "onnx": "pip install onnx (the ONNX backends translate subgraphs with it)",
-    "onnxruntime": "pip install onnxruntime-gpu for its CUDA provider",
-    "tensorrt": "pip install .[tensorrt] (TensorRT 10 or later) on this GPU machine",
-    "numpy": "pip install numpy",
-    "tqdm": "pip install tqdm (the workbench's progress bars)",
-    "matplotlib": "pip install matplotlib (it ships the zoo's default picture)",
-    "cv2": "pip install opencv-python-headless (a zoo model's input picture)",
-}
-# What the workbench imports on every path here (its clock shows progress with tqdm): without one, no build runs.
-# Checked first: without numpy, torch and ONNX Runtime print tracebacks as they load.
-WORKBENCH_NEEDS = ("numpy", "tqdm")
-# What a zoo model's input picture needs: matplotlib ships the default picture, OpenCV reads and resizes it.
-ZOO_NEEDS = ("matplotlib", "cv2")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOPPED = 0  # the signal that stops the run, once one came (0 until then)
 written: list = []  # where this run put its JSON, once it did (the one line of a stopped run names it)
 kept: list = []  # that --out keeps an earlier run's JSON until this run writes its own (said if none does)
-
-
-def _line(what: str, why: str, fix: str | None = None) -> str:
-    return f"{what}: {_brief(why)}. Fix: {fix or FIXES.get(what, 'see the README')}."
-
-
-def _brief(text) -> str:
-    """``text`` on one line, cut between words after 300 characters: an exception's text can run to pages."""
-    text = " ".join(str(text).split())
-    cut = text[:301].rpartition(" ")[0] or text.partition(" ")[0]  # a first word that long is kept whole
-    return text if len(text) <= 300 or cut == text else f"{cut} [...]"
-
-
-def lacks(report: dict, what: str, names) -> bool:
-    """Whether any of the packages ``names`` that ``what`` imports is missing, each one a line in
-    ``report["missing"]``."""
-    gone = [(name, probe(name)[2]) for name in names if probe(name)[0] is None]
-    report["missing"] += [_line(name, f"{what}: {why}") for name, why in gone]
-    return bool(gone)
-
-
-def probe(name: str) -> tuple:
-    """``(module or None, version or None, why it is missing or None)``, never raising."""
-    try:
-        with warnings.catch_warnings():  # torch's, of a CUDA driver it cannot use, as TVM loads it: no run needs them
-            warnings.simplefilter("ignore")
-            mod = importlib.import_module(name)
-    except Exception as err:  # noqa: BLE001 - a broken install is reported, not raised
-        return None, None, f"{type(err).__name__}: {err}"
-    return mod, getattr(mod, "__version__", "?"), None
-
-
-def gpu_info() -> dict:
-    """The GPU as nvidia-smi sees it (nothing where there is no nvidia-smi)."""
-    smi = shutil.which("nvidia-smi")
-    query = [smi, "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader"]
-    try:
-        out = subprocess.run(query, capture_output=True, text=True, timeout=30) if smi else None
-    except (OSError, subprocess.SubprocessError) as err:
-        return {"nvidia_smi_error": str(err)}
-    return {"nvidia_smi": out.stdout.strip().splitlines()} if out else {}
 
 
 def _first_line(err: BaseException) -> str:
@@ -311,15 +251,14 @@ def backends_here(report: dict, target) -> list:
     for backend in ("tensorrt", "torch", "onnxruntime"):
         why = registry.missing(backend)
         if why:
-            report["missing"].append(_line(backend, why.cause, why.fix))
+            report["missing"].append(missing_line(backend, why.cause, why.fix))
         else:
             out.append(backend)
     if "onnxruntime" in out and targets.is_gpu(target):
         ort = probe("onnxruntime")[0]
         if ort is not None and "CUDAExecutionProvider" not in ort.get_available_providers():
-            report["missing"].append(
-                _line("onnxruntime", "no CUDAExecutionProvider (a CPU-only onnxruntime): its subgraphs run on the CPU")
-            )
+            why = "no CUDAExecutionProvider (a CPU-only onnxruntime): its subgraphs run on the CPU"
+            report["missing"].append(missing_line("onnxruntime", why))
     return out
 
 
@@ -335,30 +274,7 @@ def check_target(target: str | dict) -> None:
             cuda.check_arch(targets.resolve(target), cuda.find())
         execute.check_runs_here(target)
     except WorkbenchError as err:
-        raise SystemExit(_line("error", f"--target {target}: {err.cause.rstrip('.')}", err.fix)) from None
-
-
-def tvm_here(target: str | dict, report: dict) -> str | None:
-    """None where the workbench's own packages and TVM import and, for ``cuda`` (with an arch or not), TVM sees a GPU
-    (:func:`cuda_unseen`, before TVM loads here); else the line of ``report["missing"]`` that says why nothing can be
-    measured."""
-    if lacks(report, "the workbench", WORKBENCH_NEEDS):
-        return report["missing"][-1]
-    there = importlib.util.find_spec("tvm") is not None  # if not, probe() says so at once, in this process
-    unseen = cuda_unseen() if there and target_kind(target) == "cuda" else None
-    if unseen is None and (why := probe("tvm")[2]):
-        unseen = why, None
-    if unseen:
-        report["missing"].append(_line("tvm", *unseen))
-        return report["missing"][-1]
-    return None
-
-
-def versions(loading: bool) -> dict:
-    """The versions of TVM, numpy, torch and ONNX Runtime (None for one that does not import); with ``loading``
-    false (a run stopped before TVM loaded: without numpy torch prints tracebacks as it loads, and TVM may crash on a
-    broken CUDA driver) of those loaded already alone."""
-    return {name: probe(name)[1] for name in ("tvm", "numpy", "torch", "onnxruntime") if loading or name in sys.modules}
+        raise SystemExit(missing_line("error", f"--target {target}: {err.cause.rstrip('.')}", err.fix)) from None
 
 
 def measure_all(args, report: dict, saved) -> None:
@@ -372,7 +288,7 @@ def measure_all(args, report: dict, saved) -> None:
         try:
             report["gpu"]["cuda_compiler"] = str(cuda.find())
         except Exception as err:  # noqa: BLE001
-            report["missing"].append(_line("nvcc", _first_line(err), cuda.FIX))
+            report["missing"].append(missing_line("nvcc", _first_line(err), cuda.FIX))
     backends = backends_here(report, args.target)
     for k, name in enumerate(args.models, 1):
         report["not_reached"] = args.models[k:]
@@ -403,7 +319,7 @@ def nothing_measured(report: dict, stop: str | None) -> str | None:
         failed = [f"{key}: {why}" for key, why in report["errors"].items()]
         lacking = sorted({line.split(":")[0] for line in report["missing"]})
         why = failed[0] if failed else "no model loaded" + (f" (missing: {', '.join(lacking)})" if lacking else "")
-        why = _brief(why)
+        why = brief(why)
         fix = "see missing and errors in the JSON " + ("of another --out." if kept else "(--out writes it).")
     return f"error: measured nothing, {why}{''.join(f'; {said}' for said in kept)}. Fix: {fix}"
 
@@ -479,7 +395,7 @@ def check(argv=None) -> int:
             write_out(out, text, written, earlier)
         return text
 
-    stop = tvm_here(args.target, report)
+    stop = tvm_here(target_kind(args.target), report)
     report["versions"] = versions(stop is None)
     if stop is None:
         sys.path.insert(0, str(ROOT))

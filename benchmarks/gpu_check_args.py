@@ -1,10 +1,10 @@
 """What benchmarks/gpu_check.py is given, checked before anything is built: its arguments (each wrong one is one
 line), its ``--out``, written whole, recorded beside it, and never put over what a user had (a model, a JSON of
-their own, a device, an immutable file, the record itself), and, for a ``cuda`` run, the CUDA device TVM sees, asked
-in a child process (:func:`cuda_unseen`).
+their own, a device, an immutable file, the record itself).
 
-Run as ``python benchmarks/gpu_check_args.py ARGS``, it parses gpu_check.py's ARGS and runs nothing: tools/gpu_run.sh
-does, before its unpack, and refuses an ``--out`` among them (the JSON goes where its ``OUT`` says).
+Run as ``python benchmarks/gpu_check_args.py ARGS``, it parses gpu_check.py's ARGS as tools/gpu_run.sh takes them and
+runs nothing: gpu_run.sh does, before its unpack. Each refusal names gpu_run.sh's help, and an ``--out`` among them is
+refused (gpu_run.sh sets it: the JSON goes where its ``OUT`` says).
 
 The workbench's own ``core.files`` and ``core.output_paths`` do the same for its commands; they import numpy and
 TVM, which a bare GPU machine may lack, so the check keeps this copy in the standard library alone, in the
@@ -24,7 +24,6 @@ import os
 import shlex
 import signal
 import stat
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -197,11 +196,12 @@ def whole_json(path: Path) -> bool:
 
 @contextlib.contextmanager
 def held():
-    """Ctrl-C and SIGTERM wait for the block's end (their handlers run then), so that files put in place together
-    are one step for a signal: the workbench's ``files._held``. Handlers are swapped, not the signals masked: any
-    thread of a library may take a signal, and the handler runs in the main thread anyway."""
+    """Ctrl-C, SIGTERM and SIGHUP wait for the block's end (their handlers run then), so that files put in place
+    together are one step for a signal: the workbench's ``files._held``. Handlers are swapped, not the signals masked:
+    any thread of a library may take a signal, and the handler runs in the main thread anyway."""
     came = []
-    old = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    waiting = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in waiting}
     try:
         yield
     finally:
@@ -272,39 +272,6 @@ def stuck_under(folder) -> str:
                 if kind := resists(path):
                     return f"{path} is {kind}"
     return ""
-
-
-NO_CUDA = "TVM sees no CUDA device (no GPU, or its CUDA runtime does not load)"
-CUDA_FIX = "run on an NVIDIA GPU with its driver, or pass --target llvm"
-#: What a child process says of TVM's CUDA device: ``seen``, or why not. Torch's warnings of a driver it cannot use, as
-#: TVM loads it, are no more lines: what they say, this says.
-CUDA_PROBE = """if True:
-    import sys, warnings
-    sys.path[:1] = [p for p in sys.path[:1] if p]  # the current folder -c puts first (none under -P)
-    warnings.simplefilter("ignore")
-    import tvm
-    try:
-        print("seen" if tvm.cuda(0).exist else "")
-    except Exception as err:
-        print(f"{type(err).__name__}: {err}")
-"""
-
-
-def cuda_unseen() -> tuple | None:
-    """``(why, fix)`` where TVM does not load (``fix`` None: TVM's own) or sees no CUDA device, else None, before a
-    ``cuda`` run loads TVM: a child process asks, as a broken driver can crash the process that asks (a segfault in
-    torch's cudaGetDeviceCount, as TVM loads it)."""
-    try:
-        done = subprocess.run([sys.executable, "-c", CUDA_PROBE], capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        return f"{NO_CUDA}: the process that asked did not answer in 120 s", CUDA_FIX
-    if done.returncode < 0:
-        died = f"signal {-done.returncode} ({signal.strsignal(-done.returncode)})"
-        return f"{NO_CUDA}: the process that asked died of {died}", CUDA_FIX
-    if done.returncode:  # TVM did not load: its error's last line
-        return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1], None
-    said = done.stdout.strip()
-    return None if said == "seen" else (f"{NO_CUDA}: {said}" if said else NO_CUDA, CUDA_FIX)
 
 
 class Parser(argparse.ArgumentParser):
@@ -436,17 +403,31 @@ def models(text: str) -> list:
     return names
 
 
-def arguments(argv=None, description: str = "") -> argparse.Namespace:
+class _SetByGpuRun(argparse.Action):
+    """``--out`` (or an abbreviation of it, with a value or not) given to tools/gpu_run.sh, which sets it itself."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise SystemExit(
+            "error: --out is not for tools/gpu_run.sh, which writes the JSON to $OUT/gpu_check.json."
+            " Fix: pass OUT=<a folder> to gpu_run.sh instead of --out."
+        )
+
+
+def arguments(argv=None, description: str = "", gpu_run: bool = False) -> argparse.Namespace:
     """gpu_check.py's arguments (``argv``, else the command line's), each wrong one refused in one line; ``models``
-    a list of names."""
-    parser = Parser(prog="gpu_check.py", description=description)
+    a list of names. ``gpu_run``: they were given to tools/gpu_run.sh, whose help each refusal names, and which
+    sets ``--out`` itself (refused, and left out of its help)."""
+    parser = Parser(prog="bash tools/gpu_run.sh" if gpu_run else "gpu_check.py", description=description)
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
     parser.add_argument("--runs", type=count(1), default=20)
     parser.add_argument("--warmup", type=count(0), default=3)
     parser.add_argument(
         "--target", type=target, default="cuda", help="cuda (this GPU), or llvm: the same on the CPU; text or a dict"
     )
-    parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
+    if gpu_run:
+        parser.add_argument("--out", nargs="?", action=_SetByGpuRun, help=argparse.SUPPRESS)
+    else:
+        parser.add_argument("--out", type=os.path.expanduser, help="also write the JSON to this file (~ expanded)")
     args = parser.parse_args(argv)
     args.models = models(args.models)
     check_target(args.target)
@@ -454,8 +435,4 @@ def arguments(argv=None, description: str = "") -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    if arguments().out is not None:
-        sys.exit(
-            "error: --out is not for tools/gpu_run.sh, which writes the JSON to $OUT/gpu_check.json."
-            " Fix: pass OUT=<a folder> to gpu_run.sh instead of --out."
-        )
+    arguments(gpu_run=True)

@@ -10,7 +10,8 @@
 # $DEST is touched, and an OUT or PACK inside $DEST/site is refused. The last run's $OUT/gpu_check.json is kept as
 # gpu_check.<its time>.json (or <its time>-N, where that is taken). It makes nothing (DEST, OUT, their parents)
 # before its checks pass, and removes what it made on a failure: the folders only where empty, as another run at once
-# may be unpacking there. Ctrl-C or SIGTERM, to it or to its group, stops it in one line, exit 130 or 143.
+# may be unpacking there. Ctrl-C, SIGTERM or SIGHUP (a closed terminal), to it or to its group, stops it in one line,
+# exit 130, 143 or 129.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=${PACK:-$ROOT/build/gpu-pack}
@@ -30,24 +31,26 @@ fail() { echo "error: $1. Fix: $2." >&2; exit 1; }
 # bash reaped it), and kill then fails.
 stop() {
   set +e
-  trap '' INT TERM
+  trap '' INT TERM HUP
   if [ -n "${UNPACKING:-}" ]; then kill -s TERM "$UNPACKING" 2>/dev/null; wait "$UNPACKING" 2>/dev/null; fi
   echo "$1; nothing was measured." >&2
   exit "$2"
 }
 trap 'stop interrupted 130' INT
 trap 'stop terminated 143' TERM
+trap 'stop "hung up" 129' HUP
 # The brief checks in Python ignore a Ctrl-C the terminal sends the group (Python starts with no handler for a signal
 # ignored before it starts): they end at once, and this script's trap says the one line, with no traceback.
-checking() { (trap '' INT TERM; exec "$PY" "$@"); }
+checking() { (trap '' INT TERM HUP; exec "$PY" "$@"); }
 command -v "$PY" >/dev/null || fail "PY=$PY is not a program here" "pass PY=/path/to/python3 (or leave it out: python3)"
 # The checks below are calls of $PY: a program that is no Python (true, false, ls) would pass them, or fail in its
 # own words. The word printed proves the line ran; head ends a program that prints for ever (yes).
 IS=$(checking -c 'import sys; print("python" if sys.version_info >= (3, 10) else "old")' </dev/null 2>/dev/null |
   head -n 1) || true
 [ "$IS" = python ] || fail "PY=$PY is not a Python 3.10 or later" "pass PY=/path/to/python3 (or leave it out: python3)"
-# gpu_check's arguments, said wrong now, not after minutes. What it prints is its help (-h, --help, --he...): said
-# with gpu_run's own usage, less its --out (gpu_run sets that), and nothing more is done.
+# gpu_check's arguments as gpu_run takes them (its --out refused: gpu_run sets it), said wrong now, not after minutes,
+# each with gpu_run's --help for a fix. What it prints is its help (-h, --help, --he...), which lists no --out: said
+# with gpu_run's own usage, and nothing more is done.
 HELP=$(checking "$ROOT/benchmarks/gpu_check_args.py" "$@")
 if [ -n "$HELP" ]; then
   cat <<'EOF'
@@ -59,7 +62,7 @@ Unpacks tools/gpu_pack.py's archives and runs benchmarks/gpu_check.py on them, i
   PY    the Python that runs it, the one the pack is for (gpu_pack.py --python; default: python3)
 The other arguments go to gpu_check.py:
 EOF
-  printf '%s\n' "$HELP" | awk '/^ *-/ { keep = $1 !~ /^--out/ } /^  / && keep'  # its options, each with its lines
+  printf '%s\n' "$HELP" | awk '/^ *-/ { keep = 1 } /^  / && keep'  # its options, each with its lines
   exit 0
 fi
 [ ! -e "$PACK" ] || [ -d "$PACK" ] || fail "PACK=$PACK is a file, not the folder of the archives" \

@@ -70,13 +70,13 @@ def test_a_name_whose_temporary_is_too_long_is_refused_before_anything_is_built(
 
 def test_a_line_is_cut_between_words_never_inside_one():
     """The cause was cut at 300 characters: 'File name too lon', with no closing parenthesis."""
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    spec = importlib.util.spec_from_file_location("gpu_check_probe", ROOT / "benchmarks" / "gpu_check_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
     why = "cannot load\n" + " ".join(f"/lib/{k}/libcudart.so.13" for k in range(40))
-    line = gpu_check._line("tvm", why)
+    line = probe.missing_line("tvm", why)
     said = line.removeprefix("tvm: ").partition(" [...]. Fix: ")[0].split()
     assert said == why.split()[: len(said)] and 30 < len(" ".join(said)) <= 300 and "\n" not in line
-    assert line.endswith(f" [...]. Fix: {gpu_check.FIXES['tvm']}.")
+    assert line.endswith(f" [...]. Fix: {probe.FIXES['tvm']}.")
     path = "/x" * 200  # one word longer than the cut: kept whole
-    assert gpu_check._line("tvm", path, "pass another") == f"tvm: {path}. Fix: pass another."
+    assert probe.missing_line("tvm", path, "pass another") == f"tvm: {path}. Fix: pass another."

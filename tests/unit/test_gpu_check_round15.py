@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_gpu_round13_tools import ARGS, _tree  # a sibling: pytest puts this folder on sys.path
+from test_gpu_round13_tools import ARGS, _module, _tree  # a sibling: pytest puts this folder on sys.path
 
 from byoc_workbench.core import files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+PROBE = _module(ROOT / "benchmarks" / "gpu_check_probe.py")
 # The script as run, with the packages named in argv[1] unimportable (None in sys.modules, as Python documents).
 BLOCKING = "import runpy, sys; sys.modules.update(dict.fromkeys(filter(None, sys.argv.pop(1).split(','))))" + (
     f"; sys.argv[0] = {str(SCRIPT)!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -112,35 +113,40 @@ def _driver(tmp_path: Path, kind: str) -> dict:
 @pytest.mark.parametrize("kind", ["baddev", "onedev"])
 def test_a_broken_cuda_driver_is_one_line(tmp_path, kind):
     """baddev: torch's UserWarning and its source line came before the line; onedev: a segfault (exit 139, a C stack
-    of 71 lines) as TVM loaded."""
+    of 71 lines) as TVM loaded, which loading TVM for --target llvm does too (test_gpu_tools_round17)."""
     env = _driver(tmp_path, kind)
     done = _gpu_check(*DEMO, "--out", str(tmp_path / "r.json"), env=env)
     [line] = done.stderr.splitlines()
     assert done.returncode == 1 and done.stdout == ""
-    assert line.startswith("error: measured nothing, tvm: TVM sees no CUDA device (no GPU, or its CUDA runtime does")
-    assert line.endswith(". Fix: run on an NVIDIA GPU with its driver, or pass --target llvm.")
     if kind == "onedev":
-        assert "the process that asked died of signal 11" in line
+        assert "tvm: TVM does not load: the process that asked died of signal 11" in line
+        assert line.endswith(f". Fix: {PROBE.LOAD_FIX}.")
+    else:
+        assert line.startswith(f"error: measured nothing, tvm: {PROBE.NO_CUDA}")
+        assert line.endswith(f". Fix: {PROBE.CUDA_FIX}.")
     assert json.loads((tmp_path / "r.json").read_text())["complete"] is False  # measured nothing: never whole
 
 
 @pytest.mark.parametrize(
     ("child", "said"),
     [
-        ("print('seen')", None),
-        ("print('')", (ARGS.NO_CUDA, ARGS.CUDA_FIX)),
-        ("print('RuntimeError: driver too old')", (f"{ARGS.NO_CUDA}: RuntimeError: driver too old", ARGS.CUDA_FIX)),
+        ("print('loaded'); print('seen')", None),
+        ("print('loaded'); print('')", (PROBE.NO_CUDA, PROBE.CUDA_FIX)),
+        (
+            "print('loaded'); print('RuntimeError: driver too old')",
+            (f"{PROBE.NO_CUDA}: RuntimeError: driver too old", PROBE.CUDA_FIX),
+        ),
         ("raise ModuleNotFoundError(\"No module named 'tvm'\")", ("ModuleNotFoundError: No module named 'tvm'", None)),
         (
             "import os; os.abort()",
-            (f"{ARGS.NO_CUDA}: the process that asked died of signal 6 (Aborted)", ARGS.CUDA_FIX),
+            ("TVM does not load: the process that asked died of signal 6 (Aborted) while loading TVM", PROBE.LOAD_FIX),
         ),
     ],
 )
 def test_what_the_child_says_of_the_cuda_device_is_read_whatever_it_does(monkeypatch, child, said):
     """Its answer, a line of TVM's that does not load, and a crash: each is one line of the run's, or none."""
-    monkeypatch.setattr(ARGS, "CUDA_PROBE", child)
-    assert ARGS.cuda_unseen() == said
+    monkeypatch.setattr(PROBE, "PROBE", child)
+    assert PROBE.tvm_unloaded("cuda") == said
 
 
 @pytest.mark.slow

@@ -175,7 +175,7 @@ def test_gpu_run_refuses_a_site_link_and_the_checks_arguments_before_the_unpack(
     for args, line in [
         (
             ["--runs", "0"],
-            "error: argument --runs: '0' is not a whole number, 1 or more. Fix: see `gpu_check.py --help`.",
+            "error: argument --runs: '0' is not a whole number, 1 or more. Fix: see `bash tools/gpu_run.sh --help`.",
         ),
         (
             ["--target", "llvm", "--out", "mine.json"],

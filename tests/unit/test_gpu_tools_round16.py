@@ -141,9 +141,9 @@ def test_a_run_that_measured_nothing_never_says_it_is_whole(tmp_path):
 def test_the_cuda_probe_keeps_pythonpath_under_safe_paths(tmp_path, monkeypatch):
     """Under PYTHONSAFEPATH=1 the probe dropped the first PYTHONPATH entry (gpu_run's unpacked site, with TVM)."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    from gpu_check_args import CUDA_PROBE
+    from gpu_check_probe import PROBE
 
-    paths = CUDA_PROBE.split("import tvm")[0] + "print(sys.path)\n"
+    paths = PROBE.split("import tvm")[0] + "print(sys.path)\n"
     for safe in ("1", ""):
         env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": safe}
         done = subprocess.run([sys.executable, "-c", paths], env=env, cwd=tmp_path / "..", **_text())
