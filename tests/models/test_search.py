@@ -128,9 +128,10 @@ def test_the_summary_line_reads_the_finals_the_table_shows(demo_search):
             assert speed[f"vs_{label}"] == pytest.approx(theirs / chosen.final_s), label
         else:  # which placements reach the finals depends on the machine's speed: its own measurement
             assert speed[f"vs_{label}"] == pytest.approx(result.baseline[label] / chosen.measured_s), label
-    summary = next(line for line in result.text().splitlines() if line.startswith("chosen is faster than"))
+    summary = next(line for line in result.text().splitlines() if line.startswith("chosen against the baselines"))
     for label, ratio in speed.items():
-        assert f"{label.removeprefix('vs_')} {ratio:.2f}x" in summary
+        said = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+        assert f"{label.removeprefix('vs_')} {said}" in summary
 
 
 def test_the_widget_draws_the_picked_placement_in_its_backends_colours(demo_search):
