@@ -1,23 +1,25 @@
 """The ``byoc-workbench`` command's entry point, outside the package: importing the workbench loads TVM (a
-few seconds), and a Ctrl-C or a SIGTERM then ends in the same one line and exit status (130, 143) as one
-later does. The scripts of tools/ and benchmarks/ take their handling of signals from here, before they load
-the package."""
+few seconds), and a Ctrl-C, a SIGTERM or a SIGHUP (a closed terminal or ssh session) then ends in the same one
+line and exit status (130, 143, 129) as one later does. The scripts of tools/ and benchmarks/ take their
+handling of signals from here, before they load the package."""
 
 import importlib
 import signal
 import sys
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: What ends a command in one line, its temporaries removed: Ctrl-C, SIGTERM (``timeout``, ``docker stop``, a
+#: JupyterHub cull) and SIGHUP (a closed terminal or ssh session), each handled as Ctrl-C is.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def ignore_signals() -> None:
-    """From here on, Ctrl-C and SIGTERM change nothing: the process is ending, or its results are in place."""
+    """From here on, :data:`SIGNALS` change nothing: the process is ending, or its results are in place."""
     for sig in SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
 
 
 def stopped_word(signum: int) -> str:
-    return "terminated" if signum == signal.SIGTERM else "interrupted"
+    return {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
 
 
 #: The commands that write no file: stopped, they say only that they were ("nothing was written" would suggest
@@ -31,9 +33,9 @@ def writes_nothing(argv) -> bool:
 
 
 def exit_on_signals(said: str) -> None:
-    """Until :func:`ignore_signals`, Ctrl-C or SIGTERM ends the process with ``<interrupted|terminated>; <said>``
-    and the shell's status for the signal (130, 143), through ``SystemExit``: ``finally`` blocks and context
-    managers still clean up, and later signals are ignored so that none interrupts the way out."""
+    """Until :func:`ignore_signals`, each of :data:`SIGNALS` ends the process with ``<interrupted|terminated|hung
+    up>; <said>`` and the shell's status for the signal (130, 143, 129), through ``SystemExit``: ``finally``
+    blocks and context managers still clean up, and later signals are ignored so that none interrupts the way out."""
 
     def stopped(signum, _frame):
         ignore_signals()

@@ -38,6 +38,8 @@ def check_out(out: str | None) -> None:
     fix = "pass a file path in a folder you can write"
     if not out:
         why = "is empty"
+    elif back := _no_way_back(out):
+        why, fix = back
     elif long := _too_long(path):  # its temporary's name, found now rather than when the first JSON is written
         why, fix = long
     elif nowhere := _no_place(out, path):
@@ -75,6 +77,19 @@ def _no_folder(path: Path) -> tuple | None:
             pass
     except OSError as err:
         return f"is in {folder}, in which no file can be made ({err.strerror})", fix
+    return None
+
+
+def _no_way_back(out: str) -> tuple | None:
+    """``(why, fix)`` where ``out`` goes back with ``..`` out of a folder that is not there (``x/../y.json`` without
+    ``x``): resolving it drops ``x`` unchecked, and the JSON went to ``y.json``, where no check looked; else None.
+    The workbench's ``output_paths._no_way_back``, which imports TVM."""
+    parts = Path(out).parts
+    for k, part in enumerate(parts):
+        if part == ".." and k and not Path(*parts[:k]).is_dir():
+            folder = Path(*parts[:k])
+            why = f"goes back out of {folder} with '..', but there is no folder {folder}"
+            return why, f"write the path without {parts[k - 1]}/.., or make the folder {folder} first"
     return None
 
 

@@ -125,7 +125,8 @@ PROBE = """if True:
 def tvm_unloaded(kind: str) -> tuple | None:
     """``(why, fix)`` where TVM does not load (``fix`` None where it raised: TVM's own line) or, for ``kind``
     ``cuda``, sees no CUDA device, else None, before the run loads TVM itself: a child process asks, as a broken
-    driver can crash the process that asks (a segfault in torch's cudaGetDeviceCount, as TVM loads it)."""
+    driver can crash the process that asks (a segfault in torch's cudaGetDeviceCount, as TVM loads it), or end it
+    with status 0: only its word (``loaded``, then its answer) says TVM loads."""
     try:
         done = subprocess.run([sys.executable, "-c", PROBE, kind], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as err:
@@ -135,12 +136,15 @@ def tvm_unloaded(kind: str) -> tuple | None:
         return _unloaded(done.stdout, f"died of signal {-done.returncode} ({signal.strsignal(-done.returncode)})")
     if done.returncode:  # TVM did not load: its error's last line
         return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1], None
+    lines = done.stdout.splitlines()
+    if lines[:1] != ["loaded"] or (kind == "cuda" and len(lines) < 2):  # a driver ended it, status 0, mid-way
+        return _unloaded(done.stdout, "ended (status 0)")
     said = done.stdout.removeprefix("loaded\n").strip()
     return None if kind != "cuda" or said == "seen" else (f"{NO_CUDA}: {said}" if said else NO_CUDA, CUDA_FIX)
 
 
 def _unloaded(stdout: str, end: str) -> tuple:
-    """``(why, fix)`` of a child that ``end`` (died, or hung) before its answer, by what it had said (``stdout``):
+    """``(why, fix)`` of a child that ``end`` (died, hung or ended) before its answer, by what it had said (``stdout``):
     still loading TVM, or asking it for a CUDA device."""
     if stdout.startswith("loaded\n"):
         return f"{NO_CUDA}: the process that asked {end} while asking TVM for a CUDA device", CUDA_FIX

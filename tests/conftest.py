@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import signal
 from pathlib import Path
 
 # `make test` runs the suite in two processes (pytest-xdist) on a machine of two cores or so: each
@@ -23,6 +24,13 @@ import pytest
 from byoc_workbench.backends import registry
 from byoc_workbench.flow import rules
 from byoc_workbench.models import demo
+
+# A suite started in the background of a script (`make test &`, `setsid ... &`) inherits Ctrl-C ignored, and so
+# does every process a test starts (a shell cannot trap a signal ignored when it started); `nohup` ignores SIGHUP.
+# The tests of Ctrl-C and SIGHUP need each with its usual meaning, however the suite was started.
+for _sig, _usual in ((signal.SIGINT, signal.default_int_handler), (signal.SIGHUP, signal.SIG_DFL)):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _usual)
 
 # The helper modules that hold a test's asserts, rewritten as the tests' own are (each assert says what it saw).
 pytest.register_assert_rewrite("bad_rows", "shared", "widget_page")

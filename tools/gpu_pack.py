@@ -30,7 +30,6 @@ import lzma
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -44,7 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from gpu_check_args import held, resists  # noqa: E402
 from gpu_unpack import FOR_PYTHON, MIB, PARTS, fits, kind_of, pieces, refused, tree_bytes, unpack, whole  # noqa: E402
 
-from byoc_workbench_cli import stopped_word  # noqa: E402  (the standard library alone, as is all of this)
+from byoc_workbench_cli import exit_on_signals  # noqa: E402  (the standard library alone, as is all of this)
 
 SPARE_MIB = 1.0  # room each call leaves for the tree to grow between packing and running
 WHEELS = ("apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2")
@@ -245,27 +244,6 @@ def main(argv=None) -> int:
         command = f"PACK={rel} bash tools/gpu_run.sh" if k == len(calls) else "true"
         print(f'run(command="{command}", carry=[{", ".join(f"{chr(34)}{rel}/{f.name}{chr(34)}" for f in files)}])')
     return 0
-
-
-#: What ends a pack, a check or an unpack in one line, what this run made removed: the workbench's signals (Ctrl-C,
-#: SIGTERM), and SIGHUP, a closed terminal or ssh session, which left a half-unpacked folder.
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def exit_on_signals(said: str) -> None:
-    """As ``byoc_workbench_cli.exit_on_signals``, SIGHUP too: each of :data:`SIGNALS` ends the process with
-    ``<interrupted|terminated|hung up>; <said>`` and the shell's status for it (130, 143, 129) through
-    ``SystemExit``, so that ``finally`` blocks remove what it made; later signals are ignored, so none interrupts
-    that."""
-
-    def stopped(signum, _frame):
-        for sig in SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        print(f"{'hung up' if signum == signal.SIGHUP else stopped_word(signum)}; {said}", file=sys.stderr)
-        raise SystemExit(128 + signum)
-
-    for sig in SIGNALS:
-        signal.signal(sig, stopped)
 
 
 if __name__ == "__main__":

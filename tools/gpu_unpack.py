@@ -5,8 +5,8 @@ cut short, that no xz stream ends, is refused too), and unpacked (``gpu_pack.py 
 The unpack checks the same first, then unpacks the archives into ``FOLDER``, new or empty (gpu_run.sh's fresh one),
 on the Python the pack is for: nothing but plain files and folders, all in its ``site/``; a failure leaves ``FOLDER``
 as it was (or not there, with no parent it made), and one in or under an immutable or append-only folder is refused
-first. Ctrl-C, SIGTERM or SIGHUP stops it in one line (gpu_pack's ``exit_on_signals``), ``FOLDER`` as it was too.
-In the standard library alone, as all of gpu_pack.
+first. Ctrl-C, SIGTERM or SIGHUP stops it in one line (``byoc_workbench_cli``), ``FOLDER`` as it was too.
+In the standard library alone, as all of gpu_pack. A library, whose commands are gpu_pack.py's: run, it says so.
 """
 
 from __future__ import annotations
@@ -275,3 +275,12 @@ def kind_of(path: Path) -> str:
     """What is at ``path``: a folder, a file, a FIFO, a socket or a device."""
     kinds = {"a folder": path.is_dir, "a file": path.is_file, "a FIFO": path.is_fifo, "a socket": path.is_socket}
     return next((kind for kind, test in kinds.items() if test()), "a device")
+
+
+if __name__ == "__main__":  # a library: run, it names gpu_pack.py's commands (an exit 0 read as "the pack is whole")
+    print(
+        "error: tools/gpu_unpack.py is no command: tools/gpu_pack.py reads a pack with it. Fix: run "
+        "tools/gpu_pack.py --check, or tools/gpu_pack.py --unpack FOLDER, with --out the pack's folder.",
+        file=sys.stderr,
+    )
+    sys.exit(2)

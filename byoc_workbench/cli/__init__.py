@@ -68,7 +68,7 @@ def _debug(args=None) -> bool:
 
 
 def _stopped(args) -> int:
-    """One line, and the shell's status for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+    """One line, and the shell's status for the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
     if _debug(args):
         traceback.print_exc()
     signum = signals.Stop.seen or signal.SIGINT
@@ -80,6 +80,22 @@ def _stopped(args) -> int:
         sys.stderr.flush()
         os._exit(128 + int(signum))
     return 128 + int(signum)
+
+
+def _too_long(filename) -> str:
+    """The line for a name longer than the system takes: one in the cache names ``$BYOC_WORKBENCH_CACHE``, which
+    the user set, not a path passed."""
+    named = f"{filename!s:.60}..." if filename else "a path"
+    try:
+        root = str(files.cache_dir(""))
+    except WorkbenchError:
+        root = None
+    if filename and root and str(filename).startswith(root):
+        return (
+            f"error: {named} is too long a name for this system, made in ${files.CACHE_ENV}. Fix: set "
+            f"{files.CACHE_ENV} to a folder with a shorter path (or unset it: {files.DEFAULT_CACHE})."
+        )
+    return f"error: {named} is too long a name for this system. Fix: pass a shorter path."
 
 
 #: Why writing to a stream fails at no fault of the command: a full disk or quota, a file too big, a lost terminal.
@@ -132,8 +148,7 @@ def _main(argv) -> int:
         return 128 + signal.SIGPIPE
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:  # a path given, or a name made from one, longer than the system takes
-            named = f"{err.filename!s:.60}..." if err.filename else "a path"
-            print(f"error: {named} is too long a name for this system. Fix: pass a shorter path.", file=sys.stderr)
+            print(_too_long(err.filename), file=sys.stderr)
             return 2
         if err.filename is not None or err.errno not in _FULL:  # a file named by the error is a bug's, or a user's
             raise

@@ -29,6 +29,7 @@ import numpy as np
 from byoc_workbench.core import output_paths, streams
 from byoc_workbench.core.errors import WorkbenchError
 from byoc_workbench.core.streams import OutputError, cannot_write
+from byoc_workbench_cli import SIGNALS
 
 logger = logging.getLogger(__name__)
 
@@ -254,14 +255,13 @@ def _renames_in(folder: Path) -> None:
 
 @contextlib.contextmanager
 def _held():
-    """Ctrl-C and SIGTERM wait for the block's end (their handlers run then), so that a result put in place and what
-    says so (:data:`written`, the record) are one step, never half of it. Their handlers are swapped, not the
-    signals masked: any of a library's threads may take a signal, and the handler runs in the main thread anyway."""
+    """Ctrl-C, SIGTERM and SIGHUP wait for the block's end (their handlers run then), so that a result put in
+    place and what says so (:data:`written`, the record) are one step, never half of it. Their handlers are
+    swapped, not the signals masked: any of a library's threads may take a signal, and the handler runs in the
+    main thread anyway."""
     came = []
     try:
-        old = {
-            sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        old = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in SIGNALS}
     except ValueError:  # not the main thread: no handler runs in this one
         yield came
         return

@@ -1,9 +1,10 @@
-"""Ctrl-C and SIGTERM for a ``byoc-workbench`` command: handled alike,
+"""Ctrl-C, SIGTERM and SIGHUP for a ``byoc-workbench`` command: handled alike,
 remembered, and said in one line.
 
-SIGTERM (``timeout``, ``docker stop``, a JupyterHub cull) is handled as Ctrl-C is, so that temporaries are removed
-and one line is said. TVM's FFI turns a KeyboardInterrupt raised inside a callback (a backend's packed function, a
-timed run) into a RuntimeError, so the exception's type alone cannot tell: :attr:`Stop.seen` does.
+SIGTERM (``timeout``, ``docker stop``, a JupyterHub cull) and SIGHUP (a closed terminal) are handled as Ctrl-C
+is, so that temporaries are removed and one line is said. TVM's FFI turns a KeyboardInterrupt raised inside a
+callback (a backend's packed function, a timed run) into a RuntimeError, so the exception's type alone cannot
+tell: :attr:`Stop.seen` does.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import os
 import signal
 
 from byoc_workbench.core import files
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from byoc_workbench_cli import SIGNALS, stopped_word
 
 
 class Stop:
@@ -57,7 +57,7 @@ class Stop:
 def stopped_line(signum: int, writes: bool = True) -> str:
     """The line for a command ``signum`` stopped: what it wrote before that (:data:`files.written`), or nothing;
     for one that never ``writes``, only that it stopped."""
-    word = "terminated" if signum == signal.SIGTERM else "interrupted"
+    word = stopped_word(signum)
     if not writes:
         return f"{word}."
     if not files.written:

@@ -81,7 +81,7 @@ def summary_lines(result) -> list:
     base = ", ".join(f"{k} {_s(v)}" for k, v in result.baseline.items())
     lines.append(f"baselines: {base}")
     if result.speedup:
-        lines.append("chosen against the baselines: " + against(result.speedup))
+        lines.append("chosen against the baselines: " + against(result.speedup, result.speedup_from))
     m = result.measurements
     lines.append(
         f"searched in {result.search_s:.1f} s: {m['builds']} builds measured, {m['cache_hits']} cache hits; "
@@ -94,10 +94,13 @@ def summary_lines(result) -> list:
     return lines
 
 
-def against(speedup: dict) -> str:
-    """Each baseline's time over the chosen one's, said the way it leans: 'tvm 3.20x faster, x 2.13x slower'."""
+def against(speedup: dict, sources: dict | None = None) -> str:
+    """Each baseline's time over the chosen one's, said the way it leans: 'tvm 3.20x faster, x 2.13x slower',
+    each followed by where its two times come from, when ``sources`` (``{key: words}``) says."""
+    sources = sources or {}
     return ", ".join(
-        f"{k.removeprefix('vs_')} {v:.2f}x faster" if v >= 1 else f"{k.removeprefix('vs_')} {1 / v:.2f}x slower"
+        (f"{k.removeprefix('vs_')} {v:.2f}x faster" if v >= 1 else f"{k.removeprefix('vs_')} {1 / v:.2f}x slower")
+        + (f" {sources[k]}" if k in sources else "")
         for k, v in speedup.items()
     )
 

@@ -66,6 +66,7 @@ from byoc_workbench.frontends.onnx_shapes import (
     resolve_shapes,
     shape_fix,
     unknown_sizes,
+    with_shapes,
 )
 from byoc_workbench.frontends.own import OwnModel, check_input_size, seeded_inputs
 
@@ -149,13 +150,7 @@ def static_shapes(model, shapes: dict, name: str = "the model"):
     """``model`` with its inputs fixed at ``shapes`` and its shape arithmetic folded (see the module's notes)."""
     onnx = onnx_module()
     ort = import_optional("onnxruntime", INSTALL_FIX)
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
-    for value in fixed.graph.input:
-        if value.name in shapes:
-            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name]):
-                dim.Clear()
-                dim.dim_value = int(size)
+    fixed = with_shapes(model, shapes)
     with tempfile.TemporaryDirectory(prefix="byoc-onnx-") as tmp:
         src, dst = Path(tmp) / "fixed.onnx", Path(tmp) / "folded.onnx"
         onnx.save(fixed, str(src))
@@ -449,7 +444,7 @@ def import_onnx(path, input_shapes=None, seed: int = 0, inputs=None) -> OwnModel
             f"of {len(model.graph.node)}"
         )
     else:
-        folded = model
+        folded = with_shapes(model, shapes)  # a dynamic dim (-1) as an unknown size, not a size of -1
         notes.append(f"input shapes {shapes} are not all known: imported as written, with symbolic dims")
     mod = to_relax(folded, shapes)
     check_sizes(mod, shapes)

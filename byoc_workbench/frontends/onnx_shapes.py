@@ -1,12 +1,13 @@
 """An ONNX file's model, its inputs and outputs, and the shapes given for them, checked before anything runs.
 
 :func:`check_onnx_model` refuses a file that holds no model the workbench can import and run, in one line: no
-nodes, too old an opset, no outputs, an input or output ONNX Runtime's Python API cannot take or give, a sparse
-weight, a tensor of 4-bit elements. :func:`resolve_shapes` lays the shapes a user gives (``--input-shape``,
-``input_shapes=``) over the file's own dims, refusing in one line a size that is no whole number from 1, a wrong
-count of dims or a dim the file fixes otherwise; :func:`check_sizes` refuses shapes too small for the model's
-layers, once they are imported; :func:`shape_fix` words the fix for the model at hand, with its own input's name
-and sizes. :class:`OnnxImportError` is every ONNX import error's class.
+nodes, too old an opset, no outputs, an input or output ONNX Runtime's Python API cannot take or give or one
+declared with a dim of 0, a sparse weight, a tensor of 4-bit elements. :func:`resolve_shapes` lays the shapes a user
+gives (``--input-shape``, ``input_shapes=``) over the file's own dims, refusing in one line a size that is no whole
+number from 1, a wrong count of dims, a dim the file fixes otherwise, or no shape for an input the file gives
+none; :func:`check_sizes` refuses shapes too small for the model's layers, once they are imported;
+:func:`shape_fix` words the fix for the model at hand, with its own input's name and sizes.
+:class:`OnnxImportError` is every ONNX import error's class.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tvm import relax
 
 from byoc_workbench.core import ir, ir_types
 from byoc_workbench.core.errors import WorkbenchError, import_optional, whole_number
+from byoc_workbench.frontends.own import DEFAULT_DIMS
 
 INSTALL_FIX = "pip install onnx onnxruntime (both pinned in requirements.txt; make setup installs them)"
 
@@ -194,13 +196,14 @@ def _tensor_dtype(value, role: str) -> np.dtype:
     return dtype
 
 
-def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
-    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int or a name. Each is
-    one line where it is no tensor (a sequence, a map, an optional), of no element type, or of a type
-    :func:`_tensor_dtype` refuses."""
+def graph_inputs(model) -> dict[str, tuple[list[int | str] | None, np.dtype]]:
+    """``{name: (dims, numpy dtype)}`` of the real inputs (not initializers); a dim is an int (-1: dynamic) or a
+    name, and dims are None where the file gives no shape at all, not even a rank. Each is one line where it is no
+    tensor (a sequence, a map, an optional), of no element type, of a type :func:`_tensor_dtype` refuses, or
+    declared with a dim of 0: ONNX Runtime, the reference, then takes no other size there."""
     weights = {t.name for t in model.graph.initializer}
     out = {}
-    for value in model.graph.input:
+    for index, value in enumerate(model.graph.input):
         if value.name in weights:
             continue
         tensor, kind = value.type.tensor_type, value.type.WhichOneof("value")
@@ -211,7 +214,15 @@ def graph_inputs(model) -> dict[str, tuple[list[int | str], np.dtype]]:
                 "export the model with each input a tensor of numbers (a sequence's tensors as inputs of their own)",
             )
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
-        out[value.name] = (dims, _tensor_dtype(value, "Input"))
+        if 0 in dims:
+            raise OnnxImportError(
+                f"Input {value.name} declares dim {dims.index(0)} as 0 in the file, a fixed size of 0 (an empty "
+                "tensor): ONNX Runtime, the reference, takes no other size there, and the workbench takes sizes from 1",
+                f"declare that dim as a name in the file (model.graph.input[{index}].type.tensor_type.shape."
+                f"dim[{dims.index(0)}].dim_param = 'N', then onnx.save(model, path)) and give its size: "
+                + given_as(value.name, dims),
+            )
+        out[value.name] = (dims if tensor.HasField("shape") else None, _tensor_dtype(value, "Input"))
     return out
 
 
@@ -241,8 +252,13 @@ def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
         raise OnnxImportError(f"The model has no input named {', '.join(unknown)}", f"name one of: {', '.join(inputs)}")
     shapes = {}
     for name, (dims, _) in inputs.items():
+        if dims is None and name not in given:
+            raise OnnxImportError(
+                f"Input {name} has no shape in the file, not even a count of dims, so its size is not known",
+                f"give {name}'s whole shape, a size for each of its dims: e.g. {given_as(name, None)}",
+            )
         shape = _given(name, given[name], dims) if name in given else dims
-        bad = [(d, s) for d, s in zip(dims, shape) if isinstance(d, int) and d > 0 and d != s]
+        bad = [(d, s) for d, s in zip(dims or (), shape) if isinstance(d, int) and d > 0 and d != s]
         if bad:
             raise OnnxImportError(
                 f"Input {name} is fixed at {dims} in the file; {shape} was given", f"give {name} the shape {dims}"
@@ -251,14 +267,15 @@ def resolve_shapes(model, given=None) -> dict[str, list[int | str]]:
     return shapes
 
 
-def _given(name: str, shape, dims: list) -> list:
-    """The shape given for input ``name``, checked: as many sizes as the file's ``dims``, each a whole number from 1."""
+def _given(name: str, shape, dims: list | None) -> list:
+    """The shape given for input ``name``, checked: as many sizes as the file's ``dims`` (any number where the file
+    gives none), each a whole number from 1."""
     if isinstance(shape, (str, bytes)) or not np.iterable(shape):
         raise OnnxImportError(
             f"The shape given for input {name} is {shape!r:.40}, not a sequence of sizes", shape_fix({name: dims})
         )
     shape = list(shape)
-    if len(shape) != len(dims):
+    if dims is not None and len(shape) != len(dims):
         raise OnnxImportError(
             f"Input {name} has {len(dims)} dims ({dims}), the shape given has {len(shape)}",
             f"give {len(dims)} sizes for {name}",
@@ -271,6 +288,25 @@ def _given(name: str, shape, dims: list) -> list:
             shape_fix({name: dims}),
         )
     return shape
+
+
+def with_shapes(model, shapes: dict):
+    """A copy of ``model`` with each input of ``shapes`` declared at its shape there, a size or a name per dim; a
+    dynamic one (-1) is declared with neither, as TVM's frontend reads an unknown size (it takes -1 for a size)."""
+    fixed = onnx_module().ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes:
+            shape = value.type.tensor_type.shape
+            shape.SetInParent()  # a file's input with no shape at all gets one
+            del shape.dim[:]
+            for size in shapes[value.name]:
+                dim = shape.dim.add()
+                if isinstance(size, str) and size != "?":
+                    dim.dim_param = size
+                elif isinstance(size, int) and size > 0:
+                    dim.dim_value = size
+    return fixed
 
 
 def check_sizes(mod, shapes: dict) -> None:
@@ -299,20 +335,25 @@ def all_static(shapes: dict) -> bool:
 
 
 def shape_fix(shapes: dict) -> str:
-    """How to give a shape to the first input of ``shapes`` (``{input: dims}``) whose sizes are not all known,
-    as the CLI and Python take it: its known sizes kept, 1 for the rest."""
-    name, dims = next(((n, d) for n, d in shapes.items() if not all_static({n: d})), next(iter(shapes.items())))
-    example = [d if isinstance(d, int) and d > 0 else 1 for d in dims]
-    return (
-        f"give every input's shape, e.g. --input-shape {name}={','.join(map(str, example))} "
-        f"(Python: input_shapes={{{name!r}: {tuple(example)}}})"
+    """How to give a shape to the first input of ``shapes`` (``{input: dims}``) whose sizes are not all known."""
+    name, dims = next(
+        ((n, d) for n, d in shapes.items() if d is None or not all_static({n: d})), next(iter(shapes.items()))
     )
+    return f"give every input's shape, e.g. {given_as(name, dims)}"
+
+
+def given_as(name: str, dims: list | None) -> str:
+    """``--input-shape x=1,4 (Python: ...)``: a shape for input ``name`` as the CLI and Python take it, the known
+    sizes of its ``dims`` kept and 1 for the rest (:data:`~byoc_workbench.frontends.own.DEFAULT_DIMS` where the
+    file gives no dims at all)."""
+    example = DEFAULT_DIMS if dims is None else tuple(d if isinstance(d, int) and d > 0 else 1 for d in dims)
+    return f"--input-shape {name}={','.join(map(str, example))} (Python: input_shapes={{{name!r}: {example}}})"
 
 
 def unknown_sizes(shapes: dict) -> str:
     """``x's size N (dim 0) is``: the sizes of ``shapes`` that are not known, as a cause names them."""
     said = [
-        f"{name}'s size {d} (dim {k})"
+        f"{name}'s size at dim {k} ({d} in the file: dynamic)" if isinstance(d, int) else f"{name}'s size {d} (dim {k})"
         for name, dims in shapes.items()
         for k, d in enumerate(dims)
         if not (isinstance(d, int) and d > 0)

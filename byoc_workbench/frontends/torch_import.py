@@ -376,19 +376,37 @@ def _not_a_factory(spec: str, meant: str) -> TorchImportError:
 
 def _spec_meant(where: str, attr: str) -> str:
     """The ``module:factory`` a malformed ``--torch where:attr`` likely meant: ``m:Net`` for ``m.py:Net.forward``
-    or ``m:Net()``, ``m:f`` for ``m:json:f``, ``m:FACTORY`` for ``m:``, or for a name module ``m`` does not have."""
+    or ``m:Net()``, ``m:f`` for ``m:json:f``, ``m:ns.f`` for ``m:ns..f`` or ``m:ns.`` (``f`` the first factory of
+    namespace ``ns``), ``m:FACTORY`` for ``m:``, or for a name module ``m`` does not have."""
     module = where.removesuffix(".py") or "MODULE"
     words = (re.match(r"\w*", s).group() for s in attr.rpartition(":")[2].split("."))  # "Net()" -> "Net"
-    names = list(itertools.takewhile(str.isidentifier, words))
+    names = list(itertools.takewhile(str.isidentifier, (w for w in words if w)))  # an empty part is a typo
     try:
-        return _meant(*_reach(module, names))
+        module, taken, obj = _reach(module, names)
+        inner = _factory_in(obj) if taken and not _makes(obj) else None
+        return _meant(module, [*taken, inner], getattr(obj, inner)) if inner else _meant(module, taken, obj)
     except (Exception, SystemExit):  # the module cannot be imported, so nobody knows what it has
         return f"{module}:{names[0] if names else 'FACTORY'}"
 
 
 def _meant(module: str, taken: list, obj) -> str:
-    """``module:a.b``, where the path ``taken`` reaches ``obj``, a callable; ``module:FACTORY`` where it does not."""
-    return f"{module}:{'.'.join(taken) if taken and callable(obj) else 'FACTORY'}"
+    """``module:a.b``, where the path ``taken`` reaches ``obj``, a factory; ``module:FACTORY`` where it does not."""
+    return f"{module}:{'.'.join(taken) if taken and _makes(obj) else 'FACTORY'}"
+
+
+def _makes(obj) -> bool:
+    """Whether ``obj`` may be a factory: a callable, but no class other than one of nn.Module (it makes no module)."""
+    return callable(obj) and not (inspect.isclass(obj) and not issubclass(obj, load_torch().nn.Module))
+
+
+def _factory_in(obj) -> str | None:
+    """The first public name of namespace ``obj`` (a class that makes no module, say) whose value may be a factory,
+    as a path follows it: a static or class method, not a class's plain method (that needs an instance)."""
+    for name, value in inspect.getmembers_static(obj):
+        plain = inspect.isfunction(value) and inspect.isclass(obj)
+        if not name.startswith("_") and not plain and (isinstance(value, classmethod) or _makes(value)):
+            return name
+    return None
 
 
 def _reach(where: str, names: list) -> tuple:

@@ -197,7 +197,7 @@ def test_a_pack_stopped_part_way_leaves_the_last_pack_as_it_was(tmp_path, gpu_pa
     wheels = _wheels(tmp_path / "new", os.urandom(2 << 20))  # minutes of xz's best, for random bytes
     code = (
         f"import sys; from pathlib import Path; sys.path.insert(0, {str(ROOT / 'tools')!r}); import gpu_pack\n"
-        "gpu_pack.exit_on_signals('run it again to finish.')  # as its __main__ does\n"
+        "gpu_pack.exit_on_signals('run it again to finish.')  # as its __main__ does (byoc_workbench_cli's)\n"
         f"gpu_pack.write([Path(w) for w in {[str(w) for w in wheels]!r}], Path({str(out)!r}), 64)\n"
     )
     run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)

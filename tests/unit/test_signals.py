@@ -1,6 +1,6 @@
-"""Ctrl-C and SIGTERM sent to real processes: an export stopped while its kernel starts, runs or ends is one line,
-its status 130 or 143, and leaves no kernel, connection file or output; a signal after a command's last line, while the
-interpreter tears TVM down, leaves the finished command's exit status 0."""
+"""Ctrl-C, SIGTERM and SIGHUP sent to real processes: an export stopped while its kernel starts, runs or ends is one
+line, its status 130, 143 or 129, and leaves no kernel, connection file or output; a signal after a command's last
+line, while the interpreter tears TVM down, leaves the finished command's exit status 0."""
 
 import json
 import os
@@ -45,12 +45,14 @@ def _running(pid: int) -> bool:
     [
         (signal.SIGINT, True, [], "interrupted"),  # Ctrl-C: the terminal signals the whole process group
         (signal.SIGTERM, False, ["ok.ipynb"], "terminated"),  # kill PID: the process alone
+        (signal.SIGHUP, True, ["ok.ipynb"], "hung up"),  # a closed terminal or ssh session: its process group
     ],
 )
 def test_an_export_stopped_while_its_kernel_runs_is_one_line_and_leaves_nothing_running(
     tmp_path, sig, group, before, word
 ):
-    """Both were nbclient's AssertionError after ipykernel's traceback, status 1, its cleanup run twice."""
+    """Both were nbclient's AssertionError after ipykernel's traceback, status 1, its cleanup run twice; SIGHUP
+    (round 17) was status 129 with no line, the kernel's connection file left behind."""
     _notebook(tmp_path / "ok.ipynb", "x = 1")
     _notebook(  # says its kernel's pid and connection file, then runs until it is stopped
         tmp_path / "slow.ipynb",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import threading
 import traceback
 
 import numpy as np
@@ -15,6 +16,10 @@ from byoc_workbench.core import devices, devices_kernels, files, ir, ir_types, t
 from byoc_workbench.core.errors import WorkbenchError, true_or_false
 from byoc_workbench.core.tvm_private import items
 from byoc_workbench.measure.compiler import compiled, cuda
+
+# Held while a build lowers and compiles: TVM's lowering keeps state of the process, not the thread (TE's TagScope),
+# and two threads at once stop on "nested op_tag". Reentrant: a build within a build waits on no one.
+_TVM = threading.RLock()
 
 
 def has_recursion(mod: tvm.IRModule) -> bool:
@@ -187,10 +192,11 @@ def _check_placed_for(mod: tvm.IRModule, resolved: tvm.target.Target) -> None:
 @contextlib.contextmanager
 def _building(tvm_target: tvm.target.Target, disabled: list):
     """The pass context a build runs in, with the CUDA compiler found here for a GPU (what it refuses that is the
-    user's or this machine's is one line: :func:`byoc_workbench.measure.compiler.cuda.compiling`)."""
+    user's or this machine's is one line: :func:`byoc_workbench.measure.compiler.cuda.compiling`), one thread's at a
+    time (``_TVM``): threads that build at once take turns at TVM, each its own nvcc after."""
     gpu = targets.is_gpu(tvm_target)
     toolchain = cuda.compiling(cuda.find(), tvm_target.attrs.get("arch")) if gpu else contextlib.nullcontext()
-    with tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain, tvm_target:
+    with _TVM, tvm.transform.PassContext(opt_level=3, disabled_pass=disabled), toolchain, tvm_target:
         yield
 
 
@@ -199,9 +205,8 @@ def _lower(mod: tvm.IRModule, tvm_target: tvm.target.Target) -> tvm.IRModule:
     generation would stop on it in C++), and where a kernel would read a buffer of another device
     (:func:`misplaced_buffers`) or a GPU kernel is left unbound to threads
     (:func:`~byoc_workbench.core.devices_kernels.check_threads_bound`): TVM builds either without a word, and on a GPU
-    the host code is handed a GPU pointer. A
-    placed module's CPU kernels read copies of what legalization left elsewhere (as the GPU's pipeline does, so that
-    the CPU twin, both devices the CPU, builds what a GPU build would)."""
+    the host code is handed a GPU pointer. A placed module's CPU kernels read copies of what legalization left
+    elsewhere (as the GPU's pipeline does: the CPU twin, both devices the CPU, builds what a GPU build would)."""
     said = None
     with user_file.native_stderr_held() as held:
         try:

@@ -2,8 +2,9 @@
 
 TVM runs "nvcc" from ``PATH`` in a ``Popen`` of its own and waits for it with no time limit. Here nvcc is run
 as TVM would run it (the same flags, :func:`_command`), but by the path of the file that was checked, with its
-files in a folder of its own, and in a session of its own that ends with the run: at its time limit
-(:func:`time_limit`), on Ctrl-C and on SIGTERM, its processes are killed and it is reaped. Nothing of the
+files, its own and its tools' temporary ones (``tmpxft_*``) alike, in a folder of its own, removed as the run ends,
+and in a session of its own that ends with the run: at its time limit (:func:`time_limit`), on Ctrl-C and on
+SIGTERM, its processes are killed and it is reaped. Only nvcc's environment names that folder: nothing of the
 process (its environment, its temporary folder) is changed, so threads may build at once.
 
 What it made is read as the CUDA runtime would load it (:func:`made_for`): a fatbin, or a cubin (an ELF for
@@ -84,7 +85,8 @@ def _kept() -> str | None:
 
 
 def _folder() -> tempfile.TemporaryDirectory:
-    """A folder for nvcc's files (the kernels' CUDA C, the fatbin) in the temporary folder, removed as it ends."""
+    """A folder for nvcc's files (the kernels' CUDA C, the fatbin, what it and its tools write in their temporary
+    folder) in the temporary folder, removed as it ends."""
     return tempfile.TemporaryDirectory(prefix="byoc_workbench_nvcc_", ignore_cleanup_errors=True)
 
 
@@ -117,11 +119,13 @@ def _command(path: str, arch: str, source: Path, out: Path) -> list:
 
 
 def _run(command: list, folder: str, limit: float) -> tuple:
-    """``(exit status, what it said)`` of ``command`` run in ``folder`` (status None: it ran past ``limit`` s). Its
-    own session, so that a terminal's Ctrl-C reaches Python only, and every process it started is killed with it:
-    at the limit, and on any exception (Ctrl-C, SIGTERM), after which it is reaped, never left a zombie."""
+    """``(exit status, what it said)`` of ``command`` run in ``folder``, its temporary folder too (status None: it ran
+    past ``limit`` s): killed, nvcc leaves there the files it would have removed (``tmpxft_*``). Its own session, so
+    that a terminal's Ctrl-C reaches Python only, and every process it started is killed with it: at the limit, and on
+    any exception (Ctrl-C, SIGTERM), after which it is reaped, never left a zombie."""
+    env = {**os.environ, "TMPDIR": folder, "TMP": folder, "TEMP": folder}
     proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=folder, env=env, start_new_session=True
     )
     try:
         said = proc.communicate(timeout=limit)[0]

@@ -43,7 +43,7 @@ from byoc_workbench.flow.prune import no_mac, rule_name
 from byoc_workbench.measure.check.compare import found_text
 from byoc_workbench.measure.machine import machine
 from byoc_workbench.measure.search import learn, paths, reduced, tasks
-from byoc_workbench.measure.search.finals import anchors_and_finals
+from byoc_workbench.measure.search.finals import anchors_and_finals, left_out
 from byoc_workbench.measure.search.measure import Cache, Measured, Measurements
 from byoc_workbench.measure.search.placement import TVM, Plan, Segment
 from byoc_workbench.measure.search.result import Row, SearchResult
@@ -236,8 +236,13 @@ def _by_finals(rows: list, chosen, finals: list, skipped: dict, notes: list):
             f"{f.what} ran {ran} in the finals ({f.median_s * 1e3:.1f} ms against "
             f"{best.median_s * 1e3:.1f} ms, spread {f.spread:.0%} and {best.spread:.0%})"
         )
-    if winner is not chosen:
+    if winner is not chosen and chosen.final_s is not None:
         notes.append(f"the finals chose {winner.what} over {chosen.what}, the shortest path's first")
+    elif winner is not chosen:
+        notes.append(
+            f"{chosen.what}, the shortest path's first, was not in the finals: {left_out(rows, chosen)}; "
+            f"chosen instead, the finals' fastest placement, {winner.what}"
+        )
     return winner
 
 

@@ -22,6 +22,7 @@ import statistics
 import time
 from typing import Any, NamedTuple
 
+from byoc_workbench.core.text import seconds
 from byoc_workbench.measure.bench.anchors import Runs, subject_anchors, subject_runs
 from byoc_workbench.measure.search.measure import FINALISTS, NotCached, json_key
 from byoc_workbench.measure.time import clock, timing
@@ -68,15 +69,33 @@ class Finals(NamedTuple):
 
 def finalists(rows: list, n: int = FINALISTS) -> list:
     """The ``n`` fastest rows measured end to end whose outputs are TVM alone's, one per placement."""
+    return [r for r, why in _heats(rows, n) if not why]
+
+
+def left_out(rows: list, row, n: int = FINALISTS) -> str:
+    """Why ``row``, measured end to end with TVM alone's outputs, is not among :func:`finalists` ("" if it is)."""
+    return next((why for r, why in _heats(rows, n) if r is row), "")
+
+
+def _heats(rows: list, n: int) -> list:
+    """``[(row, why it is not a finalist, or "")]`` for each row that passed, by its own end-to-end measurement."""
     passed = sorted((r for r in rows if r.equal and r.measured_s and not r.rejected), key=lambda r: r.measured_s)
     out: list = []
     for r in passed:
-        if len(out) == n or r.measured_s > SLOWER * passed[0].measured_s:
-            break
-        # bf16 asked where OpenVINO ran f32 is the f32 placement again: one of the two runs
-        if all((r.assign, r.precision_ran) != (o.assign, o.precision_ran) for o in out):
-            out.append(r)
+        out.append((r, _why_not(r, [o for o, why in out if not why], passed[0], n)))
     return out
+
+
+def _why_not(r, picked: list, fastest, n: int) -> str:
+    """Why ``r`` does not join the finalists ``picked`` so far ("" if it does)."""
+    ran = f"its own end-to-end measurement, {seconds(r.measured_s)}, was"
+    if r.measured_s > SLOWER * fastest.measured_s:
+        return f"{ran} over {SLOWER:g}x that of {fastest.what}, {seconds(fastest.measured_s)}"
+    if len(picked) == n:
+        return f"{ran} slower than the {n} finalists' ({', '.join(o.what for o in picked)})"
+    # bf16 asked where OpenVINO ran f32 is the f32 placement again: one of the two runs
+    again = next((o for o in picked if (r.assign, r.precision_ran) == (o.assign, o.precision_ran)), None)
+    return f"it is {again.what} again, at the same precisions" if again else ""
 
 
 def run_finals(session, rows: list, whole=None, rounds: int = FINAL_ROUNDS, n: int = FINALISTS) -> Finals:

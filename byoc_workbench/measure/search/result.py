@@ -52,12 +52,15 @@ class SearchResult:
     baseline_assign: dict = dataclasses.field(default_factory=dict)  # label -> the placement a baseline timed
     # The chosen placement's time against each baseline, {"vs_<label>": ratio}: data for the formatters below.
     speedup: dict[str, float] = dataclasses.field(init=False)
+    # Where each ratio's two times come from, once the chosen placement ran in the finals: {"vs_<label>": "in the
+    # finals" (the same rounds) or "by their own measurements"}; {} without finals (all are their own).
+    speedup_from: dict[str, str] = dataclasses.field(init=False)
     # {backend: precision}: what the backends ran at where the search's precision was asked of them ({} at f32, or
     # when no placement was measured again): {"openvino": "f32"} for bf16 asked on a CPU without it.
     precision_ran: dict[str, str] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.speedup = self._speedup()
+        self.speedup, self.speedup_from = self._speedup()
         at = [r.precision_ran for r in self.placements if r.precision == self.precision != "f32"]
         self.precision_ran = {b: p for ran in at for b, p in ran.items()}
 
@@ -87,25 +90,28 @@ class SearchResult:
             out["weights"] = self.mark
         return out
 
-    def _speedup(self) -> dict[str, float]:
-        """The chosen placement's time against each baseline: ``{"vs_<label>": ratio}``.
+    def _speedup(self) -> tuple[dict[str, float], dict[str, str]]:
+        """The chosen placement's time against each baseline, ``{"vs_<label>": ratio}``, and where each ratio's
+        times come from (:attr:`speedup_from`).
 
         Against a runtime run whole or a measurement build that ran in the finals (found by its placement,
         not its name), from the finals' medians (the same rounds); else from each one's own measurement.
         """
         if self.chosen is None or not self.chosen.measured_s:
-            return {}
+            return {}, {}
         final = {f.what: f.median_s for f in self.finals if not f.placement}
         placed = {frozen(r.assign): r.final_s for r in self.placements if r.final_s is not None}
         mine = self.chosen.final_s
-        out = {}
+        out, where = {}, {}
         for k, v in self.baseline.items():
             theirs = final.get(k) or placed.get(frozen(self.baseline_assign.get(k, {})))
             if mine and theirs:
-                out[f"vs_{k}"] = theirs / mine
+                out[f"vs_{k}"], where[f"vs_{k}"] = theirs / mine, "in the finals"
             elif v:
                 out[f"vs_{k}"] = v / self.chosen.measured_s
-        return out
+                if mine:
+                    where[f"vs_{k}"] = "by their own measurements"
+        return out, where
 
     def fastest(self) -> str | None:
         """What ran fastest in the finals: the chosen placement's name, or a runtime run whole."""
